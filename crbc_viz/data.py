@@ -1,0 +1,125 @@
+"""The data model: a validated batch of rollout groups, as columns.
+
+Axis vocabulary (STYLE.md): ``S`` steps, ``T`` trajectories, ``G`` groups. Steps are
+stored group by group, trajectory by trajectory, in ``step_idx`` order; groups and
+trajectories keep their first-occurrence order in the input, so ids are deterministic.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["RolloutBatch", "GROUP_KEY"]
+
+#: A group's identity (SCHEMA.md conventions).
+GROUP_KEY = ("run_id", "train_step", "group_id")
+
+
+@dataclass(frozen=True, eq=False)
+class RolloutBatch:
+    """Validated rollout groups.
+
+    Attributes:
+        steps: one row per step ``[S]`` with the canonical columns (``run_id``,
+            ``train_step``, ``group_id``, ``traj_id``, ``step_idx``, ``reward``, ``action``,
+            ``anchor_key``, ``anchor_obs``, ``done``, ``success`` ...) and any extra fields.
+        step_traj: trajectory index of each step ``[S]``.
+        step_anchor_hash: 64-bit anchor hash of each step ``[S]`` (uint64).
+        traj_offsets: ``[T + 1]`` step offsets of each trajectory.
+        traj_group: group index of each trajectory ``[T]``.
+        traj_success: success indicator ``[T]`` (truncation is failure).
+        traj_truncated: the last step was not ``done`` ``[T]``.
+        traj_return: logged ``episode_return`` or the sum of rewards ``[T]``.
+        group_traj_offsets: ``[G + 1]`` trajectory offsets of each group.
+        groups: one row per group ``[G]``: ``run_id``, ``train_step``, ``group_id``.
+        source: the file(s) the batch came from.
+        warnings: non-fatal notes from loading (e.g. no anchors in the file).
+    """
+
+    steps: pd.DataFrame
+    step_traj: np.ndarray
+    step_anchor_hash: np.ndarray
+    traj_offsets: np.ndarray
+    traj_group: np.ndarray
+    traj_success: np.ndarray
+    traj_truncated: np.ndarray
+    traj_return: np.ndarray
+    group_traj_offsets: np.ndarray
+    groups: pd.DataFrame
+    source: str = ""
+    warnings: tuple[str, ...] = field(default=())
+    skipped: tuple[str, ...] = field(default=())
+
+    @property
+    def num_steps(self) -> int:
+        return int(self.step_traj.shape[0])
+
+    @property
+    def num_trajectories(self) -> int:
+        return int(self.traj_group.shape[0])
+
+    @property
+    def num_groups(self) -> int:
+        return int(self.groups.shape[0])
+
+    @property
+    def traj_len(self) -> np.ndarray:
+        """Steps per trajectory ``[T]``."""
+        return np.diff(self.traj_offsets)
+
+    @property
+    def step_group(self) -> np.ndarray:
+        """Group index of each step ``[S]``."""
+        return self.traj_group[self.step_traj]
+
+    @property
+    def step_pos(self) -> np.ndarray:
+        """0-based position of each step within its trajectory ``[S]``."""
+        return np.arange(self.num_steps) - np.repeat(self.traj_offsets[:-1], self.traj_len)
+
+    @property
+    def trajectories(self) -> pd.DataFrame:
+        """One row per trajectory ``[T]``: ids, length, success, truncation, return."""
+        first = self.steps.iloc[self.traj_offsets[:-1]]
+        return pd.DataFrame({
+            "run_id": first["run_id"].to_numpy(),
+            "train_step": first["train_step"].to_numpy(),
+            "group_id": first["group_id"].to_numpy(),
+            "traj_id": first["traj_id"].to_numpy(),
+            "group_index": self.traj_group,
+            "num_steps": self.traj_len,
+            "success": self.traj_success,
+            "truncated": self.traj_truncated,
+            "episode_return": self.traj_return,
+        })
+
+    def group_label(self, g: int) -> str:
+        row = self.groups.iloc[g]
+        return f"{row['run_id']}/{row['train_step']}/{row['group_id']}"
+
+    def select_groups(self, group_indices) -> "RolloutBatch":
+        """A new batch with only the given groups (in the given order)."""
+        group_indices = np.asarray(group_indices, dtype=np.int64)
+        traj_lists = [np.arange(self.group_traj_offsets[g], self.group_traj_offsets[g + 1])
+                      for g in group_indices]
+        trajs = np.concatenate(traj_lists) if traj_lists else np.zeros(0, np.int64)
+        lens = self.traj_len[trajs]
+        step_idx = (np.concatenate([np.arange(self.traj_offsets[t], self.traj_offsets[t + 1])
+                                    for t in trajs]) if len(trajs) else np.zeros(0, np.int64))
+        new_group_of_traj = np.repeat(np.arange(len(group_indices)),
+                                      [len(t) for t in traj_lists]) if traj_lists else np.zeros(0, np.int64)
+        return RolloutBatch(
+            steps=self.steps.iloc[step_idx].reset_index(drop=True),
+            step_traj=np.repeat(np.arange(len(trajs)), lens),
+            step_anchor_hash=self.step_anchor_hash[step_idx],
+            traj_offsets=np.concatenate([[0], np.cumsum(lens)]).astype(np.int64),
+            traj_group=new_group_of_traj.astype(np.int64),
+            traj_success=self.traj_success[trajs],
+            traj_truncated=self.traj_truncated[trajs],
+            traj_return=self.traj_return[trajs],
+            group_traj_offsets=np.concatenate(
+                [[0], np.cumsum([len(t) for t in traj_lists])]).astype(np.int64),
+            groups=self.groups.iloc[group_indices].reset_index(drop=True),
+            source=self.source, warnings=self.warnings, skipped=self.skipped)

@@ -1,0 +1,7 @@
+"""Estimators: one pure function per method, one registry (`registry`)."""
+from . import grpo, crbc, shortest_path  # noqa: F401  (registration order = display order)
+from .registry import (EstimatorSpec, MissingSignalError, UnknownEstimatorError, get, make_params,
+                       names, param_infos, specs)
+
+__all__ = ["EstimatorSpec", "MissingSignalError", "UnknownEstimatorError", "get", "make_params",
+           "names", "param_infos", "specs"]

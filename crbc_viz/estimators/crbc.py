@@ -1,0 +1,223 @@
+"""CRBC — Cross-Rollout Bellman Closure — and its depth-0 member, visit-local averaging
+(ESTIMATORS.md §3). This module is the readable numpy reference (per-group loops);
+`crbc_viz.backend.torch_crbc` is its batched twin.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..graph import FAILURE, SUCCESS, AnchorGraph
+from ..result import CreditResult
+from .grpo import group_advantage
+from .registry import EstimatorSpec, param, register
+
+__all__ = ["CRBCParams", "VisitLocalParams", "crbc", "visit_local", "depth_bound"]
+
+
+@dataclass(frozen=True)
+class CRBCParams:
+    beta: float = param(0.98, "discount β of the Bellman closure (β = 1 allowed: the empirical "
+                        "chain is transient)", low=0.0, high=1.0, low_open=True)
+    depth: float = param(math.inf, "backup depth K: 0 = visit-local averaging, ∞ = exact closure "
+                         "(one linear solve)", low=0)
+    sigma_min: float = param(0.1, "floor of the anchor-wise std σ(s) that divides A", low=0.0,
+                             high=10.0, low_open=True)
+    w_group: float = param(1.0, "weight w_G of the trajectory-level GRPO advantage", low=0.0, high=100.0)
+    w_step: float = param(5.0, "weight w_S of the step credit A^S", low=0.0, high=100.0)
+    min_actions: int = param(2, "gate: an anchor needs at least this many distinct observed "
+                             "actions to get step credit", low=1, high=1000)
+
+
+@dataclass(frozen=True)
+class VisitLocalParams:
+    beta: float = param(0.98, "discount β of the visit-local returns G = β^(T−t+1)·R", low=0.0,
+                        high=1.0, low_open=True)
+    sigma_min: float = param(0.1, "floor of the anchor-wise std σ(s) that divides A", low=0.0,
+                             high=10.0, low_open=True)
+    w_group: float = param(1.0, "weight w_G of the trajectory-level GRPO advantage", low=0.0, high=100.0)
+    w_step: float = param(5.0, "weight w_S of the step credit A^S", low=0.0, high=100.0)
+    min_actions: int = param(2, "gate: an anchor needs at least this many distinct observed "
+                             "actions to get step credit", low=1, high=1000)
+
+
+def _visit_local_returns(graph: AnchorGraph, beta: float) -> np.ndarray:
+    """G_{i,t} = β^(T_i − t + 1)·R_i with 1-indexed t (the last step gets β·R) ``[S]``."""
+    b = graph.batch
+    steps_to_go = b.traj_len[b.step_traj] - b.step_pos  # T_i − t + 1 with 1-indexed t
+    return beta ** steps_to_go * b.traj_success[b.step_traj].astype(np.float64)
+
+
+def _group_solve(graph: AnchorGraph, g: int, beta: float, depth: float, G_ret: np.ndarray):
+    """V over group g's nodes and Q over its pairs, plus the closure residual."""
+    lo, hi = int(graph.group_node_offsets[g]), int(graph.group_node_offsets[g + 1])
+    n = hi - lo
+    p_lo, p_hi = int(graph.node_pair_offsets[lo]), int(graph.node_pair_offsets[hi])
+    node_visits = graph.node_visits[lo:hi].astype(np.float64)
+    pair_count = graph.pair_count[p_lo:p_hi].astype(np.float64)
+    pair_node = graph.pair_node[p_lo:p_hi] - lo
+    edges = np.flatnonzero((graph.edge_pair >= p_lo) & (graph.edge_pair < p_hi))
+
+    # Eq. 5: P(x|s,a) = N(s,a,x)/N(s,a) as a pair × (nodes + 2 boundaries) matrix; μ(a|s) = N(s,a)/N(s).
+    P = np.zeros((p_hi - p_lo, n + 2))
+    for e in edges:
+        p = graph.edge_pair[e] - p_lo
+        x = graph.edge_next[e]
+        col = n if x == SUCCESS else n + 1 if x == FAILURE else x - lo
+        P[p, col] += graph.edge_count[e] / pair_count[p]
+    mu = pair_count / node_visits[pair_node]
+    MU = np.zeros((n, p_hi - p_lo))
+    MU[pair_node, np.arange(p_hi - p_lo)] = mu
+    M = MU @ P[:, :n]          # Eq. 8: M(s,s') = Σ_a μ(a|s) P(s'|s,a)
+    b = beta * MU @ P[:, n]    # Eq. 8: b(s) = β Σ_a μ(a|s) P(z+|s,a)
+
+    def backup(V):             # Eq. 7: (B V)(s,a) = β Σ_x P(x|s,a) V(x), V(z+) = 1, V(z−) = 0
+        return beta * (P[:, :n] @ V + P[:, n])
+
+    residual = 0.0
+    if math.isinf(depth):
+        A = np.eye(n) - beta * M
+        V = np.linalg.solve(A, b)  # Eq. 9: one linear solve
+        Q = backup(V)
+        residual = float(np.max(np.abs(A @ V - b))) if n else 0.0
+    else:
+        # Eq. 6 / §3.7: K = 0 averages the visit-local returns; K ≥ 1 backs them up.
+        step_sl = np.flatnonzero(graph.node_group[graph.step_node] == g)
+        sn = graph.step_node[step_sl] - lo
+        sp = graph.step_pair[step_sl] - p_lo
+        V0 = np.bincount(sn, weights=G_ret[step_sl], minlength=n) / node_visits
+        Q0 = np.bincount(sp, weights=G_ret[step_sl], minlength=p_hi - p_lo) / pair_count
+        V, Q = V0, Q0
+        for _ in range(int(depth)):
+            Q = backup(V)      # Q^(K) = B V^(K−1)
+            V = MU @ Q         # V^(K) = T V^(K−1)
+    return V, Q, mu, residual
+
+
+def _closure_family(graph: AnchorGraph, name: str, params, *, beta, depth, sigma_min, w_group,
+                    w_step, min_actions) -> CreditResult:
+    N, P = graph.num_nodes, graph.pair_node.shape[0]
+    node_value = np.zeros(N)
+    pair_q = np.zeros(P)
+    pair_mu = np.zeros(P)
+    residual = 0.0
+    G_ret = _visit_local_returns(graph, beta) if not math.isinf(depth) else None
+    for g in range(graph.num_groups):
+        lo, hi = graph.group_node_offsets[g], graph.group_node_offsets[g + 1]
+        p_lo, p_hi = graph.node_pair_offsets[lo], graph.node_pair_offsets[hi]
+        V, Q, mu, res = _group_solve(graph, g, beta, depth, G_ret)
+        node_value[lo:hi], pair_q[p_lo:p_hi], pair_mu[p_lo:p_hi] = V, Q, mu
+        residual = max(residual, res)
+    # Eq. 13: A = Q − V; σ(s)² = Σ_a μ(a|s) A²; gate on ≥ min_actions distinct actions.
+    pair_adv = pair_q - node_value[graph.pair_node]
+    sigma = np.sqrt(np.bincount(graph.pair_node, weights=pair_mu * pair_adv ** 2, minlength=N))
+    gate = graph.node_num_actions >= min_actions
+    pair_credit = np.where(gate[graph.pair_node],
+                           pair_adv / np.maximum(sigma, sigma_min)[graph.pair_node], 0.0)
+    a_group = group_advantage(graph)[graph.batch.step_traj]
+    credit = pair_credit[graph.step_pair]
+    diagnostics = {"closure_residual": residual, "gated_fraction": float(np.mean(~gate)) if N else 0.0}
+    if not math.isinf(depth):
+        diagnostics.pop("closure_residual")
+    return CreditResult(name, params, graph, node_value[graph.step_node], pair_q[graph.step_pair],
+                        credit, w_group * a_group + w_step * credit, node_value=node_value,
+                        pair_q=pair_q, pair_credit=pair_credit, diagnostics=diagnostics)
+
+
+def crbc(graph: AnchorGraph, *, beta: float = 0.98, depth: float = math.inf, sigma_min: float = 0.1,
+         w_group: float = 1.0, w_step: float = 5.0, min_actions: int = 2) -> CreditResult:
+    """CRBC: exact behaviour-policy Bellman closure on the merged anchor graph.
+
+        M(s,s') = Σ_a μ(a|s) P(s'|s,a),   b(s) = β Σ_a μ(a|s) P(z+|s,a)
+        (I − βM) V = b                       (one linear solve; V(z+) = 1, V(z−) = 0)
+        Q(s,a) = β Σ_x P(x|s,a) V(x),   A = Q − V
+        σ(s) = sqrt(Σ_a μ(a|s) A(s,a)²)
+        A^S = 1{#actions(s) ≥ 2} · A / max(σ(s), σ_min)
+        A^final = w_G · A^G + w_S · A^S
+
+    A finite ``depth`` K gives the finite-depth family (§3.7): V^(K) = T^K V^(0),
+    Q^(K) = B V^(K−1), with V^(0), Q^(0) the visit-local averages of G = β^(T−t+1)·R.
+
+    Paper: Ren et al., "Cross-Rollout Bellman Closure for Long-Horizon Agentic RL",
+    arXiv 2609.35082, Eqs. 5–10 and 13–15.
+
+    Args:
+        graph: anchor graph; counts are over all step occurrences ``[S]``.
+        beta, depth, sigma_min, w_group, w_step, min_actions: see `CRBCParams`.
+
+    Returns:
+        `CreditResult`: value = V(s_t), q_value = Q(s_t, a_t), credit = A^S, advantage =
+        A^final, each ``[S]``; ``node_value [N]``, ``pair_q`` and ``pair_credit [P]``;
+        diagnostics ``closure_residual`` = ‖(I − βM)V − b‖∞ (exact depth only).
+
+    Notes:
+        Cycles and self-loops need nothing special. Truncated rollouts end at FAILURE.
+        β = 1 is solvable: every anchor reaches a boundary under the empirical chain. A
+        single-action anchor gets A^S = 0 (gate); an all-failure group gets V ≡ 0.
+
+    >>> from crbc_viz import load_rollouts, build_graph
+    >>> r = crbc(build_graph(load_rollouts("sample_rollouts/toy/toy_group.jsonl")))
+    >>> [round(float(v), 4) for v in r.node_value]
+    [0.4636, 0.4802, 0.6533, 0.4659, 0.0]
+    """
+    params = CRBCParams(beta, depth, sigma_min, w_group, w_step, min_actions)
+    return _closure_family(graph, "crbc", params, beta=beta, depth=depth, sigma_min=sigma_min,
+                           w_group=w_group, w_step=w_step, min_actions=min_actions)
+
+
+def visit_local(graph: AnchorGraph, *, beta: float = 0.98, sigma_min: float = 0.1,
+                w_group: float = 1.0, w_step: float = 5.0, min_actions: int = 2) -> CreditResult:
+    """Visit-local averaging: the depth-0 member of the CRBC family (GiGPO-style pooling).
+
+        G_{i,t} = β^(T_i − t + 1) · R_i                (1-indexed t)
+        Q^(0)(s,a) = mean of G over occurrences of (s,a);  V^(0)(s) = mean of G over visits to s
+        A^(0) = Q^(0) − V^(0), then the gate, σ-normalisation and combination of `crbc`.
+
+    Paper: arXiv 2609.35082 Eq. 6 (§3.7); GiGPO (arXiv 2505.10978) pools the same returns.
+
+    Args / Returns / Notes: as `crbc` with ``depth = 0`` (no closure residual).
+
+    >>> from crbc_viz import load_rollouts, build_graph
+    >>> r = visit_local(build_graph(load_rollouts("sample_rollouts/toy/toy_group.jsonl")))
+    >>> round(float(r.pair_q[0] - r.node_value[0]), 4)
+    0.0093
+    """
+    params = VisitLocalParams(beta, sigma_min, w_group, w_step, min_actions)
+    return _closure_family(graph, "visit_local", params, beta=beta, depth=0, sigma_min=sigma_min,
+                           w_group=w_group, w_step=w_step, min_actions=min_actions)
+
+
+def depth_bound(graph: AnchorGraph, beta: float, depth: int) -> float:
+    """Corollary 3: ‖A^∞ − A^(K)‖∞ ≤ 2β^K/(1 − β) · ‖T V0 − V0‖∞ (β < 1; else ∞)."""
+    if beta >= 1.0:
+        return math.inf
+    r0 = visit_local(graph, beta=beta)
+    r1 = crbc(graph, beta=beta, depth=1)
+    gap = np.max(np.abs(r1.node_value - r0.node_value)) if graph.num_nodes else 0.0
+    return float(2 * beta ** depth / (1 - beta) * gap)
+
+
+def _torch_crbc(graph, *, device="auto", **kw):
+    from ..backend.torch_crbc import crbc_torch
+    return crbc_torch(graph, device=device, **kw)
+
+
+def _torch_visit_local(graph, *, device="auto", **kw):
+    from ..backend.torch_crbc import visit_local_torch
+    return visit_local_torch(graph, device=device, **kw)
+
+
+register(EstimatorSpec(
+    name="crbc", title="CRBC — Cross-Rollout Bellman Closure",
+    paper="Ren et al., Cross-Rollout Bellman Closure for Long-Horizon Agentic RL (arXiv 2609.35082)",
+    equation="(I − βM)V = b;  Q = BV;  A^S = 1{#a ≥ 2}·(Q − V)/max(σ(s), σ_min);  "
+             "A = w_G·A^G + w_S·A^S", section="§3",
+    fn=crbc, params_cls=CRBCParams, torch_fn=_torch_crbc))
+register(EstimatorSpec(
+    name="visit_local", title="Visit-local averaging (CRBC depth 0, GiGPO-style)",
+    paper="arXiv 2609.35082 Eq. 6; Feng et al., GiGPO (arXiv 2505.10978)",
+    equation="Q⁰(s,a) = mean G over (s,a);  V⁰(s) = mean G over s;  A = Q⁰ − V⁰, gated and "
+             "normalised as CRBC", section="§3.7",
+    fn=visit_local, params_cls=VisitLocalParams, torch_fn=_torch_visit_local))

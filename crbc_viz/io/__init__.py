@@ -1,0 +1,32 @@
+"""Loading rollout logs into the canonical data model (SCHEMA.md)."""
+from __future__ import annotations
+
+import os
+
+from ..data import RolloutBatch
+from .anchors import anchor_hash64, anchor_key, canonical_anchor_bytes
+from .errors import LoadError, Problem
+from .readers import FORMATS, detect_format, read_table
+from .schema import REQUIRED, build_batch
+
+__all__ = ["load_rollouts", "LoadError", "Problem", "FORMATS", "REQUIRED", "anchor_key",
+           "anchor_hash64", "canonical_anchor_bytes", "detect_format"]
+
+
+def load_rollouts(path: str | os.PathLike, *, fmt: str | None = None, lenient: bool = False,
+                  success_threshold: float = 0.0) -> RolloutBatch:
+    """Load and validate a rollout log (JSONL, JSON, Parquet or CSV; ``.gz`` allowed).
+
+    Args:
+        path: the log file.
+        fmt: force a format (``jsonl``, ``json``, ``parquet``, ``csv``); default from the name.
+        lenient: skip bad rows (and the trajectories they break) instead of failing; what was
+            skipped is listed in ``batch.skipped``.
+        success_threshold: a trajectory without a ``success`` field succeeded when its
+            ``episode_return`` (or summed reward) exceeds this.
+
+    Raises:
+        LoadError: listing every problem with file, line (or row) and field.
+    """
+    raw = read_table(path, fmt)
+    return build_batch(raw, lenient=lenient, success_threshold=success_threshold)

@@ -1,0 +1,359 @@
+"""Validation of raw tables against the canonical schema (SCHEMA.md) and batch assembly.
+
+Every problem in a file is collected (file, line or row, field) and raised together as one
+`LoadError`; with ``lenient=True`` the offending rows (and the trajectories they break) are
+skipped instead and listed in ``RolloutBatch.skipped``.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from ..data import GROUP_KEY, RolloutBatch
+from .anchors import anchor_hash64
+from .errors import MAX_LISTED, LoadError, Problem
+from .readers import RawTable
+
+__all__ = ["REQUIRED", "validate", "build_batch"]
+
+REQUIRED = ("group_id", "traj_id", "step_idx", "reward")
+_TRUE = {"true", "1", "yes", "t", "y"}
+_FALSE = {"false", "0", "no", "f", "n"}
+
+
+def _is_missing(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA or v is pd.NaT
+
+
+def _as_id(v, from_text):
+    if isinstance(v, str):
+        return v
+    if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
+        return str(int(v))
+    raise TypeError(f"expected a string id, got {type(v).__name__} {_short(v)}")
+
+
+def _as_int(v, from_text):
+    if isinstance(v, (bool, np.bool_)):
+        raise TypeError(f"expected an integer, got bool {v}")
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if isinstance(v, (float, np.floating)) and math.isfinite(v) and float(v).is_integer():
+        return int(v)
+    if from_text and isinstance(v, str):
+        try:
+            return int(v.strip())
+        except ValueError:
+            pass
+    raise TypeError(f"expected an integer, got {type(v).__name__} {_short(v)}")
+
+
+def _as_float(v, from_text):
+    if isinstance(v, (bool, np.bool_)):
+        raise TypeError(f"expected a number, got bool {v}")
+    if isinstance(v, (int, float, np.integer, np.floating)):
+        out = float(v)
+    elif from_text and isinstance(v, str):
+        try:
+            out = float(v.strip())
+        except ValueError:
+            raise TypeError(f"expected a number, got {_short(v)}") from None
+    else:
+        raise TypeError(f"expected a number, got {type(v).__name__} {_short(v)}")
+    if not math.isfinite(out):
+        raise TypeError(f"expected a finite number, got {out}")
+    return out
+
+
+def _as_bool(v, from_text):
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, (int, np.integer)) and int(v) in (0, 1):
+        return bool(v)
+    if isinstance(v, str) and (from_text or v.lower() in ("true", "false")):
+        s = v.strip().lower()
+        if s in _TRUE:
+            return True
+        if s in _FALSE:
+            return False
+    raise TypeError(f"expected true/false, got {type(v).__name__} {_short(v)}")
+
+
+def _as_text(v, from_text):
+    if isinstance(v, str):
+        return v
+    raise TypeError(f"expected a string, got {type(v).__name__} {_short(v)}")
+
+
+def _as_anchor(v, from_text):
+    if isinstance(v, (str, list, dict, tuple, np.ndarray)):
+        return v
+    raise TypeError(f"expected a string, array or object, got {type(v).__name__} {_short(v)}")
+
+
+def _short(v, n: int = 40) -> str:
+    s = repr(v)
+    return s if len(s) <= n else s[: n - 3] + "..."
+
+
+# field -> (coercer, required)
+_FIELDS: dict[str, tuple[Callable, bool]] = {
+    "group_id": (_as_id, True),
+    "traj_id": (_as_id, True),
+    "step_idx": (_as_int, True),
+    "reward": (_as_float, True),
+    "run_id": (_as_id, False),
+    "train_step": (_as_int, False),
+    "action": (_as_text, False),
+    "anchor_obs": (_as_anchor, False),
+    "anchor_key": (_as_id, False),
+    "state_hash": (_as_id, False),
+    "done": (_as_bool, False),
+    "success": (_as_bool, False),
+    "episode_return": (_as_float, False),
+    "is_action_valid": (_as_bool, False),
+    "observation": (_as_text, False),
+    "response": (_as_text, False),
+    "env_name": (_as_text, False),
+    "split": (_as_text, False),
+}
+
+
+def _coerce_column(name, values: np.ndarray, raw: RawTable, problems: list, bad: np.ndarray):
+    coerce, required = _FIELDS[name]
+    out = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values):
+        if _is_missing(v):
+            out[i] = None
+            if required:
+                problems.append(Problem(raw.path, int(raw.line[i]), name, "missing required field",
+                                        raw.where))
+                bad[i] = True
+            continue
+        try:
+            out[i] = coerce(v, raw.from_text)
+        except TypeError as exc:
+            out[i] = None
+            problems.append(Problem(raw.path, int(raw.line[i]), name, str(exc), raw.where))
+            bad[i] = True
+    if name == "step_idx":
+        for i in np.flatnonzero(~bad):
+            if out[i] < 0:
+                problems.append(Problem(raw.path, int(raw.line[i]), name,
+                                        f"expected an integer >= 0, got {out[i]}", raw.where))
+                bad[i] = True
+    return out
+
+
+def validate(raw: RawTable, *, lenient: bool = False) -> tuple[pd.DataFrame, np.ndarray, list[Problem]]:
+    """Coerce the known fields; return the table, its row lines and the problems found."""
+    df = raw.records
+    problems = list(raw.problems)
+    n = len(df)
+    if n == 0:
+        if not problems:
+            problems.append(Problem(raw.path, None, None, "no step rows in file"))
+        return pd.DataFrame(), np.zeros(0, np.int64), problems
+    missing_cols = [f for f in REQUIRED if f not in df.columns]
+    for f in missing_cols:
+        problems.append(Problem(raw.path, None, f, "missing required field in every row"))
+    if missing_cols:
+        return df, raw.line, problems
+    bad = np.zeros(n, dtype=bool)
+    out = {}
+    for name in _FIELDS:
+        if name in df.columns:
+            out[name] = _coerce_column(name, df[name].to_numpy(dtype=object), raw, problems, bad)
+    table = df.copy()
+    for name, col in out.items():
+        table[name] = col
+    table["_line"] = raw.line
+    table["_bad"] = bad
+    return table, raw.line, problems
+
+
+def build_batch(raw: RawTable, *, lenient: bool = False, success_threshold: float = 0.0) -> RolloutBatch:
+    """Validate ``raw`` and assemble a `RolloutBatch`; raise `LoadError` listing every problem."""
+    table, _, problems = validate(raw, lenient=lenient)
+    if table.empty or any(p.line is None for p in problems if p.field in REQUIRED or p.field is None):
+        if not lenient or table.empty or "_bad" not in table:
+            raise LoadError(problems[:MAX_LISTED], total=len(problems))
+    path = raw.path
+    run_default = Path(path).name.split(".")[0]
+    if "run_id" not in table:
+        table["run_id"] = run_default
+    else:
+        table["run_id"] = table["run_id"].where(table["run_id"].notna(), run_default)
+    if "train_step" not in table:
+        table["train_step"] = 0
+    else:
+        table["train_step"] = table["train_step"].where(table["train_step"].notna(), 0)
+    table["train_step"] = table["train_step"].astype(np.int64)
+
+    # Group and trajectory indices in first-occurrence order.
+    gkey = list(GROUP_KEY)
+    g_codes, g_uniques = pd.MultiIndex.from_frame(
+        table[gkey].astype({"run_id": object, "group_id": object})).factorize()
+    t_codes, _ = pd.MultiIndex.from_arrays([g_codes, table["traj_id"].astype(object)]).factorize()
+    table["_g"] = g_codes
+    table["_t"] = t_codes
+
+    # Step order within each trajectory: sorted, must be exactly 0..n-1.
+    ok = ~table["_bad"].to_numpy()
+    sidx = np.where(ok, table["step_idx"].to_numpy(dtype=object), -1)
+    sidx = np.array([-1 if v is None else v for v in sidx], dtype=np.int64)
+    order = np.lexsort((sidx, t_codes))
+    t_sorted = t_codes[order]
+    s_sorted = sidx[order]
+    starts = np.r_[True, t_sorted[1:] != t_sorted[:-1]]
+    pos = np.arange(len(order)) - np.maximum.accumulate(np.where(starts, np.arange(len(order)), 0))
+    traj_bad = np.zeros(t_codes.max() + 1, dtype=bool)
+    traj_bad[np.unique(t_codes[~ok])] = True
+    lines = table["_line"].to_numpy()
+    where = raw.where
+    dup = np.r_[False, (t_sorted[1:] == t_sorted[:-1]) & (s_sorted[1:] == s_sorted[:-1])]
+    for k in np.flatnonzero(dup & (s_sorted >= 0)):
+        r = order[k]
+        problems.append(Problem(path, int(lines[r]), "step_idx",
+                                f"duplicate step_idx {s_sorted[k]} in trajectory "
+                                f"'{table['traj_id'].iat[r]}' of group '{table['group_id'].iat[r]}'",
+                                where))
+        traj_bad[t_sorted[k]] = True
+    gap = (s_sorted != pos) & ~dup & (s_sorted >= 0)
+    # Report the first out-of-place row of each trajectory only.
+    seen = set()
+    for k in np.flatnonzero(gap):
+        t = t_sorted[k]
+        if t in seen or traj_bad[t] and t in seen:
+            continue
+        seen.add(t)
+        r = order[k]
+        problems.append(Problem(path, int(lines[r]), "step_idx",
+                                f"step_idx not contiguous from 0: expected {pos[k]}, got {s_sorted[k]} "
+                                f"in trajectory '{table['traj_id'].iat[r]}' of group "
+                                f"'{table['group_id'].iat[r]}'", where))
+        traj_bad[t] = True
+
+    skipped: list[str] = []
+    if problems:
+        if not lenient:
+            raise LoadError(problems[:MAX_LISTED], total=len(problems))
+        skipped = [str(p) for p in problems]
+        keep_rows = ~traj_bad[t_codes]
+        table = table[keep_rows]
+        if table.empty:
+            raise LoadError(problems[:MAX_LISTED] + [Problem(path, None, None,
+                            "no valid trajectory left after skipping bad rows (--lenient)")],
+                            total=len(problems) + 1)
+        g_codes, _ = pd.MultiIndex.from_frame(table[gkey].astype(object)).factorize()
+        t_codes, _ = pd.MultiIndex.from_arrays([g_codes, table["traj_id"].astype(object)]).factorize()
+        table = table.assign(_g=g_codes, _t=t_codes)
+
+    # Final order: group (first occurrence), trajectory (first occurrence within the file), step.
+    table = table.assign(step_idx=table["step_idx"].astype(np.int64))
+    order = np.lexsort((table["step_idx"].to_numpy(), table["_t"].to_numpy(), table["_g"].to_numpy()))
+    table = table.iloc[order].reset_index(drop=True)
+    # Re-number trajectories in the new order so that they are contiguous and deterministic.
+    t_codes, _ = pd.factorize(table["_t"].to_numpy())
+    g_codes = table["_g"].to_numpy()
+    num_t = int(t_codes.max()) + 1
+    traj_len = np.bincount(t_codes, minlength=num_t)
+    traj_offsets = np.r_[0, np.cumsum(traj_len)].astype(np.int64)
+    traj_group = g_codes[traj_offsets[:-1]].astype(np.int64)
+    group_counts = np.bincount(traj_group)
+    group_traj_offsets = np.r_[0, np.cumsum(group_counts)].astype(np.int64)
+    last = traj_offsets[1:] - 1
+
+    # Success: `success` if logged (last non-null), else episode_return / sum(reward) > threshold.
+    step_reward = table["reward"].to_numpy(dtype=np.float64)
+    reward_sum = np.add.reduceat(step_reward, traj_offsets[:-1]) if len(step_reward) else np.zeros(0)
+    traj_return = reward_sum.copy()
+    if "episode_return" in table:
+        er = _last_non_null(table["episode_return"].to_numpy(dtype=object), t_codes, num_t)
+        has = np.array([v is not None for v in er])
+        traj_return[has] = np.array([v for v in er[has]], dtype=np.float64)
+    traj_success = traj_return > success_threshold
+    if "success" in table:
+        sv = _last_non_null(table["success"].to_numpy(dtype=object), t_codes, num_t)
+        has = np.array([v is not None for v in sv])
+        traj_success[has] = np.array([bool(v) for v in sv[has]], dtype=bool)
+    if "done" in table:
+        dv = table["done"].to_numpy(dtype=object)[last]
+        traj_truncated = np.array([not bool(v) if v is not None else False for v in dv], dtype=bool)
+    else:
+        traj_truncated = np.zeros(num_t, dtype=bool)
+
+    # Anchors: precomputed key, else the hash of the canonical anchor_obs, else one per step.
+    warnings: list[str] = []
+    table, step_hash = _anchor_hashes(table, warnings, path)
+
+    groups = table.iloc[traj_offsets[:-1][group_traj_offsets[:-1]]][gkey].reset_index(drop=True)
+    table["success"] = np.repeat(traj_success, traj_len)
+    table = table.drop(columns=["_g", "_t", "_bad", "_line"], errors="ignore")
+    return RolloutBatch(
+        steps=table, step_traj=np.repeat(np.arange(num_t), traj_len), step_anchor_hash=step_hash,
+        traj_offsets=traj_offsets, traj_group=traj_group, traj_success=traj_success,
+        traj_truncated=traj_truncated, traj_return=traj_return,
+        group_traj_offsets=group_traj_offsets, groups=groups, source=path,
+        warnings=tuple(warnings), skipped=tuple(skipped))
+
+
+def _last_non_null(values: np.ndarray, t_codes: np.ndarray, num_t: int) -> np.ndarray:
+    out = np.full(num_t, None, dtype=object)
+    for v, t in zip(values, t_codes):
+        if v is not None:
+            out[t] = v
+    return out
+
+
+def _anchor_hashes(table: pd.DataFrame, warnings: list, path: str):
+    n = len(table)
+    hashes = np.zeros(n, dtype=np.uint64)
+    keys = np.empty(n, dtype=object)
+    given = None
+    for col in ("anchor_key", "state_hash"):
+        if col in table:
+            given = table[col].to_numpy(dtype=object) if given is None else np.where(
+                pd.isna(given), table[col].to_numpy(dtype=object), given)
+    obs = table["anchor_obs"].to_numpy(dtype=object) if "anchor_obs" in table else None
+    missing = 0
+    cache: dict = {}
+    for i in range(n):
+        k = given[i] if given is not None else None
+        if k is not None:
+            h = _key_to_hash(k)
+            keys[i] = k
+        elif obs is not None and obs[i] is not None:
+            o = obs[i]
+            ck = o if isinstance(o, str) else None
+            if ck is not None and ck in cache:
+                h = cache[ck]
+            else:
+                h = anchor_hash64(o)
+                if ck is not None:
+                    cache[ck] = h
+            keys[i] = f"{h:016x}"
+        else:
+            # No anchor: this step merges with nothing (a unique key per trajectory step).
+            h = anchor_hash64(["__no_anchor__", str(table["traj_id"].iat[i]), int(table["step_idx"].iat[i])])
+            keys[i] = f"{h:016x}"
+            missing += 1
+        hashes[i] = h
+    if missing:
+        warnings.append(f"{path}: {missing} of {n} steps have no anchor_obs or anchor_key; "
+                        f"they are not merged with any other step")
+    table = table.assign(anchor_key=keys)
+    return table, hashes
+
+
+def _key_to_hash(k: str) -> int:
+    if len(k) == 16:
+        try:
+            return int(k, 16)
+        except ValueError:
+            pass
+    return anchor_hash64("key:" + k)

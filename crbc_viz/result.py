@@ -1,0 +1,72 @@
+"""`CreditResult`: what every estimator returns (per-step columns plus diagnostics)."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .graph import AnchorGraph
+
+__all__ = ["CreditResult", "OUTPUT_COLUMNS"]
+
+#: Columns of `CreditResult.to_frame` (and of ``crbc-viz score``), in order.
+OUTPUT_COLUMNS = ("run_id", "train_step", "group_id", "traj_id", "step_idx", "anchor_key", "action",
+                  "estimator", "value", "q_value", "credit", "advantage")
+
+
+@dataclass(frozen=True, eq=False)
+class CreditResult:
+    """Per-step output of one estimator on one graph.
+
+    Attributes:
+        estimator: registry name.
+        params: the hyper-parameter dataclass the result was computed with.
+        graph: the graph it was computed on.
+        value: ``[S]`` the method's state value at the step (NaN where undefined).
+        q_value: ``[S]`` its action value (NaN where undefined).
+        credit: ``[S]`` the method's own step-level term.
+        advantage: ``[S]`` what the method feeds the policy loss.
+        node_value: ``[N]`` per-node value, where the method defines one.
+        pair_q: ``[P]`` per-(node, action) value, where the method defines one.
+        pair_credit: ``[P]`` per-(node, action) credit, where it is shared by all occurrences.
+        diagnostics: scalars such as ``closure_residual`` or ``singleton_fraction``.
+    """
+
+    estimator: str
+    params: Any
+    graph: AnchorGraph
+    value: np.ndarray
+    q_value: np.ndarray
+    credit: np.ndarray
+    advantage: np.ndarray
+    node_value: np.ndarray | None = None
+    pair_q: np.ndarray | None = None
+    pair_credit: np.ndarray | None = None
+    diagnostics: dict = field(default_factory=dict)
+    backend: str = "numpy"
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per step with `OUTPUT_COLUMNS`."""
+        steps = self.graph.batch.steps
+        S = len(steps)
+        action = steps["action"] if "action" in steps else pd.Series([None] * S)
+        return pd.DataFrame({
+            "run_id": steps["run_id"].to_numpy(),
+            "train_step": steps["train_step"].to_numpy(dtype=np.int64),
+            "group_id": steps["group_id"].to_numpy(),
+            "traj_id": steps["traj_id"].to_numpy(),
+            "step_idx": steps["step_idx"].to_numpy(dtype=np.int64),
+            "anchor_key": steps["anchor_key"].to_numpy(),
+            "action": action.to_numpy(),
+            "estimator": np.full(S, self.estimator, dtype=object),
+            "value": np.asarray(self.value, dtype=np.float64),
+            "q_value": np.asarray(self.q_value, dtype=np.float64),
+            "credit": np.asarray(self.credit, dtype=np.float64),
+            "advantage": np.asarray(self.advantage, dtype=np.float64),
+        }, columns=list(OUTPUT_COLUMNS))
+
+    def params_dict(self) -> dict:
+        return dataclasses.asdict(self.params) if dataclasses.is_dataclass(self.params) else dict(self.params)
