@@ -5,6 +5,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 8501
 
+GEN_VENV := .venv-sokoban
+GEN_STAMP := $(GEN_VENV)/.installed
+
 .PHONY: run test install install-dev browser-deps bench bench-quick clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
@@ -16,6 +19,12 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 
 install: $(STAMP)
 
+# The Sokoban generator's small environment, so a test can regenerate a task in CI.
+$(GEN_STAMP): sample_rollouts/sokoban/requirements.txt
+	test -x $(GEN_VENV)/bin/python || $(PY) -m venv $(GEN_VENV)
+	$(GEN_VENV)/bin/python -m pip install -q -r sample_rollouts/sokoban/requirements.txt
+	touch $(GEN_STAMP)
+
 # Debian's chromium for the browser tests (never `playwright install`).
 browser-deps:
 	@command -v chromium >/dev/null 2>&1 || { \
@@ -26,8 +35,8 @@ run: $(STAMP)
 	$(BIN)/streamlit run app.py --server.address 127.0.0.1 --server.port $(PORT) \
 	  --server.headless true --browser.gatherUsageStats false
 
-test: $(STAMP) browser-deps
-	$(BIN)/python -m pytest
+test: $(STAMP) $(GEN_STAMP) browser-deps
+	CRBC_VIZ_SOKOBAN_PYTHON=$(GEN_VENV)/bin/python $(BIN)/python -m pytest
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
@@ -36,4 +45,4 @@ bench-quick: $(STAMP)
 	$(BIN)/python -m bench --quick
 
 clean:
-	rm -rf $(VENV) .pytest_cache test-output
+	rm -rf $(VENV) $(GEN_VENV) .pytest_cache test-output

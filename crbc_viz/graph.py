@@ -146,6 +146,19 @@ def _first_occurrence_ids(keys_sorted_order: np.ndarray, is_new: np.ndarray, n: 
     return rank[ids], np.sort(first)
 
 
+def _factorize_actions(steps: pd.DataFrame, S: int) -> tuple[np.ndarray, np.ndarray]:
+    """Action ids in first-occurrence order; a missing action is the empty string."""
+    if "action" not in steps:
+        return np.zeros(S, dtype=np.int64), np.array([""], dtype=object)
+    col = steps["action"]
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        col = col.cat.add_categories([""]) if "" not in col.cat.categories else col
+        codes, uniques = pd.factorize(col.fillna(""), sort=False)
+        return codes.astype(np.int64), np.asarray(uniques.astype(object), dtype=object)
+    codes, uniques = pd.factorize(col.fillna("").astype(str).to_numpy(), sort=False)
+    return codes.astype(np.int64), np.asarray(uniques, dtype=object)
+
+
 def build_graph(batch: RolloutBatch) -> AnchorGraph:
     """Merge each group's steps at their anchors (exact key match within the group)."""
     S = batch.num_steps
@@ -161,9 +174,7 @@ def build_graph(batch: RolloutBatch) -> AnchorGraph:
     group_node_offsets = np.searchsorted(node_group, np.arange(batch.num_groups + 1)).astype(np.int64)
 
     # Actions and (node, action) pairs.
-    actions = batch.steps["action"] if "action" in batch.steps else pd.Series([""] * S)
-    step_action, action_names = pd.factorize(actions.fillna("").astype(str).to_numpy(), sort=False)
-    step_action = step_action.astype(np.int64)
+    step_action, action_names = _factorize_actions(batch.steps, S)
     A = max(len(action_names), 1)
     pair_key = step_node * A + step_action
     pair_keys, step_pair = np.unique(pair_key, return_inverse=True)

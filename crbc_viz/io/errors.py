@@ -24,8 +24,8 @@ class Problem:
 
     def __str__(self) -> str:
         loc = self.path if self.line is None else f"{self.path}:{self.where} {self.line}"
-        fld = f" field '{self.field}'" if self.field else ""
-        return f"{loc}:{fld} {self.message}".replace(": :", ":")
+        fld = f" field '{self.field}':" if self.field else ""
+        return f"{loc}:{fld} {self.message}"
 
 
 class LoadError(ValueError):

@@ -223,17 +223,19 @@ def build_batch(raw: RawTable, *, lenient: bool = False, success_threshold: floa
                                 f"'{table['traj_id'].iat[r]}' of group '{table['group_id'].iat[r]}'",
                                 where))
         traj_bad[t_sorted[k]] = True
-    gap = (s_sorted != pos) & ~dup & (s_sorted >= 0)
-    # Report the first out-of-place row of each trajectory only.
+    # Contiguity is checked only on trajectories whose rows all parsed; report the first
+    # out-of-place row of each.
+    parsed_bad = traj_bad.copy()
+    gap = (s_sorted != pos) & ~dup & ~parsed_bad[t_sorted]
     seen = set()
     for k in np.flatnonzero(gap):
         t = t_sorted[k]
-        if t in seen or traj_bad[t] and t in seen:
+        if t in seen:
             continue
         seen.add(t)
         r = order[k]
         problems.append(Problem(path, int(lines[r]), "step_idx",
-                                f"step_idx not contiguous from 0: expected {pos[k]}, got {s_sorted[k]} "
+                                f"not contiguous from 0: expected {pos[k]}, got {s_sorted[k]} "
                                 f"in trajectory '{table['traj_id'].iat[r]}' of group "
                                 f"'{table['group_id'].iat[r]}'", where))
         traj_bad[t] = True

@@ -1,0 +1,186 @@
+"""Command line: ``python -m crbc_viz`` (also installed as ``crbc-viz``).
+
+    crbc-viz score LOG --estimator crbc [--estimator NAME ...] [--param key=value ...]
+                       [--device auto|cpu|cuda] [--backend auto|numpy|torch] --out FILE
+    crbc-viz info LOG [--json]
+    crbc-viz estimators [--json]
+
+Bad input prints one clear message per problem and exits with status 2; no traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import math
+import sys
+
+import pandas as pd
+
+__all__ = ["main"]
+
+log = logging.getLogger("crbc_viz")
+
+
+def _parse_params(items: list[str]) -> dict[str, dict[str, str]]:
+    """``key=value`` applies to every estimator; ``name.key=value`` to one."""
+    out: dict[str, dict[str, str]] = {}
+    for item in items or []:
+        if "=" not in item:
+            raise ValueError(f"--param {item!r}: expected key=value or estimator.key=value")
+        key, value = item.split("=", 1)
+        est, _, name = key.rpartition(".")
+        out.setdefault(est or "*", {})[name.strip()] = value
+    return out
+
+
+def _cmd_score(args) -> int:
+    from . import estimators, load_rollouts
+    from .api import score
+    from .graph import build_graph
+    from .io.write import write_frame
+
+    names = args.estimator or ["crbc"]
+    for n in names:
+        estimators.get(n)  # unknown names fail before loading
+    params = _parse_params(args.param)
+    unknown_targets = [k for k in params if k != "*" and k not in names]
+    if unknown_targets:
+        raise ValueError(f"--param for estimator(s) not selected: {', '.join(unknown_targets)}")
+    batch = load_rollouts(args.log, lenient=args.lenient)
+    _report_load(batch)
+    graph = build_graph(batch)
+    frames = []
+    for n in names:
+        spec = estimators.get(n)
+        valid = {f.name for f in dataclasses.fields(spec.params_cls)}
+        kw = {k: v for k, v in params.get("*", {}).items() if k in valid}
+        unused = set(params.get("*", {})) - set().union(
+            *[{f.name for f in dataclasses.fields(estimators.get(m).params_cls)} for m in names])
+        if unused:
+            raise ValueError(f"unknown parameter(s) {', '.join(sorted(unused))} for "
+                             f"{', '.join(names)}")
+        kw.update(params.get(n, {}))
+        result = score(graph, n, device=args.device, backend=args.backend, **kw)
+        for k, v in result.diagnostics.items():
+            log.info("%s: %s = %s", n, k, v)
+        frames.append(result.to_frame())
+    out = pd.concat(frames, ignore_index=True)
+    write_frame(out, args.out)
+    print(f"wrote {len(out)} rows ({batch.num_steps} steps x {len(names)} estimator(s)) to {args.out}")
+    return 0
+
+
+def _report_load(batch) -> None:
+    for w in batch.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    if batch.skipped:
+        print(f"lenient: skipped {len(batch.skipped)} problem row(s):", file=sys.stderr)
+        for s in batch.skipped[:50]:
+            print(f"  {s}", file=sys.stderr)
+
+
+def _cmd_info(args) -> int:
+    from . import load_rollouts
+    from .graph import build_graph
+    from .summary import batch_summary
+
+    batch = load_rollouts(args.log, lenient=args.lenient)
+    _report_load(batch)
+    info = batch_summary(build_graph(batch))
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    rpg = info["rollouts_per_group"]
+    rows = [
+        ("file", info["source"]),
+        ("groups", info["groups"]),
+        ("trajectories", info["trajectories"]),
+        ("rollouts per group", f"{rpg.get('min')}–{rpg.get('max')} (median {rpg.get('median')})"),
+        ("steps", info["steps"]),
+        ("anchors", info["anchors"]),
+        ("success rate", f"{info['success_rate']:.3f}"),
+        ("truncated", f"{info['truncated_rate']:.3f}"),
+        ("steps at shared anchors", f"{info['shared_step_fraction']:.3f}"),
+        ("singleton anchors", f"{info['singleton_anchor_fraction']:.3f}"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k:<{width}}  {v}")
+    return 0
+
+
+def _fmt_default(v):
+    if isinstance(v, float) and math.isinf(v):
+        return "inf"
+    return v
+
+
+def _cmd_estimators(args) -> int:
+    from .estimators import param_infos, specs
+
+    items = []
+    for s in specs():
+        items.append({
+            "name": s.name, "title": s.title, "paper": s.paper, "equation": s.equation,
+            "section": s.section, "requires": list(s.requires), "torch": s.torch_fn is not None,
+            "parameters": [{"name": p.name, "type": p.type.__name__, "default": _fmt_default(p.default),
+                            "help": p.help, "low": p.low, "high": p.high,
+                            "choices": list(p.choices) if p.choices else None}
+                           for p in param_infos(s.params_cls)],
+        })
+    if args.json:
+        print(json.dumps(items, indent=2, ensure_ascii=False))
+        return 0
+    for it in items:
+        params = ", ".join(f"{p['name']}={p['default']}" for p in it["parameters"])
+        print(f"{it['name']:<14} {it['title']}  [{it['section']}]")
+        print(f"{'':<14} {params}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="crbc-viz", description="Step-level credit over merged rollout groups.")
+    p.add_argument("-v", "--verbose", action="store_true", help="log diagnostics (closure residual, ...)")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("score", help="score a rollout log with one or more estimators")
+    s.add_argument("log")
+    s.add_argument("--estimator", "-e", action="append", help="registry name (repeatable; default crbc)")
+    s.add_argument("--param", "-p", action="append", default=[],
+                   help="key=value for every estimator that has it, or estimator.key=value")
+    s.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    s.add_argument("--backend", default="auto", choices=("auto", "numpy", "torch"))
+    s.add_argument("--out", "-o", required=True, help="output .parquet, .csv or .jsonl")
+    s.add_argument("--lenient", action="store_true", help="skip bad rows and report them")
+    s.set_defaults(func=_cmd_score)
+    i = sub.add_parser("info", help="summarise a rollout log")
+    i.add_argument("log")
+    i.add_argument("--json", action="store_true")
+    i.add_argument("--lenient", action="store_true", help="skip bad rows and report them")
+    i.set_defaults(func=_cmd_info)
+    e = sub.add_parser("estimators", help="list the registered estimators")
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(func=_cmd_estimators)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .estimators import MissingSignalError, UnknownEstimatorError
+    from .io import LoadError
+
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(message)s")
+    try:
+        return args.func(args)
+    except LoadError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+    except (UnknownEstimatorError, MissingSignalError, ValueError, RuntimeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return 2
