@@ -150,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--param", "-p", action="append", default=[],
                    help="key=value for every estimator that has it, or estimator.key=value")
     s.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    s.add_argument("--backend", default="auto", choices=("auto", "numpy", "torch"))
+    s.add_argument("--backend", default="auto", choices=("auto", "numpy", "torch", "numba"))
     s.add_argument("--out", "-o", required=True, help="output .parquet, .csv or .jsonl")
     s.add_argument("--lenient", action="store_true", help="skip bad rows and report them")
     s.set_defaults(func=_cmd_score)

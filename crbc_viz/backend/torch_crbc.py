@@ -30,107 +30,134 @@ def _bucket_size(n: np.ndarray) -> np.ndarray:
 
 def closure_values_torch(graph: AnchorGraph, beta: float, *, device: str = "auto",
                          dtype=None, dense_max: int = DENSE_MAX):
-    """Solve (I − βM)V = b for every group at once.
+    """Solve (I − βM)V = b for every group of ``graph`` at once.
 
     Returns:
-        ``(V [N], residual)`` as a torch tensor on ``device`` and the closure residual
+        ``(V [N], residual)``: a tensor on ``device`` and the closure residual
         ‖(I − βM)V − b‖∞ over the batch (a float).
     """
     import torch
 
     dev = torch.device(resolve_device(device))
     dtype = dtype or torch.float64
-    N = graph.num_nodes
     src = graph.pair_node[graph.edge_pair]
-    nxt = graph.edge_next
-    visits = graph.node_visits.astype(np.float64)
-    w = graph.edge_count / visits[src]                       # μ(a|s)·P(x|s,a) = N(s,a,x)/N(s)
-    inner = nxt >= 0
-    t_src = torch.as_tensor(src, device=dev)
-    t_w = torch.as_tensor(w, device=dev, dtype=dtype)
-    # Eq. 8: b(s) = β Σ_a μ(a|s) P(z+|s,a)
+    w = graph.edge_count / graph.node_visits[src].astype(np.float64)   # μ(a|s)·P(x|s,a) = N(s,a,x)/N(s)
+    t = lambda a, dt=None: torch.as_tensor(a, device=dev, dtype=dt)  # noqa: E731
+    return solve_closure(t(src), t(graph.edge_next), t(w, dtype), t(graph.node_group),
+                         graph.group_node_offsets, beta, dense_max=dense_max)
+
+
+def solve_closure(e_src, e_next, e_w, node_group, group_node_offsets: np.ndarray, beta: float, *,
+                  dense_max: int = DENSE_MAX):
+    """The closure from transition weights, all tensors on one device.
+
+    Args:
+        e_src, e_next: ``[E]`` source node and successor (node id, or SUCCESS/FAILURE) of
+            each transition entry; entries may repeat (they accumulate).
+        e_w: ``[E]`` weight μ(a|s)·P(x|s,a) of each entry (so rows of M sum to ≤ 1).
+        node_group: ``[N]`` group of each node (groups contiguous).
+        group_node_offsets: ``[G + 1]`` node offsets, on the host.
+
+    Returns:
+        ``(V [N], residual)``.
+    """
+    import torch
+
+    dev, dtype = e_w.device, e_w.dtype
+    N = node_group.shape[0]
     b = torch.zeros(N, device=dev, dtype=dtype)
-    succ = torch.as_tensor(nxt == SUCCESS, device=dev)
-    b.index_add_(0, t_src[succ], beta * t_w[succ])
-
+    succ = e_next == SUCCESS
+    b.index_add_(0, e_src[succ], beta * e_w[succ])                # Eq. 8: b(s)
+    inner = e_next >= 0
+    i_src, i_dst, i_w = e_src[inner], e_next[inner], e_w[inner]
     V = torch.zeros(N, device=dev, dtype=dtype)
-    offsets = graph.group_node_offsets
-    n_group = np.diff(offsets)
-    node_group = graph.node_group
-    local = np.arange(N) - offsets[node_group]
-    e_src, e_dst, e_w = src[inner], nxt[inner], w[inner]
-    e_group = node_group[e_src]
-
+    n_group = np.diff(group_node_offsets)
+    offsets = torch.as_tensor(group_node_offsets[:-1], device=dev)
+    local = torch.arange(N, device=dev) - offsets[node_group]
     dense = n_group <= dense_max
     size = np.where(dense, _bucket_size(n_group), 0)
+    i_group = node_group[i_src]
     for m in np.unique(size[dense]):
         groups = np.flatnonzero(size == m)
-        slot = np.full(len(n_group), -1, dtype=np.int64)
-        slot[groups] = np.arange(len(groups))
-        B = len(groups)
-        A = torch.zeros((B, int(m), int(m)), device=dev, dtype=dtype)
-        diag = torch.arange(int(m), device=dev)
+        slot_np = np.full(len(n_group), -1, dtype=np.int64)
+        slot_np[groups] = np.arange(len(groups))
+        slot = torch.as_tensor(slot_np, device=dev)
+        m = int(m)
+        A = torch.zeros((len(groups), m, m), device=dev, dtype=dtype)
+        diag = torch.arange(m, device=dev)
         A[:, diag, diag] = 1.0
-        sel = slot[e_group] >= 0
-        idx = (torch.as_tensor(slot[e_group[sel]], device=dev),
-               torch.as_tensor(local[e_src[sel]], device=dev),
-               torch.as_tensor(local[e_dst[sel]], device=dev))
-        A.index_put_(idx, torch.as_tensor(-beta * e_w[sel], device=dev, dtype=dtype), accumulate=True)
-        nodes = np.flatnonzero(slot[node_group] >= 0)
-        t_nodes = torch.as_tensor(nodes, device=dev)
-        rhs = torch.zeros((B, int(m)), device=dev, dtype=dtype)
-        rhs[torch.as_tensor(slot[node_group[nodes]], device=dev),
-            torch.as_tensor(local[nodes], device=dev)] = b[t_nodes]
+        e_slot = slot[i_group]
+        sel = e_slot >= 0
+        A.index_put_((e_slot[sel], local[i_src[sel]], local[i_dst[sel]]), -beta * i_w[sel],
+                     accumulate=True)
+        n_slot = slot[node_group]
+        nodes = torch.nonzero(n_slot >= 0).squeeze(1)
+        rhs = torch.zeros((len(groups), m), device=dev, dtype=dtype)
+        rhs[n_slot[nodes], local[nodes]] = b[nodes]
         sol = torch.linalg.solve(A, rhs.unsqueeze(-1)).squeeze(-1)  # Eq. 9: one solve per bucket
-        V[t_nodes] = sol[torch.as_tensor(slot[node_group[nodes]], device=dev),
-                         torch.as_tensor(local[nodes], device=dev)]
+        V[nodes] = sol[n_slot[nodes], local[nodes]]
     if (~dense).any():
-        V = _sparse_solve_large(graph, ~dense, e_src, e_dst, e_w, beta, b, V)
-
-    # Closure residual ‖(I − βM)V − b‖∞ by a sparse mat-vec over the edges.
-    MV = torch.zeros(N, device=dev, dtype=dtype)
-    MV.index_add_(0, torch.as_tensor(e_src, device=dev),
-                  torch.as_tensor(e_w, device=dev, dtype=dtype) * V[torch.as_tensor(e_dst, device=dev)])
+        V = _sparse_solve_large(~dense, node_group, i_src, i_dst, i_w, beta, b, V)
+    # Closure residual ‖(I − βM)V − b‖∞ by a sparse mat-vec over the entries.
+    MV = torch.zeros(N, device=dev, dtype=dtype).index_add_(0, i_src, i_w * V[i_dst])
     residual = float((V - beta * MV - b).abs().max()) if N else 0.0
     return V, residual
 
 
-def _sparse_solve_large(graph, large, e_src, e_dst, e_w, beta, b, V):
-    """Block-diagonal sparse direct solve (SuperLU) for the groups too large to solve densely."""
+def _sparse_solve_large(large: np.ndarray, node_group, i_src, i_dst, i_w, beta, b, V):
+    """Block-diagonal sparse direct solve (SuperLU, on the CPU) for the groups too large to
+    solve densely; no dense n² matrix is built for them."""
     import scipy.sparse as sp
     import scipy.sparse.linalg as spla
     import torch
 
-    nodes = np.flatnonzero(large[graph.node_group])
-    pos = np.full(graph.num_nodes, -1, dtype=np.int64)
+    ng = node_group.cpu().numpy()
+    nodes = np.flatnonzero(large[ng])
+    pos = np.full(ng.shape[0], -1, dtype=np.int64)
     pos[nodes] = np.arange(len(nodes))
-    sel = pos[e_src] >= 0
+    src, dst, w = i_src.cpu().numpy(), i_dst.cpu().numpy(), i_w.cpu().numpy()
+    sel = pos[src] >= 0
     n = len(nodes)
-    rows = np.r_[np.arange(n), pos[e_src[sel]]]
-    cols = np.r_[np.arange(n), pos[e_dst[sel]]]
-    vals = np.r_[np.ones(n), -beta * e_w[sel]]
-    A = sp.csc_matrix((vals, (rows, cols)), shape=(n, n))
-    sol = spla.spsolve(A, b[torch.as_tensor(nodes, device=b.device)].cpu().numpy())
+    rows = np.r_[np.arange(n), pos[src[sel]]]
+    cols = np.r_[np.arange(n), pos[dst[sel]]]
+    vals = np.r_[np.ones(n), -beta * w[sel]]
+    A = sp.csc_matrix((vals, (rows, cols)), shape=(n, n))   # duplicates are summed
+    sol = spla.spsolve(A, b.cpu().numpy()[nodes])
     V[torch.as_tensor(nodes, device=V.device)] = torch.as_tensor(np.atleast_1d(sol), device=V.device,
                                                                  dtype=V.dtype)
     return V
 
 
-def _group_advantage_torch(graph: AnchorGraph, dev, dtype, eps: float = 1e-6):
-    """A^G per trajectory (success indicator, sample std, eps; one-rollout groups: mean 0, std 1)."""
+def group_advantage_torch(traj_success, traj_group, num_groups: int, eps: float = 1e-6):
+    """A^G per trajectory ``[T]`` (success indicator, sample std, eps; a one-rollout group
+    gets mean 0 and std 1), from tensors."""
     import torch
 
-    R = torch.as_tensor(graph.batch.traj_success, device=dev, dtype=dtype)
-    g = torch.as_tensor(graph.batch.traj_group, device=dev)
-    G = graph.num_groups
-    cnt = torch.zeros(G, device=dev, dtype=dtype).index_add_(0, g, torch.ones_like(R))
-    mean = torch.zeros(G, device=dev, dtype=dtype).index_add_(0, g, R) / cnt.clamp(min=1)
-    sq = torch.zeros(G, device=dev, dtype=dtype).index_add_(0, g, (R - mean[g]) ** 2)
+    dev, dtype = traj_success.device, torch.float64 if traj_success.dtype == torch.bool else traj_success.dtype
+    R = traj_success.to(dtype)
+    g = traj_group
+    cnt = torch.zeros(num_groups, device=dev, dtype=dtype).index_add_(0, g, torch.ones_like(R))
+    mean = torch.zeros(num_groups, device=dev, dtype=dtype).index_add_(0, g, R) / cnt.clamp(min=1)
+    sq = torch.zeros(num_groups, device=dev, dtype=dtype).index_add_(0, g, (R - mean[g]) ** 2)
     std = torch.sqrt(sq / (cnt - 1).clamp(min=1))
     single = cnt <= 1
     mean = torch.where(single, torch.zeros_like(mean), mean)
     std = torch.where(single, torch.ones_like(std), std)
     return (R - mean[g]) / (std[g] + eps)
+
+
+def readout(V, Q, pair_node, mu, node_num_actions, *, sigma_min: float, min_actions: int):
+    """Eq. 13: A = Q − V, σ(s)² = Σ_a μ A², gated and σ-normalised credit per pair ``[P]``.
+
+    Returns ``(pair_credit [P], gate [N])``."""
+    import torch
+
+    adv = Q - V[pair_node]
+    sigma = torch.sqrt(torch.zeros_like(V).index_add_(0, pair_node, mu * adv ** 2))
+    gate = node_num_actions >= min_actions
+    pair_credit = torch.where(gate[pair_node], adv / sigma.clamp(min=sigma_min)[pair_node],
+                              torch.zeros_like(adv))
+    return pair_credit, gate
 
 
 def _family_torch(graph: AnchorGraph, name: str, params, *, device, beta, depth, sigma_min,
@@ -171,18 +198,16 @@ def _family_torch(graph: AnchorGraph, name: str, params, *, device, beta, depth,
         for _ in range(int(depth)):
             Q = backup(V)                                          # Q^(K) = B V^(K−1)
             V = torch.zeros(N, device=dev, dtype=dtype).index_add_(0, pair_node, mu * Q)
-    adv = Q - V[pair_node]                                         # Eq. 13
-    sigma = torch.sqrt(torch.zeros(N, device=dev, dtype=dtype).index_add_(0, pair_node, mu * adv ** 2))
-    n_act = torch.as_tensor(graph.node_num_actions, device=dev)
-    gate = n_act >= min_actions
-    pair_credit = torch.where(gate[pair_node], adv / sigma.clamp(min=sigma_min)[pair_node],
-                              torch.zeros_like(adv))
-    step_traj = torch.as_tensor(graph.batch.step_traj, device=dev)
+    pair_credit, gate = readout(V, Q, pair_node, mu, torch.as_tensor(graph.node_num_actions, device=dev),
+                                sigma_min=sigma_min, min_actions=min_actions)
+    b = graph.batch
+    step_traj = torch.as_tensor(b.step_traj, device=dev)
     step_pair = torch.as_tensor(graph.step_pair, device=dev)
     step_node = torch.as_tensor(graph.step_node, device=dev)
-    a_group = _group_advantage_torch(graph, dev, dtype)[step_traj]
+    a_group = group_advantage_torch(torch.as_tensor(b.traj_success, device=dev),
+                                    torch.as_tensor(b.traj_group, device=dev), graph.num_groups)
     credit = pair_credit[step_pair]
-    advantage = w_group * a_group + w_step * credit
+    advantage = w_group * a_group.to(dtype)[step_traj] + w_step * credit
     diagnostics["gated_fraction"] = float((~gate).to(dtype).mean()) if N else 0.0
 
     def np_(t):

@@ -209,15 +209,45 @@ def _torch_visit_local(graph, *, device="auto", **kw):
     return visit_local_torch(graph, device=device, **kw)
 
 
+def _numba_family(name, params, graph, depth, **kw):
+    from ..backend.numba_crbc import crbc_step_credit
+
+    b = graph.batch
+    out = crbc_step_credit(b.step_anchor_hash, graph.step_action, b.traj_offsets, b.group_traj_offsets,
+                           b.traj_success, depth=depth, **kw)
+    node_value = np.zeros(graph.num_nodes)
+    node_value[graph.step_node] = out["value"]
+    pair_q = np.zeros(graph.pair_node.shape[0])
+    pair_q[graph.step_pair] = out["q_value"]
+    pair_credit = np.zeros_like(pair_q)
+    pair_credit[graph.step_pair] = out["credit"]
+    gate = graph.node_num_actions >= kw["min_actions"]
+    diagnostics = {"gated_fraction": float(np.mean(~gate)) if graph.num_nodes else 0.0}
+    if math.isinf(depth):
+        diagnostics = {"closure_residual": out["closure_residual"], **diagnostics}
+    return CreditResult(name, params, graph, out["value"], out["q_value"], out["credit"],
+                        out["advantage"], node_value=node_value, pair_q=pair_q,
+                        pair_credit=pair_credit, diagnostics=diagnostics, backend="numba")
+
+
+def _numba_crbc(graph, **kw):
+    return _numba_family("crbc", CRBCParams(**kw), graph, **kw)
+
+
+def _numba_visit_local(graph, **kw):
+    return _numba_family("visit_local", VisitLocalParams(**kw), graph, depth=0, **kw)
+
+
 register(EstimatorSpec(
     name="crbc", title="CRBC — Cross-Rollout Bellman Closure",
     paper="Ren et al., Cross-Rollout Bellman Closure for Long-Horizon Agentic RL (arXiv 2609.35082)",
     equation="(I − βM)V = b;  Q = BV;  A^S = 1{#a ≥ 2}·(Q − V)/max(σ(s), σ_min);  "
              "A = w_G·A^G + w_S·A^S", section="§3",
-    fn=crbc, params_cls=CRBCParams, torch_fn=_torch_crbc))
+    fn=crbc, params_cls=CRBCParams, torch_fn=_torch_crbc, numba_fn=_numba_crbc))
 register(EstimatorSpec(
     name="visit_local", title="Visit-local averaging (CRBC depth 0, GiGPO-style)",
     paper="arXiv 2609.35082 Eq. 6; Feng et al., GiGPO (arXiv 2505.10978)",
     equation="Q⁰(s,a) = mean G over (s,a);  V⁰(s) = mean G over s;  A = Q⁰ − V⁰, gated and "
              "normalised as CRBC", section="§3.7",
-    fn=visit_local, params_cls=VisitLocalParams, torch_fn=_torch_visit_local))
+    fn=visit_local, params_cls=VisitLocalParams, torch_fn=_torch_visit_local,
+    numba_fn=_numba_visit_local))

@@ -61,6 +61,7 @@ class EstimatorSpec:
     params_cls: type
     torch_fn: Callable | None = None
     requires: tuple[str, ...] = ()
+    numba_fn: Callable | None = None
 
 
 _REGISTRY: dict[str, EstimatorSpec] = {}
