@@ -1,5 +1,6 @@
 """Estimators: one pure function per method, one registry (`registry`)."""
-from . import grpo, crbc, shortest_path  # noqa: F401  (registration order = display order)
+from . import (grpo, crbc, shortest_path,  # noqa: F401  (registration order = display order)
+               gigpo, rtmc, graft, gated_bepo, pgpo, trace, agentopsd, abc, trca, iapo)
 from .registry import (EstimatorSpec, MissingSignalError, UnknownEstimatorError, get, make_params,
                        names, param_infos, specs)
 

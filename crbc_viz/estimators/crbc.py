@@ -160,7 +160,7 @@ def crbc(graph: AnchorGraph, *, beta: float = 0.98, depth: float = math.inf, sig
     >>> from crbc_viz import load_rollouts, build_graph
     >>> r = crbc(build_graph(load_rollouts("sample_rollouts/toy/toy_group.jsonl")))
     >>> [round(float(v), 4) for v in r.node_value]
-    [0.4636, 0.4802, 0.6533, 0.4659, 0.0]
+    [0.4636, 0.4802, 0.6533, 0.0, 0.4659]
     """
     params = CRBCParams(beta, depth, sigma_min, w_group, w_step, min_actions)
     return _closure_family(graph, "crbc", params, beta=beta, depth=depth, sigma_min=sigma_min,

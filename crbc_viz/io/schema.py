@@ -123,8 +123,71 @@ _FIELDS: dict[str, tuple[Callable, bool]] = {
 }
 
 
-def _coerce_column(name, values: np.ndarray, raw: RawTable, problems: list, bad: np.ndarray):
+def _fast_column(name: str, col: pd.Series, from_text: bool):
+    """Vectorised coercion of a clean column; None when the slow, per-value path must look
+    (it alone writes the messages)."""
+    from pandas.api.types import infer_dtype
+
+    coerce = _FIELDS[name][0]
+    kind = col.dtype.kind
+    present = col.notna().to_numpy()
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        col = col.astype(object)
+        kind = "O"
+    inferred = infer_dtype(col, skipna=True) if kind == "O" else None
+    if coerce in (_as_id, _as_text) and (inferred in ("string", "empty")):
+        return col.to_numpy(dtype=object)
+    if coerce is _as_id and kind in "iu":
+        return col.astype(str).to_numpy(dtype=object)
+    if coerce is _as_anchor and inferred in ("string", "empty"):
+        return col.to_numpy(dtype=object)
+    if coerce is _as_int:
+        if kind in "iu" and (name != "step_idx" or (col.to_numpy() >= 0).all()):
+            return col.to_numpy(dtype=np.int64)
+        if kind == "f" or inferred in ("integer", "mixed-integer-float") or (from_text and inferred == "string"):
+            num = pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64)
+            ok = ~present | (np.isfinite(num) & (num == np.round(num)))
+            if name == "step_idx":
+                ok &= ~present | (num >= 0)
+            if ok.all() and (from_text or inferred != "string"):
+                out = np.empty(len(col), dtype=object)
+                out[present] = num[present].astype(np.int64)
+                out[~present] = None
+                return out if not present.all() else num.astype(np.int64)
+        return None
+    if coerce is _as_float:
+        if kind in "fiu" or inferred in ("floating", "integer", "mixed-integer-float") or (
+                from_text and inferred == "string"):
+            if inferred == "string" and not from_text:
+                return None
+            num = pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64)
+            if np.isfinite(num[present]).all() and (present.all() or kind != "f"):
+                out = num.astype(object) if not present.all() else num
+                if not present.all():
+                    out[~present] = None
+                return out
+        return None
+    if coerce is _as_bool:
+        if kind == "b":
+            return col.to_numpy(dtype=bool)
+        if inferred == "boolean":
+            return col.to_numpy(dtype=object)
+        return None
+    return None
+
+
+def _coerce_column(name, series: pd.Series, raw: RawTable, problems: list, bad: np.ndarray):
     coerce, required = _FIELDS[name]
+    fast = _fast_column(name, series, raw.from_text)
+    if fast is not None:
+        if required:
+            missing = pd.isna(series).to_numpy()
+            for i in np.flatnonzero(missing):
+                problems.append(Problem(raw.path, int(raw.line[i]), name, "missing required field",
+                                        raw.where))
+            bad |= missing
+        return fast
+    values = series.to_numpy(dtype=object)
     out = np.empty(len(values), dtype=object)
     for i, v in enumerate(values):
         if _is_missing(v):
@@ -142,7 +205,7 @@ def _coerce_column(name, values: np.ndarray, raw: RawTable, problems: list, bad:
             bad[i] = True
     if name == "step_idx":
         for i in np.flatnonzero(~bad):
-            if out[i] < 0:
+            if out[i] is not None and out[i] < 0:
                 problems.append(Problem(raw.path, int(raw.line[i]), name,
                                         f"expected an integer >= 0, got {out[i]}", raw.where))
                 bad[i] = True
@@ -167,7 +230,7 @@ def validate(raw: RawTable, *, lenient: bool = False) -> tuple[pd.DataFrame, np.
     out = {}
     for name in _FIELDS:
         if name in df.columns:
-            out[name] = _coerce_column(name, df[name].to_numpy(dtype=object), raw, problems, bad)
+            out[name] = _coerce_column(name, df[name], raw, problems, bad)
     table = df.copy()
     for name, col in out.items():
         table[name] = col
@@ -204,8 +267,8 @@ def build_batch(raw: RawTable, *, lenient: bool = False, success_threshold: floa
 
     # Step order within each trajectory: sorted, must be exactly 0..n-1.
     ok = ~table["_bad"].to_numpy()
-    sidx = np.where(ok, table["step_idx"].to_numpy(dtype=object), -1)
-    sidx = np.array([-1 if v is None else v for v in sidx], dtype=np.int64)
+    sidx = pd.to_numeric(table["step_idx"], errors="coerce").fillna(-1).to_numpy(dtype=np.int64)
+    sidx = np.where(ok, sidx, -1)
     order = np.lexsort((sidx, t_codes))
     t_sorted = t_codes[order]
     s_sorted = sidx[order]
@@ -304,12 +367,13 @@ def build_batch(raw: RawTable, *, lenient: bool = False, success_threshold: floa
         warnings=tuple(warnings), skipped=tuple(skipped))
 
 
-def _last_non_null(values: np.ndarray, t_codes: np.ndarray, num_t: int) -> np.ndarray:
+def _last_non_null(values, t_codes: np.ndarray, num_t: int) -> np.ndarray:
+    """Per trajectory, the last non-null value of a step column (None where all are null)."""
+    ser = pd.Series(np.asarray(values, dtype=object))
+    last = ser.groupby(t_codes, sort=True).last()  # skips nulls
     out = np.full(num_t, None, dtype=object)
-    for v, t in zip(values, t_codes):
-        if v is not None:
-            out[t] = v
-    return out
+    out[last.index.to_numpy()] = last.to_numpy(dtype=object)
+    return np.array([None if _is_missing(v) else v for v in out], dtype=object)
 
 
 def _anchor_hashes(table: pd.DataFrame, warnings: list, path: str):

@@ -1,0 +1,24 @@
+"""crbc-viz: browse rollout groups, see the merged anchor graph with its boundaries, compare
+credit estimators and read credit on every step.
+
+    streamlit run app.py
+
+A router (``st.navigation``) over the page scripts in ``app_pages/`` plus the shared sidebar.
+"""
+import streamlit as st
+
+from crbc_viz.ui.sidebar import render_sidebar
+
+st.set_page_config(page_title="crbc-viz", layout="wide")
+
+PAGES = [
+    st.Page("app_pages/data.py", title="Data", icon=":material/dataset:", default=True),
+    st.Page("app_pages/graph.py", title="Graph", icon=":material/hub:"),
+    st.Page("app_pages/trajectories.py", title="Trajectories", icon=":material/timeline:"),
+    st.Page("app_pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
+    st.Page("app_pages/estimators.py", title="Estimators", icon=":material/menu_book:"),
+]
+
+page = st.navigation(PAGES)
+render_sidebar()
+page.run()

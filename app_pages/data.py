@@ -1,0 +1,121 @@
+"""Data page: choose a log (bundled sample, upload, or a server path under the allowed roots),
+read its summary, and pick a group from a sortable table."""
+import streamlit as st
+
+from crbc_viz.estimators import registry
+from crbc_viz.ui import pipeline
+from crbc_viz.ui.files import (ALLOWED_SUFFIXES, MAX_UPLOAD_MB, allowed_roots, discover_samples,
+                               file_ref, resolve_data_path, save_upload)
+from crbc_viz.ui.sidebar import selection, set_file, set_group
+
+SOURCES = ("Bundled sample", "Upload", "Server path")
+
+
+def _on_sample():
+    set_file(st.session_state["sample_pick"])
+
+
+def _on_upload():
+    up = st.session_state.get("upload")
+    if up is None:
+        return
+    try:
+        set_file(file_ref(save_upload(up.name, up.getvalue())))
+        st.session_state["data_msg"] = ("success", f"Uploaded {up.name}")
+    except ValueError as e:
+        st.session_state["data_msg"] = ("error", str(e))
+
+
+def _on_path():
+    text = st.session_state.get("server_path", "").strip()
+    try:
+        set_file(file_ref(resolve_data_path(text)))
+        st.session_state["data_msg"] = ("success", f"Opened {text}")
+    except ValueError as e:
+        st.session_state["data_msg"] = ("error", str(e))
+
+
+def _on_table_select(table_labels):
+    state = st.session_state.get("group_table")
+    rows = state.selection.rows if state is not None else []
+    if rows:
+        set_group(table_labels[rows[0]])
+
+
+def source_picker(sel) -> None:
+    src = st.radio("Source", SOURCES, horizontal=True, key="data_source", label_visibility="collapsed")
+    if src == "Bundled sample":
+        samples = discover_samples()
+        if not samples:
+            st.warning("No bundled samples under sample_rollouts/.")
+        else:
+            if st.session_state.get("sample_pick") not in samples:
+                st.session_state["sample_pick"] = sel.ref if sel.ref in samples else samples[0]
+            st.selectbox("Sample", samples, key="sample_pick", on_change=_on_sample,
+                         help="logs bundled with the repository (sample_rollouts/)")
+    elif src == "Upload":
+        st.file_uploader(f"Rollout log ({', '.join(ALLOWED_SUFFIXES)}; ≤ {MAX_UPLOAD_MB} MB)",
+                         key="upload", on_change=_on_upload,
+                         type=sorted({s.rsplit('.', 1)[-1] for s in ALLOWED_SUFFIXES}))
+    else:
+        st.text_input("Path on the server", key="server_path", on_change=_on_path,
+                      placeholder="/data/rollouts/run1.jsonl.gz",
+                      help="allowed folders: " + ", ".join(str(r) for r in allowed_roots())
+                           + " (extend with CRBC_VIZ_DATA_ROOTS)")
+        st.button("Open", on_click=_on_path)
+    msg = st.session_state.pop("data_msg", None)
+    if msg:
+        getattr(st, msg[0])(msg[1])
+
+
+def render() -> None:
+    st.title("Rollout data")
+    sel = selection()
+    source_picker(sel)
+    if not sel.ok:
+        st.info(sel.error or "No data loaded.")
+        return
+    names = registry.names()
+    a, b = ("crbc", "shortest_path") if {"crbc", "shortest_path"} <= set(names) else (names[0], names[-1])
+    with st.spinner("Scoring every group …"):
+        summary, table = pipeline.overview(sel.digest, sel.path, a, sel.params_of(a), b,
+                                           sel.params_of(b), sel.backend)
+    cols = st.columns(7)
+    cols[0].metric("Groups", summary["groups"])
+    cols[1].metric("Rollouts", summary["trajectories"])
+    cols[2].metric("Steps", summary["steps"])
+    cols[3].metric("Anchors", summary["anchors"])
+    cols[4].metric("Success rate", f"{summary['success_rate']:.1%}")
+    cols[5].metric("Shared steps", f"{summary['shared_step_fraction']:.1%}",
+                   help="steps whose anchor is also visited by another rollout of the group")
+    cols[6].metric("Singleton anchors", f"{summary['singleton_anchor_fraction']:.1%}",
+                   help="anchors visited once: no cross-rollout information there")
+    for w in summary["warnings"]:
+        st.warning(w)
+    if summary["skipped"]:
+        st.warning(f"{summary['skipped']} rows were skipped while loading")
+
+    st.subheader("Groups")
+    st.caption(f"Click a row to open that group (or use the sidebar). **disagreement** = 1 − "
+               f"Spearman ρ between the step credits of `{a}` and `{b}` in the group "
+               f"(0 = same ranking, 2 = reversed); **sign agreement** = fraction of steps whose "
+               f"credits have the same sign. Click a header to sort.")
+    shown = table.drop(columns=["group_index", "run_id", "train_step", "group_id"])
+    st.dataframe(
+        shown, key="group_table", on_select=lambda: _on_table_select(list(table["group"])),
+        selection_mode="single-row", hide_index=True, width="stretch",
+        column_config={
+            "success_rate": st.column_config.ProgressColumn("success rate", min_value=0.0,
+                                                            max_value=1.0, format="percent"),
+            "shared_step_fraction": st.column_config.NumberColumn("shared steps", format="percent"),
+            "disagreement": st.column_config.NumberColumn("disagreement", format="%.3f"),
+            "sign_agreement": st.column_config.NumberColumn("sign agreement", format="percent"),
+        })
+    st.markdown(f"Selected: **{sel.group_label}**")
+    c1, c2, c3 = st.columns(3)
+    c1.page_link("app_pages/graph.py", label="Open its graph", icon=":material/hub:")
+    c2.page_link("app_pages/trajectories.py", label="Read its trajectories", icon=":material/timeline:")
+    c3.page_link("app_pages/compare.py", label="Compare estimators", icon=":material/compare_arrows:")
+
+
+render()

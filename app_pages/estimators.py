@@ -1,0 +1,59 @@
+"""Estimators page: one card per registered estimator, generated from the registry."""
+import inspect
+import math
+
+import pandas as pd
+import streamlit as st
+
+from crbc_viz.estimators import registry
+
+
+def _bounds(info) -> str:
+    if info.choices is not None:
+        return " | ".join(map(str, info.choices))
+    lo = "−∞" if info.low is None else f"{info.low:g}"
+    hi = "∞" if info.high is None else f"{info.high:g}"
+    if info.low is None and info.high is None:
+        return ""
+    return f"{'(' if info.low_open else '['}{lo}, {hi}]"
+
+
+def _default(v) -> str:
+    return "∞" if isinstance(v, float) and math.isinf(v) else str(v)
+
+
+def params_table(spec) -> pd.DataFrame:
+    return pd.DataFrame([{"parameter": i.name, "type": getattr(i.type, "__name__", str(i.type)),
+                          "default": _default(i.default), "range": _bounds(i), "meaning": i.help}
+                         for i in registry.param_infos(spec.params_cls)])
+
+
+def card(spec) -> None:
+    with st.container(border=True):
+        st.subheader(spec.title)
+        st.markdown(f"`{spec.name}` · ESTIMATORS.md {spec.section} · "
+                    f"{'numpy + batched torch' if spec.torch_fn is not None else 'numpy'}")
+        st.markdown(f"**Paper:** {spec.paper}")
+        st.code(spec.equation, language=None, wrap_lines=True)
+        st.markdown("**Parameters**")
+        st.dataframe(params_table(spec), hide_index=True, width="stretch")
+        st.markdown("**Needs logged fields:** " + (", ".join(f"`{f}`" for f in spec.requires)
+                                                   if spec.requires else "none beyond the schema's "
+                                                   "required fields and the anchors"))
+        with st.expander("Source"):
+            try:
+                st.code(inspect.getsource(spec.fn), language="python")
+            except (OSError, TypeError) as e:
+                st.caption(f"source unavailable: {e}")
+
+
+def render() -> None:
+    st.title("Estimators")
+    specs = registry.specs()
+    st.caption(f"{len(specs)} registered estimators, in registry order. Parameters, defaults and "
+               f"bounds come from each estimator's params dataclass.")
+    for spec in specs:
+        card(spec)
+
+
+render()

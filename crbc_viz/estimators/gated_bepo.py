@@ -1,0 +1,132 @@
+"""Gated-BEPO — confidence-gated Bellman credit (ESTIMATORS.md §5).
+
+The full text was not available: this is the spec's [I] reading of the abstract and
+summaries. Everything the sources leave open is a named parameter.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..graph import AnchorGraph
+from ..result import CreditResult
+from .graft import mean_backup_values, successor_values
+from .grpo import group_advantage
+from .registry import EstimatorSpec, param, register
+
+__all__ = ["GatedBEPOParams", "gated_bepo", "trajectory_gae", "distinct_successors"]
+
+
+@dataclass(frozen=True)
+class GatedBEPOParams:
+    gamma: float = param(0.98, "discount γ of the values and TD residuals ([I]; unknown, CRBC's β)",
+                         low=0.0, high=1.0, low_open=True)
+    gae_lambda: float = param(0.95, "λ of the GAE along each sampled trajectory ([I]; unknown)",
+                              low=0.0, high=1.0)
+    rho: float = param(0.5, "fusion ratio ρ at gated-on states: (1−ρ)·A^E + ρ·norm(A^B). UNKNOWN "
+                       "in the paper ('adaptive mixing'); a slider", low=0.0, high=1.0)
+    min_successors: int = param(2, "confidence gate: a state needs at least this many distinct "
+                                "observed successors (boundaries count) for Bellman credit",
+                                low=1, high=1000)
+    bellman_norm: str = param("group_z", "norm(A^B) ([I]; unknown): 'group_z' = z-score over the "
+                              "rollout group's steps, 'none'", choices=("group_z", "none"))
+    ddof: int = param(1, "std degrees of freedom of A^E and of the group z-score", low=0, high=1)
+    eps: float = param(1e-6, "added to the std of A^E and of the group z-score", low=0.0, high=1.0)
+
+
+def distinct_successors(graph: AnchorGraph) -> np.ndarray:
+    """Distinct observed successors of each node, SUCCESS / FAILURE included ``[N]``."""
+    src = graph.pair_node[graph.edge_pair]
+    pairs = np.unique(np.stack([src, graph.edge_next], axis=1), axis=0)
+    return np.bincount(pairs[:, 0], minlength=graph.num_nodes) if len(pairs) else \
+        np.zeros(graph.num_nodes, np.int64)
+
+
+def trajectory_gae(graph: AnchorGraph, delta: np.ndarray, decay: float) -> np.ndarray:
+    """A_{i,t} = Σ_{l≥0} decay^l · δ_{i,t+l} along each trajectory (backwards) ``[S]``."""
+    b = graph.batch
+    out = np.empty_like(delta)
+    for lo, hi in zip(b.traj_offsets[:-1], b.traj_offsets[1:]):
+        acc = 0.0
+        for s in range(hi - 1, lo - 1, -1):
+            acc = delta[s] + decay * acc
+            out[s] = acc
+    return out
+
+
+def gated_bepo(graph: AnchorGraph, *, gamma: float = 0.98, gae_lambda: float = 0.95,
+               rho: float = 0.5, min_successors: int = 2, bellman_norm: str = "group_z",
+               ddof: int = 1, eps: float = 1e-6) -> CreditResult:
+    """Gated-BEPO: along-trajectory GAE of mean-backup TD residuals, gated by successor count.
+
+        V          = empirical mean-backup fixed point (= CRBC / GRAFT V with discount γ)
+        δ_{i,t}    = γ · V(s_{i,t+1}) − V(s_{i,t}),   V(SUCCESS) = 1, V(FAILURE) = 0
+        A^B_{i,t}  = Σ_{l≥0} (γλ)^l · δ_{i,t+l}       (GAE along the sampled trajectory)
+        g(s)       = 1[ #distinct observed successors of s ≥ 2 ]
+        A_{i,t}    = g · [(1 − ρ)·A^E_i + ρ·norm(A^B_{i,t})] + (1 − g) · A^E_i
+
+    Paper: Yan et al., "Gated-BEPO: Confidence-Gated Bellman Credit Assignment for Large
+    Language Model Agents", arXiv 2608.06861 (abstract and summaries only; no equation
+    numbers were seen).
+
+    Args:
+        graph: anchor graph ``[S]`` steps.
+        gamma, gae_lambda, rho, min_successors, bellman_norm, ddof, eps: see
+            `GatedBEPOParams`.
+
+    Returns:
+        `CreditResult` ``[S]``: value = V(s_t), q_value = γ·V(s_{t+1}), credit = A^B (raw
+        GAE), advantage = the fused A; ``node_value [N]``; diagnostics ``gated_fraction``
+        (steps whose state fails the gate) and ``closure_residual``.
+
+    Notes:
+        [I] reading: the sparse success reward is carried by the boundary value V(SUCCESS)
+        = 1 and is not added again as r_{i,t}. The gate counts *successors* (not CRBC's
+        actions); SUCCESS and FAILURE count as successors. The form of ρ ("adaptive
+        mixing") and of norm(·) are unknown: both are parameters. A^E is GRPO's group
+        advantage on the success indicator. Truncation is failure.
+
+    >>> from crbc_viz import load_rollouts, build_graph
+    >>> r = gated_bepo(build_graph(load_rollouts("sample_rollouts/toy/toy_group.jsonl")))
+    >>> [round(float(x), 4) for x in r.credit[:3]]
+    [0.4392, 0.4642, 0.3267]
+    """
+    if bellman_norm not in ("group_z", "none"):
+        raise ValueError(f"bellman_norm must be 'group_z' or 'none', got {bellman_norm!r}")
+    params = GatedBEPOParams(gamma, gae_lambda, rho, min_successors, bellman_norm, ddof, eps)
+    b = graph.batch
+    V, residual = mean_backup_values(graph, gamma)
+    v_next = successor_values(graph, V)
+    v_cur = V[graph.step_node]
+    delta = gamma * v_next - v_cur
+    a_b = trajectory_gae(graph, delta, gamma * gae_lambda)
+    if bellman_norm == "group_z":
+        sg = b.step_group
+        G = b.num_groups
+        cnt = np.bincount(sg, minlength=G).astype(np.float64)
+        mean = np.bincount(sg, weights=a_b, minlength=G) / np.maximum(cnt, 1)
+        var = np.bincount(sg, weights=(a_b - mean[sg]) ** 2, minlength=G) / np.maximum(cnt - ddof, 1)
+        a_norm = np.where(cnt[sg] < 2, 0.0, (a_b - mean[sg]) / (np.sqrt(var[sg]) + eps))
+    else:
+        a_norm = a_b
+    gate = (distinct_successors(graph) >= min_successors)[graph.step_node]
+    a_e = group_advantage(graph, ddof=ddof, eps=eps)[b.step_traj]
+    adv = np.where(gate, (1.0 - rho) * a_e + rho * a_norm, a_e)
+    return CreditResult("gated_bepo", params, graph, v_cur, gamma * v_next, a_b, adv, node_value=V,
+                        diagnostics={"gated_fraction": float(np.mean(~gate)) if len(gate) else 0.0,
+                                     "closure_residual": residual})
+
+
+def _torch_gated_bepo(graph, *, device="auto", **kw):
+    from ..backend.torch_graph import gated_bepo_torch
+    return gated_bepo_torch(graph, device=device, **kw)
+
+
+register(EstimatorSpec(
+    name="gated_bepo", title="Gated-BEPO — confidence-gated Bellman credit",
+    paper="Yan et al., Gated-BEPO: Confidence-Gated Bellman Credit Assignment for Large Language "
+          "Model Agents (arXiv 2608.06861; abstract and summaries only)",
+    equation="δ = γV(s′) − V(s);  A^B = GAE_γλ(δ);  A = g·[(1−ρ)A^E + ρ·norm(A^B)] + (1−g)·A^E  "
+             "([I] reading)",
+    section="§5", fn=gated_bepo, params_cls=GatedBEPOParams, torch_fn=_torch_gated_bepo))

@@ -1,0 +1,217 @@
+"""GiGPO — Group-in-Group Policy Optimization (ESTIMATORS.md §2).
+
+Also holds the small numpy helpers that the other peer estimators share: discounted
+per-trajectory returns and the segment (group-by) z-score.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..graph import AnchorGraph
+from ..result import CreditResult
+from .grpo import group_advantage
+from .registry import EstimatorSpec, param, register
+
+__all__ = ["GiGPOParams", "gigpo", "discounted_returns", "step_rewards", "segment_zscore",
+           "similarity_clusters", "step_groups"]
+
+
+@dataclass(frozen=True)
+class GiGPOParams:
+    gamma: float = param(0.95, "discount γ of the step return R_{i,t} = r_{i,t} + γ·R_{i,t+1} "
+                         "(verl-agent default 1.0; the shipped ALFWorld/Sokoban scripts and the "
+                         "paper use 0.95)", low=0.0, high=1.0)
+    omega: float = param(1.0, "weight ω of the step advantage A^S in A = A^E + ω·A^S",
+                         low=0.0, high=100.0)
+    mode: str = param("mean_norm", "F_norm of both levels: 'mean_norm' = 1 (config default), "
+                      "'mean_std_norm' = std + eps (the shipped ALFWorld/Sokoban scripts)",
+                      choices=("mean_norm", "mean_std_norm"))
+    episode_stats: str = param("cross_steps", "statistics of A^E: 'cross_steps' = verl-agent's "
+                               "compute_mean_std_cross_steps (rollouts weigh by length, code "
+                               "default); 'trajectory' = one value per rollout",
+                               choices=("cross_steps", "trajectory"))
+    eps: float = param(1e-6, "added to the std in mean_std_norm", low=0.0, high=1.0)
+    step_reward: str = param("env", "rewards of the step return: 'env' = the logged per-step "
+                             "rewards (verl-agent); 'outcome' = R_i on the last step only",
+                             choices=("env", "outcome"))
+    outcome: str = param("success", "R_i of the episode advantage: success indicator or the "
+                         "logged episode return", choices=("success", "return"))
+    similarity: bool = param(False, "group steps by text similarity of the anchors instead of "
+                             "exact keys (config enable_similarity, default off)")
+    similarity_thresh: float = param(0.95, "difflib ratio a step needs with a cluster's first "
+                                     "member to join it; strictly in (0,1)", low=0.0, high=1.0,
+                                     low_open=True)
+
+
+# ---------------------------------------------------------------- shared helpers
+
+def step_rewards(graph: AnchorGraph, kind: str = "env", outcome: str = "success") -> np.ndarray:
+    """Per-step rewards ``[S]``: the logged ``reward`` column ('env') or R_i on each
+    trajectory's last step and 0 elsewhere ('outcome')."""
+    b = graph.batch
+    if kind == "env":
+        return b.steps["reward"].to_numpy(dtype=np.float64).copy()
+    if kind == "outcome":
+        from .grpo import trajectory_outcome
+
+        r = np.zeros(b.num_steps)
+        r[b.traj_offsets[1:] - 1] = trajectory_outcome(graph, outcome)
+        return r
+    raise ValueError(f"step_reward must be 'env' or 'outcome', got {kind!r}")
+
+
+def discounted_returns(graph: AnchorGraph, reward: np.ndarray, gamma: float) -> np.ndarray:
+    """R_{i,t} = Σ_{l≥t} γ^(l−t) · r_{i,l} within each trajectory (backwards) ``[S]``."""
+    b = graph.batch
+    out = np.empty_like(reward, dtype=np.float64)
+    for lo, hi in zip(b.traj_offsets[:-1], b.traj_offsets[1:]):
+        acc = 0.0
+        for s in range(hi - 1, lo - 1, -1):
+            acc = reward[s] + gamma * acc
+            out[s] = acc
+    return out
+
+
+def segment_zscore(x: np.ndarray, seg: np.ndarray, num: int, *, ddof: int = 1,
+                   eps: float = 1e-6, center: bool = True, scale: bool = True):
+    """(x − mean_seg) / (std_seg + eps) per segment; segments with < 2 members or no
+    spread give 0.
+
+    Returns:
+        ``(z [len(x)], mean [num], std [num], count [num])``.
+    """
+    cnt = np.bincount(seg, minlength=num).astype(np.float64)
+    mean = np.bincount(seg, weights=x, minlength=num) / np.maximum(cnt, 1)
+    var = np.bincount(seg, weights=(x - mean[seg]) ** 2, minlength=num) / np.maximum(cnt - ddof, 1)
+    std = np.sqrt(var)
+    xmax = np.full(num, -np.inf)
+    xmin = np.full(num, np.inf)
+    np.maximum.at(xmax, seg, x)
+    np.minimum.at(xmin, seg, x)
+    degenerate = (cnt < 2) | (xmax == xmin)
+    z = x - mean[seg] if center else x.copy()
+    if scale:
+        z = z / (std[seg] + eps)
+    z = np.where(degenerate[seg], 0.0, z)
+    return z, mean, std, cnt
+
+
+def similarity_clusters(graph: AnchorGraph, thresh: float) -> np.ndarray:
+    """GiGPO's similarity mode: a cluster id per anchor node ``[N]``.
+
+    Within each group, nodes in first-occurrence order join the **first** cluster whose
+    representative (its first member) has ``difflib.SequenceMatcher`` ratio ≥ ``thresh``
+    with the node's anchor text; otherwise they open a new cluster. Ids are global and
+    in first-occurrence order.
+    """
+    if not 0.0 < thresh < 1.0:
+        raise ValueError(f"similarity_thresh must lie strictly in (0, 1), got {thresh}")
+    texts = [str(o) for o in graph.node_anchor_obs]
+    out = np.empty(graph.num_nodes, dtype=np.int64)
+    next_id = 0
+    for g in range(graph.num_groups):
+        reps: list[tuple[int, str]] = []
+        for n in range(int(graph.group_node_offsets[g]), int(graph.group_node_offsets[g + 1])):
+            for cid, rep in reps:
+                if difflib.SequenceMatcher(None, rep, texts[n]).ratio() >= thresh:
+                    out[n] = cid
+                    break
+            else:
+                reps.append((next_id, texts[n]))
+                out[n] = next_id
+                next_id += 1
+    return out
+
+
+def step_groups(graph: AnchorGraph, similarity: bool, thresh: float) -> tuple[np.ndarray, int]:
+    """Anchor-state group of every step ``[S]`` and the number of groups."""
+    if not similarity:
+        return graph.step_node, graph.num_nodes
+    node_cluster = similarity_clusters(graph, thresh)
+    num = int(node_cluster.max()) + 1 if node_cluster.size else 0
+    return node_cluster[graph.step_node], num
+
+
+def episode_advantage(graph: AnchorGraph, mode: str, stats: str, eps: float,
+                      outcome: str) -> np.ndarray:
+    """A^E per trajectory ``[T]`` through `group_advantage` in GiGPO's mode."""
+    if mode not in ("mean_norm", "mean_std_norm"):
+        raise ValueError(f"mode must be 'mean_norm' or 'mean_std_norm', got {mode!r}")
+    return group_advantage(graph, norm="mean" if mode == "mean_norm" else "std", ddof=1, eps=eps,
+                           stats=stats, outcome=outcome)
+
+
+# ---------------------------------------------------------------- the estimator
+
+def gigpo(graph: AnchorGraph, *, gamma: float = 0.95, omega: float = 1.0, mode: str = "mean_norm",
+          episode_stats: str = "cross_steps", eps: float = 1e-6, step_reward: str = "env",
+          outcome: str = "success", similarity: bool = False,
+          similarity_thresh: float = 0.95) -> CreditResult:
+    """GiGPO: episode advantage plus the z-scored discounted return within anchor-state groups.
+
+        A^E_i     = (R_i − mean) / F_norm                       (Eq. 3; stats as §1)
+        R_{i,t}   = r_{i,t} + γ · R_{i,t+1}                      (Eq. 5)
+        G^S(s̃)    = {(i,t) : s_{i,t} = s̃}  within the episode group (Eq. 6)
+        A^S_{i,t} = (R_{i,t} − mean_{G^S}) / F_norm_{G^S}        (Eq. 7; singleton → 0)
+        A_{i,t}   = A^E_i + ω · A^S_{i,t}                        (Eq. 8)
+
+    F_norm = 1 in ``mean_norm`` and std + eps (unbiased std) in ``mean_std_norm``; the same
+    mode applies to both levels.
+
+    Paper: Feng et al., "Group-in-Group Policy Optimization for LLM Agent Training",
+    arXiv 2505.10978, Eqs. 3 and 5–8; verl-agent ``gigpo/core_gigpo.py``.
+
+    Args:
+        graph: anchor graph; steps ``[S]`` are grouped by anchor node (or similarity cluster).
+        gamma, omega, mode, episode_stats, eps, step_reward, outcome, similarity,
+            similarity_thresh: see `GiGPOParams`.
+
+    Returns:
+        `CreditResult` ``[S]``: value = mean of R over the step's anchor group (the baseline),
+        q_value = R_{i,t}, credit = A^S, advantage = A^E + ω·A^S; ``node_value [N]`` = the
+        per-anchor mean return (exact mode).
+
+    Raises:
+        ValueError: unknown mode, or a similarity threshold outside (0, 1).
+
+    Notes:
+        Every visit is a member of its anchor group (no first-visit rule), so self-loops
+        and revisits count repeatedly. A singleton group gets A^S = 0 in both modes.
+        Truncated episodes are failures (R = 0). The invalid-action penalty of verl-agent
+        (0.1 on that row only) is not applied: the outcome here is the success indicator
+        unless ``outcome='return'``.
+
+    >>> from crbc_viz import load_rollouts, build_graph
+    >>> g = build_graph(load_rollouts("sample_rollouts/toy/toy_group.jsonl"))
+    >>> r = gigpo(g, mode="mean_std_norm", episode_stats="trajectory")
+    >>> [round(float(x), 4) for x in r.advantage[:3]]
+    [1.8183, 1.732, 1.4434]
+    """
+    params = GiGPOParams(gamma, omega, mode, episode_stats, eps, step_reward, outcome, similarity,
+                         similarity_thresh)
+    b = graph.batch
+    a_ep = episode_advantage(graph, mode, episode_stats, eps, outcome)[b.step_traj]
+    R = discounted_returns(graph, step_rewards(graph, step_reward, outcome), gamma)  # Eq. 5
+    seg, num = step_groups(graph, similarity, similarity_thresh)                     # Eq. 6
+    a_step, mean, _, cnt = segment_zscore(R, seg, num, ddof=1, eps=eps,             # Eq. 7
+                                          scale=(mode == "mean_std_norm"))
+    node_value = None if similarity else mean
+    return CreditResult("gigpo", params, graph, mean[seg], R, a_step, a_ep + omega * a_step,  # Eq. 8
+                        node_value=node_value,
+                        diagnostics={"singleton_fraction": float(np.mean(cnt[seg] < 2)) if len(seg)
+                                     else 0.0, "num_step_groups": int(np.count_nonzero(cnt))})
+
+
+def _torch_gigpo(graph, *, device="auto", **kw):
+    from ..backend.torch_graph import gigpo_torch
+    return gigpo_torch(graph, device=device, **kw)
+
+
+register(EstimatorSpec(
+    name="gigpo", title="GiGPO — Group-in-Group Policy Optimization",
+    paper="Feng et al., Group-in-Group Policy Optimization for LLM Agent Training (arXiv 2505.10978)",
+    equation="R_t = r_t + γR_{t+1};  A^S = (R_t − mean_{G^S})/F_norm;  A = A^E + ω·A^S  (Eqs. 3, 5–8)",
+    section="§2", fn=gigpo, params_cls=GiGPOParams, torch_fn=_torch_gigpo))

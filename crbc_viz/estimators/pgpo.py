@@ -1,0 +1,123 @@
+"""PGPO — Potential-Guided Policy Optimization (ESTIMATORS.md §6)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..graph import AnchorGraph
+from ..result import CreditResult
+from .gigpo import discounted_returns, segment_zscore, step_rewards
+from .registry import EstimatorSpec, param, register
+
+__all__ = ["PGPOParams", "pgpo", "anchor_potentials"]
+
+
+@dataclass(frozen=True)
+class PGPOParams:
+    eta: float = param(0.95, "discount η of the GiGPO-style step return R_{i,t}", low=0.0, high=1.0)
+    gamma: float = param(1.0, "discount γ of the potential difference δ = γΦ(s̃n) − Φ(s̃m) "
+                         "(0.95 in the ablation)", low=0.0, high=1.0)
+    alpha: float = param(2.0, "exponent α of the task gate w = β·(1 − p_succ)^α", low=0.0, high=10.0)
+    beta: float = param(1.0, "scale β of the task gate w = β·(1 − p_succ)^α", low=0.0, high=10.0)
+    eps: float = param(1e-6, "added to the std of both z-scores", low=0.0, high=1.0)
+    ddof: int = param(1, "std degrees of freedom of both z-scores (GiGPO's unbiased std)",
+                      low=0, high=1)
+    potential: str = param("mean", "Φ: 'mean' = visit-local mean (Eq. 6); 'loo' = leave the "
+                           "scored sample out of both Φ's (ablation variant; empty → 0)",
+                           choices=("mean", "loo"))
+    step_reward: str = param("env", "rewards of R_{i,t} and r_final: 'env' = logged per-step "
+                             "rewards; 'outcome' = the success indicator on the last step",
+                             choices=("env", "outcome"))
+
+
+def anchor_potentials(graph: AnchorGraph, R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Φ(s̃) = mean of R_{j,l} over the visits of s̃ (Eq. 6): ``(sum [N], count [N])``."""
+    N = graph.num_nodes
+    return (np.bincount(graph.step_node, weights=R, minlength=N),
+            np.bincount(graph.step_node, minlength=N).astype(np.float64))
+
+
+def pgpo(graph: AnchorGraph, *, eta: float = 0.95, gamma: float = 1.0, alpha: float = 2.0,
+         beta: float = 1.0, eps: float = 1e-6, ddof: int = 1, potential: str = "mean",
+         step_reward: str = "env") -> CreditResult:
+    """PGPO: GiGPO's anchor z-score plus a gated, z-scored difference of anchor potentials.
+
+        R_{i,t}  = Σ_{l≥t} η^(l−t) · r_{i,l}                               (Eq. 1)
+        A^S      = (R_{i,t} − μ_{G_s̃m}) / (σ_{G_s̃m} + eps)                 (Eq. 3)
+        Φ(s̃)     = mean of R_{j,l} over (j,l) ∈ G_s̃                        (Eq. 6)
+        δ_{i,t}  = γ·Φ(s̃n) − Φ(s̃m);  at the last step  γ·r_final − Φ(s̃m)   (Eq. 7)
+        A^φ      = (δ − μ^δ) / (σ^δ + eps) over the outgoing transitions of s̃m  (Eq. 8)
+        w(x)     = β · (1 − p_succ)^α                                       (Eqs. 9–10)
+        A        = A^S + w(x) · A^φ                                         (Eq. 11)
+
+    Paper: Zheng et al., "PGPO: Potential-Guided Policy Optimization for Multi-Turn Agentic
+    Tasks", arXiv 2609.02236, Eqs. 1–11, App. B.3.
+
+    Args:
+        graph: anchor graph ``[S]`` steps; anchor groups are its nodes.
+        eta, gamma, alpha, beta, eps, ddof, potential, step_reward: see `PGPOParams`.
+
+    Returns:
+        `CreditResult` ``[S]``: value = Φ(s_t), q_value = NaN, credit = advantage =
+        A^S + w·A^φ (PGPO has no episode-level term: adding A^E back hurts);
+        ``node_value [N]`` = Φ; diagnostics ``task_gate_mean``.
+
+    Notes:
+        p_succ is the fraction of the group's trajectories that succeeded (r_final > 0).
+        Singleton or zero-variance anchor groups give 0 in both z-scores. A self-loop
+        gives δ = (γ − 1)·Φ(s). With ``potential='loo'`` the scored sample leaves Φ(s̃m),
+        and also Φ(s̃n) on a self-loop; an empty group has Φ = 0. Truncation is failure.
+
+    >>> from crbc_viz import load_rollouts, build_graph
+    >>> r = pgpo(build_graph(load_rollouts("sample_rollouts/toy/toy_group.jsonl")))
+    >>> [round(float(x), 4) for x in r.advantage[:3]]
+    [0.7358, 0.991, 0.7217]
+    """
+    if potential not in ("mean", "loo"):
+        raise ValueError(f"potential must be 'mean' or 'loo', got {potential!r}")
+    params = PGPOParams(eta, gamma, alpha, beta, eps, ddof, potential, step_reward)
+    b = graph.batch
+    N = graph.num_nodes
+    r = step_rewards(graph, step_reward)
+    R = discounted_returns(graph, r, eta)                                       # Eq. 1
+    node = graph.step_node
+    a_s, _, _, _ = segment_zscore(R, node, N, ddof=ddof, eps=eps)               # Eq. 3
+    phi_sum, phi_cnt = anchor_potentials(graph, R)                              # Eq. 6
+    phi = phi_sum / np.maximum(phi_cnt, 1)
+    nxt = graph.step_next
+    terminal = nxt < 0
+    nxt_node = np.maximum(nxt, 0)
+    if potential == "mean":
+        phi_m = phi[node]
+        phi_n = phi[nxt_node]
+    else:
+        def loo(total, count):
+            return np.where(count > 0, total / np.maximum(count, 1), 0.0)
+        phi_m = loo(phi_sum[node] - R, phi_cnt[node] - 1)
+        same = (nxt_node == node) & ~terminal
+        phi_n = loo(phi_sum[nxt_node] - np.where(same, R, 0.0), phi_cnt[nxt_node] - same)
+    r_final = r[b.traj_offsets[1:] - 1][b.step_traj]
+    delta = np.where(terminal, gamma * r_final, gamma * phi_n) - phi_m            # Eq. 7
+    a_phi, _, _, _ = segment_zscore(delta, node, N, ddof=ddof, eps=eps)         # Eq. 8
+    p_succ = (np.bincount(b.traj_group, weights=b.traj_success.astype(np.float64),
+                          minlength=b.num_groups) /
+              np.maximum(np.bincount(b.traj_group, minlength=b.num_groups), 1))
+    w = beta * (1.0 - p_succ) ** alpha                                          # Eqs. 9–10
+    adv = a_s + w[b.step_group] * a_phi                                         # Eq. 11
+    nan = np.full(b.num_steps, np.nan)
+    return CreditResult("pgpo", params, graph, phi[node], nan, adv, adv.copy(), node_value=phi,
+                        diagnostics={"task_gate_mean": float(np.mean(w)) if len(w) else 0.0})
+
+
+def _torch_pgpo(graph, *, device="auto", **kw):
+    from ..backend.torch_graph import pgpo_torch
+    return pgpo_torch(graph, device=device, **kw)
+
+
+register(EstimatorSpec(
+    name="pgpo", title="PGPO — Potential-Guided Policy Optimization",
+    paper="Zheng et al., PGPO: Potential-Guided Policy Optimization for Multi-Turn Agentic Tasks "
+          "(arXiv 2609.02236)",
+    equation="δ = γΦ(s̃n) − Φ(s̃m);  A = A^S + β(1 − p_succ)^α · z_{s̃m}(δ)  (Eqs. 1–11)",
+    section="§6", fn=pgpo, params_cls=PGPOParams, torch_fn=_torch_pgpo))

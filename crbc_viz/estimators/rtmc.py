@@ -1,0 +1,116 @@
+"""RTMC — Rollout-Tree Monte Carlo step credit (ESTIMATORS.md §7)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..graph import AnchorGraph
+from ..result import CreditResult
+from .grpo import trajectory_outcome
+from .registry import EstimatorSpec, param, register
+
+__all__ = ["RTMCParams", "rtmc", "first_visit_mask"]
+
+
+@dataclass(frozen=True)
+class RTMCParams:
+    gamma: float = param(0.99, "per-turn discount γ of the first-visit return γ^(T−1−t)·R",
+                         low=0.0, high=1.0)
+    n_prior: float = param(2.0, "prior pseudo-count of the smoothed state value V′ (paper Eq. 11 "
+                           "per the port; 0 = no smoothing)", low=0.0, high=1000.0)
+    normalize: bool = param(False, "divide every A in a group by the group's population std of A "
+                            "(no centering; only when the std > norm_eps)")
+    norm_eps: float = param(1e-8, "minimum group std for the optional normalisation", low=0.0,
+                            high=1.0)
+    outcome: str = param("success", "R: the success indicator or the logged episode return",
+                         choices=("success", "return"))
+
+
+def first_visit_mask(graph: AnchorGraph) -> np.ndarray:
+    """True at the first occurrence of each (state, action) pair within its rollout ``[S]``."""
+    b = graph.batch
+    key = b.step_traj.astype(np.int64) * max(len(graph.pair_node), 1) + graph.step_pair
+    _, first = np.unique(key, return_index=True)
+    mask = np.zeros(b.num_steps, dtype=bool)
+    mask[first] = True
+    return mask
+
+
+def rtmc(graph: AnchorGraph, *, gamma: float = 0.99, n_prior: float = 2.0, normalize: bool = False,
+         norm_eps: float = 1e-8, outcome: str = "success") -> CreditResult:
+    """RTMC: first-visit Monte Carlo Q per (state, action), minus a prior-smoothed V.
+
+        n(s,a) += 1;  sum(s,a) += γ^(T−1−t) · R     (first visit of (s,a) in each rollout, 0-indexed t)
+        Q(s,a)  = sum(s,a) / n(s,a)
+        V̂(s)    = Σ_a sum(s,a) / Σ_a n(s,a)
+        V′(s)   = (n_s · V̂(s) + n_prior · v_prior) / (n_s + n_prior),  n_s = Σ_a n(s,a)  (Eq. 11)
+        A(s,a)  = Q(s,a) − V′(s)
+
+    v_prior is the group's mean outcome (its success rate).
+
+    Paper: Wang, Zheng, Xu, "RTMC: Step-Level Credit Assignment via Rollout Trees",
+    arXiv 2604.11037, Eq. 11 (read through a third-party port, [C3]).
+
+    Args:
+        graph: anchor graph; anchors are the state signatures and actions the action
+            signatures ``[S]``.
+        gamma, n_prior, normalize, norm_eps, outcome: see `RTMCParams`.
+
+    Returns:
+        `CreditResult` ``[S]``: value = V′(s_t), q_value = Q(s_t, a_t), credit = A,
+        advantage = A (divided by the group's population std of A with ``normalize``; RTMC
+        has no separate trajectory term); ``node_value [N]`` = V′, ``pair_q [P]``,
+        ``pair_credit [P]``.
+
+    Notes:
+        Later visits of a pair within one rollout reuse its Q. A singleton state is pulled
+        towards v_prior, so a lone action still gets credit (unlike GiGPO). The port's
+        signature coarsening is a property of the anchors, not of this function.
+
+    >>> from crbc_viz import load_rollouts, build_graph
+    >>> r = rtmc(build_graph(load_rollouts("sample_rollouts/toy/toy_group.jsonl")))
+    >>> [round(float(x), 4) for x in r.credit[:3]]
+    [-0.0001, 0.1633, 0.4]
+    """
+    params = RTMCParams(gamma, n_prior, normalize, norm_eps, outcome)
+    b = graph.batch
+    P, N = len(graph.pair_node), graph.num_nodes
+    R = trajectory_outcome(graph, outcome)
+    ret = gamma ** (b.traj_len[b.step_traj] - 1 - b.step_pos) * R[b.step_traj]
+    first = first_visit_mask(graph)
+    n_pair = np.bincount(graph.step_pair[first], minlength=P).astype(np.float64)
+    s_pair = np.bincount(graph.step_pair[first], weights=ret[first], minlength=P)
+    q = s_pair / np.maximum(n_pair, 1)
+    n_s = np.bincount(graph.pair_node, weights=n_pair, minlength=N)
+    s_s = np.bincount(graph.pair_node, weights=s_pair, minlength=N)
+    G = b.num_groups
+    v_prior = (np.bincount(b.traj_group, weights=R, minlength=G) /
+               np.maximum(np.bincount(b.traj_group, minlength=G), 1))[graph.node_group]
+    v = (s_s + n_prior * v_prior) / np.maximum(n_s + n_prior, 1e-300)            # Eq. 11
+    pair_adv = q - v[graph.pair_node]
+    a = pair_adv[graph.step_pair]
+    adv = a.copy()
+    if normalize:
+        sg = b.step_group
+        cnt = np.bincount(sg, minlength=G).astype(np.float64)
+        mean = np.bincount(sg, weights=a, minlength=G) / np.maximum(cnt, 1)
+        std = np.sqrt(np.bincount(sg, weights=(a - mean[sg]) ** 2, minlength=G) / np.maximum(cnt, 1))
+        adv = np.where(std[sg] > norm_eps, a / np.where(std[sg] > norm_eps, std[sg], 1.0), a)
+    return CreditResult("rtmc", params, graph, v[graph.step_node], q[graph.step_pair], a, adv,
+                        node_value=v, pair_q=q, pair_credit=pair_adv,
+                        diagnostics={"singleton_state_fraction":
+                                     float(np.mean(n_s[graph.step_node] < 2)) if len(a) else 0.0})
+
+
+def _torch_rtmc(graph, *, device="auto", **kw):
+    from ..backend.torch_graph import rtmc_torch
+    return rtmc_torch(graph, device=device, **kw)
+
+
+register(EstimatorSpec(
+    name="rtmc", title="RTMC — Rollout-Tree Monte Carlo",
+    paper="Wang, Zheng, Xu, RTMC: Step-Level Credit Assignment via Rollout Trees (arXiv 2604.11037)",
+    equation="Q = first-visit mean of γ^(T−1−t)R;  V′ = (n_s V̂ + n_prior v_prior)/(n_s + n_prior);  "
+             "A = Q − V′  (Eq. 11)",
+    section="§7", fn=rtmc, params_cls=RTMCParams, torch_fn=_torch_rtmc))

@@ -1,0 +1,173 @@
+"""TRACE — turn-level reward from gold-answer log-probabilities (ESTIMATORS.md §8).
+
+Also holds the readers of logged per-step signals (SCHEMA.md, optional fields) that the
+signal-based estimators share: they raise `MissingSignalError` when a column is absent
+and a `ValueError` naming the field and the group / trajectory / step of a bad value.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..graph import AnchorGraph
+from ..result import CreditResult
+from .grpo import group_advantage
+from .registry import EstimatorSpec, MissingSignalError, param, register
+
+__all__ = ["TRACEParams", "trace", "step_location", "require_columns", "float_signal",
+           "is_missing"]
+
+
+# ---------------------------------------------------------------- signal readers
+
+def is_missing(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def step_location(graph: AnchorGraph, s: int) -> str:
+    """"group 'run/step/gid', traj 'tid', step k" of step row ``s``."""
+    b = graph.batch
+    return (f"group '{b.group_label(int(b.step_group[s]))}', traj "
+            f"'{b.steps['traj_id'].iat[s]}', step {int(b.steps['step_idx'].iat[s])}")
+
+
+def require_columns(graph: AnchorGraph, estimator: str, fields) -> None:
+    missing = [f for f in fields if f not in graph.batch.steps.columns]
+    if missing:
+        raise MissingSignalError(estimator, missing)
+
+
+def float_signal(graph: AnchorGraph, estimator: str, field: str, *, low: float | None = None,
+                 high: float | None = None) -> np.ndarray:
+    """A required numeric per-step signal ``[S]``, checked finite and within [low, high]."""
+    require_columns(graph, estimator, [field])
+    col = graph.batch.steps[field].to_numpy(dtype=object)
+    out = np.empty(len(col))
+    for s, v in enumerate(col):
+        if is_missing(v):
+            raise ValueError(f"{estimator}: field '{field}' is missing at {step_location(graph, s)}")
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+            raise ValueError(f"{estimator}: field '{field}' must be a number, got {v!r} at "
+                             f"{step_location(graph, s)}")
+        x = float(v)
+        bad = (not math.isfinite(x) or (low is not None and x < low) or
+               (high is not None and x > high))
+        if bad:
+            rng = f"in [{low if low is not None else '-inf'}, {high if high is not None else 'inf'}]"
+            raise ValueError(f"{estimator}: field '{field}' must be finite and {rng}, got {v!r} at "
+                             f"{step_location(graph, s)}")
+        out[s] = x
+    return out
+
+
+# ---------------------------------------------------------------- the estimator
+
+@dataclass(frozen=True)
+class TRACEParams:
+    w_out: float = param(1.0, "weight of the outcome advantage A_out", low=0.0, high=100.0)
+    w_turn: float = param(0.2, "weight of the turn credit r_t", low=0.0, high=100.0)
+    K: int = param(3, "window of the normalised TD credit (0 = no local credit: only the last "
+                   "transition gets the terminal fill)", low=0, high=1000)
+    gamma: float = param(0.8, "discount γ inside the window and of the terminal fill", low=0.0,
+                         high=1.0)
+    gap_eps: float = param(0.1, "gap offset ε of d_t = −ℓ_t + ε (not a numerical epsilon)",
+                           low=0.0, high=10.0, low_open=True)
+    terminal_scale: float = param(2.0, "scale c of the terminal fill c·γ^(T−t)·A_out",
+                                  low=0.0, high=100.0)
+    terminal_discount: bool = param(True, "multiply the terminal fill by γ^(T−t) (verl adaptation); "
+                                    "False = c·A_out (alphaXiv reproduction). The paper's factor "
+                                    "was not seen")
+    outcome_eps: float = param(1e-6, "A_out = (R − mean)/(pop std + eps); all-equal groups give 0",
+                               low=0.0, high=1.0)
+
+
+def trace(graph: AnchorGraph, *, w_out: float = 1.0, w_turn: float = 0.2, K: int = 3,
+          gamma: float = 0.8, gap_eps: float = 0.1, terminal_scale: float = 2.0,
+          terminal_discount: bool = True, outcome_eps: float = 1e-6) -> CreditResult:
+    """TRACE: K-step normalised TD credit on log-gaps of the gold answer, plus the outcome.
+
+        d_t     = −ℓ_t + ε;   V_t = log(d_0 / d_t);   δ_t = V_{t+1} − V_t
+        local_t = Σ_{j=0}^{e−t} γ^j δ_{t+j} / Σ_{j=0}^{e−t} γ^j,   e = min(t + K − 1, T − 1)
+        r_t     = local_t + c · γ^(T−t) · A_out          when e = T − 1 (terminal fill)
+        A_out   = (R − mean) / pop_std                    (0 when pop_std ≤ eps)
+        A       = w_out · A_out + w_turn · r_t
+
+    Paper: Tao et al., "TRACE: Turn-level Reward Assignment via Credit Estimation for
+    Long-Horizon Agents", arXiv 2607.13988, Algorithm 1 (read through two third-party
+    implementations, [C3]).
+
+    Args:
+        graph: anchor graph; its batch's steps carry ``gold_logprob`` ``[S]``: a trajectory
+            of T + 1 rows carries ℓ_0..ℓ_T; rows 0..T−1 are the T transitions and the last
+            row is the final-answer turn.
+        w_out, w_turn, K, gamma, gap_eps, terminal_scale, terminal_discount, outcome_eps:
+            see `TRACEParams`.
+
+    Returns:
+        `CreditResult` ``[S]``: value = V_t, q_value = NaN, credit = r_t (0 on the final-
+        answer row), advantage = w_out·A_out + w_turn·r_t (the final-answer row gets
+        w_out·A_out only).
+
+    Raises:
+        MissingSignalError: no ``gold_logprob`` column.
+        ValueError: a missing, non-finite or positive ℓ (naming group / traj / step).
+
+    Notes:
+        The window is truncated at the trajectory's end. A one-row trajectory has no
+        transition and gets the outcome term only. The turn credit is not normalised
+        across the group. Truncated rollouts are failures in A_out.
+
+    >>> import numpy as np
+    >>> from crbc_viz.estimators.trace import turn_credit
+    >>> [round(float(x), 4) for x in turn_credit(np.array([-3, -2, -2, -0.5]), 1.0)]
+    [1.5122, 1.8368, 2.8528]
+    """
+    params = TRACEParams(w_out, w_turn, K, gamma, gap_eps, terminal_scale, terminal_discount,
+                         outcome_eps)
+    ell = float_signal(graph, "trace", "gold_logprob", high=0.0)
+    b = graph.batch
+    a_out = group_advantage(graph, ddof=0, eps=outcome_eps)
+    value = np.empty(b.num_steps)
+    credit = np.zeros(b.num_steps)
+    for i, (lo, hi) in enumerate(zip(b.traj_offsets[:-1], b.traj_offsets[1:])):
+        d = -ell[lo:hi] + gap_eps
+        value[lo:hi] = np.log(d[0] / d)
+        credit[lo:hi - 1] = turn_credit(ell[lo:hi], a_out[i], K=K, gamma=gamma, gap_eps=gap_eps,
+                                        terminal_scale=terminal_scale,
+                                        terminal_discount=terminal_discount)
+    adv = w_out * a_out[b.step_traj] + w_turn * credit
+    nan = np.full(b.num_steps, np.nan)
+    return CreditResult("trace", params, graph, value, nan, credit, adv)
+
+
+def turn_credit(ell: np.ndarray, a_out: float, *, K: int = 3, gamma: float = 0.8,
+                gap_eps: float = 0.1, terminal_scale: float = 2.0,
+                terminal_discount: bool = True) -> np.ndarray:
+    """r_t for the T = len(ell) − 1 transitions of one trajectory ``[T]``."""
+    d = -np.asarray(ell, dtype=np.float64) + gap_eps
+    V = np.log(d[0] / d)
+    delta = np.diff(V)
+    T = len(delta)
+    r = np.zeros(T)
+    for t in range(T):
+        if K > 0:
+            e = min(t + K - 1, T - 1)
+            disc = gamma ** np.arange(e - t + 1)
+            r[t] = np.dot(disc, delta[t:e + 1]) / disc.sum()
+            reaches_end = e == T - 1
+        else:
+            reaches_end = t == T - 1
+        if reaches_end:
+            r[t] += terminal_scale * (gamma ** (T - t) if terminal_discount else 1.0) * a_out
+    return r
+
+
+register(EstimatorSpec(
+    name="trace", title="TRACE — turn-level credit from gold-answer log-probabilities",
+    paper="Tao et al., TRACE: Turn-level Reward Assignment via Credit Estimation for Long-Horizon "
+          "Agents (arXiv 2607.13988)",
+    equation="V_t = log(d_0/d_t), d_t = −ℓ_t + ε;  r_t = K-step normalised TD + c·γ^(T−t)·A_out;  "
+             "A = w_out·A_out + w_turn·r_t  (Alg. 1)",
+    section="§8", fn=trace, params_cls=TRACEParams, requires=("gold_logprob",)))

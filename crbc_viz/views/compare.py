@@ -1,0 +1,145 @@
+"""Comparing two estimators step by step, and the finite-depth family K = 0 … ∞.
+
+Pure: statistics as numbers / DataFrames, charts as plotly Figures.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from scipy.stats import rankdata
+
+from .colors import CREDIT_COLORSCALE, SUCCESS_COLOR
+
+FAILED_STEP_COLOR = "#762a83"
+
+__all__ = ["spearman", "sign_agreement", "agreement_by_group", "top_disagreements",
+           "scatter_figure", "depth_lines_figure", "depth_error_figure"]
+
+
+def spearman(a, b) -> float:
+    """Spearman rank correlation (average ranks for ties); NaN when either side is constant
+    or fewer than 2 finite pairs remain."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    ok = np.isfinite(a) & np.isfinite(b)
+    if ok.sum() < 2:
+        return math.nan
+    ra, rb = rankdata(a[ok]), rankdata(b[ok])
+    if np.ptp(ra) == 0 or np.ptp(rb) == 0:
+        return math.nan
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def sign_agreement(a, b, tol: float = 1e-12) -> float:
+    """Fraction of steps whose credits have the same sign (−, 0 within ``tol``, +)."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    ok = np.isfinite(a) & np.isfinite(b)
+    if not ok.any():
+        return math.nan
+    sa = np.where(np.abs(a[ok]) <= tol, 0, np.sign(a[ok]))
+    sb = np.where(np.abs(b[ok]) <= tol, 0, np.sign(b[ok]))
+    return float(np.mean(sa == sb))
+
+
+def agreement_by_group(step_group: np.ndarray, a, b, num_groups: int) -> pd.DataFrame:
+    """Per group: Spearman ρ, 1 − ρ ("disagreement") and sign agreement of ``a`` vs ``b``."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    rows = []
+    for g in range(num_groups):
+        m = step_group == g
+        rho = spearman(a[m], b[m])
+        rows.append({"group_index": g, "spearman": rho, "disagreement": 1.0 - rho,
+                     "sign_agreement": sign_agreement(a[m], b[m]), "steps": int(m.sum())})
+    return pd.DataFrame(rows)
+
+
+def top_disagreements(df: pd.DataFrame, a: str, b: str, k: int = 10) -> pd.DataFrame:
+    """The ``k`` steps whose percentile ranks under ``a`` and ``b`` differ most (scales differ
+    between methods, ranks do not)."""
+    out = df.copy()
+    out[f"rank [{a}]"] = out[a].rank(pct=True)
+    out[f"rank [{b}]"] = out[b].rank(pct=True)
+    out["rank gap"] = (out[f"rank [{a}]"] - out[f"rank [{b}]"]).abs()
+    return out.sort_values("rank gap", ascending=False, kind="stable").head(k).reset_index(drop=True)
+
+
+def scatter_figure(df: pd.DataFrame, a: str, b: str, *, quantity: str = "credit",
+                   highlight: int | None = None) -> go.Figure:
+    """Per-step scatter of estimator ``a`` vs ``b`` (columns of ``df`` from ``step_frame``);
+    successful rollouts' steps in green, failed in grey; ``highlight`` (a ``step`` id) ringed."""
+    fig = go.Figure()
+    for ok, name, col in ((True, "step of a successful rollout", SUCCESS_COLOR),
+                          (False, "step of a failed rollout", FAILED_STEP_COLOR)):
+        d = df[df["success"] == ok]
+        fig.add_trace(go.Scattergl(
+            x=d[a], y=d[b], mode="markers", name=name,
+            marker={"color": col, "size": 7, "opacity": 0.7},
+            customdata=np.stack([d["traj_id"], d["t"], d["action"], d["anchor"]], axis=-1)
+            if len(d) else None,
+            hovertemplate=("rollout %{customdata[0]} · t%{customdata[1]} · %{customdata[3]}<br>"
+                           "action %{customdata[2]}<br>" + f"{a}: " + "%{x:.4f}<br>" + f"{b}: "
+                           + "%{y:.4f}<extra></extra>")))
+    if highlight is not None and (df["step"] == highlight).any():
+        d = df[df["step"] == highlight]
+        fig.add_trace(go.Scatter(x=d[a], y=d[b], mode="markers", name="selected step",
+                                 marker={"size": 16, "color": "rgba(0,0,0,0)",
+                                         "line": {"color": "#000", "width": 2}}))
+    fig.add_hline(y=0, line_width=1, line_color="#bbb")
+    fig.add_vline(x=0, line_width=1, line_color="#bbb")
+    fig.update_layout(xaxis_title=f"{a} {quantity}", yaxis_title=f"{b} {quantity}", height=420,
+                      margin={"l": 10, "r": 10, "t": 30, "b": 10},
+                      legend={"orientation": "h", "y": 1.08})
+    return fig
+
+
+def depth_lines_figure(depths, pair_adv: np.ndarray, pair_adv_inf: np.ndarray, labels,
+                       selected_k: int | None = None) -> go.Figure:
+    """A^(K)(s,a) against K for each pair (one line each), with the closure value A^∞ as a
+    dotted end mark; lines are coloured by the sign and size of A^∞ on the credit scale."""
+    from .colors import credit_color, credit_limit
+
+    depths = list(depths)
+    lim = credit_limit(pair_adv_inf)
+    fig = go.Figure()
+    for j, lab in enumerate(labels):
+        col = credit_color(pair_adv_inf[j], lim)
+        fig.add_trace(go.Scatter(x=depths, y=pair_adv[:, j], mode="lines", name=str(lab),
+                                 line={"color": col, "width": 1.5}, showlegend=len(labels) <= 12,
+                                 hovertemplate=f"{lab}" + "<br>K=%{x}: A=%{y:.4f}<extra></extra>"))
+    if len(labels):
+        fig.add_trace(go.Scatter(x=[depths[-1] + 1.5] * len(labels), y=pair_adv_inf, mode="markers",
+                                 name="A^∞ (closure)", marker={"symbol": "line-ew-open", "size": 14,
+                                                                "color": "#000"},
+                                 hovertemplate="A^∞ = %{y:.4f}<extra></extra>"))
+    if selected_k is not None:
+        fig.add_vline(x=selected_k, line_dash="dash", line_color="#555")
+    fig.update_layout(xaxis_title="depth K (right: ∞)", yaxis_title="A^(K)(s,a) = Q^(K) − V^(K)",
+                      height=420, margin={"l": 10, "r": 10, "t": 30, "b": 10},
+                      legend={"orientation": "h", "y": 1.1})
+    return fig
+
+
+def depth_error_figure(depths, err: np.ndarray, bound: np.ndarray,
+                       selected_k: int | None = None) -> go.Figure:
+    """‖A^∞ − A^(K)‖∞ against K beside the Corollary-3 bound 2β^K/(1−β)·‖TV0 − V0‖∞ (log y)."""
+    fig = go.Figure()
+    floor = 1e-12
+    fig.add_trace(go.Scatter(x=list(depths), y=np.maximum(err, floor), mode="lines+markers",
+                             name="‖A^∞ − A^(K)‖∞ (observed)", line={"color": CREDIT_COLORSCALE[-1][1]}))
+    b = np.asarray(bound, dtype=np.float64)
+    if np.isfinite(b).any():
+        fig.add_trace(go.Scatter(x=list(depths), y=np.where(np.isfinite(b), b, np.nan),
+                                 mode="lines", name="Corollary 3 bound",
+                                 line={"color": CREDIT_COLORSCALE[0][1], "dash": "dash"}))
+    if selected_k is not None:
+        fig.add_vline(x=selected_k, line_dash="dash", line_color="#555")
+    fig.update_yaxes(type="log", dtick=1, exponentformat="power")
+    fig.update_layout(xaxis_title="depth K", yaxis_title="sup-norm gap",
+                      height=420, margin={"l": 10, "r": 10, "t": 30, "b": 10},
+                      legend={"orientation": "h", "y": 1.1})
+    return fig

@@ -1,0 +1,158 @@
+"""Every rollout of a group as a row of steps, each step coloured by its credit under several
+estimators; and the alternatives taken from one step's anchor.
+
+Pure: `trajectory_table` returns an HTML string with inline styles only (it is shown with
+``st.html``, which sanitises); every piece of logged text is HTML-escaped.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from ..graph import FAILURE, SUCCESS, AnchorGraph
+from .colors import credit_color, credit_limit, text_color_for
+from .graph_view import esc, pair_values
+
+__all__ = ["trajectory_table", "step_alternatives", "step_frame", "outcome_label"]
+
+
+def outcome_label(graph: AnchorGraph, traj: int) -> str:
+    b = graph.batch
+    if b.traj_success[traj]:
+        return "success"
+    return "truncated" if b.traj_truncated[traj] else "failure"
+
+
+def _short(text, n: int) -> str:
+    s = " ".join(str(text).split())
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def trajectory_table(graph: AnchorGraph, results: dict, *, group: int = 0,
+                     selected: tuple[int, int] | None = None, max_chars: int = 16,
+                     max_steps: int = 60) -> str:
+    """HTML table: one row per rollout of ``group``, one cell per step (action, reward) with one
+    credit chip per estimator, coloured on the shared diverging scale.
+
+    Args:
+        graph: anchor graph.
+        results: ``{estimator name: CreditResult}``, or a message string where the estimator
+            could not run (e.g. a `MissingSignalError`); that estimator's chips are left out.
+        group: group index in ``graph``.
+        selected: (global trajectory index, step position) to outline.
+        max_chars: action text is shortened to this many characters (full text on hover).
+        max_steps: columns beyond this are summarised as "… n more".
+
+    Returns:
+        HTML text. Each estimator's chips use its own symmetric limit max |credit| (printed in
+        the legend), since credit scales differ between methods.
+    """
+    b = graph.batch
+    t_lo, t_hi = int(b.group_traj_offsets[group]), int(b.group_traj_offsets[group + 1])
+    step_sl = np.flatnonzero(b.step_group == group)
+    ok = {k: r for k, r in results.items() if not isinstance(r, str)}
+    limits = {k: credit_limit(r.credit[step_sl]) for k, r in ok.items()}
+    steps = b.steps
+    actions = steps["action"].fillna("").astype(str).to_numpy() if "action" in steps else None
+    rewards = steps["reward"].to_numpy(dtype=np.float64)
+    traj_ids = steps["traj_id"].astype(str).to_numpy()
+    width = int(min(b.traj_len[t_lo:t_hi].max(initial=0), max_steps))
+
+    cell = ("border:1px solid #e3e3e3;padding:3px 4px;vertical-align:top;min-width:92px;"
+            "font-size:12px;")
+    out = ["<div style='overflow-x:auto;max-width:100%;font-family:sans-serif'>"]
+    legend = []
+    for k in results:
+        if k in ok:
+            legend.append(f"<span style='margin-right:14px'><b>{esc(k)}</b> "
+                          f"(±{limits[k]:.3g})</span>")
+        else:
+            legend.append(f"<span style='margin-right:14px;color:#a33'><b>{esc(k)}</b>: "
+                          f"{esc(results[k])}</span>")
+    out.append("<div style='font-size:12px;margin-bottom:4px'>chips, top to bottom: "
+               + "".join(legend) + "</div>")
+    out.append("<table style='border-collapse:collapse'><tr>"
+               f"<th style='{cell}'>rollout</th><th style='{cell}'>outcome</th>"
+               + "".join(f"<th style='{cell}'>t{t}</th>" for t in range(width)) + "</tr>")
+    for t in range(t_lo, t_hi):
+        s_lo, s_hi = int(b.traj_offsets[t]), int(b.traj_offsets[t + 1])
+        outcome = outcome_label(graph, t)
+        oc = {"success": "#1a9850", "failure": "#555", "truncated": "#b35806"}[outcome]
+        row = [f"<tr><td style='{cell}'><b>{esc(traj_ids[s_lo])}</b><br>{s_hi - s_lo} steps</td>"
+               f"<td style='{cell}color:{oc}'><b>{outcome}</b><br>R = {b.traj_return[t]:.3g}</td>"]
+        for i, s in enumerate(range(s_lo, min(s_hi, s_lo + width))):
+            act = actions[s] if actions is not None else ""
+            sel = selected is not None and selected[0] == t and selected[1] == i
+            style = cell + ("outline:3px solid #000;outline-offset:-3px;" if sel else "")
+            chips = []
+            for k, r in ok.items():
+                x = float(r.credit[s])
+                bg = credit_color(x, limits[k])
+                txt = "—" if not math.isfinite(x) else f"{x:+.2f}"
+                chips.append(f"<div title='{esc(k)}' style='background:{bg};color:"
+                             f"{text_color_for(bg)};padding:0 3px;margin-top:1px;"
+                             f"border-radius:2px'>{txt}</div>")
+            row.append(f"<td style='{style}' title='{esc(act)}'><div><b>{esc(_short(act, max_chars))}"
+                       f"</b></div><div style='color:#666'>r = {rewards[s]:.3g}</div>"
+                       + "".join(chips) + "</td>")
+        if s_hi - s_lo > width:
+            row.append(f"<td style='{cell}'>… {s_hi - s_lo - width} more</td>")
+        row.append("</tr>")
+        out.append("".join(row))
+    out.append("</table></div>")
+    return "".join(out)
+
+
+def step_alternatives(graph: AnchorGraph, results: dict, step: int) -> pd.DataFrame:
+    """The actions observed at step ``step``'s anchor (over all rollouts of its group): one row
+    per (anchor, action) pair with its count, the rollouts that took it, where it led, and each
+    estimator's Q and credit (``NaN`` where an estimator could not run)."""
+    n = int(graph.step_node[step])
+    p_lo, p_hi = int(graph.node_pair_offsets[n]), int(graph.node_pair_offsets[n + 1])
+    b = graph.batch
+    traj_ids = b.steps["traj_id"].astype(str).to_numpy()
+    lo = int(graph.group_node_offsets[graph.node_group[n]])
+    rows = []
+    vals = {k: pair_values(graph, r) for k, r in results.items() if not isinstance(r, str)}
+    for p in range(p_lo, p_hi):
+        occ = np.flatnonzero(graph.step_pair == p)
+        nxt = graph.step_next[occ]
+        dests = sorted({"SUCCESS" if x == SUCCESS else "FAILURE" if x == FAILURE else f"s{x - lo}"
+                        for x in nxt.tolist()})
+        row = {"action": str(graph.action_names[graph.pair_action[p]]),
+               "taken here": p == graph.step_pair[step],
+               "N(s,a)": int(graph.pair_count[p]),
+               "rollouts": ", ".join(dict.fromkeys(traj_ids[occ].tolist())),
+               "leads to": ", ".join(dests)}
+        for k in results:
+            q, c = vals[k] if k in vals else (None, None)
+            row[f"Q [{k}]"] = float(q[p]) if q is not None else np.nan
+            row[f"credit [{k}]"] = float(c[p]) if c is not None else np.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def step_frame(graph: AnchorGraph, results: dict, *, group: int | None = None,
+               column: str = "credit") -> pd.DataFrame:
+    """One row per step (of ``group``, or all): ids, position, action, outcome, and
+    ``column`` (``credit``, ``advantage``, ``value`` or ``q_value``) of each estimator."""
+    b = graph.batch
+    idx = np.arange(b.num_steps) if group is None else np.flatnonzero(b.step_group == group)
+    steps = b.steps
+    df = pd.DataFrame({
+        "step": idx,
+        "group": b.step_group[idx],
+        "traj_id": steps["traj_id"].astype(str).to_numpy()[idx],
+        "t": b.step_pos[idx],
+        "action": (steps["action"].fillna("").astype(str).to_numpy()[idx] if "action" in steps
+                   else np.full(idx.size, "")),
+        "anchor": [f"s{int(graph.step_node[i] - graph.group_node_offsets[b.step_group[i]])}"
+                   for i in idx],
+        "success": b.traj_success[b.step_traj[idx]],
+    })
+    for k, r in results.items():
+        if not isinstance(r, str):
+            df[k] = np.asarray(getattr(r, column), dtype=np.float64)[idx]
+    return df

@@ -1,0 +1,84 @@
+"""Start and stop a real ``streamlit run app.py`` for the browser tests and benchmarks.
+
+Readiness is polled on ``/_stcore/health`` in a bounded loop (no fixed sleeps).
+"""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+__all__ = ["free_port", "start_server", "stop_server", "streamlit_server", "REPO"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
+            return r.status == 200
+    except (urllib.error.URLError, ConnectionError, OSError):
+        return False
+
+
+def start_server(port: int | None = None, env: dict | None = None, timeout: float = 60.0,
+                 log_path: str | os.PathLike | None = None):
+    """Start the app; return (process, base URL) once ``/_stcore/health`` answers 200.
+
+    Raises:
+        RuntimeError: the server exited or did not become healthy within ``timeout`` seconds
+            (its log is included).
+    """
+    port = port or free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = open(log_path, "wb") if log_path else subprocess.DEVNULL
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
+         "--server.port", str(port), "--server.headless", "true",
+         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+        cwd=REPO, env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            break
+        if _healthy(url):
+            return proc, url
+        try:
+            proc.wait(timeout=0.25)  # bounded wait between polls; returns early if it exits
+        except subprocess.TimeoutExpired:
+            pass
+    tail = Path(log_path).read_text(errors="replace")[-3000:] if log_path else ""
+    stop_server(proc)
+    raise RuntimeError(f"streamlit did not become healthy at {url} within {timeout:.0f}s "
+                       f"(exit code {proc.returncode}).\n{tail}")
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@contextmanager
+def streamlit_server(env: dict | None = None, log_path=None):
+    proc, url = start_server(env=env, log_path=log_path)
+    try:
+        yield url
+    finally:
+        stop_server(proc)

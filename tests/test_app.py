@@ -1,0 +1,249 @@
+"""The app through `streamlit.testing.v1.AppTest`: every page, the key interactions, the URL."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from crbc_viz import load_rollouts
+from crbc_viz.estimators import registry
+from crbc_viz.ui.files import default_sample
+
+REPO = Path(__file__).resolve().parents[1]
+TOY = "sample_rollouts/toy/toy_group.jsonl"
+PAGES = ("app_pages/graph.py", "app_pages/trajectories.py", "app_pages/compare.py",
+         "app_pages/estimators.py", "app_pages/data.py")
+TIMEOUT = 120
+
+
+def app(**query) -> AppTest:
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=TIMEOUT)
+    for k, v in query.items():
+        at.query_params[k] = v
+    return at.run()
+
+
+def ok(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def text_of(at: AppTest) -> str:
+    parts = [m.value for m in at.markdown] + [c.value for c in at.caption] + \
+        [t.value for t in at.title] + [h.value for h in at.subheader]
+    return "\n".join(str(p) for p in parts)
+
+
+def test_default_view_every_page():
+    at = app()
+    ok(at)
+    sample = default_sample()
+    batch = load_rollouts(REPO / sample)
+    groups = next(m for m in at.metric if m.label == "Groups")
+    assert groups.value == str(batch.num_groups)
+    assert len(at.dataframe) >= 1
+    assert at.sidebar.selectbox(key="group_pick").value == batch.group_label(0)
+    for page in PAGES:
+        at.switch_page(page).run()
+        ok(at)
+    assert at.query_params["estimator"] == "crbc"
+
+
+def test_graph_page_pick_group_estimator_and_trajectory():
+    at = app()
+    at.switch_page("app_pages/graph.py").run()
+    ok(at)
+    labels = at.sidebar.selectbox(key="group_pick").options
+    at.sidebar.selectbox(key="group_pick").select(labels[1]).run()
+    ok(at)
+    assert at.query_params["group"] == labels[1]
+    assert labels[1] in text_of(at)
+    at.sidebar.selectbox(key="estimator_pick").select("visit_local").run()
+    ok(at)
+    assert at.query_params["estimator"] == "visit_local"
+    traj = at.selectbox(key="graph_traj")
+    traj.select(traj.options[1]).run()
+    ok(at)
+    at.number_input(key="graph_max_nodes").set_value(20).run()
+    ok(at)
+
+
+def test_deep_link_restores_selection():
+    at = app(file=TOY, group="toy/0/toy", estimator="shortest_path")
+    ok(at)
+    assert at.sidebar.selectbox(key="group_pick").value == "toy/0/toy"
+    assert at.sidebar.selectbox(key="estimator_pick").value == "shortest_path"
+    assert at.query_params["file"] == TOY
+
+
+def test_deep_link_with_params_and_bad_values():
+    at = app(file=TOY, estimator="crbc", p="beta=0.9;depth=3;nope=1")
+    ok(at)
+    assert at.sidebar.slider(key="param.crbc.beta").value == pytest.approx(0.9)
+    assert at.sidebar.select_slider(key="param.crbc.depth").value == 3
+    assert any("nope" in w.value for w in at.sidebar.warning)
+    assert "beta=0.9" in at.query_params["p"]
+
+
+def test_link_outside_allowed_roots_is_refused():
+    at = app(file="/etc/passwd")
+    ok(at)
+    assert any("outside the allowed data folders" in e.value for e in at.sidebar.error)
+
+
+def test_unknown_group_and_estimator_in_link():
+    at = app(file=TOY, group="no/such/group", estimator="nope")
+    ok(at)
+    warnings = " ".join(w.value for w in at.sidebar.warning)
+    assert "unknown estimator 'nope'" in warnings and "no/such/group" in warnings
+    assert at.sidebar.selectbox(key="estimator_pick").value == "crbc"
+
+
+def test_parameter_widget_changes_url_and_result():
+    at = app(file=TOY)
+    at.switch_page("app_pages/graph.py").run()
+    at.sidebar.slider(key="param.crbc.beta").set_value(0.9).run()
+    ok(at)
+    assert "beta=0.9" in at.query_params["p"]
+    at.sidebar.select_slider(key="param.crbc.depth").set_value(0).run()
+    ok(at)
+    assert "depth=0" in at.query_params["p"]
+    at.sidebar.button(key="reset.crbc").click().run()
+    ok(at)
+    assert "p" not in at.query_params
+
+
+def test_trajectories_page_pick_rollout_and_step():
+    at = app(file=TOY)
+    at.switch_page("app_pages/trajectories.py").run()
+    ok(at)
+    assert at.multiselect(key="traj_estimators").value == ["crbc", "visit_local", "shortest_path"]
+    at.selectbox(key="traj_pick").select(3).run()
+    ok(at)
+    at.selectbox(key="step_pick").select(2).run()
+    ok(at)
+    alt = at.dataframe[-1].value
+    assert sorted(alt["action"]) == ["g", "i"]  # τ4 = s0 -f→ s4 -i→ s4 -g→ …: t2 is at s4
+    at.multiselect(key="traj_estimators").set_value(["grpo", "crbc"]).run()
+    ok(at)
+
+
+def test_compare_page_estimators_and_depth():
+    at = app(file=TOY)
+    at.switch_page("app_pages/compare.py").run()
+    ok(at)
+    assert len(at.get("plotly_chart")) == 3
+    at.selectbox(key="cmp_b").select("visit_local").run()
+    ok(at)
+    at.selectbox(key="cmp_q").select("advantage").run()
+    ok(at)
+    for k in (5, "∞", 0):
+        at.select_slider(key="cmp_k").set_value(k).run()
+        ok(at)
+    metrics = {m.label: m.value for m in at.metric}
+    assert float(metrics["‖A^∞ − A^(K)‖∞"]) > 0  # K = 0 differs from the closure on the toy group
+    at.selectbox(key="cmp_a").select("shortest_path").run()
+    at.selectbox(key="cmp_b").select("shortest_path").run()
+    ok(at)
+
+
+def test_estimators_page_has_a_card_per_estimator():
+    at = app(file=TOY)
+    at.switch_page("app_pages/estimators.py").run()
+    ok(at)
+    titles = [s.value for s in at.subheader]
+    assert titles == [s.title for s in registry.specs()]
+    assert len(at.code) >= 2 * len(registry.specs())  # equation + source
+
+
+def test_data_page_server_path_and_group_table():
+    at = app()
+    at.radio(key="data_source").set_value("Server path").run()
+    at.text_input(key="server_path").input(str(REPO / TOY)).run()
+    ok(at)
+    assert at.sidebar.selectbox(key="group_pick").value == "toy/0/toy"
+    assert at.query_params["file"] == TOY
+    at.text_input(key="server_path").input("/etc/hostname").run()
+    ok(at)
+    assert any("outside the allowed" in e.value for e in at.error)
+    at.radio(key="data_source").set_value("Bundled sample").run()
+    ok(at)
+    at.radio(key="data_source").set_value("Upload").run()
+    ok(at)
+
+
+@dataclass(frozen=True)
+class _NoParams:
+    pass
+
+
+def _needs_signal(graph, **_):
+    raise registry.MissingSignalError("needs_gold", ["gold_logprob"])
+
+
+@pytest.fixture
+def signal_estimator():
+    spec = registry.EstimatorSpec(name="needs_gold", title="Test: needs a logged signal",
+                                  paper="—", equation="—", section="test", fn=_needs_signal,
+                                  params_cls=_NoParams, requires=("gold_logprob",))
+    registry.register(spec)
+    try:
+        yield spec
+    finally:
+        registry._REGISTRY.pop(spec.name, None)
+
+
+def test_missing_signal_is_a_message_not_a_traceback(signal_estimator):
+    at = app(file=TOY, estimator="needs_gold")
+    for page in ("app_pages/graph.py", "app_pages/trajectories.py", "app_pages/compare.py"):
+        at.switch_page(page).run()
+        ok(at)
+        if page.endswith("trajectories.py"):
+            at.multiselect(key="traj_estimators").set_value(["crbc", "needs_gold"]).run()
+            ok(at)
+        if page.endswith("compare.py"):
+            at.selectbox(key="cmp_a").select("needs_gold").run()
+            ok(at)
+        assert any("gold_logprob" in w.value for w in at.warning), page
+
+
+def test_every_registered_estimator_renders():
+    """Each estimator's parameter widgets build, and its output (or its message) is placed."""
+    at = app(file=TOY)
+    at.switch_page("app_pages/graph.py").run()
+    for name in registry.names():
+        at.sidebar.selectbox(key="estimator_pick").select(name).run()
+        ok(at)
+        assert at.query_params["estimator"] == name
+    at.switch_page("app_pages/trajectories.py").run()
+    at.multiselect(key="traj_estimators").set_value(registry.names()[:6]).run()
+    ok(at)
+
+
+def test_file_rules(tmp_path, monkeypatch):
+    from crbc_viz.ui import files
+
+    assert files.resolve_data_path(TOY) == (REPO / TOY).resolve()
+    for bad in ("/etc/passwd", "sample_rollouts/../pyproject.toml", str(tmp_path / "x.jsonl")):
+        with pytest.raises(ValueError, match="outside the allowed"):
+            files.resolve_data_path(bad)
+    (tmp_path / "x.jsonl").write_text("{}\n")
+    (tmp_path / "notes.txt").write_text("x")
+    monkeypatch.setenv("CRBC_VIZ_DATA_ROOTS", str(tmp_path))
+    assert files.resolve_data_path(str(tmp_path / "x.jsonl")) == (tmp_path / "x.jsonl").resolve()
+    with pytest.raises(ValueError, match="unsupported file type"):
+        files.resolve_data_path(str(tmp_path / "notes.txt"))
+    with pytest.raises(ValueError, match="does not exist"):
+        files.resolve_data_path(str(tmp_path / "missing.jsonl"))
+    monkeypatch.setattr(files, "UPLOAD_DIR", tmp_path / "up")
+    saved = files.save_upload("run.JSONL.gz", b"abc")
+    assert saved.name.endswith(".jsonl.gz") and saved.read_bytes() == b"abc"
+    assert files.save_upload("again.jsonl.gz", b"abc") == saved  # content-addressed
+    with pytest.raises(ValueError, match="unsupported"):
+        files.save_upload("evil.html", b"<script>")
+    monkeypatch.setattr(files, "MAX_UPLOAD_MB", 0)
+    with pytest.raises(ValueError, match="limit"):
+        files.save_upload("big.jsonl", b"x")
+    assert files.default_sample(["a/toy/t.jsonl", "b/sokoban/s.jsonl.gz"]) == "b/sokoban/s.jsonl.gz"
+    assert files.default_sample(["a/toy/t.jsonl", "c/other.jsonl"]) == "a/toy/t.jsonl"
