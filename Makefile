@@ -39,7 +39,7 @@ test: $(STAMP) $(GEN_STAMP) browser-deps
 	CRBC_VIZ_SOKOBAN_PYTHON=$(GEN_VENV)/bin/python $(BIN)/python -m pytest
 
 bench: $(STAMP)
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench --write
 
 bench-quick: $(STAMP)
 	$(BIN)/python -m bench --quick
