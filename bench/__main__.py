@@ -27,10 +27,10 @@ HERE = Path(__file__).resolve().parent
 
 
 def _graph_args(batch):
-    from crbc_viz.graph import build_graph
+    from crbc_viz.graph import _factorize_actions
 
-    g = build_graph(batch)
-    return (batch.step_anchor_hash, g.step_action, batch.traj_offsets, batch.group_traj_offsets,
+    actions, _ = _factorize_actions(batch.steps, batch.num_steps)  # as the loader's ids
+    return (batch.step_anchor_hash, actions, batch.traj_offsets, batch.group_traj_offsets,
             batch.traj_success)
 
 

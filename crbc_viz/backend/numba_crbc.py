@@ -34,6 +34,20 @@ def available() -> bool:
 def _kernel_src():
     nb = _nb
 
+    @nb.njit(cache=True, nogil=True, inline="always")
+    def intern(keys, vals, h, count, shift, cap):
+        """Id of key ``h`` in the open-addressing table, inserting it as ``count`` if new.
+        Returns ``(id, new count)``."""
+        slot = np.int64((h * np.uint64(0x9E3779B97F4A7C15)) >> shift)
+        while True:
+            if vals[slot] < 0:
+                keys[slot] = h
+                vals[slot] = count
+                return count, count + 1
+            if keys[slot] == h:
+                return vals[slot], count
+            slot = (slot + 1) & (cap - 1)
+
     @nb.njit(cache=True, nogil=True)
     def group_kernel(g, hashes, actions, traj_off, group_traj_off, success, beta, depth_inf, depth,
                      sigma_min, w_group, w_step, min_actions, dense_max,
@@ -48,25 +62,12 @@ def _kernel_src():
         while cap < 2 * n_steps:
             cap *= 2
         shift = np.uint64(64 - int(math.log2(cap)))
-        mult = np.uint64(0x9E3779B97F4A7C15)
         keys = np.empty(cap, np.uint64)
         vals = np.full(cap, -1, np.int64)
         node = np.empty(n_steps, np.int64)
         n = 0
         for k in range(n_steps):
-            h = hashes[lo + k]
-            slot = np.int64((h * mult) >> shift)
-            while True:
-                if vals[slot] < 0:
-                    keys[slot] = h
-                    vals[slot] = n
-                    node[k] = n
-                    n += 1
-                    break
-                if keys[slot] == h:
-                    node[k] = vals[slot]
-                    break
-                slot = (slot + 1) & (cap - 1)
+            node[k], n = intern(keys, vals, hashes[lo + k], n, shift, cap)
         # --- successors: next step's node, or −1 (SUCCESS) / −2 (FAILURE)
         nxt = np.empty(n_steps, np.int64)
         for t in range(t_lo, t_hi):
@@ -75,24 +76,13 @@ def _kernel_src():
                 nxt[k] = node[k + 1]
             if b > a:
                 nxt[b - 1] = -1 if success[t] else -2
-        # --- (node, action) pairs, same table reused with the pair key
+        # --- (node, action) pairs, same table reused with the exact pair key
         vals[:] = -1
         pair = np.empty(n_steps, np.int64)
         npairs = 0
         for k in range(n_steps):
-            h = (np.uint64(node[k]) << np.uint64(32)) | np.uint64(actions[lo + k])  # exact pair key
-            slot = np.int64((h * mult) >> shift)
-            while True:
-                if vals[slot] < 0:
-                    keys[slot] = h
-                    vals[slot] = npairs
-                    pair[k] = npairs
-                    npairs += 1
-                    break
-                if keys[slot] == h:
-                    pair[k] = vals[slot]
-                    break
-                slot = (slot + 1) & (cap - 1)
+            key = (np.uint64(node[k]) << np.uint64(32)) | np.uint64(actions[lo + k])
+            pair[k], npairs = intern(keys, vals, key, npairs, shift, cap)
         visits = np.zeros(n, np.float64)
         pcount = np.zeros(npairs, np.float64)
         pnode = np.empty(npairs, np.int64)

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..graph import AnchorGraph
 from ..result import CreditResult
+from .gigpo import discounted_returns
 from .graft import mean_backup_values, successor_values
 from .grpo import group_advantage
 from .registry import EstimatorSpec, param, register
@@ -44,15 +45,9 @@ def distinct_successors(graph: AnchorGraph) -> np.ndarray:
 
 
 def trajectory_gae(graph: AnchorGraph, delta: np.ndarray, decay: float) -> np.ndarray:
-    """A_{i,t} = Σ_{l≥0} decay^l · δ_{i,t+l} along each trajectory (backwards) ``[S]``."""
-    b = graph.batch
-    out = np.empty_like(delta)
-    for lo, hi in zip(b.traj_offsets[:-1], b.traj_offsets[1:]):
-        acc = 0.0
-        for s in range(hi - 1, lo - 1, -1):
-            acc = delta[s] + decay * acc
-            out[s] = acc
-    return out
+    """A_{i,t} = Σ_{l≥0} decay^l · δ_{i,t+l} along each trajectory (backwards) ``[S]``:
+    the discounted suffix sum of GiGPO's returns, applied to δ with decay γλ."""
+    return discounted_returns(graph, delta, decay)
 
 
 def gated_bepo(graph: AnchorGraph, *, gamma: float = 0.98, gae_lambda: float = 0.95,
