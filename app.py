@@ -17,6 +17,7 @@ PAGES = [
     st.Page("app_pages/trajectories.py", title="Trajectories", icon=":material/timeline:"),
     st.Page("app_pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
     st.Page("app_pages/estimators.py", title="Estimators", icon=":material/menu_book:"),
+    st.Page("app_pages/learn.py", title="Learn", url_path="learn", icon=":material/school:"),
 ]
 
 page = st.navigation(PAGES)

@@ -1,0 +1,204 @@
+"""The teaching material (crbc_viz.teaching, crbc_viz.views.learn): the rare-route trap, edits on
+an in-memory copy, the depth family against the spec's numbers, and the figures' structure."""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import numpy as np
+import pytest
+
+from crbc_viz import build_graph, load_rollouts, score
+from crbc_viz import teaching as T
+from crbc_viz.views import learn as V
+
+BETA = 0.98
+
+
+def trap_steps(graph, action=T.TRAP_ACTION) -> np.ndarray:
+    return np.flatnonzero(graph.step_pair == T.pair_index(graph, T.TRAP_ANCHOR, action))
+
+
+def routes_from_rows(rows):
+    """Independent count, straight from the rows: per first action at `start`, (taken, succeeded,
+    length of the shortest successful run)."""
+    by_traj = defaultdict(list)
+    for r in rows:
+        by_traj[r["traj_id"]].append(r)
+    out = defaultdict(lambda: [0, 0, None])
+    for steps in by_traj.values():
+        steps.sort(key=lambda r: r["step_idx"])
+        assert steps[0]["anchor_obs"] == "start"
+        rec = out[steps[0]["action"]]
+        rec[0] += 1
+        if steps[-1]["success"]:
+            rec[1] += 1
+            rec[2] = len(steps) if rec[2] is None else min(rec[2], len(steps))
+    return dict(out)
+
+
+def test_rare_route_file_is_the_generator_output():
+    on_disk = [json.loads(line) for line in T.RARE_ROUTE_PATH.read_text().splitlines() if line]
+    assert on_disk == T.rare_route_rows()
+
+
+def test_rare_route_shortest_path_and_crbc_disagree_in_sign():
+    rows = T.read_rows(T.RARE_ROUTE_PATH)
+    routes = routes_from_rows(rows)
+    # The jump is short but rarely lands; the walk is long but usually arrives.
+    assert routes[T.TRAP_ACTION] == [4, 1, 2]
+    assert routes[T.SAFE_ACTION] == [4, 3, 4]
+    graph = build_graph(load_rollouts(T.RARE_ROUTE_PATH))
+    sp = score(graph, "shortest_path", backend="numpy")
+    cr = score(graph, "crbc", backend="numpy")
+    jump = trap_steps(graph)
+    assert jump.size == 4
+    assert np.all(sp.credit[jump] > 0), sp.credit[jump]   # rewarded: the lucky route is shortest
+    assert np.all(cr.credit[jump] < 0), cr.credit[jump]   # penalised: it lands 1 time in 4
+    walk = trap_steps(graph, T.SAFE_ACTION)
+    assert np.all(sp.credit[walk] < 0) and np.all(cr.credit[walk] > 0)
+    # The closure's Q is the discounted success rate of each route as taken (a tree: exact).
+    taken, ok, length = routes[T.TRAP_ACTION]
+    q_jump = BETA ** length * ok / taken
+    taken, ok, length = routes[T.SAFE_ACTION]
+    q_walk = BETA ** length * ok / taken
+    assert cr.q_value[jump][0] == pytest.approx(q_jump, abs=1e-12)
+    assert cr.q_value[walk][0] == pytest.approx(q_walk, abs=1e-12)
+    assert q_jump < q_walk
+
+
+@pytest.mark.parametrize("n_jump,n_lucky,n_walk,n_ok,crbc_sign", [
+    (4, 1, 4, 3, -1), (6, 1, 3, 2, -1), (5, 2, 5, 4, -1), (4, 4, 4, 3, +1), (3, 2, 6, 1, +1)])
+def test_shortest_path_ignores_how_often_the_jump_lands(n_jump, n_lucky, n_walk, n_ok, crbc_sign):
+    graph = build_graph(T.batch_from_rows(T.rare_route_rows(n_jump, n_lucky, n_walk, n_ok)))
+    sp = score(graph, "shortest_path", backend="numpy").credit[trap_steps(graph)]
+    cr = score(graph, "crbc", backend="numpy").credit[trap_steps(graph)]
+    assert np.all(sp > 0)
+    assert np.all(np.sign(cr) == crbc_sign)
+
+
+def test_rare_route_rows_validate_counts():
+    with pytest.raises(ValueError, match="n_lucky"):
+        T.rare_route_rows(n_jump=2, n_lucky=3)
+
+
+def test_edits_apply_to_a_copy_and_never_touch_the_file(tmp_path, monkeypatch):
+    before = T.TOY_PATH.read_bytes()
+    rows = T.read_rows(T.TOY_PATH)
+    snapshot = json.dumps(rows, sort_keys=True)
+    edited = T.apply_edits(rows, flip=["t2"], drop=["t3"])
+    assert json.dumps(rows, sort_keys=True) == snapshot           # input untouched
+    assert T.traj_ids(edited) == ["t1", "t2", "t4"]
+    t2 = [r for r in edited if r["traj_id"] == "t2"]
+    assert all(r["success"] for r in t2)
+    assert t2[-1]["reward"] == 1.0 and t2[-1]["done"] is True
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    batch = T.batch_from_rows(edited)
+    assert list(tmp_path.iterdir()) == []                          # the temporary JSONL is gone
+    assert batch.num_trajectories == 3 and bool(np.all(batch.traj_success))
+    assert T.TOY_PATH.read_bytes() == before
+    back = T.apply_edits(edited, flip=["t2"])
+    assert [r for r in back if r["traj_id"] == "t2"] == [r for r in rows if r["traj_id"] == "t2"]
+
+
+def test_edits_reject_unknown_and_total_drops():
+    rows = T.read_rows(T.TOY_PATH)
+    with pytest.raises(ValueError, match="unknown rollout"):
+        T.apply_edits(rows, flip=["nope"])
+    with pytest.raises(ValueError, match="every rollout"):
+        T.apply_edits(rows, drop=["t1", "t2", "t3", "t4"])
+
+
+def test_flip_on_sokoban_moves_the_outcome_reward():
+    rows = T.sokoban_rows()
+    edited = T.apply_edits(rows, flip=["r2"])
+    last = [r for r in edited if r["traj_id"] == "r2"][-1]
+    orig = [r for r in rows if r["traj_id"] == "r2"][-1]
+    assert last["success"] and last["done"]
+    assert last["reward"] == pytest.approx(orig["reward"] + T.success_bonus(rows))
+    assert T.batch_from_rows(edited).traj_success.sum() == 7
+
+
+def test_sokoban_teaching_group_has_what_the_lessons_need():
+    graph = build_graph(T.batch_from_rows(T.sokoban_rows()))
+    b = graph.batch
+    assert 2 <= int(b.traj_success.sum()) <= b.num_trajectories - 2
+    pairs = np.unique(np.stack([graph.step_node, b.step_traj], 1), axis=0)
+    shared = np.bincount(pairs[:, 0], minlength=graph.num_nodes) >= 2
+    assert np.any(shared & (graph.node_num_actions >= 2))
+
+
+def test_depth_family_reproduces_spec_14_5_and_respects_corollary_3():
+    graph = build_graph(load_rollouts(T.TOY_PATH))
+    fam = T.depth_family(graph, beta=BETA, kmax=12)
+    p = T.pair_index(graph, "s4", "i")
+    for k, want in ((0, 0.3012), (1, 0.0921), (2, 0.0238), (3, 0.0015), (10, -0.0093)):
+        assert fam["pair_adv"][k, p] == pytest.approx(want, abs=1e-4)
+    assert fam["pair_adv_inf"][p] == pytest.approx(-0.0093, abs=1e-4)
+    assert np.all(fam["err"] <= fam["bound"] + 1e-12)
+    assert fam["err"][-1] < 1e-6 < fam["err"][0]
+    assert np.all(np.diff(fam["bound"]) < 0)
+
+
+def test_visit_local_returns_by_hand_and_teaching_anchor():
+    graph = build_graph(load_rollouts(T.TOY_PATH))
+    s0 = int(np.flatnonzero(graph.node_anchor_obs == "s0")[0])
+    v = T.anchor_visits(graph, s0, BETA)
+    # τ1 (T = 3) and τ4 (T = 5) succeed from t = 1: G = β³ and β⁵; τ2 and τ3 fail: G = 0.
+    assert sorted(np.round(v["G"], 12)) == sorted(np.round([BETA ** 3, 0, 0, BETA ** 5], 12))
+    assert v["q0"]["a"] == pytest.approx(BETA ** 3 / 2)
+    assert v["v0"] - v["q0"]["a"] == pytest.approx(-0.0093, abs=1e-4)
+    # s4 is where K = 0 rewards the self-loop and the closure penalises it (§14.5).
+    assert str(graph.node_anchor_obs[T.teaching_anchor(graph, BETA)]) == "s4"
+
+
+def test_route_table_matches_the_independent_count():
+    rows = T.rare_route_rows(5, 2, 3, 1)
+    table = {d["action"]: d for d in T.route_table(rows, "start")}
+    for action, (taken, ok, length) in routes_from_rows(rows).items():
+        assert (table[action]["taken"], table[action]["succeeded"],
+                table[action]["shortest success (steps)"]) == (taken, ok, length)
+
+
+def test_lessons_are_ordered_and_short():
+    assert [ls.number for ls in T.LESSONS] == [1, 2, 3, 4, 5, 6]
+    for ls in T.LESSONS:
+        sentences = [s for s in ls.text.replace("…", "").split(". ") if s.strip()]
+        assert 1 <= len(sentences) <= 4, ls.title
+        assert ls.try_it
+
+
+# ---------------------------------------------------------------- views (structure, no render)
+def test_export_config_and_png_button():
+    cfg = V.export_config("crbc-x", "svg")
+    assert cfg["toImageButtonOptions"] == {"format": "svg", "filename": "crbc-x", "scale": 2}
+    assert V.export_config("y", "png")["toImageButtonOptions"]["format"] == "png"
+    with pytest.raises(ValueError):
+        V.export_config("y", "pdf")
+    page = V.with_png_button("<html><body><div id=\"mynetwork\"></div></body></html>", "a b<c>")
+    assert "toDataURL" in page and 'a.download = "abc.png"' in page
+    assert page.count("</body>") == 1 and "big(nodes, 1.4)" in page
+    assert "big(nodes" not in V.with_png_button("<body></body>", "g", projector=False)
+
+
+def test_learn_figures_structure():
+    graph = build_graph(load_rollouts(T.TOY_PATH))
+    grpo = score(graph, "grpo", backend="numpy")
+    cr = score(graph, "crbc", backend="numpy")
+    fig = V.grpo_figure(graph, grpo.credit, cr.q_value - cr.value)
+    hm = fig.data[0]
+    assert hm.type == "heatmap" and len(hm.y) == 4 and len(hm.x) == 5
+    marked = sum(cell.startswith("▲") for row in hm.text for cell in row)
+    assert marked == 3 and "▲ = good step in a failed rollout: 3" in fig.layout.title.text
+    assert fig.layout.font.size == V.FONT_SIZE
+    rr = V.rare_route_figure({"shortest_path": (0.9, -0.9), "crbc": (-1.0, 1.0)},
+                             (T.TRAP_ACTION, T.SAFE_ACTION))
+    assert [t.name for t in rr.data] == [T.TRAP_ACTION, T.SAFE_ACTION]
+    assert list(rr.data[0].y) == [0.9, -1.0]
+    fam = T.depth_family(graph, kmax=5)
+    gap = V.depth_gap_figure(fam["depths"], fam["err"], fam["bound"], 2, BETA)
+    assert gap.layout.yaxis.type == "log" and len(gap.data) == 3
+    comb = V.combination_figure(["a", "b"], np.array([1.0, -1.0]), np.array([0.5, 0.25]), "t")
+    assert list(comb.data[2].y) == [1.5, -0.75] and comb.layout.barmode == "relative"
+    vis = V.visit_local_figure(T.anchor_visits(graph, 0), "s0", {"a": 0.47, "f": 0.45}, 0.46)
+    assert vis.data[0].type == "bar" and len(vis.data[1].y) == 4
