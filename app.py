@@ -20,6 +20,10 @@ PAGES = [
     st.Page("app_pages/learn.py", title="Learn", url_path="learn", icon=":material/school:"),
 ]
 
+#: Pages with their own data choice: the shared file/group/estimator sidebar is not drawn there.
+SELF_CONTAINED = {"Learn"}
+
 page = st.navigation(PAGES)
-render_sidebar()
+if page.title not in SELF_CONTAINED:
+    render_sidebar()
 page.run()
