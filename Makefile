@@ -15,6 +15,8 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -r requirements-dev.txt
 	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
+	$(BIN)/python -m crbc_viz score sample_rollouts/toy/toy_group.jsonl -e crbc -e graft \
+	  --backend numba --out $(VENV)/warmup.parquet  # compiles the numba kernels into their cache
 	touch $(STAMP)
 
 install: $(STAMP)

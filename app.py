@@ -17,11 +17,13 @@ PAGES = [
     st.Page("app_pages/trajectories.py", title="Trajectories", icon=":material/timeline:"),
     st.Page("app_pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
     st.Page("app_pages/estimators.py", title="Estimators", icon=":material/menu_book:"),
+    st.Page("app_pages/training.py", title="Across training", url_path="training",
+            icon=":material/show_chart:"),
     st.Page("app_pages/learn.py", title="Learn", url_path="learn", icon=":material/school:"),
 ]
 
 #: Pages with their own data choice: the shared file/group/estimator sidebar is not drawn there.
-SELF_CONTAINED = {"Learn"}
+SELF_CONTAINED = {"Learn", "Across training"}
 
 page = st.navigation(PAGES)
 if page.title not in SELF_CONTAINED:

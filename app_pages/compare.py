@@ -14,6 +14,7 @@ from crbc_viz.ui.sidebar import require_selection
 from crbc_viz.views.compare import (agreement_by_group, depth_error_figure, depth_lines_figure,
                                     scatter_figure, sign_agreement, spearman, top_disagreements)
 from crbc_viz.views.trajectories import step_frame
+from crbc_viz.ui.text import md
 
 QUANTITIES = ("credit", "advantage", "value", "q_value")
 
@@ -36,7 +37,7 @@ def estimator_pair(sel) -> None:
     ra, rb = sel.result(a), sel.result(b)
     bad = [(n, r) for n, r in ((a, ra), (b, rb)) if isinstance(r, str)]
     for n, r in bad:
-        st.warning(f"**{n}** — {r}")
+        st.warning(f"**{n}** — {md(r)}")
     if bad:
         return
     df = step_frame(graph, {a: ra, b: rb}, group=0, column=q)
@@ -119,7 +120,7 @@ def depth_family(sel) -> None:
 def render() -> None:
     sel = require_selection()
     st.title("Compare estimators")
-    st.caption(f"Group **{sel.group_label}**")
+    st.caption(f"Group **{md(sel.group_label)}**")
     estimator_pair(sel)
     depth_family(sel)
 

@@ -7,6 +7,7 @@ from crbc_viz.ui import pipeline
 from crbc_viz.ui.files import (ALLOWED_SUFFIXES, MAX_UPLOAD_MB, allowed_roots, discover_samples,
                                file_ref, resolve_data_path, save_upload)
 from crbc_viz.ui.sidebar import selection, set_file, set_group
+from crbc_viz.ui.text import md
 
 SOURCES = ("Bundled sample", "Upload", "Server path")
 
@@ -91,7 +92,7 @@ def render() -> None:
     cols[6].metric("Singleton anchors", f"{summary['singleton_anchor_fraction']:.1%}",
                    help="anchors visited once: no cross-rollout information there")
     for w in summary["warnings"]:
-        st.warning(w)
+        st.warning(md(w))
     if summary["skipped"]:
         st.warning(f"{summary['skipped']} rows were skipped while loading")
 
@@ -111,7 +112,7 @@ def render() -> None:
             "disagreement": st.column_config.NumberColumn("disagreement", format="%.3f"),
             "sign_agreement": st.column_config.NumberColumn("sign agreement", format="percent"),
         })
-    st.markdown(f"Selected: **{sel.group_label}**")
+    st.markdown(f"Selected: **{md(sel.group_label)}**")
     c1, c2, c3 = st.columns(3)
     c1.page_link("app_pages/graph.py", label="Open its graph", icon=":material/hub:")
     c2.page_link("app_pages/trajectories.py", label="Read its trajectories", icon=":material/timeline:")

@@ -7,6 +7,7 @@ from crbc_viz.ui import pipeline
 from crbc_viz.ui.sidebar import require_selection
 from crbc_viz.views.graph_view import node_values
 from crbc_viz.views.trajectories import outcome_label
+from crbc_viz.ui.text import md
 
 HEIGHT = 620
 
@@ -22,7 +23,7 @@ def render() -> None:
     sel = require_selection()
     graph = sel.graph()
     st.title("Anchor graph")
-    st.caption(f"Group **{sel.group_label}** · {graph.batch.num_trajectories} rollouts · "
+    st.caption(f"Group **{md(sel.group_label)}** · {graph.batch.num_trajectories} rollouts · "
                f"{graph.num_nodes} anchors · estimator **{sel.estimator}**")
     opts = {"(none)": None, **traj_options(graph)}
     c1, c2, c3 = st.columns([3, 2, 1.4])
@@ -38,7 +39,7 @@ def render() -> None:
     show = {"auto": None, "on": True, "off": False}[labels]
     res = sel.result(sel.estimator)
     if isinstance(res, str):
-        st.warning(f"`{sel.estimator}` cannot colour this graph: {res}")
+        st.warning(f"`{sel.estimator}` cannot colour this graph: {md(res)}")
     with st.spinner("Drawing the graph …"):
         page, drawn, total = pipeline.graph_page(sel.digest, sel.path, sel.group, sel.estimator,
                                                  sel.params_of(sel.estimator), sel.backend,

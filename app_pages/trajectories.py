@@ -6,6 +6,7 @@ import streamlit as st
 from crbc_viz.estimators import registry
 from crbc_viz.ui.sidebar import require_selection
 from crbc_viz.views.trajectories import outcome_label, step_alternatives, trajectory_table
+from crbc_viz.ui.text import md
 
 DEFAULT_TRIO = ("crbc", "visit_local", "shortest_path")
 
@@ -15,7 +16,7 @@ def render() -> None:
     graph = sel.graph()
     b = graph.batch
     st.title("Trajectories")
-    st.caption(f"Group **{sel.group_label}** · {b.num_trajectories} rollouts")
+    st.caption(f"Group **{md(sel.group_label)}** · {b.num_trajectories} rollouts")
     names = registry.names()
     if "traj_estimators" not in st.session_state:
         st.session_state["traj_estimators"] = [n for n in DEFAULT_TRIO if n in names] or names[:3]
@@ -25,7 +26,7 @@ def render() -> None:
         results = {n: sel.result(n) for n in chosen}
     for n, r in results.items():
         if isinstance(r, str):
-            st.warning(f"**{n}** — {r}")
+            st.warning(f"**{n}** — {md(r)}")
 
     ids = b.steps["traj_id"].astype(str).to_numpy()[b.traj_offsets[:-1]]
     labels = [f"{ids[t]} ({outcome_label(graph, t)})" for t in range(b.num_trajectories)]
@@ -45,7 +46,7 @@ def render() -> None:
                "full action.")
 
     s = lo + i
-    st.subheader(f"Step t{i} of rollout {ids[t]}")
+    st.subheader(f"Step t{i} of rollout {md(ids[t])}")
     n_local = int(graph.step_node[s])
     c1, c2 = st.columns([1, 2])
     with c1:

@@ -4,6 +4,9 @@
                        [--device auto|cpu|cuda] [--backend auto|numpy|torch] --out FILE
     crbc-viz info LOG [--json]
     crbc-viz estimators [--json]
+    crbc-viz ingest LOG... --store DIR [--format auto|verl-agent|rllm|roll|trl|verl|canonical]
+    crbc-viz info|score --store DIR [--group ID] [--run R] [--train-step N] [--env E] [--success ...]
+    crbc-viz trends --store DIR [--json];  crbc-viz export --store DIR --estimator crbc --out F
 
 Bad input prints one clear message per problem and exits with status 2; no traceback.
 """
@@ -162,6 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("estimators", help="list the registered estimators")
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=_cmd_estimators)
+    from .store.cli import add_store_commands
+    add_store_commands(sub)  # ingest / trends / export; --store and filters on info and score
     return p
 
 

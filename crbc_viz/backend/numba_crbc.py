@@ -23,200 +23,196 @@ DENSE_MAX = 1024
 
 try:  # numba is a declared dependency, but the package must import without it
     import numba as _nb
+
+    _njit, _prange = _nb.njit, _nb.prange
 except ImportError:  # pragma: no cover
     _nb = None
+    _prange = range
+
+    def _njit(*_args, **_kwargs):
+        return lambda f: f
 
 
 def available() -> bool:
     return _nb is not None
 
 
-def _kernel_src():
-    nb = _nb
+@_njit(cache=True, nogil=True, inline="always")
+def intern(keys, vals, h, count, shift, cap):
+    """Id of key ``h`` in the open-addressing table, inserting it as ``count`` if new.
+    Returns ``(id, new count)``."""
+    slot = np.int64((h * np.uint64(0x9E3779B97F4A7C15)) >> shift)
+    while True:
+        if vals[slot] < 0:
+            keys[slot] = h
+            vals[slot] = count
+            return count, count + 1
+        if keys[slot] == h:
+            return vals[slot], count
+        slot = (slot + 1) & (cap - 1)
 
-    @nb.njit(cache=True, nogil=True, inline="always")
-    def intern(keys, vals, h, count, shift, cap):
-        """Id of key ``h`` in the open-addressing table, inserting it as ``count`` if new.
-        Returns ``(id, new count)``."""
-        slot = np.int64((h * np.uint64(0x9E3779B97F4A7C15)) >> shift)
-        while True:
-            if vals[slot] < 0:
-                keys[slot] = h
-                vals[slot] = count
-                return count, count + 1
-            if keys[slot] == h:
-                return vals[slot], count
-            slot = (slot + 1) & (cap - 1)
-
-    @nb.njit(cache=True, nogil=True)
-    def group_kernel(g, hashes, actions, traj_off, group_traj_off, success, beta, depth_inf, depth,
-                     sigma_min, w_group, w_step, min_actions, dense_max,
-                     out_v, out_q, out_credit, out_adv, large_flag, residual):
-        t_lo, t_hi = group_traj_off[g], group_traj_off[g + 1]
-        lo, hi = traj_off[t_lo], traj_off[t_hi]
-        n_steps = hi - lo
-        if n_steps == 0:
+@_njit(cache=True, nogil=True)
+def group_kernel(g, hashes, actions, traj_off, group_traj_off, success, beta, depth_inf, depth,
+                 sigma_min, w_group, w_step, min_actions, dense_max,
+                 out_v, out_q, out_credit, out_adv, large_flag, residual):
+    t_lo, t_hi = group_traj_off[g], group_traj_off[g + 1]
+    lo, hi = traj_off[t_lo], traj_off[t_hi]
+    n_steps = hi - lo
+    if n_steps == 0:
+        return
+    # --- merge: local node ids in first-occurrence order (open-addressing hash table)
+    cap = 16
+    while cap < 2 * n_steps:
+        cap *= 2
+    shift = np.uint64(64 - int(math.log2(cap)))
+    keys = np.empty(cap, np.uint64)
+    vals = np.full(cap, -1, np.int64)
+    node = np.empty(n_steps, np.int64)
+    n = 0
+    for k in range(n_steps):
+        node[k], n = intern(keys, vals, hashes[lo + k], n, shift, cap)
+    # --- successors: next step's node, or −1 (SUCCESS) / −2 (FAILURE)
+    nxt = np.empty(n_steps, np.int64)
+    for t in range(t_lo, t_hi):
+        a, b = traj_off[t] - lo, traj_off[t + 1] - lo
+        for k in range(a, b - 1):
+            nxt[k] = node[k + 1]
+        if b > a:
+            nxt[b - 1] = -1 if success[t] else -2
+    # --- (node, action) pairs, same table reused with the exact pair key
+    vals[:] = -1
+    pair = np.empty(n_steps, np.int64)
+    npairs = 0
+    for k in range(n_steps):
+        key = (np.uint64(node[k]) << np.uint64(32)) | np.uint64(actions[lo + k])
+        pair[k], npairs = intern(keys, vals, key, npairs, shift, cap)
+    visits = np.zeros(n, np.float64)
+    pcount = np.zeros(npairs, np.float64)
+    pnode = np.empty(npairs, np.int64)
+    for k in range(n_steps):
+        visits[node[k]] += 1.0
+        pcount[pair[k]] += 1.0
+        pnode[pair[k]] = node[k]
+    nact = np.zeros(n, np.int64)
+    for p in range(npairs):
+        nact[pnode[p]] += 1
+    V = np.zeros(n, np.float64)
+    Q = np.zeros(npairs, np.float64)
+    if depth_inf:
+        if n > dense_max:
+            large_flag[g] = 1
             return
-        # --- merge: local node ids in first-occurrence order (open-addressing hash table)
-        cap = 16
-        while cap < 2 * n_steps:
-            cap *= 2
-        shift = np.uint64(64 - int(math.log2(cap)))
-        keys = np.empty(cap, np.uint64)
-        vals = np.full(cap, -1, np.int64)
-        node = np.empty(n_steps, np.int64)
-        n = 0
+        # --- closure: A = I − βM, rhs b; M(s,s′) = N(s→s′)/N(s)
+        A = np.zeros((n, n), np.float64)
+        rhs = np.zeros(n, np.float64)
+        for i in range(n):
+            A[i, i] = 1.0
         for k in range(n_steps):
-            node[k], n = intern(keys, vals, hashes[lo + k], n, shift, cap)
-        # --- successors: next step's node, or −1 (SUCCESS) / −2 (FAILURE)
-        nxt = np.empty(n_steps, np.int64)
+            s = node[k]
+            w = beta / visits[s]
+            x = nxt[k]
+            if x >= 0:
+                A[s, x] -= w
+            elif x == -1:
+                rhs[s] += w
+        for c in range(n):                       # elimination without pivoting
+            piv = A[c, c]
+            for r in range(c + 1, n):
+                f = A[r, c]
+                if f != 0.0:
+                    f /= piv
+                    for j in range(c, n):
+                        A[r, j] -= f * A[c, j]
+                    rhs[r] -= f * rhs[c]
+        for c in range(n - 1, -1, -1):
+            acc = rhs[c]
+            for j in range(c + 1, n):
+                acc -= A[c, j] * V[j]
+            V[c] = acc / A[c, c]
+        # residual ‖(I − βM)V − b‖∞ from the step list (O(steps), no copy of A)
+        r = V.copy()
+        for k in range(n_steps):
+            x = nxt[k]
+            w = beta / visits[node[k]]
+            if x >= 0:
+                r[node[k]] -= w * V[x]
+            elif x == -1:
+                r[node[k]] -= w
+        res = 0.0
+        for i in range(n):
+            if abs(r[i]) > res:
+                res = abs(r[i])
+        residual[g] = res
+        for k in range(n_steps):
+            x = nxt[k]
+            vx = V[x] if x >= 0 else (1.0 if x == -1 else 0.0)
+            Q[pair[k]] += beta * vx / pcount[pair[k]]
+    else:
+        # visit-local returns G = β^(T−t+1)·R, then K backups
         for t in range(t_lo, t_hi):
             a, b = traj_off[t] - lo, traj_off[t + 1] - lo
-            for k in range(a, b - 1):
-                nxt[k] = node[k + 1]
-            if b > a:
-                nxt[b - 1] = -1 if success[t] else -2
-        # --- (node, action) pairs, same table reused with the exact pair key
-        vals[:] = -1
-        pair = np.empty(n_steps, np.int64)
-        npairs = 0
-        for k in range(n_steps):
-            key = (np.uint64(node[k]) << np.uint64(32)) | np.uint64(actions[lo + k])
-            pair[k], npairs = intern(keys, vals, key, npairs, shift, cap)
-        visits = np.zeros(n, np.float64)
-        pcount = np.zeros(npairs, np.float64)
-        pnode = np.empty(npairs, np.int64)
-        for k in range(n_steps):
-            visits[node[k]] += 1.0
-            pcount[pair[k]] += 1.0
-            pnode[pair[k]] = node[k]
-        nact = np.zeros(n, np.int64)
-        for p in range(npairs):
-            nact[pnode[p]] += 1
-        V = np.zeros(n, np.float64)
-        Q = np.zeros(npairs, np.float64)
-        if depth_inf:
-            if n > dense_max:
-                large_flag[g] = 1
-                return
-            # --- closure: A = I − βM, rhs b; M(s,s′) = N(s→s′)/N(s)
-            A = np.zeros((n, n), np.float64)
-            rhs = np.zeros(n, np.float64)
-            for i in range(n):
-                A[i, i] = 1.0
-            for k in range(n_steps):
-                s = node[k]
-                w = beta / visits[s]
-                x = nxt[k]
-                if x >= 0:
-                    A[s, x] -= w
-                elif x == -1:
-                    rhs[s] += w
-            for c in range(n):                       # elimination without pivoting
-                piv = A[c, c]
-                for r in range(c + 1, n):
-                    f = A[r, c]
-                    if f != 0.0:
-                        f /= piv
-                        for j in range(c, n):
-                            A[r, j] -= f * A[c, j]
-                        rhs[r] -= f * rhs[c]
-            for c in range(n - 1, -1, -1):
-                acc = rhs[c]
-                for j in range(c + 1, n):
-                    acc -= A[c, j] * V[j]
-                V[c] = acc / A[c, c]
-            # residual ‖(I − βM)V − b‖∞ from the step list (O(steps), no copy of A)
-            r = V.copy()
-            for k in range(n_steps):
-                x = nxt[k]
-                w = beta / visits[node[k]]
-                if x >= 0:
-                    r[node[k]] -= w * V[x]
-                elif x == -1:
-                    r[node[k]] -= w
-            res = 0.0
-            for i in range(n):
-                if abs(r[i]) > res:
-                    res = abs(r[i])
-            residual[g] = res
+            R = 1.0 if success[t] else 0.0
+            for k in range(a, b):
+                G = beta ** (b - k) * R
+                V[node[k]] += G / visits[node[k]]
+                Q[pair[k]] += G / pcount[pair[k]]
+        for _ in range(depth):
+            Qn = np.zeros(npairs, np.float64)
             for k in range(n_steps):
                 x = nxt[k]
                 vx = V[x] if x >= 0 else (1.0 if x == -1 else 0.0)
-                Q[pair[k]] += beta * vx / pcount[pair[k]]
-        else:
-            # visit-local returns G = β^(T−t+1)·R, then K backups
-            for t in range(t_lo, t_hi):
-                a, b = traj_off[t] - lo, traj_off[t + 1] - lo
-                R = 1.0 if success[t] else 0.0
-                for k in range(a, b):
-                    G = beta ** (b - k) * R
-                    V[node[k]] += G / visits[node[k]]
-                    Q[pair[k]] += G / pcount[pair[k]]
-            for _ in range(depth):
-                Qn = np.zeros(npairs, np.float64)
-                for k in range(n_steps):
-                    x = nxt[k]
-                    vx = V[x] if x >= 0 else (1.0 if x == -1 else 0.0)
-                    Qn[pair[k]] += beta * vx / pcount[pair[k]]
-                Vn = np.zeros(n, np.float64)
-                for p in range(npairs):
-                    Vn[pnode[p]] += pcount[p] / visits[pnode[p]] * Qn[p]
-                Q, V = Qn, Vn
-        # --- credit: A = Q − V, σ² = Σ μ A², gate, normalise
-        sig2 = np.zeros(n, np.float64)
-        for p in range(npairs):
-            d = Q[p] - V[pnode[p]]
-            sig2[pnode[p]] += pcount[p] / visits[pnode[p]] * d * d
-        # --- GRPO A^G of the group (sample std, eps = 1e-6; one rollout: mean 0, std 1)
-        m = t_hi - t_lo
+                Qn[pair[k]] += beta * vx / pcount[pair[k]]
+            Vn = np.zeros(n, np.float64)
+            for p in range(npairs):
+                Vn[pnode[p]] += pcount[p] / visits[pnode[p]] * Qn[p]
+            Q, V = Qn, Vn
+    # --- credit: A = Q − V, σ² = Σ μ A², gate, normalise
+    sig2 = np.zeros(n, np.float64)
+    for p in range(npairs):
+        d = Q[p] - V[pnode[p]]
+        sig2[pnode[p]] += pcount[p] / visits[pnode[p]] * d * d
+    # --- GRPO A^G of the group (sample std, eps = 1e-6; one rollout: mean 0, std 1)
+    m = t_hi - t_lo
+    mean = 0.0
+    for t in range(t_lo, t_hi):
+        mean += 1.0 if success[t] else 0.0
+    mean /= m
+    sq = 0.0
+    for t in range(t_lo, t_hi):
+        d = (1.0 if success[t] else 0.0) - mean
+        sq += d * d
+    std = math.sqrt(sq / (m - 1)) if m > 1 else 1.0
+    if m == 1:
         mean = 0.0
-        for t in range(t_lo, t_hi):
-            mean += 1.0 if success[t] else 0.0
-        mean /= m
-        sq = 0.0
-        for t in range(t_lo, t_hi):
-            d = (1.0 if success[t] else 0.0) - mean
-            sq += d * d
-        std = math.sqrt(sq / (m - 1)) if m > 1 else 1.0
-        if m == 1:
-            mean = 0.0
-        for t in range(t_lo, t_hi):
-            ag = ((1.0 if success[t] else 0.0) - mean) / (std + 1e-6)
-            for k in range(traj_off[t] - lo, traj_off[t + 1] - lo):
-                s = node[k]
-                p = pair[k]
-                c = 0.0
-                if nact[s] >= min_actions:
-                    c = (Q[p] - V[s]) / max(math.sqrt(sig2[s]), sigma_min)
-                out_v[lo + k] = V[s]
-                out_q[lo + k] = Q[p]
-                out_credit[lo + k] = c
-                out_adv[lo + k] = w_group * ag + w_step * c
+    for t in range(t_lo, t_hi):
+        ag = ((1.0 if success[t] else 0.0) - mean) / (std + 1e-6)
+        for k in range(traj_off[t] - lo, traj_off[t + 1] - lo):
+            s = node[k]
+            p = pair[k]
+            c = 0.0
+            if nact[s] >= min_actions:
+                c = (Q[p] - V[s]) / max(math.sqrt(sig2[s]), sigma_min)
+            out_v[lo + k] = V[s]
+            out_q[lo + k] = Q[p]
+            out_credit[lo + k] = c
+            out_adv[lo + k] = w_group * ag + w_step * c
 
-    @nb.njit(cache=True, parallel=True, nogil=True)
-    def all_groups(hashes, actions, traj_off, group_traj_off, success, beta, depth_inf, depth,
-                   sigma_min, w_group, w_step, min_actions, dense_max,
-                   out_v, out_q, out_credit, out_adv, large_flag, residual):
-        G = group_traj_off.shape[0] - 1
-        for g in nb.prange(G):
-            group_kernel(g, hashes, actions, traj_off, group_traj_off, success, beta, depth_inf,
-                         depth, sigma_min, w_group, w_step, min_actions, dense_max,
-                         out_v, out_q, out_credit, out_adv, large_flag, residual)
+@_njit(cache=True, parallel=True, nogil=True)
+def all_groups(hashes, actions, traj_off, group_traj_off, success, beta, depth_inf, depth,
+               sigma_min, w_group, w_step, min_actions, dense_max,
+               out_v, out_q, out_credit, out_adv, large_flag, residual):
+    G = group_traj_off.shape[0] - 1
+    for g in _prange(G):
+        group_kernel(g, hashes, actions, traj_off, group_traj_off, success, beta, depth_inf,
+                     depth, sigma_min, w_group, w_step, min_actions, dense_max,
+                     out_v, out_q, out_credit, out_adv, large_flag, residual)
 
-    return all_groups
-
-
-_ALL_GROUPS = None
 
 
 def _compiled():
-    global _ALL_GROUPS
     if _nb is None:
         raise ImportError("numba is not installed; use backend='torch' or 'numpy'")
-    if _ALL_GROUPS is None:
-        _ALL_GROUPS = _kernel_src()
-    return _ALL_GROUPS
+    return all_groups
 
 
 def crbc_step_credit(step_anchor_hash: np.ndarray, step_action: np.ndarray, traj_offsets: np.ndarray,

@@ -13,93 +13,85 @@ from __future__ import annotations
 
 import numpy as np
 
-from .numba_crbc import _nb
+from .numba_crbc import _nb, _njit, _prange
 
 __all__ = ["graph_gae_bonus_numba", "mean_backup_values_numba"]
 
-_KERNEL = None
-
-
-def _build():
-    nb = _nb
-
-    @nb.njit(cache=True, parallel=True, nogil=True)
-    def kernel(group_node_off, group_step_off, step_next, remaining, node_td, visits,
-               succ_off, succ, gl, out):
-        G = group_node_off.shape[0] - 1
-        for g in nb.prange(G):
-            lo, hi = group_node_off[g], group_node_off[g + 1]
-            n = hi - lo
-            if n == 0:
+@_njit(cache=True, parallel=True, nogil=True)
+def gae_bonus_kernel(group_node_off, group_step_off, step_next, remaining, node_td, visits,
+           succ_off, succ, gl, out):
+    G = group_node_off.shape[0] - 1
+    for g in _prange(G):
+        lo, hi = group_node_off[g], group_node_off[g + 1]
+        n = hi - lo
+        if n == 0:
+            continue
+        s_lo, s_hi = group_step_off[g], group_step_off[g + 1]
+        horizon = np.zeros(n, np.int64)
+        for k in range(s_lo, s_hi):
+            v = step_next[k]
+            if v >= 0 and remaining[k] > horizon[v - lo]:
+                horizon[v - lo] = remaining[k]
+        off = np.zeros(n + 1, np.int64)
+        for v in range(n):
+            off[v + 1] = off[v] + horizon[v] + 1
+        cum = np.zeros(off[n], np.float64)
+        cur = np.empty(n, np.int64)
+        nxt = np.empty(n, np.int64)
+        stamp = np.zeros(n, np.int64)   # stamp[x] == tick: x already in the next frontier
+        tick = 0
+        for v in range(n):
+            H = horizon[v]
+            if H == 0:
                 continue
-            s_lo, s_hi = group_step_off[g], group_step_off[g + 1]
-            horizon = np.zeros(n, np.int64)
-            for k in range(s_lo, s_hi):
-                v = step_next[k]
-                if v >= 0 and remaining[k] > horizon[v - lo]:
-                    horizon[v - lo] = remaining[k]
-            off = np.zeros(n + 1, np.int64)
-            for v in range(n):
-                off[v + 1] = off[v] + horizon[v] + 1
-            cum = np.zeros(off[n], np.float64)
-            cur = np.empty(n, np.int64)
-            nxt = np.empty(n, np.int64)
-            stamp = np.zeros(n, np.int64)   # stamp[x] == tick: x already in the next frontier
-            tick = 0
-            for v in range(n):
-                H = horizon[v]
-                if H == 0:
-                    continue
-                cur[0] = v + lo
-                m = 1
-                acc = 0.0
-                fac = 1.0
-                for kk in range(1, H + 1):
-                    fac *= gl
-                    tds = 0.0
-                    cnt = 0.0
-                    tick += 1
-                    m2 = 0
+            cur[0] = v + lo
+            m = 1
+            acc = 0.0
+            fac = 1.0
+            for kk in range(1, H + 1):
+                fac *= gl
+                tds = 0.0
+                cnt = 0.0
+                tick += 1
+                m2 = 0
+                for i in range(m):
+                    u = cur[i]
+                    tds += node_td[u]
+                    cnt += visits[u]
+                    for e in range(succ_off[u], succ_off[u + 1]):
+                        x = succ[e]
+                        if stamp[x - lo] != tick:
+                            stamp[x - lo] = tick
+                            nxt[m2] = x
+                            m2 += 1
+                a_bar = tds / cnt if (m > 0 and cnt > 0) else 0.0
+                acc += fac * a_bar
+                cum[off[v] + kk] = acc
+                # Fixed point F_{k+1} = F_k: Ā stays constant, finish with the geometric tail.
+                same = m2 == m
+                if same:
                     for i in range(m):
-                        u = cur[i]
-                        tds += node_td[u]
-                        cnt += visits[u]
-                        for e in range(succ_off[u], succ_off[u + 1]):
-                            x = succ[e]
-                            if stamp[x - lo] != tick:
-                                stamp[x - lo] = tick
-                                nxt[m2] = x
-                                m2 += 1
-                    a_bar = tds / cnt if (m > 0 and cnt > 0) else 0.0
-                    acc += fac * a_bar
-                    cum[off[v] + kk] = acc
-                    # Fixed point F_{k+1} = F_k: Ā stays constant, finish with the geometric tail.
-                    same = m2 == m
-                    if same:
-                        for i in range(m):
-                            if stamp[cur[i] - lo] != tick:
-                                same = False
-                                break
-                    if same:
-                        for k2 in range(kk + 1, H + 1):
-                            fac *= gl
-                            acc += fac * a_bar
-                            cum[off[v] + k2] = acc
-                        break
-                    for i in range(m2):
-                        cur[i] = nxt[i]
-                    m = m2
-            for k in range(s_lo, s_hi):
-                v = step_next[k]
-                if v >= 0 and remaining[k] > 0:
-                    out[k] = cum[off[v - lo] + remaining[k]]
+                        if stamp[cur[i] - lo] != tick:
+                            same = False
+                            break
+                if same:
+                    for k2 in range(kk + 1, H + 1):
+                        fac *= gl
+                        acc += fac * a_bar
+                        cum[off[v] + k2] = acc
+                    break
+                for i in range(m2):
+                    cur[i] = nxt[i]
+                m = m2
+        for k in range(s_lo, s_hi):
+            v = step_next[k]
+            if v >= 0 and remaining[k] > 0:
+                out[k] = cum[off[v - lo] + remaining[k]]
 
-    return kernel
 
 
 def graph_gae_bonus_numba(graph, td: np.ndarray, gamma: float, lam: float) -> np.ndarray:
     """Same contract as `crbc_viz.estimators.graft.graph_gae_bonus` (``[S]``)."""
-    global _KERNEL
     if _nb is None:
         raise ImportError("numba is not installed; use backend='numpy' or 'torch'")
     b = graph.batch
@@ -107,8 +99,6 @@ def graph_gae_bonus_numba(graph, td: np.ndarray, gamma: float, lam: float) -> np
     out = np.zeros(S)
     if lam == 0.0 or S == 0:
         return out
-    if _KERNEL is None:
-        _KERNEL = _build()
     remaining = (b.traj_len[b.step_traj] - 1 - b.step_pos).astype(np.int64)
     node_td = np.bincount(graph.step_node, weights=td, minlength=graph.num_nodes)
     # Unique non-terminal successors of each node, as CSR.
@@ -119,7 +109,7 @@ def graph_gae_bonus_numba(graph, td: np.ndarray, gamma: float, lam: float) -> np
     succ_src, succ = key // (N + 1), key % (N + 1)
     succ_off = np.searchsorted(succ_src, np.arange(N + 1)).astype(np.int64)
     group_step_off = b.traj_offsets[b.group_traj_offsets].astype(np.int64)
-    _KERNEL(graph.group_node_offsets.astype(np.int64), group_step_off, graph.step_next, remaining,
+    gae_bonus_kernel(graph.group_node_offsets.astype(np.int64), group_step_off, graph.step_next, remaining,
             node_td, graph.node_visits.astype(np.float64), succ_off,
             succ.astype(np.int64), float(gamma * lam), out)
     return out

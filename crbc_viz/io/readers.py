@@ -2,6 +2,20 @@
 
 Readers only parse; `crbc_viz.io.schema` validates. Every reader reports problems with
 the file, the line (or row) and, where it applies, the field.
+
+Hostile input (ISSUE 8) is handled here, at the boundary:
+
+- JSON Lines are streamed line by line in binary, each line bounded by ``max_line_bytes``
+  (default `MAX_LINE_MB` MiB, or ``$CRBC_VIZ_MAX_LINE_MB``); a longer line is skipped in
+  bounded memory and reported, never read whole.
+- Each line is decoded as UTF-8 on its own, so a bad byte names its line; a raw NUL byte at
+  the start of a file means "binary, not text"; a UTF-8 byte-order mark is accepted.
+- Gzip that is not gzip, truncated or corrupt gzip, JSON nested too deeply, numbers too long
+  to convert and every other parse failure become a `Problem`, never a traceback.
+- ``NaN`` / ``Infinity`` literals are remembered per (row, field) so validation can say
+  "non-finite" instead of "missing".
+- Lone UTF-16 surrogates from ``\\ud800``-style escapes (which cannot be encoded as UTF-8, so
+  would break hashing, rendering and Parquet) are replaced by U+FFFD, with a warning.
 """
 from __future__ import annotations
 
@@ -9,6 +23,8 @@ import gzip
 import io
 import json
 import os
+import re
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -18,16 +34,46 @@ import pandas as pd
 
 from .errors import LoadError, Problem
 
-__all__ = ["RawTable", "read_table", "detect_format", "FORMATS"]
+__all__ = ["RawTable", "read_table", "detect_format", "FORMATS", "MAX_LINE_MB", "max_line_bytes"]
 
 FORMATS = ("jsonl", "json", "parquet", "csv")
 _GZIP_MAGIC = b"\x1f\x8b"
 _PARQUET_MAGIC = b"PAR1"
+_BOM = b"\xef\xbb\xbf"
+#: Default longest accepted JSONL line, in MiB (``$CRBC_VIZ_MAX_LINE_MB`` overrides it).
+MAX_LINE_MB = 32
+_ENV_MAX_LINE = "CRBC_VIZ_MAX_LINE_MB"
+_SKIP_CHUNK = 1 << 20
+#: Deepest JSON nesting accepted; deeper values could overflow the stack when shown or hashed.
+MAX_JSON_DEPTH = 100
+_GZIP_ERRORS = (OSError, EOFError, zlib.error)
+# A \uD800-\uDFFF escape in the raw text (paired escapes decode to one code point; lone ones
+# survive json.loads as unencodable surrogates).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class _NonFinite(float):
+    """A ``NaN`` / ``Infinity`` / ``-Infinity`` literal, tagged so validation can name it."""
+
+    token: str
+
+    def __new__(cls, token: str):
+        obj = super().__new__(cls, float(token.replace("Infinity", "inf")))
+        obj.token = token
+        return obj
 
 
 @dataclass
 class RawTable:
-    """Rows as parsed, before validation. ``line[i]`` locates row ``i`` in the file."""
+    """Rows as parsed, before validation. ``line[i]`` locates row ``i`` in the file.
+
+    ``nonfinite`` maps (row, field) to the ``NaN``/``Infinity`` literal logged there (those
+    values reach the table as NaN/inf); ``notes`` are non-fatal warnings from parsing;
+    ``broken_ids`` holds, per line that did not parse as JSON, the (group_id, traj_id) read from
+    its text (None where they cannot be read), so lenient loading can drop those trajectories
+    instead of keeping them with a step missing.
+    """
 
     path: str
     records: pd.DataFrame
@@ -35,6 +81,24 @@ class RawTable:
     where: str  # "line", "row" or "item"
     from_text: bool  # values came from text (CSV): numbers and booleans may be strings
     problems: list[Problem] = field(default_factory=list)
+    nonfinite: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    broken_ids: list = field(default_factory=list)
+
+
+def max_line_bytes() -> int:
+    """The longest JSONL line accepted, in bytes (``$CRBC_VIZ_MAX_LINE_MB`` or `MAX_LINE_MB`)."""
+    raw = os.environ.get(_ENV_MAX_LINE, "").strip()
+    if raw:
+        try:
+            mb = float(raw)
+        except ValueError:
+            raise LoadError([Problem(_ENV_MAX_LINE, None, None,
+                                     f"expected a number of MiB, got {raw[:40]!r}")]) from None
+        if not (mb > 0):
+            raise LoadError([Problem(_ENV_MAX_LINE, None, None, f"must be > 0, got {raw[:40]!r}")])
+        return int(mb * 2**20)
+    return MAX_LINE_MB * 2**20
 
 
 def detect_format(path: str | os.PathLike) -> str:
@@ -51,14 +115,118 @@ def detect_format(path: str | os.PathLike) -> str:
                              f"(optionally .gz)")])
 
 
-def _open_text(path: str) -> io.TextIOBase:
+def _open_binary(path: str):
+    """The file's bytes, through gzip when it starts with the gzip magic."""
     with open(path, "rb") as fh:
-        magic = fh.read(2)
-    if magic == _GZIP_MAGIC:
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="strict", newline="")
+        head = fh.read(8192)
+    if head[:2] == _GZIP_MAGIC:
+        return gzip.open(path, "rb")
     if path.lower().endswith(".gz"):
         raise LoadError([Problem(path, None, None, "file name ends in .gz but the file is not gzip")])
-    return open(path, "r", encoding="utf-8", errors="strict", newline="")
+    if _looks_binary(head):
+        at = head.index(b"\x00")
+        raise LoadError([Problem(path, None, None,
+                                 f"binary file (NUL byte at byte {at}); expected UTF-8 text")])
+    return open(path, "rb")
+
+
+def _looks_binary(head: bytes) -> bool:
+    """NUL bytes that are not a stray one in otherwise UTF-8 text (that one is reported on
+    its line instead)."""
+    if b"\x00" not in head:
+        return False
+    if head.count(b"\x00") >= 4:
+        return True
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start < len(head) - 4  # not just a character cut at the end of the sample
+    return False
+
+
+def _open_text(path: str) -> io.TextIOBase:
+    return io.TextIOWrapper(_open_binary(path), encoding="utf-8-sig", errors="strict", newline="")
+
+
+def _json_loads(text: str):
+    return json.loads(text, parse_constant=_NonFinite)
+
+
+def _parse_error(exc: Exception) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"invalid JSON: {exc.msg} (column {exc.colno})"
+    if isinstance(exc, RecursionError):
+        return "invalid JSON: nesting too deep"
+    return f"invalid JSON: {str(exc)[:200]}"  # e.g. an integer with too many digits
+
+
+def _fix_surrogates(obj):
+    """(``obj`` with lone surrogates in every string, keys too, replaced by U+FFFD, how many
+    were replaced); iterative, so nesting depth cannot overflow the stack."""
+    count = 0
+
+    def fix(v):
+        nonlocal count
+        if isinstance(v, str):
+            v, n = _SURROGATE.subn("\ufffd", v)
+            count += n
+        return v
+
+    root = [fix(obj)]
+    stack = [(root, 0)]
+    while stack:
+        parent, key = stack.pop()
+        v = parent[key]
+        if isinstance(v, dict):
+            new = {fix(k): fix(x) for k, x in v.items()}
+            parent[key] = new
+            stack.extend((new, k) for k, x in new.items() if isinstance(x, (dict, list)))
+        elif isinstance(v, list):
+            for i, x in enumerate(v):
+                v[i] = fix(x)
+                if isinstance(v[i], (dict, list)):
+                    stack.append((v, i))
+    return root[0], count
+
+
+def _too_deep(text: str, obj, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether ``obj`` nests deeper than ``limit`` (cheap bracket count first; iterative)."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    stack = [(obj, 1)]
+    while stack:
+        v, d = stack.pop()
+        if d > limit:
+            return True
+        items = v.values() if isinstance(v, dict) else v
+        stack.extend((x, d + 1) for x in items if isinstance(x, (dict, list)))
+    return False
+
+
+def _note_nonfinite(rows: list, start: int, nonfinite: dict) -> None:
+    """Record the (row, field) of every top-level NaN/Infinity literal in ``rows[start:]``."""
+    for i in range(start, len(rows)):
+        for k, v in rows[i].items():
+            if isinstance(v, _NonFinite):
+                nonfinite[(i, k)] = v.token
+
+
+_ID_RE = {k: re.compile(rf'"{k}"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)') for k in ("group_id", "traj_id")}
+
+
+def _guess_ids(text: str):
+    """(group_id, traj_id) as written in an unparseable line, or None (best effort)."""
+    found = []
+    for k in ("group_id", "traj_id"):
+        m = _ID_RE[k].search(text)
+        if m is None:
+            return None
+        try:
+            v = json.loads(m.group(1))
+        except ValueError:
+            return None
+        found.append(str(v))
+    return tuple(found)
 
 
 def _flatten(obj: dict, line: int, out_rows: list, out_lines: list, path: str,
@@ -84,52 +252,129 @@ def _flatten(obj: dict, line: int, out_rows: list, out_lines: list, path: str,
         out_lines.append(line)
 
 
-def _iter_jsonl(path: str) -> Iterator[tuple[int, str]]:
-    with _open_text(path) as fh:
-        for lineno, text in enumerate(fh, start=1):
-            yield lineno, text
+def _iter_lines(fh, limit: int, path: str, problems: list) -> Iterator[tuple[int, bytes | None]]:
+    """(line number, bytes) per line; ``None`` for a line over ``limit`` bytes, which is
+    consumed in `_SKIP_CHUNK` pieces and reported, never held whole."""
+    lineno = 0
+    while True:
+        raw = fh.readline(limit + 1)
+        if not raw:
+            return
+        lineno += 1
+        if len(raw) > limit and not raw.endswith(b"\n"):
+            size = len(raw)
+            while True:
+                more = fh.readline(_SKIP_CHUNK)
+                size += len(more)
+                if not more or more.endswith(b"\n"):
+                    break
+            problems.append(Problem(path, lineno, None,
+                                    f"line is longer than the limit of {limit / 2**20:g} MiB "
+                                    f"(at least {size / 2**20:.1f} MiB); set ${_ENV_MAX_LINE} to "
+                                    f"raise the limit"))
+            yield lineno, None
+            continue
+        if lineno == 1 and raw.startswith(_BOM):
+            raw = raw[len(_BOM):]
+        yield lineno, raw
 
 
-def _read_jsonl(path: str) -> RawTable:
+def _read_jsonl(path: str, limit: int | None = None) -> RawTable:
+    limit = max_line_bytes() if limit is None else int(limit)
     rows: list[dict] = []
     lines: list[int] = []
     problems: list[Problem] = []
+    nonfinite: dict = {}
+    broken: list = []
+    surrogate_lines = 0
+    lineno = 0
     try:
-        for lineno, text in _iter_jsonl(path):
-            if not text.strip():
-                continue
-            try:
-                obj = json.loads(text)
-            except (json.JSONDecodeError, RecursionError) as exc:
-                msg = exc.msg if isinstance(exc, json.JSONDecodeError) else "nesting too deep"
-                problems.append(Problem(path, lineno, None, f"invalid JSON: {msg}"))
-                continue
-            if not isinstance(obj, dict):
-                problems.append(Problem(path, lineno, None,
-                                        f"expected a JSON object, got {type(obj).__name__}"))
-                continue
-            _flatten(obj, lineno, rows, lines, path, problems, "line")
-    except UnicodeDecodeError as exc:
-        problems.append(Problem(path, None, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})"))
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        problems.append(Problem(path, None, None, f"cannot read file: {exc}"))
+        with _open_binary(path) as fh:
+            for lineno, raw in _iter_lines(fh, limit, path, problems):
+                if raw is None or not raw.strip():
+                    continue
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    problems.append(Problem(path, lineno, None,
+                                            f"not UTF-8 text ({exc.reason} at byte {exc.start})"))
+                    continue
+                try:
+                    obj = _json_loads(text)
+                except (ValueError, RecursionError) as exc:
+                    problems.append(Problem(path, lineno, None, _parse_error(exc)))
+                    broken.append(_guess_ids(text))
+                    continue
+                if not isinstance(obj, dict):
+                    problems.append(Problem(path, lineno, None,
+                                            f"expected a JSON object, got {_json_type(obj)}"))
+                    continue
+                if _too_deep(text, obj):
+                    problems.append(Problem(path, lineno, None,
+                                            f"JSON nested deeper than {MAX_JSON_DEPTH} levels"))
+                    continue
+                if _SURROGATE_ESCAPE.search(text):
+                    obj, n = _fix_surrogates(obj)
+                    surrogate_lines += n > 0
+                start = len(rows)
+                _flatten(obj, lineno, rows, lines, path, problems, "line")
+                if "NaN" in text or "Infinity" in text:
+                    _note_nonfinite(rows, start, nonfinite)
+    except LoadError:
+        raise
+    except _GZIP_ERRORS as exc:
+        after = f" after line {lineno}" if lineno else ""
+        problems.append(Problem(path, None, None, f"cannot read{after}: {_gzip_reason(exc)}"))
+    notes = []
+    if surrogate_lines:
+        notes.append(f"{path}: {surrogate_lines} line(s) contain lone UTF-16 surrogates "
+                     f"(\\ud800-\\udfff escapes); they were replaced by U+FFFD")
     return RawTable(path, pd.DataFrame.from_records(rows) if rows else pd.DataFrame(),
-                    np.asarray(lines, dtype=np.int64), "line", False, problems)
+                    np.asarray(lines, dtype=np.int64), "line", False, problems, nonfinite, notes,
+                    broken)
 
 
-def _read_json(path: str) -> RawTable:
+def _gzip_reason(exc: Exception) -> str:
+    if isinstance(exc, EOFError):
+        return "the gzip stream is truncated (ends before its end-of-stream marker)"
+    if isinstance(exc, zlib.error):
+        return f"the gzip data is corrupt ({exc})"
+    return str(exc) or type(exc).__name__
+
+
+def _json_type(obj) -> str:
+    return {list: "array", str: "string", bool: "boolean", type(None): "null", int: "number",
+            float: "number", _NonFinite: "number"}.get(type(obj), type(obj).__name__)
+
+
+def _read_json(path: str, limit: int | None = None) -> RawTable:
     problems: list[Problem] = []
     try:
         with _open_text(path) as fh:
-            doc = json.load(fh)
-    except (json.JSONDecodeError) as exc:
-        raise LoadError([Problem(path, exc.lineno, None, f"invalid JSON: {exc.msg}")]) from None
-    except RecursionError:
-        raise LoadError([Problem(path, None, None, "invalid JSON: nesting too deep")]) from None
+            text = fh.read()
+        doc = _json_loads(text)
+    except LoadError:
+        raise
+    except json.JSONDecodeError as exc:
+        raise LoadError([Problem(path, exc.lineno, None,
+                                 f"invalid JSON: {exc.msg} (column {exc.colno})")]) from None
     except UnicodeDecodeError as exc:
-        raise LoadError([Problem(path, None, None, f"not UTF-8 text ({exc.reason})")]) from None
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise LoadError([Problem(path, None, None, f"cannot read file: {exc}")]) from None
+        raise LoadError([Problem(path, None, None, f"not UTF-8 text ({exc.reason} at byte "
+                                 f"{exc.start})")]) from None
+    except _GZIP_ERRORS as exc:
+        raise LoadError([Problem(path, None, None, f"cannot read file: {_gzip_reason(exc)}")]) from None
+    except (ValueError, RecursionError) as exc:
+        raise LoadError([Problem(path, None, None, _parse_error(exc))]) from None
+    if isinstance(doc, (dict, list)) and _too_deep(text, doc, MAX_JSON_DEPTH + 2):
+        raise LoadError([Problem(path, None, None,
+                                 f"JSON nested deeper than {MAX_JSON_DEPTH} levels")])
+    notes = []
+    if _SURROGATE_ESCAPE.search(text):
+        doc, n = _fix_surrogates(doc)
+        if n:
+            notes.append(f"{path}: lone UTF-16 surrogates (\\ud800-\\udfff escapes) were replaced "
+                         f"by U+FFFD")
+        doc = fixed
     if isinstance(doc, dict) and isinstance(doc.get("steps"), list):
         items = doc["steps"]
         shared = {k: v for k, v in doc.items() if k != "steps"}
@@ -142,17 +387,20 @@ def _read_json(path: str) -> RawTable:
     lines: list[int] = []
     for i, obj in enumerate(items):
         if not isinstance(obj, dict):
-            problems.append(Problem(path, i, None, f"expected a JSON object, got {type(obj).__name__}",
+            problems.append(Problem(path, i, None, f"expected a JSON object, got {_json_type(obj)}",
                                     "item"))
             continue
         if shared:
             obj = {**shared, **obj}
         _flatten(obj, i, rows, lines, path, problems, "item")
+    nonfinite: dict = {}
+    if "NaN" in text or "Infinity" in text:
+        _note_nonfinite(rows, 0, nonfinite)
     return RawTable(path, pd.DataFrame.from_records(rows) if rows else pd.DataFrame(),
-                    np.asarray(lines, dtype=np.int64), "item", False, problems)
+                    np.asarray(lines, dtype=np.int64), "item", False, problems, nonfinite, notes)
 
 
-def _read_parquet(path: str) -> RawTable:
+def _read_parquet(path: str, limit: int | None = None) -> RawTable:
     import pyarrow.parquet as pq  # local: only needed for Parquet input
 
     try:
@@ -160,22 +408,31 @@ def _read_parquet(path: str) -> RawTable:
             if fh.read(4) != _PARQUET_MAGIC:
                 raise LoadError([Problem(path, None, None, "not a Parquet file (bad magic bytes)")])
         table = pq.read_table(path)
+        df = table.to_pandas()
     except LoadError:
         raise
     except Exception as exc:  # pyarrow raises several types for corrupt files
-        raise LoadError([Problem(path, None, None, f"cannot read Parquet: {exc}")]) from None
-    df = table.to_pandas()
+        raise LoadError([Problem(path, None, None,
+                                 f"cannot read Parquet: {str(exc)[:300]}")]) from None
     return RawTable(path, df, np.arange(len(df), dtype=np.int64), "row", False)
 
 
-def _read_csv(path: str) -> RawTable:
+def _read_csv(path: str, limit: int | None = None) -> RawTable:
     try:
         with _open_text(path) as fh:
             df = pd.read_csv(fh, dtype=str, keep_default_na=False, na_values=[])
+    except LoadError:
+        raise
     except pd.errors.EmptyDataError:
         df = pd.DataFrame()
-    except (pd.errors.ParserError, UnicodeDecodeError, OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise LoadError([Problem(path, None, None, f"cannot parse CSV: {exc}")]) from None
+    except UnicodeDecodeError as exc:
+        raise LoadError([Problem(path, None, None, f"not UTF-8 text ({exc.reason} at byte "
+                                 f"{exc.start})")]) from None
+    except _GZIP_ERRORS as exc:
+        raise LoadError([Problem(path, None, None, f"cannot read file: {_gzip_reason(exc)}")]) from None
+    except (pd.errors.ParserError, ValueError, OverflowError) as exc:
+        raise LoadError([Problem(path, None, None,
+                                 f"cannot parse CSV: {str(exc).strip()[:300]}")]) from None
     df = df.replace({"": None})
     # 1-based data row numbers (the header is not counted); exact even with quoted newlines.
     return RawTable(path, df, np.arange(1, len(df) + 1, dtype=np.int64), "row", True)
@@ -184,9 +441,21 @@ def _read_csv(path: str) -> RawTable:
 _READERS = {"jsonl": _read_jsonl, "json": _read_json, "parquet": _read_parquet, "csv": _read_csv}
 
 
-def read_table(path: str | os.PathLike, fmt: str | None = None) -> RawTable:
-    """Parse ``path`` into a `RawTable` (no validation)."""
+def read_table(path: str | os.PathLike, fmt: str | None = None, *,
+               max_line_bytes: int | None = None) -> RawTable:
+    """Parse ``path`` into a `RawTable` (no validation). Never modifies the file.
+
+    Args:
+        path: the file.
+        fmt: ``jsonl``, ``json``, ``parquet`` or ``csv``; default from the name.
+        max_line_bytes: longest JSONL line accepted (default `max_line_bytes`()).
+
+    Raises:
+        LoadError: the file cannot be read at all (missing, not gzip, binary, ...).
+    """
     path = str(path)
+    if "\x00" in path:
+        raise LoadError([Problem(repr(path), None, None, "file name contains a NUL character")])
     if not os.path.exists(path):
         raise LoadError([Problem(path, None, None, "no such file")])
     if os.path.isdir(path):
@@ -194,6 +463,9 @@ def read_table(path: str | os.PathLike, fmt: str | None = None) -> RawTable:
     fmt = fmt or detect_format(path)
     if fmt not in _READERS:
         raise ValueError(f"unknown format {fmt!r}; valid: {', '.join(FORMATS)}")
-    return _READERS[fmt](path)
-
-
+    try:
+        return _READERS[fmt](path, max_line_bytes)
+    except PermissionError as exc:
+        raise LoadError([Problem(path, None, None, f"cannot open: {exc.strerror}")]) from None
+    except IsADirectoryError:
+        raise LoadError([Problem(path, None, None, "is a directory, expected a file")]) from None

@@ -2,11 +2,20 @@
 
 Every problem in a file is collected (file, line or row, field) and raised together as one
 `LoadError`; with ``lenient=True`` the offending rows (and the trajectories they break) are
-skipped instead and listed in ``RolloutBatch.skipped``.
+skipped instead and listed in ``RolloutBatch.skipped``, with a one-line count by kind in
+``RolloutBatch.warnings`` (the CLI prints it).
+
+Limits and decisions (ISSUE 8): ``step_idx`` in 0..`MAX_STEP_IDX`; |reward| and
+|episode_return| at most `MAX_ABS_REWARD`; ``NaN``/``Infinity`` in any known field is an error
+naming the literal; one traj_id under several group_ids of a run and train_step is legal
+(SCHEMA.md: unique only within its group) and kept as separate trajectories — the usual
+convention (r0..r7 in every group), so it draws no warning.
 """
 from __future__ import annotations
 
 import math
+import re
+import reprlib
 from pathlib import Path
 from typing import Callable
 
@@ -21,6 +30,16 @@ from .readers import RawTable
 __all__ = ["REQUIRED", "validate", "build_batch"]
 
 REQUIRED = ("group_id", "traj_id", "step_idx", "reward")
+#: Largest accepted ``step_idx`` (contiguity from 0 makes larger values impossible anyway).
+MAX_STEP_IDX = 2**31 - 1
+#: Largest accepted |reward| / |episode_return|: beyond it, sums and group statistics could
+#: overflow to inf, and such values are a logging bug in every environment we know.
+MAX_ABS_REWARD = 1e15
+_INT_LIMIT = 2**62
+# Internal columns (names no log uses, so a user's "_line" field is kept, not clobbered).
+_LINE, _BAD, _G, _T = "__crbc_line", "__crbc_bad", "__crbc_g", "__crbc_t"
+_REPR = reprlib.Repr()
+_REPR.maxstring, _REPR.maxother, _REPR.maxlist, _REPR.maxdict, _REPR.maxlevel = 40, 40, 4, 4, 2
 _TRUE = {"true", "1", "yes", "t", "y"}
 _FALSE = {"false", "0", "no", "f", "n"}
 
@@ -40,23 +59,31 @@ def _as_id(v, from_text):
 def _as_int(v, from_text):
     if isinstance(v, (bool, np.bool_)):
         raise TypeError(f"expected an integer, got bool {v}")
+    out = None
     if isinstance(v, (int, np.integer)):
-        return int(v)
-    if isinstance(v, (float, np.floating)) and math.isfinite(v) and float(v).is_integer():
-        return int(v)
-    if from_text and isinstance(v, str):
+        out = int(v)
+    elif isinstance(v, (float, np.floating)) and math.isfinite(v) and float(v).is_integer():
+        out = int(v)
+    elif from_text and isinstance(v, str):
         try:
-            return int(v.strip())
+            out = int(v.strip())
         except ValueError:
             pass
-    raise TypeError(f"expected an integer, got {type(v).__name__} {_short(v)}")
+    if out is None:
+        raise TypeError(f"expected an integer, got {type(v).__name__} {_short(v)}")
+    if not -_INT_LIMIT <= out <= _INT_LIMIT:
+        raise TypeError(f"integer out of range: {_short(v)}")
+    return out
 
 
 def _as_float(v, from_text):
     if isinstance(v, (bool, np.bool_)):
         raise TypeError(f"expected a number, got bool {v}")
     if isinstance(v, (int, float, np.integer, np.floating)):
-        out = float(v)
+        try:
+            out = float(v)
+        except OverflowError:  # a JSON integer with hundreds of digits
+            raise TypeError(f"expected a finite number, got an integer too large ({_short(v)})") from None
     elif from_text and isinstance(v, str):
         try:
             out = float(v.strip())
@@ -66,6 +93,9 @@ def _as_float(v, from_text):
         raise TypeError(f"expected a number, got {type(v).__name__} {_short(v)}")
     if not math.isfinite(out):
         raise TypeError(f"expected a finite number, got {out}")
+    if abs(out) > MAX_ABS_REWARD:
+        raise TypeError(f"magnitude {out:g} exceeds {MAX_ABS_REWARD:g} (sums and group statistics "
+                        f"would overflow)")
     return out
 
 
@@ -96,7 +126,8 @@ def _as_anchor(v, from_text):
 
 
 def _short(v, n: int = 40) -> str:
-    s = repr(v)
+    """A bounded, printable repr (depth- and size-limited, so hostile values stay short)."""
+    s = _REPR.repr(v)
     return s if len(s) <= n else s[: n - 3] + "..."
 
 
@@ -142,13 +173,18 @@ def _fast_column(name: str, col: pd.Series, from_text: bool):
     if coerce is _as_anchor and inferred in ("string", "empty"):
         return col.to_numpy(dtype=object)
     if coerce is _as_int:
-        if kind in "iu" and (name != "step_idx" or (col.to_numpy() >= 0).all()):
-            return col.to_numpy(dtype=np.int64)
+        lo, hi = (0, MAX_STEP_IDX) if name == "step_idx" else (-_INT_LIMIT, _INT_LIMIT)
+        if kind in "iu":
+            arr = col.to_numpy()
+            if len(arr) == 0 or (arr.min() >= lo and arr.max() <= hi):
+                return arr.astype(np.int64)
+            return None
         if kind == "f" or inferred in ("integer", "mixed-integer-float") or (from_text and inferred == "string"):
-            num = pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64)
-            ok = ~present | (np.isfinite(num) & (num == np.round(num)))
-            if name == "step_idx":
-                ok &= ~present | (num >= 0)
+            try:
+                num = pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64)
+            except (ValueError, TypeError, OverflowError):
+                return None
+            ok = ~present | (np.isfinite(num) & (num == np.round(num)) & (num >= lo) & (num <= hi))
             if ok.all() and (from_text or inferred != "string"):
                 out = np.empty(len(col), dtype=object)
                 out[present] = num[present].astype(np.int64)
@@ -160,8 +196,13 @@ def _fast_column(name: str, col: pd.Series, from_text: bool):
                 from_text and inferred == "string"):
             if inferred == "string" and not from_text:
                 return None
-            num = pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64)
-            if np.isfinite(num[present]).all() and (present.all() or kind != "f"):
+            try:
+                num = pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64)
+            except (ValueError, TypeError, OverflowError):
+                return None
+            good = num[present]
+            if (np.isfinite(good).all() and (np.abs(good) <= MAX_ABS_REWARD).all()
+                    and (present.all() or kind != "f")):
                 out = num.astype(object) if not present.all() else num
                 if not present.all():
                     out[~present] = None
@@ -176,40 +217,61 @@ def _fast_column(name: str, col: pd.Series, from_text: bool):
     return None
 
 
-def _coerce_column(name, series: pd.Series, raw: RawTable, problems: list, bad: np.ndarray):
+def _coerce_column(name, series: pd.Series, raw: RawTable, problems: list, bad: np.ndarray,
+                   nonfinite: dict[int, str]):
+    """Coerce one known column; every bad value becomes a `Problem` and marks its row bad.
+    ``nonfinite`` maps rows whose value was a ``NaN``/``Infinity`` literal to that literal."""
     coerce, required = _FIELDS[name]
     fast = _fast_column(name, series, raw.from_text)
     if fast is not None:
         if required:
             missing = pd.isna(series).to_numpy()
             for i in np.flatnonzero(missing):
-                problems.append(Problem(raw.path, int(raw.line[i]), name, "missing required field",
-                                        raw.where))
+                if int(i) not in nonfinite:
+                    problems.append(Problem(raw.path, int(raw.line[i]), name,
+                                            "missing required field", raw.where))
             bad |= missing
-        return fast
-    values = series.to_numpy(dtype=object)
-    out = np.empty(len(values), dtype=object)
-    for i, v in enumerate(values):
-        if _is_missing(v):
-            out[i] = None
-            if required:
-                problems.append(Problem(raw.path, int(raw.line[i]), name, "missing required field",
-                                        raw.where))
+        out = fast
+    else:
+        values = series.to_numpy(dtype=object)
+        out = np.empty(len(values), dtype=object)
+        for i, v in enumerate(values):
+            if i in nonfinite:
+                out[i] = None
+                continue
+            if _is_missing(v):
+                out[i] = None
+                if required:
+                    problems.append(Problem(raw.path, int(raw.line[i]), name,
+                                            "missing required field", raw.where))
+                    bad[i] = True
+                continue
+            try:
+                out[i] = coerce(v, raw.from_text)
+            except (TypeError, ValueError, OverflowError) as exc:
+                out[i] = None
+                problems.append(Problem(raw.path, int(raw.line[i]), name, str(exc), raw.where))
                 bad[i] = True
-            continue
-        try:
-            out[i] = coerce(v, raw.from_text)
-        except TypeError as exc:
+        if name == "step_idx":
+            for i in np.flatnonzero(~bad):
+                if out[i] is not None and not 0 <= out[i] <= MAX_STEP_IDX:
+                    problems.append(Problem(raw.path, int(raw.line[i]), name,
+                                            f"expected an integer >= 0 and <= {MAX_STEP_IDX}, "
+                                            f"got {_short(out[i])}", raw.where))
+                    bad[i] = True
+    if nonfinite:
+        out = np.array(out, dtype=object)  # a copy: the fast path may return a read-only view
+        for i, tok in sorted(nonfinite.items()):
+            what = "a finite number" if coerce is _as_float else _EXPECTED[coerce]
+            problems.append(Problem(raw.path, int(raw.line[i]), name,
+                                    f"expected {what}, got {tok}", raw.where))
             out[i] = None
-            problems.append(Problem(raw.path, int(raw.line[i]), name, str(exc), raw.where))
             bad[i] = True
-    if name == "step_idx":
-        for i in np.flatnonzero(~bad):
-            if out[i] is not None and out[i] < 0:
-                problems.append(Problem(raw.path, int(raw.line[i]), name,
-                                        f"expected an integer >= 0, got {out[i]}", raw.where))
-                bad[i] = True
     return out
+
+
+_EXPECTED = {_as_id: "a string id", _as_int: "an integer", _as_float: "a finite number",
+             _as_bool: "true/false", _as_text: "a string", _as_anchor: "a string, array or object"}
 
 
 def validate(raw: RawTable, *, lenient: bool = False) -> tuple[pd.DataFrame, np.ndarray, list[Problem]]:
@@ -227,15 +289,19 @@ def validate(raw: RawTable, *, lenient: bool = False) -> tuple[pd.DataFrame, np.
     if missing_cols:
         return df, raw.line, problems
     bad = np.zeros(n, dtype=bool)
+    nonfinite: dict[str, dict[int, str]] = {}
+    for (i, name), tok in raw.nonfinite.items():
+        if name in _FIELDS:
+            nonfinite.setdefault(name, {})[int(i)] = tok
     out = {}
     for name in _FIELDS:
         if name in df.columns:
-            out[name] = _coerce_column(name, df[name], raw, problems, bad)
+            out[name] = _coerce_column(name, df[name], raw, problems, bad, nonfinite.get(name, {}))
     table = df.copy()
     for name, col in out.items():
         table[name] = col
-    table["_line"] = raw.line
-    table["_bad"] = bad
+    table[_LINE] = raw.line
+    table[_BAD] = bad
     return table, raw.line, problems
 
 
@@ -243,7 +309,7 @@ def build_batch(raw: RawTable, *, lenient: bool = False, success_threshold: floa
     """Validate ``raw`` and assemble a `RolloutBatch`; raise `LoadError` listing every problem."""
     table, _, problems = validate(raw, lenient=lenient)
     if table.empty or any(p.line is None for p in problems if p.field in REQUIRED or p.field is None):
-        if not lenient or table.empty or "_bad" not in table:
+        if not lenient or table.empty or _BAD not in table:
             raise LoadError(problems[:MAX_LISTED], total=len(problems))
     path = raw.path
     run_default = Path(path).name.split(".")[0]
@@ -262,11 +328,11 @@ def build_batch(raw: RawTable, *, lenient: bool = False, success_threshold: floa
     g_codes, g_uniques = pd.MultiIndex.from_frame(
         table[gkey].astype({"run_id": object, "group_id": object})).factorize()
     t_codes, _ = pd.MultiIndex.from_arrays([g_codes, table["traj_id"].astype(object)]).factorize()
-    table["_g"] = g_codes
-    table["_t"] = t_codes
+    table[_G] = g_codes
+    table[_T] = t_codes
 
     # Step order within each trajectory: sorted, must be exactly 0..n-1.
-    ok = ~table["_bad"].to_numpy()
+    ok = ~table[_BAD].to_numpy()
     sidx = pd.to_numeric(table["step_idx"], errors="coerce").fillna(-1).to_numpy(dtype=np.int64)
     sidx = np.where(ok, sidx, -1)
     order = np.lexsort((sidx, t_codes))
@@ -276,15 +342,15 @@ def build_batch(raw: RawTable, *, lenient: bool = False, success_threshold: floa
     pos = np.arange(len(order)) - np.maximum.accumulate(np.where(starts, np.arange(len(order)), 0))
     traj_bad = np.zeros(t_codes.max() + 1, dtype=bool)
     traj_bad[np.unique(t_codes[~ok])] = True
-    lines = table["_line"].to_numpy()
+    lines = table[_LINE].to_numpy()
     where = raw.where
     dup = np.r_[False, (t_sorted[1:] == t_sorted[:-1]) & (s_sorted[1:] == s_sorted[:-1])]
     for k in np.flatnonzero(dup & (s_sorted >= 0)):
         r = order[k]
         problems.append(Problem(path, int(lines[r]), "step_idx",
                                 f"duplicate step_idx {s_sorted[k]} in trajectory "
-                                f"'{table['traj_id'].iat[r]}' of group '{table['group_id'].iat[r]}'",
-                                where))
+                                f"{_short(table['traj_id'].iat[r])} of group "
+                                f"{_short(table['group_id'].iat[r])}", where))
         traj_bad[t_sorted[k]] = True
     # Contiguity is checked only on trajectories whose rows all parsed; report the first
     # out-of-place row of each.
@@ -299,16 +365,26 @@ def build_batch(raw: RawTable, *, lenient: bool = False, success_threshold: floa
         r = order[k]
         problems.append(Problem(path, int(lines[r]), "step_idx",
                                 f"not contiguous from 0: expected {pos[k]}, got {s_sorted[k]} "
-                                f"in trajectory '{table['traj_id'].iat[r]}' of group "
-                                f"'{table['group_id'].iat[r]}'", where))
+                                f"in trajectory {_short(table['traj_id'].iat[r])} of group "
+                                f"{_short(table['group_id'].iat[r])}", where))
         traj_bad[t] = True
+    if lenient and raw.broken_ids:
+        # Lines that did not parse but name their trajectory: drop it rather than keep it with
+        # a step missing (which could look like a shorter, truncated rollout).
+        keys = pd.MultiIndex.from_arrays([table["group_id"].astype(str), table["traj_id"].astype(str)])
+        hit = keys.isin({k for k in raw.broken_ids if k is not None})
+        traj_bad[t_codes[hit]] = True
 
     skipped: list[str] = []
+    lenient_note = None
     if problems:
         if not lenient:
             raise LoadError(problems[:MAX_LISTED], total=len(problems))
         skipped = [str(p) for p in problems]
         keep_rows = ~traj_bad[t_codes]
+        lenient_note = _lenient_summary(path, problems, int((~keep_rows).sum()),
+                                        int(traj_bad.sum()),
+                                        sum(k is None for k in raw.broken_ids))
         table = table[keep_rows]
         if table.empty:
             raise LoadError(problems[:MAX_LISTED] + [Problem(path, None, None,
@@ -316,15 +392,15 @@ def build_batch(raw: RawTable, *, lenient: bool = False, success_threshold: floa
                             total=len(problems) + 1)
         g_codes, _ = pd.MultiIndex.from_frame(table[gkey].astype(object)).factorize()
         t_codes, _ = pd.MultiIndex.from_arrays([g_codes, table["traj_id"].astype(object)]).factorize()
-        table = table.assign(_g=g_codes, _t=t_codes)
+        table = table.assign(**{_G: g_codes, _T: t_codes})
 
     # Final order: group (first occurrence), trajectory (first occurrence within the file), step.
     table = table.assign(step_idx=table["step_idx"].astype(np.int64))
-    order = np.lexsort((table["step_idx"].to_numpy(), table["_t"].to_numpy(), table["_g"].to_numpy()))
+    order = np.lexsort((table["step_idx"].to_numpy(), table[_T].to_numpy(), table[_G].to_numpy()))
     table = table.iloc[order].reset_index(drop=True)
     # Re-number trajectories in the new order so that they are contiguous and deterministic.
-    t_codes, _ = pd.factorize(table["_t"].to_numpy())
-    g_codes = table["_g"].to_numpy()
+    t_codes, _ = pd.factorize(table[_T].to_numpy())
+    g_codes = table[_G].to_numpy()
     num_t = int(t_codes.max()) + 1
     traj_len = np.bincount(t_codes, minlength=num_t)
     traj_offsets = np.r_[0, np.cumsum(traj_len)].astype(np.int64)
@@ -353,12 +429,14 @@ def build_batch(raw: RawTable, *, lenient: bool = False, success_threshold: floa
         traj_truncated = np.zeros(num_t, dtype=bool)
 
     # Anchors: precomputed key, else the hash of the canonical anchor_obs, else one per step.
-    warnings: list[str] = []
-    table, step_hash = _anchor_hashes(table, warnings, path)
+    warnings: list[str] = list(raw.notes)
+    if lenient_note:
+        warnings.append(lenient_note)
+    table, step_hash = _anchor_hashes(table, warnings, path, where)
 
     groups = table.iloc[traj_offsets[:-1][group_traj_offsets[:-1]]][gkey].reset_index(drop=True)
     table["success"] = np.repeat(traj_success, traj_len)
-    table = table.drop(columns=["_g", "_t", "_bad", "_line"], errors="ignore")
+    table = table.drop(columns=[_G, _T, _BAD, _LINE], errors="ignore")
     return RolloutBatch(
         steps=table, step_traj=np.repeat(np.arange(num_t), traj_len), step_anchor_hash=step_hash,
         traj_offsets=traj_offsets, traj_group=traj_group, traj_success=traj_success,
@@ -376,7 +454,30 @@ def _last_non_null(values, t_codes: np.ndarray, num_t: int) -> np.ndarray:
     return np.array([None if _is_missing(v) else v for v in out], dtype=object)
 
 
-def _anchor_hashes(table: pd.DataFrame, warnings: list, path: str):
+def _kind(p: Problem) -> str:
+    """A problem's kind for the lenient summary: its field plus its message with the values
+    (quoted text, numbers, parentheses) taken out."""
+    msg = re.sub(r"\(.*\)|'[^']*'|\"[^\"]*\"", "", p.message)
+    msg = re.split(r",| got |:", msg)[0]
+    msg = re.sub(r"-?\d+(\.\d+)?(e[+-]?\d+)?", "N", msg).strip()
+    return f"{p.field}: {msg}" if p.field else msg
+
+
+def _lenient_summary(path: str, problems: list[Problem], rows: int, trajs: int,
+                     unattributed: int = 0) -> str:
+    """One line for the warnings: how much --lenient skipped, and of which kinds."""
+    kinds: dict[str, int] = {}
+    for p in problems:
+        k = _kind(p)
+        kinds[k] = kinds.get(k, 0) + 1
+    listed = "; ".join(f"{k} x{n}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1])[:12])
+    return (f"{path}: lenient: skipped {len(problems)} problem(s): dropped {rows} row(s) in "
+            f"{trajs} trajectorie(s) (lines that did not parse are not counted as rows); by kind: "
+            f"{listed}" + (f". {unattributed} unparseable line(s) name no trajectory: a rollout "
+                           f"that lost its last step there now looks truncated" if unattributed else ""))
+
+
+def _anchor_hashes(table: pd.DataFrame, warnings: list, path: str, where: str = "line"):
     n = len(table)
     hashes = np.zeros(n, dtype=np.uint64)
     keys = np.empty(n, dtype=object)
@@ -399,7 +500,13 @@ def _anchor_hashes(table: pd.DataFrame, warnings: list, path: str):
             if ck is not None and ck in cache:
                 h = cache[ck]
             else:
-                h = anchor_hash64(o)
+                try:
+                    h = anchor_hash64(o)
+                except (RecursionError, ValueError, TypeError, OverflowError) as exc:
+                    line = int(table[_LINE].iat[i]) if _LINE in table else None
+                    raise LoadError([Problem(path, line, "anchor_obs",
+                                             f"cannot canonicalise the anchor ({type(exc).__name__})",
+                                             where)]) from None
                 if ck is not None:
                     cache[ck] = h
             keys[i] = f"{h:016x}"

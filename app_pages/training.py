@@ -1,0 +1,84 @@
+"""Training page: trends of a log store across training steps (success, anchor sharing,
+non-zero CRBC credit, estimator disagreement) with a drill-down to one step's groups and a
+button that opens a group on the Graph page."""
+import hashlib
+import os
+from pathlib import Path
+
+import streamlit as st
+
+from crbc_viz.io.write import write_frame
+from crbc_viz.store import LogStore, StoreError
+from crbc_viz.store.trends import store_trends
+from crbc_viz.ui.files import UPLOAD_DIR, file_ref
+from crbc_viz.ui.sidebar import set_file, set_group
+from crbc_viz.views.training import METRICS, trends_figure
+
+
+@st.cache_data(show_spinner="Computing trends over the store …", max_entries=8)
+def _trends(store_dir: str, fingerprint: str, run: str | None):
+    tr = store_trends(LogStore(store_dir), run=run)
+    return tr.steps, tr.groups
+
+
+@st.cache_data(max_entries=32)
+def _group_file(store_dir: str, fingerprint: str, run: str, train_step: int, group_id: str) -> str:
+    """The group as a canonical Parquet file the Graph page can open (content-named)."""
+    batch = LogStore(store_dir).load_batch(group=(run, train_step, group_id), text=True)
+    steps = batch.steps.drop(columns=[c for c in batch.steps.columns if c.startswith("_")])
+    name = hashlib.sha256(f"{store_dir}|{fingerprint}|{run}|{train_step}|{group_id}".encode()).hexdigest()[:24]
+    path = Path(UPLOAD_DIR) / f"store-group-{name}.parquet"
+    if not path.exists():
+        write_frame(steps.astype({c: str for c in ("anchor_obs",) if c in steps}), path)
+    return str(path)
+
+
+def render() -> None:
+    st.title("Across training")
+    default = st.query_params.get("store", os.environ.get("CRBC_VIZ_STORE", ""))
+    store_dir = st.text_input("Log store folder", value=default, key="training_store",
+                              help="a folder made by `crbc-viz ingest LOG... --store DIR`")
+    if not store_dir:
+        st.info("Give the folder of a log store (`python -m crbc_viz ingest LOG... --store DIR`).")
+        return
+    try:
+        store = LogStore(store_dir)
+    except StoreError as e:
+        st.error(str(e))
+        return
+    if st.query_params.get("store") != store_dir:
+        st.query_params["store"] = store_dir
+    info = store.summary()
+    if not info["steps"]:
+        st.warning("The store holds no steps yet.")
+        return
+    runs = info["runs"]
+    run = st.selectbox("Run", runs, key="training_run") if len(runs) > 1 else runs[0]
+    st.caption(f"{info['steps']:,} steps · {info['train_steps']} training steps · "
+               f"{info['sources']} source file(s) · formats: {', '.join(info['formats'])}")
+    steps, groups = _trends(store_dir, store.fingerprint, run)
+    metrics = st.multiselect("Metrics", list(METRICS), default=list(METRICS),
+                             format_func=lambda m: METRICS[m], key="training_metrics")
+    ts_list = [int(t) for t in steps["train_step"]]
+    pick = st.selectbox("Drill down to train_step", ts_list, index=len(ts_list) - 1,
+                        key="training_step")
+    st.plotly_chart(trends_figure(steps, metrics, highlight=pick), width="stretch")
+    st.caption("Disagreement = 1 − Spearman ρ between CRBC and shortest-path step credit, "
+               "averaged over groups where both vary.")
+    g = groups[(groups["train_step"] == pick) & (groups["run_id"] == str(run))].reset_index(drop=True)
+    st.subheader(f"Groups of train_step {pick}")
+    st.dataframe(g, hide_index=True, width="stretch")
+    if g.empty:
+        return
+    gid = st.selectbox("Group", g["group_id"].tolist(), key="training_group")
+    if st.button("Open in the Graph page", key="training_open", type="primary"):
+        path = _group_file(store_dir, store.fingerprint, str(run), int(pick), str(gid))
+        ref = file_ref(Path(path))
+        label = f"{run}/{pick}/{gid}"
+        set_file(ref)
+        set_group(label)
+        st.query_params.update({"file": ref, "group": label})
+        st.switch_page("app_pages/graph.py")
+
+
+render()

@@ -1,0 +1,127 @@
+"""Importers: each adapter is the only place that knows one trainer's field names and turns
+its dumps into canonical step rows (SCHEMA.md), ready for ``build_batch``.
+
+    canonical   the canonical schema (JSONL / JSON / Parquet / CSV)
+    verl-agent  the crbc dump hook (docs/verl_agent_hook.md); its rollout_data_dir (no anchors)
+    rllm        rLLM Episode JSON folders
+    roll        ROLL step-wise dumps (traj_group_id, traj_id, step, state_hash, step_scores ...)
+    trl         TRL GRPOTrainer completions_<step>.parquet
+    verl        verl rollout_data_dir ({step}.jsonl with input / output / score)
+
+`detect` picks one from a file's fields; `expand_sources` turns command-line paths (files or
+folders) into sources, each ingested as a unit.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import LoadError, Problem
+from . import canonical, rllm, roll, trl, verl, verl_agent
+from ._common import Imported, peek_fields
+
+__all__ = ["FORMATS", "Imported", "Source", "detect", "expand_sources", "import_source"]
+
+_MODULES = {m.NAME: m for m in (canonical, verl_agent, rllm, roll, trl, verl)}
+#: Format names accepted by ``--format`` (besides ``auto``).
+FORMATS = tuple(_MODULES)
+# Detection order: the most specific signature first.
+_DETECT = (canonical, verl_agent, roll, rllm, trl, verl)
+_SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet", ".pq", ".csv", ".jsonl.gz", ".ndjson.gz",
+             ".json.gz", ".csv.gz")
+
+
+@dataclass(frozen=True)
+class Source:
+    """One unit of ingest: a file, or a folder of rLLM episode files."""
+
+    path: str
+    fmt: str
+    files: tuple[str, ...]
+
+
+def _expected() -> str:
+    return "; ".join(f"{m.NAME} ({', '.join(m.SIGNATURE)})" for m in _DETECT)
+
+
+def detect(path: str) -> str:
+    """The format of ``path`` from its first record's fields.
+
+    Raises:
+        LoadError: naming the file, the fields seen and what each format expects.
+    """
+    if os.path.isdir(path):
+        files = rllm.episode_files(path)
+        if files and rllm.sniff(peek_fields(files[0])):
+            return rllm.NAME
+        raise LoadError([Problem(path, None, None, "a folder is read as rLLM episodes, but its first "
+                                 f"JSON file has no {', '.join(rllm.SIGNATURE)}")])
+    fields = peek_fields(path)
+    for m in _DETECT:
+        if m.sniff(fields):
+            return m.NAME
+    seen = ", ".join(sorted(fields)[:20]) or "nothing readable"
+    raise LoadError([Problem(path, None, None, f"cannot detect the log format: the first record has "
+                             f"fields [{seen}]; expected one of: {_expected()}")])
+
+
+def _natural(s: str):
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", s)]
+
+
+def expand_sources(paths, fmt: str = "auto") -> list[Source]:
+    """Files stay files; a folder becomes its log files (natural order), except rLLM episode
+    folders, which become one source per folder holding episode files.
+
+    Raises:
+        LoadError: a path that does not exist, or whose format cannot be detected.
+        ValueError: an unknown ``fmt``.
+    """
+    if fmt != "auto" and fmt not in _MODULES:
+        raise ValueError(f"unknown format {fmt!r}; valid: auto, {', '.join(FORMATS)}")
+    out: list[Source] = []
+    problems: list[Problem] = []
+    for p in paths:
+        p = str(p)
+        if not os.path.exists(p):
+            problems.append(Problem(p, None, None, "no such file or folder"))
+            continue
+        if os.path.isdir(p):
+            is_rllm = fmt == rllm.NAME
+            if fmt == "auto":
+                try:
+                    is_rllm = detect(p) == rllm.NAME
+                except LoadError:
+                    is_rllm = False
+            if is_rllm:
+                by_dir: dict[str, list[str]] = {}
+                for f in rllm.episode_files(p):
+                    by_dir.setdefault(os.path.dirname(f), []).append(f)
+                for d in sorted(by_dir, key=_natural):
+                    out.append(Source(d, rllm.NAME, tuple(by_dir[d])))
+                continue
+            files = sorted((str(f) for f in Path(p).rglob("*") if f.is_file()
+                            and f.name.lower().endswith(_SUFFIXES) and not f.name.startswith(".")),
+                           key=_natural)
+            if not files:
+                problems.append(Problem(p, None, None, f"folder holds no log files ({', '.join(_SUFFIXES)})"))
+            paths_fmt = [(f, fmt) for f in files]
+        else:
+            paths_fmt = [(p, fmt)]
+        for f, want in paths_fmt:
+            try:
+                got = detect(f) if want == "auto" else want
+            except LoadError as exc:
+                problems.extend(exc.problems)
+                continue
+            out.append(Source(f, got, (f,)))
+    if problems:
+        raise LoadError(problems)
+    return out
+
+
+def import_source(src: Source) -> Imported:
+    """Read one source with its importer (canonical names, trainer keys, notes)."""
+    return _MODULES[src.fmt].read(src.path)

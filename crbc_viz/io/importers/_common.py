@@ -1,0 +1,169 @@
+"""Shared helpers of the importers: peeking at a file's fields, stable ids, renaming."""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import LoadError, Problem
+from ..readers import RawTable, detect_format
+
+__all__ = ["Imported", "peek_fields", "text_id", "to_text", "run_from_dir", "step_from_path",
+           "rename", "cumcount"]
+
+
+@dataclass
+class Imported:
+    """One source converted to canonical field names, ready for ``build_batch``.
+
+    Attributes:
+        raw: the rows under canonical names (SCHEMA.md), with the file's line of each row.
+        fmt: the importer that produced it.
+        source_keys: how the trainer keys a step: trainer field name -> the column of the
+            canonical table that holds it (a canonical column, or an ``src_*`` column added
+            at import). ``crbc-viz export`` writes them back under the trainer's names.
+        notes: what the importer could not recover (e.g. no anchors), shown after ingest.
+    """
+
+    raw: RawTable
+    fmt: str
+    source_keys: dict[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
+def _first_json_line(path: str) -> dict | None:
+    opener = gzip.open if open(path, "rb").read(2) == b"\x1f\x8b" else open
+    with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
+        for i, line in enumerate(fh):
+            if line.strip():
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError:
+                    return None
+                return obj if isinstance(obj, dict) else None
+            if i > 1000:
+                return None
+    return None
+
+
+def peek_fields(path: str) -> set[str]:
+    """Field names of the first record of ``path`` (for a trajectory row with ``steps``, the
+    union of its own fields and its first step's). Empty when nothing can be read."""
+    try:
+        fmt = detect_format(path)
+    except LoadError:
+        return set()
+    keys: set[str] = set()
+    try:
+        if fmt == "jsonl":
+            obj = _first_json_line(path)
+            if obj:
+                keys = set(obj)
+                if isinstance(obj.get("steps"), list) and obj["steps"] and isinstance(obj["steps"][0], dict):
+                    keys |= set(obj["steps"][0])
+        elif fmt == "json":
+            if os.path.getsize(path) > 512 * 1024 * 1024:
+                return set()
+            opener = gzip.open if open(path, "rb").read(2) == b"\x1f\x8b" else open
+            with opener(path, "rt", encoding="utf-8") as fh:
+                doc = json.load(fh)
+            first = doc[0] if isinstance(doc, list) and doc else doc
+            if isinstance(first, dict):
+                keys = set(first)
+                if isinstance(first.get("steps"), list) and first["steps"] and isinstance(first["steps"][0], dict):
+                    keys |= set(first["steps"][0])
+        elif fmt == "parquet":
+            import pyarrow.parquet as pq
+            keys = set(pq.read_schema(path).names)
+        elif fmt == "csv":
+            opener = gzip.open if open(path, "rb").read(2) == b"\x1f\x8b" else open
+            with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
+                keys = {k.strip() for k in fh.readline().strip().split(",")}
+    except (OSError, ValueError, UnicodeDecodeError):
+        return set()
+    return keys
+
+
+def text_id(value, prefix: str = "p") -> str:
+    """A short deterministic id of a value (a prompt): ``prefix`` + 12 hex digits of BLAKE2b."""
+    s = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str,
+                                                          ensure_ascii=False)
+    return prefix + hashlib.blake2b(s.encode("utf-8", "surrogatepass"), digest_size=6).hexdigest()
+
+
+def to_text(value):
+    """Strings stay; lists/dicts/arrays become compact JSON; missing stays None."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, float) and np.isnan(value):
+        return None
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+_RUN_SKIP = {"completions", "rollout", "rollouts", "rollout_data", "rollout_data_dir", "generations",
+             "dumps", "episodes", "crbc_dump"}
+
+
+def run_from_dir(path: str) -> str:
+    """A run name from a trainer's output layout: the nearest parent folder that is not a
+    generic dump folder (``completions``, ``rollouts``, ``step_12`` ...)."""
+    for parent in Path(path).resolve().parents:
+        name = parent.name
+        if not name:
+            break
+        if name.lower() in _RUN_SKIP or re.fullmatch(r"(global_)?step[_-]?\d+|\d+", name.lower()):
+            continue
+        return name
+    return Path(path).stem
+
+
+def step_from_path(path: str) -> int | None:
+    """The training step written in a dump's file or folder name (``12.jsonl``,
+    ``completions_00012.parquet``, ``step_12/``, ``global_step_12``), else None."""
+    p = Path(path)
+    for name in (p.name, p.parent.name):
+        stem = name.split(".")[0]
+        m = re.fullmatch(r"(?:.*?(?:global_)?step[_-]?|completions_|crbc_step_)?(\d+)", stem, re.I)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def rename(df: pd.DataFrame, mapping: dict[str, str]) -> pd.DataFrame:
+    """Rename trainer fields to canonical ones; a canonical name already present is kept and
+    the trainer's copy is kept under ``src_<name>``."""
+    out = {}
+    for col in df.columns:
+        if col in mapping:
+            continue
+        out[col] = df[col]
+    for src, dst in mapping.items():
+        if src in df.columns:
+            if dst in out and dst not in mapping:
+                out[f"src_{dst}"] = out.pop(dst)
+            out[dst] = df[src]
+    return pd.DataFrame(out)
+
+
+def cumcount(keys: np.ndarray) -> np.ndarray:
+    """0, 1, 2 ... within each distinct key, in row order."""
+    return pd.Series(np.arange(len(keys))).groupby(pd.Series(keys, dtype=object)).cumcount().to_numpy(np.int64)
+
+
+def require(raw: RawTable, fields: tuple[str, ...], fmt: str, hint: str) -> None:
+    """Raise naming the file when a field every row of this format must have is absent."""
+    if raw.records.empty:
+        return
+    missing = [f for f in fields if f not in raw.records.columns]
+    if missing:
+        raise LoadError([Problem(raw.path, None, f, f"missing in every row; a {fmt} file has "
+                                 f"{', '.join(fields)} ({hint})") for f in missing])

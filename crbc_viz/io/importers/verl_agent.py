@@ -1,0 +1,101 @@
+"""verl-agent (GiGPO's trainer): the crbc dump hook's files, and its ``rollout_data_dir`` JSONL.
+
+**Dump hook** (``docs/verl_agent_hook.md``): one JSONL (or Parquet) per training step,
+``crbc_step_<global_steps>.jsonl``, one row per environment step of the trainer's batch, with
+the batch's own field names:
+
+=================  =======================================  ====================
+verl-agent field   meaning                                  canonical field
+=================  =======================================  ====================
+``uid``            GRPO group (same task, same env seed)    ``group_id``
+``traj_uid``       one rollout                              ``traj_id``
+``step``           turn index (written by the hook)         ``step_idx``
+``anchor_obs``     history-free env state (GiGPO anchor)    ``anchor_obs``
+``rewards``        step reward                              ``reward``
+``active_masks``   the env was still running at this step   rows with false are dropped
+``is_action_valid`` the action parsed                       ``is_action_valid``
+``won``            env info ``won`` (ALFWorld/WebShop...)   ``success``
+``episode_rewards`` trajectory return                       ``episode_return``
+``global_step``    trainer step                             ``train_step``
+``data_source``    environment name                         ``env_name``
+``action``/``response`` parsed action / decoded response   ``action`` / ``response``
+``advantage``      the trainer's advantage (token mean)     ``advantage``
+=================  =======================================  ====================
+
+Assumptions (documented, not verified against every verl-agent version): without ``step`` the
+rows of a trajectory are taken in file order (true for the rollout loop's output, not after
+``_balance_batch``); without ``action`` the last ``<action>…</action>`` of ``response`` is
+the action (verl-agent's prompt convention), else the whole response.
+
+**rollout_data_dir** (verl's ``_dump_generations``: ``{global_steps}.jsonl`` with ``input``,
+``output``, ``score``, ``step``): verl-agent writes one line per environment *step* with no
+``uid``/``traj_uid``/``anchor_obs``. This best-effort import is a **trajectory view only,
+lacking anchors**: every line becomes its own one-step trajectory, grouped by identical
+prompt, with no anchor (so nothing merges and step credit is uninformative).
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from ..readers import RawTable, read_table
+from ._common import Imported, cumcount, rename, require, run_from_dir, step_from_path
+from . import verl as _verl
+
+NAME = "verl-agent"
+SIGNATURE = ("uid", "traj_uid")
+
+FIELD_MAP = {
+    "uid": "group_id", "traj_uid": "traj_id", "step": "step_idx", "rewards": "reward",
+    "won": "success", "episode_rewards": "episode_return", "global_step": "train_step",
+    "data_source": "env_name",
+}
+_ACTION = re.compile(r"<action>(.*?)</action>", re.S | re.I)
+
+NO_ANCHOR_NOTE = ("verl-agent rollout_data_dir has no uid / traj_uid / anchor_obs: imported as a "
+                  "trajectory view only, lacking anchors (each line is a one-step trajectory "
+                  "grouped by identical prompt). Use the dump hook in docs/verl_agent_hook.md "
+                  "for step-level credit.")
+
+
+def sniff(fields: set[str]) -> bool:
+    return set(SIGNATURE) <= fields
+
+
+def parse_action(response):
+    """The last ``<action>…</action>`` of a verl-agent response, else the response."""
+    if not isinstance(response, str):
+        return response
+    found = _ACTION.findall(response)
+    return found[-1].strip() if found else response
+
+
+def read(path: str) -> Imported:
+    raw = read_table(path)
+    df = raw.records
+    if not df.empty and {"input", "output", "score"} <= set(df.columns) and "uid" not in df.columns:
+        imp = _verl.read(path, anchors=False)
+        return Imported(imp.raw, NAME, imp.source_keys, (NO_ANCHOR_NOTE,))
+    require(raw, SIGNATURE + ("rewards",), "verl-agent dump", "see docs/verl_agent_hook.md")
+    notes = []
+    line = raw.line
+    if "active_masks" in df.columns:
+        keep = df["active_masks"].map(lambda v: v is None or bool(v) if not isinstance(v, float)
+                                      else not np.isnan(v) and bool(v)).to_numpy(bool)
+        df, line = df[keep].reset_index(drop=True), line[keep]
+        df = df.drop(columns=["active_masks"])
+    if "step" not in df.columns:
+        df = df.assign(step=cumcount(df["traj_uid"].astype(str).to_numpy()))
+        notes.append("no 'step' field: turn order taken from file order within each traj_uid")
+    if "action" not in df.columns and "response" in df.columns:
+        df = df.assign(action=df["response"].map(parse_action))
+    out = rename(df, FIELD_MAP)
+    if "run_id" not in out.columns:
+        out["run_id"] = run_from_dir(path)
+    if "train_step" not in out.columns:
+        out["train_step"] = step_from_path(path) or 0
+    keys = {"uid": "group_id", "traj_uid": "traj_id", "step": "step_idx"}
+    return Imported(RawTable(raw.path, out, line, raw.where, raw.from_text, raw.problems), NAME,
+                    keys, tuple(notes))
