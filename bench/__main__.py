@@ -147,7 +147,9 @@ def run(workloads, repeats, quick):
             for spec in specs():
                 if spec.requires or spec.name in ("crbc",):
                     continue
-                for backend in ("numpy", "torch") if spec.torch_fn else ("numpy",):
+                backends = ["numpy"] + (["torch"] if spec.torch_fn else []) + (
+                    ["numba"] if spec.numba_fn else [])
+                for backend in backends:
                     t = timeit(_estimator(spec.name, backend), (graph,), repeats)
                     rows.append({"workload": w, "steps": S, "method": f"{spec.name}[{backend}]",
                                  "median_ms": t * 1e3, "steps_per_s": S / t,

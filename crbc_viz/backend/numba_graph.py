@@ -15,7 +15,7 @@ import numpy as np
 
 from .numba_crbc import _nb, _njit, _prange
 
-__all__ = ["graph_gae_bonus_numba", "mean_backup_values_numba"]
+__all__ = ["graph_gae_bonus_numba", "mean_backup_values_numba", "discounted_suffix_sum_numba"]
 
 @_njit(cache=True, parallel=True, nogil=True)
 def gae_bonus_kernel(group_node_off, group_step_off, step_next, remaining, node_td, visits,
@@ -126,3 +126,23 @@ def mean_backup_values_numba(graph, gamma: float):
     V = np.zeros(graph.num_nodes)
     V[graph.step_node] = out["value"]
     return V, out["closure_residual"]
+
+
+@_njit(cache=True, nogil=True)
+def _suffix_sum(values, traj_off, decay, out):
+    for t in range(traj_off.shape[0] - 1):
+        acc = 0.0
+        for k in range(traj_off[t + 1] - 1, traj_off[t] - 1, -1):
+            acc = values[k] + decay * acc
+            out[k] = acc
+
+
+def discounted_suffix_sum_numba(graph, values: np.ndarray, decay: float) -> np.ndarray:
+    """Σ_{l≥0} decay^l · values_{t+l} within each trajectory ``[S]`` (the contract of
+    `crbc_viz.estimators.gigpo.discounted_returns`), compiled."""
+    if _nb is None:
+        raise ImportError("numba is not installed; use backend='numpy' or 'torch'")
+    out = np.empty(graph.batch.num_steps)
+    _suffix_sum(np.ascontiguousarray(values, dtype=np.float64), graph.batch.traj_offsets.astype(np.int64),
+                float(decay), out)
+    return out

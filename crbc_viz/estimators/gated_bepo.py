@@ -5,6 +5,7 @@ summaries. Everything the sources leave open is a named parameter.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,9 +40,9 @@ class GatedBEPOParams:
 def distinct_successors(graph: AnchorGraph) -> np.ndarray:
     """Distinct observed successors of each node, SUCCESS / FAILURE included ``[N]``."""
     src = graph.pair_node[graph.edge_pair]
-    pairs = np.unique(np.stack([src, graph.edge_next], axis=1), axis=0)
-    return np.bincount(pairs[:, 0], minlength=graph.num_nodes) if len(pairs) else \
-        np.zeros(graph.num_nodes, np.int64)
+    width = graph.num_nodes + 2                      # successors −2..N−1 shifted to 0..N+1
+    keys = np.unique(src * width + (graph.edge_next + 2))
+    return np.bincount(keys // width, minlength=graph.num_nodes)
 
 
 def trajectory_gae(graph: AnchorGraph, delta: np.ndarray, decay: float) -> np.ndarray:
@@ -87,15 +88,22 @@ def gated_bepo(graph: AnchorGraph, *, gamma: float = 0.98, gae_lambda: float = 0
     >>> [round(float(x), 4) for x in r.credit[:3]]
     [0.4392, 0.4642, 0.3267]
     """
+    return _gated_bepo(graph, mean_backup_values, trajectory_gae, gamma=gamma, gae_lambda=gae_lambda,
+                       rho=rho, min_successors=min_successors, bellman_norm=bellman_norm, ddof=ddof,
+                       eps=eps)
+
+
+def _gated_bepo(graph, _values, _gae, *, gamma, gae_lambda, rho, min_successors, bellman_norm, ddof,
+                eps) -> CreditResult:
     if bellman_norm not in ("group_z", "none"):
         raise ValueError(f"bellman_norm must be 'group_z' or 'none', got {bellman_norm!r}")
     params = GatedBEPOParams(gamma, gae_lambda, rho, min_successors, bellman_norm, ddof, eps)
     b = graph.batch
-    V, residual = mean_backup_values(graph, gamma)
+    V, residual = _values(graph, gamma)
     v_next = successor_values(graph, V)
     v_cur = V[graph.step_node]
     delta = gamma * v_next - v_cur
-    a_b = trajectory_gae(graph, delta, gamma * gae_lambda)
+    a_b = _gae(graph, delta, gamma * gae_lambda)
     if bellman_norm == "group_z":
         sg = b.step_group
         G = b.num_groups
@@ -113,6 +121,12 @@ def gated_bepo(graph: AnchorGraph, *, gamma: float = 0.98, gae_lambda: float = 0
                                      "closure_residual": residual})
 
 
+def _numba_gated_bepo(graph, **kw):
+    from ..backend.numba_graph import discounted_suffix_sum_numba, mean_backup_values_numba
+    r = _gated_bepo(graph, mean_backup_values_numba, discounted_suffix_sum_numba, **kw)
+    return dataclasses.replace(r, backend="numba")
+
+
 def _torch_gated_bepo(graph, *, device="auto", **kw):
     from ..backend.torch_graph import gated_bepo_torch
     return gated_bepo_torch(graph, device=device, **kw)
@@ -124,4 +138,5 @@ register(EstimatorSpec(
           "Model Agents (arXiv 2608.06861; abstract and summaries only)",
     equation="δ = γV(s′) − V(s);  A^B = GAE_γλ(δ);  A = g·[(1−ρ)A^E + ρ·norm(A^B)] + (1−g)·A^E  "
              "([I] reading)",
-    section="§5", fn=gated_bepo, params_cls=GatedBEPOParams, torch_fn=_torch_gated_bepo))
+    section="§5", fn=gated_bepo, params_cls=GatedBEPOParams, torch_fn=_torch_gated_bepo,
+    numba_fn=_numba_gated_bepo))
