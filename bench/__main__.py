@@ -117,7 +117,7 @@ def machine() -> str:
 def run(workloads, repeats, quick):
     rows = []
     import crbc_viz
-    from crbc_viz.estimators import names, specs
+    from crbc_viz.estimators import specs
 
     for w in workloads:
         batch = load(w)

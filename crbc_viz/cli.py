@@ -13,13 +13,11 @@ Bad input prints one clear message per problem and exits with status 2; no trace
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 import math
 import sys
 
-import pandas as pd
 
 __all__ = ["main"]
 
@@ -40,7 +38,7 @@ def _parse_params(items: list[str]) -> dict[str, dict[str, str]]:
 
 def _cmd_score(args) -> int:
     from . import estimators, load_rollouts
-    from .api import score
+    from .api import score_frame
     from .graph import build_graph
     from .io.write import write_frame
 
@@ -53,23 +51,11 @@ def _cmd_score(args) -> int:
         raise ValueError(f"--param for estimator(s) not selected: {', '.join(unknown_targets)}")
     batch = load_rollouts(args.log, lenient=args.lenient)
     _report_load(batch)
-    graph = build_graph(batch)
-    frames = []
-    for n in names:
-        spec = estimators.get(n)
-        valid = {f.name for f in dataclasses.fields(spec.params_cls)}
-        kw = {k: v for k, v in params.get("*", {}).items() if k in valid}
-        unused = set(params.get("*", {})) - set().union(
-            *[{f.name for f in dataclasses.fields(estimators.get(m).params_cls)} for m in names])
-        if unused:
-            raise ValueError(f"unknown parameter(s) {', '.join(sorted(unused))} for "
-                             f"{', '.join(names)}")
-        kw.update(params.get(n, {}))
-        result = score(graph, n, device=args.device, backend=args.backend, **kw)
+    out, results = score_frame(build_graph(batch), names, params, device=args.device,
+                               backend=args.backend)
+    for n, result in results.items():
         for k, v in result.diagnostics.items():
             log.info("%s: %s = %s", n, k, v)
-        frames.append(result.to_frame())
-    out = pd.concat(frames, ignore_index=True)
     write_frame(out, args.out)
     print(f"wrote {len(out)} rows ({batch.num_steps} steps x {len(names)} estimator(s)) to {args.out}")
     return 0

@@ -16,7 +16,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-__all__ = ["free_port", "start_server", "stop_server", "streamlit_server", "REPO"]
+__all__ = ["free_port", "start_server", "stop_server", "streamlit_server", "app_idle", "REPO", "WAIT_MS"]
+
+#: Longest wait for one browser condition (ms).
+WAIT_MS = 90_000
 
 
 def free_port() -> int:
@@ -82,3 +85,12 @@ def streamlit_server(env: dict | None = None, log_path=None):
         yield url
     finally:
         stop_server(proc)
+
+
+def app_idle(pg, timeout_ms: int = WAIT_MS) -> None:
+    """Wait until Streamlit reports the script run finished (its status widget is gone and no
+    skeleton is left) — the app's own ready state, no sleeps."""
+    pg.wait_for_selector("[data-testid='stApp']", timeout=timeout_ms)
+    pg.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]') && "
+                         "document.querySelectorAll('[data-testid=\"stSkeleton\"]').length === 0",
+                         timeout=timeout_ms)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from streamlit_server import streamlit_server
+from streamlit_server import WAIT_MS, app_idle, streamlit_server
 
 pytestmark = pytest.mark.browser
 
@@ -19,7 +19,7 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "test-output"
 TOY = "sample_rollouts/toy/toy_group.jsonl"
-WAIT_MS = 90_000
+
 PAYLOAD_IMG = "<img src=x onerror=window.__xss=1>"
 PAYLOAD_SCRIPT = "</script><script>window.__xss=2</script>"
 
@@ -69,14 +69,6 @@ def page(browser):
         yield pg
     finally:
         ctx.close()
-
-
-def app_idle(pg) -> None:
-    """Wait until Streamlit reports the script run finished (its status widget is gone)."""
-    pg.wait_for_selector("[data-testid='stApp']", timeout=WAIT_MS)
-    pg.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]') && "
-                         "document.querySelectorAll('[data-testid=\"stSkeleton\"]').length === 0",
-                         timeout=WAIT_MS)
 
 
 def graph_ready(pg):

@@ -418,13 +418,7 @@ def test_compare_and_estimators_pages_and_url_params_stay_inert(tmp_path_factory
     group = b.group_label(0)
     out = ROOT / "test-output"
     out.mkdir(exist_ok=True)
-    wait = 90_000
-
-    def idle(pg):
-        pg.wait_for_selector("[data-testid='stApp']", timeout=wait)
-        pg.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]') && "
-                             "document.querySelectorAll('[data-testid=\"stSkeleton\"]').length === 0",
-                             timeout=wait)
+    from streamlit_server import WAIT_MS as wait, app_idle as idle
 
     def inert(pg):
         for f in pg.frames:

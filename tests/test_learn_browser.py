@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from streamlit_server import streamlit_server
+from streamlit_server import WAIT_MS, app_idle, streamlit_server
 
 pytestmark = pytest.mark.browser
 
@@ -18,7 +18,7 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
         "--disable-component-update", "--disable-sync"]
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "test-output"
-WAIT_MS = 90_000
+
 
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"{CHROMIUM} is absent (apt-get install chromium); the browser test needs Debian's "
@@ -45,14 +45,6 @@ def page(server):
             yield ctx.new_page()
         finally:
             br.close()
-
-
-def app_idle(pg) -> None:
-    """Wait until Streamlit reports the script run finished (its status widget is gone)."""
-    pg.wait_for_selector("[data-testid='stApp']", timeout=WAIT_MS)
-    pg.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]') && "
-                         "document.querySelectorAll('[data-testid=\"stSkeleton\"]').length === 0",
-                         timeout=WAIT_MS)
 
 
 def lesson_query(pg) -> list[str]:

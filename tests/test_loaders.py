@@ -209,3 +209,12 @@ def test_unknown_fields_are_kept(tmp_path):
     rows = [dict(r, my_extra={"x": 1}) for r in rows_ok()]
     b = load_rollouts(write_jsonl(tmp_path / "x.jsonl", rows))
     assert "my_extra" in b.steps.columns
+
+
+def test_json_array_with_lone_surrogate_loads_with_a_note(tmp_path):
+    rows = rows_ok()
+    text = json.dumps(rows).replace('"a"', '"a\\ud800"', 1)   # a lone UTF-16 surrogate escape
+    (tmp_path / "sur.json").write_text(text)
+    b = load_rollouts(tmp_path / "sur.json")
+    assert b.num_steps == 15 and "a\ufffd" in set(b.steps["action"])
+    assert any("surrogate" in w for w in b.warnings)

@@ -87,13 +87,20 @@ def test_auto_prefers_cuda_when_present(graph):
     assert crbc_viz.score(graph, "crbc").backend == "torch:cuda"
 
 
-def test_auto_on_cpu_picks_the_compiled_engine(graph):
+def test_auto_on_cpu_picks_the_fastest_exact_engine(graph, monkeypatch):
+    import crbc_viz.api as api
+    from crbc_viz.estimators import get
+
     if CUDA:
         pytest.skip("auto picks CUDA here")
+    monkeypatch.setattr(api, "_numba_loaded", lambda: False)
+    assert api._auto_backend(get("crbc"), "auto", api.AUTO_SMALL_STEPS) == "numba"
+    assert api._auto_backend(get("crbc"), "auto", 10) == "numpy"          # load costs more than the job
+    assert api._auto_backend(get("gigpo"), "auto", api.AUTO_SMALL_STEPS) == "torch"
+    assert api._auto_backend(get("shortest_path"), "auto", 10**7) == "numpy"
+    monkeypatch.setattr(api, "_numba_loaded", lambda: True)
+    assert api._auto_backend(get("crbc"), "auto", 10) == "numba"
     assert crbc_viz.score(graph, "crbc").backend == "numba"
-    assert crbc_viz.score(graph, "shortest_path").backend == "numpy"
-
-
 @pytest.mark.parametrize("name,params", [("graft", {}), ("graft", {"gae_lambda": 0.5, "gamma": 0.9}),
                                          ("gated_bepo", {}), ("visit_local", {})])
 def test_numba_peers_match_numpy(graph, name, params):

@@ -224,3 +224,14 @@ def test_compare_figures(toy):
     assert len(f2.data) == 3
     f3 = depth_error_figure([0, 1, 2], np.array([0.2, 0.1, 0.0]), np.array([1, 0.5, 0.25]), 1)
     assert f3.layout.yaxis.type == "log" and len(f3.data) == 2
+
+
+def test_spearman_matches_scipy_with_ties():
+    from scipy.stats import spearmanr
+
+    from crbc_viz.views.compare import spearman
+
+    rng = np.random.default_rng(1)
+    a = rng.integers(0, 4, 60).astype(float)      # many ties
+    b = a + rng.normal(size=60)
+    assert spearman(a, b) == pytest.approx(spearmanr(a, b).statistic, abs=1e-12)

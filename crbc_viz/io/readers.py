@@ -111,8 +111,8 @@ def detect_format(path: str | os.PathLike) -> str:
         if name.endswith(ext):
             return fmt
     raise LoadError([Problem(str(path), None, None,
-                             f"unknown file type; expected one of .jsonl, .json, .parquet, .csv "
-                             f"(optionally .gz)")])
+                             "unknown file type; expected one of .jsonl, .json, .parquet, .csv "
+                             "(optionally .gz)")])
 
 
 def _open_binary(path: str):
@@ -374,7 +374,6 @@ def _read_json(path: str, limit: int | None = None) -> RawTable:
         if n:
             notes.append(f"{path}: lone UTF-16 surrogates (\\ud800-\\udfff escapes) were replaced "
                          f"by U+FFFD")
-        doc = fixed
     if isinstance(doc, dict) and isinstance(doc.get("steps"), list):
         items = doc["steps"]
         shared = {k: v for k, v in doc.items() if k != "steps"}

@@ -14,7 +14,6 @@ with ``--store`` here (a call without it runs the original command unchanged).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 import sys
@@ -130,10 +129,8 @@ def cmd_info_store(args) -> int:
 
 
 def cmd_score_store(args) -> int:
-    import pandas as pd
-
     from .. import estimators
-    from ..api import score
+    from ..api import score_frame
     from ..cli import _parse_params
     from ..graph import build_graph
     from ..io.write import write_frame
@@ -143,18 +140,11 @@ def cmd_score_store(args) -> int:
         estimators.get(n)
     params = _parse_params(args.param)
     batch = _store(args).load_batch(**_filters(args), anchor_obs=False)
-    graph = build_graph(batch)
-    frames = []
-    for n in names:
-        spec = estimators.get(n)
-        valid = {f.name for f in dataclasses.fields(spec.params_cls)}
-        kw = {k: v for k, v in params.get("*", {}).items() if k in valid}
-        kw.update(params.get(n, {}))
-        res = score(graph, n, device=args.device, backend=args.backend, **kw)
+    out, results = score_frame(build_graph(batch), names, params, device=args.device,
+                               backend=args.backend)
+    for n, res in results.items():
         for k, v in res.diagnostics.items():
             log.info("%s: %s = %s", n, k, v)
-        frames.append(res.to_frame())
-    out = pd.concat(frames, ignore_index=True)
     write_frame(out, args.out)
     print(f"wrote {len(out)} rows ({batch.num_steps} steps x {len(names)} estimator(s)) to {args.out}")
     return 0

@@ -7,8 +7,6 @@ keyed by the manifest fingerprint and the parameters.
 """
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass
 
 import numpy as np

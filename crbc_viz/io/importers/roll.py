@@ -24,7 +24,6 @@ without an ``action`` the response text is the edge label.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from ..readers import RawTable, read_table
 from ._common import Imported, rename, require, run_from_dir, step_from_path, to_text

@@ -15,7 +15,6 @@ export: ``step`` and the file line (``src_line``).
 """
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from ..readers import RawTable, read_table

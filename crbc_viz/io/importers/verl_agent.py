@@ -38,7 +38,6 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pandas as pd
 
 from ..readers import RawTable, read_table
 from ._common import Imported, cumcount, rename, require, run_from_dir, step_from_path
