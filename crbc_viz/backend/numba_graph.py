@@ -101,12 +101,13 @@ def graph_gae_bonus_numba(graph, td: np.ndarray, gamma: float, lam: float) -> np
         return out
     remaining = (b.traj_len[b.step_traj] - 1 - b.step_pos).astype(np.int64)
     node_td = np.bincount(graph.step_node, weights=td, minlength=graph.num_nodes)
-    # Unique non-terminal successors of each node, as CSR.
-    src = graph.pair_node[graph.edge_pair]
-    inner = graph.edge_next >= 0
+    # Non-terminal successors of each node as CSR: edges are sorted by (pair, successor) and
+    # pairs by node, so they are already grouped by source; repeats (one successor reached by
+    # several actions) are skipped by the kernel's visit stamp.
     N = graph.num_nodes
-    key = np.unique(src[inner] * (N + 1) + graph.edge_next[inner])
-    succ_src, succ = key // (N + 1), key % (N + 1)
+    inner = graph.edge_next >= 0
+    succ_src = graph.pair_node[graph.edge_pair][inner]
+    succ = graph.edge_next[inner]
     succ_off = np.searchsorted(succ_src, np.arange(N + 1)).astype(np.int64)
     group_step_off = b.traj_offsets[b.group_traj_offsets].astype(np.int64)
     gae_bonus_kernel(graph.group_node_offsets.astype(np.int64), group_step_off, graph.step_next, remaining,
