@@ -10,7 +10,7 @@ import streamlit as st
 from crbc_viz.io.write import write_frame
 from crbc_viz.store import LogStore, StoreError
 from crbc_viz.store.trends import store_trends
-from crbc_viz.ui.files import UPLOAD_DIR, file_ref
+from crbc_viz.ui.files import UPLOAD_DIR, file_ref, resolve_data_dir
 from crbc_viz.ui.sidebar import set_file, set_group
 from crbc_viz.views.training import METRICS, trends_figure
 
@@ -42,8 +42,8 @@ def render() -> None:
         st.info("Give the folder of a log store (`python -m crbc_viz ingest LOG... --store DIR`).")
         return
     try:
-        store = LogStore(store_dir)
-    except StoreError as e:
+        store = LogStore(resolve_data_dir(store_dir))   # confined to the allowed data folders
+    except (StoreError, ValueError) as e:
         st.error(str(e))
         return
     if st.query_params.get("store") != store_dir:
@@ -56,7 +56,7 @@ def render() -> None:
     run = st.selectbox("Run", runs, key="training_run") if len(runs) > 1 else runs[0]
     st.caption(f"{info['steps']:,} steps · {info['train_steps']} training steps · "
                f"{info['sources']} source file(s) · formats: {', '.join(info['formats'])}")
-    steps, groups = _trends(store_dir, store.fingerprint, run)
+    steps, groups = _trends(str(store.root), store.fingerprint, run)
     metrics = st.multiselect("Metrics", list(METRICS), default=list(METRICS),
                              format_func=lambda m: METRICS[m], key="training_metrics")
     ts_list = [int(t) for t in steps["train_step"]]
@@ -72,13 +72,33 @@ def render() -> None:
         return
     gid = st.selectbox("Group", g["group_id"].tolist(), key="training_group")
     if st.button("Open in the Graph page", key="training_open", type="primary"):
-        path = _group_file(store_dir, store.fingerprint, str(run), int(pick), str(gid))
+        path = _group_file(str(store.root), store.fingerprint, str(run), int(pick), str(gid))
         ref = file_ref(Path(path))
         label = f"{run}/{pick}/{gid}"
         set_file(ref)
         set_group(label)
         st.query_params.update({"file": ref, "group": label})
         st.switch_page("app_pages/graph.py")
+    _lookup(store)
+
+
+def _lookup(store: LogStore) -> None:
+    """Text search over actions and anchors, and every step of a trajectory by its id."""
+    st.subheader("Find steps")
+    c1, c2 = st.columns(2)
+    text = c1.text_input("Action or anchor contains", key="training_search",
+                         help="case-insensitive substring over the whole store")
+    traj = c2.text_input("Trajectory id", key="training_traj", help="exact traj_id (any run, step, group)")
+    if text:
+        hits = store.search_steps(text, limit=200)
+        st.caption(f"{len(hits)} step(s){' (first 200)' if len(hits) == 200 else ''}")
+        st.dataframe(hits.astype(str), hide_index=True, width="stretch")
+    if traj:
+        rows = store.find_trajectory(traj)
+        st.caption(f"{len(rows)} step(s) of trajectory id {traj!r}" if len(rows) else
+                   f"no trajectory with id {traj!r}")
+        if len(rows):
+            st.dataframe(rows.astype(str), hide_index=True, width="stretch")
 
 
 render()

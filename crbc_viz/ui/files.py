@@ -64,15 +64,11 @@ def default_sample(samples: list[str] | None = None) -> str | None:
     return samples[0] if samples else None
 
 
-def resolve_data_path(ref: str) -> Path:
-    """The file a reference names, checked: repo-relative or absolute, it must resolve (after
-    symlinks) to an existing file with an allowed suffix under one of `allowed_roots`.
-
-    Raises:
-        ValueError: naming the reference and the allowed roots.
-    """
+def _confined(ref: str) -> Path:
+    """``ref`` resolved (repo-relative or absolute, symlinks followed) and checked to lie under
+    one of `allowed_roots`; raises ValueError naming the reference and the roots."""
     if not ref or "\x00" in ref:
-        raise ValueError("no file given")
+        raise ValueError("no path given")
     p = Path(ref).expanduser()
     if not p.is_absolute():
         p = REPO_ROOT / p
@@ -82,6 +78,25 @@ def resolve_data_path(ref: str) -> Path:
         raise ValueError(f"'{ref}' is outside the allowed data folders "
                          f"({', '.join(str(r) for r in roots)}); add its folder to "
                          f"{ENV_ROOTS} to open it")
+    return p
+
+
+def resolve_data_dir(ref: str) -> Path:
+    """A folder (a log store) named by ``ref``, confined like `resolve_data_path`."""
+    p = _confined(ref)
+    if not p.is_dir():
+        raise ValueError(f"'{ref}' does not exist or is not a folder")
+    return p
+
+
+def resolve_data_path(ref: str) -> Path:
+    """The file a reference names, checked: repo-relative or absolute, it must resolve (after
+    symlinks) to an existing file with an allowed suffix under one of `allowed_roots`.
+
+    Raises:
+        ValueError: naming the reference and the allowed roots.
+    """
+    p = _confined(ref)
     if suffix_of(p.name) is None:
         raise ValueError(f"'{ref}': unsupported file type; expected one of {', '.join(ALLOWED_SUFFIXES)}")
     if not p.is_file():
