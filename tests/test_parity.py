@@ -97,7 +97,8 @@ def test_auto_on_cpu_picks_the_fastest_exact_engine(graph, monkeypatch):
     assert api._auto_backend(get("crbc"), "auto", api.AUTO_SMALL_STEPS) == "numba"
     assert api._auto_backend(get("crbc"), "auto", 10) == "numpy"          # load costs more than the job
     assert api._auto_backend(get("gigpo"), "auto", api.AUTO_SMALL_STEPS) == "torch"
-    assert api._auto_backend(get("shortest_path"), "auto", 10**7) == "numpy"
+    assert api._auto_backend(get("shortest_path"), "auto", 10**7) == "torch"
+    assert api._auto_backend(get("shortest_path"), "auto", 10) == "numpy"
     monkeypatch.setattr(api, "_numba_loaded", lambda: True)
     assert api._auto_backend(get("crbc"), "auto", 10) == "numba"
     assert crbc_viz.score(graph, "crbc").backend == "numba"
@@ -122,3 +123,18 @@ def test_graph_gae_bonus_kernel_matches_reference(graph):
     for gamma, lam in ((0.99, 0.95), (0.9, 0.5), (1.0, 1.0)):
         _all_close(graph_gae_bonus_numba(graph, td, gamma, lam), graph_gae_bonus(graph, td, gamma, lam),
                    f"gae γ={gamma} λ={lam}")
+
+
+@pytest.mark.parametrize("name,params", [
+    ("grpo", {}), ("grpo", {"norm": "mean"}), ("grpo", {"ddof": 0, "stats": "cross_steps"}),
+    ("grpo", {"outcome": "return"}),
+    ("shortest_path", {}), ("shortest_path", {"omega": 0.8, "exponent": "d"}),
+    ("shortest_path", {"ddof": 0, "w_group": 0.0})])
+@pytest.mark.parametrize("device", DEVICES)
+def test_core_vectorised_estimators_torch_twins(graph, name, params, device):
+    ref = crbc_viz.score(graph, name, backend="numpy", **params)
+    got = crbc_viz.score(graph, name, backend="torch", device=device, **params)
+    assert got.backend == f"torch:{device}"
+    for col in ("value", "q_value", "credit", "advantage"):
+        np.testing.assert_allclose(getattr(got, col), getattr(ref, col), atol=1e-9, rtol=0,
+                                   equal_nan=True, err_msg=f"{name} {params} {col}")
