@@ -218,3 +218,13 @@ def test_json_array_with_lone_surrogate_loads_with_a_note(tmp_path):
     b = load_rollouts(tmp_path / "sur.json")
     assert b.num_steps == 15 and "a\ufffd" in set(b.steps["action"])
     assert any("surrogate" in w for w in b.warnings)
+
+
+def test_json_document_over_the_size_limit_is_refused(tmp_path, monkeypatch):
+    (tmp_path / "big.json").write_text(json.dumps(rows_ok() * 2000))   # ~3 MiB
+    monkeypatch.setenv("CRBC_VIZ_MAX_JSON_MB", "1")
+    probs, text = problems_of(tmp_path / "big.json")
+    assert "larger than the limit of 1 MiB" in text and "JSONL" in text
+    monkeypatch.setenv("CRBC_VIZ_MAX_JSON_MB", "8")
+    with pytest.raises(LoadError, match="duplicate step_idx"):   # within the limit it parses
+        load_rollouts(tmp_path / "big.json")

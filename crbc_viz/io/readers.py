@@ -34,7 +34,8 @@ import pandas as pd
 
 from .errors import LoadError, Problem
 
-__all__ = ["RawTable", "read_table", "detect_format", "FORMATS", "MAX_LINE_MB", "max_line_bytes"]
+__all__ = ["RawTable", "read_table", "detect_format", "FORMATS", "MAX_LINE_MB", "MAX_JSON_MB",
+           "max_line_bytes", "max_json_bytes"]
 
 FORMATS = ("jsonl", "json", "parquet", "csv")
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -43,6 +44,9 @@ _BOM = b"\xef\xbb\xbf"
 #: Default longest accepted JSONL line, in MiB (``$CRBC_VIZ_MAX_LINE_MB`` overrides it).
 MAX_LINE_MB = 32
 _ENV_MAX_LINE = "CRBC_VIZ_MAX_LINE_MB"
+#: Default largest ``.json`` document, in MiB (``$CRBC_VIZ_MAX_JSON_MB`` overrides it).
+MAX_JSON_MB = 512
+_ENV_MAX_JSON = "CRBC_VIZ_MAX_JSON_MB"
 _SKIP_CHUNK = 1 << 20
 #: Deepest JSON nesting accepted; deeper values could overflow the stack when shown or hashed.
 MAX_JSON_DEPTH = 100
@@ -86,19 +90,30 @@ class RawTable:
     broken_ids: list = field(default_factory=list)
 
 
-def max_line_bytes() -> int:
-    """The longest JSONL line accepted, in bytes (``$CRBC_VIZ_MAX_LINE_MB`` or `MAX_LINE_MB`)."""
-    raw = os.environ.get(_ENV_MAX_LINE, "").strip()
+def _mib_setting(env: str, default_mb: float) -> int:
+    """A size limit in bytes from ``$env`` (MiB) or the default; a bad setting is a LoadError."""
+    raw = os.environ.get(env, "").strip()
     if raw:
         try:
             mb = float(raw)
         except ValueError:
-            raise LoadError([Problem(_ENV_MAX_LINE, None, None,
+            raise LoadError([Problem(env, None, None,
                                      f"expected a number of MiB, got {raw[:40]!r}")]) from None
         if not (mb > 0):
-            raise LoadError([Problem(_ENV_MAX_LINE, None, None, f"must be > 0, got {raw[:40]!r}")])
+            raise LoadError([Problem(env, None, None, f"must be > 0, got {raw[:40]!r}")])
         return int(mb * 2**20)
-    return MAX_LINE_MB * 2**20
+    return int(default_mb * 2**20)
+
+
+def max_line_bytes() -> int:
+    """The longest JSONL line accepted, in bytes (``$CRBC_VIZ_MAX_LINE_MB`` or `MAX_LINE_MB`)."""
+    return _mib_setting(_ENV_MAX_LINE, MAX_LINE_MB)
+
+
+def max_json_bytes() -> int:
+    """The largest whole-document ``.json`` accepted (``$CRBC_VIZ_MAX_JSON_MB`` or
+    `MAX_JSON_MB`): a JSON document is parsed in memory, JSONL is streamed line by line."""
+    return _mib_setting(_ENV_MAX_JSON, MAX_JSON_MB)
 
 
 def detect_format(path: str | os.PathLike) -> str:
@@ -350,8 +365,14 @@ def _json_type(obj) -> str:
 def _read_json(path: str, limit: int | None = None) -> RawTable:
     problems: list[Problem] = []
     try:
+        cap = max_json_bytes()
         with _open_text(path) as fh:
-            text = fh.read()
+            text = fh.read(cap + 1)     # characters ≤ bytes, so this bounds memory by the cap
+        if len(text) > cap:
+            raise LoadError([Problem(path, None, None,
+                                     f"JSON document is larger than the limit of {cap / 2**20:.0f} MiB; "
+                                     f"write JSONL (one row per line, streamed) for large logs, or set "
+                                     f"${_ENV_MAX_JSON}")])
         doc = _json_loads(text)
     except LoadError:
         raise
