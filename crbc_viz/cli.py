@@ -24,8 +24,8 @@ __all__ = ["main"]
 log = logging.getLogger("crbc_viz")
 
 
-def _parse_params(items: list[str]) -> dict[str, dict[str, str]]:
-    """``key=value`` applies to every estimator; ``name.key=value`` to one."""
+def _parse_params(items: list[str], names: list[str]) -> dict[str, dict[str, str]]:
+    """``key=value`` applies to every estimator; ``name.key=value`` to one of ``names``."""
     out: dict[str, dict[str, str]] = {}
     for item in items or []:
         if "=" not in item:
@@ -33,24 +33,30 @@ def _parse_params(items: list[str]) -> dict[str, dict[str, str]]:
         key, value = item.split("=", 1)
         est, _, name = key.rpartition(".")
         out.setdefault(est or "*", {})[name.strip()] = value
+    unknown_targets = [k for k in out if k != "*" and k not in names]
+    if unknown_targets:
+        raise ValueError(f"--param for estimator(s) not selected: {', '.join(unknown_targets)}")
     return out
 
 
 def _cmd_score(args) -> int:
     from . import estimators, load_rollouts
-    from .api import score_frame
-    from .graph import build_graph
-    from .io.write import write_frame
 
     names = args.estimator or ["crbc"]
     for n in names:
         estimators.get(n)  # unknown names fail before loading
-    params = _parse_params(args.param)
-    unknown_targets = [k for k in params if k != "*" and k not in names]
-    if unknown_targets:
-        raise ValueError(f"--param for estimator(s) not selected: {', '.join(unknown_targets)}")
+    params = _parse_params(args.param, names)
     batch = load_rollouts(args.log, lenient=args.lenient)
     _report_load(batch)
+    return score_and_write(batch, names, params, args)
+
+
+def score_and_write(batch, names: list[str], params: dict, args) -> int:
+    """Score ``batch`` with ``names``, log diagnostics, write ``args.out`` atomically."""
+    from .api import score_frame
+    from .graph import build_graph
+    from .io.write import write_frame
+
     out, results = score_frame(build_graph(batch), names, params, device=args.device,
                                backend=args.backend)
     for n, result in results.items():

@@ -16,10 +16,14 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-__all__ = ["free_port", "start_server", "stop_server", "streamlit_server", "app_idle", "REPO", "WAIT_MS"]
+__all__ = ["free_port", "start_server", "stop_server", "streamlit_server", "app_idle", "REPO", "WAIT_MS", "CHROMIUM", "CHROMIUM_ARGS"]
 
 #: Longest wait for one browser condition (ms).
 WAIT_MS = 90_000
+#: Debian's Chromium and the flags every browser test launches it with (DEVELOPERS.md).
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
 
 
 def free_port() -> int:

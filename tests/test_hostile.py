@@ -418,7 +418,7 @@ def test_compare_and_estimators_pages_and_url_params_stay_inert(tmp_path_factory
     group = b.group_label(0)
     out = ROOT / "test-output"
     out.mkdir(exist_ok=True)
-    from streamlit_server import WAIT_MS as wait, app_idle as idle
+    from streamlit_server import CHROMIUM, CHROMIUM_ARGS, WAIT_MS as wait, app_idle as idle
 
     def inert(pg):
         for f in pg.frames:
@@ -427,8 +427,7 @@ def test_compare_and_estimators_pages_and_url_params_stay_inert(tmp_path_factory
 
     with streamlit_server(env={"CRBC_VIZ_DATA_ROOTS": str(data)},
                           log_path=out / "streamlit-hostile.log") as url, sync_playwright() as p:
-        br = p.chromium.launch(executable_path="/usr/bin/chromium",
-                               args=["--headless", "--no-sandbox", "--disable-gpu"])
+        br = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             pg = br.new_page(viewport={"width": 1400, "height": 1800})
             q = {"file": str(log), "group": group, "estimator": "crbc"}

@@ -9,13 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from streamlit_server import WAIT_MS, app_idle, streamlit_server
+from streamlit_server import CHROMIUM, WAIT_MS, app_idle, streamlit_server
+from streamlit_server import CHROMIUM_ARGS as ARGS
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "test-output"
 

@@ -94,13 +94,13 @@ def graph_gae_bonus_numba(graph, td: np.ndarray, gamma: float, lam: float) -> np
     """Same contract as `crbc_viz.estimators.graft.graph_gae_bonus` (``[S]``)."""
     if _nb is None:
         raise ImportError("numba is not installed; use backend='numpy' or 'torch'")
+    from ..estimators.graft import gae_inputs
+
     b = graph.batch
-    S = b.num_steps
-    out = np.zeros(S)
-    if lam == 0.0 or S == 0:
+    out = np.zeros(b.num_steps)
+    if lam == 0.0 or out.size == 0:
         return out
-    remaining = (b.traj_len[b.step_traj] - 1 - b.step_pos).astype(np.int64)
-    node_td = np.bincount(graph.step_node, weights=td, minlength=graph.num_nodes)
+    remaining, node_td = gae_inputs(graph, td)
     # Non-terminal successors of each node as CSR: edges are sorted by (pair, successor) and
     # pairs by node, so they are already grouped by source; repeats (one successor reached by
     # several actions) are skipped by the kernel's visit stamp.

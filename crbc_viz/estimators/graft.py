@@ -74,6 +74,14 @@ def successor_values(graph: AnchorGraph, node_value: np.ndarray) -> np.ndarray:
                     np.where(nxt == FAILURE, 0.0, node_value[np.maximum(nxt, 0)]))
 
 
+def gae_inputs(graph: AnchorGraph, td: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Steps left after each step ``[S]`` and the summed TD per node ``[N]``: what every
+    Graph-GAE implementation starts from."""
+    b = graph.batch
+    remaining = (b.traj_len[b.step_traj] - 1 - b.step_pos).astype(np.int64)
+    return remaining, np.bincount(graph.step_node, weights=td, minlength=graph.num_nodes)
+
+
 def graph_gae_bonus(graph: AnchorGraph, td: np.ndarray, gamma: float, lam: float) -> np.ndarray:
     """Σ_{k=1}^{T−t} (γλ)^k · Ā_{t+k} per step ``[S]`` (GRAFT Eqs. 9–10).
 
@@ -82,13 +90,10 @@ def graph_gae_bonus(graph: AnchorGraph, td: np.ndarray, gamma: float, lam: float
     frontier of hop k+1 is the set of non-terminal successors of hop k's edges. The sum
     stops at the trajectory's remaining number of steps.
     """
-    b = graph.batch
-    S = b.num_steps
-    out = np.zeros(S)
-    if lam == 0.0 or S == 0:
+    out = np.zeros(graph.batch.num_steps)
+    if lam == 0.0 or out.size == 0:
         return out
-    remaining = (b.traj_len[b.step_traj] - 1 - b.step_pos).astype(np.int64)
-    node_td = np.bincount(graph.step_node, weights=td, minlength=graph.num_nodes)
+    remaining, node_td = gae_inputs(graph, td)
     visits = graph.node_visits.astype(np.float64)
     src = graph.pair_node[graph.edge_pair]
     nxt = graph.edge_next

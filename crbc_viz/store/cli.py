@@ -130,24 +130,14 @@ def cmd_info_store(args) -> int:
 
 def cmd_score_store(args) -> int:
     from .. import estimators
-    from ..api import score_frame
-    from ..cli import _parse_params
-    from ..graph import build_graph
-    from ..io.write import write_frame
+    from ..cli import _parse_params, score_and_write
 
     names = args.estimator or ["crbc"]
     for n in names:
         estimators.get(n)
-    params = _parse_params(args.param)
+    params = _parse_params(args.param, names)
     batch = _store(args).load_batch(**_filters(args), anchor_obs=False)
-    out, results = score_frame(build_graph(batch), names, params, device=args.device,
-                               backend=args.backend)
-    for n, res in results.items():
-        for k, v in res.diagnostics.items():
-            log.info("%s: %s = %s", n, k, v)
-    write_frame(out, args.out)
-    print(f"wrote {len(out)} rows ({batch.num_steps} steps x {len(names)} estimator(s)) to {args.out}")
-    return 0
+    return score_and_write(batch, names, params, args)
 
 
 # -- trends ------------------------------------------------------------------------------------
@@ -189,10 +179,7 @@ def cmd_export(args) -> int:
     from ..cli import _parse_params
     from .export import export_scores
 
-    params = _parse_params(args.param)
-    unknown = [k for k in params if k not in ("*", args.estimator)]
-    if unknown:
-        raise ValueError(f"--param for estimator(s) not selected: {', '.join(unknown)}")
+    params = _parse_params(args.param, [args.estimator])
     kw = {**params.get("*", {}), **params.get(args.estimator, {})}
     table = export_scores(_store(args), args.estimator, args.out, run=args.run,
                           train_step=args.train_step, backend=args.backend, params=kw)
