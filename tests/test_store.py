@@ -107,7 +107,8 @@ def test_crash_mid_ingest_leaves_readable_store_and_resumes(tmp_path):
     st = LogStore(store)
     assert st.num_steps == total
     assert all(m["complete"] for m in st.sources.values())
-    df = st.con.execute(f"SELECT run_id, train_step, group_id, traj_id, step_idx FROM {st._from(st.parts)}").df()
+    df = st.con.execute(f"SELECT run_id, train_step, group_id, traj_id, step_idx FROM {st._FROM}",
+                        [st._files(st.parts)]).df()
     assert len(df) == total and not df.duplicated().any()
     expected = pd.concat([load_rollouts(f).steps for f in files])
     assert rows_key(df) == rows_key(expected)

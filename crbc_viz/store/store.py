@@ -93,10 +93,6 @@ class IngestReport:
 # Reading
 
 
-def _sql_str(s: str) -> str:
-    return "'" + str(s).replace("'", "''") + "'"
-
-
 def parse_group_label(label: str) -> list[tuple[str | None, int | None, str]]:
     """Candidate (run_id, train_step, group_id) readings of a group reference: a bare group id,
     or ``run/train_step/group_id`` as ``RolloutBatch.group_label`` writes it."""
@@ -199,12 +195,18 @@ class LogStore:
         return [p for p in self.parts if (run is None or p.run_id == run)
                 and (train_step is None or p.train_step == int(train_step))]
 
-    def _from(self, parts: list[Part]) -> str:
-        files = ", ".join(_sql_str(self._abs(p.path)) for p in parts)
-        return f"read_parquet([{files}], union_by_name=true, hive_partitioning=false)"
+    # No SQL text ever comes from data: part paths travel as a bound list parameter (the ``?``
+    # in `_FROM`, whose value is `_files`), values as parameters, and the only identifiers in any
+    # statement are the constant column names written in this module. Field names from a log
+    # are never pasted into SQL (issue 14: a field named as a DuckDB script was executed).
+    _FROM = "read_parquet(?, union_by_name=true, hive_partitioning=false)"
+
+    def _files(self, parts: list[Part]) -> list[str]:
+        return [self._abs(p.path) for p in parts]
 
     def _columns(self, parts: list[Part]) -> list[str]:
-        return [r[0] for r in self.con.execute(f"DESCRIBE SELECT * FROM {self._from(parts)}").fetchall()]
+        return [r[0] for r in self.con.execute(f"DESCRIBE SELECT * FROM {self._FROM}",
+                                               [self._files(parts)]).fetchall()]
 
     @staticmethod
     def _where(group: tuple | None = None, env: str | None = None,
@@ -238,9 +240,10 @@ class LogStore:
     def _select(self, select: str, parts: list[Part], *, group=None, env=None, success=None,
                 run=None, train_step=None, tail: str = "") -> pd.DataFrame:
         """``SELECT <select> FROM <filtered steps> <tail>``; the group-level success filter keeps
-        whole groups."""
+        whole groups. ``select`` and ``tail`` are constant SQL written in this module."""
         where, params = self._where(group, env, run, train_step)
-        src = f"(SELECT * FROM {self._from(parts)} WHERE {where})"
+        src = f"(SELECT * FROM {self._FROM} WHERE {where})"
+        params = [self._files(parts), *params]
         if success is not None:
             if success not in self._SUCCESS:
                 raise ValueError(f"success filter must be one of {', '.join(self._SUCCESS)}, "
@@ -334,8 +337,9 @@ class LogStore:
         cols = self._columns(parts)
         if env is not None and "env_name" not in cols:
             raise StoreError(f"{self.root}: no env_name recorded; cannot filter on env '{env}'")
-        keep = [c for c in cols if anchor_obs or c not in ("anchor_obs", "anchor_obs" + _JSON_SUFFIX)]
-        sel = ", ".join(f'"{c}"' for c in keep)
+        # Every column but the (constant) raw-anchor names: the log's own field names stay out of SQL.
+        drop = [c for c in ("anchor_obs", "anchor_obs" + _JSON_SUFFIX) if not anchor_obs and c in cols]
+        sel = f"* EXCLUDE ({', '.join(drop)})" if drop else "*"
         df = self._select(sel, parts, group=group, env=env, success=success, run=run,
                           train_step=train_step)
         if df.empty:
@@ -359,8 +363,8 @@ class LogStore:
             if part is None or part.text is None:
                 continue
             lo, hi = int(rows.min()), int(rows.max())
-            t = self.con.execute(f"SELECT * FROM read_parquet({_sql_str(self._abs(part.text))}, hive_partitioning=false) "
-                                 f"WHERE _row BETWEEN ? AND ?", [lo, hi]).df()
+            t = self.con.execute("SELECT * FROM read_parquet(?, hive_partitioning=false) "
+                                 "WHERE _row BETWEEN ? AND ?", [self._abs(part.text), lo, hi]).df()
             t = t[t["_row"].isin(rows.to_numpy())]
             t.insert(0, "_part", stem)
             frames.append(t)
@@ -430,8 +434,8 @@ class LogStore:
                              "anchor_key", "anchor_obs", "anchor_obs" + _JSON_SUFFIX, "reward", "success")
                  if c in cols]
         cond = " OR ".join(f'contains(lower("{c}"), lower(?))' for c in fields)
-        df = self.con.execute(f"SELECT {', '.join(shown)} FROM {self._from(self.parts)} WHERE {cond} "
-                              f"LIMIT {int(limit)}", [text] * len(fields)).df()
+        df = self.con.execute(f"SELECT {', '.join(shown)} FROM {self._FROM} WHERE {cond} LIMIT ?",
+                              [self._files(self.parts), *([text] * len(fields)), int(limit)]).df()
         return _decode_json(df)
 
     def find_trajectory(self, traj_id: str, *, text: bool = True) -> pd.DataFrame:
@@ -439,8 +443,8 @@ class LogStore:
         order, with the text columns joined."""
         if not self.parts:
             return pd.DataFrame()
-        df = self.con.execute(f"SELECT * FROM {self._from(self.parts)} WHERE traj_id = ?",
-                              [str(traj_id)]).df()
+        df = self.con.execute(f"SELECT * FROM {self._FROM} WHERE traj_id = ?",
+                              [self._files(self.parts), str(traj_id)]).df()
         if df.empty:
             return df
         if text:
@@ -629,8 +633,8 @@ def _existing_traj_overlap(store: LogStore, batch: RolloutBatch, digest: str, pa
     try:
         hit = store.con.execute(
             f"SELECT DISTINCT s.run_id, s.train_step, s.group_id, s.traj_id, s._source AS src FROM "
-            f"{store._from(parts)} s JOIN __new_trajs n USING (run_id, train_step, group_id, traj_id) "
-            f"LIMIT 20").df()
+            f"{store._FROM} s JOIN __new_trajs n USING (run_id, train_step, group_id, traj_id) "
+            f"LIMIT 20", [store._files(parts)]).df()
     finally:
         store.con.unregister("__new_trajs")
     by_src = {d[:16]: m.get("path", d) for d, m in store.sources.items()}
