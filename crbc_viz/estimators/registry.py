@@ -13,16 +13,18 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..errors import CrbcVizError
+
 __all__ = ["param", "ParamInfo", "EstimatorSpec", "register", "get", "names", "specs",
            "param_infos", "make_params", "UnknownEstimatorError", "MissingSignalError"]
 
 
-class UnknownEstimatorError(KeyError):
+class UnknownEstimatorError(CrbcVizError, KeyError):
     def __str__(self) -> str:
         return str(self.args[0])
 
 
-class MissingSignalError(ValueError):
+class MissingSignalError(CrbcVizError, ValueError):
     """An estimator needs optional logged fields that the batch lacks."""
 
     def __init__(self, estimator: str, fields: list[str]):

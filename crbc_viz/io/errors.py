@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import CrbcVizError
+
 __all__ = ["Problem", "LoadError", "MAX_LISTED"]
 
 MAX_LISTED = 50
@@ -28,7 +30,7 @@ class Problem:
         return f"{loc}:{fld} {self.message}"
 
 
-class LoadError(ValueError):
+class LoadError(CrbcVizError, ValueError):
     """Raised when an input file has problems; lists every one (up to ``MAX_LISTED``)."""
 
     def __init__(self, problems: list[Problem], total: int | None = None):

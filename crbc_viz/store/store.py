@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from ..data import GROUP_KEY, RolloutBatch
+from ..errors import CrbcVizError
 from ..io.errors import MAX_LISTED, LoadError, Problem
 from ..io.write import atomic_path
 
@@ -61,7 +62,7 @@ _CANONICAL_TYPES = {
 _DROP_AT_INGEST = ("state_hash",)  # folded into anchor_key by build_batch
 
 
-class StoreError(ValueError):
+class StoreError(CrbcVizError, ValueError):
     """A store folder that is missing, not a store, or a query that names nothing in it."""
 
 
