@@ -106,7 +106,7 @@ def shortest_path_torch(graph: AnchorGraph, *, device: str = "auto", omega: floa
     degenerate = (cnt < 2) | (qmax == qmin)
     z = torch.where(degenerate[node], torch.zeros_like(q), (q - mean[node]) / (torch.sqrt(var[node]) + eps))
     z = torch.where(reached[step_group], z, torch.zeros_like(z))
-    a_group = group_advantage_t(graph, dev, ddof=ddof, eps=eps)[torch.as_tensor(b.step_traj, device=dev)]
+    a_group = group_advantage_t(graph, dev)[torch.as_tensor(b.step_traj, device=dev)]  # A^E: verl's
     params = ShortestPathParams(omega, r_succ, exponent, ddof, eps, w_graph, w_group)
     d_np = _np(d).astype(np.float64)
     return CreditResult("shortest_path", params, graph, d_np[graph.step_node], _np(q), _np(z),

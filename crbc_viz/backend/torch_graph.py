@@ -347,7 +347,7 @@ def pgpo_torch(graph: AnchorGraph, *, eta: float = 0.95, gamma: float = 1.0, alp
     delta = torch.where(terminal, gamma * r_final, gamma * phi_n) - phi_m       # Eq. 7
     a_phi, _, _, _ = _seg_zscore(delta, node, N, ddof=ddof, eps=eps)          # Eq. 8
     tg = _t(b.traj_group, dev)
-    succ = _t(b.traj_success, dev, f64)
+    succ = (r[last] > 0).to(f64)                                              # r_final > 0
     p_succ = (torch.zeros(G, dtype=f64, device=dev).index_add_(0, tg, succ) /
               torch.zeros(G, dtype=f64, device=dev).index_add_(0, tg, torch.ones_like(succ)).clamp(min=1))
     w = beta * (1.0 - p_succ) ** alpha                                        # Eqs. 9–10

@@ -103,9 +103,11 @@ def similarity_clusters(graph: AnchorGraph, thresh: float) -> np.ndarray:
     """GiGPO's similarity mode: a cluster id per anchor node ``[N]``.
 
     Within each group, nodes in first-occurrence order join the **first** cluster whose
-    representative (its first member) has ``difflib.SequenceMatcher`` ratio ≥ ``thresh``
-    with the node's anchor text; otherwise they open a new cluster. Ids are global and
-    in first-occurrence order.
+    representative (its first member) has ``difflib.SequenceMatcher(None, obs, rep).ratio()
+    ≥ thresh`` (verl-agent's ``are_similar(obs, rep)``; the order matters, ``ratio()`` is not
+    symmetric); otherwise they open a new cluster. Representatives never change. Nodes
+    stand for their steps: a repeated text meets the same earlier representatives, so it
+    lands where its first occurrence did. Ids are global and in first-occurrence order.
     """
     if not 0.0 < thresh < 1.0:
         raise ValueError(f"similarity_thresh must lie strictly in (0, 1), got {thresh}")
@@ -116,7 +118,8 @@ def similarity_clusters(graph: AnchorGraph, thresh: float) -> np.ndarray:
         reps: list[tuple[int, str]] = []
         for n in range(int(graph.group_node_offsets[g]), int(graph.group_node_offsets[g + 1])):
             for cid, rep in reps:
-                if difflib.SequenceMatcher(None, rep, texts[n]).ratio() >= thresh:
+                # verl-agent's are_similar(obs, rep): ratio() is not symmetric.
+                if difflib.SequenceMatcher(None, texts[n], rep).ratio() >= thresh:
                     out[n] = cid
                     break
             else:

@@ -64,7 +64,9 @@ def pgpo(graph: AnchorGraph, *, eta: float = 0.95, gamma: float = 1.0, alpha: fl
         ``node_value [N]`` = Φ; diagnostics ``task_gate_mean``.
 
     Notes:
-        p_succ is the fraction of the group's trajectories that succeeded (r_final > 0).
+        p_succ is the fraction of the group's trajectories with r_final > 0 (Eq. 9), read
+        from the same rewards as R (``step_reward``), not from the success flag: a WebShop
+        failure with a partial score counts, a success logged with a 0 last reward does not.
         Singleton or zero-variance anchor groups give 0 in both z-scores. A self-loop
         gives δ = (γ − 1)·Φ(s). With ``potential='loo'`` the scored sample leaves Φ(s̃m),
         and also Φ(s̃n) on a self-loop; an empty group has Φ = 0. Truncation is failure.
@@ -100,8 +102,8 @@ def pgpo(graph: AnchorGraph, *, eta: float = 0.95, gamma: float = 1.0, alpha: fl
     r_final = r[b.traj_offsets[1:] - 1][b.step_traj]
     delta = np.where(terminal, gamma * r_final, gamma * phi_n) - phi_m            # Eq. 7
     a_phi, _, _, _ = segment_zscore(delta, node, N, ddof=ddof, eps=eps)         # Eq. 8
-    p_succ = (np.bincount(b.traj_group, weights=b.traj_success.astype(np.float64),
-                          minlength=b.num_groups) /
+    won = (r[b.traj_offsets[1:] - 1] > 0).astype(np.float64)                    # r_final > 0
+    p_succ = (np.bincount(b.traj_group, weights=won, minlength=b.num_groups) /
               np.maximum(np.bincount(b.traj_group, minlength=b.num_groups), 1))
     w = beta * (1.0 - p_succ) ** alpha                                          # Eqs. 9–10
     adv = a_s + w[b.step_group] * a_phi                                         # Eq. 11

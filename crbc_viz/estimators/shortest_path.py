@@ -20,8 +20,10 @@ class ShortestPathParams:
     r_succ: float = param(10.0, "success reward r_succ", low=0.0, high=1000.0, low_open=True)
     exponent: str = param("d+c", "graph-reward exponent: 'd+c' = d(s′)+1 (paper Eq. 4) or 'd' = d(s′) "
                           "([C3] reference; a constant factor under unit cost)", choices=("d+c", "d"))
-    ddof: int = param(1, "std degrees of freedom in the per-source z-score", low=0, high=1)
-    eps: float = param(1e-6, "added to the std of the z-score", low=0.0, high=1.0)
+    ddof: int = param(1, "std degrees of freedom in the per-source z-score (A^E always uses "
+                      "verl-agent's sample std)", low=0, high=1)
+    eps: float = param(1e-6, "added to the std of the per-source z-score (A^E always uses 1e-6)",
+                       low=0.0, high=1.0)
     w_graph: float = param(1.0, "weight β_G of the graph advantage", low=0.0, high=100.0)
     w_group: float = param(1.0, "weight β_E of the episode (GRPO) advantage", low=0.0, high=100.0)
 
@@ -72,6 +74,9 @@ def shortest_path(graph: AnchorGraph, *, omega: float = 0.1, r_succ: float = 10.
         A_graph = (R^G − mean) / (std + eps) over the outgoing edge occurrences of s
         A = β_G · A_graph + β_E · A^E
 
+    ``ddof`` and ``eps`` belong to the per-source z-score only; A^E is verl-agent's episode
+    advantage (one value per rollout, sample std, eps 1e-6), as in `grpo`.
+
     Paper: Cheng et al., "Beyond Trajectory-Level Attribution: Graph-Based Credit Assignment
     for Agentic RL", arXiv 2605.26684 (ICML 2026), Eq. 4; weights 1/1 per CRBC App. C.3.
 
@@ -117,7 +122,7 @@ def shortest_path(graph: AnchorGraph, *, omega: float = 0.1, r_succ: float = 10.
     degenerate = (cnt < 2) | (qmax == qmin)
     z = np.where(degenerate[node], 0.0, (q - mean[node]) / (np.sqrt(var[node]) + eps))
     z = np.where(reached[step_group], z, 0.0)
-    a_group = group_advantage(graph, ddof=ddof, eps=eps)[b.step_traj]
+    a_group = group_advantage(graph)[b.step_traj]  # A^E: verl-agent's (sample std, eps 1e-6)
     return CreditResult("shortest_path", params, graph, d[node].astype(np.float64), q, z,
                         w_graph * z + w_group * a_group, node_value=d.astype(np.float64),
                         diagnostics={"groups_without_success": int(G - reached.sum())})

@@ -13,7 +13,6 @@ import numpy as np
 
 from ..graph import AnchorGraph
 from ..result import CreditResult
-from .grpo import group_advantage
 from .registry import EstimatorSpec, MissingSignalError, param, register
 
 __all__ = ["TRACEParams", "trace", "step_location", "require_columns", "float_signal",
@@ -79,8 +78,8 @@ class TRACEParams:
     terminal_discount: bool = param(True, "multiply the terminal fill by γ^(T−t) (verl adaptation); "
                                     "False = c·A_out (alphaXiv reproduction). The paper's factor "
                                     "was not seen")
-    outcome_eps: float = param(1e-6, "A_out = (R − mean)/(pop std + eps); all-equal groups give 0",
-                               low=0.0, high=1.0)
+    outcome_eps: float = param(1e-6, "A_out = (R − mean)/pop std, and 0 when pop std ≤ eps "
+                               "(all-equal and one-rollout groups give 0)", low=0.0, high=1.0)
 
 
 def trace(graph: AnchorGraph, *, w_out: float = 1.0, w_turn: float = 0.2, K: int = 3,
@@ -117,7 +116,8 @@ def trace(graph: AnchorGraph, *, w_out: float = 1.0, w_turn: float = 0.2, K: int
     Notes:
         The window is truncated at the trajectory's end. A one-row trajectory has no
         transition and gets the outcome term only. The turn credit is not normalised
-        across the group. Truncated rollouts are failures in A_out.
+        across the group. Truncated rollouts are failures in A_out. A_out has no GRPO
+        one-rollout rule: a group of one rollout has pop std 0, so A_out = 0.
 
     >>> import numpy as np
     >>> from crbc_viz.estimators.trace import turn_credit
@@ -128,7 +128,7 @@ def trace(graph: AnchorGraph, *, w_out: float = 1.0, w_turn: float = 0.2, K: int
                          outcome_eps)
     ell = float_signal(graph, "trace", "gold_logprob", high=0.0)
     b = graph.batch
-    a_out = group_advantage(graph, ddof=0, eps=outcome_eps)
+    a_out = outcome_advantage(graph, outcome_eps)
     value = np.empty(b.num_steps)
     credit = np.zeros(b.num_steps)
     for i, (lo, hi) in enumerate(zip(b.traj_offsets[:-1], b.traj_offsets[1:])):
@@ -140,6 +140,19 @@ def trace(graph: AnchorGraph, *, w_out: float = 1.0, w_turn: float = 0.2, K: int
     adv = w_out * a_out[b.step_traj] + w_turn * credit
     nan = np.full(b.num_steps, np.nan)
     return CreditResult("trace", params, graph, value, nan, credit, adv)
+
+
+def outcome_advantage(graph: AnchorGraph, eps: float = 1e-6) -> np.ndarray:
+    """A_out per trajectory ``[T]`` (§8.2): (R − mean) / pop_std over the group's rollouts,
+    0 where pop_std ≤ eps; R is the success indicator."""
+    b = graph.batch
+    R = b.traj_success.astype(np.float64)
+    g = b.traj_group
+    cnt = np.maximum(np.bincount(g, minlength=b.num_groups), 1)
+    mean = np.bincount(g, weights=R, minlength=b.num_groups) / cnt
+    pop_std = np.sqrt(np.bincount(g, weights=(R - mean[g]) ** 2, minlength=b.num_groups) / cnt)
+    flat = pop_std[g] <= eps
+    return np.where(flat, 0.0, (R - mean[g]) / np.where(flat, 1.0, pop_std[g]))
 
 
 def turn_credit(ell: np.ndarray, a_out: float, *, K: int = 3, gamma: float = 0.8,
