@@ -85,16 +85,16 @@ def test_verl_agent_dump():
     assert b.steps["advantage"].tolist()[:3] == [0.9, 0.9, 0.9]
 
 
-def test_verl_agent_dump_without_step_uses_file_order(tmp_path):
+def test_verl_agent_dump_without_step_is_an_error(tmp_path):
+    # _balance_batch shuffles the rows: without the turn index they cannot be ordered
     rows = [json.loads(x) for x in VERL_AGENT.read_text().splitlines()]
     for r in rows:
         del r["step"]
     p = tmp_path / "crbc_step_000009.jsonl"
     p.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    _, imp, b = load(p)
-    assert any("file order" in n for n in imp.notes)
-    assert set(b.steps["train_step"]) == {3}  # global_step in the rows wins over the name
-    assert b.steps[b.steps["traj_id"] == "t2"]["step_idx"].tolist() == [0, 1, 2]
+    with pytest.raises(LoadError, match="cannot be put back in order") as e:
+        load(p)
+    assert "crbc_step_000009.jsonl" in str(e.value) and "'step'" in str(e.value)
 
 
 def test_verl_agent_rollout_data_dir_is_labelled_anchorless():

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import LoadError, Problem
+from ..errors import MAX_LISTED, LoadError, Problem
 from ..readers import RawTable, detect_format
 
 __all__ = ["Imported", "peek_fields", "text_id", "to_text", "run_from_dir", "step_from_path",
@@ -167,3 +167,54 @@ def require(raw: RawTable, fields: tuple[str, ...], fmt: str, hint: str) -> None
     if missing:
         raise LoadError([Problem(raw.path, None, f, f"missing in every row; a {fmt} file has "
                                  f"{', '.join(fields)} ({hint})") for f in missing])
+
+
+def _cell(v) -> str:
+    if isinstance(v, float) and np.isnan(v):
+        return "null"
+    t = to_text(v)
+    return t if isinstance(t, str) else json.dumps(t, default=str)
+
+
+def drop_exact_duplicates(df: pd.DataFrame, line: np.ndarray, keys: tuple[str, ...], path: str,
+                          where: str = "line", why: str = "") -> tuple[pd.DataFrame, np.ndarray, str | None]:
+    """Rows that share ``keys`` (a trajectory and its step): exact copies (every field equal)
+    are dropped, keeping the first, with a counted note; copies that differ are an error naming
+    both lines and the fields that differ.
+
+    Returns:
+        (rows kept, their lines, the note or None).
+
+    Raises:
+        LoadError: one problem per conflicting row.
+    """
+    if df.empty or not set(keys) <= set(df.columns):
+        return df, line, None
+    kdf = df[list(keys)].map(_cell)
+    dup = kdf.duplicated(keep=False).to_numpy()
+    if not dup.any():
+        return df, line, None
+    cols = list(df.columns)
+    first: dict[tuple, int] = {}
+    drop = np.zeros(len(df), dtype=bool)
+    problems: list[Problem] = []
+    for i in np.flatnonzero(dup):
+        k = tuple(kdf.iloc[i])
+        j = first.setdefault(k, i)
+        if j == i:
+            continue
+        diff = [c for c in cols if _cell(df[c].iat[i]) != _cell(df[c].iat[j])]
+        if diff:
+            shown = ", ".join(f"{c}={_cell(df[c].iat[j])[:40]} vs {_cell(df[c].iat[i])[:40]}" for c in diff[:3])
+            problems.append(Problem(path, int(line[i]), diff[0],
+                                    f"same {' / '.join(f'{c}={v}' for c, v in zip(keys, k))} as "
+                                    f"{where} {int(line[j])} but different: {shown}", where))
+        else:
+            drop[i] = True
+    if problems:
+        raise LoadError(problems[:MAX_LISTED], total=len(problems))
+    n = int(drop.sum())
+    note = (f"dropped {n} exact duplicate row(s) (same {', '.join(keys)} and content)"
+            + (f": {why}" if why else ""))
+    keep = ~drop
+    return df[keep].reset_index(drop=True), line[keep], note

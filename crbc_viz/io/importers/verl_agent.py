@@ -15,6 +15,7 @@ verl-agent field   meaning                                  canonical field
 ``active_masks``   the env was still running at this step   rows with false are dropped
 ``is_action_valid`` the action parsed                       ``is_action_valid``
 ``won``            env info ``won`` (ALFWorld/WebShop...)   ``success``
+``done``           env done flag at this step (the hook)    ``done``
 ``episode_rewards`` trajectory return                       ``episode_return``
 ``global_step``    trainer step                             ``train_step``
 ``data_source``    environment name                         ``env_name``
@@ -22,10 +23,14 @@ verl-agent field   meaning                                  canonical field
 ``advantage``      the trainer's advantage (token mean)     ``advantage``
 =================  =======================================  ====================
 
-Assumptions (documented, not verified against every verl-agent version): without ``step`` the
-rows of a trajectory are taken in file order (true for the rollout loop's output, not after
-``_balance_batch``); without ``action`` the last ``<action>…</action>`` of ``response`` is
-the action (verl-agent's prompt convention), else the whole response.
+Rows come after ``adjust_batch(mode="copy")`` (copies of random rows pad the batch) and
+``_balance_batch`` (rows reordered): exact copies of a (``traj_uid``, ``step``) row are dropped
+with a counted note, two different rows for one (``traj_uid``, ``step``) are an error naming both
+lines, and a file without ``step`` is an error (its rows cannot be put back in order). ``done``
+(the env's flag, written by the hook) marks truncation: a trajectory whose last row has
+``done = false`` was cut by ``env.max_steps``; without ``done`` truncation is unknown (noted).
+Without ``action`` the last ``<action>…</action>`` of ``response`` is the action (verl-agent's
+prompt convention), else the whole response.
 
 **rollout_data_dir** (verl's ``_dump_generations``: ``{global_steps}.jsonl`` with ``input``,
 ``output``, ``score``, ``step``): verl-agent writes one line per environment *step* with no
@@ -39,8 +44,9 @@ import re
 
 import numpy as np
 
+from ..errors import LoadError, Problem
 from ..readers import RawTable, read_table
-from ._common import Imported, cumcount, rename, require, run_from_dir, step_from_path
+from ._common import Imported, drop_exact_duplicates, rename, require, run_from_dir, step_from_path
 from . import verl as _verl
 
 NAME = "verl-agent"
@@ -86,8 +92,20 @@ def read(path: str) -> Imported:
         df, line = df[keep].reset_index(drop=True), line[keep]
         df = df.drop(columns=["active_masks"])
     if "step" not in df.columns:
-        df = df.assign(step=cumcount(df["traj_uid"].astype(str).to_numpy()))
-        notes.append("no 'step' field: turn order taken from file order within each traj_uid")
+        raise LoadError([Problem(raw.path, None, "step", "missing in every row: verl-agent's "
+                                 "_balance_batch reorders the rows of a trajectory, so without the "
+                                 "turn index they cannot be put back in order; dump with the hook "
+                                 "of docs/verl_agent_hook.md, which writes step")])
+    df, line, note = drop_exact_duplicates(df, line, ("traj_uid", "step"), raw.path, raw.where,
+                                           "verl-agent's adjust_batch(mode='copy') pads the batch "
+                                           "with copies of random rows")
+    if note:
+        notes.append(note)
+    if "done" not in df.columns and "dones" in df.columns:
+        df = df.rename(columns={"dones": "done"})
+    if "done" not in df.columns:
+        notes.append("no 'done' field: truncation is unknown (a trajectory cut at env.max_steps "
+                     "looks ended); the hook of docs/verl_agent_hook.md writes done")
     if "action" not in df.columns and "response" in df.columns:
         df = df.assign(action=df["response"].map(parse_action))
     out = rename(df, FIELD_MAP)
