@@ -28,6 +28,8 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from crbc_viz import build_graph, load_rollouts, score
 from crbc_viz.data import RolloutBatch
@@ -268,6 +270,18 @@ def episode_adv(trajs, *, norm="std", ddof=1, eps=1e-6, stats="trajectory", kind
             for tr in trajs]
 
 
+def pooled_step_result(trajs, pool_of, R, a_s, a_e, w):
+    """value = the step's pool mean of R, q_value = R, credit = A^S, advantage = A^E + w·A^S."""
+    out = defaultdict(list)
+    for i, tr in enumerate(trajs):
+        for t in range(len(tr.obs)):
+            out["value"].append(mean(list(pool_of(i, t).values())))
+            out["q_value"].append(R[i, t])
+            out["credit"].append(a_s[i, t])
+            out["advantage"].append(a_e[i] + w * a_s[i, t])
+    return out
+
+
 def solve_exact(A, b):
     """x with A x = b by Gauss–Jordan on Fractions."""
     n = len(b)
@@ -494,14 +508,7 @@ def o_gigpo(trajs, gamma, omega, mode, episode_stats, eps, step_reward, outcome,
             a_s.update({k: 0.0 for k in m})
         else:
             a_s.update(zscore_members(m, 1, eps, scale=(mode == "mean_std_norm")))
-    out = defaultdict(list)
-    for i, tr in enumerate(trajs):
-        for t in range(len(tr.obs)):
-            out["value"].append(mean(list(members[ids[i, t]].values())))
-            out["q_value"].append(R[i, t])
-            out["credit"].append(a_s[i, t])
-            out["advantage"].append(a_e[i] + omega * a_s[i, t])
-    return out
+    return pooled_step_result(trajs, lambda i, t: members[ids[i, t]], R, a_s, a_e, omega)
 
 
 @per_group
@@ -742,14 +749,7 @@ def o_trca(trajs, lam, gamma, r_evidence, r_execution, r_invalidity, ddof, eps, 
     for m in by_ctx.values():
         a_s.update(zscore_members(m, ddof, eps))
     a_e = episode_adv(trajs)
-    out = defaultdict(list)
-    for i, tr in enumerate(trajs):
-        for t, s in enumerate(tr.obs):
-            out["value"].append(mean(list(by_ctx[s].values())))
-            out["q_value"].append(R[i, t])
-            out["credit"].append(a_s[i, t])
-            out["advantage"].append(a_e[i] + w_step * a_s[i, t])
-    return out
+    return pooled_step_result(trajs, lambda i, t: by_ctx[trajs[i].obs[t]], R, a_s, a_e, w_step)
 
 
 @per_group
@@ -956,6 +956,26 @@ def test_other_seeds_default_options(seed):
     for name, oracle in ORACLES.items():
         p = _full_params(name, {})
         _compare(score(g, name, backend="numpy", **p), oracle(groups, **p), f"{name} seed {seed}")
+
+
+#: Ten short texts with ten pairs whose ratio() is not symmetric (e.g. ratio("dacdb",
+#: "dbacbd") = 0.727 but ratio("dbacbd", "dacdb") = 0.364), plus "tide" / "diet".
+_WORDS = ["dabdbc", "dacdab", "adacdb", "cdbcda", "dacdb", "bcacbd", "bdccba", "dbacbd", "dbcabb",
+          "acbdcc", "tide", "diet"]
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(obs=st.lists(st.lists(st.sampled_from(_WORDS), min_size=1, max_size=4), min_size=1, max_size=5),
+       wins=st.lists(st.booleans(), min_size=5, max_size=5),
+       thresh=st.sampled_from([0.3, 0.4, 0.45, 0.6, 0.7]),
+       mode=st.sampled_from(["mean_norm", "mean_std_norm"]))
+def test_gigpo_similarity_clusters_property(obs, wins, thresh, mode):
+    """Short texts whose ratio() is often not symmetric, at thresholds between the two orders."""
+    rng = random.Random(0)
+    groups = [("h", [_traj(rng, o, ["x"] * len(o), w) for o, w in zip(obs, wins)])]
+    p = _full_params("gigpo", {"similarity": True, "similarity_thresh": thresh, "mode": mode})
+    _compare(score(build_graph(batch_of(groups)), "gigpo", backend="numpy", **p),
+             o_gigpo(groups, **p), f"gigpo {obs} {thresh}")
 
 
 #: The options issue 13 changed, for the twins (the parity tests' synthetic groups have
