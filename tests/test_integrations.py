@@ -1,0 +1,210 @@
+"""Trainer adapters that need no trainer installed (crbc_viz.integrations): the verl-agent
+function on duplicated and shuffled batches, checked against `crbc-viz score` run as a separate
+process on the same rollouts written as canonical rows; the import hygiene of the package.
+
+Expected values come from the CLI (the file path: reader, loader, estimator), never from the
+adapter's own steps; the adapter's batch is built here from the canonical rows the way
+verl-agent builds its own (one row per env step, reward on the step's last response token,
+``adjust_batch`` copies appended, rows shuffled).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from helpers import ROOT, write_jsonl
+
+SOKOBAN = ROOT / "sample_rollouts" / "sokoban" / "sokoban.jsonl"
+CUDA = torch.cuda.is_available()
+
+
+def cli_scores(path, estimators, tmp_path, *params) -> pd.DataFrame:
+    out = tmp_path / f"cli_{path.stem}.parquet"
+    cmd = [sys.executable, "-m", "crbc_viz", "score", str(path), "--out", str(out)]
+    for e in estimators:
+        cmd += ["-e", e]
+    for p in params:
+        cmd += ["--param", p]
+    subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT, timeout=300)
+    return pd.read_parquet(out)
+
+
+def rows_of(path):
+    return [json.loads(line) for line in open(path, encoding="utf-8")]
+
+
+def verl_agent_batch(rows, *, copies=300, L=12, seed=0, reward=lambda r: r["reward"]):
+    """verl-agent's shape: one row per step, reward on the last response token, random copies
+    appended (adjust_batch mode="copy"), then shuffled (_balance_batch)."""
+    rng = np.random.default_rng(seed)
+    idx = np.r_[np.arange(len(rows)), rng.integers(0, len(rows), copies)]
+    rng.shuffle(idx)
+    n_tok = rng.integers(1, L + 1, len(idx))
+    mask = (torch.arange(L)[None, :] < torch.as_tensor(n_tok)[:, None]).double()
+    tlr = torch.zeros(len(idx), L, dtype=torch.float64)
+    tlr[torch.arange(len(idx)), torch.as_tensor(n_tok - 1)] = torch.tensor([reward(rows[i]) for i in idx],
+                                                                           dtype=torch.float64)
+
+    def col(f, dtype=object):
+        return np.array([rows[i][f] for i in idx], dtype=dtype)
+
+    return idx, tlr, mask, col
+
+
+def expected(df, rows, idx, estimator="crbc"):
+    d = df[df["estimator"] == estimator].set_index(["group_id", "traj_id", "step_idx"])["advantage"]
+    return np.array([d[(rows[i]["group_id"], rows[i]["traj_id"], rows[i]["step_idx"])] for i in idx])
+
+
+def per_row(adv, mask):
+    """The one value each row carries on its response tokens (and zero off them)."""
+    assert torch.all(adv[mask == 0] == 0)
+    return (adv.sum(-1) / mask.sum(-1)).numpy()
+
+
+def test_duplicated_shuffled_batch_equals_cli(tmp_path):
+    from crbc_viz.integrations.verl_agent import compute_advantage
+
+    rows = rows_of(SOKOBAN)
+    df = cli_scores(SOKOBAN, ["crbc", "visit_local", "gigpo"], tmp_path)
+    idx, tlr, mask, col = verl_agent_batch(rows)
+    assert len(set(idx)) < len(idx)  # copies present
+    for est in ("crbc", "visit_local", "gigpo"):
+        adv, ret = compute_advantage(tlr, mask, col("anchor_obs"), col("group_id"), col("traj_id"),
+                                     col("step_idx", np.int64), actions=col("action"),
+                                     success=col("success", bool), estimator=est)
+        assert adv.shape == tlr.shape and adv.dtype == torch.float64 and ret is adv
+        np.testing.assert_allclose(per_row(adv, mask), expected(df, rows, idx, est), atol=1e-9, rtol=0)
+    # Every copy of a step carries its step's credit, and credit is not all zero.
+    assert np.abs(expected(df, rows, idx)).max() > 1.0
+
+
+def test_params_reach_the_estimator(tmp_path):
+    from crbc_viz.integrations.verl_agent import compute_advantage
+
+    rows = rows_of(SOKOBAN)
+    df = cli_scores(SOKOBAN, ["crbc"], tmp_path, "crbc.beta=0.9", "crbc.w_step=2.0")
+    idx, tlr, mask, col = verl_agent_batch(rows, seed=3)
+    adv, _ = compute_advantage(tlr.float(), mask.float(), col("anchor_obs"), col("group_id"),
+                               col("traj_id"), col("step_idx", np.int64), actions=col("action"),
+                               beta=0.9, w_step=2.0)
+    assert adv.dtype == torch.float32
+    np.testing.assert_allclose(per_row(adv.double(), mask), expected(df, rows, idx), atol=1e-5, rtol=0)
+
+
+def test_without_actions_keys_transitions(tmp_path):
+    """actions=None: the CLI, given rows whose action is the next anchor (or the outcome after
+    the last step), must agree — written here from the rows, not by the adapter."""
+    from crbc_viz.integrations.verl_agent import compute_advantage
+
+    rows = rows_of(SOKOBAN)
+    by_traj = {}
+    for r in rows:
+        by_traj.setdefault((r["group_id"], r["traj_id"]), {})[r["step_idx"]] = r
+    canon = []
+    for r in rows:
+        nxt = by_traj[(r["group_id"], r["traj_id"])].get(r["step_idx"] + 1)
+        act = ("next:" + nxt["anchor_obs"]) if nxt else ("end:" + str(r["success"]))
+        canon.append({k: r[k] for k in ("group_id", "traj_id", "step_idx", "reward", "anchor_obs",
+                                        "success")} | {"action": act})
+    path = write_jsonl(tmp_path / "transitions.jsonl", canon)
+    df = cli_scores(path, ["crbc"], tmp_path)
+    idx, tlr, mask, col = verl_agent_batch(rows, seed=1)
+    adv, _ = compute_advantage(tlr, mask, col("anchor_obs"), col("group_id"), col("traj_id"),
+                               col("step_idx", np.int64), success=col("success", bool))
+    np.testing.assert_allclose(per_row(adv, mask), expected(df, rows, idx), atol=1e-9, rtol=0)
+
+
+def test_episode_rewards_on_every_row(tmp_path):
+    """row_reward="episode": verl-agent's EpisodeRewardManager puts the episode return on every
+    step; success then comes from it (> 0), as the CLI derives it from episode_return."""
+    from crbc_viz.integrations.verl_agent import compute_advantage
+
+    rows = rows_of(SOKOBAN)
+    canon = [{k: r[k] for k in ("group_id", "traj_id", "step_idx", "reward", "anchor_obs", "action",
+                                "episode_return")} for r in rows]
+    path = write_jsonl(tmp_path / "episode.jsonl", canon)
+    df = cli_scores(path, ["crbc", "grpo"], tmp_path, "grpo.outcome=return")
+    idx, tlr, mask, col = verl_agent_batch(rows, seed=2, reward=lambda r: r["episode_return"])
+    for est, extra in (("crbc", {}), ("grpo", {"outcome": "return"})):
+        adv, _ = compute_advantage(tlr, mask, col("anchor_obs"), col("group_id"), col("traj_id"),
+                                   col("step_idx", np.int64), actions=col("action"), estimator=est,
+                                   row_reward="episode", **extra)
+        np.testing.assert_allclose(per_row(adv, mask), expected(df, rows, idx, est), atol=1e-9, rtol=0)
+
+
+def _toy_batch():
+    rows = rows_of(ROOT / "sample_rollouts" / "toy" / "toy_group.jsonl")
+    idx, tlr, mask, col = verl_agent_batch(rows, copies=5, L=4)
+    return rows, idx, tlr, mask, col
+
+
+def test_refuses_missing_step_index_and_conflicting_copies():
+    from crbc_viz.integrations._core import IntegrationInputError
+    from crbc_viz.integrations.verl_agent import compute_advantage
+
+    rows, idx, tlr, mask, col = _toy_batch()
+    with pytest.raises(IntegrationInputError, match="step_index is required"):
+        compute_advantage(tlr, mask, col("anchor_obs"), col("group_id"), col("traj_id"), None)
+    anchors = col("anchor_obs")
+    dup = next(k for k in range(len(idx)) if (idx[:k] == idx[k]).any())
+    anchors[dup] = "a different state"
+    with pytest.raises(IntegrationInputError, match=r"rows \d+ and %d .* differ in anchor_obs" % dup):
+        compute_advantage(tlr, mask, anchors, col("group_id"), col("traj_id"), col("step_idx", np.int64))
+    steps = col("step_idx", np.int64)
+    steps[steps == 2] = 5  # a gap: the loader names the row and the field
+    with pytest.raises(ValueError, match="step_idx.*not contiguous"):
+        compute_advantage(tlr, mask, col("anchor_obs"), col("group_id"), col("traj_id"), steps)
+    succ = col("success", bool)
+    first = int(np.flatnonzero(col("traj_id") == "t1")[0])
+    succ[first] = not succ[first]
+    with pytest.raises(IntegrationInputError, match="differ"):
+        compute_advantage(tlr, mask, col("anchor_obs"), col("group_id"), col("traj_id"),
+                          col("step_idx", np.int64), success=succ)
+    with pytest.raises(ValueError, match="unknown parameter"):
+        compute_advantage(tlr, mask, col("anchor_obs"), col("group_id"), col("traj_id"),
+                          col("step_idx", np.int64), bogus=1)
+
+
+def test_toy_group_spec_values():
+    """ESTIMATORS.md §14.1's toy group: the first step's CRBC advantage is 1.2155 (the package
+    doctest's hand value), whatever copies and order the batch has."""
+    from crbc_viz.integrations.verl_agent import compute_advantage
+
+    rows, idx, tlr, mask, col = _toy_batch()
+    adv, _ = compute_advantage(tlr, mask, col("anchor_obs"), col("group_id"), col("traj_id"),
+                               col("step_idx", np.int64), actions=col("action"),
+                               success=col("success", bool))
+    first = [k for k in range(len(idx)) if rows[idx[k]]["traj_id"] == "t1" and rows[idx[k]]["step_idx"] == 0]
+    assert np.round(per_row(adv, mask)[first], 4).tolist() == [1.2155] * len(first)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="no CUDA device on this machine (CPU path tested above)")
+def test_cuda_stays_on_device_and_matches_cpu():
+    from crbc_viz.integrations.verl_agent import compute_advantage
+
+    rows = rows_of(SOKOBAN)
+    idx, tlr, mask, col = verl_agent_batch(rows, seed=4)
+    args = (col("anchor_obs"), col("group_id"), col("traj_id"), col("step_idx", np.int64))
+    cpu, _ = compute_advantage(tlr, mask, *args, actions=col("action"))
+    for est in ("crbc", "gigpo"):
+        gpu, _ = compute_advantage(tlr.cuda(), mask.cuda(), *args, actions=col("action"), estimator=est)
+        assert gpu.is_cuda
+        ref = cpu if est == "crbc" else compute_advantage(tlr, mask, *args, actions=col("action"),
+                                                          estimator=est)[0]
+        np.testing.assert_allclose(gpu.cpu().numpy(), ref.numpy(), atol=1e-9, rtol=0)
+
+
+def test_importing_integrations_imports_no_trainer():
+    code = ("import sys, crbc_viz, crbc_viz.integrations, crbc_viz.integrations.verl_agent, "
+            "crbc_viz.integrations._core; "
+            "bad = [m for m in ('trl', 'verl', 'transformers', 'accelerate', 'ray', 'rllm', 'roll') "
+            "if m in sys.modules]; print(bad); assert not bad")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=120)
