@@ -136,6 +136,8 @@ def make_groups(seed: int = 13):
         pool = [f"room {k}" for k in range(rng.randint(3, 5))]
         groups.append((f"rand{g}", _random_group(rng, rng.randint(3, 6), pool,
                                                  ["north", "south", "take", "wait"], 6)))
+    # Long trajectories that cycle through a few anchors many times.
+    groups.append(("long", _random_group(rng, 8, [f"cell {k}" for k in range(6)], ["l", "r", "s"], 30)))
     # A truncated trajectory without a success field, with a positive reward sum (and a
     # positive last reward): it is a failure.
     trunc = _random_group(rng, 3, ["hall", "cellar", "attic"], ["go", "look"], 5)
@@ -145,10 +147,11 @@ def make_groups(seed: int = 13):
     # One rollout (a success with a self-loop and a cycle).
     groups.append(("one", [_traj(rng, ["a", "b", "b", "a", "c"], ["x", "y", "y", "z", "x"], True)]))
     # All success / all failure (different lengths, shared anchors).
-    groups.append(("allwin", [_traj(rng, o, a, True) for o, a in
+    # (These two reuse rand0's group_id in another train step / run: separate groups.)
+    groups.append(("oracle/1/rand0", [_traj(rng, o, a, True) for o, a in
                               [(["p", "q"], ["u", "v"]), (["p", "p", "q"], ["w", "u", "v"]),
                                (["p", "r", "q"], ["u", "u", "v"])]]))
-    groups.append(("alllose", [_traj(rng, ["p", "q", "p"], ["u", "v", "u"], False),
+    groups.append(("runB/0/rand0", [_traj(rng, ["p", "q", "p"], ["u", "v", "u"], False),
                                _traj(rng, ["p", "q"], ["w", "v"], False, logged=False),
                                _traj(rng, ["p", "r", "r"], ["u", "w", "w"], False, truncated=True,
                                      rew=[0.0, 0.0, 0.0])]))
@@ -167,6 +170,14 @@ def make_groups(seed: int = 13):
     return groups
 
 
+def group_key(label: str):
+    """(run_id, train_step, group_id) of a group label 'run/step/id' (or just 'id')."""
+    if "/" in label:
+        run, step, gid = label.split("/")
+        return run, int(step), gid
+    return "oracle", 0, label
+
+
 def rows_of(groups, *, with_success_everywhere=False):
     """Canonical step rows (SCHEMA.md) of the groups."""
     rows = []
@@ -174,7 +185,8 @@ def rows_of(groups, *, with_success_everywhere=False):
         for i, tr in enumerate(trajs):
             n = len(tr.obs)
             for k in range(n):
-                row = {"run_id": "oracle", "train_step": 0, "group_id": gname, "traj_id": f"t{i}",
+                run, step, gid = group_key(gname)
+                row = {"run_id": run, "train_step": step, "group_id": gid, "traj_id": f"t{i}",
                        "step_idx": k, "reward": tr.rew[k], "action": tr.act[k],
                        "anchor_obs": tr.obs[k], "done": (k == n - 1) and not tr.truncated,
                        "gold_logprob": tr.ell[k], "turn_evidence": tr.ev[k],
@@ -209,8 +221,8 @@ def batch_of(groups) -> RolloutBatch:
         traj_truncated=np.array([tr.truncated for tr in trajs], dtype=bool),
         traj_return=np.array([tr.ret for tr in trajs], dtype=np.float64),
         group_traj_offsets=np.r_[0, np.cumsum([len(ts) for _, ts in groups])].astype(np.int64),
-        groups=pd.DataFrame({"run_id": ["oracle"] * len(groups), "train_step": [0] * len(groups),
-                             "group_id": [g for g, _ in groups]}),
+        groups=pd.DataFrame([dict(zip(("run_id", "train_step", "group_id"), group_key(g)))
+                             for g, _ in groups]),
         source="<oracle>")
 
 
