@@ -1000,15 +1000,18 @@ TWIN_CASES = [("shortest_path", {}), ("shortest_path", {"ddof": 0, "eps": 0.1}),
               ("gated_bepo", {})]
 
 
-@pytest.mark.parametrize("backend", ["torch", "numba"])
+@pytest.mark.parametrize("backend", ["torch", "torch:cuda", "numba"])
 @pytest.mark.parametrize("name,over", TWIN_CASES, ids=[_case_id(c) for c in TWIN_CASES])
 def test_twins_match_oracle(graph, backend, name, over):
     spec = get(name)
+    backend, _, device = backend.partition(":")
     if (spec.torch_fn if backend == "torch" else spec.numba_fn) is None:
         pytest.skip(f"{name} has no {backend} twin")
-    pytest.importorskip(backend)
+    mod = pytest.importorskip(backend)
+    if device == "cuda" and not mod.cuda.is_available():
+        pytest.skip("no CUDA device on this machine")
     p = _full_params(name, over)
-    kw = {"device": "cpu"} if backend == "torch" else {}
+    kw = {"device": device or "cpu"} if backend == "torch" else {}
     _compare(score(graph, name, backend=backend, **kw, **p), ORACLES[name](**p),
              f"{name} {over} {backend}")
 
