@@ -1,11 +1,14 @@
 """The Python API: `score` dispatches a registered estimator on a batch or graph."""
 from __future__ import annotations
 
+import math
 import os
 import sys
 
+import numpy as np
+
 from .data import RolloutBatch
-from .graph import AnchorGraph, build_graph
+from .graph import AnchorGraph, is_built, lazy_graph
 from .result import CreditResult
 
 __all__ = ["score", "score_frame", "BACKENDS"]
@@ -23,9 +26,11 @@ def score(data: RolloutBatch | AnchorGraph, estimator: str, *, device: str = "au
         device: ``auto`` | ``cpu`` | ``cuda`` for the torch backend.
         backend: ``numpy`` (the readable reference), ``torch`` (batched; CPU or CUDA),
             ``numba`` (compiled CPU engine, where an estimator has one) or ``auto``: torch on
-            CUDA when a GPU is used, else numba, else torch, else numpy — the fastest exact
-            implementation the estimator has on this machine; below `AUTO_SMALL_STEPS` steps
-            on a CPU, numpy unless numba is already loaded (its load costs more than the job).
+            CUDA when a GPU is used; on a CPU numba when it is loaded already, else whichever
+            of numpy, numba and torch is expected to finish first counting the cost of
+            loading numba or importing torch (`_auto_backend`: by the anchors of each group,
+            since the solve's cost grows with them, and by steps). Every backend solves any
+            group size in bounded memory (sparse LU for large groups).
         **params: hyper-parameters of the estimator's params dataclass (strings are coerced).
 
     Raises:
@@ -36,12 +41,13 @@ def score(data: RolloutBatch | AnchorGraph, estimator: str, *, device: str = "au
 
     spec = registry.get(estimator)
     p = registry.make_params(spec, **params)
-    graph = data if isinstance(data, AnchorGraph) else build_graph(data)
+    # Built on first use: a kernel that merges the anchors itself never builds it.
+    graph = lazy_graph(data)
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     kwargs = {f: getattr(p, f) for f in p.__dataclass_fields__}
     if backend == "auto":
-        backend = _auto_backend(spec, device, graph.batch.num_steps)
+        backend = _auto_backend(spec, device, graph, kwargs)
     if backend == "torch":
         if spec.torch_fn is None:
             raise ValueError(f"estimator '{estimator}' has no torch backend; use backend='numpy'")
@@ -57,23 +63,60 @@ def score(data: RolloutBatch | AnchorGraph, estimator: str, *, device: str = "au
     return spec.fn(graph, **kwargs)
 
 
-#: Below this many steps, ``auto`` on a CPU takes the numpy reference unless the compiled
-#: engine is already loaded: loading numba (or importing torch) costs about a second, the
-#: reference a few milliseconds at this size. Results agree to 1e-9 either way.
-AUTO_SMALL_STEPS = 20_000
+#: Known costs on a CPU core (measured by ``python -m bench --write``; order of magnitude is
+#: what matters): loading the compiled engine from its disk cache, importing torch, and the
+#: numpy reference per step and per padded dense-solve flop / per sparse-solved anchor.
+NUMBA_LOAD_S = 0.4
+TORCH_IMPORT_S = 1.0
+NUMPY_S_PER_STEP = 1e-6
+NUMPY_S_PER_FLOP = 1e-9
+NUMPY_S_PER_SPARSE_ANCHOR = 5e-6
+#: Estimators whose reference solves the closure (cost by anchors, not steps).
+_SOLVES = ("crbc", "graft", "gated_bepo")
 
 
-def _auto_backend(spec, device: str, num_steps: int) -> str:
+def _group_sizes(graph: AnchorGraph) -> tuple[np.ndarray, bool]:
+    """Anchors per group when the graph exists, else steps per group (an upper bound)."""
+    if is_built(graph):
+        return np.diff(graph.group_node_offsets), True
+    b = graph.batch
+    return np.diff(b.traj_offsets[b.group_traj_offsets]), False
+
+
+def _numpy_seconds(spec, graph: AnchorGraph, kwargs: dict) -> tuple[float, bool]:
+    """Expected seconds of the numpy reference, and whether the estimate used anchors."""
+    from .estimators.closure import DENSE_MAX, size_class
+
+    seconds = NUMPY_S_PER_STEP * graph.batch.num_steps
+    sizes, exact = _group_sizes(graph)
+    if spec.name in _SOLVES and math.isinf(kwargs.get("depth", math.inf)):
+        dense = sizes[sizes <= DENSE_MAX]
+        seconds += NUMPY_S_PER_FLOP * float(np.sum(size_class(dense).astype(np.float64) ** 3)) / 3
+        seconds += NUMPY_S_PER_SPARSE_ANCHOR * float(sizes[sizes > DENSE_MAX].sum())
+    return seconds, exact
+
+
+def _auto_backend(spec, device: str, graph: AnchorGraph, kwargs: dict | None = None) -> str:
     if spec.torch_fn is not None and device != "cpu" and _cuda_available():
         return "torch"
-    small = num_steps < AUTO_SMALL_STEPS
-    if spec.numba_fn is not None and device != "cuda" and (not small or _numba_loaded()):
+    kwargs = kwargs or {}
+    numba_ok = spec.numba_fn is not None and device != "cuda"
+    if numba_ok:
         from .backend.numba_crbc import available
-        if available():
-            return "numba"
-    if small or spec.torch_fn is None:
-        return "numpy"
-    return "torch"
+        numba_ok = available()
+    if numba_ok and _numba_loaded():
+        return "numba"
+    seconds, exact = _numpy_seconds(spec, graph, kwargs)
+    if not exact and seconds > NUMBA_LOAD_S and NUMPY_S_PER_STEP * graph.batch.num_steps < NUMBA_LOAD_S:
+        # Steps over-count anchors: count them (the reference needs the graph anyway).
+        graph.step_node  # noqa: B018 (builds a lazy graph)
+        seconds, exact = _numpy_seconds(spec, graph, kwargs)
+    if numba_ok:
+        return "numba" if seconds > NUMBA_LOAD_S else "numpy"
+    torch_cost = 0.0 if "torch" in sys.modules else TORCH_IMPORT_S
+    if spec.torch_fn is not None and device != "cuda" and seconds > 2 * torch_cost + 0.05:
+        return "torch"
+    return "numpy"
 
 
 def _numba_loaded() -> bool:

@@ -11,6 +11,8 @@ first occurrence, edges sorted by pair then successor.
 """
 from __future__ import annotations
 
+import dataclasses
+import weakref
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -19,7 +21,7 @@ import pandas as pd
 
 from .data import RolloutBatch
 
-__all__ = ["AnchorGraph", "build_graph", "SUCCESS", "FAILURE"]
+__all__ = ["AnchorGraph", "build_graph", "lazy_graph", "action_ids", "SUCCESS", "FAILURE"]
 
 SUCCESS = -1
 FAILURE = -2
@@ -159,6 +161,61 @@ def _factorize_actions(steps: pd.DataFrame, S: int) -> tuple[np.ndarray, np.ndar
     return codes.astype(np.int64), np.asarray(uniques, dtype=object)
 
 
+_ACTION_IDS: "weakref.WeakKeyDictionary[RolloutBatch, tuple]" = weakref.WeakKeyDictionary()
+
+
+def action_ids(batch: RolloutBatch) -> tuple[np.ndarray, np.ndarray]:
+    """``(step_action [S], action_names [A])`` of ``batch``, computed once per batch (the
+    graph and the compiled kernels share them)."""
+    got = _ACTION_IDS.get(batch)
+    if got is None:
+        got = _factorize_actions(batch.steps, batch.num_steps)
+        _ACTION_IDS[batch] = got
+    return got
+
+
+_GRAPH_FIELDS = tuple(f.name for f in dataclasses.fields(AnchorGraph) if f.name != "batch")
+
+
+class _LazyAnchorGraph(AnchorGraph):
+    """An `AnchorGraph` whose arrays are built on first use: a kernel that merges the
+    anchors itself (the compiled CRBC engine) never pays for `build_graph`, and the result's
+    ``graph`` still answers every question about the merge when asked."""
+
+    def __init__(self, batch: RolloutBatch):  # noqa: D107 (no dataclass __init__: fields stay unset)
+        object.__setattr__(self, "batch", batch)
+
+    def __getattr__(self, name):
+        if name in _GRAPH_FIELDS and "step_node" not in self.__dict__:
+            full = build_graph(self.__dict__["batch"])
+            self.__dict__.update({f: getattr(full, f) for f in _GRAPH_FIELDS})
+            return self.__dict__[name]
+        raise AttributeError(name)
+
+    @property
+    def built(self) -> bool:
+        return "step_node" in self.__dict__
+
+    def __getstate__(self):
+        return dict(self.__dict__)
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+    def __repr__(self):
+        return f"AnchorGraph(lazy, {self.batch.num_steps} steps, built={self.built})"
+
+
+def lazy_graph(data: "RolloutBatch | AnchorGraph") -> AnchorGraph:
+    """``data`` itself when it is a graph, else a graph of the batch built on first use."""
+    return data if isinstance(data, AnchorGraph) else _LazyAnchorGraph(data)
+
+
+def is_built(graph: AnchorGraph) -> bool:
+    """Whether ``graph``'s arrays exist already (a lazy graph not yet touched: False)."""
+    return not isinstance(graph, _LazyAnchorGraph) or graph.built
+
+
 def build_graph(batch: RolloutBatch) -> AnchorGraph:
     """Merge each group's steps at their anchors (exact key match within the group)."""
     S = batch.num_steps
@@ -174,7 +231,7 @@ def build_graph(batch: RolloutBatch) -> AnchorGraph:
     group_node_offsets = np.searchsorted(node_group, np.arange(batch.num_groups + 1)).astype(np.int64)
 
     # Actions and (node, action) pairs.
-    step_action, action_names = _factorize_actions(batch.steps, S)
+    step_action, action_names = action_ids(batch)
     A = max(len(action_names), 1)
     pair_key = step_node * A + step_action
     pair_keys, step_pair = np.unique(pair_key, return_inverse=True)

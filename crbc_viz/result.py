@@ -10,7 +10,7 @@ import pandas as pd
 
 from .graph import AnchorGraph
 
-__all__ = ["CreditResult", "OUTPUT_COLUMNS"]
+__all__ = ["CreditResult", "OUTPUT_COLUMNS", "deferred_result"]
 
 #: Columns of `CreditResult.to_frame` (and of ``crbc-viz score``), in order.
 OUTPUT_COLUMNS = ("run_id", "train_step", "group_id", "traj_id", "step_idx", "anchor_key", "action",
@@ -70,3 +70,54 @@ class CreditResult:
 
     def params_dict(self) -> dict:
         return dataclasses.asdict(self.params) if dataclasses.is_dataclass(self.params) else dict(self.params)
+
+
+_DEFERRED = ("node_value", "pair_q", "pair_credit")
+
+
+def _deferred(name: str) -> property:
+    def get(self):
+        vals = self.__dict__.get("_deferred_values")
+        if vals is None:
+            vals = self.__dict__["_fill"]()
+            self.__dict__["_deferred_values"] = vals
+            self.__dict__.pop("_fill", None)
+        return vals[name]
+    return property(get, doc=f"`CreditResult.{name}`, computed on first use")
+
+
+class _DeferredResult(CreditResult):
+    """A `CreditResult` whose per-node / per-pair arrays are computed on first use (they
+    need the graph's node and pair ids, which a kernel that merges by itself never built)."""
+
+    node_value = _deferred("node_value")
+    pair_q = _deferred("pair_q")
+    pair_credit = _deferred("pair_credit")
+
+    def __init__(self, _fill=None, **fields):  # noqa: D107 (dataclasses.replace passes every field)
+        if _fill is None:
+            vals = {k: fields.pop(k, None) for k in _DEFERRED}
+            self.__dict__["_deferred_values"] = vals
+        else:
+            self.__dict__["_fill"] = _fill
+        for k, v in fields.items():
+            object.__setattr__(self, k, v)
+
+    def __getstate__(self):
+        self.node_value  # noqa: B018 (fill before pickling: the filler is a closure)
+        return dict(self.__dict__)
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+    def __reduce__(self):
+        return (_DeferredResult.__new__, (_DeferredResult,), self.__getstate__())
+
+
+def deferred_result(fill, **fields) -> CreditResult:
+    """A `CreditResult` from every field but ``node_value``, ``pair_q`` and ``pair_credit``,
+    which ``fill()`` returns as a dict when one of them is first read."""
+    missing = {f.name for f in dataclasses.fields(CreditResult)} - set(fields) - set(_DEFERRED)
+    defaults = {f.name: (f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default)
+                for f in dataclasses.fields(CreditResult) if f.name in missing}
+    return _DeferredResult(fill, **defaults, **fields)

@@ -88,19 +88,33 @@ def test_auto_prefers_cuda_when_present(graph):
 
 
 def test_auto_on_cpu_picks_the_fastest_exact_engine(graph, monkeypatch):
+    """``auto`` weighs the reference's expected time, by the anchors of each group (its
+    solve's cost), against loading the compiled engine; steps alone do not decide."""
+    from types import SimpleNamespace
+
     import crbc_viz.api as api
     from crbc_viz.estimators import get
 
     if CUDA:
         pytest.skip("auto picks CUDA here")
+
+    def fake(steps, anchors):  # a built graph: only its sizes matter to the choice
+        return SimpleNamespace(batch=SimpleNamespace(num_steps=steps),
+                               group_node_offsets=np.r_[0, np.cumsum(anchors)])
+
     monkeypatch.setattr(api, "_numba_loaded", lambda: False)
-    assert api._auto_backend(get("crbc"), "auto", api.AUTO_SMALL_STEPS) == "numba"
-    assert api._auto_backend(get("crbc"), "auto", 10) == "numpy"          # load costs more than the job
-    assert api._auto_backend(get("gigpo"), "auto", api.AUTO_SMALL_STEPS) == "torch"
-    assert api._auto_backend(get("shortest_path"), "auto", 10**7) == "torch"
-    assert api._auto_backend(get("shortest_path"), "auto", 10) == "numpy"
+    crbc = get("crbc")
+    assert api._auto_backend(crbc, "auto", fake(10, [5])) == "numpy"       # load costs more than the job
+    assert api._auto_backend(crbc, "auto", fake(5_000_000, [40] * 4096)) == "numba"
+    # Same steps, different anchors: 100 groups of 100 anchors stay on the reference, one
+    # group of 150k anchors (a sparse solve of that size) goes to the engine.
+    assert api._auto_backend(crbc, "auto", fake(150_000, [100] * 100)) == "numpy"
+    assert api._auto_backend(crbc, "auto", fake(150_000, [150_000])) == "numba"
+    assert api._auto_backend(crbc, "auto", fake(50_000, [40])) == "numpy"
+    assert api._auto_backend(get("shortest_path"), "auto", fake(10**7, [40] * 10**5)) == "torch"
+    assert api._auto_backend(get("shortest_path"), "auto", fake(10, [5])) == "numpy"
     monkeypatch.setattr(api, "_numba_loaded", lambda: True)
-    assert api._auto_backend(get("crbc"), "auto", 10) == "numba"
+    assert api._auto_backend(crbc, "auto", fake(10, [5])) == "numba"
     assert crbc_viz.score(graph, "crbc").backend == "numba"
 @pytest.mark.parametrize("name,params", [("graft", {}), ("graft", {"gae_lambda": 0.5, "gamma": 0.9}),
                                          ("gated_bepo", {}), ("visit_local", {})])

@@ -6,7 +6,7 @@ group (sort + run-length, group-scoped), the closure (I − βM)V = b is solved 
 Gaussian elimination in the group's own scratch (I − βM is a nonsingular M-matrix, so
 elimination without pivoting is stable), then Q, the gated σ-normalised credit and the final
 advantage are written per step. Groups larger than ``dense_max`` anchors are solved by
-SciPy's sparse LU after the kernel (no dense n² matrix for them).
+SciPy's sparse LU after the kernel (the numpy reference's path: no dense n² matrix).
 
 numba compiles this on first use (cached on disk); `crbc_numba` falls back to raising
 ImportError if numba is absent, and `crbc_viz.api.score` then uses the torch or numpy path.
@@ -54,7 +54,7 @@ def intern(keys, vals, h, count, shift, cap):
 @_njit(cache=True, nogil=True)
 def group_kernel(g, hashes, actions, traj_off, group_traj_off, success, beta, depth_inf, depth,
                  sigma_min, w_group, w_step, min_actions, dense_max,
-                 out_v, out_q, out_credit, out_adv, large_flag, residual):
+                 out_v, out_q, out_credit, out_adv, large_flag, residual, node_stats):
     t_lo, t_hi = group_traj_off[g], group_traj_off[g + 1]
     lo, hi = traj_off[t_lo], traj_off[t_hi]
     n_steps = hi - lo
@@ -96,6 +96,12 @@ def group_kernel(g, hashes, actions, traj_off, group_traj_off, success, beta, de
     nact = np.zeros(n, np.int64)
     for p in range(npairs):
         nact[pnode[p]] += 1
+    gated = 0
+    for i in range(n):
+        if nact[i] < min_actions:
+            gated += 1
+    node_stats[g, 0] = n
+    node_stats[g, 1] = gated
     V = np.zeros(n, np.float64)
     Q = np.zeros(npairs, np.float64)
     if depth_inf:
@@ -200,12 +206,12 @@ def group_kernel(g, hashes, actions, traj_off, group_traj_off, success, beta, de
 @_njit(cache=True, parallel=True, nogil=True)
 def all_groups(hashes, actions, traj_off, group_traj_off, success, beta, depth_inf, depth,
                sigma_min, w_group, w_step, min_actions, dense_max,
-               out_v, out_q, out_credit, out_adv, large_flag, residual):
+               out_v, out_q, out_credit, out_adv, large_flag, residual, node_stats):
     G = group_traj_off.shape[0] - 1
     for g in _prange(G):
         group_kernel(g, hashes, actions, traj_off, group_traj_off, success, beta, depth_inf,
                      depth, sigma_min, w_group, w_step, min_actions, dense_max,
-                     out_v, out_q, out_credit, out_adv, large_flag, residual)
+                     out_v, out_q, out_credit, out_adv, large_flag, residual, node_stats)
 
 
 
@@ -230,7 +236,8 @@ def crbc_step_credit(step_anchor_hash: np.ndarray, step_action: np.ndarray, traj
 
     Returns:
         dict of ``value``, ``q_value``, ``credit``, ``advantage`` (each ``[S]`` float64) and
-        ``closure_residual`` (max over groups; exact depth only).
+        ``closure_residual`` (max over groups; exact depth only), ``num_nodes`` (anchors
+        merged) and ``gated_nodes`` (anchors with fewer than ``min_actions`` actions).
     """
     fn = _compiled()
     S = step_anchor_hash.shape[0]
@@ -238,6 +245,7 @@ def crbc_step_credit(step_anchor_hash: np.ndarray, step_action: np.ndarray, traj
     G = group_traj_offsets.shape[0] - 1
     large = np.zeros(G, np.int8)
     residual = np.zeros(G)
+    node_stats = np.zeros((G, 2), np.int64)
     depth_inf = math.isinf(depth)
     fn(np.ascontiguousarray(step_anchor_hash, dtype=np.uint64),
        np.ascontiguousarray(step_action, dtype=np.int64),
@@ -246,22 +254,25 @@ def crbc_step_credit(step_anchor_hash: np.ndarray, step_action: np.ndarray, traj
        np.ascontiguousarray(traj_success, dtype=np.bool_), float(beta), depth_inf,
        0 if depth_inf else int(depth), float(sigma_min), float(w_group), float(w_step),
        int(min_actions), int(dense_max), out["value"], out["q_value"], out["credit"],
-       out["advantage"], large, residual)
+       out["advantage"], large, residual, node_stats)
     if large.any():
         _solve_large_groups(np.flatnonzero(large), out, residual, step_anchor_hash, step_action,
                             traj_offsets, group_traj_offsets, traj_success, beta, sigma_min,
                             w_group, w_step, min_actions)
     out["closure_residual"] = float(residual.max()) if (depth_inf and G) else float("nan")
+    out["num_nodes"], out["gated_nodes"] = (int(x) for x in node_stats.sum(axis=0))
     return out
 
 
 def _solve_large_groups(groups, out, residual, hashes, actions, traj_off, gto, success, beta,
                         sigma_min, w_group, w_step, min_actions):
-    """Groups over ``dense_max`` anchors: the sparse-LU path of the torch backend."""
-    from ..data import RolloutBatch
-    from ..graph import build_graph
-    from .torch_crbc import crbc_torch
+    """Groups over ``dense_max`` anchors: the numpy reference, whose closure solve takes
+    sparse LU for them (`crbc_viz.estimators.closure`; no dense n² matrix, no torch)."""
     import pandas as pd
+
+    from ..data import RolloutBatch
+    from ..estimators.crbc import crbc
+    from ..graph import build_graph
 
     for g in groups:
         t_lo, t_hi = gto[g], gto[g + 1]
@@ -274,8 +285,8 @@ def _solve_large_groups(groups, out, residual, hashes, actions, traj_off, gto, s
                            traj_truncated=np.zeros(t_hi - t_lo, bool),
                            traj_return=success[t_lo:t_hi].astype(float),
                            group_traj_offsets=np.array([0, t_hi - t_lo]), groups=pd.DataFrame({"g": [g]}))
-        r = crbc_torch(build_graph(sub), device="cpu", beta=beta, sigma_min=sigma_min, w_group=w_group,
-                       w_step=w_step, min_actions=min_actions, dense_max=0)
+        r = crbc(build_graph(sub), beta=beta, sigma_min=sigma_min, w_group=w_group, w_step=w_step,
+                 min_actions=min_actions)
         out["value"][lo:hi], out["q_value"][lo:hi] = r.value, r.q_value
         out["credit"][lo:hi], out["advantage"][lo:hi] = r.credit, r.advantage
         residual[g] = r.diagnostics["closure_residual"]

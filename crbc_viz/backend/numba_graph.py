@@ -18,33 +18,28 @@ from .numba_crbc import _nb, _njit, _prange
 __all__ = ["graph_gae_bonus_numba", "mean_backup_values_numba", "discounted_suffix_sum_numba"]
 
 @_njit(cache=True, parallel=True, nogil=True)
-def gae_bonus_kernel(group_node_off, group_step_off, step_next, remaining, node_td, visits,
-           succ_off, succ, gl, out):
+def gae_bonus_kernel(group_node_off, q_group_off, q_off, q_rem, q_step, node_td, visits,
+                     succ_off, succ, gl, out):
+    """Per start anchor v, walk the frontiers up to the longest horizon asked of v and write
+    the running sum at each asked horizon (queries of v sorted by horizon): O(steps + anchors)
+    memory, no (anchor × horizon) table."""
     G = group_node_off.shape[0] - 1
     for g in _prange(G):
         lo, hi = group_node_off[g], group_node_off[g + 1]
         n = hi - lo
-        if n == 0:
+        if n == 0 or q_group_off[g] == q_group_off[g + 1]:
             continue
-        s_lo, s_hi = group_step_off[g], group_step_off[g + 1]
-        horizon = np.zeros(n, np.int64)
-        for k in range(s_lo, s_hi):
-            v = step_next[k]
-            if v >= 0 and remaining[k] > horizon[v - lo]:
-                horizon[v - lo] = remaining[k]
-        off = np.zeros(n + 1, np.int64)
-        for v in range(n):
-            off[v + 1] = off[v] + horizon[v] + 1
-        cum = np.zeros(off[n], np.float64)
         cur = np.empty(n, np.int64)
         nxt = np.empty(n, np.int64)
         stamp = np.zeros(n, np.int64)   # stamp[x] == tick: x already in the next frontier
         tick = 0
-        for v in range(n):
-            H = horizon[v]
-            if H == 0:
+        for v in range(lo, hi):
+            qa, qb = q_off[v], q_off[v + 1]
+            if qa == qb:
                 continue
-            cur[0] = v + lo
+            H = q_rem[qb - 1]
+            qi = qa
+            cur[0] = v
             m = 1
             acc = 0.0
             fac = 1.0
@@ -66,7 +61,9 @@ def gae_bonus_kernel(group_node_off, group_step_off, step_next, remaining, node_
                             m2 += 1
                 a_bar = tds / cnt if (m > 0 and cnt > 0) else 0.0
                 acc += fac * a_bar
-                cum[off[v] + kk] = acc
+                while qi < qb and q_rem[qi] == kk:
+                    out[q_step[qi]] = acc
+                    qi += 1
                 # Fixed point F_{k+1} = F_k: Ā stays constant, finish with the geometric tail.
                 same = m2 == m
                 if same:
@@ -78,41 +75,46 @@ def gae_bonus_kernel(group_node_off, group_step_off, step_next, remaining, node_
                     for k2 in range(kk + 1, H + 1):
                         fac *= gl
                         acc += fac * a_bar
-                        cum[off[v] + k2] = acc
+                        while qi < qb and q_rem[qi] == k2:
+                            out[q_step[qi]] = acc
+                            qi += 1
                     break
                 for i in range(m2):
                     cur[i] = nxt[i]
                 m = m2
-        for k in range(s_lo, s_hi):
-            v = step_next[k]
-            if v >= 0 and remaining[k] > 0:
-                out[k] = cum[off[v - lo] + remaining[k]]
-
 
 
 def graph_gae_bonus_numba(graph, td: np.ndarray, gamma: float, lam: float) -> np.ndarray:
     """Same contract as `crbc_viz.estimators.graft.graph_gae_bonus` (``[S]``)."""
     if _nb is None:
         raise ImportError("numba is not installed; use backend='numpy' or 'torch'")
-    from ..estimators.graft import gae_inputs
+    from ..estimators.graft import gae_inputs, gae_negligible
 
     b = graph.batch
     out = np.zeros(b.num_steps)
     if lam == 0.0 or out.size == 0:
         return out
     remaining, node_td = gae_inputs(graph, td)
+    if gae_negligible(graph, node_td, remaining, gamma, lam):
+        return out
+    # Queries: every step with a non-terminal successor v and r > 0 steps left asks for the
+    # running sum of v at horizon r; sorted by (v, r), so by group too.
+    q = np.flatnonzero((graph.step_next >= 0) & (remaining > 0))
+    q = q[np.lexsort((remaining[q], graph.step_next[q]))]
+    N = graph.num_nodes
+    q_off = np.searchsorted(graph.step_next[q], np.arange(N + 1)).astype(np.int64)
+    q_group_off = q_off[graph.group_node_offsets].astype(np.int64)
     # Non-terminal successors of each node as CSR: edges are sorted by (pair, successor) and
     # pairs by node, so they are already grouped by source; repeats (one successor reached by
     # several actions) are skipped by the kernel's visit stamp.
-    N = graph.num_nodes
     inner = graph.edge_next >= 0
     succ_src = graph.pair_node[graph.edge_pair][inner]
     succ = graph.edge_next[inner]
     succ_off = np.searchsorted(succ_src, np.arange(N + 1)).astype(np.int64)
-    group_step_off = b.traj_offsets[b.group_traj_offsets].astype(np.int64)
-    gae_bonus_kernel(graph.group_node_offsets.astype(np.int64), group_step_off, graph.step_next, remaining,
-            node_td, graph.node_visits.astype(np.float64), succ_off,
-            succ.astype(np.int64), float(gamma * lam), out)
+    gae_bonus_kernel(graph.group_node_offsets.astype(np.int64), q_group_off, q_off,
+                     remaining[q].astype(np.int64), q.astype(np.int64), node_td,
+                     graph.node_visits.astype(np.float64), succ_off, succ.astype(np.int64),
+                     float(gamma * lam), out)
     return out
 
 

@@ -1,5 +1,6 @@
 """CRBC — Cross-Rollout Bellman Closure — and its depth-0 member, visit-local averaging
-(ESTIMATORS.md §3). This module is the readable numpy reference (per-group loops);
+(ESTIMATORS.md §3). This module is the readable numpy reference (whole-batch arrays; the
+closure solve in `crbc_viz.estimators.closure`);
 `crbc_viz.backend.torch_crbc` is its batched twin.
 """
 from __future__ import annotations
@@ -9,8 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph import FAILURE, SUCCESS, AnchorGraph
+from ..graph import SUCCESS, AnchorGraph
 from ..result import CreditResult
+from .closure import graph_entries, solve_closure
 from .grpo import group_advantage
 from .registry import EstimatorSpec, param, register
 
@@ -50,66 +52,42 @@ def _visit_local_returns(graph: AnchorGraph, beta: float) -> np.ndarray:
     return beta ** steps_to_go * b.traj_success[b.step_traj].astype(np.float64)
 
 
-def _group_solve(graph: AnchorGraph, g: int, beta: float, depth: float, G_ret: np.ndarray):
-    """V over group g's nodes and Q over its pairs, plus the closure residual."""
-    lo, hi = int(graph.group_node_offsets[g]), int(graph.group_node_offsets[g + 1])
-    n = hi - lo
-    p_lo, p_hi = int(graph.node_pair_offsets[lo]), int(graph.node_pair_offsets[hi])
-    node_visits = graph.node_visits[lo:hi].astype(np.float64)
-    pair_count = graph.pair_count[p_lo:p_hi].astype(np.float64)
-    pair_node = graph.pair_node[p_lo:p_hi] - lo
-    edges = np.flatnonzero((graph.edge_pair >= p_lo) & (graph.edge_pair < p_hi))
-
-    # Eq. 5: P(x|s,a) = N(s,a,x)/N(s,a) as a pair × (nodes + 2 boundaries) matrix; μ(a|s) = N(s,a)/N(s).
-    P = np.zeros((p_hi - p_lo, n + 2))
-    for e in edges:
-        p = graph.edge_pair[e] - p_lo
-        x = graph.edge_next[e]
-        col = n if x == SUCCESS else n + 1 if x == FAILURE else x - lo
-        P[p, col] += graph.edge_count[e] / pair_count[p]
-    mu = pair_count / node_visits[pair_node]
-    MU = np.zeros((n, p_hi - p_lo))
-    MU[pair_node, np.arange(p_hi - p_lo)] = mu
-    M = MU @ P[:, :n]          # Eq. 8: M(s,s') = Σ_a μ(a|s) P(s'|s,a)
-    b = beta * MU @ P[:, n]    # Eq. 8: b(s) = β Σ_a μ(a|s) P(z+|s,a)
+def _closure_values(graph: AnchorGraph, beta: float, depth: float):
+    """V over every node ``[N]``, Q over every pair ``[P]`` and the closure residual, for
+    all groups at once (groups never share a node, so the system is block diagonal)."""
+    N, P = graph.num_nodes, graph.pair_node.shape[0]
+    node_visits = graph.node_visits.astype(np.float64)
+    pair_count = graph.pair_count.astype(np.float64)
+    # Eq. 5: P(x|s,a) = N(s,a,x)/N(s,a) per distinct edge; μ(a|s) = N(s,a)/N(s).
+    p_x = graph.edge_count / pair_count[graph.edge_pair]
+    mu = pair_count / node_visits[graph.pair_node]
+    nxt = graph.edge_next
 
     def backup(V):             # Eq. 7: (B V)(s,a) = β Σ_x P(x|s,a) V(x), V(z+) = 1, V(z−) = 0
-        return beta * (P[:, :n] @ V + P[:, n])
+        v_next = np.where(nxt >= 0, V[np.maximum(nxt, 0)] if N else 0.0, (nxt == SUCCESS) * 1.0)
+        return beta * np.bincount(graph.edge_pair, weights=p_x * v_next, minlength=P)
 
     residual = 0.0
     if math.isinf(depth):
-        A = np.eye(n) - beta * M
-        V = np.linalg.solve(A, b)  # Eq. 9: one linear solve
+        # Eqs. 8–9: M(s,s') = Σ_a μ(a|s) P(s'|s,a) = N(s→s')/N(s); (I − βM)V = b, one solve
+        # (dense per small group, sparse LU for large ones: `closure.solve_closure`).
+        V, residual = solve_closure(*graph_entries(graph), graph.group_node_offsets, beta)
         Q = backup(V)
-        residual = float(np.max(np.abs(A @ V - b))) if n else 0.0
     else:
         # Eq. 6 / §3.7: K = 0 averages the visit-local returns; K ≥ 1 backs them up.
-        step_sl = np.flatnonzero(graph.node_group[graph.step_node] == g)
-        sn = graph.step_node[step_sl] - lo
-        sp = graph.step_pair[step_sl] - p_lo
-        V0 = np.bincount(sn, weights=G_ret[step_sl], minlength=n) / node_visits
-        Q0 = np.bincount(sp, weights=G_ret[step_sl], minlength=p_hi - p_lo) / pair_count
-        V, Q = V0, Q0
+        G_ret = _visit_local_returns(graph, beta)
+        V = np.bincount(graph.step_node, weights=G_ret, minlength=N) / node_visits
+        Q = np.bincount(graph.step_pair, weights=G_ret, minlength=P) / pair_count
         for _ in range(int(depth)):
             Q = backup(V)      # Q^(K) = B V^(K−1)
-            V = MU @ Q         # V^(K) = T V^(K−1)
+            V = np.bincount(graph.pair_node, weights=mu * Q, minlength=N)  # V^(K) = T V^(K−1)
     return V, Q, mu, residual
 
 
 def _closure_family(graph: AnchorGraph, name: str, params, *, beta, depth, sigma_min, w_group,
                     w_step, min_actions) -> CreditResult:
-    N, P = graph.num_nodes, graph.pair_node.shape[0]
-    node_value = np.zeros(N)
-    pair_q = np.zeros(P)
-    pair_mu = np.zeros(P)
-    residual = 0.0
-    G_ret = _visit_local_returns(graph, beta) if not math.isinf(depth) else None
-    for g in range(graph.num_groups):
-        lo, hi = graph.group_node_offsets[g], graph.group_node_offsets[g + 1]
-        p_lo, p_hi = graph.node_pair_offsets[lo], graph.node_pair_offsets[hi]
-        V, Q, mu, res = _group_solve(graph, g, beta, depth, G_ret)
-        node_value[lo:hi], pair_q[p_lo:p_hi], pair_mu[p_lo:p_hi] = V, Q, mu
-        residual = max(residual, res)
+    N = graph.num_nodes
+    node_value, pair_q, pair_mu, residual = _closure_values(graph, beta, depth)
     # Eq. 13: A = Q − V; σ(s)² = Σ_a μ(a|s) A²; gate on ≥ min_actions distinct actions.
     pair_adv = pair_q - node_value[graph.pair_node]
     sigma = np.sqrt(np.bincount(graph.pair_node, weights=pair_mu * pair_adv ** 2, minlength=N))
@@ -210,24 +188,33 @@ def _torch_visit_local(graph, *, device="auto", **kw):
 
 
 def _numba_family(name, params, graph, depth, **kw):
+    """The compiled engine merges the anchors itself from the batch's step arrays: the
+    graph is not built here, and the per-node / per-pair arrays (which need its ids) are
+    filled from the per-step output only when read."""
     from ..backend.numba_crbc import crbc_step_credit
+    from ..graph import action_ids
+    from ..result import deferred_result
 
     b = graph.batch
-    out = crbc_step_credit(b.step_anchor_hash, graph.step_action, b.traj_offsets, b.group_traj_offsets,
+    out = crbc_step_credit(b.step_anchor_hash, action_ids(b)[0], b.traj_offsets, b.group_traj_offsets,
                            b.traj_success, depth=depth, **kw)
-    node_value = np.zeros(graph.num_nodes)
-    node_value[graph.step_node] = out["value"]
-    pair_q = np.zeros(graph.pair_node.shape[0])
-    pair_q[graph.step_pair] = out["q_value"]
-    pair_credit = np.zeros_like(pair_q)
-    pair_credit[graph.step_pair] = out["credit"]
-    gate = graph.node_num_actions >= kw["min_actions"]
-    diagnostics = {"gated_fraction": float(np.mean(~gate)) if graph.num_nodes else 0.0}
+    n = out["num_nodes"]
+    diagnostics = {"gated_fraction": out["gated_nodes"] / n if n else 0.0}
     if math.isinf(depth):
         diagnostics = {"closure_residual": out["closure_residual"], **diagnostics}
-    return CreditResult(name, params, graph, out["value"], out["q_value"], out["credit"],
-                        out["advantage"], node_value=node_value, pair_q=pair_q,
-                        pair_credit=pair_credit, diagnostics=diagnostics, backend="numba")
+
+    def fill():
+        node_value = np.zeros(graph.num_nodes)
+        node_value[graph.step_node] = out["value"]
+        pair_q = np.zeros(graph.pair_node.shape[0])
+        pair_q[graph.step_pair] = out["q_value"]
+        pair_credit = np.zeros_like(pair_q)
+        pair_credit[graph.step_pair] = out["credit"]
+        return {"node_value": node_value, "pair_q": pair_q, "pair_credit": pair_credit}
+
+    return deferred_result(fill, estimator=name, params=params, graph=graph, value=out["value"],
+                           q_value=out["q_value"], credit=out["credit"], advantage=out["advantage"],
+                           diagnostics=diagnostics, backend="numba")
 
 
 def _numba_crbc(graph, **kw):

@@ -14,7 +14,8 @@ from ..graph import FAILURE, SUCCESS, AnchorGraph
 from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
 
-__all__ = ["GRAFTParams", "graft", "mean_backup_values", "successor_values", "graph_gae_bonus"]
+__all__ = ["GRAFTParams", "graft", "mean_backup_values", "successor_values", "graph_gae_bonus",
+           "gae_negligible"]
 
 
 @dataclass(frozen=True)
@@ -38,33 +39,16 @@ def mean_backup_values(graph: AnchorGraph, gamma: float) -> tuple[np.ndarray, fl
 
         V(u) = γ · Σ_a π̂(a|u) Σ_v P̂(v|u,a) V(v),   V(SUCCESS) = 1, V(FAILURE) = 0
 
-    π̂·P̂ = N(u,a,v)/N(u) from raw edge counts. Solved per group with one dense linear
-    solve (I − γM)V = b, the limit of GRAFT's Gauss–Seidel iteration.
+    π̂·P̂ = N(u,a,v)/N(u) from raw edge counts. Solved with one direct solve
+    (I − γM)V = b per group (`crbc_viz.estimators.closure`: dense for small groups, sparse
+    LU for large ones), the limit of GRAFT's Gauss–Seidel iteration.
 
     Returns:
         ``(V [N], residual)`` with residual = max ‖(I − γM)V − b‖∞ over groups.
     """
-    src = graph.pair_node[graph.edge_pair]
-    nxt = graph.edge_next
-    w = graph.edge_count / graph.node_visits[src].astype(np.float64)
-    V = np.zeros(graph.num_nodes)
-    residual = 0.0
-    for g in range(graph.num_groups):
-        lo, hi = int(graph.group_node_offsets[g]), int(graph.group_node_offsets[g + 1])
-        n = hi - lo
-        if n == 0:
-            continue
-        e = np.flatnonzero((src >= lo) & (src < hi))
-        M = np.zeros((n, n))
-        inner = e[nxt[e] >= 0]
-        np.add.at(M, (src[inner] - lo, nxt[inner] - lo), w[inner])
-        rhs = np.zeros(n)
-        succ = e[nxt[e] == SUCCESS]
-        np.add.at(rhs, src[succ] - lo, gamma * w[succ])
-        A = np.eye(n) - gamma * M
-        V[lo:hi] = np.linalg.solve(A, rhs)
-        residual = max(residual, float(np.max(np.abs(A @ V[lo:hi] - rhs))))
-    return V, residual
+    from .closure import graph_entries, solve_closure
+
+    return solve_closure(*graph_entries(graph), graph.group_node_offsets, gamma)
 
 
 def successor_values(graph: AnchorGraph, node_value: np.ndarray) -> np.ndarray:
@@ -82,6 +66,30 @@ def gae_inputs(graph: AnchorGraph, td: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return remaining, np.bincount(graph.step_node, weights=td, minlength=graph.num_nodes)
 
 
+#: The Graph-GAE bonus is taken as 0 where it provably cannot exceed this at any step.
+GAE_NEGLIGIBLE = 1e-12
+#: Frontier rows held at once by the reference Graph GAE (× anchors of the group, float64).
+_FRONTIER_FLOATS = 1 << 22
+
+
+def gae_negligible(graph: AnchorGraph, node_td: np.ndarray, remaining: np.ndarray, gamma: float,
+                   lam: float) -> bool:
+    """Whether |bonus| ≤ `GAE_NEGLIGIBLE` at every step, from a bound that needs no walk.
+
+    Ā_k(v) = Σ_F TD(u) / Σ_F N(u) is a weighted mean of the per-visit TD sums, so
+    |Ā_k| ≤ max_u |TD(u)|/N(u) and |bonus| ≤ that · Σ_{k=1}^{H} (γλ)^k with H the longest
+    remaining horizon. Under the exact values every TD(u) is 0 up to rounding (§4.4: at the
+    fixed point λ has no effect), so this holds for `graft` itself; an arbitrary ``td`` still
+    gets the full walk.
+    """
+    if graph.num_nodes == 0 or remaining.size == 0:
+        return True
+    per_visit = float(np.max(np.abs(node_td) / np.maximum(graph.node_visits, 1)))
+    gl, H = gamma * lam, int(remaining.max())
+    tail = H if gl >= 1.0 else gl * (1.0 - gl ** H) / (1.0 - gl)
+    return per_visit * tail <= GAE_NEGLIGIBLE
+
+
 def graph_gae_bonus(graph: AnchorGraph, td: np.ndarray, gamma: float, lam: float) -> np.ndarray:
     """Σ_{k=1}^{T−t} (γλ)^k · Ā_{t+k} per step ``[S]`` (GRAFT Eqs. 9–10).
 
@@ -89,11 +97,19 @@ def graph_gae_bonus(graph: AnchorGraph, td: np.ndarray, gamma: float, lam: float
     reachable from a_t in exactly k hops: hop 1 is the out-edges of s_{t+1}; the node
     frontier of hop k+1 is the set of non-terminal successors of hop k's edges. The sum
     stops at the trajectory's remaining number of steps.
+
+    Memory is bounded: frontiers are walked for a block of start anchors at a time over a
+    sparse adjacency, and only the (anchor, horizon) values some step asks for are kept.
+    Where `gae_negligible` holds the bonus is 0 without a walk.
     """
     out = np.zeros(graph.batch.num_steps)
     if lam == 0.0 or out.size == 0:
         return out
     remaining, node_td = gae_inputs(graph, td)
+    if gae_negligible(graph, node_td, remaining, gamma, lam):
+        return out
+    import scipy.sparse as sp
+
     visits = graph.node_visits.astype(np.float64)
     src = graph.pair_node[graph.edge_pair]
     nxt = graph.edge_next
@@ -101,23 +117,29 @@ def graph_gae_bonus(graph: AnchorGraph, td: np.ndarray, gamma: float, lam: float
         lo, hi = int(graph.group_node_offsets[g]), int(graph.group_node_offsets[g + 1])
         n = hi - lo
         steps = np.flatnonzero((graph.step_node >= lo) & (graph.step_node < hi) &
-                               (graph.step_next >= 0))
+                               (graph.step_next >= 0) & (remaining > 0))
         if n == 0 or steps.size == 0:
             continue
         e = np.flatnonzero((src >= lo) & (src < hi) & (nxt >= 0))
-        adj = np.zeros((n, n), dtype=bool)
-        adj[src[e] - lo, nxt[e] - lo] = True
-        horizon = int(remaining[steps].max())
-        # frontier[v, u]: node u is the source of hop-k edges when starting from s_{t+1} = v.
-        frontier = np.eye(n, dtype=bool)
-        cum = np.zeros((n, horizon + 1))          # cum[v, m] = Σ_{k≤m} (γλ)^k Ā_k from v
-        for k in range(1, horizon + 1):
-            f = frontier.astype(np.float64)
-            cnt = f @ visits[lo:hi]
-            a_bar = np.where(cnt > 0, (f @ node_td[lo:hi]) / np.maximum(cnt, 1), 0.0)
-            cum[:, k] = cum[:, k - 1] + (gamma * lam) ** k * a_bar
-            frontier = (f @ adj.astype(np.float64)) > 0
-        out[steps] = cum[graph.step_next[steps] - lo, remaining[steps]]
+        adj_t = sp.csr_matrix((np.ones(e.size), (nxt[e] - lo, src[e] - lo)), shape=(n, n))  # adjᵀ
+        q_v, q_r = graph.step_next[steps] - lo, remaining[steps]
+        block = max(1, _FRONTIER_FLOATS // n)
+        for b0 in range(0, n, block):
+            b1 = min(b0 + block, n)
+            sel = np.flatnonzero((q_v >= b0) & (q_v < b1))
+            if sel.size == 0:
+                continue
+            # frontier[i, u]: node u is the source of hop-k edges when starting from s_{t+1} = b0 + i.
+            frontier = np.zeros((b1 - b0, n))
+            frontier[np.arange(b1 - b0), np.arange(b0, b1)] = 1.0
+            acc = np.zeros(b1 - b0)                    # Σ_{j≤k} (γλ)^j Ā_j from each start
+            for k in range(1, int(q_r[sel].max()) + 1):
+                cnt = frontier @ visits[lo:hi]
+                a_bar = np.where(cnt > 0, (frontier @ node_td[lo:hi]) / np.maximum(cnt, 1), 0.0)
+                acc += (gamma * lam) ** k * a_bar
+                hit = sel[q_r[sel] == k]
+                out[steps[hit]] = acc[q_v[hit] - b0]
+                frontier = (np.asarray((adj_t @ frontier.T).T) > 0).astype(np.float64)
     return out
 
 
