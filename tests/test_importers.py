@@ -28,9 +28,9 @@ RLLM = FIX / "rllm_run"
 TRL = FIX / "trl_run" / "completions" / "completions_00010.parquet"
 
 
-def load(path, fmt="auto", **kw):
+def load(path, fmt="auto", options=None, **kw):
     (src,) = expand_sources([path], fmt)
-    imp = import_source(src)
+    imp = import_source(src, **(options or {}))
     return src, imp, build_batch(imp.raw, **kw)
 
 
@@ -167,11 +167,14 @@ def test_rllm_bad_episode_names_file(tmp_path):
 
 
 def test_trl_completions():
-    _, imp, b = load(TRL, success_threshold=1.5)
+    # a hand-written file (advantages rounded by hand): the reward columns are declared
+    _, imp, b = load(TRL, options={"reward_columns": ["accuracy_reward", "format_reward"]})
     assert b.num_groups == 2 and b.num_trajectories == 6
+    assert any("success = accuracy_reward" in n for n in imp.notes)
     # reward = accuracy + format
     assert b.steps["reward"].tolist() == [2.0, 1.0, 1.0, 2.0, 2.0, 1.0]
-    assert b.traj_success.tolist() == [True, False, False, True, True, False]
+    # success is the 0/1 accuracy column, not reward > threshold (row 3: accuracy 1, format 0)
+    assert b.traj_success.tolist() == [True, False, True, True, True, False]
     assert set(b.steps["train_step"]) == {10} and set(b.steps["run_id"]) == {"trl_run"}
     assert b.steps["advantage"].tolist() == [0.58, -1.15, 0.58, 0.58, 0.58, -1.15]
     assert imp.source_keys == {"step": "train_step", "row": "src_row"}

@@ -18,11 +18,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._guards import check_input_file
 from ..errors import LoadError, Problem
 from . import canonical, rllm, roll, trl, verl, verl_agent
 from ._common import Imported, peek_fields
 
-__all__ = ["FORMATS", "Imported", "Source", "detect", "expand_sources", "import_source"]
+__all__ = ["FORMATS", "IMPORT_OPTIONS", "Imported", "Source", "detect", "expand_sources", "import_source"]
 
 _MODULES = {m.NAME: m for m in (canonical, verl_agent, rllm, roll, trl, verl)}
 #: Format names accepted by ``--format`` (besides ``auto``).
@@ -109,6 +110,11 @@ def expand_sources(paths, fmt: str = "auto") -> list[Source]:
                 problems.append(Problem(p, None, None, f"folder holds no log files ({', '.join(_SUFFIXES)})"))
             paths_fmt = [(f, fmt) for f in files]
         else:
+            try:
+                check_input_file(p)  # a FIFO or device is refused before the format sniff
+            except LoadError as exc:
+                problems.extend(exc.problems)
+                continue
             paths_fmt = [(p, fmt)]
         for f, want in paths_fmt:
             try:
@@ -122,6 +128,17 @@ def expand_sources(paths, fmt: str = "auto") -> list[Source]:
     return out
 
 
-def import_source(src: Source) -> Imported:
-    """Read one source with its importer (canonical names, trainer keys, notes)."""
-    return _MODULES[src.fmt].read(src.path)
+#: Options an importer may take (``--reward-columns``, ``--success-column``); each importer gets
+#: the ones its ``read`` accepts.
+IMPORT_OPTIONS = ("reward_columns", "success_column")
+
+
+def import_source(src: Source, **options) -> Imported:
+    """Read one source with its importer (canonical names, trainer keys, notes). ``options``
+    (see ``IMPORT_OPTIONS``) set to None are dropped; the others go to the importers that take
+    them (TRL, ms-swift)."""
+    import inspect
+
+    read = _MODULES[src.fmt].read
+    params = inspect.signature(read).parameters
+    return read(src.path, **{k: v for k, v in options.items() if v is not None and k in params})

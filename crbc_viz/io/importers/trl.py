@@ -1,19 +1,29 @@
 """TRL ``GRPOTrainer`` completion logs: ``<output_dir>/completions/completions_<step>.parquet``.
 
-Columns as TRL documents them: ``step`` (training step), ``prompt`` (text, or a list of chat
-messages), ``completion`` (text or messages), one column per reward function (named after it)
-with its reward, and ``advantage`` (TRL's group-normalised advantage). One row per sampled
-completion: a one-step trajectory. Rows with the same ``step`` and ``prompt`` are one GRPO
-group (trajectory id ``r<row>``, the row in the file) (TRL does not log a group id); the prompt is the group's anchor.
+Written by ``GRPOTrainer.log`` when ``GRPOConfig(log_completions=True)`` (read from TRL 1.16.0's
+source and checked on a real run, tests/fixtures/trl_real): ``step``, ``prompt`` (text or chat
+messages), ``completion``, one column per reward function (named after the function), the
+columns reward functions add through ``log_extra`` (e.g. ``num_turns``), and ``advantage``. One
+row per sampled completion, a one-step trajectory; the ``num_generations`` completions of one
+prompt are consecutive rows (TRL's RepeatSampler), so a group is a run of rows with the same
+``step`` and ``prompt`` (runs longer than the file's group size, the gcd of the run lengths,
+are split). The prompt is the group's anchor.
 
-Canonical mapping: ``reward`` = the sum of the reward-function columns (every numeric column
-other than ``step`` / ``advantage``; TRL's ``reward_weights`` are not in the file, so weights
-other than 1 are not reproduced — documented gap); ``prompt`` -> ``anchor_obs`` and
-``observation``; ``completion`` -> ``action`` and ``response``; ``advantage`` is the trainer's
-advantage; run = the trainer's ``output_dir`` name. Trainer keys kept: ``step`` and the row
-within the file (``src_row``).
+The file does not say which numeric columns are rewards and which are logged extras, nor the
+``reward_weights``. Rewards: the columns named by ``reward_columns`` (``--reward-columns``);
+otherwise the leading numeric columns (TRL writes rewards before extras) whose unit-weight sum
+reproduces the logged ``advantage`` in every group (TRL's advantage is the group-centred reward,
+scaled), which leaves out extras such as ``num_turns`` (when the advantage cannot decide, the
+column names do; noted); with no ``advantage`` column they must be declared. Success:
+``success_column`` (``--success-column``, a 0/1 column), else the one reward column holding only
+0 and 1 (e.g. ``reward_won``), else reward > the success threshold (noted). Truncation
+(completion cut by ``max_completion_length``) is not in the file: every row is taken as ended.
+Trainer keys kept: ``step`` and the row within the file (``src_row``).
 """
 from __future__ import annotations
+
+import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -24,39 +34,169 @@ from ._common import Imported, require, run_from_dir, step_from_path, text_id, t
 
 NAME = "trl"
 SIGNATURE = ("prompt", "completion")
-_NOT_REWARD = {"step", "advantage", "prompt", "completion", "image", "images"}
+_NOT_REWARD = {"step", "advantage", "advantages", "prompt", "completion", "image", "images",
+               "solution", "global_step"}
+_SUCCESS_NAME = re.compile(r"won|success|succeed|correct|accura|solved|pass", re.I)
 
 
 def sniff(fields: set[str]) -> bool:
     return set(SIGNATURE) <= fields
 
 
-def read(path: str) -> Imported:
+def _numeric(df: pd.DataFrame) -> list[str]:
+    return [c for c in df.columns if c not in _NOT_REWARD and pd.api.types.is_numeric_dtype(df[c])
+            and not pd.api.types.is_bool_dtype(df[c])]
+
+
+def group_runs(step: np.ndarray, prompt: pd.Series) -> tuple[np.ndarray, str | None]:
+    """Group index of each row: runs of equal (step, prompt), split into chunks of the gcd of the
+    run lengths (two groups of one prompt sampled back to back)."""
+    key = pd.Series([f"{s}\x00{p}" for s, p in zip(step, prompt)])
+    new = np.r_[True, key.to_numpy()[1:] != key.to_numpy()[:-1]]
+    run = np.cumsum(new) - 1
+    lengths = np.bincount(run)
+    g = math.gcd(*lengths.tolist()) if len(lengths) else 1
+    pos = np.arange(len(key)) - np.flatnonzero(new)[run]
+    chunk = pos // g
+    codes, _ = pd.factorize(pd.Series(list(zip(run, chunk))))
+    note = None
+    if (lengths > g).any():
+        note = (f"{int((lengths > g).sum())} run(s) of one prompt longer than the group size {g} "
+                "were split into groups of {g} (the same prompt sampled twice)").replace("{g}", str(g))
+    return codes.astype(np.int64), note
+
+
+def _matches(reward: np.ndarray, adv: np.ndarray, groups: np.ndarray) -> bool:
+    """True when, in every group, the logged advantage is a non-negative multiple of the
+    group-centred reward (TRL's scale_rewards group / batch / none all are)."""
+    for g in np.unique(groups):
+        m = groups == g
+        c = reward[m] - reward[m].mean()
+        a = adv[m]
+        tol = 1e-2 * max(1.0, float(np.abs(a).max()))  # logged values may be rounded
+        if np.abs(c).max() < 1e-9:
+            if np.abs(a).max() > tol:
+                return False
+            continue
+        k = float(a @ c) / float(c @ c)
+        if k < 0 or np.abs(a - k * c).max() > tol:
+            return False
+    return True
+
+
+_REWARD_NAME = re.compile(r"reward|score|acc|format|correct|won|success|solved|pass", re.I)
+
+
+def reward_columns_from_advantage(df: pd.DataFrame, cand: list[str], groups: np.ndarray,
+                                  adv_col: str = "advantage") -> tuple[list[str] | None, bool]:
+    """(reward columns, whether the advantage alone decided) from the logged advantage.
+
+    TRL writes the reward columns first, then the ``log_extra`` columns, so the rewards are a
+    prefix of the numeric columns in file order; the prefixes whose sum reproduces the advantage
+    are the candidates. When several do (the columns after the shortest are constant within
+    every group, so the advantage cannot tell), the longest one whose last column is named like
+    a reward (``*reward*``, ``*acc*``, ``*format*`` ...) is taken, else the shortest.
+    """
+    adv = pd.to_numeric(df[adv_col], errors="coerce").to_numpy(np.float64)
+    vals = [pd.to_numeric(df[c], errors="coerce").fillna(0.0).to_numpy(np.float64) for c in cand]
+    ok = [k for k in range(1, len(cand) + 1) if _matches(np.sum(vals[:k], axis=0), adv, groups)]
+    if not ok:
+        return None, False
+    if len(ok) == 1:
+        return cand[:ok[0]], True
+    named = [k for k in ok if _REWARD_NAME.search(cand[k - 1])]
+    return cand[:(named[-1] if named else ok[0])], False
+
+
+def outcome_columns(df: pd.DataFrame, path: str, groups: np.ndarray, *, reward_columns=None,
+                    success_column=None, adv_col: str = "advantage", fmt: str = "TRL"):
+    """(reward columns, success column or None, notes) of a completions table."""
+    notes: list[str] = []
+    cand = _numeric(df)
+    if reward_columns:
+        missing = [c for c in reward_columns if c not in df.columns]
+        if missing:
+            raise LoadError([Problem(path, None, c, f"--reward-columns names a column the file does "
+                                     f"not have; numeric columns: {', '.join(cand) or 'none'}")
+                             for c in missing])
+        rcols = list(reward_columns)
+    else:
+        if not cand:
+            raise LoadError([Problem(path, None, None, f"no reward column: a {fmt} completions file "
+                                     "has one numeric column per reward function")])
+        if adv_col not in df.columns:
+            raise LoadError([Problem(path, None, None, f"cannot tell reward-function columns from "
+                                     f"logged extras without an '{adv_col}' column; numeric columns: "
+                                     f"{', '.join(cand)}; name the rewards with --reward-columns")])
+        rcols, decided = reward_columns_from_advantage(df, cand, groups, adv_col)
+        if rcols is None:
+            raise LoadError([Problem(path, None, adv_col, "no set of numeric columns ("
+                                     f"{', '.join(cand)}) sums to a reward that reproduces the logged "
+                                     "advantage (reward_weights other than 1?); name them with "
+                                     "--reward-columns")])
+        left = [c for c in cand if c not in rcols]
+        how = ("the columns that reproduce the logged advantage" if decided else
+               "the advantage fits several column sets here; chosen by column order and name")
+        notes.append(f"reward = {' + '.join(rcols)} ({how})"
+                     + (f"; not rewards (logged extras): {', '.join(left)}" if left else "")
+                     + "; --reward-columns overrides")
+    if success_column:
+        if success_column not in df.columns:
+            raise LoadError([Problem(path, None, success_column, "--success-column names a column "
+                                     "the file does not have")])
+        scol = success_column
+    else:
+        binary = [c for c in rcols if pd.api.types.is_numeric_dtype(df[c])
+                  and set(pd.to_numeric(df[c], errors="coerce").dropna().unique()) <= {0.0, 1.0}]
+        named = [c for c in binary if _SUCCESS_NAME.search(c)]
+        pick = named if len(named) == 1 else binary if len(binary) == 1 else []
+        scol = pick[0] if pick else None
+        if scol:
+            notes.append(f"success = {scol} (the 0/1 reward column); --success-column overrides")
+        else:
+            notes.append("no 0/1 reward column: success = reward > the success threshold; name one "
+                         "with --success-column")
+    if scol is not None:
+        v = pd.to_numeric(df[scol], errors="coerce")
+        bad = np.flatnonzero(~v.isin([0, 1]).to_numpy())
+        if len(bad):
+            raise LoadError([Problem(path, int(bad[0]), scol, f"success column holds "
+                                     f"{df[scol].iat[bad[0]]!r}; expected 0 or 1", "row")])
+    return rcols, scol, notes
+
+
+def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
     raw = read_table(path)
     require(raw, SIGNATURE, "TRL completions", "GRPOTrainer completions_<step>.parquet")
     df = raw.records
     if df.empty:
         return Imported(raw, NAME)
-    reward_cols = [c for c in df.columns if c not in _NOT_REWARD
-                   and pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])]
-    if not reward_cols:
-        raise LoadError([Problem(raw.path, None, None, "no reward column: a TRL completions file "
-                                 "has one numeric column per reward function besides step/advantage")])
-    reward = df[reward_cols].astype(np.float64).sum(axis=1, min_count=1)
     prompt = df["prompt"].map(to_text)
     completion = df["completion"].map(to_text)
     step = (df["step"].to_numpy() if "step" in df.columns
             else np.full(len(df), step_from_path(path) or 0))
-    group = np.array([text_id(p) for p in prompt], dtype=object)
+    groups, split_note = group_runs(step, prompt)
+    rcols, scol, notes = outcome_columns(df, raw.path, groups, reward_columns=reward_columns,
+                                         success_column=success_column)
+    reward = df[rcols].apply(pd.to_numeric, errors="coerce").astype(np.float64).sum(axis=1, min_count=1)
+    gid = np.array([text_id(p) for p in prompt], dtype=object)
+    first_chunk = pd.Series(groups).groupby(pd.Series(gid)).transform("min").to_numpy()
+    gid = np.where(groups == first_chunk, gid, [f"{g}#{k}" for g, k in zip(gid, groups)])
     out = pd.DataFrame({
-        "run_id": run_from_dir(path), "train_step": step, "group_id": group,
+        "run_id": run_from_dir(path), "train_step": step, "group_id": gid,
         "traj_id": [f"r{k}" for k in range(len(df))], "step_idx": 0, "reward": reward.to_numpy(),
         "anchor_obs": prompt, "observation": prompt, "action": completion,
         "response": completion, "done": True, "src_row": np.arange(len(df), dtype=np.int64),
     })
-    for c in reward_cols:
-        out[f"reward_{c}"] = df[c].to_numpy()
+    if scol is not None:
+        out["success"] = pd.to_numeric(df[scol]).to_numpy() == 1
+    for c in _numeric(df):
+        name = f"reward_{c}" if c in rcols else c if c not in out.columns else f"src_{c}"
+        out[name] = df[c].to_numpy()
     if "advantage" in df.columns:
         out["advantage"] = df["advantage"].to_numpy()
+    if split_note:
+        notes.append(split_note)
+    notes.append("TRL does not log whether a completion hit max_completion_length: no truncation")
     return Imported(RawTable(raw.path, out, raw.line, raw.where, raw.from_text, raw.problems),
-                    NAME, {"step": "train_step", "row": "src_row"})
+                    NAME, {"step": "train_step", "row": "src_row"}, tuple(notes))
