@@ -75,11 +75,14 @@ def cmd_ingest(args) -> int:
     try:
         report = ingest(args.store, args.log, fmt=args.format, lenient=args.lenient,
                         success_threshold=args.success_threshold, run_id=args.run_id,
-                        part_rows=args.part_rows, progress=progress)
+                        part_rows=args.part_rows, progress=progress,
+                        import_options={"reward_columns": args.reward_columns,
+                                        "success_column": args.success_column})
     finally:
         bar.close()
     for s in report.sources:
-        print(f"{s['status']:>8}  {s['path']}  [{s['format']}]  {s['rows']:,} steps, {s['parts']} part(s)")
+        how = "auto-detected " if args.format == "auto" else ""
+        print(f"{s['status']:>8}  {s['path']}  [{how}{s['format']}]  {s['rows']:,} steps, {s['parts']} part(s)")
         for n in s.get("notes", []):
             print(f"    note: {n}", file=sys.stderr)
         for w in s.get("warnings", []):
@@ -210,6 +213,13 @@ def add_store_commands(sub) -> None:
     g.add_argument("--run-id", dest="run_id", help="run_id of every ingested row (default: from the log or its folder)")
     g.add_argument("--lenient", action="store_true", help="skip bad rows and report them")
     g.add_argument("--success-threshold", type=float, default=0.0, dest="success_threshold")
+    g.add_argument("--reward-columns", dest="reward_columns", metavar="A,B",
+                   type=lambda v: [x.strip() for x in v.split(",") if x.strip()],
+                   help="TRL / ms-swift: the reward-function columns (default: the numeric columns "
+                        "that reproduce the logged advantage)")
+    g.add_argument("--success-column", dest="success_column", metavar="COL",
+                   help="TRL / ms-swift: the 0/1 column that is success (default: the one 0/1 "
+                        "reward column, e.g. reward_won)")
     g.add_argument("--part-rows", type=int, default=500_000, dest="part_rows",
                    help="most steps per Parquet part")
     g.add_argument("--quiet", "-q", action="store_true", help="no progress bar")

@@ -648,7 +648,8 @@ def _existing_traj_overlap(store: LogStore, batch: RolloutBatch, digest: str, pa
 def ingest(root: str | os.PathLike, paths, *, fmt: str = "auto", lenient: bool = False,
            success_threshold: float = 0.0, run_id: str | None = None,
            part_rows: int = DEFAULT_PART_ROWS,
-           progress: Callable[[dict], None] | None = None) -> IngestReport:
+           progress: Callable[[dict], None] | None = None,
+           import_options: dict | None = None) -> IngestReport:
     """Normalise every log in ``paths`` into the store at ``root`` (created when missing).
 
     Args:
@@ -661,6 +662,8 @@ def ingest(root: str | os.PathLike, paths, *, fmt: str = "auto", lenient: bool =
         part_rows: the most rows per Parquet part (parts end at group boundaries).
         progress: called with a dict after each source (``path``, ``status``, ``rows``,
             ``bytes``) and each part (``part``, ``rows``).
+        import_options: importer options (``reward_columns``, ``success_column``), see
+            `crbc_viz.io.importers.import_source`.
 
     Returns:
         An `IngestReport`.
@@ -692,7 +695,7 @@ def ingest(root: str | os.PathLike, paths, *, fmt: str = "auto", lenient: bool =
                 if progress:
                     progress(entry)
                 continue
-            imp = import_source(src)
+            imp = import_source(src, **(import_options or {}))
             if run_id is not None:
                 imp.raw.records["run_id"] = run_id
             batch = build_batch(imp.raw, lenient=lenient, success_threshold=success_threshold)
