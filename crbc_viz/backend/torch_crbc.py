@@ -1,8 +1,8 @@
 """Batched torch twin of `crbc_viz.estimators.crbc` (every group in one pass).
 
 The exact solve is direct, never iterative: groups with at most ``dense_max`` anchors are
-bucketed by padded size and solved with one batched dense LU per bucket
-(``torch.linalg.solve``; padding rows are identity rows with b = 0). Larger groups go to a
+bucketed by padded size and solved with one batched dense LU per bucket, in chunks of at
+most ``CHUNK_BYTES`` (``torch.linalg.solve``; padding rows are identity rows with b = 0). Larger groups go to a
 sparse direct solve (SciPy SuperLU on the block-diagonal system, on the CPU), so no dense
 n² matrix is ever built for a large group. I − βM is a nonsingular M-matrix, so LU without
 pivoting problems is stable; torch's partial pivoting is used anyway.
@@ -21,6 +21,8 @@ __all__ = ["crbc_torch", "visit_local_torch", "closure_values_torch", "DENSE_MAX
 
 #: Largest group (anchors) solved densely; larger groups use the sparse direct solve.
 DENSE_MAX = 512
+#: Most bytes of padded dense matrices allocated at once (a size class is solved in chunks).
+CHUNK_BYTES = 256 << 20
 
 
 def _bucket_size(n: np.ndarray) -> np.ndarray:
@@ -78,24 +80,27 @@ def solve_closure(e_src, e_next, e_w, node_group, group_node_offsets: np.ndarray
     size = np.where(dense, _bucket_size(n_group), 0)
     i_group = node_group[i_src]
     for m in np.unique(size[dense]):
-        groups = np.flatnonzero(size == m)
-        slot_np = np.full(len(n_group), -1, dtype=np.int64)
-        slot_np[groups] = np.arange(len(groups))
-        slot = torch.as_tensor(slot_np, device=dev)
         m = int(m)
-        A = torch.zeros((len(groups), m, m), device=dev, dtype=dtype)
-        diag = torch.arange(m, device=dev)
-        A[:, diag, diag] = 1.0
-        e_slot = slot[i_group]
-        sel = e_slot >= 0
-        A.index_put_((e_slot[sel], local[i_src[sel]], local[i_dst[sel]]), -beta * i_w[sel],
-                     accumulate=True)
-        n_slot = slot[node_group]
-        nodes = torch.nonzero(n_slot >= 0).squeeze(1)
-        rhs = torch.zeros((len(groups), m), device=dev, dtype=dtype)
-        rhs[n_slot[nodes], local[nodes]] = b[nodes]
-        sol = torch.linalg.solve(A, rhs.unsqueeze(-1)).squeeze(-1)  # Eq. 9: one solve per bucket
-        V[nodes] = sol[n_slot[nodes], local[nodes]]
+        bucket = np.flatnonzero(size == m)
+        per_chunk = max(1, CHUNK_BYTES // (e_w.element_size() * m * m))
+        for c0 in range(0, len(bucket), per_chunk):   # bounded: ≤ CHUNK_BYTES of matrices at once
+            groups = bucket[c0:c0 + per_chunk]
+            slot_np = np.full(len(n_group), -1, dtype=np.int64)
+            slot_np[groups] = np.arange(len(groups))
+            slot = torch.as_tensor(slot_np, device=dev)
+            A = torch.zeros((len(groups), m, m), device=dev, dtype=dtype)
+            diag = torch.arange(m, device=dev)
+            A[:, diag, diag] = 1.0
+            e_slot = slot[i_group]
+            sel = e_slot >= 0
+            A.index_put_((e_slot[sel], local[i_src[sel]], local[i_dst[sel]]), -beta * i_w[sel],
+                         accumulate=True)
+            n_slot = slot[node_group]
+            nodes = torch.nonzero(n_slot >= 0).squeeze(1)
+            rhs = torch.zeros((len(groups), m), device=dev, dtype=dtype)
+            rhs[n_slot[nodes], local[nodes]] = b[nodes]
+            sol = torch.linalg.solve(A, rhs.unsqueeze(-1)).squeeze(-1)  # Eq. 9: one solve per chunk
+            V[nodes] = sol[n_slot[nodes], local[nodes]]
     if (~dense).any():
         V = _sparse_solve_large(~dense, node_group, i_src, i_dst, i_w, beta, b, V)
     # Closure residual ‖(I − βM)V − b‖∞ by a sparse mat-vec over the entries.

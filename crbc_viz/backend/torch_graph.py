@@ -2,11 +2,12 @@
 PGPO): same signature as the numpy reference plus ``device``, float64, every group in one
 pass.
 
-There are no per-step Python loops: per-trajectory discounted sums are one matmul of the
-padded ``[T, L_max]`` rewards with a ``[L_max, L_max]`` discount Toeplitz matrix; group-by
-reductions are ``index_add_`` / ``scatter_reduce``; the mean-backup values reuse CRBC's
-batched direct solve (`closure_values_torch`, β = γ); Graph GAE iterates over hop depth
-(not over steps) on padded per-group adjacency matrices. GRPO's trajectory advantage is
+There are no per-step Python loops: per-trajectory discounted sums are blocked matmuls
+(``[blocks, 64]`` values times a ``[64, 64]`` discount Toeplitz matrix, carried back block by
+block), so memory is linear in steps whatever the rollout length; group-by reductions are
+``index_add_`` / ``scatter_reduce``; the mean-backup values reuse CRBC's batched direct solve
+(`closure_values_torch`, β = γ: size-bucketed chunks, sparse LU for large groups); Graph
+GAE is 0 under exact values (`gae_negligible`), else walked on the CPU in linear memory. GRPO's trajectory advantage is
 O(T) and reuses the numpy `group_advantage`.
 """
 from __future__ import annotations
@@ -28,26 +29,49 @@ def _t(x, dev, dtype=None):
     return torch.as_tensor(np.ascontiguousarray(x), device=dev, dtype=dtype)
 
 
+#: Positions per block of the blocked discounted sums (a [B, B] Toeplitz matmul per block).
+_BLOCK = 64
+
+
 def _discounted(graph: AnchorGraph, x, decay: float):
-    """Σ_{l≥t} decay^(l−t)·x_l within each trajectory ``[S]`` (one padded matmul)."""
+    """Σ_{l≥t} decay^(l−t)·x_l within each trajectory ``[S]``.
+
+    Each trajectory is cut into blocks of `_BLOCK` positions: suffix sums inside a block are
+    one matmul of the ``[blocks, B]`` padded values with a ``[B, B]`` discount Toeplitz
+    matrix; the sums of the blocks after it are carried back one block index at a time,
+    vectorised over trajectories. Memory is O(steps + trajectories·B), whatever the length."""
     import torch
 
     b = graph.batch
     S = b.num_steps
     if S == 0:
         return x.clone()
-    dev = x.device
-    T = b.num_trajectories
-    L = int(b.traj_len.max())
-    row = _t(b.step_traj, dev)
-    col = _t(b.step_pos, dev)
-    pad = torch.zeros((T, L), dtype=x.dtype, device=dev)
+    dev, B = x.device, _BLOCK
+    lens = b.traj_len
+    nblk = (lens + B - 1) // B
+    blk_off = np.r_[0, np.cumsum(nblk)].astype(np.int64)
+    pos = b.step_pos
+    bid = blk_off[:-1][b.step_traj] + pos // B
+    row, col = _t(bid, dev), _t(pos % B, dev)
+    pad = torch.zeros((int(blk_off[-1]), B), dtype=x.dtype, device=dev)
     pad[row, col] = x
-    idx = torch.arange(L, device=dev)
+    idx = torch.arange(B, device=dev)
     diff = idx[:, None] - idx[None, :]                 # l − t
-    U = torch.where(diff >= 0, torch.tensor(float(decay), dtype=x.dtype, device=dev)
-                    ** diff.clamp(min=0).to(x.dtype), torch.zeros((), dtype=x.dtype, device=dev))
-    return (pad @ U)[row, col]
+    dec = torch.tensor(float(decay), dtype=x.dtype, device=dev)
+    U = torch.where(diff >= 0, dec ** diff.clamp(min=0).to(x.dtype), torch.zeros((), dtype=x.dtype, device=dev))
+    local = pad @ U                                    # suffix sums within each block
+    carry = torch.zeros(int(blk_off[-1]) + 1, dtype=x.dtype, device=dev)  # sum from a block's start on
+    decB = dec ** B
+    for j in range(int(nblk.max()) - 1, -1, -1):       # block index, last first (not steps)
+        t = np.flatnonzero(nblk > j)
+        ids = _t(blk_off[t] + j, dev)
+        has_next = _t(nblk[t] > j + 1, dev)
+        nxt = torch.where(has_next, carry[ids + 1], torch.zeros((), dtype=x.dtype, device=dev))
+        carry[ids] = local[ids, 0] + decB * nxt
+    last_blk = _t(pos // B == nblk[b.step_traj] - 1, dev)
+    tail = torch.where(last_blk, torch.zeros((), dtype=x.dtype, device=dev),
+                       dec ** (B - col).to(x.dtype) * carry[row + 1])
+    return local[row, col] + tail
 
 
 def _seg_stats(x, seg, num: int, ddof: int):
@@ -190,51 +214,27 @@ def rtmc_torch(graph: AnchorGraph, *, gamma: float = 0.99, n_prior: float = 2.0,
 # ---------------------------------------------------------------- GRAFT
 
 def _graph_gae_bonus(graph: AnchorGraph, td, gamma: float, lam: float):
-    """Twin of `crbc_viz.estimators.graft.graph_gae_bonus` on padded per-group matrices."""
+    """Twin of `crbc_viz.estimators.graft.graph_gae_bonus`: 0 where `gae_negligible` proves
+    it (always, under GRAFT's exact values); otherwise the frontier walk runs on the CPU
+    (the compiled kernel, or the reference without numba) in O(steps + anchors) memory and
+    the result is moved to ``td``'s device — no [groups × anchors²] padded matrices."""
     import torch
 
-    b = graph.batch
-    dev, f64 = td.device, td.dtype
-    S = b.num_steps
-    out = torch.zeros(S, dtype=f64, device=dev)
-    if lam == 0.0 or S == 0 or graph.num_nodes == 0:
+    from ..estimators.graft import gae_inputs, gae_negligible, graph_gae_bonus
+
+    out = torch.zeros(graph.batch.num_steps, dtype=td.dtype, device=td.device)
+    if lam == 0.0 or graph.batch.num_steps == 0 or graph.num_nodes == 0:
         return out
-    remaining_np = (b.traj_len[b.step_traj] - 1 - b.step_pos).astype(np.int64)
-    inner_steps = np.flatnonzero(graph.step_next >= 0)
-    if inner_steps.size == 0:
+    td_np = td.detach().to("cpu", torch.float64).numpy()
+    remaining, node_td = gae_inputs(graph, td_np)
+    if gae_negligible(graph, node_td, remaining, gamma, lam):
         return out
-    offsets = graph.group_node_offsets
-    G = graph.num_groups
-    n = int(np.diff(offsets).max())
-    local = np.arange(graph.num_nodes) - offsets[graph.node_group]
-    ng, nl = _t(graph.node_group, dev), _t(local, dev)
-    node = _t(graph.step_node, dev)
-    node_td = torch.zeros(graph.num_nodes, dtype=f64, device=dev).index_add_(0, node, td)
-    visits = _t(graph.node_visits, dev, f64)
-    td_pad = torch.zeros((G, n), dtype=f64, device=dev)
-    td_pad[ng, nl] = node_td
-    vis_pad = torch.zeros((G, n), dtype=f64, device=dev)
-    vis_pad[ng, nl] = visits
-    src = graph.pair_node[graph.edge_pair]
-    e = np.flatnonzero(graph.edge_next >= 0)
-    adj = torch.zeros((G, n, n), dtype=f64, device=dev)
-    adj[_t(graph.node_group[src[e]], dev), _t(local[src[e]], dev),
-        _t(local[graph.edge_next[e]], dev)] = 1.0
-    F = torch.eye(n, dtype=f64, device=dev).expand(G, n, n).clone()
-    st = _t(inner_steps, dev)
-    st_g = ng[_t(graph.step_next[inner_steps], dev)]
-    st_v = nl[_t(graph.step_next[inner_steps], dev)]
-    rem = _t(remaining_np[inner_steps], dev)
-    acc = torch.zeros(len(inner_steps), dtype=f64, device=dev)
-    for k in range(1, int(remaining_np[inner_steps].max()) + 1):   # hop depth, not steps
-        cnt = F @ vis_pad.unsqueeze(-1)
-        a_bar = torch.where(cnt > 0, (F @ td_pad.unsqueeze(-1)) / cnt.clamp(min=1),
-                            torch.zeros_like(cnt)).squeeze(-1)
-        acc = acc + torch.where(rem >= k, (gamma * lam) ** k * a_bar[st_g, st_v],
-                                torch.zeros_like(acc))
-        F = ((F @ adj) > 0).to(f64)
-    out[st] = acc
-    return out
+    try:
+        from .numba_graph import graph_gae_bonus_numba
+        bonus = graph_gae_bonus_numba(graph, td_np, gamma, lam)
+    except ImportError:
+        bonus = graph_gae_bonus(graph, td_np, gamma, lam)
+    return torch.as_tensor(bonus, dtype=td.dtype, device=td.device)
 
 
 def graft_torch(graph: AnchorGraph, *, gamma: float = 0.99, gae_lambda: float = 0.95,
