@@ -8,6 +8,14 @@ trajectory; lines with the identical ``input`` within a step form a GRPO group (
 a prompt ``n`` times and does not write its ``uid``). The prompt is the group's single anchor,
 so step credit equals the group-relative outcome credit.
 
+verl's TransferQueue trainer (``verl/trainer/ppo/v1/trainer_base.py``, verl 0.9) also writes
+``uid`` = ``{uid}_{session}_{index}``: the prompt's uid, one of its ``rollout.n`` sessions, one
+agent-loop output (a multi-turn session has several, each carrying the session's score). When
+every row has such a key: group = ``uid``, trajectory = ``{uid}_{session}``, ``step_idx`` =
+``index`` (rows in any order); the score is the session's, so ``episode_return`` = the score of
+its last output and ``reward`` = that score on the last output, 0 before. Two rows with one key
+are dropped when identical and an error when not. Truncation is not in the file.
+
 Canonical mapping: ``input`` -> ``anchor_obs`` and ``observation``; ``output`` -> ``action``
 and ``response``; ``score`` -> ``reward`` (success = score > success_threshold); ``step`` ->
 ``train_step``; the run is the dump folder's parent folder name. Trainer keys kept for
@@ -15,10 +23,14 @@ export: ``step`` and the file line (``src_line``).
 """
 from __future__ import annotations
 
+import re
+
+import numpy as np
 import pandas as pd
 
 from ..readers import RawTable, read_table
-from ._common import Imported, require, run_from_dir, step_from_path, text_id, to_text
+from ._common import (Imported, drop_exact_duplicates, require, run_from_dir, step_from_path,
+                      text_id, to_text)
 
 NAME = "verl"
 SIGNATURE = ("input", "output", "score")
@@ -46,5 +58,34 @@ def read(path: str, *, anchors: bool = True) -> Imported:
     )
     if anchors:
         out["anchor_obs"] = prompt
-    return Imported(RawTable(raw.path, out, raw.line, raw.where, raw.from_text, raw.problems),
-                    NAME, {"step": "train_step", "line": "src_line"})
+    keyed = _session_keys(df)
+    if keyed is None:
+        return Imported(RawTable(raw.path, out, raw.line, raw.where, raw.from_text, raw.problems),
+                        NAME, {"step": "train_step", "line": "src_line"})
+    uid, traj, index = keyed
+    out, line, note = drop_exact_duplicates(out.assign(src_uid=df["uid"].to_numpy()), raw.line,
+                                            ("src_uid",), raw.path, raw.where)
+    keep = np.isin(raw.line, line)
+    uid, traj, index = uid[keep], traj[keep], index[keep]
+    last = pd.Series(index).groupby(pd.Series(traj)).transform("max").to_numpy() == index
+    score = out["reward"].to_numpy(dtype=np.float64)
+    ret = pd.Series(np.where(last, score, np.nan)).groupby(pd.Series(traj)).transform("max").to_numpy()
+    out = out.assign(group_id=uid, traj_id=traj, step_idx=index, reward=np.where(last, score, 0.0),
+                     episode_return=ret, src_line=line)
+    return Imported(RawTable(raw.path, out, line, raw.where, raw.from_text, raw.problems), NAME,
+                    {"uid": "src_uid", "step": "train_step"}, (note,) if note else ())
+
+
+_KEY = re.compile(r"^(.+)_(\d+)_(\d+)$")
+
+
+def _session_keys(df: pd.DataFrame):
+    """(group, trajectory, index) arrays from verl v1's ``{uid}_{session}_{index}``, or None."""
+    if "uid" not in df.columns:
+        return None
+    m = [(_KEY.match(v) if isinstance(v, str) else None) for v in df["uid"]]
+    if not all(m):
+        return None
+    uid = np.array([x.group(1) for x in m], dtype=object)
+    traj = np.array([f"{x.group(1)}_{x.group(2)}" for x in m], dtype=object)
+    return uid, traj, np.array([int(x.group(3)) for x in m], dtype=np.int64)
