@@ -18,6 +18,8 @@ import logging
 import math
 import sys
 
+from .errors import CrbcVizError
+from .safetext import term
 
 __all__ = ["main"]
 
@@ -46,9 +48,18 @@ def _cmd_score(args) -> int:
     for n in names:
         estimators.get(n)  # unknown names fail before loading
     params = _parse_params(args.param, names)
+    check_out(args)
     batch = load_rollouts(args.log, lenient=args.lenient)
     _report_load(batch)
     return score_and_write(batch, names, params, args)
+
+
+def check_out(args) -> None:
+    """Refuse ``--out`` when it is the input log, inside the input store or any log store
+    (before anything is loaded or scored)."""
+    from .io.write import check_output
+
+    check_output(args.out, [getattr(args, "log", None), getattr(args, "store", None)])
 
 
 def score_and_write(batch, names: list[str], params: dict, args) -> int:
@@ -69,11 +80,11 @@ def score_and_write(batch, names: list[str], params: dict, args) -> int:
 
 def _report_load(batch) -> None:
     for w in batch.warnings:
-        print(f"warning: {w}", file=sys.stderr)
+        print(f"warning: {term(w)}", file=sys.stderr)
     if batch.skipped:
         print(f"lenient: skipped {len(batch.skipped)} problem row(s):", file=sys.stderr)
         for s in batch.skipped[:50]:
-            print(f"  {s}", file=sys.stderr)
+            print(f"  {term(s)}", file=sys.stderr)
 
 
 def _cmd_info(args) -> int:
@@ -102,7 +113,7 @@ def _cmd_info(args) -> int:
     ]
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
-        print(f"{k:<{width}}  {v}")
+        print(f"{k:<{width}}  {term(v)}")
     return 0
 
 
@@ -162,6 +173,19 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _one_line(exc: BaseException) -> str:
+    """An error as one bounded line (an OSError with its path, a long value cut)."""
+    if isinstance(exc, RecursionError):
+        return "input nested too deeply to process (maximum recursion depth exceeded)"
+    if isinstance(exc, MemoryError):
+        return "out of memory; lower the input size or raise the limits (CRBC_VIZ_MAX_*)"
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, OSError) and not isinstance(exc, CrbcVizError) and exc.filename:
+        text = f"{exc.filename}: {exc.strerror or text}"
+    text = " ".join(text.split("\n"))
+    return text if len(text) <= 2000 else text[:1000] + " … " + text[-500:]
+
+
 def main(argv: list[str] | None = None) -> int:
     from .estimators import MissingSignalError, UnknownEstimatorError
     from .io import LoadError
@@ -171,12 +195,13 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(levelname)s %(message)s")
     try:
         return args.func(args)
-    except LoadError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-    except (UnknownEstimatorError, MissingSignalError, ValueError, RuntimeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
     except BrokenPipeError:
         return 0
+    except LoadError as exc:
+        print(f"error: {term(exc, newlines=True)}", file=sys.stderr)
+    except (CrbcVizError, UnknownEstimatorError, MissingSignalError, ValueError, RuntimeError,
+            OSError, RecursionError, MemoryError) as exc:
+        print(f"error: {term(_one_line(exc))}", file=sys.stderr)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -19,7 +19,6 @@ Hostile input (ISSUE 8) is handled here, at the boundary:
 """
 from __future__ import annotations
 
-import gzip
 import io
 import json
 import os
@@ -32,6 +31,7 @@ from typing import Iterator
 import numpy as np
 import pandas as pd
 
+from . import _guards
 from .errors import LoadError, Problem
 
 __all__ = ["RawTable", "read_table", "detect_format", "FORMATS", "MAX_LINE_MB", "MAX_JSON_MB",
@@ -90,19 +90,7 @@ class RawTable:
     broken_ids: list = field(default_factory=list)
 
 
-def _mib_setting(env: str, default_mb: float) -> int:
-    """A size limit in bytes from ``$env`` (MiB) or the default; a bad setting is a LoadError."""
-    raw = os.environ.get(env, "").strip()
-    if raw:
-        try:
-            mb = float(raw)
-        except ValueError:
-            raise LoadError([Problem(env, None, None,
-                                     f"expected a number of MiB, got {raw[:40]!r}")]) from None
-        if not (mb > 0):
-            raise LoadError([Problem(env, None, None, f"must be > 0, got {raw[:40]!r}")])
-        return int(mb * 2**20)
-    return int(default_mb * 2**20)
+_mib_setting = _guards.mib_setting  # finite and > 0, else a LoadError naming the variable
 
 
 def max_line_bytes() -> int:
@@ -131,18 +119,19 @@ def detect_format(path: str | os.PathLike) -> str:
 
 
 def _open_binary(path: str):
-    """The file's bytes, through gzip when it starts with the gzip magic."""
+    """The file's bytes, through gzip when it starts with the gzip magic, capped after
+    decompression (`_guards.open_input`)."""
     with open(path, "rb") as fh:
         head = fh.read(8192)
     if head[:2] == _GZIP_MAGIC:
-        return gzip.open(path, "rb")
+        return _guards.open_input(path, check=False)
     if path.lower().endswith(".gz"):
         raise LoadError([Problem(path, None, None, "file name ends in .gz but the file is not gzip")])
     if _looks_binary(head):
         at = head.index(b"\x00")
         raise LoadError([Problem(path, None, None,
                                  f"binary file (NUL byte at byte {at}); expected UTF-8 text")])
-    return open(path, "rb")
+    return _guards.open_input(path, check=False)
 
 
 def _looks_binary(head: bytes) -> bool:
@@ -226,6 +215,13 @@ def _note_nonfinite(rows: list, start: int, nonfinite: dict) -> None:
                 nonfinite[(i, k)] = v.token
 
 
+def _spend(budget: _guards.Budget, rows: list, start: int, line: int | None) -> None:
+    """Charge the rows appended since ``start`` (and their field names) to ``budget``."""
+    budget.rows(len(rows), line)
+    for r in rows[start:]:
+        budget.fields(r, line)
+
+
 _ID_RE = {k: re.compile(rf'"{k}"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)') for k in ("group_id", "traj_id")}
 
 
@@ -303,9 +299,11 @@ def _read_jsonl(path: str, limit: int | None = None) -> RawTable:
     broken: list = []
     surrogate_lines = 0
     lineno = 0
+    budget = _guards.Budget(path)
     try:
         with _open_binary(path) as fh:
             for lineno, raw in _iter_lines(fh, limit, path, problems):
+                budget.problems(problems, lineno)
                 if raw is None or not raw.strip():
                     continue
                 try:
@@ -333,6 +331,7 @@ def _read_jsonl(path: str, limit: int | None = None) -> RawTable:
                     surrogate_lines += n > 0
                 start = len(rows)
                 _flatten(obj, lineno, rows, lines, path, problems, "line")
+                _spend(budget, rows, start, lineno)
                 if "NaN" in text or "Infinity" in text:
                     _note_nonfinite(rows, start, nonfinite)
     except LoadError:
@@ -405,14 +404,19 @@ def _read_json(path: str, limit: int | None = None) -> RawTable:
                                  "expected a JSON array of rows, or an object with a 'steps' array")])
     rows: list[dict] = []
     lines: list[int] = []
+    budget = _guards.Budget(path, "item")
+    budget.rows(len(items))
     for i, obj in enumerate(items):
+        budget.problems(problems, i)
         if not isinstance(obj, dict):
             problems.append(Problem(path, i, None, f"expected a JSON object, got {_json_type(obj)}",
                                     "item"))
             continue
         if shared:
             obj = {**shared, **obj}
+        start = len(rows)
         _flatten(obj, i, rows, lines, path, problems, "item")
+        _spend(budget, rows, start, i)
     nonfinite: dict = {}
     if "NaN" in text or "Infinity" in text:
         _note_nonfinite(rows, 0, nonfinite)
@@ -427,6 +431,7 @@ def _read_parquet(path: str, limit: int | None = None) -> RawTable:
         with open(path, "rb") as fh:
             if fh.read(4) != _PARQUET_MAGIC:
                 raise LoadError([Problem(path, None, None, "not a Parquet file (bad magic bytes)")])
+        _check_parquet_size(pq.ParquetFile(path).metadata, path)
         table = pq.read_table(path)
         df = table.to_pandas()
     except LoadError:
@@ -437,10 +442,27 @@ def _read_parquet(path: str, limit: int | None = None) -> RawTable:
     return RawTable(path, df, np.arange(len(df), dtype=np.int64), "row", False)
 
 
+def _check_parquet_size(meta, path: str) -> None:
+    """Refuse, from the footer alone, a Parquet file whose rows, columns or uncompressed size
+    pass the limits (a few KB of constant row groups can decode to gigabytes)."""
+    budget = _guards.Budget(path, "row")
+    budget.rows(meta.num_rows)
+    budget.fields(meta.schema.names)
+    size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+    cap = _guards.mib_setting(_guards.ENV_MAX_INPUT, _guards.MAX_INPUT_MB)
+    if size > cap:
+        raise _guards.limit_error(path, f"the data is {size / 2**20:,.0f} MiB uncompressed, more "
+                                  f"than the input limit of {cap / 2**20:g} MiB", _guards.ENV_MAX_INPUT)
+
+
 def _read_csv(path: str, limit: int | None = None) -> RawTable:
+    budget = _guards.Budget(path, "row")
     try:
         with _open_text(path) as fh:
-            df = pd.read_csv(fh, dtype=str, keep_default_na=False, na_values=[])
+            df = pd.read_csv(fh, dtype=str, keep_default_na=False, na_values=[],
+                             nrows=budget.max_rows + 1)
+        budget.rows(len(df))
+        budget.fields([str(c) for c in df.columns])
     except LoadError:
         raise
     except pd.errors.EmptyDataError:
@@ -474,12 +496,7 @@ def read_table(path: str | os.PathLike, fmt: str | None = None, *,
         LoadError: the file cannot be read at all (missing, not gzip, binary, ...).
     """
     path = str(path)
-    if "\x00" in path:
-        raise LoadError([Problem(repr(path), None, None, "file name contains a NUL character")])
-    if not os.path.exists(path):
-        raise LoadError([Problem(path, None, None, "no such file")])
-    if os.path.isdir(path):
-        raise LoadError([Problem(path, None, None, "is a directory, expected a file")])
+    _guards.check_input_file(path)  # regular files only: no FIFO, device, folder or link loop
     fmt = fmt or detect_format(path)
     if fmt not in _READERS:
         raise ValueError(f"unknown format {fmt!r}; valid: {', '.join(FORMATS)}")

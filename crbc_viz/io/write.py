@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["write_frame", "atomic_path", "OUTPUT_FORMATS"]
+from ..errors import CrbcVizError
+
+__all__ = ["write_frame", "atomic_path", "OUTPUT_FORMATS", "OutputError", "check_output",
+           "csv_safe"]
 
 OUTPUT_FORMATS = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl"}
 
@@ -29,16 +32,105 @@ def atomic_path(path: str | os.PathLike):
             os.unlink(tmp)
 
 
+class OutputError(CrbcVizError, OSError):
+    """An output that must not or cannot be written (it is an input, lies in a log store, its
+    folder is read-only or full); the message names the path and the reason."""
+
+
+def _is_store(folder: Path) -> bool:
+    marker = folder / "store.json"
+    try:
+        return marker.is_file() and "crbc-viz-store" in marker.read_text(errors="replace")[:4096]
+    except OSError:
+        return False
+
+
+def check_output(path: str | os.PathLike, inputs=()) -> None:
+    """Refuse an output that would destroy data: one of ``inputs`` (same file after symlinks,
+    or inside an input folder), a file inside a crbc-viz log store, or an existing folder.
+
+    Raises:
+        OutputError: naming the output and what it would overwrite.
+    """
+    out = Path(path)
+    if out.is_dir():
+        raise OutputError(f"output {str(path)!r} is a folder; give a file name ending in "
+                          f"{', '.join(OUTPUT_FORMATS)}")
+    real = out.resolve()
+    for folder in real.parents:
+        if _is_store(folder):
+            raise OutputError(f"output {str(path)!r} lies inside the log store {str(folder)!r}; "
+                              f"writing there would corrupt the store; choose an output outside it")
+    for inp in inputs:
+        if inp is None:
+            continue
+        src = Path(inp).resolve()
+        same = real == src
+        if not same and out.exists() and Path(inp).exists():
+            with contextlib.suppress(OSError):
+                same = os.path.samefile(out, inp)
+        if same:
+            raise OutputError(f"output {str(path)!r} is the input {str(inp)!r}; writing it would "
+                              f"replace the input; choose another output file")
+        if src.is_dir() and src in real.parents:
+            raise OutputError(f"output {str(path)!r} lies inside the input folder {str(inp)!r}; "
+                              f"choose an output outside it")
+
+
+_FORMULA_LEAD = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _csv_cell(v):
+    return "'" + v if isinstance(v, str) and v.startswith(_FORMULA_LEAD) else v
+
+
+def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with every text cell (and column name) that a spreadsheet would run as a formula
+    (leading ``=``, ``+``, ``-``, ``@``, tab or CR) prefixed with ``'`` (OWASP CSV injection);
+    numbers stay numbers. Returns a copy only when something changed."""
+    cols = [c for c in df.columns if df[c].dtype == object or isinstance(df[c].dtype, pd.StringDtype)
+            or isinstance(df[c].dtype, pd.CategoricalDtype)]
+    out = df
+    for c in cols:
+        col = df[c].astype(object)
+        hit = col.map(lambda v: isinstance(v, str) and v.startswith(_FORMULA_LEAD))
+        if hit.any():
+            if out is df:
+                out = df.copy()
+            out[c] = col.map(_csv_cell)
+    names = [_csv_cell(str(c)) if isinstance(c, str) else c for c in df.columns]
+    if names != list(df.columns):
+        out = (out.copy() if out is df else out).set_axis(names, axis=1)
+    return out
+
+
 def write_frame(df: pd.DataFrame, path: str | os.PathLike) -> None:
-    """Write ``df`` as Parquet (zstd), CSV or JSONL by the file's extension, atomically."""
+    """Write ``df`` as Parquet (zstd), CSV or JSONL by the file's extension, atomically. CSV
+    cells that a spreadsheet would run as formulas are escaped (`csv_safe`).
+
+    Raises:
+        OutputError: the output is a folder or cannot be written (read-only folder, parent is
+            a file, disk full ...); the previous file, if any, is kept.
+    """
     suffix = Path(path).suffix.lower()
     if suffix not in OUTPUT_FORMATS:
         raise ValueError(f"output file {str(path)!r}: unknown extension {suffix!r}; "
                          f"expected one of {', '.join(OUTPUT_FORMATS)}")
-    with atomic_path(path) as tmp:
-        if suffix == ".parquet":
-            df.to_parquet(tmp, index=False, compression="zstd")
-        elif suffix == ".csv":
-            df.to_csv(tmp, index=False)
-        else:
-            df.to_json(tmp, orient="records", lines=True, force_ascii=False)
+    if Path(path).is_dir():
+        raise OutputError(f"output {str(path)!r} is a folder; give a file name")
+    for parent in Path(path).parents:
+        if parent.exists() and not parent.is_dir():
+            raise OutputError(f"cannot write {str(path)!r}: {str(parent)!r} is a file, not a folder")
+    try:
+        with atomic_path(path) as tmp:
+            if suffix == ".parquet":
+                df.to_parquet(tmp, index=False, compression="zstd")
+            elif suffix == ".csv":
+                csv_safe(df).to_csv(tmp, index=False)
+            else:
+                df.to_json(tmp, orient="records", lines=True, force_ascii=False)
+    except OutputError:
+        raise
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise OutputError(f"cannot write {str(path)!r}: {reason}") from None

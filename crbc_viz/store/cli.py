@@ -18,6 +18,8 @@ import json
 import logging
 import sys
 
+from ..safetext import term
+
 __all__ = ["add_store_commands", "add_store_options", "cmd_ingest", "cmd_trends", "cmd_export",
            "cmd_info_store", "cmd_score_store"]
 
@@ -82,11 +84,11 @@ def cmd_ingest(args) -> int:
         bar.close()
     for s in report.sources:
         how = "auto-detected " if args.format == "auto" else ""
-        print(f"{s['status']:>8}  {s['path']}  [{how}{s['format']}]  {s['rows']:,} steps, {s['parts']} part(s)")
+        print(f"{s['status']:>8}  {term(s['path'])}  [{how}{s['format']}]  {s['rows']:,} steps, {s['parts']} part(s)")
         for n in s.get("notes", []):
-            print(f"    note: {n}", file=sys.stderr)
+            print(f"    note: {term(n)}", file=sys.stderr)
         for w in s.get("warnings", []):
-            print(f"    warning: {w}", file=sys.stderr)
+            print(f"    warning: {term(w)}", file=sys.stderr)
         if s.get("skipped"):
             print(f"    lenient: skipped {len(s['skipped'])} problem row(s)", file=sys.stderr)
     new = sum(1 for s in report.sources if s["status"] != "skipped")
@@ -109,7 +111,7 @@ def cmd_info_store(args) -> int:
             print(json.dumps(info, indent=2))
             return 0
         for k, v in info.items():
-            print(f"{k:<18}  {', '.join(map(str, v)) if isinstance(v, list) else v}")
+            print(f"{k:<18}  {term(', '.join(map(str, v)) if isinstance(v, list) else v)}")
         return 0
     batch = st.load_batch(**f, anchor_obs=f["group"] is not None)
     info = batch_summary(build_graph(batch))
@@ -124,21 +126,22 @@ def cmd_info_store(args) -> int:
         if k == "trajectories_table":
             print("trajectories:")
             for row in v:
-                print(f"  {row['traj_id']}  steps={row['num_steps']}  success={row['success']}  "
+                print(f"  {term(row['traj_id'])}  steps={row['num_steps']}  success={row['success']}  "
                       f"truncated={row['truncated']}  return={row['episode_return']:.3g}")
         else:
-            print(f"{k:<26}  {v}")
+            print(f"{k:<26}  {term(v)}")
     return 0
 
 
 def cmd_score_store(args) -> int:
     from .. import estimators
-    from ..cli import _parse_params, score_and_write
+    from ..cli import _parse_params, check_out, score_and_write
 
     names = args.estimator or ["crbc"]
     for n in names:
         estimators.get(n)
     params = _parse_params(args.param, names)
+    check_out(args)
     batch = _store(args).load_batch(**_filters(args), anchor_obs=False)
     return score_and_write(batch, names, params, args)
 
@@ -166,7 +169,7 @@ def cmd_trends(args) -> int:
         if args.json:
             print(g.to_json(orient="records", indent=2))
         else:
-            print(g.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+            print(term(g.to_string(index=False, float_format=lambda x: f"{x:.3f}"), newlines=True))
         return 0
     if args.json:
         print(json.dumps({"estimators": list(est), "steps": json.loads(steps.to_json(orient="records"))},
@@ -179,14 +182,15 @@ def cmd_trends(args) -> int:
 
 # -- export ------------------------------------------------------------------------------------
 def cmd_export(args) -> int:
-    from ..cli import _parse_params
+    from ..cli import _parse_params, check_out
     from .export import export_scores
 
     params = _parse_params(args.param, [args.estimator])
+    check_out(args)
     kw = {**params.get("*", {}), **params.get(args.estimator, {})}
     table = export_scores(_store(args), args.estimator, args.out, run=args.run,
                           train_step=args.train_step, backend=args.backend, params=kw)
-    print(f"wrote {len(table):,} scored steps ({args.estimator}) to {args.out}")
+    print(f"wrote {len(table):,} scored steps ({args.estimator}) to {term(args.out)}")
     return 0
 
 

@@ -34,8 +34,9 @@ def export_scores(store, estimator: str, out: str | os.PathLike, *, run: str | N
     ``trainer_advantage`` when it was logged. Written atomically (Parquet / CSV / JSONL by
     extension); returns the table."""
     from ..api import score
-    from ..io.write import write_frame
+    from ..io.write import check_output, write_frame
 
+    check_output(out, [store.root])  # never over the store's own parts, before any scoring
     frames = []
     for r in store.train_steps(run).itertuples():
         if train_step is not None and int(r.train_step) != int(train_step):

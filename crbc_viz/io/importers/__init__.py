@@ -86,7 +86,7 @@ def expand_sources(paths, fmt: str = "auto") -> list[Source]:
     problems: list[Problem] = []
     for p in paths:
         p = str(p)
-        if not os.path.exists(p):
+        if not os.path.exists(p) and not os.path.islink(p):  # a link loop is named below
             problems.append(Problem(p, None, None, "no such file or folder"))
             continue
         if os.path.isdir(p):

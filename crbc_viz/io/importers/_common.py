@@ -1,7 +1,6 @@
 """Shared helpers of the importers: peeking at a file's fields, stable ids, renaming."""
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import os
@@ -12,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .. import _guards
 from ..errors import MAX_LISTED, LoadError, Problem
-from ..readers import RawTable, detect_format
+from ..readers import RawTable, detect_format, max_json_bytes, max_line_bytes
 
 __all__ = ["Imported", "peek_fields", "text_id", "to_text", "run_from_dir", "step_from_path",
            "rename", "cumcount"]
@@ -39,18 +39,14 @@ class Imported:
 
 
 def _first_json_line(path: str) -> dict | None:
-    opener = gzip.open if open(path, "rb").read(2) == b"\x1f\x8b" else open
-    with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
-        for i, line in enumerate(fh):
-            if line.strip():
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError:
-                    return None
-                return obj if isinstance(obj, dict) else None
-            if i > 1000:
-                return None
-    return None
+    line = _guards.first_line(path, max_line_bytes())  # bounded: never a whole 10 GB line
+    if line is None:
+        return None
+    try:
+        obj = json.loads(line.decode("utf-8", errors="replace"))
+    except (ValueError, RecursionError):
+        return None
+    return obj if isinstance(obj, dict) else None
 
 
 def peek_fields(path: str) -> set[str]:
@@ -69,11 +65,8 @@ def peek_fields(path: str) -> set[str]:
                 if isinstance(obj.get("steps"), list) and obj["steps"] and isinstance(obj["steps"][0], dict):
                     keys |= set(obj["steps"][0])
         elif fmt == "json":
-            if os.path.getsize(path) > 512 * 1024 * 1024:
-                return set()
-            opener = gzip.open if open(path, "rb").read(2) == b"\x1f\x8b" else open
-            with opener(path, "rt", encoding="utf-8") as fh:
-                doc = json.load(fh)
+            with _guards.open_input(path, max_json_bytes()) as fh:  # capped after gunzip
+                doc = json.loads(fh.read())
             first = doc[0] if isinstance(doc, list) and doc else doc
             if isinstance(first, dict):
                 keys = set(first)
@@ -83,10 +76,9 @@ def peek_fields(path: str) -> set[str]:
             import pyarrow.parquet as pq
             keys = set(pq.read_schema(path).names)
         elif fmt == "csv":
-            opener = gzip.open if open(path, "rb").read(2) == b"\x1f\x8b" else open
-            with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
-                keys = {k.strip() for k in fh.readline().strip().split(",")}
-    except (OSError, ValueError, UnicodeDecodeError):
+            head = _guards.first_line(path, max_line_bytes()) or b""
+            keys = {k.strip() for k in head.decode("utf-8", errors="replace").strip().split(",")}
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError, EOFError):
         return set()
     return keys
 

@@ -20,7 +20,7 @@ else 0. Run: the nearest non-step parent folder. Trainer keys kept: ``episode_id
 """
 from __future__ import annotations
 
-import gzip
+import io
 import json
 import os
 from pathlib import Path
@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .. import _guards
 from ..errors import MAX_LISTED, LoadError, Problem
 from ..readers import RawTable
 from ._common import Imported, run_from_dir, step_from_path, to_text
@@ -53,10 +54,9 @@ def episode_files(folder: str) -> list[str]:
 
 
 def _load(path: str, problems: list) -> list[tuple[int, dict]]:
-    opener = gzip.open if open(path, "rb").read(2) == b"\x1f\x8b" else open
     items: list[tuple[int, dict]] = []
     try:
-        with opener(path, "rt", encoding="utf-8") as fh:
+        with io.TextIOWrapper(_guards.open_input(path), encoding="utf-8") as fh:  # capped, regular
             if ".jsonl" in path.lower():
                 for i, line in enumerate(fh, start=1):
                     if line.strip():
@@ -65,7 +65,7 @@ def _load(path: str, problems: list) -> list[tuple[int, dict]]:
                 doc = json.load(fh)
                 docs = doc if isinstance(doc, list) else [doc]
                 items = list(enumerate(docs))
-    except (json.JSONDecodeError, UnicodeDecodeError, OSError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError, EOFError, RecursionError) as exc:
         problems.append(Problem(path, getattr(exc, "lineno", None), None, f"cannot read episode JSON: {exc}"))
     return items
 
@@ -86,9 +86,12 @@ def read(path: str) -> Imported:
     rows: list[dict] = []
     lines: list[int] = []
     run = run_from_dir(files[0] if files else path)
+    budget = _guards.Budget(path, "item")
     for f in files:
         where = "line" if ".jsonl" in f.lower() else "item"
         for idx, ep in _load(f, problems):
+            budget.rows(len(rows), idx)
+            budget.problems(problems, idx)
             if not isinstance(ep, dict) or not isinstance(ep.get("id"), str) \
                     or not isinstance(ep.get("trajectories"), list):
                 problems.append(Problem(f, idx, "id" if isinstance(ep, dict) else None,
