@@ -107,7 +107,7 @@ def _cmd_info(args) -> int:
         ("steps", info["steps"]),
         ("anchors", info["anchors"]),
         ("success rate", f"{info['success_rate']:.3f}"),
-        ("truncated", f"{info['truncated_rate']:.3f}"),
+        ("truncated", truncated_text(info)),
         ("steps at shared anchors", f"{info['shared_step_fraction']:.3f}"),
         ("singleton anchors", f"{info['singleton_anchor_fraction']:.3f}"),
     ]
@@ -115,6 +115,16 @@ def _cmd_info(args) -> int:
     for k, v in rows:
         print(f"{k:<{width}}  {term(v)}")
     return 0
+
+
+def truncated_text(info: dict) -> str:
+    """The "truncated" line of ``info``: count, share and explicit successes kept."""
+    if not info.get("truncation_known", True):
+        return "unknown (no done field logged: every trajectory is taken as ended)"
+    out = f"{info['truncated']} of {info['trajectories']} ({info['truncated_rate']:.3f})"
+    if info.get("truncated_success"):
+        out += f", {info['truncated_success']} with a logged success=true kept as success"
+    return out
 
 
 def _fmt_default(v):

@@ -6,7 +6,7 @@ import pandas as pd
 
 from .graph import AnchorGraph
 
-__all__ = ["batch_summary", "group_table"]
+__all__ = ["batch_summary", "group_table", "truncation_known"]
 
 
 def batch_summary(graph: AnchorGraph) -> dict:
@@ -26,6 +26,9 @@ def batch_summary(graph: AnchorGraph) -> dict:
                                "max": int(per_group.max())} if b.num_groups else {},
         "success_rate": float(b.traj_success.mean()) if b.num_trajectories else 0.0,
         "truncated_rate": float(b.traj_truncated.mean()) if b.num_trajectories else 0.0,
+        "truncated": int(b.traj_truncated.sum()),
+        "truncated_success": int((b.traj_truncated & b.traj_success).sum()),
+        "truncation_known": truncation_known(b),
         "shared_step_fraction": float(shared.mean()) if S else 0.0,
         "singleton_anchor_fraction": float((visits == 1).mean()) if graph.num_nodes else 0.0,
         "mean_steps_per_trajectory": float(b.traj_len.mean()) if b.num_trajectories else 0.0,
@@ -34,8 +37,15 @@ def batch_summary(graph: AnchorGraph) -> dict:
     }
 
 
+def truncation_known(batch) -> bool:
+    """Whether the batch logs ``done`` at all: without it no trajectory can be seen to be
+    truncated, and a truncated count of 0 means "not logged", not "none"."""
+    return "done" in batch.steps.columns and bool(batch.steps["done"].notna().any())
+
+
 def group_table(graph: AnchorGraph) -> pd.DataFrame:
-    """One row per group: ids, rollouts, steps, anchors, success rate, shared-step fraction."""
+    """One row per group: ids, rollouts, steps, anchors, success rate, truncated rollouts,
+    shared-step fraction."""
     b = graph.batch
     G = b.num_groups
     step_group = b.step_group
@@ -51,5 +61,9 @@ def group_table(graph: AnchorGraph) -> pd.DataFrame:
         "anchors": np.diff(graph.group_node_offsets),
         "success_rate": np.bincount(b.traj_group, weights=b.traj_success, minlength=G)
         / np.maximum(np.diff(b.group_traj_offsets), 1),
+        # rollouts whose last row says done=false; <NA> where the batch logs no done at all
+        "truncated": pd.array(np.bincount(b.traj_group, weights=b.traj_truncated, minlength=G)
+                              .astype(np.int64), dtype="Int64") if truncation_known(b)
+        else pd.array([pd.NA] * G, dtype="Int64"),
         "shared_step_fraction": np.bincount(step_group, weights=shared, minlength=G) / np.maximum(steps, 1),
     })

@@ -1,8 +1,20 @@
-"""Anchor canonicalisation and 64-bit hashing (SCHEMA.md, "Anchor canonicalisation").
+"""Anchor canonicalisation and 64-bit hashing (docs/schema.md, "Anchor identity").
 
-- strings are stripped of trailing whitespace;
-- arrays (JSON lists of numbers, numpy arrays) hash their shape and float64 bytes;
-- objects (and non-numeric lists) hash their sorted, compact JSON.
+One anchor has one identity whatever the file format carried it:
+
+- a string whose text (ignoring surrounding whitespace) is a JSON array or object is that
+  array or object: a CSV or Parquet cell can only carry ``{"b": 1, "a": 2}`` as JSON text, and
+  it must hash like the same object in JSONL;
+- other strings are normalised to Unicode NFC (canonically equivalent spellings, such as a
+  precomposed "é" and "e" + combining acute, are one anchor) and stripped of trailing
+  whitespace;
+- numbers compare by value: ``1``, ``1.0`` and ``true`` are one value, as are ``0``,
+  ``-0.0`` and ``false`` (Python's own equality, which verl-agent's GiGPO exact mode uses for
+  its dict keys);
+- rectangular numeric arrays (JSON lists of numbers or booleans, numpy arrays) hash their
+  shape and float64 bytes; shape counts, so ``[[1, 2], [3, 4]]`` is not ``[1, 2, 3, 4]``;
+- objects (and non-numeric lists) hash their sorted, compact JSON after the rules above are
+  applied to every key and value inside them.
 
 The hash is BLAKE2b with an 8-byte digest; the key is its 16-digit hex form. Keys are
 scoped to a group by the graph layer, which merges anchors only within a group.
@@ -11,11 +23,30 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import unicodedata
 from typing import Any
 
 import numpy as np
 
-__all__ = ["canonical_anchor_bytes", "anchor_key", "anchor_hash64"]
+__all__ = ["canonical_anchor_bytes", "anchor_key", "anchor_hash64", "parse_json_text"]
+
+
+def _nfc(s: str) -> str:
+    return s if s.isascii() or unicodedata.is_normalized("NFC", s) else unicodedata.normalize("NFC", s)
+
+
+def parse_json_text(s: str):
+    """The JSON array or object that the text ``s`` spells (surrounding whitespace ignored),
+    or None when ``s`` is not such a text."""
+    t = s.strip()
+    if len(t) < 2 or (t[0], t[-1]) not in (("[", "]"), ("{", "}")):
+        return None
+    try:
+        v = json.loads(t)
+    except (ValueError, RecursionError):
+        return None
+    return v if isinstance(v, (list, dict)) else None
 
 
 def _numeric_array(value: list) -> np.ndarray | None:
@@ -28,21 +59,64 @@ def _numeric_array(value: list) -> np.ndarray | None:
     return None
 
 
+def _array_bytes(arr: np.ndarray) -> bytes:
+    arr = np.ascontiguousarray(arr, dtype=np.float64) + 0.0  # + 0.0 turns -0.0 into 0.0
+    return b"a:" + repr(arr.shape).encode() + b":" + arr.tobytes()
+
+
+def _number(v):
+    """A number by value: integral finite floats and booleans become ints."""
+    if isinstance(v, (bool, np.bool_)):
+        return int(v)
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    f = float(v)
+    if math.isfinite(f) and f.is_integer():
+        return int(f)
+    return f
+
+
+def _key(k) -> str:
+    if isinstance(k, str):
+        return _nfc(k)
+    return json.dumps(_canonical(k), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      default=str)
+
+
+def _canonical(v):
+    """``v`` with the anchor rules applied inside (a JSON-ready structure)."""
+    if isinstance(v, str):
+        return _nfc(v)
+    if v is None:
+        return None
+    if isinstance(v, (bool, int, float, np.bool_, np.integer, np.floating)):
+        return _number(v)
+    if isinstance(v, dict):
+        return {_key(k): _canonical(x) for k, x in v.items()}
+    if isinstance(v, np.ndarray):
+        v = v.tolist()
+    if isinstance(v, (list, tuple)):
+        return [_canonical(x) for x in v]
+    return str(v)
+
+
 def canonical_anchor_bytes(value: Any) -> bytes:
     """The canonical byte string an anchor observation hashes to."""
     if isinstance(value, str):
-        return b"s:" + value.rstrip().encode("utf-8", "surrogatepass")
+        parsed = parse_json_text(value)
+        if parsed is None:
+            return b"s:" + _nfc(value).rstrip().encode("utf-8", "surrogatepass")
+        value = parsed
     if isinstance(value, np.ndarray):
-        arr = value.astype(np.float64) if value.dtype.kind in "biuf" else value
-        if arr.dtype == np.float64:
-            return b"a:" + repr(arr.shape).encode() + b":" + np.ascontiguousarray(arr).tobytes()
-        value = arr.tolist()
+        if value.dtype.kind in "biuf":
+            return _array_bytes(value)
+        value = value.tolist()
     if isinstance(value, (list, tuple)):
         arr = _numeric_array(list(value)) if value else None
         if arr is not None:
-            return b"a:" + repr(arr.shape).encode() + b":" + np.ascontiguousarray(arr).tobytes()
-    return b"j:" + json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                              default=str).encode("utf-8", "surrogatepass")
+            return _array_bytes(arr)
+    return b"j:" + json.dumps(_canonical(value), sort_keys=True, separators=(",", ":"),
+                              ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
 
 
 def anchor_hash64(value: Any) -> int:

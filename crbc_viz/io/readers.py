@@ -343,9 +343,25 @@ def _read_jsonl(path: str, limit: int | None = None) -> RawTable:
     if surrogate_lines:
         notes.append(f"{path}: {surrogate_lines} line(s) contain lone UTF-16 surrogates "
                      f"(\\ud800-\\udfff escapes); they were replaced by U+FFFD")
-    return RawTable(path, pd.DataFrame.from_records(rows) if rows else pd.DataFrame(),
+    return RawTable(path, _frame(rows),
                     np.asarray(lines, dtype=np.int64), "line", False, problems, nonfinite, notes,
                     broken)
+
+
+#: Id fields that pandas would turn into float64 when some rows lack them (an integer
+#: ``state_hash`` above 2**53 would then lose digits): kept as the objects that were parsed.
+_ID_FIELDS = ("group_id", "traj_id", "run_id", "anchor_key", "state_hash")
+
+
+def _frame(rows: list[dict]) -> pd.DataFrame:
+    """The parsed rows as a table; id columns with missing values keep their exact values."""
+    if not rows:
+        return pd.DataFrame()
+    df = pd.DataFrame.from_records(rows)
+    for c in _ID_FIELDS:
+        if c in df.columns and df[c].dtype.kind == "f":
+            df[c] = pd.Series([r.get(c) for r in rows], index=df.index, dtype=object)
+    return df
 
 
 def _gzip_reason(exc: Exception) -> str:
@@ -420,7 +436,7 @@ def _read_json(path: str, limit: int | None = None) -> RawTable:
     nonfinite: dict = {}
     if "NaN" in text or "Infinity" in text:
         _note_nonfinite(rows, 0, nonfinite)
-    return RawTable(path, pd.DataFrame.from_records(rows) if rows else pd.DataFrame(),
+    return RawTable(path, _frame(rows),
                     np.asarray(lines, dtype=np.int64), "item", False, problems, nonfinite, notes)
 
 

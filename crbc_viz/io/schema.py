@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..data import GROUP_KEY, RolloutBatch
-from .anchors import anchor_hash64
+from .anchors import anchor_hash64, parse_json_text
 from .errors import MAX_LISTED, LoadError, Problem
 from .readers import RawTable
 
@@ -165,6 +165,12 @@ def _fast_column(name: str, col: pd.Series, from_text: bool):
     if isinstance(col.dtype, pd.CategoricalDtype):
         col = col.astype(object)
         kind = "O"
+    elif hasattr(col.dtype, "numpy_dtype") and not isinstance(col.dtype, pd.StringDtype):
+        # Nullable pandas / Arrow dtypes (a Parquet bool or int column with nulls): plain
+        # numpy when nothing is missing, else objects with None.
+        col = pd.Series(col.to_numpy(dtype=col.dtype.numpy_dtype) if present.all()
+                        else col.to_numpy(dtype=object, na_value=None), index=col.index)
+        kind = col.dtype.kind
     inferred = infer_dtype(col, skipna=True) if kind == "O" else None
     if coerce in (_as_id, _as_text) and (inferred in ("string", "empty")):
         return col.to_numpy(dtype=object)
@@ -300,9 +306,58 @@ def validate(raw: RawTable, *, lenient: bool = False) -> tuple[pd.DataFrame, np.
     table = df.copy()
     for name, col in out.items():
         table[name] = col
+    _decode_signals(table, raw.from_text)
     table[_LINE] = raw.line
     table[_BAD] = bad
     return table, raw.line, problems
+
+
+#: Optional per-estimator signals (SCHEMA.md): their numbers and booleans arrive as text from
+#: CSV and are read here; their lists and objects arrive as JSON text from any tabular cell.
+#: A value that does not read is left as logged, for the estimator that uses it to name.
+_SIGNAL_NUMBERS = ("gold_logprob", "turn_evidence", "teacher_logprob_sum", "student_logprob_sum",
+                   "judge_score", "advantage", "num_tokens", "direct_inputs")
+_SIGNAL_BOOLS = ("is_error",)
+_SIGNAL_JSON = ("rubric", "rubric_active", "influence_edges")
+
+
+def _text_number(s: str):
+    t = s.strip()
+    try:
+        return int(t)
+    except ValueError:
+        pass
+    try:
+        x = float(t)
+    except ValueError:
+        return s
+    return x if math.isfinite(x) else s
+
+
+def _text_bool(s: str):
+    try:
+        return _as_bool(s, True)
+    except TypeError:
+        return s
+
+
+def _text_json(s: str):
+    v = parse_json_text(s)
+    return s if v is None else v
+
+
+def _decode_signals(table: pd.DataFrame, from_text: bool) -> None:
+    """Read the optional signal columns' text cells in place (see `_SIGNAL_NUMBERS`)."""
+    todo = [(c, _text_json) for c in _SIGNAL_JSON]
+    if from_text:
+        todo += [(c, _text_number) for c in _SIGNAL_NUMBERS] + [(c, _text_bool) for c in _SIGNAL_BOOLS]
+    for c, read in todo:
+        if c in table.columns and (table[c].dtype == object or isinstance(table[c].dtype, pd.StringDtype)):
+            vals = table[c].to_numpy(dtype=object)
+            col = np.empty(len(vals), dtype=object)
+            for i, v in enumerate(vals):  # one by one: equal-length lists stay lists
+                col[i] = read(v) if isinstance(v, str) else v
+            table[c] = col
 
 
 def build_batch(raw: RawTable, *, lenient: bool = False, success_threshold: float = 0.0) -> RolloutBatch:
@@ -407,31 +462,16 @@ def build_batch(raw: RawTable, *, lenient: bool = False, success_threshold: floa
     traj_group = g_codes[traj_offsets[:-1]].astype(np.int64)
     group_counts = np.bincount(traj_group)
     group_traj_offsets = np.r_[0, np.cumsum(group_counts)].astype(np.int64)
-    last = traj_offsets[1:] - 1
 
-    # Success: `success` if logged (last non-null), else episode_return / sum(reward) > threshold.
-    step_reward = table["reward"].to_numpy(dtype=np.float64)
-    reward_sum = np.add.reduceat(step_reward, traj_offsets[:-1]) if len(step_reward) else np.zeros(0)
-    traj_return = reward_sum.copy()
-    if "episode_return" in table:
-        er = _last_non_null(table["episode_return"].to_numpy(dtype=object), t_codes, num_t)
-        has = np.array([v is not None for v in er])
-        traj_return[has] = np.array([v for v in er[has]], dtype=np.float64)
-    traj_success = traj_return > success_threshold
-    if "success" in table:
-        sv = _last_non_null(table["success"].to_numpy(dtype=object), t_codes, num_t)
-        has = np.array([v is not None for v in sv])
-        traj_success[has] = np.array([bool(v) for v in sv[has]], dtype=bool)
-    if "done" in table:
-        dv = table["done"].to_numpy(dtype=object)[last]
-        traj_truncated = np.array([not bool(v) if v is not None else False for v in dv], dtype=bool)
-    else:
-        traj_truncated = np.zeros(num_t, dtype=bool)
+    # Outcome (docs/schema.md, "Success and truncation").
+    traj_success, traj_truncated, traj_return, outcome_notes = _outcomes(
+        table, t_codes, traj_offsets, success_threshold, path)
 
     # Anchors: precomputed key, else the hash of the canonical anchor_obs, else one per step.
     warnings: list[str] = list(raw.notes)
     if lenient_note:
         warnings.append(lenient_note)
+    warnings.extend(outcome_notes)
     table, step_hash = _anchor_hashes(table, warnings, path, where)
 
     groups = table.iloc[traj_offsets[:-1][group_traj_offsets[:-1]]][gkey].reset_index(drop=True)
@@ -443,6 +483,72 @@ def build_batch(raw: RawTable, *, lenient: bool = False, success_threshold: floa
         traj_truncated=traj_truncated, traj_return=traj_return,
         group_traj_offsets=group_traj_offsets, groups=groups, source=path,
         warnings=tuple(warnings), skipped=tuple(skipped))
+
+
+def _outcomes(table: pd.DataFrame, t_codes: np.ndarray, traj_offsets: np.ndarray,
+              success_threshold: float, path: str):
+    """(success [T], truncated [T], return [T], notes) of the trajectories of a sorted table.
+
+    - return: the last logged ``episode_return``, else the sum of ``reward``;
+    - success: the last logged ``success`` value, else return > ``success_threshold``;
+    - truncated: the last row says ``done=false``. Rows with no ``done`` value (or a file with
+      no ``done`` field) say nothing, so such trajectories are taken as ended;
+    - a truncated trajectory is a failure, unless the trainer logged ``success=true`` for it:
+      the explicit flag wins (and is counted in a note), a success inferred from the return
+      or the rewards does not.
+    """
+    num_t = len(traj_offsets) - 1
+    notes: list[str] = []
+    step_reward = table["reward"].to_numpy(dtype=np.float64)
+    traj_return = (np.add.reduceat(step_reward, traj_offsets[:-1]) if len(step_reward)
+                   else np.zeros(0))
+    if "episode_return" in table:
+        er = _last_non_null(table["episode_return"].to_numpy(dtype=object), t_codes, num_t)
+        has = np.array([v is not None for v in er], dtype=bool)
+        traj_return[has] = np.array([v for v in er[has]], dtype=np.float64)
+    traj_success = traj_return > success_threshold
+    explicit_true = np.zeros(num_t, dtype=bool)
+    if "success" in table:
+        col = table["success"].to_numpy(dtype=object)
+        sv = _last_non_null(col, t_codes, num_t)
+        has = np.array([v is not None for v in sv], dtype=bool)
+        traj_success[has] = np.array([bool(v) for v in sv[has]], dtype=bool)
+        explicit_true = has & traj_success
+        flips = _true_then_false(col, t_codes, num_t)
+        if flips.any():
+            notes.append(f"{path}: {int(flips.sum())} trajectorie(s) log success=true on a row and "
+                         f"success=false on a later row (first: {_traj_label(table, traj_offsets, flips)}); "
+                         f"the last logged value is the trajectory's success")
+    traj_truncated = np.zeros(num_t, dtype=bool)
+    if "done" in table:
+        dv = table["done"].to_numpy(dtype=object)[traj_offsets[1:] - 1]
+        traj_truncated = np.array([not _is_missing(v) and not bool(v) for v in dv], dtype=bool)
+    kept = traj_truncated & explicit_true
+    traj_success &= ~traj_truncated | kept
+    if kept.any():
+        notes.append(f"{path}: {int(kept.sum())} truncated trajectorie(s) (last row done=false) "
+                     f"log success=true (first: {_traj_label(table, traj_offsets, kept)}); the "
+                     f"logged success is kept, other truncated trajectories are failures")
+    return traj_success, traj_truncated, traj_return, notes
+
+
+def _true_then_false(col: np.ndarray, t_codes: np.ndarray, num_t: int) -> np.ndarray:
+    """Per trajectory of a sorted table: a ``success`` true on one row and false on a later one
+    (false then true is the usual per-step "won so far" flag and is not flagged)."""
+    miss = pd.isna(col)
+    val = np.where(miss, -1, np.where(miss, False, col).astype(bool)).astype(np.int8)
+    pos = np.arange(len(col))
+    first_true = np.full(num_t, len(col), dtype=np.int64)
+    last_false = np.full(num_t, -1, dtype=np.int64)
+    np.minimum.at(first_true, t_codes[val == 1], pos[val == 1])
+    np.maximum.at(last_false, t_codes[val == 0], pos[val == 0])
+    return first_true < last_false
+
+
+def _traj_label(table: pd.DataFrame, traj_offsets: np.ndarray, mask: np.ndarray) -> str:
+    r = traj_offsets[int(np.flatnonzero(mask)[0])]
+    return (f"trajectory {_short(table['traj_id'].iat[r])} of group "
+            f"{_short(table['group_id'].iat[r])}")
 
 
 def _last_non_null(values, t_codes: np.ndarray, num_t: int) -> np.ndarray:
@@ -487,14 +593,15 @@ def _anchor_hashes(table: pd.DataFrame, warnings: list, path: str, where: str = 
             given = table[col].to_numpy(dtype=object) if given is None else np.where(
                 pd.isna(given), table[col].to_numpy(dtype=object), given)
     obs = table["anchor_obs"].to_numpy(dtype=object) if "anchor_obs" in table else None
-    missing = 0
+    missing = keyed = 0
     cache: dict = {}
     for i in range(n):
         k = given[i] if given is not None else None
-        if k is not None:
+        if not _is_missing(k):
             h = _key_to_hash(k)
             keys[i] = k
-        elif obs is not None and obs[i] is not None:
+            keyed += 1
+        elif obs is not None and not _is_missing(obs[i]):
             o = obs[i]
             ck = o if isinstance(o, str) else None
             if ck is not None and ck in cache:
@@ -519,6 +626,10 @@ def _anchor_hashes(table: pd.DataFrame, warnings: list, path: str, where: str = 
     if missing:
         warnings.append(f"{path}: {missing} of {n} steps have no anchor_obs or anchor_key; "
                         f"they are not merged with any other step")
+    if 0 < keyed < n and obs is not None and n - keyed - missing > 0:
+        warnings.append(f"{path}: {keyed} of {n} steps carry a precomputed anchor_key/state_hash "
+                        f"and {n - keyed - missing} are keyed from anchor_obs; a precomputed key "
+                        f"merges only with equal keys (docs/schema.md, \"Anchor identity\")")
     table = table.assign(anchor_key=keys)
     return table, hashes
 

@@ -463,7 +463,34 @@ class LogStore:
             "runs": sorted(ts["run_id"].unique().tolist()),
             "train_steps": int(len(ts)), "parts": len(self.parts), "steps": self.num_steps,
             "formats": sorted({m.get("format", "?") for m in self.sources.values()}),
+            **_sum_outcome_counts(self.sources.values()),
         }
+
+
+_OUTCOME_COUNTS = ("trajectories", "truncated", "truncated_success")
+
+
+def _outcome_counts(batch: RolloutBatch) -> dict:
+    """Per-source counts kept in its manifest (docs/schema.md, "Success and truncation")."""
+    from ..summary import truncation_known
+
+    return {"trajectories": batch.num_trajectories, "truncated": int(batch.traj_truncated.sum()),
+            "truncated_success": int((batch.traj_truncated & batch.traj_success).sum()),
+            "done_logged": truncation_known(batch)}
+
+
+def _sum_outcome_counts(manifests) -> dict:
+    """Trajectory and truncation counts over the complete sources (None where one was ingested
+    before they were recorded); ``truncation_known``: some source logs ``done``."""
+    ms = [m for m in manifests if m.get("complete")]
+    out: dict = {}
+    for k in _OUTCOME_COUNTS:
+        vals = [m.get(k) for m in ms]
+        ok = all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in vals)
+        out[k] = sum(vals) if ok else None
+    flags = [m.get("done_logged") for m in ms]
+    out["truncation_known"] = any(flags) if all(isinstance(v, bool) for v in flags) else None
+    return out
 
 
 def open_store(root: str | os.PathLike) -> LogStore:
@@ -710,6 +737,7 @@ def ingest(root: str | os.PathLike, paths, *, fmt: str = "auto", lenient: bool =
                           "rows": batch.num_steps, "part_rows": rows_of, "parts": [],
                           "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(),
                           "complete": False}
+            man.update(_outcome_counts(batch))
             mpath = root / "manifest" / f"{digest}.json"
             _write_json(mpath, man)
             done_paths = {p["path"] for p in man["parts"]}
