@@ -129,7 +129,7 @@ class LogStore:
             self.root.mkdir(parents=True, exist_ok=True)
             with atomic_path(marker) as tmp:
                 Path(tmp).write_text(json.dumps({"format": STORE_FORMAT, "version": STORE_VERSION}))
-        meta = json.loads(marker.read_text())
+        meta = _read_marker(marker)
         if meta.get("format") != STORE_FORMAT or meta.get("version") != STORE_VERSION:
             raise StoreError(f"{marker}: expected format {STORE_FORMAT!r} version {STORE_VERSION}, "
                              f"got {meta.get('format')!r} version {meta.get('version')}")
@@ -145,15 +145,17 @@ class LogStore:
             for f in sorted(mdir.glob("*.json")):
                 try:
                     m = json.loads(f.read_text())
-                except (OSError, json.JSONDecodeError) as exc:  # never half-written (atomic)
-                    raise StoreError(f"{f}: unreadable manifest ({exc})") from None
+                except (OSError, ValueError, RecursionError) as exc:  # never half-written (atomic)
+                    raise StoreError(f"{f}: unreadable manifest ({str(exc)[:200]}); restore it "
+                                     f"or remove it and re-ingest its source") from None
+                _check_manifest(self.root, f, m)
                 self.sources[m["digest"]] = m
         parts = []
-        for m in sorted(self.sources.values(), key=lambda m: (m.get("started_at", ""), m["digest"])):
+        for m in sorted(self.sources.values(), key=lambda m: (str(m.get("started_at", "")), m["digest"])):
             for k, p in enumerate(m.get("parts", [])):
                 parts.append(Part(path=p["path"], text=p.get("text"), source=m["digest"],
-                                  run_id=p["run_id"], train_step=int(p["train_step"]),
-                                  rows=int(p["rows"]), order=(m.get("started_at", ""), m["digest"], k)))
+                                  run_id=str(p["run_id"]), train_step=int(p["train_step"]),
+                                  rows=int(p["rows"]), order=(str(m.get("started_at", "")), m["digest"], k)))
         self.parts: list[Part] = parts
         self._rank = {Path(p.path).stem: i for i, p in enumerate(parts)}
 
@@ -174,10 +176,11 @@ class LogStore:
 
     @property
     def con(self):
-        """The store's DuckDB connection (in memory; the data stays in the Parquet files)."""
+        """The store's DuckDB connection (in memory; the data stays in the Parquet files);
+        a query failure (a corrupt or truncated part) is a `StoreError` naming the store."""
         if self._con is None:
             import duckdb
-            self._con = duckdb.connect()
+            self._con = _Connection(duckdb.connect(), self.root)
         return self._con
 
     def close(self) -> None:
@@ -491,6 +494,78 @@ def _sum_outcome_counts(manifests) -> dict:
     flags = [m.get("done_logged") for m in ms]
     out["truncation_known"] = any(flags) if all(isinstance(v, bool) for v in flags) else None
     return out
+
+
+def _read_marker(marker: Path) -> dict:
+    """``store.json`` as a dict, or a `StoreError` naming it (garbage, not an object)."""
+    try:
+        meta = json.loads(marker.read_text())
+    except (OSError, ValueError, RecursionError) as exc:
+        raise StoreError(f"{marker}: not a valid store marker ({str(exc)[:200]}); expected "
+                         f'{{"format": "{STORE_FORMAT}", "version": {STORE_VERSION}}}') from None
+    if not isinstance(meta, dict):
+        raise StoreError(f"{marker}: not a valid store marker (expected a JSON object)")
+    return meta
+
+
+def _confined_part(root: Path, manifest: Path, rel, top: str) -> None:
+    """A part path of a manifest must be a relative path under ``root/top`` that exists as a
+    regular file (no ``..``, no absolute path, no symlink out of the store)."""
+    bad = None
+    if not isinstance(rel, str) or not rel:
+        bad = "is not a path"
+    elif os.path.isabs(rel) or rel.startswith(("/", "\\")) or ".." in Path(rel).parts \
+            or Path(rel).parts[0] != top or "\x00" in rel:
+        bad = f"is outside the store's {top}/ folder"
+    else:
+        full = (root / rel).resolve()
+        if (root.resolve() / top) not in full.parents:
+            bad = f"resolves outside the store's {top}/ folder"
+        elif not full.is_file():
+            bad = "is missing (deleted or never written)"
+    if bad:
+        raise StoreError(f"{manifest}: part {str(rel)[:300]!r} {bad}; the manifest is damaged or "
+                         f"tampered with: restore the file, or remove this manifest and re-ingest "
+                         f"its source")
+
+
+def _check_manifest(root: Path, f: Path, m) -> None:
+    """Refuse a manifest that is not what ingest writes, or that names files outside the store."""
+    try:
+        ok = isinstance(m, dict) and isinstance(m["digest"], str) and isinstance(m.get("parts", []), list)
+        for p in m.get("parts", []) if ok else []:
+            ok = ok and isinstance(p, dict) and isinstance(p["run_id"], (str, int)) \
+                and not isinstance(p["train_step"], bool) and int(p["train_step"]) == p["train_step"] \
+                and int(p["rows"]) >= 0
+    except (KeyError, TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise StoreError(f"{f}: damaged manifest (missing or mistyped digest/parts/run_id/"
+                         f"train_step/rows); remove it and re-ingest its source")
+    for p in m.get("parts", []):
+        _confined_part(root, f, p["path"], "steps")
+        if p.get("text") is not None:
+            _confined_part(root, f, p["text"], "text")
+
+
+class _Connection:
+    """A DuckDB connection whose query errors (a corrupt, truncated or unreadable part) become
+    a one-line `StoreError` instead of a DuckDB traceback."""
+
+    def __init__(self, con, root: Path):
+        self._raw, self._root = con, root
+
+    def execute(self, *a, **k):
+        import duckdb
+        try:
+            return self._raw.execute(*a, **k)
+        except duckdb.Error as exc:
+            msg = " ".join(str(exc).split("\nLINE ")[0].split())[:400]  # not the SQL text
+            raise StoreError(f"{self._root}: cannot read the store's data ({type(exc).__name__}: "
+                             f"{msg}); a part file may be corrupt: re-ingest its source") from None
+
+    def __getattr__(self, name):
+        return getattr(self._raw, name)
 
 
 def open_store(root: str | os.PathLike) -> LogStore:

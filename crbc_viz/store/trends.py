@@ -110,11 +110,13 @@ def store_trends(store, *, run: str | None = None, estimators: tuple[str, str] =
     """`step_trends` over every (run, train_step) of a `LogStore`, cached in ``cache/``."""
     from ..io.write import write_frame
 
-    key = f"trends-{store.fingerprint}-{run or 'all'}-{estimators[0]}-{estimators[1]}"
+    key = _cache_name("trends", store.fingerprint, run, *estimators, TREND_COLUMNS, GROUP_COLUMNS)
     cdir = store.root / "cache"
     spath, gpath = cdir / f"{key}.steps.parquet", cdir / f"{key}.groups.parquet"
     if cache and spath.exists() and gpath.exists():
-        return Trends(pd.read_parquet(spath), pd.read_parquet(gpath), tuple(estimators))
+        cached = _read_cached(spath, gpath)
+        if cached is not None:
+            return Trends(*cached, tuple(estimators))
     rows, groups = [], []
     parts = store.train_steps(run)
     for r in parts.itertuples():
@@ -133,3 +135,21 @@ def store_trends(store, *, run: str | None = None, estimators: tuple[str, str] =
         write_frame(steps, spath)
         write_frame(gdf, gpath)
     return Trends(steps, gdf, tuple(estimators))
+
+
+def _cache_name(*parts) -> str:
+    """A file name for a cache entry: the parts hashed (a run id like ``../x`` never becomes
+    a path), with a readable prefix."""
+    import hashlib
+
+    h = hashlib.blake2b(repr(parts).encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+    return f"{parts[0]}-{h}"
+
+
+def _read_cached(spath, gpath):
+    """The cached (steps, groups) tables, or None when a file is unreadable (a corrupt cache
+    is recomputed and rewritten, never an error)."""
+    try:
+        return pd.read_parquet(spath), pd.read_parquet(gpath)
+    except Exception:  # pyarrow raises several types for a damaged file
+        return None
