@@ -112,7 +112,8 @@ def run_from_dir(path: str) -> str:
         name = parent.name
         if not name:
             break
-        if name.lower() in _RUN_SKIP or re.fullmatch(r"(global_)?step[_-]?\d+|\d+", name.lower()):
+        if name.lower() in _RUN_SKIP or re.fullmatch(r"(global_|train_|val_)?step[_-]?\d+(_epoch_\d+)?|\d+",
+                                                     name.lower()):
             continue
         return name
     return Path(path).stem
@@ -169,7 +170,8 @@ def _cell(v) -> str:
 
 
 def drop_exact_duplicates(df: pd.DataFrame, line: np.ndarray, keys: tuple[str, ...], path: str,
-                          where: str = "line", why: str = "") -> tuple[pd.DataFrame, np.ndarray, str | None]:
+                          where: str = "line", why: str = "", ignore: tuple[str, ...] = ()
+                          ) -> tuple[pd.DataFrame, np.ndarray, str | None]:
     """Rows that share ``keys`` (a trajectory and its step): exact copies (every field equal)
     are dropped, keeping the first, with a counted note; copies that differ are an error naming
     both lines and the fields that differ.
@@ -186,7 +188,7 @@ def drop_exact_duplicates(df: pd.DataFrame, line: np.ndarray, keys: tuple[str, .
     dup = kdf.duplicated(keep=False).to_numpy()
     if not dup.any():
         return df, line, None
-    cols = list(df.columns)
+    cols = [c for c in df.columns if c not in ignore]
     first: dict[tuple, int] = {}
     drop = np.zeros(len(df), dtype=bool)
     problems: list[Problem] = []
@@ -198,9 +200,10 @@ def drop_exact_duplicates(df: pd.DataFrame, line: np.ndarray, keys: tuple[str, .
         diff = [c for c in cols if _cell(df[c].iat[i]) != _cell(df[c].iat[j])]
         if diff:
             shown = ", ".join(f"{c}={_cell(df[c].iat[j])[:40]} vs {_cell(df[c].iat[i])[:40]}" for c in diff[:3])
+            here = "".join(f" ({c} {df[c].iat[j]} and {df[c].iat[i]})" for c in ignore if c in df.columns)
             problems.append(Problem(path, int(line[i]), diff[0],
                                     f"same {' / '.join(f'{c}={v}' for c, v in zip(keys, k))} as "
-                                    f"{where} {int(line[j])} but different: {shown}", where))
+                                    f"{where} {int(line[j])}{here} but different: {shown}", where))
         else:
             drop[i] = True
     if problems:

@@ -1,22 +1,32 @@
-"""rLLM episodes: a folder of JSON files, each one ``Episode.to_dict()`` (or a list of them,
-or JSON Lines of them), as rLLM's workflow engine produces them.
+"""rLLM episodes: a folder of JSON files, one episode each (or a list of them, or JSON Lines),
+as rLLM's own writers produce them (read from rLLM 9beb6e0f and run, tests/fixtures/rllm_real):
 
-``Episode``: ``id`` (``"{task_id}:{rollout_idx}"``), ``task``, ``termination_reason``,
-``is_correct``, ``trajectories`` (each ``{uid, name, task, steps, reward, info}``),
-``metrics``, ``info``. ``Step``: ``observation``, ``thought``, ``action``, ``model_response``,
-``chat_completions``, ``info``, ``reward``, ``done``, ``mc_return``, ``advantage`` (and token
-fields, which are dropped).
+- ``EpisodeLogger.log_episodes_batch`` (training, ``episode_logging.log_episodes``):
+  ``<dir>/episodes/train_step_<N>_epoch_<E>/episode_hash<h>_id<id>.json`` with ``training_step``,
+  ``episode_id``, ``task``, ``is_correct``, ``termination_reason``, ``trajectories`` (``name``,
+  ``uid``, ``reward``, ``steps``: ``observation``, ``thought``, ``action``, ``reward``, ``done``,
+  ``model_response``, ``chat_completions``), and a ``batch_summary.json`` beside them (skipped);
+- ``EvalEpisodeStore`` (``rllm eval --save-episodes``): ``<run>/meta.json`` (skipped) and
+  ``<run>/episodes/episode_<idx>_<task>.json``, each ``Episode.model_dump()`` (``id``, steps with
+  ``input``/``output``/``metadata`` ...);
+- ``Episode.to_dict()`` files (``id``, ``info``), as older rLLM versions wrote.
 
-Canonical mapping: group = ``task_id`` (``task_id:name`` for a named role of a multi-agent
-workflow, as rLLM's ``TrajectoryGroup`` does); traj = the episode ``id`` (plus ``#j`` when an
-episode has several trajectories of one role); ``step_idx`` = position in ``steps``;
-``reward``, ``done``, ``action`` (JSON when not a string), ``model_response`` -> ``response``,
-``observation`` -> ``observation``; anchor = ``info["anchor_obs"]`` / ``info["state"]`` when a
-workflow logs one, else the observation; success = ``is_correct``; ``episode_return`` =
-trajectory ``reward``; scalar ``advantage`` is the trainer's. Training step: ``info`` /
-``metrics`` ``global_step``/``train_step``/``step``, else the folder name (``step_12``),
-else 0. Run: the nearest non-step parent folder. Trainer keys kept: ``episode_id``,
-``trajectory_uid``, ``step``.
+Canonical mapping: group = the task id (the part of the episode id before ``:``; ``task_id:name``
+for a named role of a multi-agent workflow, as rLLM's ``TrajectoryGroup`` does); traj = the
+episode id (plus ``#j`` when an episode has several trajectories of one role); ``step_idx`` =
+position in ``steps``; ``reward``, ``action`` (JSON when not a string), ``model_response`` ->
+``response``; success = ``is_correct``; ``episode_return`` = trajectory ``reward``.
+Truncation: ``termination_reason`` ``max_turns_exceeded`` / ``max_prompt_length_exceeded`` /
+``max_response_length_exceeded`` / ``timeout`` is truncated and ``env_done`` is ended (the last
+step's ``done`` is set so); other reasons fall back to the steps' ``done`` when some step has
+one, else truncation is unknown (rLLM's agent-flow engine sets no ``done``). Anchor:
+``info``/``metadata`` ``anchor_obs``/``state`` when a workflow logs one, else the observation,
+else (the agent-flow engine leaves ``observation`` empty) the last user message of the step's
+``chat_completions``, which is the turn's observation; with none of these there are no
+anchors, and the import says so. Training step: ``training_step``, else ``info``/``metrics``
+``global_step``/``train_step``/``step``, else the folder name, else 0. Exact duplicate steps
+(one episode in two files) are dropped with a note; conflicting ones are an error naming both
+files. Trainer keys kept: ``episode_id``, ``trajectory_uid``, ``step``.
 """
 from __future__ import annotations
 
@@ -31,15 +41,19 @@ import pandas as pd
 from .. import _guards
 from ..errors import MAX_LISTED, LoadError, Problem
 from ..readers import RawTable
-from ._common import Imported, run_from_dir, step_from_path, to_text
+from ._common import Imported, drop_exact_duplicates, run_from_dir, step_from_path, to_text
 
 NAME = "rllm"
 SIGNATURE = ("id", "trajectories")
 _DEFAULT_NAMES = {None, "", "default_traj_name"}
+#: Files rLLM writes beside the episodes (EpisodeLogger, EvalEpisodeStore): not episodes.
+SIDE_FILES = ("batch_summary.json", "meta.json")
+_TRUNCATING = {"max_turns_exceeded", "max_prompt_length_exceeded", "max_response_length_exceeded",
+               "timeout"}
 
 
 def sniff(fields: set[str]) -> bool:
-    return set(SIGNATURE) <= fields
+    return "trajectories" in fields and bool({"id", "episode_id"} & fields)
 
 
 def episode_files(folder: str) -> list[str]:
@@ -48,7 +62,8 @@ def episode_files(folder: str) -> list[str]:
     for root, _, files in os.walk(folder):
         for f in files:
             low = f.lower()
-            if low.endswith((".json", ".jsonl", ".json.gz", ".jsonl.gz")) and not f.startswith("."):
+            if low.endswith((".json", ".jsonl", ".json.gz", ".jsonl.gz")) and not f.startswith(".") \
+                    and low not in SIDE_FILES:
                 out.append(os.path.join(root, f))
     return sorted(out)
 
@@ -71,7 +86,10 @@ def _load(path: str, problems: list) -> list[tuple[int, dict]]:
 
 
 def _train_step(ep: dict, path: str) -> int:
-    for holder in (ep.get("info"), ep.get("metrics")):
+    v = ep.get("training_step")
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return int(v)
+    for holder in (ep.get("info"), ep.get("metadata"), ep.get("metrics")):
         if isinstance(holder, dict):
             for k in ("global_step", "train_step", "step"):
                 v = holder.get(k)
@@ -80,59 +98,112 @@ def _train_step(ep: dict, path: str) -> int:
     return step_from_path(path) or 0
 
 
+def _last_user(messages):
+    if isinstance(messages, list):
+        for m in reversed(messages):
+            if isinstance(m, dict) and m.get("role") == "user" and m.get("content") not in (None, ""):
+                return m["content"]
+    return None
+
+
+def _anchor(st: dict):
+    """(anchor, where it came from) of one step, see the module doc."""
+    info = st.get("info") if isinstance(st.get("info"), dict) else st.get("metadata")
+    info = info if isinstance(info, dict) else {}
+    for k in ("anchor_obs", "state"):
+        if info.get(k) not in (None, ""):
+            return info[k], "info"
+    if st.get("observation") not in (None, ""):
+        return st["observation"], "observation"
+    user = _last_user(st.get("chat_completions"))
+    if user is not None:
+        return user, "chat"
+    return None, None
+
+
+def _ends(ep: dict, steps: list) -> list:
+    """The ``done`` of each step: from the termination reason, else the steps', else None."""
+    reason = ep.get("termination_reason")
+    reason = reason.get("value") if isinstance(reason, dict) else reason
+    reason = str(reason).lower() if reason is not None else None
+    done = [st.get("done") if isinstance(st.get("done"), bool) else None for st in steps]
+    if reason in _TRUNCATING or reason == "env_done":
+        return [False] * (len(steps) - 1) + [reason == "env_done"] if steps else []
+    if any(d is True for d in done):
+        return done
+    return [None] * len(steps)
+
+
 def read(path: str) -> Imported:
     files = episode_files(path) if os.path.isdir(path) else [path]
     problems: list[Problem] = []
     rows: list[dict] = []
     lines: list[int] = []
     run = run_from_dir(files[0] if files else path)
-    budget = _guards.Budget(path, "item")
+    anchors_from: dict = {}
+    no_done = 0
     for f in files:
         where = "line" if ".jsonl" in f.lower() else "item"
         for idx, ep in _load(f, problems):
-            budget.rows(len(rows), idx)
-            budget.problems(problems, idx)
-            if not isinstance(ep, dict) or not isinstance(ep.get("id"), str) \
-                    or not isinstance(ep.get("trajectories"), list):
+            eid = ep.get("id", ep.get("episode_id")) if isinstance(ep, dict) else None
+            if not isinstance(eid, str) or not isinstance(ep.get("trajectories"), list):
                 problems.append(Problem(f, idx, "id" if isinstance(ep, dict) else None,
-                                        "expected an rLLM Episode object with a string 'id' and a "
-                                        "'trajectories' list", where))
+                                        "expected an rLLM Episode object with a string 'id' (or "
+                                        "'episode_id') and a 'trajectories' list", where))
                 continue
-            task_id = ep["id"].split(":")[0]
+            task_id = eid.split(":")[0]
             tstep = _train_step(ep, f)
             names: dict = {}
             for j, tr in enumerate(ep["trajectories"]):
                 if not isinstance(tr, dict) or not isinstance(tr.get("steps"), list):
                     problems.append(Problem(f, idx, f"trajectories[{j}].steps", "expected a list", where))
                     continue
+                if not all(isinstance(st, dict) for st in tr["steps"]):
+                    s_bad = next(k for k, st in enumerate(tr["steps"]) if not isinstance(st, dict))
+                    problems.append(Problem(f, idx, f"trajectories[{j}].steps[{s_bad}]",
+                                            "expected a step object", where))
+                    continue
                 name = tr.get("name")
                 group = task_id if name in _DEFAULT_NAMES else f"{task_id}:{name}"
                 k = names[name] = names.get(name, -1) + 1
-                traj = ep["id"] if k == 0 else f"{ep['id']}#{k}"
+                traj = eid if k == 0 else f"{eid}#{k}"
+                ends = _ends(ep, tr["steps"])
+                no_done += bool(tr["steps"]) and ends[-1] is None
                 for s, st in enumerate(tr["steps"]):
-                    if not isinstance(st, dict):
-                        problems.append(Problem(f, idx, f"trajectories[{j}].steps[{s}]",
-                                                "expected a step object", where))
-                        continue
-                    info = st.get("info") if isinstance(st.get("info"), dict) else {}
-                    anchor = info.get("anchor_obs", info.get("state", st.get("observation")))
+                    anchor, src = _anchor(st)
+                    anchors_from[src] = anchors_from.get(src, 0) + 1
                     adv = st.get("advantage")
                     rows.append({
                         "run_id": run, "train_step": tstep, "group_id": group, "traj_id": traj,
-                        "step_idx": s, "reward": st.get("reward"), "done": st.get("done"),
-                        "action": to_text(st.get("action")), "response": to_text(st.get("model_response")),
+                        "step_idx": s, "reward": st.get("reward"), "done": ends[s],
+                        "action": to_text(st.get("action")),
+                        "response": to_text(st.get("model_response") or st.get("output")),
                         "observation": to_text(st.get("observation")), "anchor_obs": to_text(anchor),
                         "success": bool(ep.get("is_correct", False)),
                         "episode_return": tr.get("reward"),
                         "termination_reason": to_text(ep.get("termination_reason")),
                         "advantage": adv if isinstance(adv, (int, float)) and not isinstance(adv, bool) else None,
-                        "src_episode_id": ep["id"], "src_traj_uid": to_text(tr.get("uid")),
+                        "src_episode_id": eid, "src_traj_uid": to_text(tr.get("uid")),
                         "src_file": os.path.relpath(f, path) if os.path.isdir(path) else Path(f).name,
                     })
                     lines.append(int(idx))
     if problems:
         raise LoadError(problems[:MAX_LISTED], total=len(problems))
     df = pd.DataFrame.from_records(rows) if rows else pd.DataFrame()
-    raw = RawTable(path, df, np.asarray(lines, dtype=np.int64), "item", False)
+    line = np.asarray(lines, dtype=np.int64)
+    df, line, dup_note = drop_exact_duplicates(df, line, ("traj_id", "step_idx"), path, "item",
+                                               "one episode written twice", ignore=("src_file",))
+    notes = [dup_note] if dup_note else []
+    if anchors_from.get("chat"):
+        notes.append(f"{anchors_from['chat']} step(s) have no observation (rLLM's agent-flow "
+                     "engine leaves it empty): their anchor is the last user message of "
+                     "chat_completions")
+    if anchors_from.get(None):
+        notes.append(f"{anchors_from[None]} step(s) carry no observation, chat_completions or "
+                     "info anchor: they have no anchor (nothing merges there)")
+    if no_done:
+        notes.append(f"{no_done} trajectory(ies) have neither a termination_reason nor a step "
+                     "'done': truncation unknown, taken as ended")
+    raw = RawTable(path, df, line, "item", False)
     return Imported(raw, NAME, {"episode_id": "src_episode_id", "trajectory_uid": "src_traj_uid",
-                                "step": "step_idx"})
+                                "step": "step_idx"}, tuple(notes))
