@@ -32,7 +32,7 @@ def card(spec) -> None:
     with st.container(border=True):
         st.subheader(spec.title)
         st.markdown(f"`{spec.name}` · ESTIMATORS.md {spec.section} · "
-                    f"{'numpy + batched torch' if spec.torch_fn is not None else 'numpy'}")
+                    f"backends: {', '.join(registry.backends(spec))}")
         st.markdown(f"**Paper:** {spec.paper}")
         st.code(spec.equation, language=None, wrap_lines=True)
         st.markdown("**Parameters**")

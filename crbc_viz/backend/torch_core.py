@@ -53,8 +53,9 @@ def grpo_torch(graph: AnchorGraph, *, device: str = "auto", norm: str = "std", d
     adv = group_advantage_t(graph, dev, norm=norm, ddof=ddof, eps=eps, stats=stats, outcome=outcome)
     step_adv = _np(adv[torch.as_tensor(graph.batch.step_traj, device=dev)])
     nan = np.full_like(step_adv, np.nan)
-    return CreditResult("grpo", GRPOParams(norm, ddof, eps, stats, outcome), graph, nan, nan.copy(),
-                        step_adv, step_adv.copy(), backend=f"torch:{dev.type}")
+    params = GRPOParams(norm=norm, ddof=ddof, eps=eps, stats=stats, outcome=outcome)
+    return CreditResult("grpo", params, graph, nan, nan.copy(), step_adv, step_adv.copy(),
+                        backend=f"torch:{dev.type}")
 
 
 def shortest_path_torch(graph: AnchorGraph, *, device: str = "auto", omega: float = 0.1,
@@ -107,7 +108,8 @@ def shortest_path_torch(graph: AnchorGraph, *, device: str = "auto", omega: floa
     z = torch.where(degenerate[node], torch.zeros_like(q), (q - mean[node]) / (torch.sqrt(var[node]) + eps))
     z = torch.where(reached[step_group], z, torch.zeros_like(z))
     a_group = group_advantage_t(graph, dev)[torch.as_tensor(b.step_traj, device=dev)]  # A^E: verl's
-    params = ShortestPathParams(omega, r_succ, exponent, ddof, eps, w_graph, w_group)
+    params = ShortestPathParams(omega=omega, r_succ=r_succ, exponent=exponent, ddof=ddof, eps=eps,
+                                w_graph=w_graph, w_group=w_group)
     d_np = _np(d).astype(np.float64)
     return CreditResult("shortest_path", params, graph, d_np[graph.step_node], _np(q), _np(z),
                         _np(w_graph * z + w_group * a_group), node_value=d_np,

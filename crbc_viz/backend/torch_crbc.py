@@ -230,7 +230,8 @@ def crbc_torch(graph: AnchorGraph, *, device: str = "auto", beta: float = 0.98,
     """Batched `crbc_viz.estimators.crbc.crbc` (same math, same outputs)."""
     from ..estimators.crbc import CRBCParams
 
-    params = CRBCParams(beta, depth, sigma_min, w_group, w_step, min_actions)
+    params = CRBCParams(beta=beta, depth=depth, sigma_min=sigma_min, w_group=w_group, w_step=w_step,
+                        min_actions=min_actions)
     return _family_torch(graph, "crbc", params, device=device, beta=beta, depth=depth,
                          sigma_min=sigma_min, w_group=w_group, w_step=w_step,
                          min_actions=min_actions, dtype=dtype, dense_max=dense_max)
@@ -242,7 +243,8 @@ def visit_local_torch(graph: AnchorGraph, *, device: str = "auto", beta: float =
     """Batched `crbc_viz.estimators.crbc.visit_local`."""
     from ..estimators.crbc import VisitLocalParams
 
-    params = VisitLocalParams(beta, sigma_min, w_group, w_step, min_actions)
+    params = VisitLocalParams(beta=beta, sigma_min=sigma_min, w_group=w_group, w_step=w_step,
+                              min_actions=min_actions)
     return _family_torch(graph, "visit_local", params, device=device, beta=beta, depth=0,
                          sigma_min=sigma_min, w_group=w_group, w_step=w_step,
                          min_actions=min_actions, dtype=dtype)

@@ -141,8 +141,9 @@ def gigpo_torch(graph: AnchorGraph, *, gamma: float = 0.95, omega: float = 1.0,
     from ..estimators.gigpo import GiGPOParams, episode_advantage, step_groups, step_rewards
 
     dev = resolve_device(device)
-    params = GiGPOParams(gamma, omega, mode, episode_stats, eps, step_reward, outcome, similarity,
-                         similarity_thresh)
+    params = GiGPOParams(gamma=gamma, omega=omega, mode=mode, episode_stats=episode_stats, eps=eps,
+                         step_reward=step_reward, outcome=outcome, similarity=similarity,
+                         similarity_thresh=similarity_thresh)
     b = graph.batch
     a_ep = _t(episode_advantage(graph, mode, episode_stats, eps, outcome)[b.step_traj], dev)
     r = _t(step_rewards(graph, step_reward, outcome), dev, None)
@@ -169,7 +170,8 @@ def rtmc_torch(graph: AnchorGraph, *, gamma: float = 0.99, n_prior: float = 2.0,
     from ..estimators.rtmc import RTMCParams
 
     dev = resolve_device(device)
-    params = RTMCParams(gamma, n_prior, normalize, norm_eps, outcome)
+    params = RTMCParams(gamma=gamma, n_prior=n_prior, normalize=normalize, norm_eps=norm_eps,
+                        outcome=outcome)
     b = graph.batch
     S, P, N, G = b.num_steps, len(graph.pair_node), graph.num_nodes, b.num_groups
     f64 = torch.float64
@@ -248,7 +250,8 @@ def graft_torch(graph: AnchorGraph, *, gamma: float = 0.99, gae_lambda: float = 
     if singleton not in ("sign", "zero", "raw"):
         raise ValueError(f"singleton must be 'sign', 'zero' or 'raw', got {singleton!r}")
     dev = resolve_device(device)
-    params = GRAFTParams(gamma, gae_lambda, normalize, ddof, eps, singleton)
+    params = GRAFTParams(gamma=gamma, gae_lambda=gae_lambda, normalize=normalize, ddof=ddof,
+                         eps=eps, singleton=singleton)
     V, v_cur, v_next, residual = _values_and_successors(graph, gamma, dev)
     td = gamma * v_next - v_cur                                               # Eq. 8
     a_gae = td + _graph_gae_bonus(graph, td, gamma, gae_lambda)               # Eqs. 9–10
@@ -282,7 +285,9 @@ def gated_bepo_torch(graph: AnchorGraph, *, gamma: float = 0.98, gae_lambda: flo
     if bellman_norm not in ("group_z", "none"):
         raise ValueError(f"bellman_norm must be 'group_z' or 'none', got {bellman_norm!r}")
     dev = resolve_device(device)
-    params = GatedBEPOParams(gamma, gae_lambda, rho, min_successors, bellman_norm, ddof, eps)
+    params = GatedBEPOParams(gamma=gamma, gae_lambda=gae_lambda, rho=rho,
+                             min_successors=min_successors, bellman_norm=bellman_norm, ddof=ddof,
+                             eps=eps)
     b = graph.batch
     V, v_cur, v_next, residual = _values_and_successors(graph, gamma, dev)
     delta = gamma * v_next - v_cur
@@ -319,7 +324,8 @@ def pgpo_torch(graph: AnchorGraph, *, eta: float = 0.95, gamma: float = 1.0, alp
     if potential not in ("mean", "loo"):
         raise ValueError(f"potential must be 'mean' or 'loo', got {potential!r}")
     dev = resolve_device(device)
-    params = PGPOParams(eta, gamma, alpha, beta, eps, ddof, potential, step_reward)
+    params = PGPOParams(eta=eta, gamma=gamma, alpha=alpha, beta=beta, eps=eps, ddof=ddof,
+                        potential=potential, step_reward=step_reward)
     b = graph.batch
     f64 = torch.float64
     N, G = graph.num_nodes, b.num_groups

@@ -59,6 +59,7 @@ def abc(graph: AnchorGraph, *, gamma: float = 0.25, pool: str = "group", ddof: i
         A + w_outcome·A^E. `sft_weight` gives the ABC-SFT weights.
 
     Raises:
+        EstimatorInputError: a parameter outside its bounds or choices (`ABCParams`).
         MissingSignalError: no ``judge_score`` column.
         ValueError: a missing, non-finite or out-of-[0, 2] score (naming group / traj / step).
 
@@ -71,7 +72,7 @@ def abc(graph: AnchorGraph, *, gamma: float = 0.25, pool: str = "group", ddof: i
     """
     if pool not in ("group", "trajectory"):
         raise ValueError(f"pool must be 'group' or 'trajectory', got {pool!r}")
-    params = ABCParams(gamma, pool, ddof, eps, w_outcome)
+    params = ABCParams(gamma=gamma, pool=pool, ddof=ddof, eps=eps, w_outcome=w_outcome)
     score = float_signal(graph, "abc", "judge_score", low=0.0, high=2.0)
     b = graph.batch
     seg, num = (b.step_group, b.num_groups) if pool == "group" else (b.step_traj, b.num_trajectories)

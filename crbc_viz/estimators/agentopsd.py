@@ -106,6 +106,7 @@ def agentopsd(graph: AnchorGraph, *, gamma: float = 0.95, b: float = 0.2, lam: f
         NaN, credit = q_k, advantage = A_k (multiplicative on GRPO's A_seq).
 
     Raises:
+        EstimatorInputError: a parameter outside its bounds or choices (`AgentOPSDParams`).
         MissingSignalError: neither ``turn_evidence`` nor the two log-prob sums are logged.
         ValueError: a missing or non-finite value (naming group / traj / step).
 
@@ -119,7 +120,7 @@ def agentopsd(graph: AnchorGraph, *, gamma: float = 0.95, b: float = 0.2, lam: f
     >>> [round(float(x), 4) for x in A]
     [0.8776, 0.7906, 0.9526, 0.8123]
     """
-    params = AgentOPSDParams(gamma, b, lam, eps0, ddof, eps)
+    params = AgentOPSDParams(gamma=gamma, b=b, lam=lam, eps0=eps0, ddof=ddof, eps=eps)
     e = turn_evidence(graph)
     bt = graph.batch
     a_seq = group_advantage(graph)

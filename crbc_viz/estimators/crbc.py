@@ -130,6 +130,9 @@ def crbc(graph: AnchorGraph, *, beta: float = 0.98, depth: float = math.inf, sig
         A^final, each ``[S]``; ``node_value [N]``, ``pair_q`` and ``pair_credit [P]``;
         diagnostics ``closure_residual`` = ‖(I − βM)V − b‖∞ (exact depth only).
 
+    Raises:
+        EstimatorInputError: a parameter outside its bounds or choices (`CRBCParams`).
+
     Notes:
         Cycles and self-loops need nothing special. Truncated rollouts end at FAILURE.
         β = 1 is solvable: every anchor reaches a boundary under the empirical chain. A
@@ -140,7 +143,8 @@ def crbc(graph: AnchorGraph, *, beta: float = 0.98, depth: float = math.inf, sig
     >>> [round(float(v), 4) for v in r.node_value]
     [0.4636, 0.4802, 0.6533, 0.0, 0.4659]
     """
-    params = CRBCParams(beta, depth, sigma_min, w_group, w_step, min_actions)
+    params = CRBCParams(beta=beta, depth=depth, sigma_min=sigma_min, w_group=w_group, w_step=w_step,
+                        min_actions=min_actions)
     return _closure_family(graph, "crbc", params, beta=beta, depth=depth, sigma_min=sigma_min,
                            w_group=w_group, w_step=w_step, min_actions=min_actions)
 
@@ -157,12 +161,16 @@ def visit_local(graph: AnchorGraph, *, beta: float = 0.98, sigma_min: float = 0.
 
     Args / Returns / Notes: as `crbc` with ``depth = 0`` (no closure residual).
 
+    Raises:
+        EstimatorInputError: a parameter outside its bounds or choices (`VisitLocalParams`).
+
     >>> from crbc_viz import load_rollouts, build_graph
     >>> r = visit_local(build_graph(load_rollouts("sample_rollouts/toy/toy_group.jsonl")))
     >>> round(float(r.pair_q[0] - r.node_value[0]), 4)
     0.0093
     """
-    params = VisitLocalParams(beta, sigma_min, w_group, w_step, min_actions)
+    params = VisitLocalParams(beta=beta, sigma_min=sigma_min, w_group=w_group, w_step=w_step,
+                              min_actions=min_actions)
     return _closure_family(graph, "visit_local", params, beta=beta, depth=0, sigma_min=sigma_min,
                            w_group=w_group, w_step=w_step, min_actions=min_actions)
 

@@ -76,6 +76,9 @@ def gated_bepo(graph: AnchorGraph, *, gamma: float = 0.98, gae_lambda: float = 0
         GAE), advantage = the fused A; ``node_value [N]``; diagnostics ``gated_fraction``
         (steps whose state fails the gate) and ``closure_residual``.
 
+    Raises:
+        EstimatorInputError: a parameter outside its bounds or choices (`GatedBEPOParams`).
+
     Notes:
         [I] reading: the sparse success reward is carried by the boundary value V(SUCCESS)
         = 1 and is not added again as r_{i,t}. The gate counts *successors* (not CRBC's
@@ -97,7 +100,9 @@ def _gated_bepo(graph, _values, _gae, *, gamma, gae_lambda, rho, min_successors,
                 eps) -> CreditResult:
     if bellman_norm not in ("group_z", "none"):
         raise ValueError(f"bellman_norm must be 'group_z' or 'none', got {bellman_norm!r}")
-    params = GatedBEPOParams(gamma, gae_lambda, rho, min_successors, bellman_norm, ddof, eps)
+    params = GatedBEPOParams(gamma=gamma, gae_lambda=gae_lambda, rho=rho,
+                             min_successors=min_successors, bellman_norm=bellman_norm, ddof=ddof,
+                             eps=eps)
     b = graph.batch
     V, residual = _values(graph, gamma)
     v_next = successor_values(graph, V)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import EstimatorInputError
 from ..graph import AnchorGraph
 from ..result import CreditResult
 from .grpo import group_advantage
@@ -99,6 +100,34 @@ def segment_zscore(x: np.ndarray, seg: np.ndarray, num: int, *, ddof: int = 1,
     return z, mean, std, cnt
 
 
+#: Work allowed to similarity mode per call: characters of anchor text compared, summed over
+#: every ``ratio()`` call (pairwise, so quadratic in a group's anchors); ``$CRBC_VIZ_MAX_SIMILARITY_WORK``.
+MAX_SIMILARITY_WORK = 200_000_000
+ENV_SIMILARITY_WORK = "CRBC_VIZ_MAX_SIMILARITY_WORK"
+
+
+def similarity_budget() -> int:
+    """`MAX_SIMILARITY_WORK`, or ``$CRBC_VIZ_MAX_SIMILARITY_WORK`` when set (a positive number)."""
+    import math
+    import os
+
+    raw = os.environ.get(ENV_SIMILARITY_WORK, "").strip()
+    try:
+        v = float(raw) if raw else float(MAX_SIMILARITY_WORK)
+    except ValueError:
+        v = float("nan")
+    if not (v > 0 and math.isfinite(v)):
+        raise EstimatorInputError(f"${ENV_SIMILARITY_WORK}: expected a finite number > 0, got {raw[:40]!r}")
+    return int(v)
+
+
+def _similarity_too_costly(budget: int, group: int) -> EstimatorInputError:
+    return EstimatorInputError(
+        f"GiGPO similarity mode: comparing anchor texts pairwise (difflib, quadratic in a group's "
+        f"anchors) passed the work limit of {budget:,} characters in group {group}; use exact "
+        f"anchors (similarity=false), or set ${ENV_SIMILARITY_WORK} to raise the limit")
+
+
 def similarity_clusters(graph: AnchorGraph, thresh: float) -> np.ndarray:
     """GiGPO's similarity mode: a cluster id per anchor node ``[N]``.
 
@@ -114,10 +143,15 @@ def similarity_clusters(graph: AnchorGraph, thresh: float) -> np.ndarray:
     texts = [str(o) for o in graph.node_anchor_obs]
     out = np.empty(graph.num_nodes, dtype=np.int64)
     next_id = 0
+    budget = similarity_budget()
+    work = 0
     for g in range(graph.num_groups):
         reps: list[tuple[int, str]] = []
         for n in range(int(graph.group_node_offsets[g]), int(graph.group_node_offsets[g + 1])):
             for cid, rep in reps:
+                work += len(texts[n]) + len(rep) + 1
+                if work > budget:
+                    raise _similarity_too_costly(budget, g)
                 # verl-agent's are_similar(obs, rep): ratio() is not symmetric.
                 if difflib.SequenceMatcher(None, texts[n], rep).ratio() >= thresh:
                     out[n] = cid
@@ -178,6 +212,7 @@ def gigpo(graph: AnchorGraph, *, gamma: float = 0.95, omega: float = 1.0, mode: 
         per-anchor mean return (exact mode).
 
     Raises:
+        EstimatorInputError: a parameter outside its bounds or choices (`GiGPOParams`).
         ValueError: unknown mode, or a similarity threshold outside (0, 1).
 
     Notes:
@@ -193,8 +228,9 @@ def gigpo(graph: AnchorGraph, *, gamma: float = 0.95, omega: float = 1.0, mode: 
     >>> [round(float(x), 4) for x in r.advantage[:3]]
     [1.8183, 1.732, 1.4434]
     """
-    params = GiGPOParams(gamma, omega, mode, episode_stats, eps, step_reward, outcome, similarity,
-                         similarity_thresh)
+    params = GiGPOParams(gamma=gamma, omega=omega, mode=mode, episode_stats=episode_stats, eps=eps,
+                         step_reward=step_reward, outcome=outcome, similarity=similarity,
+                         similarity_thresh=similarity_thresh)
     b = graph.batch
     a_ep = episode_advantage(graph, mode, episode_stats, eps, outcome)[b.step_traj]
     R = discounted_returns(graph, step_rewards(graph, step_reward, outcome), gamma)  # Eq. 5

@@ -166,6 +166,9 @@ def graft(graph: AnchorGraph, *, gamma: float = 0.99, gae_lambda: float = 0.95,
         one-step backup), credit = advantage = Â (GRAFT has no trajectory-level term);
         ``node_value [N]``; diagnostics ``closure_residual`` and ``singleton_fraction``.
 
+    Raises:
+        EstimatorInputError: a parameter outside its bounds or choices (`GRAFTParams`).
+
     Notes:
         Sinks are the SUCCESS / FAILURE boundaries keyed by outcome ([I]; the paper is
         silent when a success and a failure end on the same observation), valued by the
@@ -187,7 +190,8 @@ def graft(graph: AnchorGraph, *, gamma: float = 0.99, gae_lambda: float = 0.95,
 def _graft(graph, _values, _bonus, *, gamma, gae_lambda, normalize, ddof, eps, singleton) -> CreditResult:
     if singleton not in ("sign", "zero", "raw"):
         raise ValueError(f"singleton must be 'sign', 'zero' or 'raw', got {singleton!r}")
-    params = GRAFTParams(gamma, gae_lambda, normalize, ddof, eps, singleton)
+    params = GRAFTParams(gamma=gamma, gae_lambda=gae_lambda, normalize=normalize, ddof=ddof,
+                         eps=eps, singleton=singleton)
     V, residual = _values(graph, gamma)                           # Eqs. 5–6
     v_next = successor_values(graph, V)
     v_cur = V[graph.step_node]

@@ -76,6 +76,9 @@ def grpo(graph: AnchorGraph, *, norm: str = "std", ddof: int = 1, eps: float = 1
         `CreditResult` with ``credit = advantage = A^G`` per step ``[S]``; value and
         q_value are NaN (GRPO defines neither).
 
+    Raises:
+        EstimatorInputError: a parameter outside its bounds or choices (`GRPOParams`).
+
     Notes:
         One-rollout groups get mean 0 / std 1; all-equal groups get 0.
 
@@ -84,7 +87,7 @@ def grpo(graph: AnchorGraph, *, norm: str = "std", ddof: int = 1, eps: float = 1
     >>> [round(float(x), 4) for x in group_advantage(g)]
     [0.866, -0.866, -0.866, 0.866]
     """
-    params = GRPOParams(norm, ddof, eps, stats, outcome)
+    params = GRPOParams(norm=norm, ddof=ddof, eps=eps, stats=stats, outcome=outcome)
     adv = group_advantage(graph, norm=norm, ddof=ddof, eps=eps, stats=stats, outcome=outcome)
     step_adv = adv[graph.batch.step_traj]
     nan = np.full_like(step_adv, np.nan)

@@ -158,6 +158,7 @@ def iapo(graph: AnchorGraph, *, beta_pos: float = 0.05, clip: float = 0.25, eps:
         where Â_τ = 0), advantage = Â_τ·w_i.
 
     Raises:
+        EstimatorInputError: a parameter outside its bounds or choices (`IAPOParams`).
         MissingSignalError: ``influence_edges``, ``is_error`` or ``num_tokens`` is not logged.
         ValueError: a bad value, an edge to a non-later step, an unknown edge type, or a
             failed-use edge from an action without ``is_error`` (naming group / traj / step).
@@ -173,7 +174,7 @@ def iapo(graph: AnchorGraph, *, beta_pos: float = 0.05, clip: float = 0.25, eps:
     >>> [round(float(x), 4) for x in w["w_pos"]]
     [1.0764, 1.0764, 0.618, 1.0764]
     """
-    params = IAPOParams(beta_pos, clip, eps, ddof, adv_eps)
+    params = IAPOParams(beta_pos=beta_pos, clip=clip, eps=eps, ddof=ddof, adv_eps=adv_eps)
     require_columns(graph, "iapo", ["influence_edges", "is_error", "num_tokens"])
     b = graph.batch
     steps = b.steps

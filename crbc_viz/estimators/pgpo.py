@@ -63,6 +63,9 @@ def pgpo(graph: AnchorGraph, *, eta: float = 0.95, gamma: float = 1.0, alpha: fl
         A^S + w·A^φ (PGPO has no episode-level term: adding A^E back hurts);
         ``node_value [N]`` = Φ; diagnostics ``task_gate_mean``.
 
+    Raises:
+        EstimatorInputError: a parameter outside its bounds or choices (`PGPOParams`).
+
     Notes:
         p_succ is the fraction of the group's trajectories with r_final > 0 (Eq. 9), read
         from the same rewards as R (``step_reward``), not from the success flag: a WebShop
@@ -78,7 +81,8 @@ def pgpo(graph: AnchorGraph, *, eta: float = 0.95, gamma: float = 1.0, alpha: fl
     """
     if potential not in ("mean", "loo"):
         raise ValueError(f"potential must be 'mean' or 'loo', got {potential!r}")
-    params = PGPOParams(eta, gamma, alpha, beta, eps, ddof, potential, step_reward)
+    params = PGPOParams(eta=eta, gamma=gamma, alpha=alpha, beta=beta, eps=eps, ddof=ddof,
+                        potential=potential, step_reward=step_reward)
     b = graph.batch
     N = graph.num_nodes
     r = step_rewards(graph, step_reward)

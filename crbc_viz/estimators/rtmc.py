@@ -63,6 +63,9 @@ def rtmc(graph: AnchorGraph, *, gamma: float = 0.99, n_prior: float = 2.0, norma
         has no separate trajectory term); ``node_value [N]`` = V′, ``pair_q [P]``,
         ``pair_credit [P]``.
 
+    Raises:
+        EstimatorInputError: a parameter outside its bounds or choices (`RTMCParams`).
+
     Notes:
         Later visits of a pair within one rollout reuse its Q. A singleton state is pulled
         towards v_prior, so a lone action still gets credit (unlike GiGPO). The port's
@@ -73,7 +76,8 @@ def rtmc(graph: AnchorGraph, *, gamma: float = 0.99, n_prior: float = 2.0, norma
     >>> [round(float(x), 4) for x in r.credit[:3]]
     [-0.0001, 0.1633, 0.4]
     """
-    params = RTMCParams(gamma, n_prior, normalize, norm_eps, outcome)
+    params = RTMCParams(gamma=gamma, n_prior=n_prior, normalize=normalize, norm_eps=norm_eps,
+                        outcome=outcome)
     b = graph.batch
     P, N = len(graph.pair_node), graph.num_nodes
     R = trajectory_outcome(graph, outcome)

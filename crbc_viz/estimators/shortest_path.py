@@ -88,6 +88,9 @@ def shortest_path(graph: AnchorGraph, *, omega: float = 0.1, r_succ: float = 10.
         `CreditResult`: value = d(s_t) (unreachable = d_max + 1, FAILURE likewise), q_value =
         R^G of the step, credit = A_graph, advantage = w_graph·A_graph + w_group·A^E ``[S]``.
 
+    Raises:
+        EstimatorInputError: a parameter outside its bounds or choices (`ShortestPathParams`).
+
     Notes:
         Singleton or zero-variance sources get 0; a group that never reached SUCCESS gets 0
         everywhere. Frequencies are ignored: one rare short route sets d(s) for every
@@ -98,7 +101,8 @@ def shortest_path(graph: AnchorGraph, *, omega: float = 0.1, r_succ: float = 10.
     >>> [int(v) for v in r.value[:3]], round(float(r.credit[0]), 4)
     ([3, 2, 1], 0.8659)
     """
-    params = ShortestPathParams(omega, r_succ, exponent, ddof, eps, w_graph, w_group)
+    params = ShortestPathParams(omega=omega, r_succ=r_succ, exponent=exponent, ddof=ddof, eps=eps,
+                                w_graph=w_graph, w_group=w_group)
     b = graph.batch
     d, d_unreachable, reached = distance_to_success(graph)
     G = graph.num_groups

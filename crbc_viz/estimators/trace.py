@@ -110,6 +110,7 @@ def trace(graph: AnchorGraph, *, w_out: float = 1.0, w_turn: float = 0.2, K: int
         w_out·A_out only).
 
     Raises:
+        EstimatorInputError: a parameter outside its bounds or choices (`TRACEParams`).
         MissingSignalError: no ``gold_logprob`` column.
         ValueError: a missing, non-finite or positive ℓ (naming group / traj / step).
 
@@ -124,8 +125,9 @@ def trace(graph: AnchorGraph, *, w_out: float = 1.0, w_turn: float = 0.2, K: int
     >>> [round(float(x), 4) for x in turn_credit(np.array([-3, -2, -2, -0.5]), 1.0)]
     [1.5122, 1.8368, 2.8528]
     """
-    params = TRACEParams(w_out, w_turn, K, gamma, gap_eps, terminal_scale, terminal_discount,
-                         outcome_eps)
+    params = TRACEParams(w_out=w_out, w_turn=w_turn, K=K, gamma=gamma, gap_eps=gap_eps,
+                         terminal_scale=terminal_scale, terminal_discount=terminal_discount,
+                         outcome_eps=outcome_eps)
     ell = float_signal(graph, "trace", "gold_logprob", high=0.0)
     b = graph.batch
     a_out = outcome_advantage(graph, outcome_eps)

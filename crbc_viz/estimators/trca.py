@@ -136,6 +136,7 @@ def trca(graph: AnchorGraph, *, lam: float = 0.8, gamma: float = 0.95, r_evidenc
         credit = A^S, advantage = A^E + w_step·A^S; diagnostics ``mean_rubric_reward``.
 
     Raises:
+        EstimatorInputError: a parameter outside its bounds or choices (`TRCAParams`).
         MissingSignalError: no ``rubric_active`` or no ``rubric`` column.
         ValueError: a malformed rubric, an unknown category, rubrics that differ within a
             group, or an active id not in the rubric (naming group / traj / step).
@@ -151,7 +152,8 @@ def trca(graph: AnchorGraph, *, lam: float = 0.8, gamma: float = 0.95, r_evidenc
     >>> bool(np.all(r.advantage == r.credit + group_advantage(g)[g.batch.step_traj]))
     True
     """
-    params = TRCAParams(lam, gamma, r_evidence, r_execution, r_invalidity, ddof, eps, w_step)
+    params = TRCAParams(lam=lam, gamma=gamma, r_evidence=r_evidence, r_execution=r_execution,
+                        r_invalidity=r_invalidity, ddof=ddof, eps=eps, w_step=w_step)
     _, _, r_trca = rubric_rewards(graph, lam=lam, r_evidence=r_evidence, r_execution=r_execution,
                                   r_invalidity=r_invalidity)
     b = graph.batch
