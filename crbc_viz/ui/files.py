@@ -5,19 +5,49 @@ No streamlit here, so the rules are unit-testable.
 """
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
+import shutil
+import stat
 import tempfile
+import time
 from pathlib import Path
 
 __all__ = ["REPO_ROOT", "SAMPLES_DIR", "UPLOAD_DIR", "MAX_UPLOAD_MB", "ALLOWED_SUFFIXES",
            "allowed_roots", "discover_samples", "default_sample", "resolve_data_path",
-           "file_ref", "file_digest", "save_upload", "suffix_of"]
+           "file_ref", "file_digest", "save_upload", "suffix_of", "prune_uploads"]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SAMPLES_DIR = REPO_ROOT / "sample_rollouts"
-UPLOAD_DIR = Path(tempfile.gettempdir()) / "crbc-viz-uploads"
 MAX_UPLOAD_MB = 200
+#: Uploads kept per server process, oldest removed first past either bound.
+MAX_UPLOADS_TOTAL_MB = 2048
+MAX_UPLOADS_KEPT = 64
+_UPLOAD_PREFIX = "crbc-viz-uploads-"
+_STALE_S = 7 * 86400
+
+
+def _private_upload_dir() -> Path:
+    """This server process's upload folder: made by `tempfile.mkdtemp` (a fresh, unpredictable
+    name, mode 0700, owned by this user: no other local user can pre-create it as a symlink or
+    read it), removed when the process exits; this user's folders left by killed servers more
+    than a week ago are removed on the way."""
+    tmp = Path(tempfile.gettempdir())
+    now = time.time()
+    try:
+        for old in tmp.glob(_UPLOAD_PREFIX + "*"):
+            st = old.lstat()
+            if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and now - st.st_mtime > _STALE_S:
+                shutil.rmtree(old, ignore_errors=True)
+    except OSError:
+        pass
+    d = Path(tempfile.mkdtemp(prefix=_UPLOAD_PREFIX))
+    atexit.register(shutil.rmtree, d, True)
+    return d
+
+
+UPLOAD_DIR = _private_upload_dir()
 ALLOWED_SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet", ".pq", ".csv",
                     ".jsonl.gz", ".ndjson.gz", ".json.gz", ".csv.gz")
 ENV_ROOTS = "CRBC_VIZ_DATA_ROOTS"
@@ -69,23 +99,35 @@ def _confined(ref: str) -> Path:
     one of `allowed_roots`; raises ValueError naming the reference and the roots."""
     if not ref or "\x00" in ref:
         raise ValueError("no path given")
-    p = Path(ref).expanduser()
-    if not p.is_absolute():
-        p = REPO_ROOT / p
-    p = p.resolve()
+    shown = _shown(ref)
+    if len(ref) > 4096:
+        raise ValueError(f"'{shown}': path too long")
+    try:
+        p = Path(ref).expanduser()
+        if not p.is_absolute():
+            p = REPO_ROOT / p
+        p = p.resolve()
+        p.exists()  # a name too long or a link loop raises here, not later
+    except (OSError, RuntimeError) as exc:
+        raise ValueError(f"'{shown}': cannot open ({getattr(exc, 'strerror', None) or exc})") from None
     roots = allowed_roots()
     if not any(p == r or r in p.parents for r in roots):
-        raise ValueError(f"'{ref}' is outside the allowed data folders "
+        raise ValueError(f"'{shown}' is outside the allowed data folders "
                          f"({', '.join(str(r) for r in roots)}); add its folder to "
                          f"{ENV_ROOTS} to open it")
     return p
+
+
+def _shown(ref: str, limit: int = 200) -> str:
+    """A reference as quoted in messages: bounded, head and tail kept."""
+    return ref if len(ref) <= limit else ref[: limit // 2] + "…" + ref[-limit // 3:]
 
 
 def resolve_data_dir(ref: str) -> Path:
     """A folder (a log store) named by ``ref``, confined like `resolve_data_path`."""
     p = _confined(ref)
     if not p.is_dir():
-        raise ValueError(f"'{ref}' does not exist or is not a folder")
+        raise ValueError(f"'{_shown(ref)}' does not exist or is not a folder")
     return p
 
 
@@ -98,9 +140,9 @@ def resolve_data_path(ref: str) -> Path:
     """
     p = _confined(ref)
     if suffix_of(p.name) is None:
-        raise ValueError(f"'{ref}': unsupported file type; expected one of {', '.join(ALLOWED_SUFFIXES)}")
+        raise ValueError(f"'{_shown(ref)}': unsupported file type; expected one of {', '.join(ALLOWED_SUFFIXES)}")
     if not p.is_file():
-        raise ValueError(f"'{ref}' does not exist or is not a file")
+        raise ValueError(f"'{_shown(ref)}' does not exist or is not a regular file")
     return p
 
 
@@ -131,14 +173,52 @@ def save_upload(name: str, data: bytes) -> Path:
     """
     suf = suffix_of(name)
     if suf is None:
-        raise ValueError(f"'{name}': unsupported file type; expected one of {', '.join(ALLOWED_SUFFIXES)}")
+        raise ValueError(f"'{_shown(name)}': unsupported file type; expected one of {', '.join(ALLOWED_SUFFIXES)}")
     if len(data) > MAX_UPLOAD_MB * 1024 * 1024:
-        raise ValueError(f"'{name}' is {len(data) / 2**20:.1f} MB; the limit is {MAX_UPLOAD_MB} MB")
-    UPLOAD_DIR.mkdir(parents=True, exist_ok=True)
-    out = UPLOAD_DIR / (hashlib.sha256(data).hexdigest()[:20] + suf)
+        raise ValueError(f"'{_shown(name)}' is {len(data) / 2**20:.1f} MB; the limit is {MAX_UPLOAD_MB} MB")
+    folder = _upload_folder()
+    out = folder / (hashlib.sha256(data).hexdigest()[:20] + suf)
     if not out.exists():
-        fd, tmp = tempfile.mkstemp(dir=UPLOAD_DIR, suffix=suf)
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=suf)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, out)
+    os.utime(out)  # most recently used: pruned last
+    prune_uploads(keep=out)
     return out
+
+
+def _upload_folder() -> Path:
+    """`UPLOAD_DIR`, created 0700 when missing and checked: a real folder (not a symlink)
+    owned by this user and closed to others; anything else is refused."""
+    folder = Path(UPLOAD_DIR)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = os.lstat(folder)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise ValueError(f"the upload folder {folder} is not a private folder of this user "
+                         f"(a symlink, another owner, or open to others); refusing to use it")
+    return folder
+
+
+def prune_uploads(keep: Path | None = None) -> None:
+    """Remove the oldest files of the upload folder until at most `MAX_UPLOADS_KEPT` files and
+    `MAX_UPLOADS_TOTAL_MB` remain (``keep`` is never removed)."""
+    try:
+        files = [(p.stat().st_mtime, p.stat().st_size, p) for p in Path(UPLOAD_DIR).iterdir()
+                 if p.is_file() and not p.is_symlink()]
+    except OSError:
+        return
+    files.sort(key=lambda t: t[0])
+    total = sum(size for _, size, _ in files)
+    count = len(files)
+    for _, size, p in files:
+        if count <= MAX_UPLOADS_KEPT and total <= MAX_UPLOADS_TOTAL_MB * 2**20:
+            break
+        if keep is not None and p == keep:
+            continue
+        try:
+            p.unlink()
+        except OSError:
+            continue
+        count -= 1
+        total -= size

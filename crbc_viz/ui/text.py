@@ -1,16 +1,49 @@
-"""Logged text placed in Streamlit markdown is escaped, so ids like ``**x**`` or
-``![](http://…)`` show as typed instead of being formatted or fetching anything."""
+"""Logged text and URL values placed in Streamlit markdown (``st.markdown``, ``st.caption``,
+``st.warning``, ``st.error`` ...) are escaped, so ids like ``**x**``, ``[a](http://…)`` or
+``![](http://…)`` show as typed instead of being formatted, linked or fetching anything
+(issue 14 item 5).
+
+Every character that opens an inline construct is backslash-escaped (CommonMark allows it
+for any ASCII punctuation): emphasis, code, links and images, HTML and entities (``<``, ``&``),
+math (``$``), tables (``|``), and also GitHub-style autolinks (``http://…``, ``a@b.c``,
+``www.…``: the ``:`` before a letter or ``/``, ``@`` and the dot after ``www`` are escaped),
+emoji shortcodes and Streamlit's ``:red[…]`` / ``:material/…:`` directives. A value that starts like a block (``- ``, ``+ ``,
+``1. ``, ``=``) has that escaped too; newlines become spaces (`md`) or hard line breaks
+(`md_lines`), so no value can start a heading, list, table or code block. ``-``, ``/`` and
+``.`` elsewhere stay as typed, so ids read naturally in the page source. Long values are cut
+(`MAX_CHARS`).
+"""
 from __future__ import annotations
 
 import re
 
-__all__ = ["md"]
+__all__ = ["md", "md_lines", "MAX_CHARS"]
 
-# Characters that start markdown constructs mid-line; "_" only where it could open or close
-# emphasis (CommonMark ignores intraword underscores, e.g. in ``gold_logprob``).
-_SPECIAL = re.compile(r"([\\`*\[\]#!|<>~$]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z]))")
+#: Longest text shown; longer values keep their head and tail around an ellipsis.
+MAX_CHARS = 2000
+_SPECIAL = re.compile(r"([\\`*\[\]#!|<>~$&@]|:(?=[A-Za-z/])|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z]))")
+_WWW = re.compile(r"(?i)(www)\.")
+_BLOCK_START = re.compile(r"^(\s*)([-+=]|\d+[.)])")
 
 
-def md(text: object) -> str:
-    """``text`` with every markdown-significant character backslash-escaped."""
-    return _SPECIAL.sub(r"\\\1", str(text)).replace("\n", " ")
+def _escape(line: str) -> str:
+    out = _WWW.sub(r"\1\\.", _SPECIAL.sub(r"\\\1", line))
+    return _BLOCK_START.sub(lambda m: m.group(1) + m.group(2)[:-1] + "\\" + m.group(2)[-1], out)
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit * 2 // 3] + " … " + text[-limit // 4:]
+
+
+def md(text: object, limit: int = MAX_CHARS) -> str:
+    """``text`` on one line, cut to ``limit`` characters, with every markdown-significant
+    character backslash-escaped."""
+    flat = " ".join(str(text).splitlines()) if "\n" in str(text) or "\r" in str(text) else str(text)
+    return _escape(_cut(flat, limit))
+
+
+def md_lines(text: object, limit: int = MAX_CHARS * 4) -> str:
+    """``text`` escaped like `md`, keeping its lines (as hard line breaks; indentation dropped
+    so that no line becomes a code block), for multi-line messages such as load errors."""
+    lines = [ln.strip() for ln in _cut(str(text), limit).splitlines()]
+    return "  \n".join(_escape(ln) for ln in lines if ln)
