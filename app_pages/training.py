@@ -10,9 +10,16 @@ import streamlit as st
 from crbc_viz.io.write import write_frame
 from crbc_viz.store import LogStore, StoreError
 from crbc_viz.store.trends import store_trends
-from crbc_viz.ui.files import UPLOAD_DIR, file_ref, resolve_data_dir
+from crbc_viz.ui import files
+from crbc_viz.ui.files import REPO_ROOT, file_ref, resolve_data_dir
 from crbc_viz.ui.sidebar import set_file, set_group
+from crbc_viz.ui.text import md_lines
 from crbc_viz.views.training import METRICS, trends_figure
+
+
+#: The bundled store (a Sokoban group-RL run per estimator, `experiments/sokoban_grpo`),
+#: opened when no store is named in the URL or $CRBC_VIZ_STORE.
+BUNDLED_STORE = "sample_rollouts/training/store"
 
 
 @st.cache_data(show_spinner="Computing trends over the store …", max_entries=8)
@@ -27,7 +34,7 @@ def _group_file(store_dir: str, fingerprint: str, run: str, train_step: int, gro
     batch = LogStore(store_dir).load_batch(group=(run, train_step, group_id), text=True)
     steps = batch.steps.drop(columns=[c for c in batch.steps.columns if c.startswith("_")])
     name = hashlib.sha256(f"{store_dir}|{fingerprint}|{run}|{train_step}|{group_id}".encode()).hexdigest()[:24]
-    path = Path(UPLOAD_DIR) / f"store-group-{name}.parquet"
+    path = Path(files.UPLOAD_DIR) / f"store-group-{name}.parquet"
     if not path.exists():
         write_frame(steps.astype({c: str for c in ("anchor_obs",) if c in steps}), path)
     return str(path)
@@ -35,7 +42,8 @@ def _group_file(store_dir: str, fingerprint: str, run: str, train_step: int, gro
 
 def render() -> None:
     st.title("Across training")
-    default = st.query_params.get("store", os.environ.get("CRBC_VIZ_STORE", ""))
+    default = st.query_params.get("store", os.environ.get("CRBC_VIZ_STORE", "")) or (
+        BUNDLED_STORE if (REPO_ROOT / BUNDLED_STORE / "store.json").is_file() else "")
     store_dir = st.text_input("Log store folder", value=default, key="training_store",
                               help="a folder made by `crbc-viz ingest LOG... --store DIR`")
     if not store_dir:
@@ -44,7 +52,7 @@ def render() -> None:
     try:
         store = LogStore(resolve_data_dir(store_dir))   # confined to the allowed data folders
     except (StoreError, ValueError) as e:
-        st.error(str(e))
+        st.error(md_lines(e))  # the folder comes from the URL (?store=): shown as text
         return
     if st.query_params.get("store") != store_dir:
         st.query_params["store"] = store_dir
@@ -56,15 +64,20 @@ def render() -> None:
     run = st.selectbox("Run", runs, key="training_run") if len(runs) > 1 else runs[0]
     st.caption(f"{info['steps']:,} steps · {info['train_steps']} training steps · "
                f"{info['sources']} source file(s) · formats: {', '.join(info['formats'])}")
-    steps, groups = _trends(str(store.root), store.fingerprint, run)
+    steps, groups = _trends(str(store.root), store.fingerprint, None)   # every run, overlaid
+    if len(runs) > 1:
+        shown = st.multiselect("Runs overlaid", runs, default=runs, key="training_runs")
+        steps = steps[steps["run_id"].isin([str(r) for r in shown])]
     metrics = st.multiselect("Metrics", list(METRICS), default=list(METRICS),
                              format_func=lambda m: METRICS[m], key="training_metrics")
-    ts_list = [int(t) for t in steps["train_step"]]
+    ts_list = sorted({int(t) for t in groups.loc[groups["run_id"] == str(run), "train_step"]})
     pick = st.selectbox("Drill down to train_step", ts_list, index=len(ts_list) - 1,
                         key="training_step")
     st.plotly_chart(trends_figure(steps, metrics, highlight=pick), width="stretch")
-    st.caption("Disagreement = 1 − Spearman ρ between CRBC and shortest-path step credit, "
-               "averaged over groups where both vary.")
+    st.caption("Credit = CRBC step credit recomputed from the logs (non-zero share, mean |credit|); "
+               "trainer advantage = the `advantage` field the trainer logged. Disagreement = "
+               "1 − Spearman ρ between CRBC and shortest-path step credit, averaged over groups "
+               "where both vary.")
     g = groups[(groups["train_step"] == pick) & (groups["run_id"] == str(run))].reset_index(drop=True)
     st.subheader(f"Groups of train_step {pick}")
     st.dataframe(g, hide_index=True, width="stretch")

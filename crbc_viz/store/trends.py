@@ -18,10 +18,13 @@ __all__ = ["Trends", "step_trends", "store_trends", "TREND_COLUMNS", "GROUP_COLU
 
 #: Columns of `Trends.steps` (one row per run and training step).
 TREND_COLUMNS = ("run_id", "train_step", "groups", "trajectories", "steps", "success_rate",
-                 "shared_step_fraction", "nonzero_credit_fraction", "disagreement")
+                 "shared_step_fraction", "nonzero_credit_fraction", "credit_abs_mean",
+                 "trainer_adv_abs_mean", "disagreement")
 #: Columns of `Trends.groups` (one row per group).
 GROUP_COLUMNS = ("run_id", "train_step", "group_id", "rollouts", "steps", "success_rate",
-                 "shared_step_fraction", "nonzero_credit_fraction", "disagreement")
+                 "shared_step_fraction", "nonzero_credit_fraction", "credit_abs_mean",
+                 "trainer_adv_abs_mean", "disagreement")
+_CACHE_VERSION = 2  # bump when the columns change (cached tables are keyed by it)
 _EPS = 1e-9
 
 
@@ -65,7 +68,8 @@ def step_trends(batch: RolloutBatch, *, estimators: tuple[str, str] = ("crbc", "
 
     Per group: success rate (trajectories), shared-step fraction (steps whose anchor another
     rollout of the group also visits), the fraction of steps whose ``estimators[0]`` credit is
-    non-zero (|c| > 1e-9), and the disagreement ``1 - rho`` between the two estimators' step
+    non-zero (|c| > 1e-9) and their mean |c|, the mean |advantage| the trainer logged (the
+    ``advantage`` field; NaN without it), and the disagreement ``1 - rho`` between the two estimators' step
     credits (Spearman's rho within the group; NaN where either credit is constant). The step
     row aggregates them: rates over all trajectories / steps, disagreement as the mean over
     groups where it is defined.
@@ -81,7 +85,13 @@ def step_trends(batch: RolloutBatch, *, estimators: tuple[str, str] = ("crbc", "
     sg = batch.step_group
     main = score(graph, estimators[0], backend=backend).credit
     other = score(graph, estimators[1], backend=backend if estimators[1] == estimators[0] else "auto").credit
-    nonzero = (np.abs(np.nan_to_num(main)) > _EPS).astype(np.float64)
+    absc = np.abs(np.nan_to_num(main))
+    nonzero = (absc > _EPS).astype(np.float64)
+    if "advantage" in batch.steps:
+        tadv = np.abs(pd.to_numeric(batch.steps["advantage"], errors="coerce").to_numpy(np.float64))
+    else:
+        tadv = np.full(batch.num_steps, np.nan)
+    tok = np.isfinite(tadv)
     shared = graph.shared_step_mask().astype(np.float64)
     steps = np.bincount(sg, minlength=G)
     rollouts = np.diff(batch.group_traj_offsets)
@@ -92,6 +102,8 @@ def step_trends(batch: RolloutBatch, *, estimators: tuple[str, str] = ("crbc", "
         "success_rate": np.bincount(batch.traj_group, batch.traj_success, G) / np.maximum(rollouts, 1),
         "shared_step_fraction": np.bincount(sg, shared, G) / np.maximum(steps, 1),
         "nonzero_credit_fraction": np.bincount(sg, nonzero, G) / np.maximum(steps, 1),
+        "credit_abs_mean": np.bincount(sg, absc, G) / np.maximum(steps, 1),
+        "trainer_adv_abs_mean": _masked_mean(sg, tadv, tok, G),
         "disagreement": 1.0 - rho,
     })
     S = max(batch.num_steps, 1)
@@ -100,9 +112,18 @@ def step_trends(batch: RolloutBatch, *, estimators: tuple[str, str] = ("crbc", "
         "success_rate": float(batch.traj_success.mean()) if batch.num_trajectories else float("nan"),
         "shared_step_fraction": float(shared.sum() / S),
         "nonzero_credit_fraction": float(nonzero.sum() / S),
+        "credit_abs_mean": float(absc.sum() / S),
+        "trainer_adv_abs_mean": float(tadv[tok].mean()) if tok.any() else float("nan"),
         "disagreement": float(np.nanmean(1.0 - rho)) if np.isfinite(rho).any() else float("nan"),
     }
     return row, groups
+
+
+def _masked_mean(group: np.ndarray, x: np.ndarray, ok: np.ndarray, G: int) -> np.ndarray:
+    """Per-group mean of ``x`` over rows where ``ok`` (NaN for a group with none)."""
+    n = np.bincount(group, ok.astype(np.float64), G)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 0, np.bincount(group, np.where(ok, x, 0.0), G) / n, np.nan)
 
 
 def store_trends(store, *, run: str | None = None, estimators: tuple[str, str] = ("crbc", "shortest_path"),
