@@ -8,6 +8,9 @@ PORT ?= 8501
 GEN_VENV := .venv-sokoban
 GEN_STAMP := $(GEN_VENV)/.installed
 
+TRN_VENV := .venv-trainers
+TRN_STAMP := $(TRN_VENV)/.installed
+
 .PHONY: run test install install-dev browser-deps bench bench-quick clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
@@ -27,6 +30,17 @@ $(GEN_STAMP): sample_rollouts/sokoban/requirements.txt
 	$(GEN_VENV)/bin/python -m pip install -q -r sample_rollouts/sokoban/requirements.txt
 	touch $(GEN_STAMP)
 
+# The real trainers the integration tests run against (tests/test_integrations_trainers.py):
+# torch==2.13.0 first (never another torch), then TRL + what verl's core_algos/ray_trainer
+# import, then verl itself without its (GPU) dependency list, then crbc-viz for its entry points.
+$(TRN_STAMP): tests/trainer_requirements.txt requirements.txt pyproject.toml
+	test -x $(TRN_VENV)/bin/python || $(PY) -m venv $(TRN_VENV)
+	$(TRN_VENV)/bin/python -m pip install -q torch==2.13.0
+	$(TRN_VENV)/bin/python -m pip install -q -r tests/trainer_requirements.txt torch==2.13.0
+	$(TRN_VENV)/bin/python -m pip install -q --no-deps verl==0.9.1
+	$(TRN_VENV)/bin/python -m pip install -q --no-deps --no-build-isolation -e .
+	touch $(TRN_STAMP)
+
 # Debian's chromium for the browser tests (never `playwright install`).
 browser-deps:
 	@command -v chromium >/dev/null 2>&1 || { \
@@ -37,8 +51,9 @@ run: $(STAMP)
 	$(BIN)/streamlit run app.py --server.address 127.0.0.1 --server.port $(PORT) \
 	  --server.headless true --browser.gatherUsageStats false
 
-test: $(STAMP) $(GEN_STAMP) browser-deps
-	CRBC_VIZ_SOKOBAN_PYTHON=$(GEN_VENV)/bin/python $(BIN)/python -m pytest
+test: $(STAMP) $(GEN_STAMP) $(TRN_STAMP) browser-deps
+	CRBC_VIZ_SOKOBAN_PYTHON=$(GEN_VENV)/bin/python CRBC_VIZ_TRAINERS_PYTHON=$(CURDIR)/$(TRN_VENV)/bin/python \
+	  $(BIN)/python -m pytest
 
 bench: $(STAMP)
 	$(BIN)/python -m bench --write
@@ -47,4 +62,4 @@ bench-quick: $(STAMP)
 	$(BIN)/python -m bench --quick
 
 clean:
-	rm -rf $(VENV) $(GEN_VENV) .pytest_cache test-output
+	rm -rf $(VENV) $(GEN_VENV) $(TRN_VENV) .pytest_cache test-output

@@ -32,7 +32,7 @@ from ..io.readers import RawTable
 from ..io.schema import build_batch
 
 __all__ = ["Steps", "IntegrationInputError", "canonical_steps", "score_steps", "ROW_REWARD",
-           "transition_actions"]
+           "transition_actions", "token_steps", "trajectory_credit", "broadcast"]
 
 #: How a row's reward is read: ``step`` — the row carries its own step's reward (a trajectory's
 #: return is the sum over its steps); ``episode`` — every row carries its whole episode's return
@@ -349,3 +349,85 @@ def broadcast(row_adv, response_mask, dtype=None):
     mask = torch.as_tensor(response_mask)
     dtype = dtype or (mask.dtype if mask.is_floating_point() else torch.float32)
     return row_adv.to(device=mask.device, dtype=dtype).unsqueeze(-1) * mask.to(dtype)
+
+
+def token_steps(mask, starts=None, *, what: str = "step starts"):
+    """Per token, the step of its row it belongs to ``[B, L]`` (int64), and steps per row ``[B]``.
+
+    Without ``starts``, a step starts where a run of ``mask == 1`` starts (one assistant turn
+    between masked-out environment / tool tokens). ``starts`` gives, per row, the token offsets
+    where its steps start instead. A token belongs to the last step started at or before it;
+    tokens before the first step belong to step 0.
+    """
+    import torch
+
+    m = torch.as_tensor(mask).bool()
+    B, L = m.shape
+    if starts is None:
+        begin = m.clone()
+        begin[:, 1:] &= ~m[:, :-1]
+    else:
+        begin = torch.zeros(B, L, dtype=torch.bool)
+        for r, s in enumerate(starts):
+            s = np.asarray(s, dtype=np.int64).reshape(-1)
+            if len(s) and (s.min() < 0 or s.max() >= L or np.any(np.diff(s) <= 0)):
+                raise IntegrationInputError(f"{what}: row {r}: offsets must increase within "
+                                            f"0..{L - 1}, got {s.tolist()}")
+            begin[r, torch.as_tensor(s)] = True
+        begin = begin.to(m.device)
+    n_steps = begin.sum(-1)
+    tok_step = (torch.cumsum(begin.long(), -1) - 1).clamp(min=0)
+    return tok_step, n_steps
+
+
+def trajectory_credit(index, token_rewards, tok_step, n_steps, anchors, *, actions=None,
+                      success=None, estimator: str = "crbc", device=None, source: str = "batch",
+                      names=("anchors", "actions"), **params):
+    """Credit for rows that are whole trajectories (verl, TRL), per token ``[B, L]`` float64.
+
+    Args:
+        index: ``[B]`` group of each row. The row itself is the trajectory.
+        token_rewards: ``[B, L]``; a step's reward is the sum over its tokens.
+        tok_step, n_steps: from `token_steps`.
+        anchors: per row, a sequence with one anchor per step; ``actions`` likewise (optional);
+            ``success`` one bool per row (optional; else the row's summed reward > 0).
+
+    Returns:
+        ``[B, L]`` tensor on ``device`` (default the rewards' device): each token carries its
+        step's advantage (not yet masked).
+    """
+    import torch
+
+    rewards = torch.as_tensor(token_rewards)
+    B = rewards.shape[0]
+    K = max(int(n_steps.max()) if B else 0, 1)
+    ts = tok_step.clamp(max=K - 1).to(rewards.device)
+    step_r = torch.zeros(B, K, dtype=torch.float64, device=rewards.device)
+    step_r.scatter_add_(1, ts, rewards.double())
+    counts = n_steps.cpu().numpy().astype(np.int64)
+    for label, per_row in zip(names, (anchors, actions)):
+        if per_row is None:
+            continue
+        for r in range(B):
+            if len(per_row[r]) != counts[r]:
+                raise IntegrationInputError(f"{source}: row {r}: {len(per_row[r])} {label} for "
+                                            f"{counts[r]} steps")
+    row = np.repeat(np.arange(B), counts)
+    step = np.arange(len(row)) - np.repeat(np.cumsum(counts) - counts, counts)
+    flat_anchor = np.empty(len(row), dtype=object)
+    flat_anchor[:] = [a for r in range(B) for a in anchors[r]]
+    valid = torch.arange(K, device=rewards.device)[None, :] < n_steps.to(rewards.device)[:, None]
+    flat_r = step_r[valid].cpu().numpy()
+    flat_a = None
+    if actions is not None:
+        flat_a = np.empty(len(row), dtype=object)
+        flat_a[:] = [str(a) for r in range(B) for a in actions[r]]
+    flat_s = None if success is None else _to_numpy(success, "success", B).astype(bool)[row]
+    grp = _ids(index, "index", B)[row]
+    steps = canonical_steps(grp, row, step, flat_anchor, flat_r, actions=flat_a, success=flat_s,
+                            source=source)
+    dev = rewards.device if device is None else torch.device(device)
+    step_adv = score_steps(steps, estimator, device=dev, **params)
+    grid = torch.zeros(B, K, dtype=torch.float64, device=dev)
+    grid[valid.to(dev)] = step_adv
+    return torch.gather(grid, 1, ts.to(dev))
