@@ -19,12 +19,18 @@ from .registry import EstimatorSpec, param, register
 __all__ = ["CRBCParams", "VisitLocalParams", "crbc", "visit_local", "depth_bound"]
 
 
+#: Largest finite backup depth (each is a pass over the graph; far past the point where the
+#: family equals the closure to float precision for β < 1); ``depth=inf`` is always allowed.
+MAX_FINITE_DEPTH = 10_000
+
+
 @dataclass(frozen=True)
 class CRBCParams:
     beta: float = param(0.98, "discount β of the Bellman closure (β = 1 allowed: the empirical "
                         "chain is transient)", low=0.0, high=1.0, low_open=True)
     depth: float = param(math.inf, "backup depth K: 0 = visit-local averaging, ∞ = exact closure "
-                         "(one linear solve)", low=0)
+                         f"(one linear solve); a finite K is at most {MAX_FINITE_DEPTH:,} (K backups "
+                         "run K passes over the graph)", low=0, high=MAX_FINITE_DEPTH)
     sigma_min: float = param(0.1, "floor of the anchor-wise std σ(s) that divides A", low=0.0,
                              high=10.0, low_open=True)
     w_group: float = param(1.0, "weight w_G of the trajectory-level GRPO advantage", low=0.0, high=100.0)
