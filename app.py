@@ -3,10 +3,14 @@ credit estimators and read credit on every step.
 
     streamlit run app.py
 
-A router (``st.navigation``) over the page scripts in ``app_pages/`` plus the shared sidebar.
+A router (``st.navigation``, its own menu hidden) over the page scripts in ``app_pages/``, the
+shared sidebar, and the view kept in the URL (`crbc_viz.ui.view`): the sidebar's page links
+carry the query string, so a page switch is one history entry and keeps the view.
 """
 import streamlit as st
 
+from crbc_viz.ui import view
+from crbc_viz.ui.links import page_menu, view_tools
 from crbc_viz.ui.sidebar import render_sidebar
 
 st.set_page_config(page_title="crbc-viz", layout="wide")
@@ -25,7 +29,14 @@ PAGES = [
 #: Pages with their own data choice: the shared file/group/estimator sidebar is not drawn there.
 SELF_CONTAINED = {"Learn", "Across training"}
 
-page = st.navigation(PAGES)
+page = st.navigation(PAGES, position="hidden")
+view.sync_in()
+menu = st.sidebar.container()
 if page.title not in SELF_CONTAINED:
     render_sidebar()
-page.run()
+try:
+    page.run()
+finally:
+    page_menu(menu, PAGES, page)
+    view_tools(page)
+    view.sync_out()

@@ -1,6 +1,8 @@
 """Compare page: estimator A vs B step by step (scatter, Spearman, sign agreement, largest
-disagreements), and the finite-depth family K = 0 … ∞ from visit-local averaging to the
-closure with the Corollary-3 bound."""
+disagreements; click a point or a row to choose that step), every estimator at once (rank
+correlations and a step × estimator heatmap of the chosen rollout), and the finite-depth
+family K = 0 … ∞ from visit-local averaging to the closure with the Corollary-3 bound. The two
+heavy sections are computed when opened."""
 import math
 
 import numpy as np
@@ -8,32 +10,64 @@ import pandas as pd
 import streamlit as st
 
 from crbc_viz.estimators import registry
-from crbc_viz.ui import pipeline
-from crbc_viz.ui.params import DEPTH_OPTIONS, INF_LABEL, current_params
+from crbc_viz.ui import pipeline, view
+from crbc_viz.ui.links import events
+from crbc_viz.ui.params import DEPTH_OPTIONS, INF_LABEL, current_params, params_to_url
+from crbc_viz.ui.selection import (chosen_rollout, pick_rollout, pick_step,
+                                   rollout_ids, set_rollout, step_buttons)
 from crbc_viz.ui.sidebar import require_selection
-from crbc_viz.views.compare import (agreement_by_group, depth_error_figure, depth_lines_figure,
-                                    scatter_figure, sign_agreement, spearman, top_disagreements)
-from crbc_viz.views.trajectories import step_frame
 from crbc_viz.ui.text import md
+from crbc_viz.views.compare import (agreement_by_group, depth_error_figure, depth_lines_figure,
+                                    describe_rho, rank_matrix, rank_matrix_figure, scatter_figure,
+                                    sign_agreement, spearman, step_estimator_figure,
+                                    top_disagreements)
+from crbc_viz.views.trajectories import step_frame
 
 QUANTITIES = ("credit", "advantage", "value", "q_value")
+_BOOL = dict(options=[True, False], decode=lambda s: s == "True")
 
 
-def _pick(container, label, names, key, default):
-    if st.session_state.get(key) not in names:
-        st.session_state[key] = default if default in names else names[0]
-    return container.selectbox(label, names, key=key)
+def _label(sel, name: str) -> str:
+    """``name`` with its non-default parameters (legends, titles, file names)."""
+    p = params_to_url(name, current_params(name) if name != sel.estimator else sel.params)
+    return f"{name} ({p.replace(';', ', ')})" if p else name
 
 
-def estimator_pair(sel) -> None:
+def _choose_step(graph, step: int) -> None:
+    b = graph.batch
+    t = int(b.step_traj[step])
+    set_rollout(rollout_ids(graph)[t], int(b.step_pos[step]))
+
+
+def _on_scatter(graph) -> None:
+    ev = st.session_state.get("cmp_scatter")
+    pts = (ev or {}).get("selection", {}).get("points", []) if hasattr(ev, "get") else []
+    for p in pts:
+        cd = p.get("customdata")
+        if cd is not None and len(cd) >= 5:
+            _choose_step(graph, int(cd[4]))
+            return
+
+
+def _on_top_row(graph, steps: list[int]) -> None:
+    state = st.session_state.get("cmp_top")
+    rows = state.selection.rows if state is not None else []
+    if rows:
+        _choose_step(graph, steps[rows[0]])
+
+
+def estimator_pair(sel, graph, focus_step) -> None:
     names = registry.names()
     c1, c2, c3 = st.columns(3)
-    a = _pick(c1, "Estimator A (x)", names, "cmp_a", sel.estimator)
-    b = _pick(c2, "Estimator B (y)", names, "cmp_b", "shortest_path" if sel.estimator != "shortest_path"
-              else "visit_local")
-    q = c3.selectbox("Quantity", QUANTITIES, key="cmp_q",
+    a = c1.selectbox("Estimator A (x)", names, key=view.field("a", sel.estimator, options=names))
+    view.record("a")
+    default_b = "shortest_path" if sel.estimator != "shortest_path" else "visit_local"
+    b = c2.selectbox("Estimator B (y)", names, key=view.field("b", default_b if default_b in names
+                                                              else names[0], options=names))
+    view.record("b")
+    q = c3.selectbox("Quantity", QUANTITIES, key=view.field("q", "credit", options=list(QUANTITIES)),
                      help="credit = the method's own step term; advantage = what it feeds the loss")
-    graph = sel.graph()
+    view.record("q")
     ra, rb = sel.result(a), sel.result(b)
     bad = [(n, r) for n, r in ((a, ra), (b, rb)) if isinstance(r, str)]
     for n, r in bad:
@@ -44,50 +78,118 @@ def estimator_pair(sel) -> None:
     if a == b:
         df[b + " "] = df[b]
         b = b + " "
+    rho = spearman(df[a], df[b])
+    const = all(np.ptp(df[x].to_numpy(float)) == 0 for x in (a, b)) if len(df) else True
     m = st.columns(4)
-    m[0].metric("Spearman ρ (this group)", f"{spearman(df[a], df[b]):.3f}")
-    m[1].metric("Sign agreement", f"{sign_agreement(df[a], df[b]):.1%}")
+    m[0].metric("Spearman ρ (this group)", describe_rho(rho, a, b, df))
+    m[1].metric("Sign agreement", "— (both constant)" if const else
+                f"{sign_agreement(df[a], df[b]):.1%}")
     m[2].metric("Steps", len(df))
     with st.spinner("Scoring every group …"):
         fa = pipeline.score_full(sel.digest, sel.path, a.strip(), sel.params_of(a.strip()), sel.backend)
         fb = pipeline.score_full(sel.digest, sel.path, b.strip(), sel.params_of(b.strip()), sel.backend)
+    per = None
     if not isinstance(fa, str) and not isinstance(fb, str):
         full = pipeline.full_graph(sel.digest, sel.path)
         per = agreement_by_group(full.batch.step_group, getattr(fa, q), getattr(fb, q),
                                  full.batch.num_groups)
-        m[3].metric("Median ρ over groups", f"{np.nanmedian(per['spearman']):.3f}"
-                    if per["spearman"].notna().any() else "—")
+        defined = per["spearman"].notna()
+        m[3].metric("Median ρ over groups", f"{np.nanmedian(per['spearman']):.3f}" if defined.any()
+                    else "— (undefined in every group)",
+                    help=f"over the {int(defined.sum())} of {len(per)} groups where both vary")
+    la, lb = _label(sel, a.strip()), _label(sel, b.strip())
     c1, c2 = st.columns([3, 2])
     with c1:
-        st.plotly_chart(scatter_figure(df, a, b, quantity=q), key="cmp_scatter")
+        fig = scatter_figure(df, a, b, quantity=q, highlight=focus_step,
+                             title=f"{la} vs {lb} · {q}")
+        fig.update_layout(xaxis_title=f"{la} {q}", yaxis_title=f"{lb} {q}")
+        st.plotly_chart(fig, key="cmp_scatter", on_select=lambda: _on_scatter(graph),
+                        selection_mode="points")
+        st.caption("Click a point to choose that step (ringed when chosen).")
     with c2:
-        st.markdown("**Steps where they disagree most** (percentile-rank gap)")
+        st.markdown("**Steps where they disagree most** (percentile-rank gap; click a row)")
         top = top_disagreements(df, a, b, k=12)
-        st.dataframe(top[["traj_id", "t", "anchor", "action", a, b, "rank gap"]], hide_index=True,
-                     width="stretch", column_config={
-                         a: st.column_config.NumberColumn(a, format="%.3f"),
-                         b: st.column_config.NumberColumn(b, format="%.3f"),
-                         "rank gap": st.column_config.NumberColumn("rank gap", format="%.2f")})
-    if not isinstance(fa, str) and not isinstance(fb, str):
+        top = top[top["rank gap"] > 0]
+        if const or top.empty:
+            st.info("No disagreement to show: the two rankings are identical (or constant) here.")
+        else:
+            st.dataframe(top[["traj_id", "t", "anchor", "action", a, b, "rank gap"]],
+                         key="cmp_top", on_select=lambda: _on_top_row(graph, top["step"].tolist()),
+                         selection_mode="single-row", hide_index=True, width="stretch",
+                         column_config={
+                             a: st.column_config.NumberColumn(a, format="%.3f"),
+                             b: st.column_config.NumberColumn(b, format="%.3f"),
+                             "rank gap": st.column_config.NumberColumn("rank gap", format="%.2f")})
+    if per is not None:
         with st.expander("Agreement in every group"):
             per.insert(0, "group", [full.batch.group_label(g) for g in per["group_index"]])
-            st.dataframe(per.drop(columns=["group_index"]), hide_index=True, width="stretch")
+            shown = per.drop(columns=["group_index"]).copy()
+            for c in ("spearman", "disagreement"):
+                shown[c] = shown[c].map(lambda v: "undefined (constant)" if not math.isfinite(v)
+                                        else f"{v:.3f}")
+            st.dataframe(shown, hide_index=True, width="stretch")
 
 
-def depth_family(sel) -> None:
+def all_estimators(sel, graph, t) -> None:
+    st.subheader("All estimators at once")
+    if not st.toggle("Compute every estimator on this group", key=view.field("all", False, **_BOOL),
+                     help="runs each registered estimator once on this group (cached)"):
+        view.record("all")
+        return
+    view.record("all")
+    names = registry.names()
+    params = tuple((n, sel.params_of(n)) for n in names)
+    q = st.session_state.get(view.FIELDS["q"], "credit")
+    with st.spinner(f"Scoring {len(names)} estimators …"):
+        df, failed = pipeline.all_estimators(sel.digest, sel.path, sel.group, params, sel.backend, q)
+    ran = [n for n in names if n in df.columns]
+    for n, why in failed.items():
+        st.warning(f"**{n}** cannot run on this group: {md(why)}")
+    if len(ran) >= 2:
+        st.plotly_chart(rank_matrix_figure(rank_matrix(df, ran),
+                                           title=f"Spearman ρ of step {q}, {len(ran)} estimators, "
+                                                 f"{len(df)} steps (— : constant here)"),
+                        key="cmp_matrix")
+    if t is None:
+        st.info("Choose a rollout to see its steps under every estimator.")
+        return
+    b = graph.batch
+    lo, hi = int(b.traj_offsets[t]), int(b.traj_offsets[t + 1])
+    rows = df[(df["step"] >= lo) & (df["step"] < hi)]
+    heat = rows[ran].copy()
+    heat.index = [f"t{int(tt)} · {str(act)[:14]}" for tt, act in zip(rows["t"], rows["action"])]
+    heat.columns = [_label(sel, n) for n in ran]
+    st.plotly_chart(step_estimator_figure(heat, title=f"Rollout {rollout_ids(graph)[t]}: step {q} "
+                                                      f"under each estimator (row-scaled)"),
+                    key="cmp_heat")
+
+
+def depth_family(sel, focus_anchor) -> None:
     st.subheader("Finite depth: from visit-local averaging (K = 0) to the closure (K = ∞)")
     if "crbc" not in registry.names():
         st.info("The crbc estimator is not registered.")
         return
+    if not st.toggle("Compute the depth family", key=view.field("depth", False, **_BOOL),
+                     help="one closure solve and 31 backups on this group (cached)"):
+        view.record("depth")
+        return
+    view.record("depth")
+    refusal = pipeline.depth_refusal(sel.digest, sel.path, sel.group)
+    if refusal:
+        st.warning(f"Not computed: {refusal}.")
+        return
     params = current_params("crbc")
     beta = float(params["beta"])
-    if st.session_state.get("cmp_k") not in DEPTH_OPTIONS:
-        st.session_state["cmp_k"] = 0
-    k = st.select_slider("Depth K", options=DEPTH_OPTIONS, key="cmp_k",
+    k = st.select_slider("Depth K", options=DEPTH_OPTIONS,
+                         key=view.field("k", 0, options=DEPTH_OPTIONS,
+                                        decode=lambda s: s if s == INF_LABEL else int(s)),
                          help="V^(K) = T^K V^(0), Q^(K) = B V^(K−1); K = ∞ is the exact closure")
+    view.record("k")
     kmax = DEPTH_OPTIONS[-2]
-    with st.spinner("Backing up K = 0 … 30 …"):
-        sw = pipeline.depth_sweep(sel.digest, sel.path, sel.group, pipeline.params_key(params), kmax)
+    bar = st.progress(0.0, text="depth family …")
+    sw = pipeline.depth_sweep(sel.digest, sel.path, sel.group, pipeline.params_key(params), kmax,
+                              _progress=lambda f, text: bar.progress(min(max(f, 0.0), 1.0), text=text))
+    bar.empty()
     sel_k = None if k == INF_LABEL else int(k)
     bound_k = 0.0 if sel_k is None else float(sw["bound"][sel_k])
     gap_k = 0.0 if sel_k is None else float(sw["err"][sel_k])
@@ -100,7 +202,12 @@ def depth_family(sel) -> None:
     with c1:
         n_pairs = len(sw["labels"])
         order = np.argsort(-sw["pair_count"], kind="stable")[:40]
-        if n_pairs > 40:
+        if focus_anchor is not None:
+            mine = np.flatnonzero(sw["pair_node"] == focus_anchor)
+            order = np.concatenate([mine, [j for j in order if j not in set(mine.tolist())]])[:40]
+            st.caption(f"The chosen anchor s{focus_anchor}'s {mine.size} actions first, then the "
+                       f"most-taken pairs (of {n_pairs}).")
+        elif n_pairs > 40:
             st.caption(f"The 40 most-taken of {n_pairs} (anchor, action) pairs.")
         st.plotly_chart(depth_lines_figure(sw["depths"], sw["A"][:, order], sw["A_inf"][order],
                                            [sw["labels"][j] for j in order], sel_k), key="cmp_depth")
@@ -119,10 +226,28 @@ def depth_family(sel) -> None:
 
 def render() -> None:
     sel = require_selection()
+    graph = sel.graph()
+    events()
     st.title("Compare estimators")
     st.caption(f"Group **{md(sel.group_label)}**")
-    estimator_pair(sel)
-    depth_family(sel)
+    problems: list = []
+    c1, c2, c3 = st.columns([3, 2, 1.2])
+    t = pick_rollout(c1, graph, problems=problems)
+    i = pick_step(c2, graph, t, problems=problems)
+    with c3:
+        step_buttons(st, graph, t)
+    for p in problems:
+        st.warning(md(p))
+    focus_step = None if t is None or i is None else int(graph.batch.traj_offsets[t]) + i
+    focus_anchor = None if focus_step is None else int(graph.step_node[focus_step])
+    if focus_step is not None:
+        st.markdown(f"Chosen: step **t{i}** of rollout **{md(rollout_ids(graph)[t])}** at anchor "
+                    f"**s{focus_anchor}** (ringed in the scatter; its pairs first in the depth "
+                    f"family).")
+    estimator_pair(sel, graph, focus_step)
+    all_estimators(sel, graph, chosen_rollout(graph))
+    depth_family(sel, focus_anchor)
+
 
 
 render()

@@ -6,14 +6,16 @@ from crbc_viz.estimators import registry
 from crbc_viz.ui import pipeline
 from crbc_viz.ui.files import (ALLOWED_SUFFIXES, MAX_UPLOAD_MB, allowed_roots, discover_samples,
                                file_ref, resolve_data_path, save_upload)
-from crbc_viz.ui.sidebar import selection, set_file, set_group
-from crbc_viz.ui.text import md
+from crbc_viz.ui import view
+from crbc_viz.ui.sidebar import link_ref, selection, set_file, set_group
+from crbc_viz.ui.text import md, md_lines
 
 SOURCES = ("Bundled sample", "Upload", "Server path")
 
 
 def _on_sample():
-    set_file(st.session_state["sample_pick"])
+    if st.session_state.get("sample_pick"):
+        set_file(st.session_state["sample_pick"])
 
 
 def _on_upload():
@@ -21,10 +23,24 @@ def _on_upload():
     if up is None:
         return
     try:
-        set_file(file_ref(save_upload(up.name, up.getvalue())))
-        st.session_state["data_msg"] = ("success", f"Uploaded {up.name}")
+        ref = file_ref(save_upload(up.name, up.getvalue()))
+        set_file(ref)
+        # Success is only claimed once the file has loaded (see `_upload_outcome`).
+        st.session_state["data_upload"] = (up.name, ref)
     except ValueError as e:
         st.session_state["data_msg"] = ("error", str(e))
+
+
+def _upload_outcome(sel) -> None:
+    pending = st.session_state.pop("data_upload", None)
+    if pending is None:
+        return
+    name, ref = pending
+    if sel.ref == ref and sel.ok:
+        st.success(f"Opened the upload {md(name)}: {sel.batch.num_groups} group(s). Its link names "
+                   f"it by content (`{md(link_ref(ref))}`) and works on this server only.")
+    else:
+        st.error(f"The upload {md(name)} could not be opened: {md(sel.error or 'unknown error')}")
 
 
 def _on_path():
@@ -50,9 +66,11 @@ def source_picker(sel) -> None:
         if not samples:
             st.warning("No bundled samples under sample_rollouts/.")
         else:
-            if st.session_state.get("sample_pick") not in samples:
-                st.session_state["sample_pick"] = sel.ref if sel.ref in samples else samples[0]
-            st.selectbox("Sample", samples, key="sample_pick", on_change=_on_sample,
+            # The picker shows the open file when it is a sample, else nothing (so every
+            # sample, the default one included, can be chosen).
+            st.session_state["sample_pick"] = sel.ref if sel.ref in samples else None
+            st.selectbox("Sample", samples, key="sample_pick", on_change=_on_sample, index=None,
+                         placeholder="(the open file is not a bundled sample)",
                          help="logs bundled with the repository (sample_rollouts/)")
     elif src == "Upload":
         st.file_uploader(f"Rollout log ({', '.join(ALLOWED_SUFFIXES)}; ≤ {MAX_UPLOAD_MB} MB)",
@@ -66,15 +84,16 @@ def source_picker(sel) -> None:
         st.button("Open", on_click=_on_path)
     msg = st.session_state.pop("data_msg", None)
     if msg:
-        getattr(st, msg[0])(msg[1])
+        getattr(st, msg[0])(md_lines(msg[1]))  # paths and names typed or uploaded: as text
 
 
 def render() -> None:
     st.title("Rollout data")
     sel = selection()
     source_picker(sel)
+    _upload_outcome(sel)
     if not sel.ok:
-        st.info(sel.error or "No data loaded.")
+        st.info(md_lines(sel.error or "No data loaded."))
         return
     names = registry.names()
     a, b = ("crbc", "shortest_path") if {"crbc", "shortest_path"} <= set(names) else (names[0], names[-1])
@@ -114,9 +133,12 @@ def render() -> None:
         })
     st.markdown(f"Selected: **{md(sel.group_label)}**")
     c1, c2, c3 = st.columns(3)
-    c1.page_link("app_pages/graph.py", label="Open its graph", icon=":material/hub:")
-    c2.page_link("app_pages/trajectories.py", label="Read its trajectories", icon=":material/timeline:")
-    c3.page_link("app_pages/compare.py", label="Compare estimators", icon=":material/compare_arrows:")
+    q = view.nav_query() or None
+    c1.page_link("app_pages/graph.py", label="Open its graph", icon=":material/hub:", query_params=q)
+    c2.page_link("app_pages/trajectories.py", label="Read its trajectories (why rollouts failed)",
+                 icon=":material/timeline:", query_params=q)
+    c3.page_link("app_pages/compare.py", label="Compare estimators", icon=":material/compare_arrows:",
+                 query_params=q)
 
 
 render()

@@ -1,59 +1,96 @@
 """Graph page: the merged anchor-state graph of one group with its SUCCESS / FAILURE
-boundaries; node colour = V(s), size = visits; edge width = count, colour = credit."""
+boundaries; node colour = the estimator's state value, size = visits; edge width = count,
+colour = credit. Click a node or an edge to choose its anchor; the chosen rollout's path is
+highlighted, and above ~150 anchors the page can show only that rollout's neighbourhood."""
 import pandas as pd
 import streamlit as st
 
-from crbc_viz.ui import pipeline
+from crbc_viz.ui import pipeline, view
+from crbc_viz.ui.links import events
+from crbc_viz.ui.params import params_to_url
+from crbc_viz.ui.selection import pick_anchor, pick_rollout, pick_step, step_buttons
 from crbc_viz.ui.sidebar import require_selection
-from crbc_viz.views.graph_view import node_values
-from crbc_viz.views.trajectories import outcome_label
 from crbc_viz.ui.text import md
+from crbc_viz.views.graph_view import node_values, value_meaning
+from crbc_viz.views.trajectories import anchor_panel_frame
 
 HEIGHT = 620
-
-
-def traj_options(graph) -> dict:
-    b = graph.batch
-    ids = b.steps["traj_id"].astype(str).to_numpy()[b.traj_offsets[:-1]]
-    return {f"{ids[t]} ({outcome_label(graph, t)}, {int(b.traj_len[t])} steps)": t
-            for t in range(b.num_trajectories)}
+#: Above this many anchors the page offers (and defaults to) the chosen rollout's neighbourhood.
+LARGE = 150
 
 
 def render() -> None:
     sel = require_selection()
     graph = sel.graph()
+    events()
     st.title("Anchor graph")
+    ptxt = params_to_url(sel.estimator, sel.params).replace(";", ", ")
     st.caption(f"Group **{md(sel.group_label)}** · {graph.batch.num_trajectories} rollouts · "
-               f"{graph.num_nodes} anchors · estimator **{sel.estimator}**")
-    opts = {"(none)": None, **traj_options(graph)}
-    c1, c2, c3 = st.columns([3, 2, 1.4])
-    pick = c1.selectbox("Highlight a rollout's path", list(opts), key="graph_traj",
-                        help="its anchors get a black ring, its edges are labelled t0, t1, … "
-                             "and everything else fades")
-    max_nodes = int(c2.number_input("Max anchors drawn", min_value=20, max_value=2000, value=500,
-                                    step=50, key="graph_max_nodes",
+               f"{graph.num_nodes} anchors · estimator **{sel.estimator}**"
+               + (f" ({md(ptxt)})" if ptxt else ""))
+    problems: list = []
+    c1, c2, c3 = st.columns([3, 1.3, 2.6])
+    t = pick_rollout(c1, graph, label="Highlight a rollout's path", problems=problems)
+    i = pick_step(c2, graph, t, problems=problems)
+    anchor = pick_anchor(c3, graph, problems=problems)
+    step_buttons(st, graph, t)
+    c1, c2, c3 = st.columns([2, 2, 2])
+    max_nodes = int(c1.number_input("Max anchors drawn", min_value=20, max_value=2000, step=50,
+                                    key=view.field("max_nodes", 500, decode=int),
                                     help="beyond this, the most-visited anchors are kept (plus the "
-                                         "highlighted path)"))
-    labels = c3.selectbox("Action labels", ["auto", "on", "off"], key="graph_labels",
+                                         "highlighted path and the chosen anchor)"))
+    view.record("max_nodes")
+    labels = c2.selectbox("Action labels", ["auto", "on", "off"],
+                          key=view.field("labels", "auto", options=["auto", "on", "off"]),
                           help="auto: on when at most 60 edges are drawn")
+    view.record("labels")
+    large = graph.num_nodes > LARGE
+    focus = False
+    if large:
+        focus = c3.toggle("Only the rollout's neighbourhood", key=view.field("focus", True,
+                                                                             options=[True, False],
+                                                                             decode=lambda s: s == "True"),
+                          help=f"above {LARGE} anchors: draw the highlighted rollout's anchors, "
+                               f"the chosen anchor and their one-step neighbours",
+                          disabled=t is None and anchor is None)
+        view.record("focus")
+    for p in problems:
+        st.warning(md(p))
     show = {"auto": None, "on": True, "off": False}[labels]
     res = sel.result(sel.estimator)
     if isinstance(res, str):
         st.warning(f"`{sel.estimator}` cannot colour this graph: {md(res)}")
+    lo = int(graph.group_node_offsets[0])
     with st.spinner("Drawing the graph …"):
-        page, drawn, total = pipeline.graph_page(sel.digest, sel.path, sel.group, sel.estimator,
-                                                 sel.params_of(sel.estimator), sel.backend,
-                                                 opts[pick], max_nodes, show, HEIGHT)
+        page, drawn, total = pipeline.graph_page(
+            sel.digest, sel.path, sel.group, sel.estimator, sel.params_of(sel.estimator),
+            sel.backend, t, max_nodes, show, HEIGHT,
+            None if anchor is None else lo + anchor, bool(focus and (t is not None or anchor is not None)),
+            ptxt)
     if drawn < total:
-        st.info(f"Showing {drawn} of {total} anchors: the {max_nodes} most visited"
-                f"{' plus the highlighted path' if opts[pick] is not None else ''}. Edges to hidden "
-                f"anchors are not drawn; raise *Max anchors drawn* to see more.")
+        st.info(f"Showing {drawn} of {total} anchors"
+                + (": the chosen rollout, the chosen anchor and their neighbours." if focus and
+                   (t is not None or anchor is not None) else
+                   f": the {max_nodes} most visited plus the highlighted path. Raise *Max anchors "
+                   f"drawn* to see more.") + " Edges to hidden anchors are not drawn.")
+    elif large and t is None and anchor is None:
+        st.info(f"{total} anchors: choose a rollout or an anchor to focus on its neighbourhood.")
     st.iframe(page, height=HEIGHT + 12)
-    st.caption("Layout: column = BFS depth from the start anchor; SUCCESS (V = 1) and FAILURE "
-               "(V = 0) on the right. Node colour = V(s) under the estimator, size = visits; edge "
-               "width = transition count, colour = mean step credit (red negative, blue positive). "
-               "Hover for the anchor text, actions, counts, V, Q and credit; drag to pan, scroll "
-               "to zoom.")
+    title, higher, _, _ = value_meaning(sel.estimator)
+    st.caption(f"Layout: column = BFS depth from the start anchor; SUCCESS and FAILURE on the "
+               f"right. Node colour = {title} under **{sel.estimator}** "
+               f"({'higher is better' if higher else 'nearer is better'}), size = visits; edge "
+               f"width = transition count, colour = mean step credit (red negative, blue positive). "
+               f"Click a node or an edge to choose its anchor; hover for the anchor text, actions, "
+               f"counts and credit; drag to pan, scroll to zoom; Fit / PNG / SVG at the top right.")
+    if anchor is not None:
+        st.subheader(f"Anchor s{anchor}")
+        st.code(str(graph.node_anchor_obs[lo + anchor])[:4000], language=None)
+        st.dataframe(anchor_panel_frame(graph, {sel.estimator: res}, lo + anchor),
+                     hide_index=True, width="stretch")
+        st.page_link("app_pages/compare.py", label="Compare estimators at this step" if i is not None
+                     else "Compare estimators on this group", icon=":material/compare_arrows:",
+                     query_params=view.nav_query() or None)
     if not isinstance(res, str):
         if res.diagnostics:
             st.caption("Diagnostics: " + " · ".join(
@@ -64,7 +101,7 @@ def render() -> None:
             st.dataframe(pd.DataFrame({
                 "anchor": [f"s{n}" for n in range(graph.num_nodes)],
                 "visits": graph.node_visits, "distinct actions": graph.node_num_actions,
-                "V": v, "anchor text": [str(a)[:200] for a in graph.node_anchor_obs],
+                title: v, "anchor text": [str(a)[:200] for a in graph.node_anchor_obs],
             }), hide_index=True, width="stretch")
 
 

@@ -1,51 +1,129 @@
 """Trajectories page: every rollout of the group as a row of steps coloured by credit under
-several estimators side by side; pick a step to see its anchor and the alternatives taken
-there by other rollouts, with their credits."""
+several estimators side by side (click a cell to choose that step); "why did this fail": a
+failed rollout's most negative-credit steps, what the other rollouts did at those anchors and
+how it went for them, and where the chosen estimators disagree; then the chosen step's anchor
+and the alternatives taken there."""
+import numpy as np
+import pandas as pd
 import streamlit as st
 
 from crbc_viz.estimators import registry
+from crbc_viz.ui import view
+from crbc_viz.ui.links import events
+from crbc_viz.ui.selection import (pick_rollout, pick_step, rollout_ids, set_rollout, set_step,
+                                   step_buttons)
 from crbc_viz.ui.sidebar import require_selection
-from crbc_viz.views.trajectories import outcome_label, step_alternatives, trajectory_table
 from crbc_viz.ui.text import md
+from crbc_viz.views.trajectories import (outcome_label, step_alternatives, trajectory_table,
+                                         worst_steps)
 
 DEFAULT_TRIO = ("crbc", "visit_local", "shortest_path")
+MAX_CHIPS = 6
+
+
+def _on_failed_row(ids: list[str]) -> None:
+    state = st.session_state.get("failed_table")
+    rows = state.selection.rows if state is not None else []
+    if rows:
+        set_rollout(ids[rows[0]])
+
+
+def _on_worst_row(ts: list[int]) -> None:
+    state = st.session_state.get("worst_table")
+    rows = state.selection.rows if state is not None else []
+    if rows:
+        set_step(ts[rows[0]])
+
+
+def failed_rollouts(sel, graph, results) -> None:
+    """The group's failed rollouts (click one), then the chosen one's blamed steps."""
+    b = graph.batch
+    ids = rollout_ids(graph)
+    failed = [t for t in range(b.num_trajectories) if not b.traj_success[t]]
+    st.subheader("Why did this fail")
+    if not failed:
+        st.info("Every rollout of this group succeeded.")
+        return
+    main = results.get(sel.estimator)
+    rows = []
+    for t in failed:
+        lo, hi = int(b.traj_offsets[t]), int(b.traj_offsets[t + 1])
+        row = {"rollout": ids[t], "outcome": outcome_label(graph, t), "steps": hi - lo,
+               "return": float(b.traj_return[t])}
+        if main is not None and not isinstance(main, str):
+            c = np.asarray(main.credit, dtype=np.float64)[lo:hi]
+            fin = np.isfinite(c)
+            row[f"worst credit [{sel.estimator}]"] = float(c[fin].min()) if fin.any() else None
+            row["at step"] = f"t{int(np.flatnonzero(fin)[np.argmin(c[fin])])}" if fin.any() else "—"
+        rows.append(row)
+    st.caption(f"{len(failed)} of {b.num_trajectories} rollouts failed. Click a row to choose it.")
+    st.dataframe(pd.DataFrame(rows), key="failed_table", on_select=lambda: _on_failed_row(
+        [ids[t] for t in failed]), selection_mode="single-row", hide_index=True, width="stretch")
+    t = None
+    rid = st.session_state.get(view.FIELDS["rollout"])
+    if rid in ids and not b.traj_success[ids.index(rid)]:
+        t = ids.index(rid)
+    if t is None:
+        return
+    if isinstance(main, str) or main is None:
+        st.warning(f"`{sel.estimator}` could not run, so its blamed steps cannot be listed: {md(main)}")
+        return
+    ws = worst_steps(graph, results, t, sel.estimator, k=5)
+    st.markdown(f"**Most negative `{sel.estimator}` credit in {md(ids[t])}** (click a row to choose "
+                f"the step; other rollouts at the same anchor, what they did and how it went)")
+    if ws.empty:
+        st.info("No step of this rollout has a finite credit.")
+        return
+    st.dataframe(ws, key="worst_table", on_select=lambda: _on_worst_row(ws["t"].tolist()),
+                 selection_mode="single-row", hide_index=True, width="stretch",
+                 column_config={c: st.column_config.NumberColumn(c, format="%.4f")
+                                for c in ws.columns if c.startswith("credit [")})
+    dis = int((ws["estimators disagree"] == "yes").sum())
+    if len(results) > 1:
+        st.caption(f"The chosen estimators disagree in sign at {dis} of these {len(ws)} steps.")
 
 
 def render() -> None:
     sel = require_selection()
     graph = sel.graph()
     b = graph.batch
+    events()
     st.title("Trajectories")
     st.caption(f"Group **{md(sel.group_label)}** · {b.num_trajectories} rollouts")
     names = registry.names()
-    if "traj_estimators" not in st.session_state:
-        st.session_state["traj_estimators"] = [n for n in DEFAULT_TRIO if n in names] or names[:3]
-    chosen = st.multiselect("Estimators (one credit chip each, top to bottom)", names,
-                            key="traj_estimators", max_selections=6)
+    default = [n for n in DEFAULT_TRIO if n in names] or names[:3]
+    problems: list = []
+    key = view.field("est", default, decode=lambda s: [n for n in s.split(",") if n in names][:MAX_CHIPS])
+    chosen = st.multiselect("Estimators (one labelled credit chip each, top to bottom)", names,
+                            key=key, max_selections=MAX_CHIPS)
+    view.record("est", encode=",".join)
     with st.spinner("Scoring …"):
-        results = {n: sel.result(n) for n in chosen}
+        results = {n: sel.result(n) for n in dict.fromkeys([*chosen, sel.estimator])}
     for n, r in results.items():
-        if isinstance(r, str):
+        if isinstance(r, str) and n in chosen:
             st.warning(f"**{n}** — {md(r)}")
 
-    ids = b.steps["traj_id"].astype(str).to_numpy()[b.traj_offsets[:-1]]
-    labels = [f"{ids[t]} ({outcome_label(graph, t)})" for t in range(b.num_trajectories)]
-    c1, c2 = st.columns(2)
-    t = c1.selectbox("Rollout", range(b.num_trajectories), format_func=lambda i: labels[i],
-                     key="traj_pick")
-    lo, hi = int(b.traj_offsets[t]), int(b.traj_offsets[t + 1])
-    acts = b.steps["action"].fillna("").astype(str).to_numpy() if "action" in b.steps else None
-    if st.session_state.get("step_pick", 0) >= hi - lo:
-        st.session_state["step_pick"] = 0
-    i = c2.selectbox("Step", range(hi - lo), key="step_pick",
-                     format_func=lambda k: f"t{k}: {acts[lo + k] if acts is not None else ''}"[:80])
-    st.html(trajectory_table(graph, results, group=0, selected=(t, i)))
-    st.caption("Each cell: the action, its reward, then one chip per estimator coloured by that "
-               "step's credit on the shared diverging scale (red negative, blue positive), each "
-               "estimator scaled to its own largest |credit| in the group. Hover a cell for the "
-               "full action.")
-
-    s = lo + i
+    c1, c2, c3 = st.columns([3, 2, 1.2])
+    t = pick_rollout(c1, graph, problems=problems)
+    i = pick_step(c2, graph, t, problems=problems)
+    with c3:
+        step_buttons(st, graph, t)
+    for p in problems:
+        st.warning(md(p))
+    shown = {n: results[n] for n in chosen}
+    st.html(trajectory_table(graph, shown, group=0, selected=None if t is None or i is None
+                             else (t, i)))
+    st.caption("Each cell: the action, its reward, then one chip per estimator (labelled) coloured "
+               "by that step's credit on the shared diverging scale (red negative, blue positive), "
+               "each estimator scaled to its own largest |credit| in the group. Click a cell to "
+               "choose that step; ← / → move along the rollout.")
+    failed_rollouts(sel, graph, results)
+    if t is None or i is None:
+        st.info("Choose a rollout and a step (click a cell, a row above, or use the pickers) to see "
+                "its anchor and the alternatives taken there.")
+        return
+    ids = rollout_ids(graph)
+    s = int(b.traj_offsets[t]) + i
     st.subheader(f"Step t{i} of rollout {md(ids[t])}")
     n_local = int(graph.step_node[s])
     c1, c2 = st.columns([1, 2])
@@ -53,9 +131,13 @@ def render() -> None:
         st.markdown(f"**Anchor s{n_local}** · visited {int(graph.node_visits[n_local])}× · "
                     f"{int(graph.node_num_actions[n_local])} distinct actions")
         st.code(str(graph.node_anchor_obs[n_local])[:4000], language=None)
+        st.page_link("app_pages/graph.py", label="Show this anchor in the graph", icon=":material/hub:",
+                     query_params=view.nav_query() or None)
+        st.page_link("app_pages/compare.py", label="Compare estimators at this step",
+                     icon=":material/compare_arrows:", query_params=view.nav_query() or None)
     with c2:
         st.markdown("**Actions taken from this anchor** (by any rollout of the group)")
-        alt = step_alternatives(graph, results, s)
+        alt = step_alternatives(graph, shown, s)
         st.dataframe(alt, hide_index=True, width="stretch",
                      column_config={c: st.column_config.NumberColumn(c, format="%.4f")
                                     for c in alt.columns if c.startswith(("Q [", "credit ["))})

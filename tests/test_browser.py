@@ -162,3 +162,105 @@ def test_injected_markup_stays_inert(server, page):
     app_idle(page)
     _no_xss(page)
     assert page.evaluate("() => typeof window.__xss") == "undefined"
+
+
+def _grid_row_click(pg, key: str, row: int) -> None:
+    """Select row ``row`` of the st.dataframe with ``key`` (its row-marker column)."""
+    grid = pg.locator(f".st-key-{key} [data-testid='stDataFrame']").first
+    grid.wait_for(timeout=WAIT_MS)
+    grid.scroll_into_view_if_needed()
+    box = grid.bounding_box()
+    pg.mouse.click(box["x"] + 12, box["y"] + 35 * (row + 1) + 17)
+
+
+def _query(pg) -> dict:
+    return {k: v[0] for k, v in urllib.parse.parse_qs(urllib.parse.urlparse(pg.url).query).items()}
+
+
+def _wait_query(pg, **want) -> None:
+    pg.wait_for_function("(w) => { const q = new URLSearchParams(location.search); "
+                         "return Object.entries(w).every(([k, v]) => q.get(k) === v); }",
+                         arg={k: str(v) for k, v in want.items()}, timeout=WAIT_MS)
+    app_idle(pg)
+
+
+def test_failed_rollout_to_blamed_step_to_graph_to_compare_and_back(server, browser):
+    """The issue's walk, each step by clicking: a failed rollout → its worst step → that anchor
+    in the graph → Compare at that step; the copied link restores the view in a fresh browser
+    context; Back lands on the previous view."""
+    url, _ = server
+    ctx = browser.new_context(viewport={"width": 1500, "height": 1900})
+    pg = ctx.new_page()
+    try:
+        pg.goto(link(url, "trajectories", file=TOY))
+        pg.get_by_text("Why did this fail").wait_for(timeout=WAIT_MS)
+        app_idle(pg)
+        # toy group: t1 success, t2 failure, t3 failure, t4 success → first failed row is t2
+        _grid_row_click(pg, "failed_table", 0)
+        _wait_query(pg, rollout="t2")
+        pg.get_by_text("Most negative").wait_for(timeout=WAIT_MS)
+        pg.screenshot(path=str(OUT / "walk_1_failed_rollout.png"))
+        _grid_row_click(pg, "worst_table", 0)
+        pg.wait_for_function("() => new URLSearchParams(location.search).has('step')", timeout=WAIT_MS)
+        app_idle(pg)
+        q = _query(pg)
+        step = q["step"]
+        pg.get_by_text(f"Step t{step} of rollout t2").wait_for(timeout=WAIT_MS)
+        pg.screenshot(path=str(OUT / "walk_2_worst_step.png"))
+
+        pg.get_by_text("Show this anchor in the graph").click()
+        frame = graph_ready(pg)
+        app_idle(pg)
+        assert urllib.parse.urlparse(pg.url).path.endswith("/graph")
+        assert _query(pg)["step"] == step and _query(pg)["rollout"] == "t2"
+        heading = pg.locator("h3", has_text="Anchor s").first
+        heading.wait_for(timeout=WAIT_MS)
+        anchor = heading.inner_text().split()[-1]
+        # Clicking a node in the graph chooses it: click the start anchor s0.
+        inner = next(f for f in pg.frames if f.evaluate("() => typeof network !== 'undefined'"))
+        box = frame.locator("canvas").first.bounding_box()
+        xy = inner.evaluate("() => network.canvasToDOM(network.getPositions(['0'])['0'])")
+        pg.mouse.click(box["x"] + xy["x"], box["y"] + xy["y"])
+        _wait_query(pg, anchor="s0")
+        pg.locator("h3", has_text="Anchor s0").wait_for(timeout=WAIT_MS)
+        graph_ready(pg)
+        pg.screenshot(path=str(OUT / "walk_3_graph_anchor.png"))
+        graph_url = pg.url
+
+        pg.get_by_text("Compare estimators at this step").click()
+        pg.get_by_text("Chosen: step").wait_for(timeout=WAIT_MS)
+        app_idle(pg)
+        assert urllib.parse.urlparse(pg.url).path.endswith("/compare")
+        chosen = pg.get_by_text("Chosen: step").first.inner_text()
+        assert "t2" in chosen, chosen
+        pg.screenshot(path=str(OUT / "walk_4_compare_step.png"))
+
+        # Copy link: the button fills (and copies) the link to this view.
+        pg.get_by_role("button", name="Copy link").click()
+        box = pg.locator("input.crbc-copy-link")
+        pg.wait_for_function("() => { const h = document.querySelector('[class*=\"crbc_copy\"]');"
+                             " return true; }")
+        box.wait_for(state="visible", timeout=WAIT_MS)
+        shared = box.input_value()
+        assert shared == pg.url, (shared, pg.url)
+
+        fresh = browser.new_context(viewport={"width": 1500, "height": 1900})
+        try:
+            p2 = fresh.new_page()
+            p2.goto(shared)
+            p2.get_by_text("Chosen: step").wait_for(timeout=WAIT_MS)
+            app_idle(p2)
+            assert p2.get_by_text("Chosen: step").first.inner_text() == chosen
+            assert _query(p2) == _query(pg)
+            p2.screenshot(path=str(OUT / "walk_5_link_in_fresh_browser.png"))
+        finally:
+            fresh.close()
+
+        pg.go_back()
+        pg.locator("h3", has_text="Anchor s0").wait_for(timeout=WAIT_MS)
+        app_idle(pg)
+        assert pg.url == graph_url, (pg.url, graph_url)
+        pg.screenshot(path=str(OUT / "walk_6_back_to_graph.png"))
+        del anchor
+    finally:
+        ctx.close()

@@ -1,8 +1,6 @@
 """The shared sidebar and the app-wide selection (file, group, estimator, parameters), kept in
-the URL (``?file=…&group=…&estimator=…&p=…``) so that a view can be shared as a link.
-
-Reading order on every run: the URL is read once per session (restoring the selection), the
-sidebar widgets draw from session state, then the URL is rewritten from the selection.
+the URL (``?file=…&group=…&estimator=…&p=…``, see `crbc_viz.ui.view`) so that a view can be
+shared as a link.
 """
 from __future__ import annotations
 
@@ -16,10 +14,14 @@ from ..estimators import registry
 from ..io import LoadError
 from . import params as uparams
 from . import pipeline
+from . import view
+from . import files as _files
 from .files import default_sample, discover_samples, file_ref, resolve_data_path
+from .text import md, md_lines
 
 __all__ = ["Selection", "render_sidebar", "selection", "require_selection", "set_file", "set_group",
-           "FILE_KEY", "GROUP_KEY", "ESTIMATOR_KEY", "BACKEND_KEY"]
+           "FILE_KEY", "GROUP_KEY", "ESTIMATOR_KEY", "BACKEND_KEY", "link_ref", "resolve_ref",
+           "is_upload"]
 
 FILE_KEY = "file_ref"
 GROUP_KEY = "group_pick"
@@ -60,72 +62,81 @@ class Selection:
 
 
 def set_file(ref: str) -> None:
-    """Callback-safe: choose the log file (the group resets to the file's first)."""
+    """Callback-safe: choose the log file (the group and the selection reset)."""
     st.session_state[FILE_KEY] = ref
-    st.session_state.pop(GROUP_KEY, None)
+    view.clear("group", "rollout", "step", "anchor")
 
 
 def set_group(label: str) -> None:
-    """Callback-safe: choose a group by label."""
+    """Callback-safe: choose a group by label (the selection resets)."""
     st.session_state[GROUP_KEY] = label
+    view.clear("rollout", "step", "anchor")
 
 
-def _read_url_once() -> None:
-    if st.session_state.get("_url_read"):
-        return
-    st.session_state["_url_read"] = True
-    qp = st.query_params
-    if qp.get("file"):
-        st.session_state[FILE_KEY] = qp["file"]
-    if qp.get("group"):
-        st.session_state[GROUP_KEY] = qp["group"]
-        st.session_state["_url_group"] = qp["group"]
-    est = qp.get("estimator")
-    if est:
-        if est in registry.names():
-            st.session_state[ESTIMATOR_KEY] = est
-        else:
-            st.session_state["_url_problems"] = [f"unknown estimator '{est}' in the link; valid: "
-                                                 f"{', '.join(registry.names())}"]
-    if qp.get("p") and st.session_state.get(ESTIMATOR_KEY, "crbc") in registry.names():
-        name = st.session_state.get(ESTIMATOR_KEY, "crbc")
-        good, problems = uparams.params_from_url(name, qp["p"])
+def _on_group_change() -> None:
+    view.clear("rollout", "step", "anchor")
+
+
+#: Uploads are named in links by their content hash (``upload:<sha>.<suffix>``): the same
+#: bytes give the same link, but only the server that received them holds the file.
+UPLOAD_PREFIX = "upload:"
+
+
+def link_ref(ref: str) -> str:
+    """The file reference as written in a link (uploads by content address)."""
+    try:
+        p = Path(ref)
+        if p.is_absolute() and p.resolve().parent == Path(_files.UPLOAD_DIR).resolve():
+            return UPLOAD_PREFIX + p.name
+    except (OSError, ValueError):
+        pass
+    return ref
+
+
+def resolve_ref(ref: str) -> Path:
+    """A link's file reference as a checked path (see `resolve_data_path`)."""
+    if ref.startswith(UPLOAD_PREFIX):
+        name = ref[len(UPLOAD_PREFIX):]
+        if "/" in name or "\\" in name or not name:
+            raise ValueError("the link names an upload with an invalid name")
+        path = Path(_files.UPLOAD_DIR) / name
+        if not path.exists():
+            raise ValueError("the link names an upload this server does not hold (uploads stay on "
+                             "the server that received them); upload the file again on the Data page")
+        return resolve_data_path(str(path))
+    return resolve_data_path(ref)
+
+
+def is_upload(ref: str | None) -> bool:
+    return bool(ref) and link_ref(ref).startswith(UPLOAD_PREFIX)
+
+
+def _apply_url_params(name: str, text: str | None, problems: list) -> None:
+    """Parameters from the link replace the estimator's current ones."""
+    _reset_params(name)
+    if text:
+        good, bad = uparams.params_from_url(name, text)
         uparams.set_params(name, good)
-        st.session_state.setdefault("_url_problems", []).extend(problems)
-
-
-def _write_url(sel: Selection) -> None:
-    want = {}
-    if sel.ref:
-        want["file"] = sel.ref
-    if sel.ok:
-        want["group"] = sel.group_label
-    want["estimator"] = sel.estimator
-    p = uparams.params_to_url(sel.estimator, sel.params)
-    if p:
-        want["p"] = p
-    for k, v in want.items():
-        if st.query_params.get(k) != v:
-            st.query_params[k] = v
-    if "p" not in want and "p" in st.query_params:
-        del st.query_params["p"]
+        problems.extend(bad)
 
 
 def render_sidebar() -> Selection:
     """Draw the shared sidebar and return (and remember for the pages) the selection."""
-    _read_url_once()
     sb = st.sidebar
     sel = Selection()
-    for msg in st.session_state.pop("_url_problems", []):
-        sb.warning(msg)
+    problems = st.session_state.pop("_url_problems", [])
 
     samples = discover_samples()
-    ref = st.session_state.get(FILE_KEY) or default_sample(samples)
+    default_ref = default_sample(samples)
+    if view.is_pending("file"):
+        st.session_state[FILE_KEY] = view.value("file")
+        view.set_value("file", view.value("file"))
+    ref = st.session_state.get(FILE_KEY) or default_ref
     if ref is None:
         sel.error = "No rollout file: upload one or give a path on the Data page."
     else:
         try:
-            path = resolve_data_path(ref)
+            path = resolve_ref(ref)
         except ValueError as e:
             sel.error = str(e)
             path = None
@@ -138,44 +149,48 @@ def render_sidebar() -> Selection:
                     sel.batch = pipeline.load_batch(sel.digest, sel.path)
             except LoadError as e:
                 sel.error = f"Could not load {Path(path).name}:\n\n{e}"
+    view.set_value("file", None if (sel.ref or ref) == default_ref else link_ref(sel.ref or ref))
     if sel.error:
-        sb.error(sel.error)
+        sb.error(md_lines(sel.error))  # names from the URL and values from the log: as text
 
     sb.caption(f"File: `{Path(sel.path).name}`" if sel.path else "No file loaded")
     if sel.ok:
-        labels = [sel.batch.group_label(g) for g in range(sel.batch.num_groups)]
-        url_group = st.session_state.pop("_url_group", None)
-        if st.session_state.get(GROUP_KEY) not in labels:
-            if url_group is not None or st.session_state.get(GROUP_KEY):
-                sb.warning(f"group '{st.session_state.get(GROUP_KEY)}' is not in this file; "
-                           f"showing the first group")
-            st.session_state[GROUP_KEY] = labels[0] if labels else None
+        labels = sel.batch.group_labels()  # unique, computed once per batch (200k groups: fast)
         if labels:
-            sel.group_label = sb.selectbox("Group", labels, key=GROUP_KEY,
+            key = view.field("group", labels[0], options=labels, problems=problems)
+            sel.group_label = sb.selectbox("Group", labels, key=key, on_change=_on_group_change,
                                            help="rollouts of one task (run / train step / group id)")
+            view.record("group")
             sel.group = labels.index(sel.group_label)
         else:
             sel.batch = None
             sb.error("The file holds no groups.")
 
     names = registry.names()
-    if st.session_state.get(ESTIMATOR_KEY) not in names:
-        st.session_state[ESTIMATOR_KEY] = "crbc" if "crbc" in names else names[0]
-    sel.estimator = sb.selectbox("Estimator", names, key=ESTIMATOR_KEY,
+    default_est = "crbc" if "crbc" in names else names[0]
+    est_pending = view.is_pending("estimator")
+    key = view.field("estimator", default_est, options=names, problems=problems)
+    sel.estimator = sb.selectbox("Estimator", names, key=key,
                                  format_func=lambda n: f"{n} — {registry.get(n).title}",
                                  help="colours the graph; the main method on every page")
+    view.record("estimator")
+    if view.is_pending("p") or est_pending:
+        _apply_url_params(sel.estimator, view.value("p"), problems)
+        st.session_state.get(view._PENDING, set()).discard("p")
     with sb.expander(f"Parameters of {sel.estimator}", expanded=False):
         sel.params = uparams.param_widgets(sel.estimator)
         st.button("Reset to defaults", key=f"reset.{sel.estimator}", on_click=_reset_params,
                   args=(sel.estimator,))
-    if st.session_state.get(BACKEND_KEY) not in BACKENDS:
-        st.session_state[BACKEND_KEY] = "auto"
-    sel.backend = sb.selectbox("Backend", BACKENDS, key=BACKEND_KEY,
+    view.set_value("p", uparams.params_to_url(sel.estimator, sel.params) or None)
+    key = view.field("backend", "auto", options=BACKENDS)
+    sel.backend = sb.selectbox("Backend", BACKENDS, key=key,
                                help="auto (default): the fastest exact implementation each estimator "
                                     "has here (CUDA torch, else the compiled numba engine, else torch, "
                                     "else numpy); numpy: the readable reference; torch / numba: force "
                                     "that twin (an estimator without one says so)")
-    _write_url(sel)
+    view.record("backend")
+    for msg in problems:
+        sb.warning(md(msg))
     st.session_state[_SEL] = sel
     return sel
 

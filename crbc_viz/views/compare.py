@@ -22,7 +22,8 @@ def rankdata(x) -> np.ndarray:
 FAILED_STEP_COLOR = "#762a83"
 
 __all__ = ["spearman", "sign_agreement", "agreement_by_group", "top_disagreements",
-           "scatter_figure", "depth_lines_figure", "depth_error_figure"]
+           "scatter_figure", "depth_lines_figure", "depth_error_figure", "rank_matrix",
+           "rank_matrix_figure", "step_estimator_figure", "describe_rho"]
 
 
 def spearman(a, b) -> float:
@@ -75,7 +76,7 @@ def top_disagreements(df: pd.DataFrame, a: str, b: str, k: int = 10) -> pd.DataF
 
 
 def scatter_figure(df: pd.DataFrame, a: str, b: str, *, quantity: str = "credit",
-                   highlight: int | None = None) -> go.Figure:
+                   highlight: int | None = None, title: str = "") -> go.Figure:
     """Per-step scatter of estimator ``a`` vs ``b`` (columns of ``df`` from ``step_frame``);
     successful rollouts' steps in green, failed in grey; ``highlight`` (a ``step`` id) ringed."""
     fig = go.Figure()
@@ -85,7 +86,7 @@ def scatter_figure(df: pd.DataFrame, a: str, b: str, *, quantity: str = "credit"
         fig.add_trace(go.Scattergl(
             x=d[a], y=d[b], mode="markers", name=name,
             marker={"color": col, "size": 7, "opacity": 0.7},
-            customdata=np.stack([d["traj_id"], d["t"], d["action"], d["anchor"]], axis=-1)
+            customdata=np.stack([d["traj_id"], d["t"], d["action"], d["anchor"], d["step"]], axis=-1)
             if len(d) else None,
             hovertemplate=("rollout %{customdata[0]} · t%{customdata[1]} · %{customdata[3]}<br>"
                            "action %{customdata[2]}<br>" + f"{a}: " + "%{x:.4f}<br>" + f"{b}: "
@@ -98,6 +99,7 @@ def scatter_figure(df: pd.DataFrame, a: str, b: str, *, quantity: str = "credit"
     fig.add_hline(y=0, line_width=1, line_color="#bbb")
     fig.add_vline(x=0, line_width=1, line_color="#bbb")
     fig.update_layout(xaxis_title=f"{a} {quantity}", yaxis_title=f"{b} {quantity}", height=420,
+                      title=title or None, clickmode="event+select",
                       margin={"l": 10, "r": 10, "t": 30, "b": 10},
                       legend={"orientation": "h", "y": 1.08})
     return fig
@@ -149,3 +151,56 @@ def depth_error_figure(depths, err: np.ndarray, bound: np.ndarray,
                       height=420, margin={"l": 10, "r": 10, "t": 30, "b": 10},
                       legend={"orientation": "h", "y": 1.1})
     return fig
+
+
+def rank_matrix(df: pd.DataFrame, names: list[str]) -> pd.DataFrame:
+    """Spearman ρ between every pair of the columns ``names`` of ``df`` (NaN where a column is
+    constant: no ranking to compare)."""
+    m = pd.DataFrame(np.nan, index=names, columns=names)
+    for i, a in enumerate(names):
+        for b in names[i:]:
+            r = spearman(df[a], df[b]) if a != b else (1.0 if np.ptp(df[a].to_numpy(dtype=float)) > 0
+                                                       else math.nan)
+            m.loc[a, b] = m.loc[b, a] = r
+    return m
+
+
+def rank_matrix_figure(m: pd.DataFrame, *, title: str = "") -> go.Figure:
+    """The rank-correlation matrix as a labelled heatmap (−1 … 1; blank where undefined)."""
+    z = m.to_numpy(dtype=np.float64)
+    text = [["—" if not math.isfinite(v) else f"{v:.2f}" for v in row] for row in z]
+    fig = go.Figure(go.Heatmap(z=z, x=list(m.columns), y=list(m.index), zmin=-1, zmax=1,
+                               colorscale=CREDIT_COLORSCALE, text=text, texttemplate="%{text}",
+                               hovertemplate="%{y} vs %{x}: ρ = %{text}<extra></extra>",
+                               colorbar={"title": "ρ"}))
+    fig.update_layout(height=120 + 34 * len(m), margin={"l": 10, "r": 10, "t": 40, "b": 10},
+                      title=title or None, yaxis={"autorange": "reversed"})
+    return fig
+
+
+def step_estimator_figure(values: pd.DataFrame, *, title: str = "") -> go.Figure:
+    """Step × estimator heatmap: rows = estimators, columns = steps (``t0 · action``); each
+    row scaled to its own largest |credit| (scales differ between methods), the value printed."""
+    z = values.to_numpy(dtype=np.float64).T
+    lim = np.nanmax(np.abs(z), axis=1, keepdims=True) if z.size else np.ones((0, 1))
+    lim = np.where(np.isfinite(lim) & (lim > 0), lim, 1.0)
+    text = [["—" if not math.isfinite(v) else f"{v:+.2f}" for v in row] for row in z]
+    fig = go.Figure(go.Heatmap(z=z / lim, x=list(values.index), y=list(values.columns), zmin=-1,
+                               zmax=1, colorscale=CREDIT_COLORSCALE, text=text,
+                               texttemplate="%{text}", showscale=False,
+                               hovertemplate="%{y} at %{x}: %{text}<extra></extra>"))
+    fig.update_layout(height=120 + 30 * values.shape[1], margin={"l": 10, "r": 10, "t": 40, "b": 10},
+                      title=title or None, yaxis={"autorange": "reversed"},
+                      xaxis={"type": "category"})
+    return fig
+
+
+def describe_rho(rho: float, a: str, b: str, df: pd.DataFrame) -> str:
+    """ρ as text, or why it is undefined (a constant side, too few steps)."""
+    if math.isfinite(rho):
+        return f"{rho:.3f}"
+    n = int((np.isfinite(df[a].to_numpy(float)) & np.isfinite(df[b].to_numpy(float))).sum())
+    if n < 2:
+        return "undefined (fewer than 2 steps)"
+    const = [x for x in dict.fromkeys((a, b)) if np.ptp(df[x].to_numpy(float)) == 0]
+    return f"undefined ({' and '.join(const)} constant here)" if const else "undefined"

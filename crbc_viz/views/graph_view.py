@@ -21,7 +21,7 @@ from ..graph import FAILURE, SUCCESS, AnchorGraph
 from .colors import (FAILURE_COLOR, MISSING_COLOR, SUCCESS_COLOR, credit_color, credit_limit,
                      value_color, CREDIT_COLORSCALE, VALUE_COLORSCALE)
 
-__all__ = ["layered_layout", "select_nodes", "graph_html", "node_values", "edge_credit",
+__all__ = ["layered_layout", "select_nodes", "neighbourhood", "value_meaning", "graph_html", "node_values", "edge_credit",
            "pair_values", "trajectory_path", "value_range", "esc"]
 
 #: Boundary node ids in the drawn graph.
@@ -195,6 +195,19 @@ def select_nodes(graph: AnchorGraph, g: int = 0, max_nodes: int = 500, keep=()) 
     return np.unique(np.concatenate([top, np.asarray(list(keep), dtype=np.int64)]))
 
 
+def neighbourhood(graph: AnchorGraph, nodes, g: int = 0) -> np.ndarray:
+    """``nodes`` plus every anchor one transition before or after one of them (group ``g``)."""
+    want = {int(n) for n in nodes}
+    edges = _group_edges(graph, g)
+    src = graph.pair_node[graph.edge_pair[edges]]
+    dst = graph.edge_next[edges]
+    near = set(want)
+    for s_, d_ in zip(src.tolist(), dst.tolist()):
+        if d_ >= 0 and (s_ in want or d_ in want):
+            near.update((s_, d_))
+    return np.asarray(sorted(near), dtype=np.int64)
+
+
 # ---------------------------------------------------------------- HTML
 def _short_label(anchor, local_id: int) -> str:
     text = str(anchor)
@@ -236,6 +249,8 @@ _TIP_SCRIPT = """
   table.crbc-tab td, table.crbc-tab th { border: 1px solid #ddd; padding: 1px 4px; }
   #crbc-legend { position: absolute; top: 6px; left: 8px; z-index: 5; font-size: 11px;
                  background: rgba(255,255,255,0.88); padding: 4px 6px; border: 1px solid #ddd; }
+  #crbc-tools { position: absolute; top: 6px; right: 8px; z-index: 5; }
+  #crbc-tools button { font-size: 11px; margin-left: 3px; }
   #crbc-legend .bar { display: inline-block; width: 110px; height: 9px; vertical-align: middle; }
 </style>
 <script>
@@ -252,10 +267,69 @@ _TIP_SCRIPT = """
     ds.update(upd);
   }
   fix(nodes); fix(edges);
+  if (typeof network !== "undefined") {
+    // A click selects: the app (parent window) turns this message into the chosen anchor.
+    network.on("click", function (p) {
+      var msg = null;
+      if (p.nodes && p.nodes.length) { msg = {crbc: "pick", kind: "node", id: String(p.nodes[0])}; }
+      else if (p.edges && p.edges.length) {
+        msg = {crbc: "pick", kind: "edge", id: String(p.edges[0]).split("#")[0]};
+      }
+      if (msg && window.parent !== window) { window.parent.postMessage(msg, "*"); }
+    });
+    // Keep zoom and pan across redraws: the parent remembers the last view of this graph.
+    var gkey = document.body.getAttribute("data-crbc-graph") || "";
+    function tell() {
+      if (window.parent === window) { return; }
+      window.parent.postMessage({crbc: "view", key: gkey, scale: network.getScale(),
+                                 pos: network.getViewPosition()}, "*");
+    }
+    network.on("dragEnd", tell); network.on("zoom", tell);
+    window.addEventListener("message", function (ev) {
+      var m = ev.data;
+      if (m && m.crbc === "restore" && m.key === gkey && m.scale) {
+        network.moveTo({scale: m.scale, position: m.pos, animation: false});
+      }
+    });
+    if (window.parent !== window) { window.parent.postMessage({crbc: "hello", key: gkey}, "*"); }
+    // Refit when the frame is revealed (an expander or tab opened after the first draw).
+    var lastW = 0;
+    new ResizeObserver(function () {
+      var w = document.body.clientWidth;
+      if (lastW === 0 && w > 0) { network.fit({animation: false}); }
+      lastW = w;
+    }).observe(document.body);
+    window.crbcExport = function (kind) {
+      var c = document.querySelector("#mynetwork canvas");
+      var a = document.createElement("a");
+      a.download = (document.body.getAttribute("data-crbc-name") || "graph") + "." + kind;
+      if (kind === "png") { a.href = c.toDataURL("image/png"); }
+      else {
+        var svg = "<svg xmlns='http://www.w3.org/2000/svg' width='" + c.width + "' height='" +
+          c.height + "'><image width='" + c.width + "' height='" + c.height + "' href='" +
+          c.toDataURL("image/png") + "'/></svg>";
+        a.href = "data:image/svg+xml;charset=utf-8," + encodeURIComponent(svg);
+      }
+      document.body.appendChild(a); a.click(); a.remove();
+    };
+  }
   document.body.setAttribute("data-crbc-ready", "1");
 })();
 </script>
 """
+
+
+#: What node colour means per estimator: (legend title, higher is better?, SUCCESS label,
+#: FAILURE label). Estimators not listed colour by a state value V(s) (higher = better).
+VALUE_MEANING = {
+    "shortest_path": ("d(s): hops to SUCCESS", False, "SUCCESS\nd = 0", "FAILURE\nd = ∞"),
+    "grpo": ("V(s): mean return of the rollouts through s", True, "SUCCESS", "FAILURE"),
+}
+
+
+def value_meaning(estimator: str | None) -> tuple[str, bool, str, str]:
+    """(legend title, higher is better, SUCCESS label, FAILURE label) for ``estimator``."""
+    return VALUE_MEANING.get(estimator or "", ("V(s)", True, "SUCCESS", "FAILURE"))
 
 
 def _gradient(scale) -> str:
@@ -264,7 +338,8 @@ def _gradient(scale) -> str:
 
 def graph_html(graph: AnchorGraph, result=None, *, group: int = 0, highlight_traj: int | None = None,
                nodes=None, height_px: int = 620, show_action_labels: bool | None = None,
-               estimator: str | None = None) -> str:
+               estimator: str | None = None, selected_node: int | None = None,
+               params_text: str = "", graph_key: str = "") -> str:
     """The anchor graph of group ``group`` as a standalone HTML page (vis-network inlined).
 
     Args:
@@ -276,6 +351,11 @@ def graph_html(graph: AnchorGraph, result=None, *, group: int = 0, highlight_tra
         height_px: canvas height.
         show_action_labels: write the action on each edge; default when ≤ 60 edges are drawn.
         estimator: name shown in tooltips and the legend (default ``result.estimator``).
+        selected_node: global node id drawn with a thick ring (the chosen anchor).
+        params_text: non-default parameters, shown in the legend (e.g. ``beta=0.9``).
+
+    Clicking a node or an edge posts ``{crbc: "pick", kind, id}`` to the parent window (the
+    app turns it into a selection); the id is the node's global id, or ``"src->dst"``.
 
     Returns:
         HTML text; no file is written.
@@ -299,6 +379,7 @@ def graph_html(graph: AnchorGraph, result=None, *, group: int = 0, highlight_tra
     b = graph.batch
     step_sl = np.flatnonzero(b.step_group == group)
     limit = credit_limit(result.credit[step_sl] if result is not None else None)
+    v_title, higher_better, succ_label, fail_label = value_meaning(est)
     lo, hi = value_range(nv[sl])
     t_lo, t_hi = int(b.group_traj_offsets[group]), int(b.group_traj_offsets[group + 1])
     starts = set(graph.step_node[b.traj_offsets[t_lo:t_hi]].tolist())
@@ -320,23 +401,24 @@ def graph_html(graph: AnchorGraph, result=None, *, group: int = 0, highlight_tra
         x, y = pos[n]
         v = nv[n]
         on_path = n in path_nodes
-        fill = value_color(v, lo, hi)
-        border = "#000000" if on_path else ("#1f1f1f" if n in starts else
-                                            "#888888" if fill == MISSING_COLOR else fill)
+        fill = value_color(v, lo, hi) if higher_better else value_color(lo + hi - v, lo, hi)
+        chosen = selected_node is not None and n == int(selected_node)
+        border = "#d81b60" if chosen else "#000000" if on_path else (
+            "#1f1f1f" if n in starts else "#888888" if fill == MISSING_COLOR else fill)
         net.add_node(n, label=_short_label(graph.node_anchor_obs[n], local),
                      title=_node_tip(graph, n, local, v, q, c, est, n in starts),
                      x=float(x), y=float(y), physics=False, shape="dot",
                      size=float(10 + 22 * math.sqrt(graph.node_visits[n] / vmax)),
                      color={"background": fill, "border": border,
                             "highlight": {"background": fill, "border": "#000000"}},
-                     borderWidth=4 if on_path else (2 if n in starts else 1),
+                     borderWidth=7 if chosen else 4 if on_path else (2 if n in starts else 1),
                      opacity=1.0 if (not highlighting or on_path) else 0.35,
                      font={"size": 16, "color": "#222222"})
-    for bid, col, val in ((SUCCESS_ID, SUCCESS_COLOR, 1.0), (FAILURE_ID, FAILURE_COLOR, 0.0)):
+    for bid, col, lab in ((SUCCESS_ID, SUCCESS_COLOR, succ_label), (FAILURE_ID, FAILURE_COLOR, fail_label)):
         x, y = pos[bid]
-        net.add_node(bid, label=f"{bid}\nV = {val:g}", x=float(x), y=float(y), physics=False,
+        net.add_node(bid, label=lab, x=float(x), y=float(y), physics=False,
                      shape="box", color={"background": col, "border": "#000000"},
-                     title=f"<b>{bid}</b> boundary (absorbing, V = {val:g})",
+                     title=f"<b>{bid}</b>: absorbing boundary (a rollout ends here)",
                      font={"size": 18, "color": "#ffffff"}, borderWidth=2, margin=8)
 
     edges = _group_edges(graph, group)
@@ -364,7 +446,8 @@ def graph_html(graph: AnchorGraph, result=None, *, group: int = 0, highlight_tra
                  f"N(s,a,x) = {int(graph.edge_count[e])} of N(s,a) = {int(graph.pair_count[p])}<br>"
                  f"Q(s,a) = {_fmt_v(q[p])} · credit = {_fmt(ec[e])} <i>({esc(est)})</i>")
         # Direct append: pyvis's add_edge re-scans the node list per edge (quadratic).
-        net.edges.append({"from": s, "to": dst, "arrows": "to", "title": title, "label": label,
+        net.edges.append({"id": f"{s}->{dst}#{e}", "from": s, "to": dst, "arrows": "to",
+                          "title": title, "label": label,
                           "width": width * (1.8 if on_path else 1.0),
                           "color": {"color": col, "highlight": col,
                                     "opacity": 1.0 if (not highlighting or on_path) else 0.2},
@@ -372,10 +455,12 @@ def graph_html(graph: AnchorGraph, result=None, *, group: int = 0, highlight_tra
                                    "strokeWidth": 3}})
     net.options = {
         "physics": {"enabled": False},
-        "edges": {"smooth": False, "arrows": {"to": {"enabled": True, "scaleFactor": 0.6}},
+        # Curved edges: a straight edge between two columns can run through the nodes between
+        # them and read as a path through them.
+        "edges": {"smooth": {"enabled": True, "type": "curvedCW", "roundness": 0.18}, "arrows": {"to": {"enabled": True, "scaleFactor": 0.6}},
                   "selfReference": {"size": 14}},
         "interaction": {"hover": True, "tooltipDelay": 80, "dragNodes": True,
-                        "navigationButtons": False, "keyboard": False},
+                        "navigationButtons": True, "keyboard": False},
         "layout": {"improvedLayout": False},
     }
     page = net.generate_html()
@@ -383,11 +468,20 @@ def graph_html(graph: AnchorGraph, result=None, *, group: int = 0, highlight_tra
     page = re.sub(r"<link[^>]*bootstrap[^>]*>\s*", "", page, flags=re.S)
     page = re.sub(r"<script[^>]*bootstrap[^>]*>\s*</script>\s*", "", page, flags=re.S)
     page = re.sub(r"<center>\s*<h1>\s*</h1>\s*</center>\s*", "", page, flags=re.S)
-    legend = (f"<div id='crbc-legend'><b>{esc(est)}</b> · V(s): {lo:.2g}"
-              f"<span class='bar' style='background:{_gradient(VALUE_COLORSCALE)}'></span>{hi:.2g}"
+    left, right = (lo, hi) if higher_better else (hi, lo)
+    legend = (f"<div id='crbc-legend'><b>{esc(est)}</b>"
+              f"{(' (' + esc(params_text) + ')') if params_text else ''} · {esc(v_title)}: {left:.2g}"
+              f"<span class='bar' style='background:{_gradient(VALUE_COLORSCALE)}'></span>{right:.2g}"
+              f"{' (near → far)' if not higher_better else ''}"
               f" &nbsp; credit: {-limit:.2g}<span class='bar' style='background:"
               f"{_gradient(CREDIT_COLORSCALE)}'></span>+{limit:.2g}"
               f" &nbsp; <span style='color:{MISSING_COLOR}'>■</span> undefined</div>")
     page = page.replace('<div id="mynetwork"', legend + '<div id="mynetwork"', 1)
+    tools = ("<div id='crbc-tools'><button onclick=\"network.fit()\">Fit</button>"
+             "<button onclick=\"crbcExport('png')\">PNG</button>"
+             "<button onclick=\"crbcExport('svg')\">SVG</button></div>")
+    page = page.replace('<div id="mynetwork"', tools + '<div id="mynetwork"', 1)
+    name = re.sub(r"[^A-Za-z0-9_.=-]+", "_", f"graph_{est}{('_' + params_text) if params_text else ''}")
+    page = page.replace("<body>", f"<body data-crbc-graph='{esc(graph_key)}' data-crbc-name='{esc(name)}'>", 1)
     page = page.replace("</body>", _TIP_SCRIPT + "</body>", 1)
     return page

@@ -15,7 +15,7 @@ from ..graph import FAILURE, SUCCESS, AnchorGraph
 from .colors import credit_color, credit_limit, text_color_for
 from .graph_view import esc, pair_values
 
-__all__ = ["trajectory_table", "step_alternatives", "step_frame", "outcome_label"]
+__all__ = ["chip_labels", "trajectory_table", "step_alternatives", "anchor_panel_frame", "worst_steps", "step_frame", "outcome_label"]
 
 
 def outcome_label(graph: AnchorGraph, traj: int) -> str:
@@ -28,6 +28,17 @@ def outcome_label(graph: AnchorGraph, traj: int) -> str:
 def _short(text, n: int) -> str:
     s = " ".join(str(text).split())
     return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def chip_labels(names: list[str]) -> dict[str, str]:
+    """Short distinct chip labels: the shortest prefix (≥ 2 letters) that no other name has."""
+    out = {}
+    for n in names:
+        k = 2
+        while k < len(n) and any(m != n and m.startswith(n[:k]) for m in names):
+            k += 1
+        out[n] = n[:k]
+    return out
 
 
 def trajectory_table(graph: AnchorGraph, results: dict, *, group: int = 0,
@@ -54,6 +65,7 @@ def trajectory_table(graph: AnchorGraph, results: dict, *, group: int = 0,
     step_sl = np.flatnonzero(b.step_group == group)
     ok = {k: r for k, r in results.items() if not isinstance(r, str)}
     limits = {k: credit_limit(r.credit[step_sl]) for k, r in ok.items()}
+    abbrev = chip_labels(list(results))
     steps = b.steps
     actions = steps["action"].fillna("").astype(str).to_numpy() if "action" in steps else None
     rewards = steps["reward"].to_numpy(dtype=np.float64)
@@ -66,7 +78,7 @@ def trajectory_table(graph: AnchorGraph, results: dict, *, group: int = 0,
     legend = []
     for k in results:
         if k in ok:
-            legend.append(f"<span style='margin-right:14px'><b>{esc(k)}</b> "
+            legend.append(f"<span style='margin-right:14px'><b>{esc(abbrev[k])}</b> = {esc(k)} "
                           f"(±{limits[k]:.3g})</span>")
         else:
             legend.append(f"<span style='margin-right:14px;color:#a33'><b>{esc(k)}</b>: "
@@ -85,7 +97,7 @@ def trajectory_table(graph: AnchorGraph, results: dict, *, group: int = 0,
         for i, s in enumerate(range(s_lo, min(s_hi, s_lo + width))):
             act = actions[s] if actions is not None else ""
             sel = selected is not None and selected[0] == t and selected[1] == i
-            style = cell + ("outline:3px solid #000;outline-offset:-3px;" if sel else "")
+            style = cell + "cursor:pointer;" + ("outline:3px solid #000;outline-offset:-3px;" if sel else "")
             chips = []
             for k, r in ok.items():
                 x = float(r.credit[s])
@@ -93,8 +105,9 @@ def trajectory_table(graph: AnchorGraph, results: dict, *, group: int = 0,
                 txt = "—" if not math.isfinite(x) else f"{x:+.2f}"
                 chips.append(f"<div title='{esc(k)}' style='background:{bg};color:"
                              f"{text_color_for(bg)};padding:0 3px;margin-top:1px;"
-                             f"border-radius:2px'>{txt}</div>")
-            row.append(f"<td style='{style}' title='{esc(act)}'><div><b>{esc(_short(act, max_chars))}"
+                             f"border-radius:2px'><span style='opacity:.7'>{esc(abbrev[k])}</span>"
+                             f" {txt}</div>")
+            row.append(f"<td style='{style}' title='{esc(act)}' data-crbc-step='{t - t_lo}:{i}'><div><b>{esc(_short(act, max_chars))}"
                        f"</b></div><div style='color:#666'>r = {rewards[s]:.3g}</div>"
                        + "".join(chips) + "</td>")
         if s_hi - s_lo > width:
@@ -109,7 +122,17 @@ def step_alternatives(graph: AnchorGraph, results: dict, step: int) -> pd.DataFr
     """The actions observed at step ``step``'s anchor (over all rollouts of its group): one row
     per (anchor, action) pair with its count, the rollouts that took it, where it led, and each
     estimator's Q and credit (``NaN`` where an estimator could not run)."""
-    n = int(graph.step_node[step])
+    return anchor_panel_frame(graph, results, int(graph.step_node[step]),
+                              taken=int(graph.step_pair[step]))
+
+
+def anchor_panel_frame(graph: AnchorGraph, results: dict, node: int,
+                       taken: int | None = None) -> pd.DataFrame:
+    """The actions observed at anchor ``node`` (global id): one row per (anchor, action) pair
+    with its count, the rollouts that took it, how those rollouts ended, where it led, and each
+    estimator's Q and credit (``NaN`` where an estimator could not run). ``taken``: the pair of
+    the chosen step, flagged in a "taken here" column."""
+    n = int(node)
     p_lo, p_hi = int(graph.node_pair_offsets[n]), int(graph.node_pair_offsets[n + 1])
     b = graph.batch
     traj_ids = b.steps["traj_id"].astype(str).to_numpy()
@@ -121,11 +144,15 @@ def step_alternatives(graph: AnchorGraph, results: dict, step: int) -> pd.DataFr
         nxt = graph.step_next[occ]
         dests = sorted({"SUCCESS" if x == SUCCESS else "FAILURE" if x == FAILURE else f"s{x - lo}"
                         for x in nxt.tolist()})
-        row = {"action": str(graph.action_names[graph.pair_action[p]]),
-               "taken here": p == graph.step_pair[step],
-               "N(s,a)": int(graph.pair_count[p]),
-               "rollouts": ", ".join(dict.fromkeys(traj_ids[occ].tolist())),
-               "leads to": ", ".join(dests)}
+        trajs = list(dict.fromkeys(b.step_traj[occ].tolist()))
+        wins = int(sum(bool(b.traj_success[t]) for t in trajs))
+        row = {"action": str(graph.action_names[graph.pair_action[p]])}
+        if taken is not None:
+            row["taken here"] = p == taken
+        row.update({"N(s,a)": int(graph.pair_count[p]),
+                    "rollouts": ", ".join(dict.fromkeys(traj_ids[occ].tolist())),
+                    "of them succeeded": f"{wins} of {len(trajs)}",
+                    "leads to": ", ".join(dests)})
         for k in results:
             q, c = vals[k] if k in vals else (None, None)
             row[f"Q [{k}]"] = float(q[p]) if q is not None else np.nan
@@ -156,3 +183,55 @@ def step_frame(graph: AnchorGraph, results: dict, *, group: int | None = None,
         if not isinstance(r, str):
             df[k] = np.asarray(getattr(r, column), dtype=np.float64)[idx]
     return df
+
+
+def worst_steps(graph: AnchorGraph, results: dict, traj: int, estimator: str,
+                k: int = 5) -> pd.DataFrame:
+    """Why did rollout ``traj`` fail: its ``k`` most negative-credit steps under ``estimator``.
+
+    One row per step: position ``t``, action, anchor, each estimator's credit, what the other
+    rollouts of the group did at that anchor ("others there": how many of them passed it and
+    how many of those succeeded; "their actions": each action with its successes / visits),
+    and whether the estimators in ``results`` disagree in sign there (ignoring zeros).
+    Empty when ``estimator`` could not run.
+    """
+    r = results.get(estimator)
+    if r is None or isinstance(r, str):
+        return pd.DataFrame()
+    b = graph.batch
+    lo, hi = int(b.traj_offsets[traj]), int(b.traj_offsets[traj + 1])
+    credit = np.asarray(r.credit, dtype=np.float64)[lo:hi]
+    order = [i for i in np.argsort(credit, kind="stable").tolist() if np.isfinite(credit[i])][:k]
+    acts = b.steps["action"].fillna("").astype(str).to_numpy() if "action" in b.steps else None
+    g = int(b.step_group[lo])
+    n_lo = int(graph.group_node_offsets[g])
+    ok = {n: res for n, res in results.items() if not isinstance(res, str)}
+    rows = []
+    for i in order:
+        s = lo + i
+        node = int(graph.step_node[s])
+        here = np.flatnonzero(graph.step_node == node)
+        others = here[b.step_traj[here] != traj]
+        o_trajs = list(dict.fromkeys(b.step_traj[others].tolist()))
+        wins = sum(bool(b.traj_success[t]) for t in o_trajs)
+        per_action: dict[str, list[int]] = {}
+        for st_ in others.tolist():
+            a = str(graph.action_names[graph.pair_action[graph.step_pair[st_]]])
+            w = per_action.setdefault(a, [0, 0])
+            w[0] += int(bool(b.traj_success[b.step_traj[st_]]))
+            w[1] += 1
+        row = {"t": i, "action": acts[s] if acts is not None else "", "anchor": f"s{node - n_lo}"}
+        signs = set()
+        for n, res in ok.items():
+            x = float(np.asarray(res.credit, dtype=np.float64)[s])
+            row[f"credit [{n}]"] = x
+            if math.isfinite(x) and abs(x) > 1e-12:
+                signs.add(x > 0)
+        row["others there"] = (f"{len(o_trajs)} rollouts, {wins} succeeded" if o_trajs
+                               else "no other rollout")
+        row["their actions"] = ", ".join(
+            f"{a}: {w}/{v} succeeded"
+            for a, (w, v) in sorted(per_action.items(), key=lambda kv: -kv[1][1])) or "—"
+        row["estimators disagree"] = "yes" if len(signs) > 1 else "no"
+        rows.append(row)
+    return pd.DataFrame(rows)

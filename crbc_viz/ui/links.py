@@ -1,0 +1,183 @@
+"""The page menu (links that carry the view's query string), the "Copy link" button, and the
+bridge that brings clicks inside the graph iframe and the ← / → keys back to Python.
+
+The two small browser pieces are Streamlit custom components (``st.components.v2``): they
+run in the app's page, not in an iframe. The graph iframe posts ``{crbc: "pick", kind, id}``
+to its parent (see `crbc_viz.views.graph_view`); the bridge turns that into a trigger value,
+and `on_pick` / `on_key` update the shared selection before the rerun draws it.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from . import view
+
+__all__ = ["page_menu", "view_tools", "events", "on_pick", "on_key", "step_by"]
+
+_COPY_HTML = """
+<div class="crbc-copy">
+  <button type="button" class="crbc-copy-btn">Copy link</button>
+  <span class="crbc-copy-note"></span>
+  <input class="crbc-copy-link" readonly aria-label="link to this view" style="display:none">
+</div>
+"""
+
+_COPY_CSS = """
+.crbc-copy-btn { font: inherit; padding: 4px 10px; border-radius: 6px; cursor: pointer;
+                 border: 1px solid rgba(49,51,63,0.25); background: white; }
+.crbc-copy-note { font-size: 12px; margin-left: 6px; color: #2e7d32; }
+.crbc-copy-link { display: block; width: 100%; margin-top: 4px; font-size: 11px; }
+"""
+
+_COPY_JS = """
+export default function (component) {
+  const root = component.parentElement;
+  const btn = root.querySelector(".crbc-copy-btn");
+  const out = root.querySelector(".crbc-copy-link");
+  const note = root.querySelector(".crbc-copy-note");
+  btn.onclick = () => {
+    const href = window.location.href;
+    out.value = href;
+    out.style.display = "block";
+    out.select();
+    const done = (ok) => { note.textContent = ok ? "copied" : "select and copy the link below"; };
+    if (navigator.clipboard && navigator.clipboard.writeText) {
+      navigator.clipboard.writeText(href).then(() => done(true), () => done(false));
+    } else { done(false); }
+  };
+}
+"""
+
+_EVENTS_JS = """
+export default function (component) {
+  // One listener per browser tab; each mount points it at the newest trigger setter.
+  window.__crbcSet = component.setTriggerValue;
+  if (window.__crbcEvents) { return; }
+  window.__crbcEvents = true;
+  let n = 0;
+  window.addEventListener("message", (ev) => {
+    const m = ev.data;
+    if (!m || typeof m.crbc !== "string") { return; }
+    window.__crbcViews = window.__crbcViews || {};
+    if (m.crbc === "view") { window.__crbcViews[m.key] = {scale: m.scale, pos: m.pos}; return; }
+    if (m.crbc === "hello") {
+      const v = window.__crbcViews[m.key];
+      if (v && ev.source) { ev.source.postMessage({crbc: "restore", key: m.key, scale: v.scale, pos: v.pos}, "*"); }
+      return;
+    }
+    if (m.crbc !== "pick" || typeof m.id !== "string") { return; }
+    n += 1;
+    window.__crbcSet && window.__crbcSet("pick", {kind: String(m.kind || "node"), id: m.id, n: n});
+  });
+  // A trajectory cell (st.html, in this page) names its rollout and step.
+  document.addEventListener("click", (ev) => {
+    const cell = ev.target && ev.target.closest ? ev.target.closest("[data-crbc-step]") : null;
+    if (!cell) { return; }
+    n += 1;
+    window.__crbcSet && window.__crbcSet("pick", {kind: "step", id: cell.getAttribute("data-crbc-step"), n: n});
+  }, true);
+  window.addEventListener("keydown", (ev) => {
+    if (ev.key !== "ArrowLeft" && ev.key !== "ArrowRight") { return; }
+    if (ev.altKey || ev.ctrlKey || ev.metaKey) { return; }
+    const t = ev.target;
+    const tag = t && t.tagName ? t.tagName.toLowerCase() : "";
+    if (tag === "input" || tag === "textarea" || tag === "select" || (t && t.isContentEditable)) {
+      return;
+    }
+    if (t && t.closest && t.closest("[role='slider'], [role='listbox'], [role='combobox']")) {
+      return;
+    }
+    n += 1;
+    window.__crbcSet && window.__crbcSet("key", {dir: ev.key === "ArrowLeft" ? -1 : 1, n: n});
+  });
+}
+"""
+
+
+@st.cache_resource
+def _components():
+    copy = st.components.v2.component("crbc_copy_link", html=_COPY_HTML, css=_COPY_CSS, js=_COPY_JS)
+    bridge = st.components.v2.component("crbc_events", html="<span></span>", js=_EVENTS_JS)
+    return copy, bridge
+
+
+def page_menu(container, pages, current) -> None:
+    """One link per page in ``container``; each carries the current view's query string."""
+    q = view.nav_query()
+    with container:
+        for p in pages:
+            st.page_link(p, label=p.title, icon=p.icon, query_params=q or None,
+                         disabled=p.url_path == current.url_path and p.title == current.title)
+        st.divider()
+
+
+def view_tools(page) -> None:
+    """The sidebar's "Copy link" and what the link can and cannot restore."""
+    from .sidebar import is_upload
+
+    copy, _ = _components()
+    with st.sidebar:
+        copy(key="crbc_copy_link", height="content")
+        ref = view.value("file")
+        if is_upload(ref):
+            st.caption("This view's file is an upload: the link names it by content and works on "
+                       "this server while the upload is kept; elsewhere, upload the same file again.")
+        elif ref and ref.startswith("/"):
+            st.caption("This view's file is a path on this server: the link works where that "
+                       "path is readable.")
+
+
+def step_by(delta: int) -> None:
+    """Move the chosen step by ``delta`` within the chosen rollout (clamped)."""
+    key = view.FIELDS["step"]
+    cur = st.session_state.get(key)
+    n = st.session_state.get("_rollout_len")
+    if cur is None or n is None:
+        return
+    # the clamp uses the rollout length the page recorded on its last draw
+    st.session_state[key] = max(0, min(int(n) - 1, int(cur) + int(delta)))
+
+
+def _trigger(name: str):
+    res = st.session_state.get("crbc_events")
+    try:
+        return res.get(name) if hasattr(res, "get") else getattr(res, name, None)
+    except Exception:
+        return None
+
+
+def on_pick() -> None:
+    """A node or edge clicked in the graph: it becomes the chosen anchor; when the chosen
+    rollout visits it, its first visit there becomes the chosen step."""
+    pick = _trigger("pick")
+    if not isinstance(pick, dict):
+        return
+    ident = str(pick.get("id", ""))
+    if pick.get("kind") == "step":
+        r, _, i = ident.partition(":")
+        ids = st.session_state.get("_rollout_ids") or []
+        if r.isdigit() and i.isdigit() and int(r) < len(ids):
+            st.session_state[view.FIELDS["rollout"]] = ids[int(r)]
+            st.session_state[view.FIELDS["step"]] = int(i)
+            view.clear("anchor")
+        return
+    visits = st.session_state.get("_rollout_anchors") or {}
+    if pick.get("kind") == "edge":
+        ident, _, _ = ident.partition("->")
+    if not ident.isdigit():
+        return
+    st.session_state[view.FIELDS["anchor"]] = f"s{int(ident)}"
+    if ident in visits:
+        st.session_state[view.FIELDS["step"]] = visits[ident]
+
+
+def on_key() -> None:
+    key = _trigger("key")
+    if isinstance(key, dict) and key.get("dir") in (-1, 1):
+        step_by(int(key["dir"]))
+
+
+def events() -> None:
+    """Mount the click / key bridge (once per page that has a selection)."""
+    _, bridge = _components()
+    bridge(key="crbc_events", on_pick_change=on_pick, on_key_change=on_key, height="content")

@@ -1,0 +1,147 @@
+"""The one selection shared by the Graph, Trajectories and Compare pages: a rollout of the
+group, a step of it, and an anchor. Each is a URL field (`crbc_viz.ui.view`), so it stays
+chosen across pages and in links; clicks elsewhere (graph nodes, table rows, ← / →) write
+the same session keys."""
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from ..views.trajectories import outcome_label
+from . import view
+from .links import step_by
+
+__all__ = ["rollout_ids", "pick_rollout", "pick_step", "pick_anchor", "chosen_rollout",
+           "chosen_step", "chosen_anchor", "set_rollout", "set_step", "step_buttons"]
+
+
+def rollout_ids(graph) -> list[str]:
+    b = graph.batch
+    return b.steps["traj_id"].astype(str).to_numpy()[b.traj_offsets[:-1]].tolist()
+
+
+def _index_of(graph, rid):
+    ids = rollout_ids(graph)
+    return ids.index(rid) if rid in ids else None
+
+
+def chosen_rollout(graph) -> int | None:
+    """Global index of the chosen rollout in ``graph`` (None when none is chosen)."""
+    return _index_of(graph, st.session_state.get(view.FIELDS["rollout"]))
+
+
+def chosen_step(graph) -> int | None:
+    """Position of the chosen step in the chosen rollout."""
+    t = chosen_rollout(graph)
+    s = st.session_state.get(view.FIELDS["step"])
+    if t is None or s is None:
+        return None
+    return int(s) if 0 <= int(s) < int(graph.batch.traj_len[t]) else None
+
+
+def chosen_anchor(graph) -> int | None:
+    """Local id of the chosen anchor: the chosen step's anchor, else the one picked directly."""
+    a = st.session_state.get(view.FIELDS["anchor"])
+    if isinstance(a, str) and a[1:].isdigit() and int(a[1:]) < graph.num_nodes:
+        return int(a[1:])
+    t, i = chosen_rollout(graph), chosen_step(graph)
+    if t is not None and i is not None:
+        return int(graph.step_node[int(graph.batch.traj_offsets[t]) + i])
+    return None
+
+
+def set_rollout(rid: str | None, step: int | None = None) -> None:
+    """Callback-safe: choose a rollout (and a step of it)."""
+    st.session_state[view.FIELDS["rollout"]] = rid
+    st.session_state[view.FIELDS["step"]] = step
+    view.clear("anchor")
+
+
+def set_step(step: int) -> None:
+    st.session_state[view.FIELDS["step"]] = int(step)
+    view.clear("anchor")
+
+
+def _on_rollout_change() -> None:
+    st.session_state[view.FIELDS["step"]] = None
+    view.clear("anchor")
+
+
+def pick_rollout(container, graph, *, label: str = "Rollout", problems=None) -> int | None:
+    """The rollout selectbox (``(none)`` allowed); returns the global trajectory index."""
+    b = graph.batch
+    ids = rollout_ids(graph)
+    opts = [None] + ids
+    names = {rid: f"{rid} ({outcome_label(graph, t)}, {int(b.traj_len[t])} steps)"
+             for t, rid in enumerate(ids)}
+    st.session_state["_rollout_ids"] = ids
+    key = view.field("rollout", None, options=opts, problems=problems)
+    container.selectbox(label, opts, key=key, on_change=_on_rollout_change,
+                        format_func=lambda r: "(none)" if r is None else names.get(r, r),
+                        help="shared by the Graph, Trajectories and Compare pages; ← / → step "
+                             "through it")
+    view.record("rollout")
+    t = chosen_rollout(graph)
+    if t is not None:
+        lo = int(b.traj_offsets[t])
+        n = int(b.traj_len[t])
+        st.session_state["_rollout_len"] = n
+        first = {}
+        for i, node in enumerate(graph.step_node[lo:lo + n].tolist()):
+            first.setdefault(str(int(node)), i)
+        st.session_state["_rollout_anchors"] = first
+    else:
+        st.session_state["_rollout_len"] = None
+        st.session_state["_rollout_anchors"] = {}
+    return t
+
+
+def pick_step(container, graph, t: int | None, *, problems=None) -> int | None:
+    """The step selectbox of rollout ``t``; returns the step position (None: none chosen)."""
+    if t is None:
+        view.clear("step")
+        return None
+    b = graph.batch
+    lo, n = int(b.traj_offsets[t]), int(b.traj_len[t])
+    acts = b.steps["action"].fillna("").astype(str).to_numpy() if "action" in b.steps else None
+    opts = [None] + list(range(n))
+    key = view.field("step", None, options=opts, decode=int, problems=problems)
+    container.selectbox("Step", opts, key=key, on_change=lambda: view.clear("anchor"),
+                        format_func=lambda k: "(none)" if k is None else
+                        f"t{k}: {acts[lo + k] if acts is not None else ''}"[:80])
+    view.record("step")
+    return chosen_step(graph)
+
+
+def step_buttons(container, graph, t: int | None) -> None:
+    """◀ / ▶ beside the step picker (the ← / → keys do the same)."""
+    if t is None:
+        return
+    c1, c2 = container.columns(2)
+    c1.button("◀ step", key="step_prev", on_click=step_by, args=(-1,), help="previous step (←)")
+    c2.button("step ▶", key="step_next", on_click=step_by, args=(1,), help="next step (→)")
+
+
+def pick_anchor(container, graph, *, problems=None) -> int | None:
+    """The anchor search box (type to find an anchor by id or text)."""
+    n = graph.num_nodes
+    opts = [None] + [f"s{i}" for i in range(n)]
+    text = [" ".join(str(a).split())[:60] for a in graph.node_anchor_obs]
+    key = view.field("anchor", None, options=opts, problems=problems)
+    container.selectbox("Anchor (type to search)", opts, key=key,
+                        format_func=lambda a: "(none)" if a is None else f"{a} · {text[int(a[1:])]}",
+                        help="click a node in the graph, or type part of an anchor's id or text")
+    view.record("anchor")
+    return chosen_anchor(graph)
+
+
+def step_index(graph, t: int | None, i: int | None) -> int | None:
+    """Global step index of position ``i`` in rollout ``t``."""
+    if t is None or i is None:
+        return None
+    return int(graph.batch.traj_offsets[t]) + int(i)
+
+
+def visits_of(graph, node: int) -> np.ndarray:
+    """Global step indices that stand on ``node``."""
+    return np.flatnonzero(graph.step_node == node)

@@ -1,0 +1,188 @@
+"""The view is the URL: every page control is a named field of one view, kept in the query
+string, so a link restores the same view in a new browser and Back / Forward walk the real
+steps of a session.
+
+How a run goes (``app.py``):
+
+1. `sync_in` reads the query string. It is applied to the view (fields absent from it fall
+   back to their defaults) on the session's first run, and whenever it differs from what this
+   session last wrote (Back / Forward, or a link opened in place). An empty query string that
+   is not a history step (a page switch that dropped it) keeps the current view.
+2. The sidebar and the page draw their widgets through `field` (the widget gets its value
+   from the view, validated against its options) and `record` (the view takes the value
+   back). Values that equal their default are left out of the URL.
+3. `sync_out` writes the query string once, only when it changed: one browser history entry
+   per real change, none for reruns that change nothing. Page links carry the query string
+   (`nav_query`), so a page switch is one entry too.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import streamlit as st
+
+__all__ = ["FIELDS", "sync_in", "sync_out", "field", "record", "value", "set_value", "nav_query",
+           "view_link", "clear", "is_pending"]
+
+_VIEW = "_view"          # {url name: encoded value}, non-default values only
+_WRITTEN = "_qs_written"  # the query dict this session last wrote (None before the first run)
+_PENDING = "_view_pending"  # names whose widget must take the URL's value on its next draw
+_DEFAULTS = "_view_defaults"  # {url name: encoded default} as last seen by the widget
+
+#: Every URL field: name -> session-state key of the control that holds it. Fields whose key
+#: is None are kept by the app itself (file, parameters).
+FIELDS: dict[str, str | None] = {
+    "file": None, "group": "group_pick", "estimator": "estimator_pick", "backend": "backend_pick",
+    "p": None,
+    # the shared selection (Graph, Trajectories, Compare)
+    "rollout": "rollout_pick", "step": "step_pick", "anchor": "anchor_pick",
+    # Graph
+    "max_nodes": "graph_max_nodes", "labels": "graph_labels", "focus": "graph_focus",
+    # Trajectories
+    "est": "traj_estimators",
+    # Compare
+    "a": "cmp_a", "b": "cmp_b", "q": "cmp_q", "k": "cmp_k", "depth": "cmp_depth_open",
+    "all": "cmp_all_open",
+    # Learn
+    "lesson": "learn_lesson",
+}
+
+
+def _history_step() -> bool:
+    """Whether this run was started by the browser's Back / Forward."""
+    try:
+        from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+        ctx = get_script_run_ctx()
+        return bool(getattr(ctx, "is_history_navigation", False))
+    except Exception:  # pragma: no cover - internal API moved: treat as an ordinary run
+        return False
+
+
+def _view() -> dict:
+    return st.session_state.setdefault(_VIEW, {})
+
+
+def _current_query() -> dict[str, str]:
+    return {k: v for k, v in st.query_params.to_dict().items() if k in FIELDS}
+
+
+def sync_in() -> bool:
+    """Apply the URL to the view when it is new to this session; True when it was applied."""
+    cur = _current_query()
+    written = st.session_state.get(_WRITTEN)
+    if written is not None and cur == written:
+        return False
+    if written is not None and not cur and not _history_step():
+        return False   # a page switch that dropped the query string: keep the view
+    st.session_state[_VIEW] = dict(cur)
+    st.session_state[_PENDING] = set(FIELDS)
+    return True
+
+
+def is_pending(name: str) -> bool:
+    return name in st.session_state.get(_PENDING, ())
+
+
+def value(name: str, default: Any = None) -> Any:
+    """The view's (encoded) value of field ``name``."""
+    return _view().get(name, default)
+
+
+def set_value(name: str, encoded: str | None) -> None:
+    """Set (or with None, drop) a field that is not a widget (file, parameters)."""
+    if encoded is None:
+        _view().pop(name, None)
+    else:
+        _view()[name] = encoded
+    st.session_state.get(_PENDING, set()).discard(name)
+
+
+def clear(*names: str) -> None:
+    """Reset fields to their defaults (e.g. the selection when the group changes)."""
+    for name in names:
+        _view().pop(name, None)
+        key = FIELDS.get(name)
+        if key is not None:
+            st.session_state.pop(key, None)
+
+
+def field(name: str, default: Any, *, options=None, decode: Callable[[str], Any] = str,
+          problems: list | None = None) -> str:
+    """Prepare the control of field ``name`` before it is drawn; return its session key.
+
+    The control takes the URL's value after a URL was applied, the view's value when it was
+    not drawn on the last run (another page), and ``default`` when the value is not one of
+    ``options``; a refused URL value is reported in ``problems``.
+    """
+    key = FIELDS[name]
+    pending = st.session_state.setdefault(_PENDING, set())
+    ok = (lambda v: True) if options is None else (lambda v: v in options)
+
+    def from_view():
+        if name not in _view():
+            return default
+        try:
+            v = decode(_view()[name])
+        except (TypeError, ValueError):
+            v = None
+        if v is None or not ok(v):
+            if problems is not None:
+                problems.append(f"{name} = '{_view()[name]}' from the link is not available here; "
+                                f"showing the default")
+            _view().pop(name, None)
+            return default
+        return v
+
+    if name in pending:
+        st.session_state[key] = from_view()
+        pending.discard(name)
+    elif key not in st.session_state:
+        st.session_state[key] = from_view()
+    elif not ok(st.session_state[key]):
+        st.session_state[key] = default
+    else:
+        # Re-set by code: a widget drawn on another page than last run would otherwise fall
+        # back to its default (Streamlit drops page-scoped widget values on a page switch).
+        st.session_state[key] = st.session_state[key]
+    st.session_state.setdefault(_DEFAULTS, {})[name] = default
+    return key
+
+
+def record(name: str, encode: Callable[[Any], str] = str) -> Any:
+    """Take the drawn control's value back into the view (dropped when it is the default)."""
+    key = FIELDS[name]
+    v = st.session_state.get(key)
+    default = st.session_state.get(_DEFAULTS, {}).get(name)
+    if v is None or v == default:
+        _view().pop(name, None)
+    else:
+        _view()[name] = encode(v)
+    return v
+
+
+def nav_query() -> dict[str, str]:
+    """The query string of the current view (what page links carry)."""
+    return dict(sorted(_view().items()))
+
+
+def sync_out() -> None:
+    """Write the view into the URL once, only when it changed."""
+    want = nav_query()
+    if want != _current_query():
+        st.query_params.from_dict(want)
+    st.session_state[_WRITTEN] = want
+
+
+def view_link(url_path: str = "") -> str:
+    """An absolute link to this view when the browser's address is known, else a relative one."""
+    from urllib.parse import urlencode
+
+    base = None
+    try:
+        base = st.context.url
+    except Exception:  # pragma: no cover - no browser context (bare mode)
+        base = None
+    q = urlencode(nav_query())
+    path = (base.rstrip("/") if base else "") + "/" + url_path
+    return path + (f"?{q}" if q else "")
