@@ -1,0 +1,272 @@
+"""Importers against files written by the trainers' own code (tests/fixtures/*_real, made by
+tests/fixtures/generators/*_gen.py; each names the trainer version/commit it ran).
+
+The expected counts are the generators' truth.json: what the environments / reward functions
+recorded while the trainers ran, never re-derived from the dump files. The trainer packages
+are not needed here: only the committed outputs are read.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from crbc_viz.cli import main
+from crbc_viz.io import LoadError
+from crbc_viz.io.importers import expand_sources, import_source
+from crbc_viz.io.schema import build_batch
+
+from helpers import ROOT
+
+FIX = ROOT / "tests" / "fixtures"
+KEYS = ("groups", "trajectories", "steps", "successes", "truncated")
+
+
+def _truth(name, *section):
+    t = json.loads((FIX / name / "truth.json").read_text())
+    for s in section:
+        t = t[s]
+    return t
+
+
+# (fixture, path ingested, truth section, importer auto-detection must pick, counts lost)
+CASES = [
+    ("verl_agent_real", "verl_agent_real/crbc_dump", ("train_steps",), "verl-agent", ()),
+    # the old hook: no done (truncation lost), adjust_batch copies in the file
+    ("verl_agent_real", "verl_agent_real/legacy_hook", ("train_steps",), "verl-agent", ("truncated",)),
+    ("trl_real", "trl_real/trl_run", ("train_steps",), "trl", ()),
+    ("verl_real", "verl_real/rollout", ("rollout",), "verl", ()),
+    ("verl_real", "verl_real/rollout_v1", ("rollout_v1",), "verl", ()),
+    ("rllm_real", "rllm_real/train_logs", ("train_steps",), "rllm", ()),
+    ("rllm_real", "rllm_real/eval_run", ("eval",), "rllm", ()),
+    ("roll_real", "roll_real/rollout_dump", ("train_steps",), "roll", ()),
+    ("swift_real", "swift_real/output", ("train_steps",), "ms-swift", ()),
+]
+
+
+def _ingest(capsys, store, *paths, extra=()):
+    rc = main(["ingest", *map(str, paths), "--store", str(store), "-q", *extra])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    return out
+
+
+def _info(capsys, store, step):
+    assert main(["info", "--store", str(store), "--train-step", str(step), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    t = d["trajectories"]
+    return {"groups": d["groups"], "trajectories": t, "steps": d["steps"],
+            "successes": round(d["success_rate"] * t), "truncated": round(d["truncated_rate"] * t)}
+
+
+@pytest.mark.parametrize("fixture,path,section,fmt,lost", CASES, ids=[c[1] for c in CASES])
+def test_ingest_then_info_equals_truth(tmp_path, capsys, fixture, path, section, fmt, lost):
+    if not (FIX / path).exists():
+        pytest.fail(f"fixture {path} missing")
+    truth = _truth(fixture, *section)
+    out = _ingest(capsys, tmp_path / "st", FIX / path)
+    lines = [x for x in out.out.splitlines() if x.strip().startswith("ingested")]
+    assert lines and all(f"[auto-detected {fmt}]" in x for x in lines), out.out
+    for step, want in truth.items():
+        want = {k: (0 if k in lost else want[k]) for k in KEYS}
+        assert _info(capsys, tmp_path / "st", step) == want, (path, step)
+
+
+# -- verl-agent ---------------------------------------------------------------------------------
+VA = FIX / "verl_agent_real"
+
+
+def _load(path, fmt="auto", **opts):
+    (src,) = expand_sources([path], fmt)
+    imp = import_source(src, **opts)
+    return imp, build_batch(imp.raw)
+
+
+def test_verl_agent_legacy_dump_drops_adjust_batch_copies_with_a_count():
+    truth = _truth("verl_agent_real", "train_steps")
+    for step, t in truth.items():
+        imp, b = _load(VA / "legacy_hook" / f"crbc_step_{int(step):06d}.jsonl")
+        n = t["duplicates_dropped_by_hook"]
+        assert t["batch_rows_after_adjust_batch"] - t["rows_before_adjust_batch"] == n
+        if n:
+            assert any(f"dropped {n} exact duplicate row(s)" in x for x in imp.notes)
+        assert any("truncation is unknown" in x for x in imp.notes)
+        assert b.num_steps == t["steps"]
+
+
+def test_verl_agent_conflicting_duplicate_names_both_lines(tmp_path):
+    rows = [json.loads(x) for x in (VA / "legacy_hook" / "crbc_step_000001.jsonl").read_text().splitlines()]
+    seen, dup = {}, None
+    for i, r in enumerate(rows):
+        k = (r["traj_uid"], r["step"])
+        if k in seen:
+            dup = (seen[k], i)
+            break
+        seen[k] = i
+    assert dup is not None  # the fixture holds adjust_batch copies
+    rows[dup[1]]["rewards"] = 123.0
+    p = tmp_path / "crbc_step_000001.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(LoadError) as e:
+        _load(p)
+    msg = str(e.value)
+    assert f"line {dup[1] + 1}" in msg and f"as line {dup[0] + 1}" in msg and "rewards" in msg
+
+
+def test_verl_agent_shuffled_rows_without_step_are_an_error(tmp_path):
+    rows = (VA / "crbc_dump" / "crbc_step_000002.jsonl").read_text().splitlines()
+    p = tmp_path / "crbc_step_000002.jsonl"
+    p.write_text("".join(json.dumps({k: v for k, v in json.loads(x).items() if k != "step"}) + "\n"
+                         for x in rows))
+    with pytest.raises(LoadError, match="cannot be put back in order"):
+        _load(p)
+
+
+def test_verl_agent_rows_are_shuffled_and_step_orders_them():
+    rows = [json.loads(x) for x in (VA / "crbc_dump" / "crbc_step_000001.jsonl").read_text().splitlines()]
+    order = [(r["traj_uid"], r["step"]) for r in rows]
+    assert order != sorted(order, key=lambda k: (k[0], k[1]))  # _balance_batch reordered them
+    _, b = _load(VA / "crbc_dump" / "crbc_step_000001.jsonl")
+    for t in range(b.num_trajectories):
+        s = b.steps["step_idx"].to_numpy()[b.traj_offsets[t]:b.traj_offsets[t + 1]]
+        assert s.tolist() == list(range(len(s)))
+
+
+# -- the verl-agent hook (our code), on a DataProto-shaped batch -------------------------------
+def _hook_batch(rows, with_step=True):
+    import torch
+    texts = [r["response"] for r in rows]
+    nt = {k: np.array([r[k] for r in rows], dtype=object)
+          for k in ("uid", "traj_uid", "anchor_obs", "rewards", "active_masks", "won", "data_source")}
+    if with_step:
+        nt["step"] = np.array([r["step"] for r in rows], dtype=np.int64)
+        nt["dones"] = np.array([r["done"] for r in rows], dtype=object)
+    resp = torch.tensor([[i, 0] for i in range(len(rows))])
+    adv = torch.tensor([[1.0, 3.0]] * len(rows))
+    return (SimpleNamespace(batch={"responses": resp, "advantages": adv,
+                                   "response_mask": torch.tensor([[1, 1]] * len(rows))},
+                            non_tensor_batch=nt),
+            SimpleNamespace(batch_decode=lambda ids, skip_special_tokens=True: [texts[int(r[0])] for r in ids]))
+
+
+def test_hook_dedupes_writes_step_and_done_and_refuses_conflicts(tmp_path, capsys):
+    from crbc_viz.io.importers.verl_agent_hook import HookError, dump_crbc_steps
+    rows = [json.loads(x) for x in (VA / "crbc_dump" / "crbc_step_000001.jsonl").read_text().splitlines()]
+    padded = rows + [rows[3], rows[10]]  # what adjust_batch(mode="copy") appends
+    batch, tok = _hook_batch(padded)
+    info = dump_crbc_steps(batch, tok, 7, str(tmp_path / "run" / "crbc_dump"))
+    assert info["rows"] == len(rows) and info["duplicates_dropped"] == 2
+    back = [json.loads(x) for x in open(info["path"])]
+    assert [(r["traj_uid"], r["step"], r["done"]) for r in back] == [(r["traj_uid"], r["step"], r["done"]) for r in rows]
+    assert {r["advantage"] for r in back} == {2.0} and {r["global_step"] for r in back} == {7}
+    truth = _truth("verl_agent_real", "train_steps", "1")
+    _ingest(capsys, tmp_path / "st", tmp_path / "run" / "crbc_dump")
+    assert _info(capsys, tmp_path / "st", 7) == {k: truth[k] for k in KEYS}
+    bad = [dict(r) for r in padded]
+    bad[-1]["rewards"] = 99.0
+    with pytest.raises(HookError, match=r"batch rows 10 and \d+ are both"):
+        dump_crbc_steps(*_hook_batch(bad), 7, str(tmp_path / "x"))
+    with pytest.raises(HookError, match="rollout-loop lines"):
+        dump_crbc_steps(*_hook_batch(rows, with_step=False), 7, str(tmp_path / "y"))
+
+
+def test_hook_doc_calls_the_hook_module():
+    doc = (ROOT / "docs" / "verl_agent_hook.md").read_text()
+    assert "from crbc_viz.io.importers.verl_agent_hook import dump_crbc_steps" in doc
+    for line in ("batch.non_tensor_batch['step']", "batch.non_tensor_batch['dones']",
+                 "batch.non_tensor_batch['won']"):
+        assert line in doc
+
+
+# -- TRL ------------------------------------------------------------------------------------------
+TRL = FIX / "trl_real" / "trl_run" / "completions"
+
+
+def test_trl_rewards_exclude_logged_extras_and_success_is_reward_won():
+    imp, b = _load(TRL / "completions_00002.parquet")
+    df = pd.read_parquet(TRL / "completions_00002.parquet")
+    assert list(df.columns) == ["step", "prompt", "completion", "reward_won", "format_reward",
+                                "num_turns", "advantage"]
+    assert np.allclose(b.steps["reward"], df["reward_won"] + df["format_reward"])
+    assert "num_turns" in b.steps.columns and "reward_num_turns" not in b.steps.columns
+    assert b.traj_success.sum() == _truth("trl_real", "train_steps", "2")["successes"]
+    assert any("success = reward_won" in n for n in imp.notes)
+    assert any("not rewards (logged extras): num_turns" in n for n in imp.notes)
+    # every row has a positive summed reward: reward > 0 would call all 16 a success
+    assert (b.steps["reward"] > 0).all() and b.traj_success.sum() < 16
+
+
+def test_trl_declared_columns_win(tmp_path, capsys):
+    imp, b = _load(TRL / "completions_00002.parquet", reward_columns=["reward_won"],
+                   success_column="reward_won")
+    df = pd.read_parquet(TRL / "completions_00002.parquet")
+    assert np.allclose(b.steps["reward"], df["reward_won"])
+    with pytest.raises(LoadError, match="success column holds"):
+        _load(TRL / "completions_00002.parquet", success_column="num_turns")
+    with pytest.raises(LoadError, match="--reward-columns names a column"):
+        _load(TRL / "completions_00002.parquet", reward_columns=["nope"])
+    out = _ingest(capsys, tmp_path / "st", TRL, extra=("--reward-columns", "reward_won,format_reward",
+                                                       "--success-column", "reward_won"))
+    assert "[auto-detected trl]" in out.out
+    assert _info(capsys, tmp_path / "st", 3)["successes"] == _truth("trl_real", "train_steps", "3")["successes"]
+
+
+def test_trl_without_advantage_asks_for_reward_columns(tmp_path):
+    df = pd.read_parquet(TRL / "completions_00001.parquet").drop(columns=["advantage"])
+    p = tmp_path / "completions_00001.parquet"
+    df.to_parquet(p)
+    with pytest.raises(LoadError, match="--reward-columns"):
+        _load(p)
+
+
+# -- rLLM ----------------------------------------------------------------------------------------
+def test_rllm_side_files_skipped_and_agent_flow_anchor_noted():
+    srcs = expand_sources([FIX / "rllm_real" / "eval_run"])
+    assert [s.fmt for s in srcs] == ["rllm"]
+    assert not any(f.endswith("meta.json") for s in srcs for f in s.files)
+    imp, b = _load(FIX / "rllm_real" / "eval_run")
+    assert any("last user message of chat_completions" in n for n in imp.notes)
+    assert b.steps["anchor_obs"].notna().all()
+    srcs = expand_sources([FIX / "rllm_real" / "train_logs"])
+    assert not any(f.endswith("batch_summary.json") for s in srcs for f in s.files)
+
+
+def test_rllm_episode_written_twice(tmp_path):
+    src = FIX / "rllm_real" / "train_logs" / "episodes" / "train_step_1_epoch_0"
+    d = tmp_path / "episodes" / "train_step_1_epoch_0"
+    shutil.copytree(src, d)
+    first = sorted(d.glob("episode_*.json"))[0]
+    (d / "zz_copy.json").write_text(first.read_text())
+    imp, b = _load(tmp_path / "episodes")
+    assert any("dropped" in n and "exact duplicate" in n for n in imp.notes)
+    assert b.num_trajectories == _truth("rllm_real", "train_steps", "1")["trajectories"]
+    ep = json.loads(first.read_text())
+    ep["trajectories"][0]["steps"][0]["reward"] = 5.0
+    (d / "zz_copy.json").write_text(json.dumps(ep))
+    with pytest.raises(LoadError) as e:
+        _load(tmp_path / "episodes")
+    assert first.name in str(e.value) and "zz_copy.json" in str(e.value)
+
+
+# -- ROLL ----------------------------------------------------------------------------------------
+def test_roll_recipe_doc_is_the_code_that_made_the_fixture():
+    doc = (ROOT / "docs" / "roll_recipe.md").read_text()
+    block = re.search(r"```python\n(.*?)```", doc, re.S).group(1)
+    truth = _truth("roll_real")
+    assert hashlib.sha256(block.encode()).hexdigest() == truth["recipe_sha256"]
+    assert truth["without_recipe_writes"] is False and truth["relative_path_writes"] is False
+
+
+def test_roll_rows_without_step_are_an_error(tmp_path):
+    obj = json.loads((FIX / "roll_real" / "rollout_dump" / "rollout_dump_data.step_1.jsonl").read_text())
+    del obj["crbc_step"]
+    p = tmp_path / "rollout_dump_data.step_1.jsonl"
+    p.write_text(json.dumps(obj) + "\n")
+    with pytest.raises(LoadError, match="cannot be ordered"):
+        _load(p)
