@@ -130,6 +130,19 @@ def test_truncation_in_info_text_json_store_and_group_table(tmp_path, capsys):
     assert "unknown (no done field logged" in capsys.readouterr().out
 
 
+def test_parquet_nullable_columns(tmp_path):
+    # success only on the last row, done and num_tokens with nulls: pandas' nullable dtypes
+    df = pd.DataFrame({"group_id": ["g"] * 3, "traj_id": ["a", "a", "b"], "step_idx": [0, 1, 0],
+                       "reward": [0.0, 0.0, 0.0], "anchor_obs": ["s0", "s1", "s0"],
+                       "success": pd.array([None, True, None], dtype="boolean"),
+                       "done": pd.array([None, False, True], dtype="boolean"),
+                       "num_tokens": pd.array([3, None, 4], dtype="Int64")})
+    df.to_parquet(tmp_path / "n.parquet")
+    b = load_rollouts(tmp_path / "n.parquet")
+    assert b.traj_success.tolist() == [True, False]      # a: logged true (kept though truncated)
+    assert b.traj_truncated.tolist() == [True, False]
+
+
 def test_contradictory_success_rows(tmp_path):
     rows = (steps("t0", [0.0, 0.0, 0.0], success=[True, False, None])     # true then false
             + steps("t1", [0.0, 1.0], success=[False, True])              # per-step "won": fine
