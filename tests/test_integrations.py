@@ -204,7 +204,7 @@ def test_cuda_stays_on_device_and_matches_cpu():
 
 def test_importing_integrations_imports_no_trainer():
     code = ("import sys, crbc_viz, crbc_viz.integrations, crbc_viz.integrations.verl_agent, "
-            "crbc_viz.integrations._core; "
+            "crbc_viz.integrations._core, crbc_viz.integrations.verl, crbc_viz.integrations.trl; "
             "bad = [m for m in ('trl', 'verl', 'transformers', 'accelerate', 'ray', 'rllm', 'roll') "
             "if m in sys.modules]; print(bad); assert not bad")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=120)

@@ -89,3 +89,20 @@ def test_verl_patch_applies_and_real_compute_advantage_equals_cli(tmp_path):
     res = run_check("verl_check.py", SOKOBAN, "--patched-verl", patched, "--param", "beta=0.9",
                     "--param", "w_step=2.0", cwd=tmp_path)
     compare(res["steps"], cli_advantages(tmp_path, "beta=0.9", "w_step=2.0"), atol=1e-5)
+
+
+@needs_trainers
+def test_trl_one_real_grpo_step_with_crbc_advantages(tmp_path):
+    """One GRPOTrainer optimisation step on a tiny random Llama: CreditGRPOTrainer's [B, T]
+    advantages equal the CLI's on the rollouts the run saw, and the parameters moved."""
+    rows = tmp_path / "trl_rows.jsonl"
+    res = run_check("trl_check.py", "--rows", rows, cwd=tmp_path)
+    assert res["moved"] > 1e-4
+    assert res["shape"][0] == res["completions"] == 16
+    assert 0 < res["successes"] < 16
+    out = tmp_path / "trl_cli.parquet"
+    subprocess.run([sys.executable, "-m", "crbc_viz", "score", str(rows), "-e", "crbc", "--param",
+                    "crbc.beta=0.95", "--out", str(out)], check=True, capture_output=True, cwd=ROOT,
+                   timeout=300)
+    cli = pd.read_parquet(out).set_index(["group_id", "traj_id", "step_idx"])["advantage"]
+    compare(res["steps"], cli, atol=1e-5)

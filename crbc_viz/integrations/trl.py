@@ -1,0 +1,171 @@
+"""TRL: ``CreditGRPOTrainer``, a ``trl.GRPOTrainer`` whose advantages are step credit from any
+registry estimator (read from TRL 1.16's ``_generate_and_score_completions`` contract).
+
+    from crbc_viz.integrations.trl import CreditGRPOTrainer
+    trainer = CreditGRPOTrainer(model=..., reward_funcs=[...], args=GRPOConfig(...),
+                                train_dataset=..., credit_estimator="crbc", credit_params={"beta": 0.98},
+                                credit_steps=my_steps)          # or anchors in the dataset rows
+
+TRL is imported when ``CreditGRPOTrainer`` is first looked up (``import crbc_viz`` or this
+module alone import no trainer).
+
+How it works: TRL scores the completions as usual (its rewards are gathered across processes
+before this runs); the trainer then replaces ``output["advantages"]`` (``[B]``) by a
+``[B, T]`` tensor: each completion token carries the advantage of the environment step it
+belongs to. A completion is one trajectory; the ``num_generations`` completions of a prompt are
+its group. A completion's reward (TRL's weighted sum of the reward functions, NaN ignored) is
+its last step's reward; it succeeded when that is > 0 unless ``success`` says otherwise.
+Completions every reward function returned None for get advantage 0, as in TRL.
+
+Steps of a completion, per completion, from ``credit_steps(inputs=, prompts=, completions=,
+completion_ids=)`` (a callable returning one dict per local completion) or else from the
+dataset row / ``rollout_func`` extra fields of the completion (``crbc_anchors``,
+``crbc_actions``, ``crbc_success``, ``crbc_step_starts``):
+
+- ``anchors``: the history-free state before each step (required for multi-step credit;
+  without any, a completion is one step from its prompt, the prompt being the anchor);
+- ``actions`` (optional): each step's action (else keyed by the transition);
+- ``success`` (optional bool);
+- ``starts`` (optional): token offsets in the completion where each step starts; default: runs
+  of TRL's ``tool_mask`` (each model turn between tool results is a step) when tools are used,
+  else the whole completion is one step.
+
+The statistics of a group need all its completions, which may sit on several processes: each
+process gathers every process's step lists (``accelerate.utils.gather_object``), computes the
+credit of the whole generation batch (identical on every process) and keeps its own slice.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+__all__ = ["CreditGRPOTrainer", "build_trainer_class"]
+
+_CLASS = None
+
+
+def __getattr__(name: str):
+    if name == "CreditGRPOTrainer":
+        return build_trainer_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _local_steps(inputs, prompts, n: int, credit_steps, completions, completion_ids):
+    """One dict per local completion: anchors, actions, success, starts."""
+    if credit_steps is not None:
+        out = list(credit_steps(inputs=inputs, prompts=prompts, completions=completions,
+                                completion_ids=completion_ids))
+        if len(out) != n:
+            from ._core import IntegrationInputError
+
+            raise IntegrationInputError(f"credit_steps returned {len(out)} entries for {n} completions")
+        return out
+    out = []
+    for i in range(n):
+        row = inputs[i] if i < len(inputs) else {}
+        if row.get("crbc_anchors") is not None:
+            out.append({"anchors": list(row["crbc_anchors"]), "actions": row.get("crbc_actions"),
+                        "success": row.get("crbc_success"), "starts": row.get("crbc_step_starts")})
+        else:  # one step from the prompt
+            out.append({"anchors": [prompts[i]], "starts": [0]})
+    return out
+
+
+def build_trainer_class():
+    """The ``CreditGRPOTrainer`` class (imports TRL on first call)."""
+    global _CLASS
+    if _CLASS is not None:
+        return _CLASS
+    import torch
+    from accelerate.utils import gather_object
+    from trl import GRPOTrainer
+
+    from ._core import IntegrationInputError, resolve_params, token_steps, trajectory_credit
+
+    class CreditGRPOTrainer(GRPOTrainer):
+        """``GRPOTrainer`` with step-credit advantages (module doc of
+        ``crbc_viz.integrations.trl``).
+
+        Args (besides GRPOTrainer's):
+            credit_estimator: a registry name (``crbc``, ``gigpo``, ``visit_local``, …).
+            credit_params: the estimator's hyper-parameters.
+            credit_steps: optional callable giving each local completion's steps.
+        """
+
+        def __init__(self, *args, credit_estimator: str = "crbc", credit_params: dict | None = None,
+                     credit_steps: Callable[..., list[dict[str, Any]]] | None = None, **kwargs):
+            resolve_params(credit_estimator, dict(credit_params or {}))  # bad names fail here
+            self.credit_estimator = credit_estimator
+            self.credit_params = dict(credit_params or {})
+            self.credit_steps = credit_steps
+            self._credit_seen = None
+            super().__init__(*args, **kwargs)
+
+        def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+            rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+            self._credit_seen = (rewards_per_func, inputs, prompts, completions, completion_ids_list)
+            return rewards_per_func
+
+        def _generate_and_score_completions(self, inputs):
+            output = super()._generate_and_score_completions(inputs)
+            rewards_per_func, inputs_l, prompts_l, completions_l, ids_l = self._credit_seen
+            self._credit_seen = None
+            mode = "train" if self.model.training else "eval"
+            G = self.num_generations if mode == "train" else self.num_generations_eval
+            mask = output["completion_mask"]
+            tool_mask = output.get("tool_mask")
+            n = mask.shape[0]
+            local = _local_steps(inputs_l, prompts_l, n, self.credit_steps, completions_l, ids_l)
+            starts = [d.get("starts") for d in local]
+            if any(s is None for s in starts) and tool_mask is None:
+                starts = [s if s is not None else [0] for s in starts]
+            if all(s is not None for s in starts):
+                tok_step, n_steps = token_steps(mask, starts, what="starts")
+            else:  # runs of tool_mask (model turns); explicit starts where given
+                run_step, run_n = token_steps(mask * tool_mask)
+                tok_step, n_steps = run_step, run_n
+                if any(s is not None for s in starts):
+                    given_step, given_n = token_steps(mask, [s if s is not None else [0] for s in starts])
+                    use = torch.tensor([s is not None for s in starts], device=mask.device)
+                    tok_step = torch.where(use[:, None], given_step, run_step)
+                    n_steps = torch.where(use, given_n, run_n)
+            counts = [int(c) for c in n_steps.cpu()]
+            mine = [{"anchors": list(d["anchors"]), "actions": d.get("actions"), "success": d.get("success"),
+                     "n": c} for d, c in zip(local, counts)]
+            everyone = gather_object(mine)
+            N = len(everyone)
+            if rewards_per_func.shape[0] != N:
+                raise IntegrationInputError(f"{N} completions gathered but {rewards_per_func.shape[0]} rewards")
+            w = self.reward_weights.to(rewards_per_func.device)
+            unscorable = torch.isnan(rewards_per_func).all(dim=1)
+            reward = (rewards_per_func * w.unsqueeze(0)).nansum(dim=1).double().cpu()
+            K = max(max(d["n"] for d in everyone), 1)
+            g_counts = torch.tensor([d["n"] for d in everyone])
+            g_rewards = torch.zeros(N, K, dtype=torch.float64)
+            has = g_counts > 0
+            g_rewards[torch.arange(N)[has], (g_counts - 1).clamp(min=0)[has]] = reward[has]
+            succ = None
+            if any(d["success"] is not None for d in everyone):
+                succ = [bool(d["success"]) if d["success"] is not None else bool(reward[i] > 0)
+                        for i, d in enumerate(everyone)]
+            acts = None
+            if any(d["actions"] is not None for d in everyone):
+                if not all(d["actions"] is not None for d in everyone):
+                    raise IntegrationInputError("actions given for some completions only")
+                acts = [list(d["actions"]) for d in everyone]
+            grid = trajectory_credit(
+                [i // G for i in range(N)], g_rewards, torch.arange(K).expand(N, K), g_counts,
+                [d["anchors"] for d in everyone], actions=acts, success=succ,
+                estimator=self.credit_estimator, device=mask.device, source="TRL generation batch",
+                names=("anchors", "actions"), **self.credit_params)
+            lo = self.accelerator.process_index * n
+            step_adv = grid[lo:lo + n]
+            adv = torch.gather(step_adv, 1, tok_step.clamp(max=K - 1).to(step_adv.device))
+            adv = adv * mask.to(adv.dtype)
+            adv[unscorable[lo:lo + n].to(adv.device)] = 0.0
+            output["advantages"] = adv.to(torch.float32)
+            self._metrics[mode]["credit/abs_mean"].append(float(adv.abs().sum() / mask.sum().clamp(min=1)))
+            return output
+
+    CreditGRPOTrainer.__module__ = __name__
+    _CLASS = CreditGRPOTrainer
+    return _CLASS
