@@ -22,6 +22,7 @@ PKG = "crbc_viz"
 #: Layer rank by module-name prefix (longest prefix wins). Same rank may import each other (no cycles).
 RANKS = {
     "crbc_viz.errors": 0, "crbc_viz.io.errors": 0, "crbc_viz.data": 0, "crbc_viz.result": 0,
+    "crbc_viz.safetext": 0,
     "crbc_viz.io": 1,
     "crbc_viz.graph": 2,
     "crbc_viz.ops": 3,
@@ -47,7 +48,6 @@ ALLOWED: set[tuple[str, str, str]] = {
     ('cycle', 'crbc_viz.backend.numba_graph -> crbc_viz.backend.torch_graph -> crbc_viz.estimators.gated_bepo -> crbc_viz.estimators.gigpo -> crbc_viz.estimators.graft -> crbc_viz.estimators.pgpo -> crbc_viz.estimators.rtmc', ''),
     ('cycle', 'crbc_viz.backend.torch_core -> crbc_viz.estimators.grpo -> crbc_viz.estimators.shortest_path', ''),
     ('cycle', 'crbc_viz.cli -> crbc_viz.store.cli', ''),
-    ('cycle', 'crbc_viz.io.importers -> crbc_viz.io.importers.verl_agent', ''),
     ('estimator-imports-backend', 'crbc_viz.estimators.crbc', 'crbc_viz.backend'),
     ('estimator-imports-backend', 'crbc_viz.estimators.gated_bepo', 'crbc_viz.backend'),
     ('estimator-imports-backend', 'crbc_viz.estimators.gigpo', 'crbc_viz.backend'),
@@ -57,7 +57,6 @@ ALLOWED: set[tuple[str, str, str]] = {
     ('estimator-imports-backend', 'crbc_viz.estimators.rtmc', 'crbc_viz.backend'),
     ('estimator-imports-backend', 'crbc_viz.estimators.shortest_path', 'crbc_viz.backend'),
     ('facade', 'crbc_viz.cli', 'crbc_viz'),
-    ('facade', 'crbc_viz.store.cli', 'crbc_viz'),
     ('facade', 'crbc_viz.ui.pipeline', 'crbc_viz'),
     ('heavy', 'crbc_viz.api', 'torch'),
     ('layer', 'app_pages.learn', 'crbc_viz'),
@@ -73,13 +72,10 @@ ALLOWED: set[tuple[str, str, str]] = {
     ('layer', 'crbc_viz.estimators.rtmc', 'crbc_viz.backend.torch_graph'),
     ('layer', 'crbc_viz.estimators.shortest_path', 'crbc_viz.backend.torch_core'),
     ('layer', 'crbc_viz.result', 'crbc_viz.graph'),
-    ('page-import', 'app_pages.compare', 'crbc_viz.estimators'),
     ('page-import', 'app_pages.compare', 'crbc_viz.estimators.registry'),
     ('page-import', 'app_pages.compare', 'math'),
     ('page-import', 'app_pages.compare', 'numpy'),
-    ('page-import', 'app_pages.data', 'crbc_viz.estimators'),
     ('page-import', 'app_pages.data', 'crbc_viz.estimators.registry'),
-    ('page-import', 'app_pages.estimators', 'crbc_viz.estimators'),
     ('page-import', 'app_pages.estimators', 'crbc_viz.estimators.registry'),
     ('page-import', 'app_pages.estimators', 'inspect'),
     ('page-import', 'app_pages.estimators', 'math'),
@@ -93,7 +89,6 @@ ALLOWED: set[tuple[str, str, str]] = {
     ('page-import', 'app_pages.training', 'hashlib'),
     ('page-import', 'app_pages.training', 'os'),
     ('page-import', 'app_pages.training', 'pathlib'),
-    ('page-import', 'app_pages.trajectories', 'crbc_viz.estimators'),
     ('page-import', 'app_pages.trajectories', 'crbc_viz.estimators.registry'),
 }
 
@@ -126,10 +121,12 @@ def imports_of(name: str, path: Path, known: set[str] | None = None) -> set[str]
                 mod = ".".join(base + ([node.module] if node.module else []))
             else:
                 mod = node.module or ""
-            if mod != "__future__":
+            subs = {f"{mod}.{a.name}" for a in node.names}
+            subs = subs if known is None else subs & known
+            # ``from pkg import submodule`` names the submodule, not the package's own body.
+            if mod != "__future__" and (known is None or len(subs) < len(node.names)):
                 found.add(mod)
-            found.update(m for m in (f"{mod}.{a.name}" for a in node.names)
-                         if known is None or m in known)
+            found.update(subs)
     return found
 
 
