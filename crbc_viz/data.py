@@ -29,8 +29,9 @@ class RolloutBatch:
         step_anchor_hash: 64-bit anchor hash of each step ``[S]`` (uint64).
         traj_offsets: ``[T + 1]`` step offsets of each trajectory.
         traj_group: group index of each trajectory ``[T]``.
-        traj_success: success indicator ``[T]`` (truncation is failure).
-        traj_truncated: the last step was not ``done`` ``[T]``.
+        traj_success: success indicator ``[T]`` (truncation is failure unless the log says
+            ``success=true``; docs/schema.md, "Success and truncation").
+        traj_truncated: the last step says ``done=false`` ``[T]`` (False where not logged).
         traj_return: logged ``episode_return`` or the sum of rewards ``[T]``.
         group_traj_offsets: ``[G + 1]`` trajectory offsets of each group.
         groups: one row per group ``[G]``: ``run_id``, ``train_step``, ``group_id``.
