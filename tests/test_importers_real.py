@@ -270,3 +270,29 @@ def test_roll_rows_without_step_are_an_error(tmp_path):
     p.write_text(json.dumps(obj) + "\n")
     with pytest.raises(LoadError, match="cannot be ordered"):
         _load(p)
+
+
+# -- ms-swift ------------------------------------------------------------------------------------
+SWIFT = FIX / "swift_real" / "output" / "completions.jsonl"
+
+
+def test_swift_lines_of_lists_with_string_steps():
+    first = json.loads(SWIFT.read_text().splitlines()[0])
+    assert first["step"][0] == "1" and isinstance(first["prompt"], list)
+    imp, b = _load(SWIFT)
+    assert sorted(set(b.steps["train_step"])) == [1, 2]
+    # two 0/1 reward columns (Format, reward_won): success is the one named like a success
+    assert any("success = reward_won" in n for n in imp.notes)
+    assert any("not rewards (logged extras): num_turns" in n for n in imp.notes)
+    want = sum(t["successes"] for t in _truth("swift_real", "train_steps").values())
+    assert int(b.traj_success.sum()) == want
+
+
+def test_swift_bad_step_names_line(tmp_path):
+    lines = SWIFT.read_text().splitlines()
+    obj = json.loads(lines[1])
+    obj["step"][3] = "three"
+    p = tmp_path / "completions.jsonl"
+    p.write_text(lines[0] + "\n" + json.dumps(obj) + "\n")
+    with pytest.raises(LoadError, match=r"completions.jsonl:line 2: field 'step': not a step number: 'three'"):
+        _load(p, "ms-swift")

@@ -1,7 +1,7 @@
 """Store commands for ``crbc-viz``: ``ingest``, ``trends``, ``export``, and ``--store`` reading
 for ``info`` / ``score``.
 
-    crbc-viz ingest LOG... --store DIR [--format auto|canonical|verl-agent|rllm|roll|trl|verl]
+    crbc-viz ingest LOG... --store DIR [--format auto|canonical|verl-agent|rllm|roll|ms-swift|trl|verl]
     crbc-viz info  --store DIR [--group ID] [--run R] [--train-step N] [--env E] [--success yes|no|mixed]
     crbc-viz score --store DIR [same filters] -e crbc --out FILE
     crbc-viz trends --store DIR [--run R] [--train-step N] [--json]

@@ -6,6 +6,7 @@ its dumps into canonical step rows (SCHEMA.md), ready for ``build_batch``.
     rllm        rLLM Episode JSON folders
     roll        ROLL step-wise dumps (traj_group_id, traj_id, step, state_hash, step_scores ...)
     trl         TRL GRPOTrainer completions_<step>.parquet
+    ms-swift    ms-swift GRPOTrainer completions.jsonl (one object of lists per logging step)
     verl        verl rollout_data_dir ({step}.jsonl with input / output / score)
 
 `detect` picks one from a file's fields; `expand_sources` turns command-line paths (files or
@@ -20,16 +21,16 @@ from pathlib import Path
 
 from .._guards import check_input_file
 from ..errors import LoadError, Problem
-from . import canonical, rllm, roll, trl, verl, verl_agent
+from . import canonical, ms_swift, rllm, roll, trl, verl, verl_agent
 from ._common import Imported, peek_fields
 
 __all__ = ["FORMATS", "IMPORT_OPTIONS", "Imported", "Source", "detect", "expand_sources", "import_source"]
 
-_MODULES = {m.NAME: m for m in (canonical, verl_agent, rllm, roll, trl, verl)}
+_MODULES = {m.NAME: m for m in (canonical, verl_agent, rllm, roll, ms_swift, trl, verl)}
 #: Format names accepted by ``--format`` (besides ``auto``).
 FORMATS = tuple(_MODULES)
 # Detection order: the most specific signature first.
-_DETECT = (canonical, verl_agent, roll, rllm, trl, verl)
+_DETECT = (canonical, verl_agent, roll, rllm, ms_swift, trl, verl)
 _SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet", ".pq", ".csv", ".jsonl.gz", ".ndjson.gz",
              ".json.gz", ".csv.gz")
 

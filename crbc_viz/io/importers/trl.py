@@ -165,25 +165,20 @@ def outcome_columns(df: pd.DataFrame, path: str, groups: np.ndarray, *, reward_c
     return rcols, scol, notes
 
 
-def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
-    raw = read_table(path)
-    require(raw, SIGNATURE, "TRL completions", "GRPOTrainer completions_<step>.parquet")
-    df = raw.records
-    if df.empty:
-        return Imported(raw, NAME)
+def completion_rows(raw: RawTable, df: pd.DataFrame, step: np.ndarray, *, reward_columns=None,
+                    success_column=None, adv_col: str = "advantage", fmt: str = "TRL"):
+    """Canonical one-step rows of a completions table (TRL, ms-swift): (frame, notes)."""
     prompt = df["prompt"].map(to_text)
     completion = df["completion"].map(to_text)
-    step = (df["step"].to_numpy() if "step" in df.columns
-            else np.full(len(df), step_from_path(path) or 0))
     groups, split_note = group_runs(step, prompt)
     rcols, scol, notes = outcome_columns(df, raw.path, groups, reward_columns=reward_columns,
-                                         success_column=success_column)
+                                         success_column=success_column, adv_col=adv_col, fmt=fmt)
     reward = df[rcols].apply(pd.to_numeric, errors="coerce").astype(np.float64).sum(axis=1, min_count=1)
     gid = np.array([text_id(p) for p in prompt], dtype=object)
     first_chunk = pd.Series(groups).groupby(pd.Series(gid)).transform("min").to_numpy()
     gid = np.where(groups == first_chunk, gid, [f"{g}#{k}" for g, k in zip(gid, groups)])
     out = pd.DataFrame({
-        "run_id": run_from_dir(path), "train_step": step, "group_id": gid,
+        "run_id": run_from_dir(raw.path), "train_step": step, "group_id": gid,
         "traj_id": [f"r{k}" for k in range(len(df))], "step_idx": 0, "reward": reward.to_numpy(),
         "anchor_obs": prompt, "observation": prompt, "action": completion,
         "response": completion, "done": True, "src_row": np.arange(len(df), dtype=np.int64),
@@ -193,10 +188,23 @@ def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
     for c in _numeric(df):
         name = f"reward_{c}" if c in rcols else c if c not in out.columns else f"src_{c}"
         out[name] = df[c].to_numpy()
-    if "advantage" in df.columns:
-        out["advantage"] = df["advantage"].to_numpy()
+    if adv_col in df.columns:
+        out["advantage"] = df[adv_col].to_numpy()
     if split_note:
         notes.append(split_note)
-    notes.append("TRL does not log whether a completion hit max_completion_length: no truncation")
+    notes.append(f"{fmt} does not log whether a completion hit the length limit: no truncation")
+    return out, notes
+
+
+def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
+    raw = read_table(path)
+    require(raw, SIGNATURE, "TRL completions", "GRPOTrainer completions_<step>.parquet")
+    df = raw.records
+    if df.empty:
+        return Imported(raw, NAME)
+    step = (df["step"].to_numpy() if "step" in df.columns
+            else np.full(len(df), step_from_path(path) or 0))
+    out, notes = completion_rows(raw, df, step, reward_columns=reward_columns,
+                                 success_column=success_column)
     return Imported(RawTable(raw.path, out, raw.line, raw.where, raw.from_text, raw.problems),
                     NAME, {"step": "train_step", "row": "src_row"}, tuple(notes))
