@@ -110,27 +110,20 @@ def solve_closure(e_src, e_next, e_w, node_group, group_node_offsets: np.ndarray
 
 
 def _sparse_solve_large(large: np.ndarray, node_group, i_src, i_dst, i_w, beta, b, V):
-    """Block-diagonal sparse direct solve (SuperLU, on the CPU) for the groups too large to
-    solve densely; no dense n² matrix is built for them."""
-    import scipy.sparse as sp
-    import scipy.sparse.linalg as spla
+    """The groups too large to solve densely, on the CPU by the numpy reference's sparse
+    path (`crbc_viz.estimators.closure.sparse_solve`: sparse LU, or the bounded iteration
+    for very large groups); no dense n² matrix is built for them."""
     import torch
 
+    from ..estimators.closure import SPARSE_LU_MAX, sparse_solve
+
     ng = node_group.cpu().numpy()
-    nodes = np.flatnonzero(large[ng])
-    pos = np.full(ng.shape[0], -1, dtype=np.int64)
-    pos[nodes] = np.arange(len(nodes))
-    src, dst, w = i_src.cpu().numpy(), i_dst.cpu().numpy(), i_w.cpu().numpy()
-    sel = pos[src] >= 0
-    n = len(nodes)
-    rows = np.r_[np.arange(n), pos[src[sel]]]
-    cols = np.r_[np.arange(n), pos[dst[sel]]]
-    vals = np.r_[np.ones(n), -beta * w[sel]]
-    A = sp.csc_matrix((vals, (rows, cols)), shape=(n, n))   # duplicates are summed
-    sol = spla.spsolve(A, b.cpu().numpy()[nodes])
-    V[torch.as_tensor(nodes, device=V.device)] = torch.as_tensor(np.atleast_1d(sol), device=V.device,
-                                                                 dtype=V.dtype)
-    return V
+    n_group = np.bincount(ng, minlength=len(large))
+    out = sparse_solve(large[ng], i_src.cpu().numpy(), i_dst.cpu().numpy(),
+                       i_w.to("cpu", torch.float64).numpy(), b.to("cpu", torch.float64).numpy(), beta,
+                       V.to("cpu", torch.float64).numpy().copy(),
+                       iterate=(n_group > SPARSE_LU_MAX)[ng])
+    return torch.as_tensor(out, device=V.device, dtype=V.dtype)
 
 
 def group_advantage_torch(traj_success, traj_group, num_groups: int, eps: float = 1e-6):
