@@ -204,7 +204,55 @@ def test_cuda_stays_on_device_and_matches_cpu():
 
 def test_importing_integrations_imports_no_trainer():
     code = ("import sys, crbc_viz, crbc_viz.integrations, crbc_viz.integrations.verl_agent, "
-            "crbc_viz.integrations._core, crbc_viz.integrations.verl, crbc_viz.integrations.trl; "
+            "crbc_viz.integrations._core, crbc_viz.integrations.verl, crbc_viz.integrations.trl, "
+            "crbc_viz.integrations.roll, crbc_viz.integrations.rllm; "
             "bad = [m for m in ('trl', 'verl', 'transformers', 'accelerate', 'ray', 'rllm', 'roll') "
             "if m in sys.modules]; print(bad); assert not bad")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=120)
+
+
+def test_roll_rows_with_copies_equal_cli(tmp_path):
+    """ROLL's agentic batch: one row per step with traj_group_id, traj_id, step, state_hash,
+    step_scores; batch_adjust_mode="copy" duplicates rows; the order is arbitrary."""
+    from types import SimpleNamespace
+
+    from crbc_viz.integrations.roll import response_level_advantages
+
+    rows = rows_of(SOKOBAN)
+    df = cli_scores(SOKOBAN, ["crbc"], tmp_path)
+    idx, tlr, mask, col = verl_agent_batch(rows, seed=5)
+    batch = SimpleNamespace(batch={"response_mask": mask}, non_tensor_batch={
+        "traj_group_id": col("group_id"), "traj_id": col("traj_id"), "step": col("step_idx", np.int64),
+        "state_hash": col("anchor_obs"), "step_scores": col("reward", np.float64),
+        "success": col("success", bool), "action": col("action")})
+    got = response_level_advantages(batch)
+    assert got.shape == (len(idx),) and got.dtype == torch.float32
+    np.testing.assert_allclose(got.numpy(), expected(df, rows, idx), atol=1e-5, rtol=0)
+
+
+def test_rllm_step_advantages_equal_cli(tmp_path):
+    """rLLM's TrajectoryGroup / Trajectory / Step attribute names (rllm/types.py): every step
+    gets its own advantage (rLLM's precomputed path), equal to the CLI's."""
+    from types import SimpleNamespace
+
+    from crbc_viz.integrations.rllm import assign_step_advantages
+
+    rows = rows_of(SOKOBAN)
+    df = cli_scores(SOKOBAN, ["crbc", "gigpo"], tmp_path)
+    groups: dict = {}
+    for r in rows:
+        trajs = groups.setdefault(r["group_id"], {})
+        trajs.setdefault(r["traj_id"], []).append(r)
+    tg = []
+    for gid, trajs in groups.items():
+        tg.append(SimpleNamespace(group_id=f"{gid}:solver", trajectories=[
+            SimpleNamespace(uid=tid, reward=1.0 if steps[-1]["success"] else 0.0, steps=[
+                SimpleNamespace(observation=s["anchor_obs"], input=None, action=s["action"],
+                                reward=s["reward"], advantage=None, key=(gid, tid, s["step_idx"]))
+                for s in sorted(steps, key=lambda s: s["step_idx"])])
+            for tid, steps in trajs.items()]))
+    for est in ("crbc", "gigpo"):
+        assign_step_advantages(tg, estimator=est)
+        d = df[df["estimator"] == est].set_index(["group_id", "traj_id", "step_idx"])["advantage"]
+        got = [(s.advantage, d[s.key]) for g in tg for t in g.trajectories for s in t.steps]
+        np.testing.assert_allclose([a for a, _ in got], [b for _, b in got], atol=1e-9, rtol=0)

@@ -32,7 +32,7 @@ from ..io.readers import RawTable
 from ..io.schema import build_batch
 
 __all__ = ["Steps", "IntegrationInputError", "canonical_steps", "score_steps", "ROW_REWARD",
-           "transition_actions", "token_steps", "trajectory_credit", "broadcast"]
+           "transition_actions", "token_steps", "trajectory_credit", "broadcast", "any_per_trajectory"]
 
 #: How a row's reward is read: ``step`` — the row carries its own step's reward (a trajectory's
 #: return is the sum over its steps); ``episode`` — every row carries its whole episode's return
@@ -273,6 +273,16 @@ def canonical_steps(group, traj, step, anchors, reward, *, actions=None, success
     pos = np.empty(U, np.int64)
     pos[batch.steps["__u"].to_numpy(dtype=np.int64)] = np.arange(batch.num_steps)
     return Steps(batch=batch, row_step=pos[u], duplicates=int(dups))
+
+
+def any_per_trajectory(group, traj, flags) -> np.ndarray:
+    """Per row: whether any row of its trajectory has the flag (an env's per-step ``won``)."""
+    n = len(flags)
+    code, _ = pd.MultiIndex.from_arrays([_ids(group, "index", n), _ids(traj, "traj_index", n)]).factorize()
+    f = _to_numpy(flags, "won", n).astype(bool)
+    hit = np.zeros(int(code.max()) + 1 if n else 0, bool)
+    np.logical_or.at(hit, code, f)
+    return hit[code]
 
 
 def _first_of(codes: np.ndarray) -> np.ndarray:

@@ -15,13 +15,13 @@ are dropped, differing copies raise — and every row, copies included, gets its
 """
 from __future__ import annotations
 
-from ._core import broadcast, canonical_steps, score_steps
+from ._core import any_per_trajectory, broadcast, canonical_steps, score_steps
 
 __all__ = ["compute_advantage"]
 
 
 def compute_advantage(token_level_rewards, response_mask, anchor_obs, index, traj_index,
-                      step_index, *, actions=None, success=None, estimator: str = "crbc",
+                      step_index, *, actions=None, success=None, won=None, estimator: str = "crbc",
                       device=None, row_reward: str = "step", **params):
     """Step credit of a verl-agent batch, broadcast over each row's response tokens.
 
@@ -46,6 +46,9 @@ def compute_advantage(token_level_rewards, response_mask, anchor_obs, index, tra
         success: optional bool ``[B]``: the row's trajectory succeeded (e.g. the env's
             ``won``). Else a trajectory succeeded when its summed reward (over its unique
             steps) is > 0; with ``row_reward="episode"``, when the episode return is > 0.
+        won: optional bool ``[B]``: the env's per-step ``won`` flag (the patch records it);
+            a trajectory succeeded when any of its steps has it. Ignored when ``success`` is
+            given.
         estimator: any registry name (``crbc_viz.estimators.registry.names()``).
         device: where the result goes; default ``token_level_rewards.device``. On CUDA,
             ``crbc`` runs fused on the device; on the CPU, the compiled numba engine.
@@ -70,6 +73,8 @@ def compute_advantage(token_level_rewards, response_mask, anchor_obs, index, tra
     rewards = torch.as_tensor(token_level_rewards)
     mask = torch.as_tensor(response_mask, device=rewards.device)
     row_reward_sum = (rewards.double() * mask.double()).sum(-1)
+    if success is None and won is not None:
+        success = any_per_trajectory(index, traj_index, won)
     steps = canonical_steps(index, traj_index, step_index, anchor_obs, row_reward_sum,
                             actions=actions, success=success, row_reward=row_reward,
                             source="verl-agent batch")
