@@ -72,7 +72,7 @@ def test_ingest_then_info_equals_truth(tmp_path, capsys, fixture, path, section,
     truth = _truth(fixture, *section)
     out = _ingest(capsys, tmp_path / "st", FIX / path)
     lines = [x for x in out.out.splitlines() if x.strip().startswith("ingested")]
-    assert lines and all(f"[auto-detected {fmt}]" in x for x in lines), out.out
+    assert lines and all(f"[{fmt}] (auto-detected)" in x for x in lines), out.out
     for step, want in truth.items():
         want = {k: (0 if k in lost else want[k]) for k in KEYS}
         assert _info(capsys, tmp_path / "st", step) == want, (path, step)
@@ -213,7 +213,7 @@ def test_trl_declared_columns_win(tmp_path, capsys):
         _load(TRL / "completions_00002.parquet", reward_columns=["nope"])
     out = _ingest(capsys, tmp_path / "st", TRL, extra=("--reward-columns", "reward_won,format_reward",
                                                        "--success-column", "reward_won"))
-    assert "[auto-detected trl]" in out.out
+    assert "[trl] (auto-detected)" in out.out
     assert _info(capsys, tmp_path / "st", 3)["successes"] == _truth("trl_real", "train_steps", "3")["successes"]
 
 

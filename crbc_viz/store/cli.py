@@ -83,8 +83,8 @@ def cmd_ingest(args) -> int:
     finally:
         bar.close()
     for s in report.sources:
-        how = "auto-detected " if args.format == "auto" else ""
-        print(f"{s['status']:>8}  {term(s['path'])}  [{how}{s['format']}]  {s['rows']:,} steps, {s['parts']} part(s)")
+        how = " (auto-detected)" if args.format == "auto" else ""
+        print(f"{s['status']:>8}  {term(s['path'])}  [{s['format']}]{how}  {s['rows']:,} steps, {s['parts']} part(s)")
         for n in s.get("notes", []):
             print(f"    note: {term(n)}", file=sys.stderr)
         for w in s.get("warnings", []):
