@@ -296,3 +296,25 @@ def test_swift_bad_step_names_line(tmp_path):
     p.write_text(lines[0] + "\n" + json.dumps(obj) + "\n")
     with pytest.raises(LoadError, match=r"completions.jsonl:line 2: field 'step': not a step number: 'three'"):
         _load(p, "ms-swift")
+
+
+def test_trl_two_groups_of_one_prompt_back_to_back_are_split(tmp_path):
+    df = pd.read_parquet(TRL / "completions_00002.parquet")
+    df.loc[4:7, "prompt"] = df.loc[0, "prompt"]  # group 2 samples group 1's prompt again
+    p = tmp_path / "completions_00002.parquet"
+    df.to_parquet(p)
+    imp, b = _load(p)
+    assert b.num_groups == 4 and np.diff(b.group_traj_offsets).tolist() == [4, 4, 4, 4]
+    assert any("split into groups of 4" in n for n in imp.notes)
+
+
+def test_rllm_without_termination_reason_or_done_is_not_called_truncated(tmp_path):
+    d = tmp_path / "episodes"
+    shutil.copytree(FIX / "rllm_real" / "eval_run" / "episodes", d)
+    for f in d.glob("*.json"):
+        ep = json.loads(f.read_text())
+        ep["termination_reason"] = None
+        f.write_text(json.dumps(ep))
+    imp, b = _load(d)
+    assert not b.traj_truncated.any()
+    assert any("truncation unknown" in n for n in imp.notes)
