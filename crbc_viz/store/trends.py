@@ -24,7 +24,6 @@ TREND_COLUMNS = ("run_id", "train_step", "groups", "trajectories", "steps", "suc
 GROUP_COLUMNS = ("run_id", "train_step", "group_id", "rollouts", "steps", "success_rate",
                  "shared_step_fraction", "nonzero_credit_fraction", "credit_abs_mean",
                  "trainer_adv_abs_mean", "disagreement")
-_CACHE_VERSION = 2  # bump when the columns change (cached tables are keyed by it)
 _EPS = 1e-9
 
 

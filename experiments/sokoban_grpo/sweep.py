@@ -17,6 +17,7 @@ import argparse
 import json
 import math
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -35,16 +36,30 @@ DEFAULT_BUNDLE = REPO_ROOT / "sample_rollouts" / "training" / "store"
 TABLE_STEPS = (0, 5, 10, 15, 20, 25, 30, 35, 39)
 
 
+def _finished(run: Path, est: str, seed: int, steps: int) -> dict | None:
+    """The checkpoint of a run that already finished with these settings (else None)."""
+    try:
+        state = json.loads((run / "checkpoint.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    c = state["config"]
+    same = (c["estimator"], c["seed"], c["steps"]) == (est, seed, steps)
+    return state if same and state["train_step"] == steps - 1 else None
+
+
 def _train_one(est: str, seed: int, steps: int, out: Path, extra: list[str]) -> dict:
     run = out / "runs" / f"{est}-s{seed}"
     cmd = [sys.executable, "-m", "experiments.sokoban_grpo.trainer", "-q", "-e", est,
            "--seed", str(seed), "--steps", str(steps), "--out", str(run), *extra]
     t0 = time.perf_counter()
-    res = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True)
-    if res.returncode:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({res.returncode}):\n{res.stderr[-2000:]}")
-    state = json.loads((run / "checkpoint.json").read_text(encoding="utf-8"))
-    return {"estimator": est, "seed": seed, "wall_s": time.perf_counter() - t0,
+    state = None if extra else _finished(run, est, seed, steps)
+    trained = state is None
+    if trained:   # new or interrupted (the trainer resumes it), or other options
+        res = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True)
+        if res.returncode:
+            raise RuntimeError(f"{' '.join(cmd)} failed ({res.returncode}):\n{res.stderr[-2000:]}")
+        state = json.loads((run / "checkpoint.json").read_text(encoding="utf-8"))
+    return {"estimator": est, "seed": seed, "wall_s": time.perf_counter() - t0, "trained": trained,
             "success": [m["success_rate"] for m in state["metrics"]],
             "seconds": sum(m["seconds"] for m in state["metrics"])}
 
@@ -97,6 +112,23 @@ def results_table(results: list[dict], steps: int) -> tuple[dict, str]:
         cells = [e, str(a.shape[0])] + [f"{m[s]:.2f} ± {h[s]:.2f}" for s in cols] + \
                 [f"**{lm[0]:.3f} ± {lh[0]:.3f}**", f"{am[0]:.3f} ± {ah[0]:.3f}"]
         lines.append("| " + " | ".join(cells) + " |")
+    if "crbc" in by:
+        lines += ["", f"Paired over seeds (same rooms and the same first batch per seed): CRBC minus "
+                      f"each baseline, mean ± 95% t-interval, and the seeds where CRBC is ahead.", "",
+                  f"| baseline | Δ last {last} steps | Δ all steps | CRBC ahead (all steps) |",
+                  "| --- | --- | --- | --- |"]
+        seeds = {e: [r["seed"] for r in results if r["estimator"] == e] for e in by}
+        for e, a in by.items():
+            if e == "crbc" or seeds[e] != seeds["crbc"]:
+                continue
+            c = by["crbc"]
+            dl = c[:, -last:].mean(axis=1) - a[:, -last:].mean(axis=1)
+            da = c.mean(axis=1) - a.mean(axis=1)
+            (ml, hl), (ma, ha) = (t_interval(dl[:, None]), t_interval(da[:, None]))
+            summary[e]["crbc_minus"] = {"last": float(ml[0]), "last_ci95": float(hl[0]),
+                                        "all": float(ma[0]), "all_ci95": float(ha[0])}
+            lines.append(f"| {e} | {ml[0]:+.3f} ± {hl[0]:.3f} | {ma[0]:+.3f} ± {ha[0]:.3f} | "
+                         f"{int((da > 0).sum())}/{len(da)} |")
     return summary, "\n".join(lines)
 
 
@@ -128,16 +160,19 @@ def main(argv=None) -> int:
         store_wall = 0.0
     summary, table = results_table(results, a.steps)
     wall = time.perf_counter() - t0
-    cmd = "nice -n 10 .venv-experiments/bin/python -m experiments.sokoban_grpo.sweep " + " ".join(
-        (argv if argv is not None else sys.argv[1:]))
+    cmd = "nice -n 10 .venv-experiments/bin/python -m experiments.sokoban_grpo.sweep " + shlex.join(
+        argv if argv is not None else sys.argv[1:])
     meta = {"command": cmd.strip(), "wall_s": round(wall, 1), "train_wall_s": round(train_wall, 1),
             "store_wall_s": round(store_wall, 1), "jobs": a.jobs, "steps": a.steps,
             "seeds": a.seeds, "run_wall_s_median": round(float(np.median([r["wall_s"] for r in results])), 1)}
     (out / "results.json").write_text(json.dumps({"meta": meta, "summary": summary,
                                                   "runs": results}, indent=1), encoding="utf-8")
+    fresh = sum(r["trained"] for r in results)
+    timing = (f"{wall / 60:.1f} min wall ({fresh} runs trained, {a.jobs} at a time; median run "
+              f"{meta['run_wall_s_median']} s)" if fresh else
+              f"every run reused from {out} (no training in this call)")
     md = (f"{table}\n\nSuccess rate of the train step's own rollouts (8 tasks x 8 rollouts), mean ± "
-          f"95% t-interval over seeds. `{meta['command']}`: {wall / 60:.1f} min wall "
-          f"({a.jobs} runs at a time; median run {meta['run_wall_s_median']} s).\n")
+          f"95% t-interval over seeds. `{meta['command']}`: {timing}.\n")
     (out / "results.md").write_text(md, encoding="utf-8")
     print(md)
     return 0
