@@ -139,3 +139,38 @@ def test_policy_learns_the_known_credit(run):
         p = pol.probs(pol.rows([cell]))[0]
         assert p[0] > max(p[1], p[2]) and p[0] > 1 / 3 + 0.1, (cell, p)
     assert math.isclose(sum(p), 1.0)
+
+
+BUNDLE = ROOT / "sample_rollouts" / "training" / "store"
+
+
+def test_bundled_store_holds_a_run_per_estimator():
+    size = sum(f.stat().st_size for f in BUNDLE.rglob("*") if f.is_file())
+    assert size <= 15 * 2**20
+    st = LogStore(BUNDLE)
+    runs = ["crbc-s0", "gigpo-s0", "grpo-s0", "shortest_path-s0", "visit_local-s0"]
+    assert st.summary()["runs"] == runs
+    ts = st.train_steps()
+    assert all((ts["run_id"] == r).sum() >= 30 for r in runs)
+
+
+def test_across_training_opens_the_bundled_store_without_a_path(monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.delenv("CRBC_VIZ_STORE", raising=False)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.run()
+    at.switch_page("app_pages/training.py")
+    at.run()
+    assert not at.exception and not at.error
+    assert at.text_input(key="training_store").value == "sample_rollouts/training/store"
+    assert sorted(at.multiselect(key="training_runs").value) == [
+        "crbc-s0", "gigpo-s0", "grpo-s0", "shortest_path-s0", "visit_local-s0"]
+    fig = at.get("plotly_chart")[0].proto.spec
+    spec = json.loads(fig)
+    names = {t["name"] for t in spec["data"]}
+    assert names == {"crbc-s0", "gigpo-s0", "grpo-s0", "shortest_path-s0", "visit_local-s0"}
+    metrics = {t["meta"]["metric"] for t in spec["data"]}
+    assert {"success_rate", "shared_step_fraction", "nonzero_credit_fraction", "credit_abs_mean",
+            "trainer_adv_abs_mean", "disagreement"} <= metrics
+    assert any("train_step 39" in s.value for s in at.subheader)
