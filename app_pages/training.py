@@ -61,7 +61,7 @@ def render() -> None:
         st.warning("The store holds no steps yet.")
         return
     runs = info["runs"]
-    run = st.selectbox("Run", runs, key="training_run") if len(runs) > 1 else runs[0]
+    run = st.selectbox("Run to drill down", runs, key="training_run") if len(runs) > 1 else runs[0]
     st.caption(f"{info['steps']:,} steps · {info['train_steps']} training steps · "
                f"{info['sources']} source file(s) · formats: {', '.join(info['formats'])}")
     steps, groups = _trends(str(store.root), store.fingerprint, None)   # every run, overlaid
