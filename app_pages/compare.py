@@ -143,8 +143,9 @@ def all_estimators(sel, graph, t) -> None:
     with st.spinner(f"Scoring {len(names)} estimators …"):
         df, failed = pipeline.all_estimators(sel.digest, sel.path, sel.group, params, sel.backend, q)
     ran = [n for n in names if n in df.columns]
-    for n, why in failed.items():
-        st.warning(f"**{n}** cannot run on this group: {md(why)}")
+    if failed:
+        st.warning(f"{len(failed)} of {len(names)} estimators cannot run on this group:\n\n"
+                   + "\n".join(f"- **{n}** cannot run: {md(why)}" for n, why in failed.items()))
     if len(ran) >= 2:
         st.plotly_chart(rank_matrix_figure(rank_matrix(df, ran),
                                            title=f"Spearman ρ of step {q}, {len(ran)} estimators, "

