@@ -20,7 +20,7 @@ from helpers import ROOT
 from crbc_viz import load_rollouts
 from crbc_viz.store import LogStore, ingest
 from experiments.sokoban_grpo.envs import ChainTask
-from experiments.sokoban_grpo.trainer import Config, TabularPolicy, train
+from experiments.sokoban_grpo.trainer import Config, RunMismatch, TabularPolicy, train
 
 STEPS = 6
 CFG = Config(estimator="crbc", seed=0, steps=STEPS, env="chain", pool=4, groups=4, rollouts=8,
@@ -120,7 +120,7 @@ def test_resume_continues_exactly(run, tmp_path):
     for k in range(STEPS):
         name = f"train_step_{k:04d}.jsonl"
         assert (part / "logs" / name).read_bytes() == (out / "logs" / name).read_bytes()
-    with pytest.raises(SystemExit, match="another configuration"):
+    with pytest.raises(RunMismatch, match="another configuration"):
         train(replace(CFG, lr=0.25), part, progress=False)
 
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from .envs import POOLS
 
-__all__ = ["Config", "TabularPolicy", "train", "run_id_of", "main"]
+__all__ = ["Config", "TabularPolicy", "RunMismatch", "train", "run_id_of", "main"]
 
 CHECKPOINT = "checkpoint.json"
 LOG_DIR = "logs"
@@ -55,6 +55,10 @@ class Config:
     lr: float = 4.0             # norm of each policy update
     params: dict = field(default_factory=dict)      # estimator hyper-parameters
     env_kwargs: dict = field(default_factory=dict)  # pool options (max_steps, ...)
+
+
+class RunMismatch(ValueError):
+    """The run folder's checkpoint was made with another configuration."""
 
 
 def run_id_of(cfg: Config) -> str:
@@ -189,8 +193,8 @@ def _load_checkpoint(out: Path, cfg: Config):
         return None
     state = json.loads(ck.read_text(encoding="utf-8"))
     if state["config"] != json.loads(json.dumps(asdict(cfg))):
-        raise SystemExit(f"{ck}: this folder holds a run with another configuration "
-                         f"({state['config']}); use another --out")
+        raise RunMismatch(f"{ck}: this folder holds a run with another configuration "
+                          f"({state['config']}); use another --out")
     return state
 
 
@@ -249,7 +253,7 @@ def parse_params(items) -> dict:
     out = {}
     for it in items or ():
         if "=" not in it:
-            raise SystemExit(f"--param {it!r}: expected key=value")
+            raise ValueError(f"--param {it!r}: expected key=value")
         k, v = it.split("=", 1)
         out[k.strip()] = v.strip()
     return out
@@ -269,9 +273,21 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True, help="run folder (resumed when it holds a checkpoint)")
     ap.add_argument("--quiet", "-q", action="store_true")
     a = ap.parse_args(argv)
+    from crbc_viz.errors import CrbcVizError
+    from crbc_viz.estimators import registry
+
+    try:
+        params = parse_params(a.param)
+        registry.make_params(registry.get(a.estimator), **params)   # unknown names fail here
+    except (CrbcVizError, ValueError, KeyError) as e:
+        ap.error(str(e).strip("'\""))     # exit 2
     cfg = Config(estimator=a.estimator, seed=a.seed, steps=a.steps, env=a.env, pool=a.pool,
-                 groups=a.groups, rollouts=a.rollouts, lr=a.lr, params=parse_params(a.param))
-    metrics = train(cfg, a.out, progress=not a.quiet)
+                 groups=a.groups, rollouts=a.rollouts, lr=a.lr, params=params)
+    try:
+        metrics = train(cfg, a.out, progress=not a.quiet)
+    except RunMismatch as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     last = metrics[-1] if metrics else {}
     print(f"{run_id_of(cfg)}: {len(metrics)} train steps, last success rate "
           f"{last.get('success_rate', float('nan')):.3f}")
