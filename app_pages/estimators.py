@@ -1,4 +1,5 @@
-"""Estimators page: one card per registered estimator, generated from the registry."""
+"""Estimators page: a table of contents, then one card per registered estimator, generated
+from the registry (the same text as the project's ``docs/estimators.md``)."""
 import inspect
 import math
 
@@ -6,6 +7,8 @@ import pandas as pd
 import streamlit as st
 
 from crbc_viz.estimators import registry
+from crbc_viz.ui.files import REPO_ROOT
+from crbc_viz.views.reference import anchor_of, edge_cases, estimators_markdown
 
 
 def _bounds(info) -> str:
@@ -30,8 +33,8 @@ def params_table(spec) -> pd.DataFrame:
 
 def card(spec) -> None:
     with st.container(border=True):
-        st.subheader(spec.title)
-        st.markdown(f"`{spec.name}` · ESTIMATORS.md {spec.section} · "
+        st.subheader(spec.title, anchor=anchor_of(spec.title))
+        st.markdown(f"`{spec.name}` · spec section {spec.section} · "
                     f"backends: {', '.join(registry.backends(spec))}")
         st.markdown(f"**Paper:** {spec.paper}")
         st.code(spec.equation, language=None, wrap_lines=True)
@@ -40,6 +43,9 @@ def card(spec) -> None:
         st.markdown("**Needs logged fields:** " + (", ".join(f"`{f}`" for f in spec.requires)
                                                    if spec.requires else "none beyond the schema's "
                                                    "required fields and the anchors"))
+        notes = edge_cases(spec.fn)
+        if notes:
+            st.markdown(f"**Edge cases:** {notes}")
         with st.expander("Source"):
             try:
                 st.code(inspect.getsource(spec.fn), language="python")
@@ -52,6 +58,18 @@ def render() -> None:
     specs = registry.specs()
     st.caption(f"{len(specs)} registered estimators, in registry order. Parameters, defaults and "
                f"bounds come from each estimator's params dataclass.")
+    docs = REPO_ROOT / "docs"
+    st.markdown("The same reference is in the project as `docs/estimators.md` (with how to read "
+                "credit, value and advantage), and the log format in `docs/schema.md`.")
+    c1, c2 = st.columns(2)
+    c1.download_button("Download estimators.md", estimators_markdown(), file_name="estimators.md",
+                       mime="text/markdown", key="est_doc")
+    if (docs / "schema.md").is_file():
+        c2.download_button("Download schema.md", (docs / "schema.md").read_text(encoding="utf-8"),
+                           file_name="schema.md", mime="text/markdown", key="schema_doc")
+    with st.container(border=True):
+        st.markdown("**Contents**\n\n" + "\n".join(f"- [{s.title}](#{anchor_of(s.title)}) "
+                                                     f"(`{s.name}`)" for s in specs))
     for spec in specs:
         card(spec)
 

@@ -407,3 +407,19 @@ def test_constant_group_has_no_nan_text(tmp_path, monkeypatch):
     shown = " ".join(str(m.value) for m in at.metric) + text_of(at)
     assert "nan" not in shown.lower() and "None" not in shown
     assert any("undefined" in str(m.value) for m in at.metric)
+
+
+def test_estimators_page_contents_and_project_reference():
+    from crbc_viz.views.reference import anchor_of
+
+    at = app(file=TOY)
+    at.switch_page("app_pages/estimators.py").run()
+    ok(at)
+    toc = next(m.value for m in at.markdown if m.value.startswith("**Contents**"))
+    doc = (REPO / "docs" / "estimators.md").read_text(encoding="utf-8")
+    for spec in registry.specs():
+        assert f"(#{anchor_of(spec.title)})" in toc
+        assert f"\n## {spec.title}\n" in doc, f"docs/estimators.md lacks {spec.name}: regenerate it"
+        for info in registry.param_infos(spec.params_cls):
+            assert f"| `{info.name}` |" in doc.split(f"\n## {spec.title}\n")[1].split("\n## ")[0]
+    assert anchor_of("CRBC — Cross-Rollout Bellman Closure") == "crbc--cross-rollout-bellman-closure"
