@@ -256,3 +256,15 @@ def test_rllm_step_advantages_equal_cli(tmp_path):
         d = df[df["estimator"] == est].set_index(["group_id", "traj_id", "step_idx"])["advantage"]
         got = [(s.advantage, d[s.key]) for g in tg for t in g.trajectories for s in t.steps]
         np.testing.assert_allclose([a for a, _ in got], [b for _, b in got], atol=1e-9, rtol=0)
+
+
+def test_integrations_bench_dry_run(tmp_path):
+    """bench/integrations_bench.py runs (8k steps, one repeat) and writes its table."""
+    proc = subprocess.run([sys.executable, "-m", "bench.integrations_bench", "--sizes", "8k", "--repeats", "1"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={"PATH": "/usr/bin:/bin", "OUT": str(tmp_path), "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    table = (tmp_path / "integrations_cpu.md").read_text()
+    for name in ("verl-agent crbc", "ROLL crbc", "verl crbc", "TRL crbc", "rLLM crbc"):
+        assert f"| {name} |" in table
+    assert "8,170 steps" in table

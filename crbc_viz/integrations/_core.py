@@ -86,10 +86,20 @@ def _to_numpy(x, name: str, n: int | None = None) -> np.ndarray:
 def _ids(x, name: str, n: int) -> np.ndarray:
     arr = _to_numpy(x, name, n)
     if arr.dtype.kind == "O":
+        if pd.api.types.infer_dtype(arr, skipna=False) == "string":
+            return arr  # already strings (uids): no copy
         bad = pd.isna(pd.Series(arr)).to_numpy()
         if bad.any():
             raise IntegrationInputError(f"{name}: row {int(np.flatnonzero(bad)[0])} has no value")
     return arr.astype(str).astype(object)
+
+
+def _pair_codes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Codes of the (a, b) pairs in first-occurrence order (without building tuples)."""
+    ca, _ = pd.factorize(a)
+    cb, ub = pd.factorize(b)
+    codes, _ = pd.factorize(ca.astype(np.int64) * (len(ub) + 1) + cb)
+    return codes.astype(np.int64)
 
 
 def _step_index(step, n: int) -> np.ndarray:
@@ -235,8 +245,7 @@ def canonical_steps(group, traj, step, anchors, reward, *, actions=None, success
         ok = ok.astype(bool)
 
     # Trajectory and (trajectory, step) codes, first-occurrence order.
-    tcode, _ = pd.MultiIndex.from_arrays([g, t]).factorize()
-    tcode = tcode.astype(np.int64)
+    tcode = _pair_codes(g, t)
     key = tcode * (int(s.max()) + 1 if n else 1) + s
     u, _ = pd.factorize(key)
     U = int(u.max()) + 1 if n else 0
@@ -278,7 +287,7 @@ def canonical_steps(group, traj, step, anchors, reward, *, actions=None, success
 def any_per_trajectory(group, traj, flags) -> np.ndarray:
     """Per row: whether any row of its trajectory has the flag (an env's per-step ``won``)."""
     n = len(flags)
-    code, _ = pd.MultiIndex.from_arrays([_ids(group, "index", n), _ids(traj, "traj_index", n)]).factorize()
+    code = _pair_codes(_ids(group, "index", n), _ids(traj, "traj_index", n))
     f = _to_numpy(flags, "won", n).astype(bool)
     hit = np.zeros(int(code.max()) + 1 if n else 0, bool)
     np.logical_or.at(hit, code, f)

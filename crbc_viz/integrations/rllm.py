@@ -11,7 +11,8 @@ every group; call it on ``trainer_state.trajectory_groups`` just before the back
 
 `register` also registers ``crbc_viz.<name>`` trajectory-level estimators for rLLM's registry:
 the mean over a trajectory's steps of the step credit — only for users who want the
-estimator's signal without per-step advantages; it says so in its name's docstring.
+estimator's signal without per-step advantages. rLLM's ``algorithm.adv_estimator`` maps an
+unknown name to ``OTHER``, so select them per role with ``estimator_map``.
 
 Per step (rLLM ``Step``): the anchor is ``step.observation`` (else ``step.input``), the action
 ``step.action`` (as text; else keyed by the transition), the reward ``step.reward``; a
@@ -101,8 +102,7 @@ def register(names=None):
             if traj_groups is None:
                 raise IntegrationInputError("rLLM passed no traj_groups (needs rLLM with the "
                                             "traj_groups keyword, as in its advantage.py)")
-            steps = assign_step_advantages(traj_groups, estimator=_name)
-            del steps
+            assign_step_advantages(traj_groups, estimator=_name)
             res = [np.array([np.mean([s.advantage for s in tr.steps]) if tr.steps else 0.0
                              for tr in gr.trajectories]) for gr in traj_groups]
             return res, res
