@@ -8,10 +8,13 @@ one module of the package that imports verl. verl swallows a failing plugin at d
 """
 from __future__ import annotations
 
-from verl.trainer.ppo import core_algos
-
 from ..estimators import registry
 from .verl import make_estimator
+
+try:
+    from verl.trainer.ppo import core_algos
+except ImportError:  # imported without verl (a doctest sweep, a stray import): nothing to register
+    core_algos = None
 
 __all__ = ["registered", "register_all"]
 
@@ -21,6 +24,8 @@ registered: dict[str, object] = {}
 def register_all() -> dict[str, object]:
     """Register ``crbc`` and ``crbc_viz.<name>`` once (idempotent: verl refuses a second,
     different function under one name, so the first registered function is kept)."""
+    if core_algos is None:
+        return registered
     for est, name in [("crbc", "crbc")] + [(n, f"crbc_viz.{n}") for n in registry.names()]:
         if name in registered:
             continue
