@@ -13,6 +13,7 @@ import streamlit as st
 
 from crbc_viz import build_graph, score
 from crbc_viz import teaching as T
+from crbc_viz.ui import view
 from crbc_viz.views import learn as V
 from crbc_viz.views.graph_view import graph_html
 
@@ -92,6 +93,8 @@ def edits_panel(dataset: str, rows: list[dict]) -> tuple[tuple, tuple]:
     ids = T.traj_ids(rows)
     outcome = outcome_of(rows)
     fk, dk = f"learn_flip_{dataset}", f"learn_drop_{dataset}"
+    for name, k in (("flip", fk), ("drop", dk)):
+        view.field(name, [], key=k, decode=lambda s: [t for t in s.split(",") if t in ids])
     for k in (fk, dk):  # rollouts that no longer exist (rare-route sizes changed) are forgotten
         if k in st.session_state:
             st.session_state[k] = [t for t in st.session_state[k] if t in ids]
@@ -104,6 +107,8 @@ def edits_panel(dataset: str, rows: list[dict]) -> tuple[tuple, tuple]:
                           help="remove them from the group (in memory)")
     c3.button("Reset", key=f"learn_reset_{dataset}", on_click=_reset_edits, args=(dataset,),
               width="stretch")
+    view.record("flip", encode=",".join, key=fk)
+    view.record("drop", encode=",".join, key=dk)
     if drop and set(ids) <= set(drop):
         st.warning("A group needs at least one rollout: the last one stays.")
         drop = drop[:-1]
@@ -121,14 +126,8 @@ def try_it(lesson: T.Lesson, dataset: str, rows: list[dict]) -> tuple[tuple, tup
         return edits_panel(dataset, rows)
 
 
-def _lesson_from_url() -> None:
-    if LESSON_KEY in st.session_state:
-        return
-    try:
-        n = int(st.query_params.get("lesson", 1))
-    except (TypeError, ValueError):
-        n = 1
-    st.session_state[LESSON_KEY] = n if 1 <= n <= len(T.LESSONS) else 1
+def _next_lesson(n: int) -> None:
+    st.session_state[LESSON_KEY] = n + 1
 
 
 def superscripts(text: str) -> str:
@@ -168,9 +167,9 @@ def lesson_anchors(lesson, dataset) -> None:
     ids = b.steps["traj_id"].astype(str).to_numpy()[b.traj_offsets[:-1]]
     opts = ["(none)"] + [f"{ids[t]} ({'success' if b.traj_success[t] else 'failure'})"
                          for t in range(b.num_trajectories)]
-    if st.session_state.get("learn_highlight") not in opts:
-        st.session_state["learn_highlight"] = "(none)"
-    pick = st.selectbox("Highlight a rollout", opts, key="learn_highlight")
+    pick = st.selectbox("Highlight a rollout", opts,
+                        key=view.field("hl", "(none)", options=opts))
+    view.record("hl")
     hl = None if pick == "(none)" else opts.index(pick) - 1
     shared = int(np.sum(np.bincount(np.unique(np.stack([graph.step_node, b.step_traj], 1), axis=0)[:, 0],
                                     minlength=graph.num_nodes) >= 2))
@@ -226,11 +225,17 @@ def lesson_visit_local(lesson, dataset) -> None:
 
 def lesson_depth(lesson, dataset) -> None:
     rows = base_rows(dataset)
-    if st.session_state.get(K_KEY) not in K_OPTIONS:
-        st.session_state[K_KEY] = "0"
-    k = st.select_slider("Backup depth K", options=K_OPTIONS, key=K_KEY,
+    c0, c1, c2, c3 = st.columns([6, 1, 1, 1.2], vertical_alignment="bottom")
+    k = c0.select_slider("Backup depth K", options=K_OPTIONS,
+                         key=view.field("lk", "0", options=K_OPTIONS),
                          help="K = 0: visit-local averages; each step backs values up one edge; "
                               "∞: the exact closure (one linear solve)")
+    view.record("lk")
+    c1.button("◀ K", key="learn_k_prev", on_click=_step_k, args=(-1,), help="one backup less",
+              width="stretch")
+    c2.button("K ▶", key="learn_k_next", on_click=_step_k, args=(1,), help="one backup more",
+              width="stretch")
+    playing = c3.toggle("Play", key="learn_play", help="back up one step per second up to ∞")
     flip, drop = try_it(lesson, dataset, rows)
     key = (dataset, (), flip, drop)
     fam = family_of(key, BETA)
@@ -246,6 +251,15 @@ def lesson_depth(lesson, dataset) -> None:
     params = () if sel_k is None else (("depth", float(sel_k)),)
     show_graph(graph_page(key, "crbc", params, None, f"crbc-depth-K{k}-{dataset}",
                           f"crbc K = {k}"))
+    if playing:
+        if k == INF:
+            st.session_state["learn_play_done"] = True
+        else:
+            import time
+
+            time.sleep(1.0)
+            _step_k(1)
+            st.rerun()
     c1, c2 = st.columns([1.3, 1])
     with c1:
         plot(V.depth_gap_figure(fam["depths"], fam["err"], fam["bound"], sel_k, BETA), "depth-gap")
@@ -264,9 +278,19 @@ def lesson_depth(lesson, dataset) -> None:
                                     for c in (f"A^({k})", "A^∞")})
 
 
+def _step_k(delta: int) -> None:
+    cur = st.session_state.get(K_KEY, "0")
+    i = K_OPTIONS.index(cur) if cur in K_OPTIONS else 0
+    st.session_state[K_KEY] = K_OPTIONS[max(0, min(len(K_OPTIONS) - 1, i + delta))]
+    if st.session_state[K_KEY] == INF:
+        st.session_state["learn_play"] = False
+
+
 def lesson_rare_route(lesson) -> None:
+    names = {"learn_rr_jump": "rr_jump", "learn_rr_lucky": "rr_lucky", "learn_rr_walk": "rr_walk",
+             "learn_rr_walk_ok": "rr_ok"}
     for k, v in RR_DEFAULTS.items():
-        st.session_state.setdefault(k, v)
+        view.field(names[k], v, decode=int, options=lambda x: isinstance(x, int) and 0 <= x <= 10)
     c = st.columns(4)
     n_jump = c[0].slider("rollouts that jump", 1, 10, key="learn_rr_jump")
     st.session_state["learn_rr_lucky"] = min(st.session_state["learn_rr_lucky"], n_jump)
@@ -274,6 +298,8 @@ def lesson_rare_route(lesson) -> None:
     n_walk = c[2].slider("rollouts that walk around", 1, 10, key="learn_rr_walk")
     st.session_state["learn_rr_walk_ok"] = min(st.session_state["learn_rr_walk_ok"], n_walk)
     n_ok = c[3].slider("… of which arrive", 0, n_walk, key="learn_rr_walk_ok")
+    for k in RR_DEFAULTS:
+        view.record(names[k])
     rr = (n_jump, n_lucky, n_walk, n_ok)
     rows = base_rows("rare_route", rr)
     flip, drop = try_it(lesson, "rare_route", rows)
@@ -331,13 +357,19 @@ def _f(x: float) -> str:
 def lesson_combination(lesson, dataset) -> None:
     rows = base_rows(dataset)
     c = st.columns(4)
-    w_g = c[0].slider("w_G (trajectory)", 0.0, 5.0, 1.0, 0.5, key="learn_wg")
-    w_s = c[1].slider("w_S (step)", 0.0, 10.0, 5.0, 0.5, key="learn_ws")
-    s_min = c[2].select_slider("σ_min", [0.001, 0.01, 0.05, 0.1, 0.2, 0.5, 1.0], value=0.1,
-                               key="learn_smin")
-    gate = c[3].slider("gate: ≥ n distinct actions", 1, 4, 2, key="learn_gate",
+    smins = [0.001, 0.01, 0.05, 0.1, 0.2, 0.5, 1.0]
+    w_g = c[0].slider("w_G (trajectory)", 0.0, 5.0, step=0.5,
+                      key=view.field("wg", 1.0, decode=float, options=lambda x: 0 <= x <= 5))
+    w_s = c[1].slider("w_S (step)", 0.0, 10.0, step=0.5,
+                      key=view.field("ws", 5.0, decode=float, options=lambda x: 0 <= x <= 10))
+    s_min = c[2].select_slider("σ_min", smins, key=view.field("smin", 0.1, decode=float,
+                                                              options=smins))
+    gate = c[3].slider("gate: ≥ n distinct actions", 1, 4,
+                       key=view.field("gate", 2, decode=int, options=range(1, 5)),
                        help="1 = no gate. For this family a single-action anchor already has Q = V, "
                             "so n = 1 vs 2 differs only by round-off; n ≥ 3 silences more anchors")
+    for name in ("wg", "ws", "smin", "gate"):
+        view.record(name)
     flip, drop = try_it(lesson, dataset, rows)
     key = (dataset, (), flip, drop)
     graph = graph_of(key)
@@ -358,7 +390,8 @@ def lesson_combination(lesson, dataset) -> None:
              else np.arange(b.traj_offsets[traj_names.index(pick)],
                             b.traj_offsets[traj_names.index(pick) + 1]))
     acts = b.steps["action"].fillna("").astype(str).to_numpy()
-    labels = [f"{ids[s]} t{int(b.step_pos[s])} · {acts[s][:12]}" for s in steps]
+    # "step k", not "tk": the toy rollouts are themselves named t1 … t4.
+    labels = [f"{ids[s]} step {int(b.step_pos[s])} · {acts[s][:12]}" for s in steps]
     step_term = w_s * res.credit[steps]
     group_term = res.advantage[steps] - step_term
     plot(V.combination_figure(labels, group_term, step_term,
@@ -381,28 +414,33 @@ def lesson_combination(lesson, dataset) -> None:
 
 # ---------------------------------------------------------------- the page
 def render() -> None:
-    _lesson_from_url()
     st.title("Learn: credit assignment, step by step")
     top = st.columns([5, 1.3], vertical_alignment="bottom")
-    n = top[0].radio("Lesson", [ls.number for ls in T.LESSONS], key=LESSON_KEY, horizontal=True,
+    numbers = [ls.number for ls in T.LESSONS]
+    problems: list = []
+    n = top[0].radio("Lesson", numbers, horizontal=True,
+                     key=view.field("lesson", 1, options=numbers, decode=int, problems=problems),
                      format_func=lambda i: f"{i} · {T.LESSONS[i - 1].title.split(':')[0]}")
+    view.record("lesson")
+    for p in problems:
+        st.warning(p)
     top[1].segmented_control("Figure export", ["svg", "png"], default="svg", key=EXPORT_KEY,
                              help="format of the camera button on every chart (for slides)")
-    if st.query_params.get("lesson") != str(n):
-        st.query_params["lesson"] = str(n)
     lesson = T.LESSONS[n - 1]
     st.header(f"{lesson.number}. {lesson.title}", divider="gray")
     st.markdown(f"<div style='font-size:1.25rem;line-height:1.55'>{superscripts(lesson.text)}</div>",
                 unsafe_allow_html=True)
     if n == 5:
         lesson_rare_route(lesson)
-        return
-    if st.session_state.get(DATA_KEY) not in DATASETS:
-        st.session_state[DATA_KEY] = "toy"
-    dataset = st.radio("Data", list(DATASETS), key=DATA_KEY, format_func=DATASETS.get,
-                       horizontal=True)
-    {1: lesson_grpo, 2: lesson_anchors, 3: lesson_visit_local, 4: lesson_depth,
-     6: lesson_combination}[n](lesson, dataset)
+    else:
+        dataset = st.radio("Data", list(DATASETS), format_func=DATASETS.get, horizontal=True,
+                           key=view.field("data", "toy", options=list(DATASETS)))
+        view.record("data")
+        {1: lesson_grpo, 2: lesson_anchors, 3: lesson_visit_local, 4: lesson_depth,
+         6: lesson_combination}[n](lesson, dataset)
+    if n < len(T.LESSONS):
+        st.button(f"Next lesson: {n + 1} · {T.LESSONS[n].title.split(':')[0]} →", key="learn_next",
+                  on_click=_next_lesson, args=(n,), type="primary")
 
 
 render()

@@ -37,7 +37,7 @@ def go(at: AppTest, lesson: int, data: str | None = "toy") -> AppTest:
     if data is not None:
         at.radio(key="learn_data").set_value(data).run()
         ok(at)
-    assert at.query_params["lesson"] == str(lesson)
+    assert at.query_params.get("lesson", "1") == str(lesson)  # lesson 1 is the default
     return at
 
 
@@ -230,3 +230,54 @@ def test_lesson6_weights_sigma_and_gate():
     assert at.selectbox(key="learn_comb_traj_sokoban").value in ("r2", "r3")
     at.multiselect(key="learn_flip_sokoban").select("r2").run()
     ok(at)
+
+
+def test_lesson_state_is_in_the_link_and_restores():
+    at = go(learn(), 4, "sokoban")
+    at.button(key="learn_k_next").click().run()
+    at.button(key="learn_k_next").click().run()
+    ok(at)
+    assert at.select_slider(key="learn_k").value == "2"
+    at.button(key="learn_k_prev").click().run()
+    assert at.select_slider(key="learn_k").value == "1"
+    at.multiselect(key="learn_flip_sokoban").select(at.multiselect(key="learn_flip_sokoban").options[0]).run()
+    ok(at)
+    link = dict(at.query_params)
+    assert link["lesson"] == "4" and link["data"] == "sokoban" and link["lk"] == "1" and link["flip"]
+    fresh = AppTest.from_file(str(REPO / "app.py"), default_timeout=TIMEOUT)
+    for k, v in link.items():
+        fresh.query_params[k] = v
+    fresh.switch_page(PAGE)
+    fresh.run()
+    ok(fresh)
+    assert fresh.radio(key="learn_lesson").value == 4
+    assert fresh.radio(key="learn_data").value == "sokoban"
+    assert fresh.select_slider(key="learn_k").value == "1"
+    assert fresh.multiselect(key="learn_flip_sokoban").value == link["flip"].split(",")
+
+
+def test_play_backs_up_to_the_closure_and_next_lesson_button():
+    at = go(learn(), 4)
+    for _ in range(len(T.LESSONS) and 3):
+        at.button(key="learn_k_next").click().run()
+    assert at.select_slider(key="learn_k").value == "3"
+    at.session_state["learn_k"] = "20"
+    at.run()
+    at.button(key="learn_k_next").click().run()      # 20 → ∞ stops a play
+    assert at.select_slider(key="learn_k").value == "∞"
+    assert at.toggle(key="learn_play").value is False
+    at.button(key="learn_next").click().run()
+    ok(at)
+    assert at.radio(key="learn_lesson").value == 5
+    at.button(key="learn_next").click().run()
+    assert at.radio(key="learn_lesson").value == 6
+    assert not [b for b in at.button if b.key == "learn_next"]   # the last lesson has none
+
+
+def test_lesson6_labels_steps_apart_from_rollout_names_and_legend_shows_both_signs():
+    at = go(learn(), 6)
+    fig = figures(at)[0]
+    xs = fig["data"][0]["x"]
+    assert all(" step " in x for x in xs) and not any(" t0 " in x for x in xs)
+    names = [d.get("name", "") for d in fig["data"] if d.get("showlegend", True) is not False]
+    assert any("> 0" in n for n in names) and any("< 0" in n for n in names)

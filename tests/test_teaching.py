@@ -176,9 +176,18 @@ def test_export_config_and_png_button():
     with pytest.raises(ValueError):
         V.export_config("y", "pdf")
     page = V.with_png_button("<html><body><div id=\"mynetwork\"></div></body></html>", "a b<c>")
-    assert "toDataURL" in page and 'a.download = "abc.png"' in page
+    assert 'crbcExport("png", "abc")' in page  # the whole graph: fit, draw, export, restore
     assert page.count("</body>") == 1 and "big(nodes, 1.4)" in page
     assert "big(nodes" not in V.with_png_button("<body></body>", "g", projector=False)
+
+
+def test_graph_export_fits_the_whole_graph_first():
+    from crbc_viz.views.graph_view import graph_html
+
+    page = graph_html(build_graph(load_rollouts(T.TOY_PATH)), estimator="crbc", params_text="beta=0.9")
+    js = page[page.index("window.crbcExport"):]
+    assert js.index("network.fit(") > js.index("afterDrawing") and "toDataURL" in js
+    assert "network.moveTo" in js and "data-crbc-name='graph_crbc_beta=0.9'" in page
 
 
 def test_learn_figures_structure():

@@ -43,8 +43,11 @@ FIELDS: dict[str, str | None] = {
     # Compare
     "a": "cmp_a", "b": "cmp_b", "q": "cmp_q", "k": "cmp_k", "depth": "cmp_depth_open",
     "all": "cmp_all_open",
-    # Learn
-    "lesson": "learn_lesson",
+    # Learn (flip / drop are keyed per data set: their key is given at the call)
+    "lesson": "learn_lesson", "data": "learn_data", "lk": "learn_k", "hl": "learn_highlight",
+    "flip": None, "drop": None, "rr_jump": "learn_rr_jump", "rr_lucky": "learn_rr_lucky",
+    "rr_walk": "learn_rr_walk", "rr_ok": "learn_rr_walk_ok", "wg": "learn_wg", "ws": "learn_ws",
+    "smin": "learn_smin", "gate": "learn_gate",
 }
 
 
@@ -108,16 +111,21 @@ def clear(*names: str) -> None:
 
 
 def field(name: str, default: Any, *, options=None, decode: Callable[[str], Any] = str,
-          problems: list | None = None) -> str:
+          problems: list | None = None, key: str | None = None) -> str:
     """Prepare the control of field ``name`` before it is drawn; return its session key.
 
     The control takes the URL's value after a URL was applied, the view's value when it was
     not drawn on the last run (another page), and ``default`` when the value is not one of
     ``options``; a refused URL value is reported in ``problems``.
     """
-    key = FIELDS[name]
+    key = key or FIELDS[name]
     pending = st.session_state.setdefault(_PENDING, set())
-    ok = (lambda v: True) if options is None else (lambda v: v in options)
+    if options is None:
+        ok = lambda v: True  # noqa: E731
+    elif isinstance(options, (list, tuple, set, dict, range)):
+        ok = lambda v: v in options  # noqa: E731
+    else:
+        ok = options  # a predicate
 
     def from_view():
         if name not in _view():
@@ -149,9 +157,9 @@ def field(name: str, default: Any, *, options=None, decode: Callable[[str], Any]
     return key
 
 
-def record(name: str, encode: Callable[[Any], str] = str) -> Any:
+def record(name: str, encode: Callable[[Any], str] = str, key: str | None = None) -> Any:
     """Take the drawn control's value back into the view (dropped when it is the default)."""
-    key = FIELDS[name]
+    key = key or FIELDS[name]
     v = st.session_state.get(key)
     default = st.session_state.get(_DEFAULTS, {}).get(name)
     if v is None or v == default:

@@ -299,18 +299,30 @@ _TIP_SCRIPT = """
       if (lastW === 0 && w > 0) { network.fit({animation: false}); }
       lastW = w;
     }).observe(document.body);
-    window.crbcExport = function (kind) {
-      var c = document.querySelector("#mynetwork canvas");
-      var a = document.createElement("a");
-      a.download = (document.body.getAttribute("data-crbc-name") || "graph") + "." + kind;
-      if (kind === "png") { a.href = c.toDataURL("image/png"); }
-      else {
-        var svg = "<svg xmlns='http://www.w3.org/2000/svg' width='" + c.width + "' height='" +
-          c.height + "'><image width='" + c.width + "' height='" + c.height + "' href='" +
-          c.toDataURL("image/png") + "'/></svg>";
-        a.href = "data:image/svg+xml;charset=utf-8," + encodeURIComponent(svg);
-      }
-      document.body.appendChild(a); a.click(); a.remove();
+    // Export the whole graph (fit first, then restore the view), on a white background.
+    window.crbcExport = function (kind, name) {
+      var scale = network.getScale(), at = network.getViewPosition();
+      network.once("afterDrawing", function () {
+        var c = document.querySelector("#mynetwork canvas");
+        var o = document.createElement("canvas");
+        o.width = c.width; o.height = c.height;
+        var x = o.getContext("2d");
+        x.fillStyle = "#ffffff"; x.fillRect(0, 0, o.width, o.height); x.drawImage(c, 0, 0);
+        var png = o.toDataURL("image/png");
+        var a = document.createElement("a");
+        a.download = (name || document.body.getAttribute("data-crbc-name") || "graph") + "." + kind;
+        if (kind === "png") { a.href = png; }
+        else {
+          var svg = "<svg xmlns='http://www.w3.org/2000/svg' width='" + o.width + "' height='" +
+            o.height + "'><image width='" + o.width + "' height='" + o.height + "' href='" +
+            png + "'/></svg>";
+          a.href = "data:image/svg+xml;charset=utf-8," + encodeURIComponent(svg);
+        }
+        document.body.appendChild(a); a.click(); a.remove();
+        network.moveTo({scale: scale, position: at, animation: false});
+      });
+      network.fit({animation: false});
+      network.redraw();
     };
   }
   document.body.setAttribute("data-crbc-ready", "1");

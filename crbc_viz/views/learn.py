@@ -52,17 +52,8 @@ _PNG_BUTTON = """
 <script>
 (function () {
   var btn = document.getElementById("crbc-png");
-  btn.onclick = function () {
-    var c = document.querySelector("#mynetwork canvas");
-    if (!c) { return; }
-    var o = document.createElement("canvas");
-    o.width = c.width; o.height = c.height;
-    var x = o.getContext("2d");
-    x.fillStyle = "#ffffff"; x.fillRect(0, 0, o.width, o.height); x.drawImage(c, 0, 0);
-    var a = document.createElement("a");
-    a.href = o.toDataURL("image/png"); a.download = "__NAME__.png";
-    document.body.appendChild(a); a.click(); a.remove();
-  };
+  // The whole graph, not the part in view: `crbcExport` (graph_view) fits, draws, restores.
+  btn.onclick = function () { if (window.crbcExport) { window.crbcExport("png", "__NAME__"); } };
 })();
 </script>
 """
@@ -244,12 +235,19 @@ def combination_figure(labels: list[str], group_term: np.ndarray, step_term: np.
     total = group_term + step_term
     lim = credit_limit(step_term)
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=labels, y=group_term, name="w_G·A^G (trajectory)",
+    fig.add_trace(go.Bar(x=labels, y=group_term, name="w<sub>G</sub>·A<sup>G</sup> (trajectory)",
                          marker={"color": _GREY}))
-    fig.add_trace(go.Bar(x=labels, y=step_term, name="w_S·A^S (step)",
-                         marker={"color": [credit_color(v, lim) for v in step_term]}))
-    fig.add_trace(go.Scatter(x=labels, y=total, mode="markers", name="A = w_G·A^G + w_S·A^S",
+    # The step bars take the credit colour of their sign; the legend shows both colours.
+    fig.add_trace(go.Bar(x=labels, y=step_term, name="w<sub>S</sub>·A<sup>S</sup> (step)",
+                         marker={"color": [credit_color(v, lim) for v in step_term]},
+                         showlegend=False, legendgroup="step"))
+    fig.add_trace(go.Scatter(x=labels, y=total, mode="markers",
+                             name="A = w<sub>G</sub>·A<sup>G</sup> + w<sub>S</sub>·A<sup>S</sup>",
                              marker={"symbol": "diamond", "size": 14, "color": "#000"}))
+    for name, v in (("w<sub>S</sub>·A<sup>S</sup> > 0 (step)", lim or 1.0),
+                    ("w<sub>S</sub>·A<sup>S</sup> < 0 (step)", -(lim or 1.0))):
+        fig.add_trace(go.Bar(x=[None], y=[None], name=name, legendgroup="step",
+                             marker={"color": credit_color(v, lim or 1.0)}))
     fig.update_layout(barmode="relative")
     fig.add_hline(y=0, line_color="#000", line_width=1)
     fig.update_xaxes(tickangle=-45, tickfont={"size": FONT_SIZE - 5})
