@@ -12,6 +12,7 @@ from crbc_viz.store import LogStore, StoreError
 from crbc_viz.store.trends import store_trends
 from crbc_viz.ui import files
 from crbc_viz.ui.files import REPO_ROOT, file_ref, resolve_data_dir
+from crbc_viz.ui import view
 from crbc_viz.ui.sidebar import set_file, set_group
 from crbc_viz.ui.text import md_lines
 from crbc_viz.views.training import METRICS, trends_figure
@@ -54,25 +55,35 @@ def render() -> None:
     except (StoreError, ValueError) as e:
         st.error(md_lines(e))  # the folder comes from the URL (?store=): shown as text
         return
-    if st.query_params.get("store") != store_dir:
-        st.query_params["store"] = store_dir
+    view.set_value("store", None if store_dir == BUNDLED_STORE else store_dir)
     info = store.summary()
     if not info["steps"]:
         st.warning("The store holds no steps yet.")
         return
     runs = info["runs"]
-    run = st.selectbox("Run to drill down", runs, key="training_run") if len(runs) > 1 else runs[0]
-    st.caption(f"{info['steps']:,} steps · {info['train_steps']} training steps · "
-               f"{info['sources']} source file(s) · formats: {', '.join(info['formats'])}")
+    if len(runs) > 1:
+        run = st.selectbox("Run to drill down", runs,
+                           key=view.field("run", runs[0], options=list(runs)))
+        view.record("run")
+    else:
+        run = runs[0]
     steps, groups = _trends(str(store.root), store.fingerprint, None)   # every run, overlaid
+    per_run = groups.groupby("run_id")["train_step"].nunique()
+    counts = (f"{len(per_run)} run(s) × {int(per_run.iloc[0])} training steps"
+              if per_run.nunique() <= 1 and len(per_run) else
+              "training steps per run: " + ", ".join(f"{r}: {int(n)}" for r, n in per_run.items()))
+    st.caption(f"{info['steps']:,} steps · {counts} · "
+               f"{info['sources']} source file(s) · formats: {', '.join(info['formats'])}")
     if len(runs) > 1:
         shown = st.multiselect("Runs overlaid", runs, default=runs, key="training_runs")
         steps = steps[steps["run_id"].isin([str(r) for r in shown])]
     metrics = st.multiselect("Metrics", list(METRICS), default=list(METRICS),
                              format_func=lambda m: METRICS[m], key="training_metrics")
     ts_list = sorted({int(t) for t in groups.loc[groups["run_id"] == str(run), "train_step"]})
-    pick = st.selectbox("Drill down to train_step", ts_list, index=len(ts_list) - 1,
-                        key="training_step")
+    pick = st.selectbox("Drill down to train_step", ts_list,
+                        key=view.field("tstep", ts_list[-1] if ts_list else None, options=ts_list,
+                                       decode=int))
+    view.record("tstep")
     st.plotly_chart(trends_figure(steps, metrics, highlight=pick), width="stretch")
     st.caption("Credit = CRBC step credit recomputed from the logs (non-zero share, mean |credit|); "
                "trainer advantage = the `advantage` field the trainer logged. Disagreement = "

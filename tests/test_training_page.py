@@ -47,3 +47,17 @@ def test_store_outside_allowed_roots_is_refused(store, monkeypatch, tmp_path):
     at = _app(monkeypatch, tmp_path)          # the store's folder is not an allowed root
     at.text_input(key="training_store").set_value(str(st_dir)).run()
     assert at.error and "outside the allowed data folders" in at.error[0].value
+
+
+def test_counts_add_up_and_run_step_are_in_the_link(store, monkeypatch):
+    """One sokoban run of one train_step: the caption says so (not runs × steps summed)."""
+    root, st_dir = store
+    at = _app(monkeypatch, root)
+    at.text_input(key="training_store").set_value(str(st_dir)).run()
+    assert not at.exception
+    cap = " ".join(c.value for c in at.caption)
+    assert "1 run(s) × 1 training steps" in cap, cap
+    at.query_params.clear()
+    at.query_params.update({"store": str(st_dir), "tstep": "0"})
+    at.run()
+    assert not at.exception and at.selectbox(key="training_step").value == 0

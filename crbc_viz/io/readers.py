@@ -292,6 +292,9 @@ def _iter_lines(fh, limit: int, path: str, problems: list) -> Iterator[tuple[int
 
 def _read_jsonl(path: str, limit: int | None = None) -> RawTable:
     limit = max_line_bytes() if limit is None else int(limit)
+    fast = _read_jsonl_fast(path, limit)
+    if fast is not None:
+        return fast
     rows: list[dict] = []
     lines: list[int] = []
     problems: list[Problem] = []
@@ -362,6 +365,88 @@ def _frame(rows: list[dict]) -> pd.DataFrame:
         if c in df.columns and df[c].dtype.kind == "f":
             df[c] = pd.Series([r.get(c) for r in rows], index=df.index, dtype=object)
     return df
+
+
+#: Largest JSONL input (after decompression) parsed in one vectorised pass; larger files
+#: are streamed line by line (`_read_jsonl`), so memory stays bounded.
+FAST_JSONL_MAX_BYTES = 256 << 20
+# Anything the vectorised parser would read differently from `json.loads` + `_flatten`, or
+# that needs a per-line message: then the streaming path reads the file (it alone reports).
+_SURROGATE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+_FAST_TYPES = ("string", "int64", "double", "bool", "null")
+
+
+def _read_jsonl_fast(path: str, limit: int) -> RawTable | None:
+    """The whole file parsed at once by pyarrow's JSON reader, or None when the streaming
+    reader must run instead.
+
+    Taken only for files where both readers provably agree: at most
+    `FAST_JSONL_MAX_BYTES` after decompression, every line under ``limit`` and non-blank,
+    one JSON object per line (each line starts with ``{`` and ends with ``}``, and rows ==
+    lines, so row ``i`` is line ``i + 1``), valid UTF-8, only flat
+    string / integer / float / boolean / null fields (no ``steps`` lists, arrays or objects),
+    no ``NaN``/``Infinity`` literals, surrogate escapes, NUL bytes or integers past 2**53
+    read as floats, no BOM,
+    and within the row / field / cell caps of `_guards.Budget`. Any parse error (a bad line,
+    a field that changes type) also falls back, so every message comes from one place.
+    """
+    try:
+        if os.path.getsize(path) > FAST_JSONL_MAX_BYTES:
+            return None
+        with _open_binary(path) as fh:      # gzip, NUL sniff and the decompressed-size cap
+            data = fh.read(FAST_JSONL_MAX_BYTES + 1)
+    except LoadError:
+        raise
+    except (OSError, EOFError, zlib.error):
+        return None
+    if (not data or len(data) > FAST_JSONL_MAX_BYTES or data.startswith(_BOM)
+            or data.find(b"\x00") >= 0
+            or (data.find(b"\\u") >= 0 and _SURROGATE_BYTES.search(data))):
+        return None
+    buf = np.frombuffer(data, dtype=np.uint8)
+    ends = np.flatnonzero(buf == 10)
+    if not data.endswith(b"\n"):
+        ends = np.r_[ends, len(data)]
+    starts = np.r_[0, ends[:-1] + 1]
+    lengths = ends - starts
+    if lengths.max() > limit or (lengths == 0).any():
+        return None
+    last = ends - 1 - (buf[ends - 1] == 13)      # a line's last byte before "\r\n" / "\n"
+    if not ((buf[starts] == 123).all() and (buf[last] == 125).all()):   # "{" ... "}" per line
+        return None
+    if buf.max() >= 128:                           # pyarrow does not check UTF-8 itself
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    budget = _guards.Budget(path)
+    if len(ends) > budget.max_rows:
+        return None
+    try:
+        import pyarrow as pa
+        import pyarrow.json as pj
+
+        table = pj.read_json(pa.BufferReader(data), read_options=pj.ReadOptions(block_size=1 << 24))
+    except Exception:  # noqa: BLE001 (pyarrow raises several types; the streaming path reports)
+        return None
+    if (table.num_rows != len(ends) or table.num_columns > budget.max_fields
+            or table.num_rows * table.num_columns > budget.max_cells
+            or any(str(t) not in _FAST_TYPES for t in table.schema.types) or "steps" in table.column_names):
+        return None
+    for name, typ in zip(table.column_names, table.schema.types):
+        if str(typ) == "double":
+            col = table.column(name)
+            v = col.to_numpy(zero_copy_only=False)
+            # NaN / Infinity literals (json.loads tags them), integers past 2**53 or past the
+            # float range (json.loads keeps them exact): all are the streaming path's to report.
+            if (np.isnan(v).sum() > col.null_count or np.isinf(v).any()
+                    or np.any((np.abs(v) >= 2.0**53) & (v == np.round(v)))):
+                return None
+    df = table.to_pandas()
+    for c in _ID_FIELDS:   # as `_frame`: integer ids with gaps keep their exact values
+        if c in df.columns and df[c].dtype.kind == "f" and str(table.schema.field(c).type) == "int64":
+            df[c] = pd.Series(table.column(c).to_pylist(), index=df.index, dtype=object)
+    return RawTable(path, df, np.arange(1, len(df) + 1, dtype=np.int64), "line", False)
 
 
 def _gzip_reason(exc: Exception) -> str:

@@ -43,6 +43,8 @@ FIELDS: dict[str, str | None] = {
     # Compare
     "a": "cmp_a", "b": "cmp_b", "q": "cmp_q", "k": "cmp_k", "depth": "cmp_depth_open",
     "all": "cmp_all_open",
+    # Across training
+    "store": None, "run": "training_run", "tstep": "training_step",
     # Learn (flip / drop are keyed per data set: their key is given at the call)
     "lesson": "learn_lesson", "data": "learn_data", "lk": "learn_k", "hl": "learn_highlight",
     "flip": None, "drop": None, "rr_jump": "learn_rr_jump", "rr_lucky": "learn_rr_lucky",
