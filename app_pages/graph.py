@@ -11,7 +11,7 @@ from crbc_viz.ui.params import params_to_url
 from crbc_viz.ui.selection import pick_anchor, pick_rollout, pick_step, step_buttons
 from crbc_viz.ui.sidebar import require_selection
 from crbc_viz.ui.text import md
-from crbc_viz.views.graph_view import node_values, value_meaning
+from crbc_viz.views.graph_view import board_html, node_values, value_meaning
 from crbc_viz.views.trajectories import anchor_panel_frame
 
 HEIGHT = 620
@@ -85,6 +85,9 @@ def render() -> None:
                f"counts and credit; drag to pan, scroll to zoom; Fit / PNG / SVG at the top right.")
     if anchor is not None:
         st.subheader(f"Anchor s{anchor}")
+        board = board_html(graph.node_anchor_obs[lo + anchor], cell_px=22)
+        if board:
+            st.html(board)
         st.code(str(graph.node_anchor_obs[lo + anchor])[:4000], language=None)
         st.dataframe(anchor_panel_frame(graph, {sel.estimator: res}, lo + anchor),
                      hide_index=True, width="stretch")

@@ -14,6 +14,7 @@ from crbc_viz.ui.selection import (pick_rollout, pick_step, rollout_ids, set_rol
                                    step_buttons)
 from crbc_viz.ui.sidebar import require_selection
 from crbc_viz.ui.text import md
+from crbc_viz.views.graph_view import board_html
 from crbc_viz.views.trajectories import (outcome_label, step_alternatives, trajectory_table,
                                          worst_steps)
 
@@ -130,6 +131,9 @@ def render() -> None:
     with c1:
         st.markdown(f"**Anchor s{n_local}** · visited {int(graph.node_visits[n_local])}× · "
                     f"{int(graph.node_num_actions[n_local])} distinct actions")
+        board = board_html(graph.node_anchor_obs[n_local], cell_px=22)
+        if board:
+            st.html(board)
         st.code(str(graph.node_anchor_obs[n_local])[:4000], language=None)
         st.page_link("app_pages/graph.py", label="Show this anchor in the graph", icon=":material/hub:",
                      query_params=view.nav_query() or None)

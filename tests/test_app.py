@@ -423,3 +423,17 @@ def test_estimators_page_contents_and_project_reference():
         for info in registry.param_infos(spec.params_cls):
             assert f"| `{info.name}` |" in doc.split(f"\n## {spec.title}\n")[1].split("\n## ")[0]
     assert anchor_of("CRBC — Cross-Rollout Bellman Closure") == "crbc--cross-rollout-bellman-closure"
+
+
+def test_sokoban_anchor_is_drawn_as_a_board():
+    from crbc_viz.views.graph_view import board_html, is_board
+
+    board = "#####\n#@$.#\n#####"
+    html = board_html(board)
+    assert is_board(board) and html.count("<tr>") == 3 and html.count("<td") == 15
+    assert "#1565c0" in html and "#e0a030" in html and "#d32f2f" in html   # player, box, target
+    assert board_html("corridor 2") == "" and board_html("<img src=x>\n#@#\n###") == ""
+    at = app(rollout="r0", step="0")          # the default view: the Sokoban sample
+    at.switch_page("app_pages/trajectories.py").run()
+    ok(at)
+    assert any("crbc-board" in h.proto.body for h in at.get("html"))

@@ -21,7 +21,8 @@ from ..graph import FAILURE, SUCCESS, AnchorGraph
 from .colors import (FAILURE_COLOR, MISSING_COLOR, SUCCESS_COLOR, credit_color, credit_limit,
                      value_color, CREDIT_COLORSCALE, VALUE_COLORSCALE)
 
-__all__ = ["layered_layout", "select_nodes", "neighbourhood", "value_meaning", "graph_html", "node_values", "edge_credit",
+__all__ = ["layered_layout", "select_nodes", "neighbourhood", "value_meaning", "board_html",
+           "is_board", "graph_html", "node_values", "edge_credit",
            "pair_values", "trajectory_path", "value_range", "esc"]
 
 #: Boundary node ids in the drawn graph.
@@ -209,6 +210,42 @@ def neighbourhood(graph: AnchorGraph, nodes, g: int = 0) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- HTML
+#: Sokoban text boards (the gym-sokoban / verl-agent rendering): wall, floor, box, target,
+#: box on target, player, player on target.
+_BOARD_COLOURS = {"#": "#5d4037", " ": "#f3efe6", "_": "#f3efe6", "$": "#e0a030", ".": "#f3efe6",
+                  "*": "#e0a030", "@": "#1565c0", "+": "#1565c0"}
+_BOARD_MARKS = {".": "#d32f2f", "*": "#d32f2f", "+": "#d32f2f"}
+
+
+def is_board(anchor) -> bool:
+    """Whether an anchor's text is a Sokoban board (≥ 3 equal-width rows of board symbols with
+    walls and a player)."""
+    text = str(anchor)
+    rows = text.split("\n")
+    return (len(rows) >= 3 and len(rows) <= 40 and len({len(r) for r in rows}) == 1
+            and 3 <= len(rows[0]) <= 40 and set(text) <= set(_BOARD_COLOURS) | {"\n"}
+            and "#" in text and ("@" in text or "+" in text))
+
+
+def board_html(anchor, cell_px: int = 12) -> str:
+    """A Sokoban board as a small grid of coloured squares (inline styles only: walls brown,
+    boxes amber, targets red dots, the player blue); '' when the text is not a board."""
+    if not is_board(anchor):
+        return ""
+    cells = []
+    for row in str(anchor).split("\n"):
+        tds = []
+        for ch in row:
+            mark = _BOARD_MARKS.get(ch)
+            dot = (f"<div style='width:{cell_px // 2}px;height:{cell_px // 2}px;margin:auto;"
+                   f"border-radius:50%;background:{mark}'></div>") if mark else ""
+            tds.append(f"<td style='width:{cell_px}px;height:{cell_px}px;padding:0;"
+                       f"background:{_BOARD_COLOURS[ch]}'>{dot}</td>")
+        cells.append("<tr>" + "".join(tds) + "</tr>")
+    return ("<table class='crbc-board' style='border-collapse:collapse;margin:4px 0' "
+            "title='wall brown · box amber · target red · player blue'>" + "".join(cells) + "</table>")
+
+
 def _short_label(anchor, local_id: int) -> str:
     text = str(anchor)
     if len(text) <= 18 and "\n" not in text:
@@ -231,7 +268,7 @@ def _node_tip(graph: AnchorGraph, n: int, local_id: int, v: float, q: np.ndarray
     return (f"<b>anchor s{local_id}</b>{' (start)' if is_start else ''}<br>"
             f"visits N(s) = {int(graph.node_visits[n])} · distinct actions = "
             f"{int(graph.node_num_actions[n])}<br>V(s) = {_fmt_v(v)} <i>({esc(estimator)})</i>"
-            f"<pre class='crbc-anchor'>{esc(anchor)}</pre>"
+            f"{board_html(anchor) or ''}<pre class='crbc-anchor'>{esc(anchor)}</pre>"
             f"<table class='crbc-tab'><tr><th>action</th><th>N(s,a)</th><th>Q</th><th>credit</th></tr>"
             f"{''.join(rows)}</table>{more}")
 
