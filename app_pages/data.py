@@ -120,17 +120,26 @@ def render() -> None:
                f"Spearman ρ between the step credits of `{a}` and `{b}` in the group "
                f"(0 = same ranking, 2 = reversed); **sign agreement** = fraction of steps whose "
                f"credits have the same sign. Click a header to sort.")
-    shown = table.drop(columns=["group_index", "run_id", "train_step", "group_id"])
+    shown = table.drop(columns=["group_index", "run_id", "train_step", "group_id"]).copy()
+    # Where ρ is undefined (a constant credit: nothing to rank), sign agreement means nothing
+    # either; both read "undefined" (the numbers stay sortable underneath).
+    shown.loc[shown["disagreement"].isna(), "sign_agreement"] = float("nan")
+    styled = shown.style.format({"disagreement": "{:.3f}", "sign_agreement": "{:.1%}"},
+                                na_rep="undefined")
     st.dataframe(
-        shown, key="group_table", on_select=lambda: _on_table_select(list(table["group"])),
+        styled, key="group_table", on_select=lambda: _on_table_select(list(table["group"])),
         selection_mode="single-row", hide_index=True, width="stretch",
         column_config={
             "success_rate": st.column_config.ProgressColumn("success rate", min_value=0.0,
                                                             max_value=1.0, format="percent"),
             "shared_step_fraction": st.column_config.NumberColumn("shared steps", format="percent"),
-            "disagreement": st.column_config.NumberColumn("disagreement", format="%.3f"),
-            "sign_agreement": st.column_config.NumberColumn("sign agreement", format="percent"),
+            "disagreement": st.column_config.Column("disagreement"),
+            "sign_agreement": st.column_config.Column("sign agreement"),
         })
+    if shown["disagreement"].isna().any():
+        st.caption(f"undefined: in {int(shown['disagreement'].isna().sum())} group(s) one of the "
+                   f"two credits is constant (e.g. every rollout failed), so there is no ranking "
+                   f"to compare.")
     st.markdown(f"Selected: **{md(sel.group_label)}**")
     c1, c2, c3 = st.columns(3)
     q = view.nav_query() or None

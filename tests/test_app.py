@@ -437,3 +437,35 @@ def test_sokoban_anchor_is_drawn_as_a_board():
     at.switch_page("app_pages/trajectories.py").run()
     ok(at)
     assert any("crbc-board" in h.proto.body for h in at.get("html"))
+
+
+def test_upload_links_are_content_addressed_and_failures_are_errors(tmp_path, monkeypatch):
+    from crbc_viz.ui import files
+    from crbc_viz.ui.sidebar import FILE_KEY, link_ref
+
+    monkeypatch.setattr(files, "UPLOAD_DIR", tmp_path / "up")
+    good = files.save_upload("mine.jsonl", (REPO / TOY).read_bytes())
+    ref = files.file_ref(good)
+    assert link_ref(ref) == "upload:" + good.name
+    at = app()
+    at.session_state[FILE_KEY] = ref
+    at.session_state["data_upload"] = ("mine.jsonl", ref)
+    at.run()
+    ok(at)
+    assert at.query_params["file"] == "upload:" + good.name
+    assert any("Opened the upload" in s.value for s in at.success)
+    assert any("works on this server" in c.value for c in at.sidebar.caption)
+    # The same link in a new session opens the same bytes; an unknown upload says why.
+    again = app(file="upload:" + good.name)
+    ok(again)
+    assert again.sidebar.selectbox(key="group_pick").value == "toy/0/toy"
+    gone = app(file="upload:0123456789abcdef0000.jsonl")
+    assert any("does not hold" in e.value for e in gone.sidebar.error)
+    # A file that uploads but does not load is an error, never "Uploaded" in green.
+    bad = files.save_upload("broken.jsonl", b"{not json\n")
+    at = app()
+    at.session_state[FILE_KEY] = files.file_ref(bad)
+    at.session_state["data_upload"] = ("broken.jsonl", files.file_ref(bad))
+    at.run()
+    ok(at)
+    assert not at.success and any("could not be opened" in e.value for e in at.error)
