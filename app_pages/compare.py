@@ -4,6 +4,7 @@ correlations and a step × estimator heatmap of the chosen rollout), and the fin
 family K = 0 … ∞ from visit-local averaging to the closure with the Corollary-3 bound. The two
 heavy sections are computed when opened."""
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -31,6 +32,13 @@ def _label(sel, name: str) -> str:
     """``name`` with its non-default parameters (legends, titles, file names)."""
     p = params_to_url(name, current_params(name) if name != sel.estimator else sel.params)
     return f"{name} ({p.replace(';', ', ')})" if p else name
+
+
+def _export(sel, *parts: str) -> dict:
+    """Plotly config whose image export is named after the group, estimators and parameters."""
+    name = "_".join(["crbc-viz", sel.group_label, *parts])
+    return {"toImageButtonOptions": {"format": "svg", "scale": 2,
+                                     "filename": re.sub(r"[^A-Za-z0-9_.=,-]+", "_", name)[:180]}}
 
 
 def _choose_step(graph, step: int) -> None:
@@ -104,7 +112,7 @@ def estimator_pair(sel, graph, focus_step) -> None:
                              title=f"{la} vs {lb} · {q}")
         fig.update_layout(xaxis_title=f"{la} {q}", yaxis_title=f"{lb} {q}")
         st.plotly_chart(fig, key="cmp_scatter", on_select=lambda: _on_scatter(graph),
-                        selection_mode="points")
+                        selection_mode="points", config=_export(sel, la, "vs", lb, q))
         st.caption("Click a point to choose that step (ringed when chosen).")
     with c2:
         st.markdown("**Steps where they disagree most** (percentile-rank gap; click a row)")
@@ -150,7 +158,7 @@ def all_estimators(sel, graph, t) -> None:
         st.plotly_chart(rank_matrix_figure(rank_matrix(df, ran),
                                            title=f"Spearman ρ of step {q}, {len(ran)} estimators, "
                                                  f"{len(df)} steps (— : constant here)"),
-                        key="cmp_matrix")
+                        key="cmp_matrix", config=_export(sel, "rank-matrix", q))
     if t is None:
         st.info("Choose a rollout to see its steps under every estimator.")
         return
@@ -162,7 +170,7 @@ def all_estimators(sel, graph, t) -> None:
     heat.columns = [_label(sel, n) for n in ran]
     st.plotly_chart(step_estimator_figure(heat, title=f"Rollout {rollout_ids(graph)[t]}: step {q} "
                                                       f"under each estimator (row-scaled)"),
-                    key="cmp_heat")
+                    key="cmp_heat", config=_export(sel, "steps", rollout_ids(graph)[t], q))
 
 
 def depth_family(sel, focus_anchor) -> None:
@@ -211,10 +219,11 @@ def depth_family(sel, focus_anchor) -> None:
         elif n_pairs > 40:
             st.caption(f"The 40 most-taken of {n_pairs} (anchor, action) pairs.")
         st.plotly_chart(depth_lines_figure(sw["depths"], sw["A"][:, order], sw["A_inf"][order],
-                                           [sw["labels"][j] for j in order], sel_k), key="cmp_depth")
+                                           [sw["labels"][j] for j in order], sel_k), key="cmp_depth",
+                        config=_export(sel, _label(sel, "crbc"), f"depth-K{k}"))
     with c2:
         st.plotly_chart(depth_error_figure(sw["depths"], sw["err"], sw["bound"], sel_k),
-                        key="cmp_depth_err")
+                        key="cmp_depth_err", config=_export(sel, _label(sel, "crbc"), "depth-gap"))
     A_k = sw["A_inf"] if sel_k is None else sw["A"][sel_k]
     c_k = sw["credit_inf"] if sel_k is None else sw["credit"][sel_k]
     table = pd.DataFrame({"pair": sw["labels"], "N(s,a)": sw["pair_count"],

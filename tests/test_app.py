@@ -469,3 +469,15 @@ def test_upload_links_are_content_addressed_and_failures_are_errors(tmp_path, mo
     at.run()
     ok(at)
     assert not at.success and any("could not be opened" in e.value for e in at.error)
+
+
+def test_compare_exports_are_named_with_parameters():
+    import json
+
+    at = app(file=TOY, estimator="crbc", p="beta=0.9", depth="True")
+    at.switch_page("app_pages/compare.py").run()
+    ok(at)
+    names = [json.loads(c.proto.config)["toImageButtonOptions"]["filename"]
+             for c in at.get("plotly_chart")]
+    assert any("crbc_beta=0.9_" in n and "shortest_path" in n for n in names), names
+    assert any("depth-gap" in n for n in names)
