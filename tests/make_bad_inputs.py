@@ -170,7 +170,82 @@ def cases() -> dict[str, tuple[bytes, str]]:
         "truncated_episode.jsonl": (edit(1, done=False), "accept"),
         "shuffled_rows.jsonl": (jsonl(base_rows()[::-1]), "accept"),
     }
+    c.update(issue14_cases())
     return c
+
+
+SQL_FIELDS = ('a"b', 'x"; COPY (SELECT 42) TO \'/tmp/crbc-sql-pwned.csv\'; --',
+              "'); DROP TABLE steps; --", "read_text('/etc/passwd')")
+MARKDOWN = ("[click](http://evil.invalid/x)", "![img](http://evil.invalid/a.png)",
+            "**bold** :red[red] <b>b</b> http://evil.invalid www.evil.invalid")
+FORMULAS = ('=HYPERLINK("http://evil.invalid","open")', "+1+1", "@SUM(1)", "-2+3", "\t=1", "\r=1")
+TERMINAL = ("\x1b]0;pwned\x07", "\x1b[2J\x1b[H", "\x9b31m", "\x1b[31mred\x1b[0m")
+
+
+def issue14_cases() -> dict[str, tuple[bytes, str]]:
+    """Issue 14 (hostile input, round two): at least one case per item. Files are small;
+    what they expand to (rows, fields, problems) is what the limits count."""
+    rows = base_rows()
+    parquet = io.BytesIO()
+    pd.DataFrame(rows).to_parquet(parquet)
+    n = 2_000_001  # one past the default row limit, constant columns: ~30 KB of Parquet
+    big = io.BytesIO()
+    pd.DataFrame({"group_id": ["g"] * n, "traj_id": ["t"] * n, "step_idx": [0] * n,
+                  "reward": [0.0] * n}).to_parquet(big, row_group_size=n, compression="zstd")
+    many_keys = [dict(rows[0], **{f"k{i}": 1 for i in range(1001)})] + rows[1:]
+    colliding = []
+    for run, step, gid in (("a/0", 1, "x"), ("a", 0, "1/x"), ("a", 0, "1/x #2")):
+        colliding += [dict(r, run_id=run, train_step=step, group_id=gid) for r in rows]
+    return {
+        # item 1: field names that are SQL (the store pastes none of them into a statement)
+        "sql_field_names.jsonl": (jsonl([dict(r, **{f: f"v{i}" for i, f in enumerate(SQL_FIELDS)})
+                                         for r in rows]), "accept"),
+        # item 2: what a small file expands to
+        "many_fields.jsonl": (jsonl(many_keys), "more than the limit of 1,000 distinct field names"),
+        "many_fields.jsonl.gz": (gzip.compress(jsonl(many_keys), mtime=0),
+                                 "more than the limit of 1,000 distinct field names"),
+        "garbage_lines.jsonl": (b"x\n" * 10_001, "more than 10,000 problems"),
+        "many_rows.parquet": (big.getvalue(), "more than the limit of 2,000,000 rows"),
+        # item 4: scored onto itself by the test (score LOG -o LOG is refused)
+        "output_is_input.jsonl": (jsonl(rows), "accept"),
+        # item 5: markdown in ids and values (rendered as text in the app)
+        "markdown_ids.jsonl": (jsonl([dict(r, group_id=MARKDOWN[0], traj_id=MARKDOWN[1] + r["traj_id"],
+                                           action=MARKDOWN[2] + r["action"]) for r in rows]), "accept"),
+        # item 6: ids that look like paths (partition folders and cache names stay in the store)
+        "traversal_ids.jsonl": (jsonl([dict(r, run_id="../../../../tmp/crbc-escape",
+                                            group_id="../../g") for r in rows]), "accept"),
+        # item 7: cells a spreadsheet would run as formulas (escaped in CSV outputs)
+        "formula_cells.jsonl": (jsonl([dict(r, group_id=FORMULAS[0], action=FORMULAS[i] + r["action"],
+                                            traj_id=FORMULAS[4 + (r["traj_id"] == "r1")] + r["traj_id"])
+                                       for i, r in enumerate(rows)]), "accept"),
+        # item 9: a Parquet writer that skipped UTF-8 validation; a long non-ASCII run id
+        "parquet_bad_utf8.parquet": (parquet.getvalue().replace(b"right", b"r\xffght"),
+                                     "not valid UTF-8"),
+        "long_unicode_run_id.jsonl": (jsonl([dict(r, run_id="\u00fc" * 300) for r in rows]), "accept"),
+        # item 10: a group whose anchors GiGPO's similarity mode compares pairwise
+        "similarity_anchors.jsonl": (jsonl([dict(rows[0], traj_id=f"t{i}", step_idx=0, done=True,
+                                                 anchor_obs=f"{i:04d} " + "".join(chr(97 + (i * 7 + k * k) % 26)
+                                                                                 for k in range(120)))
+                                            for i in range(120)]), "accept"),
+        # item 11: terminal escapes in ids and values
+        "terminal_escapes.jsonl": (jsonl([dict(r, group_id=TERMINAL[0] + "g", traj_id=TERMINAL[1] + r["traj_id"],
+                                               action=TERMINAL[3] + r["action"], run_id=TERMINAL[2] + "run")
+                                          for r in rows]), "accept"),
+        # item 12: nesting in the first record (the ingest sniff names it); a 60 KB bad value
+        "deep_first_record.jsonl": (b'{"group_id": "g", "x": ' + b"[" * 5000 + b"]" * 5000 + b"}\n"
+                                    + jsonl(rows), "nesting too deep"),
+        "big_bad_value.jsonl": (edit(0, reward="x" * 60_000), "expected a number"),
+        # item 13: two groups whose run/train_step/group_id labels spell the same text
+        "colliding_labels.jsonl": (jsonl(colliding), "accept"),
+    }
+
+
+def special_cases() -> dict[str, tuple[str, str]]:
+    """Inputs git cannot hold or that must never be read by tools that walk the corpus:
+    made at test time by ``tests/test_hostile.py`` (name -> (kind, expected message))."""
+    return {"fifo.jsonl": ("fifo", "is a FIFO"),
+            "dev_zero.jsonl": ("link:/dev/zero", "is a character device"),
+            "link_loop.jsonl": ("loop", "symbolic link loop")}
 
 
 def main() -> None:

@@ -8,6 +8,11 @@
   runs the JSONL loader on mutated bytes; `test_atheris_jsonl_bounded` runs it for
   `ATHERIS_SECONDS` seconds in a subprocess, seeded with the bad-input corpus. Skipped when
   atheris is not installed (it is in requirements-dev.txt for Linux / CPython < 3.13).
+- the store's read side (issue 14 item 1): field names and values of a log, drawn by
+  hypothesis (`test_store_reads_field_names_and_values_as_data`) and by atheris
+  (``--atheris-store``, `test_atheris_store_bounded`), are ingested and read back through every
+  read path (groups, load_batch, search, trajectory lookup, summary); names and values must
+  come back as data, and no statement may run (a script in a name would write a sentinel file).
 """
 from __future__ import annotations
 
@@ -49,6 +54,58 @@ def _check_file(path: str) -> None:
                 assert name in str(exc) or "field" in str(exc), (name, exc)
                 continue
             assert np.isfinite(r.advantage).all() and np.isfinite(r.credit).all(), name
+
+
+#: Field names an attacker would try: DuckDB scripts, quotes, comments, and table functions.
+SQL_NAMES = ['a"b', '"', '""', "'", "a'b", "x; SELECT 1; --", '"); COPY (SELECT 1) TO \'{pwn}\'; --',
+             "') TO '{pwn}' (FORMAT csv); --", "read_text('/etc/passwd')", "* EXCLUDE (x)", "a\nb",
+             "SELECT", "FROM", "?", "$1", "\\", "`x`", "[x]", "x\x00y", "é", "\u202eevil"]
+_RESERVED = {"run_id", "train_step", "group_id", "traj_id", "step_idx", "reward", "action",
+             "anchor_obs", "anchor_key", "state_hash", "done", "success", "episode_return",
+             "is_action_valid", "env_name", "split", "observation", "response", "steps", "advantage"}
+
+
+def _usable_name(name: str) -> bool:
+    """Field names the loader keeps as user columns (reserved names are schema fields; a
+    leading ``_`` is the store's own namespace; a ``__json`` suffix is its encoding)."""
+    return bool(name) and name not in _RESERVED and not name.startswith("_") \
+        and not name.endswith("__json")
+
+
+def _store_round_trip(tmp: Path, fields: dict) -> None:
+    """Ingest two rollouts carrying ``fields`` and read them back through every read path of
+    the store; the only allowed failure is a LoadError naming the input."""
+    from crbc_viz.io import LoadError
+    from crbc_viz.store import LogStore, ingest
+
+    pwn = tmp / "pwned.csv"
+    fields = {k.replace("{pwn}", str(pwn)): v for k, v in fields.items() if _usable_name(k)}
+    rows = []
+    for traj, ok in (("r0", True), ("r1", False)):
+        for i in range(2):
+            rows.append({"run_id": "fz", "train_step": 0, "group_id": "g", "traj_id": traj, "step_idx": i,
+                         "anchor_obs": "s0" if i == 0 else f"s1{traj}", "action": "a" if ok else "b",
+                         "reward": float(ok and i == 1), "done": i == 1, "success": ok, **fields})
+    log = tmp / "log.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    root = tmp / "store"
+    try:
+        ingest(root, [str(log)])
+    except LoadError as exc:
+        assert exc.problems and str(exc)
+        return
+    with LogStore(root) as st:
+        assert len(st.groups()) == 1 and len(st.groups(group="fz/0/g")) == 1
+        b = st.load_batch(group="g", text=True)
+        assert b.num_steps == 4
+        for k, v in fields.items():
+            if k in b.steps.columns and isinstance(v, str):
+                assert set(b.steps[k]) == {v}, k
+        for k in list(fields)[:3]:
+            st.search_steps(k, limit=5)
+        assert len(st.find_trajectory("r0")) == 2
+        st.summary()
+    assert not pwn.exists(), "a field name ran as SQL"
 
 
 if __name__ != "__main__":
@@ -144,6 +201,35 @@ if __name__ != "__main__":
         path.write_bytes(data)
         _check_file(str(path))
 
+    FIELD_NAMES = st.one_of(st.sampled_from(SQL_NAMES),
+                            st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=24),
+                            st.text(alphabet='"\';()-*/\\ ?$`[]{}', min_size=1, max_size=12))
+    FIELD_VALUES = st.one_of(st.sampled_from(SQL_NAMES),
+                             st.text(st.characters(blacklist_categories=("Cs",)), max_size=24),
+                             st.integers(-2**40, 2**40), st.booleans(), st.none(),
+                             st.lists(st.text(max_size=4), max_size=3))
+
+    @settings(max_examples=40, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+    @given(fields=st.dictionaries(FIELD_NAMES, FIELD_VALUES, min_size=1, max_size=4))
+    def test_store_reads_field_names_and_values_as_data(tmp_path_factory, fields):
+        _store_round_trip(tmp_path_factory.mktemp("st"), fields)
+
+    def test_store_sql_names_all_at_once(tmp_path):
+        _store_round_trip(tmp_path, {n: f"v{i}" for i, n in enumerate(SQL_NAMES)})
+
+    def test_atheris_store_bounded(tmp_path):
+        pytest.importorskip("atheris")
+        proc = subprocess.run(
+            [sys.executable, str(Path(__file__)), "--atheris-store", f"-max_total_time={ATHERIS_SECONDS}",
+             "-rss_limit_mb=3072", "-max_len=512", "-timeout=20", f"-artifact_prefix={tmp_path}/"],
+            cwd=ROOT, capture_output=True, text=True, timeout=ATHERIS_SECONDS + 120,
+            env={**os.environ, "CRBC_FUZZ_TMP": str(tmp_path)})
+        tail = (proc.stdout + proc.stderr)[-4000:]
+        assert proc.returncode == 0, tail
+        assert "Traceback" not in proc.stderr, tail
+        assert "Done" in proc.stderr or "pulse" in proc.stderr or "INITED" in proc.stderr, tail
+
     def test_atheris_jsonl_bounded(tmp_path):
         pytest.importorskip("atheris")
         corpus = tmp_path / "corpus"
@@ -185,7 +271,40 @@ def _atheris_main(argv: list[str]) -> None:
         os.unlink(path)
 
 
+def _atheris_store_main(argv: list[str]) -> None:
+    """libFuzzer over the store's read side: each input becomes up to three (field name,
+    value) pairs of a small log that is ingested into a fresh store and read back."""
+    import atheris
+
+    with atheris.instrument_imports(include=["crbc_viz"]):
+        import crbc_viz.store.store  # noqa: F401
+    base = Path(tempfile.mkdtemp(dir=os.environ.get("CRBC_FUZZ_TMP")))
+    count = [0]
+
+    def one_input(data: bytes) -> None:
+        fdp = atheris.FuzzedDataProvider(data)
+        fields = {}
+        for _ in range(fdp.ConsumeIntInRange(1, 3)):
+            name = fdp.ConsumeUnicodeNoSurrogates(24)
+            if fdp.ConsumeBool():
+                name = SQL_NAMES[fdp.ConsumeIntInRange(0, len(SQL_NAMES) - 1)] + name
+            fields[name] = fdp.ConsumeUnicodeNoSurrogates(24) if fdp.ConsumeBool() else fdp.ConsumeInt(4)
+        count[0] += 1
+        tmp = base / str(count[0])
+        tmp.mkdir()
+        try:
+            _store_round_trip(tmp, fields)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    atheris.Setup([sys.argv[0], *argv], one_input)
+    atheris.Fuzz()
+
+
 if __name__ == "__main__":
-    if "--atheris" in sys.argv:
+    if "--atheris-store" in sys.argv:
+        sys.path.insert(0, str(ROOT))
+        _atheris_store_main([a for a in sys.argv[1:] if a != "--atheris-store"])
+    elif "--atheris" in sys.argv:
         sys.path.insert(0, str(ROOT))
         _atheris_main([a for a in sys.argv[1:] if a != "--atheris"])

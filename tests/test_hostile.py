@@ -453,3 +453,433 @@ def test_compare_and_estimators_pages_and_url_params_stay_inert(tmp_path_factory
                 inert(pg)
         finally:
             br.close()
+
+
+# ================================================================ issue 14: hostile input, round two
+import gzip as _gzip
+import stat as _stat
+
+import make_bad_inputs
+
+
+def _ok_rows() -> list[dict]:
+    return [json.loads(x) for x in (BAD / "ok.jsonl").read_text().splitlines()]
+
+
+def _clean_exit2(proc, *needles: str) -> None:
+    """Exit 2, no traceback, one bounded message containing every needle."""
+    assert proc.returncode == 2, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr, proc.stderr[-4000:]
+    assert len(proc.stderr) < 20_000
+    for n in needles:
+        assert n in proc.stderr, (n, proc.stderr[-2000:])
+
+
+def _make_special(tmp_path: Path, name: str, kind: str) -> Path:
+    p = tmp_path / name
+    if kind == "fifo":
+        os.mkfifo(p)
+    elif kind.startswith("link:"):
+        p.symlink_to(kind[5:])
+    elif kind == "loop":
+        p.symlink_to(p.name)
+    return p
+
+
+@pytest.mark.parametrize("name", sorted(make_bad_inputs.special_cases()))
+def test_special_files_are_refused_before_reading(tmp_path, name):
+    """Item 8 / 2 / 12: a FIFO (no writer: opening it would block), a link to /dev/zero (never
+    ends) and a symlink loop are refused from their file type, by `info` and by `ingest`."""
+    kind, expect = make_bad_inputs.special_cases()[name]
+    path = _make_special(tmp_path, name, kind)
+    for args in (("info", str(path)), ("info", "--lenient", str(path)),
+                 ("ingest", "-q", str(path), "--store", str(tmp_path / "s"))):
+        proc = run_cli(*args, timeout=60)  # a read of the FIFO would hang past this
+        _clean_exit2(proc, expect, name)
+    assert not (tmp_path / "s" / "steps").exists()
+
+
+def test_special_cases_are_not_in_the_committed_corpus():
+    for name in make_bad_inputs.special_cases():
+        assert name not in MANIFEST and not (BAD / name).exists()
+    for name in MANIFEST:
+        assert _stat.S_ISREG((BAD / name).lstat().st_mode), name
+
+
+def _gzip_bomb(path: Path, mib: int, head: bytes, filler: bytes) -> Path:
+    with _gzip.open(path, "wb", compresslevel=6) as fh:
+        fh.write(head)
+        block = filler * ((1 << 20) // len(filler))
+        for _ in range(mib):
+            fh.write(block)
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "json"])
+def test_gzip_is_capped_after_decompression_in_bounded_memory(tmp_path, fmt):
+    """Item 2: the limit counts decompressed bytes (a small .gz expands to 40 MiB here, with the
+    limit at 8 MiB): clear exit 2 naming the file, the limit and the variable, before the
+    expansion is held in memory."""
+    ok = (BAD / "ok.jsonl").read_bytes()
+    if fmt == "jsonl":
+        path = _gzip_bomb(tmp_path / "bomb.jsonl.gz", 40, ok, b"\n")
+    elif fmt == "csv":
+        csv = (BAD / "ok.csv").read_bytes()
+        path = _gzip_bomb(tmp_path / "bomb.csv.gz", 40, csv, csv.split(b"\n", 1)[1])
+    else:
+        path = _gzip_bomb(tmp_path / "bomb.json.gz", 40, b"[" + ok.replace(b"\n", b",")[:-1] + b"",
+                          b" " * 1024)
+    assert path.stat().st_size < 200_000
+    env = {"CRBC_VIZ_MAX_INPUT_MB": "8"}
+    proc = run_cli("info", str(path), env=env)
+    _clean_exit2(proc, "bomb", "8 MiB", "CRBC_VIZ_MAX_INPUT_MB")
+    proc = run_cli("ingest", "-q", str(path), "--store", str(tmp_path / "s"), env=env)
+    _clean_exit2(proc, "bomb", "CRBC_VIZ_MAX_INPUT_MB")
+    code = ("from crbc_viz.io import load_rollouts, LoadError\n"
+            f"try:\n    load_rollouts({str(path)!r})\nexcept LoadError as e:\n    print(e)\n")
+    base, _ = _peak_rss_mb(code.replace(str(path), str(BAD / "ok.jsonl")), env=env)
+    peak, out = _peak_rss_mb(code, env=env)
+    assert "CRBC_VIZ_MAX_INPUT_MB" in out
+    assert peak - base < 64, (base, peak)  # never the 40 MiB expansion (plus its objects)
+
+
+def test_row_field_and_cell_limits_are_settings(tmp_path):
+    """Item 2: rows, distinct fields and rows x fields are counted as the file expands."""
+    rows = []
+    for g in range(1500):
+        rows += [dict(r, group_id=f"g{g}") for r in _ok_rows()]
+    path = write_jsonl(tmp_path / "rows.jsonl", rows)
+    _clean_exit2(run_cli("info", str(path), env={"CRBC_VIZ_MAX_ROWS": "1000"}),
+                 "rows.jsonl:line 1001", "more than the limit of 1,000 rows", "CRBC_VIZ_MAX_ROWS")
+    assert run_cli("info", str(path), env={"CRBC_VIZ_MAX_ROWS": "6000"}).returncode == 0
+    _clean_exit2(run_cli("info", str(path), env={"CRBC_VIZ_MAX_CELLS": "20000"}),
+                 "table cells", "CRBC_VIZ_MAX_CELLS")
+    wide = pd.DataFrame(_ok_rows())
+    for k in range(40):
+        wide[f"extra{k}"] = k
+    wide.to_csv(tmp_path / "wide.csv", index=False)
+    wide.to_parquet(tmp_path / "wide.parquet")
+    for name in ("wide.csv", "wide.parquet"):
+        _clean_exit2(run_cli("info", str(tmp_path / name), env={"CRBC_VIZ_MAX_FIELDS": "30"}),
+                     name, "more than the limit of 30 distinct field names", "CRBC_VIZ_MAX_FIELDS")
+        assert run_cli("info", str(tmp_path / name)).returncode == 0
+
+
+@pytest.mark.parametrize("setting", ["CRBC_VIZ_MAX_LINE_MB=inf", "CRBC_VIZ_MAX_JSON_MB=nan",
+                                     "CRBC_VIZ_MAX_INPUT_MB=-1", "CRBC_VIZ_MAX_ROWS=0",
+                                     "CRBC_VIZ_MAX_FIELDS=lots", "CRBC_VIZ_MAX_PROBLEMS=inf"])
+def test_limit_settings_that_are_not_finite_positive_numbers(tmp_path, setting):
+    """Item 9: ``CRBC_VIZ_MAX_*=inf`` was an OverflowError traceback."""
+    var, val = setting.split("=")
+    doc = tmp_path / "ok.json"
+    doc.write_text(json.dumps(_ok_rows()))
+    _clean_exit2(run_cli("info", str(doc if "JSON" in var else BAD / "ok.jsonl"), env={var: val}), var)
+
+
+def test_outputs_that_are_inputs_or_in_a_store_are_refused(tmp_path):
+    """Item 4 (and 9): ``score LOG -o LOG``, a link to the input, ``export -o`` onto a part or
+    into the store, a folder, a file as parent: exit 2, one line, nothing changed."""
+    log = tmp_path / "output_is_input.jsonl"
+    log.write_bytes((BAD / "output_is_input.jsonl").read_bytes())
+    before = log.read_bytes()
+    _clean_exit2(run_cli("score", str(log), "-o", str(log)), "is the input", str(log))
+    (tmp_path / "alias.jsonl").symlink_to(log)
+    _clean_exit2(run_cli("score", str(log), "-o", str(tmp_path / "alias.jsonl")), "is the input")
+    _clean_exit2(run_cli("score", str(tmp_path / "alias.jsonl"), "-o", str(log)), "is the input")
+    assert log.read_bytes() == before
+    store = tmp_path / "store"
+    assert run_cli("ingest", "-q", str(log), "--store", str(store)).returncode == 0
+    parts = sorted(store.rglob("*.parquet"))
+    snap = {p: p.read_bytes() for p in parts}
+    _clean_exit2(run_cli("export", "--store", str(store), "-o", str(parts[0])), "inside the log store")
+    _clean_exit2(run_cli("export", "--store", str(store), "-o", str(store / "x.csv")), "inside the log store")
+    _clean_exit2(run_cli("score", "--store", str(store), "-o", str(store / "cache" / "x.parquet")),
+                 "inside the log store")
+    _clean_exit2(run_cli("score", str(BAD / "ok.jsonl"), "-o", str(parts[0])), "inside the log store")
+    assert {p: p.read_bytes() for p in sorted(store.rglob("*.parquet"))} == snap
+    _clean_exit2(run_cli("score", str(log), "-o", str(tmp_path)), "is a folder")
+    (tmp_path / "afile").write_text("x")
+    _clean_exit2(run_cli("score", str(log), "-o", str(tmp_path / "afile" / "o.csv")), "is a file, not a folder")
+    if os.geteuid() != 0:  # root writes anywhere
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o500)
+        _clean_exit2(run_cli("score", str(log), "-o", str(ro / "o.csv")), "cannot write")
+    ok = run_cli("export", "--store", str(store), "-o", str(tmp_path / "e.parquet"))
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_disk_full_is_one_line(tmp_path, monkeypatch):
+    """Item 9: an OSError while writing (ENOSPC) is an OutputError naming the file."""
+    import errno
+
+    from crbc_viz.io.write import OutputError, write_frame
+
+    def full(self, path, *a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", full)
+    with pytest.raises(OutputError, match="o.parquet.*No space left"):
+        write_frame(pd.DataFrame({"a": [1]}), tmp_path / "o.parquet")
+    assert list(tmp_path.iterdir()) == []
+
+
+def _ingest(tmp_path: Path, *logs, store: str = "store", extra=()) -> Path:
+    root = tmp_path / store
+    proc = run_cli("ingest", "-q", *map(str, logs), "--store", str(root), *extra)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    return root
+
+
+def _manifest(store: Path) -> Path:
+    (m,) = sorted((store / "manifest").glob("*.json"))
+    return m
+
+
+@pytest.mark.parametrize("attack", ["dotdot", "absolute", "text_dotdot", "symlink_out", "missing",
+                                    "not_a_list", "garbage"])
+def test_store_manifests_naming_files_outside_the_store_are_refused(tmp_path, attack):
+    """Item 6 (and 9): a manifest naming a part outside the store (../, absolute, a symlinked
+    part), a missing part or a damaged manifest: StoreError naming the manifest, exit 2."""
+    store = _ingest(tmp_path, BAD / "ok.jsonl")
+    outside = tmp_path / "outside.parquet"
+    pd.read_parquet(next(store.rglob("steps/**/*.parquet"))).to_parquet(outside)  # a real part
+    mpath = _manifest(store)
+    man = json.loads(mpath.read_text())
+    part = man["parts"][0]
+    if attack == "dotdot":
+        part["path"] = "steps/../../outside.parquet"
+    elif attack == "absolute":
+        part["path"] = str(outside)
+    elif attack == "text_dotdot":
+        part["text"] = "../outside.parquet"
+    elif attack == "symlink_out":
+        p = store / part["path"]
+        p.unlink()
+        p.symlink_to(outside)
+    elif attack == "missing":
+        (store / part["path"]).unlink()
+    elif attack == "not_a_list":
+        man["parts"] = {"a": 1}
+    if attack == "garbage":
+        mpath.write_text("{ not json")
+    elif attack != "symlink_out" and attack != "missing":
+        mpath.write_text(json.dumps(man))
+    expect = "unreadable manifest" if attack == "garbage" else mpath.name
+    for args in (("info", "--store", str(store)), ("info", "--store", str(store), "--group", "g"),
+                 ("score", "--store", str(store), "-o", str(tmp_path / "o.parquet")),
+                 ("trends", "-q", "--store", str(store)),
+                 ("export", "--store", str(store), "-o", str(tmp_path / "e.parquet"))):
+        _clean_exit2(run_cli(*args), expect)
+    assert not (tmp_path / "o.parquet").exists() and not (tmp_path / "e.parquet").exists()
+
+
+def test_damaged_store_files_are_named(tmp_path):
+    """Item 9 / 12: a garbage store.json and a corrupt part are one-line errors."""
+    store = _ingest(tmp_path, BAD / "ok.jsonl")
+    part = next(store.rglob("steps/**/*.parquet"))
+    part.write_bytes(part.read_bytes()[:60])
+    _clean_exit2(run_cli("info", "--store", str(store), "--group", "g"), "cannot read the store's data",
+                 "re-ingest")
+    (store / "store.json").write_text("garbage")
+    _clean_exit2(run_cli("info", "--store", str(store)), "store.json", "not a valid store marker")
+
+
+def test_path_like_ids_stay_inside_the_store(tmp_path):
+    """Item 6: run and group ids that look like paths never become paths: every file the
+    store writes (parts, manifests, trends cache) lies under the store folder."""
+    escape = Path("/tmp/crbc-escape")
+    store = _ingest(tmp_path, BAD / "traversal_ids.jsonl", BAD / "long_unicode_run_id.jsonl")
+    for args in (("trends", "-q", "--store", str(store)),
+                 ("trends", "-q", "--store", str(store), "--run", "../../../../tmp/crbc-escape"),
+                 ("export", "--store", str(store), "-o", str(tmp_path / "e.parquet")),
+                 ("info", "--store", str(store), "--group", "../../g")):
+        proc = run_cli(*args)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, (args, proc.stderr)
+    root = store.resolve()
+    for p in store.rglob("*"):
+        assert root in p.resolve().parents, p
+        assert len(p.name.encode()) <= 255
+    assert not escape.exists()
+    runs = pd.read_parquet(tmp_path / "e.parquet")["run_id"].unique().tolist()
+    assert sorted(runs) == sorted(["../../../../tmp/crbc-escape", "\u00fc" * 300])
+
+
+def test_trends_cache_that_is_corrupt_is_recomputed(tmp_path):
+    """Item 12: a damaged cache file was an error on every later `trends`."""
+    store = _ingest(tmp_path, BAD / "ok.jsonl")
+    first = run_cli("trends", "-q", "--store", str(store), "--json")
+    assert first.returncode == 0, first.stderr
+    cached = sorted((store / "cache").glob("*.parquet"))
+    assert cached
+    for p in cached:
+        p.write_bytes(b"PAR1 broken")
+    again = run_cli("trends", "-q", "--store", str(store), "--json")
+    assert again.returncode == 0 and json.loads(again.stdout) == json.loads(first.stdout), again.stderr
+    assert all(pd.read_parquet(p) is not None for p in cached)  # rewritten
+
+
+def test_interrupted_ingest_is_reported_and_can_be_dropped(tmp_path):
+    """Item 12: after a kill -9 the partial source is named as incomplete, and
+    `drop-incomplete` removes it (its parts too); a fresh ingest then works."""
+    from crbc_viz.store import CRASH_ENV
+
+    rows = []
+    for g in range(40):
+        rows += [dict(r, group_id=f"g{g}") for r in _ok_rows()]
+    log = write_jsonl(tmp_path / "run.jsonl", rows)
+    store = tmp_path / "store"
+    proc = run_cli("ingest", "-q", str(log), "--store", str(store), "--part-rows", "20",
+                   env={CRASH_ENV: "2"})
+    assert proc.returncode == 17
+    info = run_cli("info", "--store", str(store))
+    assert info.returncode == 0
+    assert "is incomplete" in info.stderr and "40 of 160 steps" in info.stderr, info.stderr
+    assert "drop-incomplete" in info.stderr
+    drop = run_cli("drop-incomplete", "--store", str(store))
+    assert drop.returncode == 0 and "1 incomplete source(s) removed" in drop.stdout, drop.stderr
+    assert not list(store.rglob("*.parquet")) and not list((store / "manifest").glob("*.json"))
+    _ingest(tmp_path, log)
+    info = run_cli("info", "--store", str(store), "--json")
+    assert json.loads(info.stdout)["steps"] == 160 and "incomplete" not in info.stderr
+
+
+def test_same_file_with_another_run_id_is_ingested_again(tmp_path):
+    """Item 12: the same file under another --run-id was silently skipped."""
+    store = _ingest(tmp_path, BAD / "ok.jsonl", extra=("--run-id", "first"))
+    proc = run_cli("ingest", "-q", str(BAD / "ok.jsonl"), "--store", str(store), "--run-id", "second")
+    assert proc.returncode == 0 and "ingested" in proc.stdout, proc.stdout
+    again = run_cli("ingest", "-q", str(BAD / "ok.jsonl"), "--store", str(store), "--run-id", "second")
+    assert "skipped" in again.stdout
+    info = json.loads(run_cli("info", "--store", str(store), "--json").stdout)
+    assert info["runs"] == ["first", "second"] and info["steps"] == 8
+
+
+def test_csv_outputs_escape_formula_cells(tmp_path):
+    """Item 7: text cells starting with = + - @ tab or CR get a leading ' (OWASP); numbers
+    stay numbers; Parquet/JSONL keep values exact."""
+    import csv
+
+    src = BAD / "formula_cells.jsonl"
+    store = _ingest(tmp_path, src)
+    outs = [tmp_path / "s.csv", tmp_path / "e.csv"]
+    assert run_cli("score", str(src), "-o", str(outs[0])).returncode == 0
+    assert run_cli("export", "--store", str(store), "-o", str(outs[1])).returncode == 0
+    for out in outs:
+        with open(out, newline="", encoding="utf-8") as fh:
+            cells = [c for row in csv.reader(fh) for c in row]
+        risky = [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r")]
+        for c in risky:
+            float(c)  # only numbers (negative advantages) may start with a formula character
+        for f in make_bad_inputs.FORMULAS:
+            assert any(c.startswith("'" + f) for c in cells), (out.name, f)
+    assert run_cli("score", str(src), "-o", str(tmp_path / "s.parquet")).returncode == 0
+    back = pd.read_parquet(tmp_path / "s.parquet")
+    assert back["group_id"].iloc[0] == make_bad_inputs.FORMULAS[0]
+
+
+def test_terminal_escapes_in_ids_are_not_printed_raw(tmp_path):
+    """Item 11: ESC / C1 control characters from a log are printed as \\x1b escapes."""
+    store = _ingest(tmp_path, BAD / "terminal_escapes.jsonl")
+    group = make_bad_inputs.TERMINAL[0] + "g"
+    outs = [run_cli("info", "--store", str(store), "--group", group),
+            run_cli("info", "--store", str(store)),
+            run_cli("trends", "-q", "--store", str(store), "--train-step", "0"),
+            run_cli("info", str(BAD / "terminal_escapes.jsonl")),
+            run_cli("info", "--store", str(store), "--group", group + "\x1b[5m nope")]
+    for proc in outs:
+        for text in (proc.stdout, proc.stderr):
+            assert "\x1b" not in text and "\x9b" not in text and "\x07" not in text, text
+    assert outs[0].returncode == 0 and "\\x1b[2J" in outs[0].stdout, outs[0].stdout
+    assert outs[-1].returncode == 2 and "\\x1b[5m" in outs[-1].stderr
+
+
+def test_ingest_messages_name_file_and_stay_short(tmp_path):
+    """Item 12: deep JSON in the first record (ingest's format sniff) is named, not
+    "maximum recursion depth exceeded"; a 60 KB bad value is not echoed whole."""
+    proc = run_cli("ingest", "-q", str(BAD / "deep_first_record.jsonl"), "--store", str(tmp_path / "s"))
+    _clean_exit2(proc, "deep_first_record.jsonl", "nested too deeply")
+    assert "recursion" not in proc.stderr
+    proc = run_cli("ingest", "-q", str(BAD / "big_bad_value.jsonl"), "--store", str(tmp_path / "s"))
+    _clean_exit2(proc, "big_bad_value.jsonl", "expected a number")
+    assert len(proc.stderr) < 2000
+
+
+def test_depth_and_similarity_work_are_bounded(tmp_path):
+    """Item 10: depth=1e12 is refused up front (it looped in compiled code); GiGPO's
+    quadratic similarity mode stops at a work limit with a message naming the setting."""
+    out = str(tmp_path / "o.csv")
+    _clean_exit2(run_cli("score", str(BAD / "ok.jsonl"), "-o", out, "-p", "depth=1e12"),
+                 "depth", "<= 10000")
+    for d in ("inf", "10000", "3"):
+        assert run_cli("score", str(BAD / "ok.jsonl"), "-o", out, "-p", f"depth={d}").returncode == 0
+    sim = str(BAD / "similarity_anchors.jsonl")
+    _clean_exit2(run_cli("score", sim, "-e", "gigpo", "-o", out, "-p", "similarity=true",
+                         env={"CRBC_VIZ_MAX_SIMILARITY_WORK": "100000"}),
+                 "similarity", "CRBC_VIZ_MAX_SIMILARITY_WORK")
+    assert run_cli("score", sim, "-e", "gigpo", "-o", out, "-p", "similarity=true").returncode == 0
+
+
+def test_colliding_group_labels_are_made_unique():
+    """Item 13: run 'a/0' step 1 group 'x' and run 'a' step 0 group '1/x' both read
+    'a/0/1/x'; every group keeps a distinct label (so each is reachable in the app)."""
+    b = load_rollouts(BAD / "colliding_labels.jsonl")
+    labels = b.group_labels()
+    assert b.num_groups == 3 and len(set(labels)) == 3
+    assert labels[0] == "a/0/1/x" and labels[2] == "a/0/1/x #2" and labels[1] == "a/0/1/x #3"
+    assert [b.group_label(g) for g in range(3)] == labels
+    assert b.group_labels() is labels  # computed once per batch
+
+
+def test_sql_field_names_through_every_store_command(tmp_path):
+    """Item 1: field names that are DuckDB scripts or hold a double quote are data: every
+    store command reads them back, none runs them (the script would write a file)."""
+    from crbc_viz.store import LogStore
+
+    pwned = Path("/tmp/crbc-sql-pwned.csv")
+    if pwned.exists():
+        pwned.unlink()
+    src = BAD / "sql_field_names.jsonl"
+    store = _ingest(tmp_path, src)
+    for args in (("info", "--store", str(store)), ("info", "--store", str(store), "--group", "g"),
+                 ("info", "--store", str(store), "--group", "bad/0/g", "--json"),
+                 ("score", "--store", str(store), "-o", str(tmp_path / "o.parquet")),
+                 ("trends", "-q", "--store", str(store)),
+                 ("export", "--store", str(store), "-o", str(tmp_path / "e.csv"))):
+        proc = run_cli(*args)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, (args, proc.stderr[-3000:])
+    assert not pwned.exists()
+    with LogStore(store) as st:
+        steps = st.load_batch(group="g").steps
+        for i, f in enumerate(make_bad_inputs.SQL_FIELDS):
+            assert set(steps[f]) == {f"v{i}"}, f
+        for f in make_bad_inputs.SQL_FIELDS:
+            assert st.search_steps(f[:5]).empty or True
+    assert not pwned.exists()
+
+
+def test_upload_folder_is_private_and_bounded(tmp_path, monkeypatch):
+    """Item 6: the upload folder is a fresh 0700 folder of this user (not a shared, predictable
+    path another local user could pre-create as a symlink); uploads are pruned oldest-first."""
+    from crbc_viz.ui import files
+
+    d = Path(files.UPLOAD_DIR)
+    st = d.lstat()
+    assert _stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and _stat.S_IMODE(st.st_mode) == 0o700
+    assert d.name != "crbc-viz-uploads" and d.name.startswith("crbc-viz-uploads-")
+    target = tmp_path / "attacker"
+    target.mkdir()
+    (tmp_path / "link").symlink_to(target, target_is_directory=True)
+    monkeypatch.setattr(files, "UPLOAD_DIR", tmp_path / "link")
+    with pytest.raises(ValueError, match="not a private folder"):
+        files.save_upload("a.jsonl", b"{}\n")
+    assert list(target.iterdir()) == []
+    monkeypatch.setattr(files, "UPLOAD_DIR", tmp_path / "up")
+    monkeypatch.setattr(files, "MAX_UPLOADS_KEPT", 3)
+    saved = []
+    for i in range(5):
+        saved.append(files.save_upload(f"u{i}.jsonl", f'{{"i": {i}}}\n'.encode()))
+        os.utime(saved[-1], (1_000_000 + i, 1_000_000 + i))  # distinct ages, oldest first
+    left = sorted(p.name for p in (tmp_path / "up").iterdir())
+    assert len(left) == 3 and saved[-1].name in left and saved[0].name not in left
+    assert _stat.S_IMODE((tmp_path / "up").stat().st_mode) == 0o700

@@ -102,7 +102,7 @@ def segment_zscore(x: np.ndarray, seg: np.ndarray, num: int, *, ddof: int = 1,
 
 #: Work allowed to similarity mode per call: characters of anchor text compared, summed over
 #: every ``ratio()`` call (pairwise, so quadratic in a group's anchors); ``$CRBC_VIZ_MAX_SIMILARITY_WORK``.
-MAX_SIMILARITY_WORK = 200_000_000
+MAX_SIMILARITY_WORK = 20_000_000  # about 10 s of difflib on one core
 ENV_SIMILARITY_WORK = "CRBC_VIZ_MAX_SIMILARITY_WORK"
 
 

@@ -114,8 +114,9 @@ def check_input_file(path: str) -> os.stat_result:
 class _Capped(io.RawIOBase):
     """A readable stream that raises once more than ``cap`` bytes came out of ``inner``."""
 
-    def __init__(self, inner, cap: int, path: str, gz: bool):
+    def __init__(self, inner, cap: int, path: str, gz: bool, env: str = ENV_MAX_INPUT):
         self._inner, self._cap, self._path, self._gz, self.count = inner, cap, path, gz, 0
+        self._env = env
 
     def readable(self) -> bool:
         return True
@@ -130,8 +131,8 @@ class _Capped(io.RawIOBase):
         self.count += n
         if self.count > self._cap:
             what = "decompressed gzip data" if self._gz else "the file"
-            raise limit_error(self._path, f"{what} is larger than the input limit of "
-                              f"{self._cap / 2**20:g} MiB", ENV_MAX_INPUT)
+            raise limit_error(self._path, f"{what} is larger than the limit of "
+                              f"{self._cap / 2**20:g} MiB", self._env)
         return n
 
     def close(self) -> None:
@@ -141,21 +142,28 @@ class _Capped(io.RawIOBase):
             super().close()
 
 
-def open_input(path: str, cap: int | None = None, *, check: bool = True) -> io.BufferedReader:
+def open_input(path: str, cap: int | None = None, *, check: bool = True,
+               env: str | None = None) -> io.BufferedReader:
     """The bytes of regular file ``path`` (gunzipped when it starts with the gzip magic), as a
-    buffered stream that raises `LoadError` once more than ``cap`` bytes
-    (default ``$CRBC_VIZ_MAX_INPUT_MB``) have been decompressed from it."""
+    buffered stream that raises `LoadError` once more than ``$CRBC_VIZ_MAX_INPUT_MB`` bytes
+    have been decompressed from it, or more than ``cap`` when that is smaller (its setting
+    ``env`` named in the message)."""
     path = str(path)
     if check:
         check_input_file(path)
-    cap = mib_setting(ENV_MAX_INPUT, MAX_INPUT_MB) if cap is None else int(cap)
+    limit = mib_setting(ENV_MAX_INPUT, MAX_INPUT_MB)
+    if cap is not None and int(cap) < limit:
+        limit, env = int(cap), env or ENV_MAX_INPUT
+    else:
+        env = ENV_MAX_INPUT
+    cap = limit
     fh = open(path, "rb")
     gz = fh.read(2) == _GZIP_MAGIC
     fh.seek(0)
     inner = gzip.GzipFile(fileobj=fh, mode="rb") if gz else fh
     if gz:
         inner.myfileobj = fh  # closed with the gzip stream
-    return io.BufferedReader(_Capped(inner, cap, path, gz), buffer_size=1 << 16)
+    return io.BufferedReader(_Capped(inner, cap, path, gz, env), buffer_size=1 << 16)
 
 
 def first_line(path: str, limit: int, *, max_blank: int = 1000) -> bytes | None:

@@ -337,6 +337,7 @@ def _read_jsonl(path: str, limit: int | None = None) -> RawTable:
                 _spend(budget, rows, start, lineno)
                 if "NaN" in text or "Infinity" in text:
                     _note_nonfinite(rows, start, nonfinite)
+        budget.problems(problems, lineno)
     except LoadError:
         raise
     except _GZIP_ERRORS as exc:
@@ -518,6 +519,7 @@ def _read_json(path: str, limit: int | None = None) -> RawTable:
         start = len(rows)
         _flatten(obj, i, rows, lines, path, problems, "item")
         _spend(budget, rows, start, i)
+    budget.problems(problems, len(items))
     nonfinite: dict = {}
     if "NaN" in text or "Infinity" in text:
         _note_nonfinite(rows, 0, nonfinite)
@@ -534,6 +536,7 @@ def _read_parquet(path: str, limit: int | None = None) -> RawTable:
                 raise LoadError([Problem(path, None, None, "not a Parquet file (bad magic bytes)")])
         _check_parquet_size(pq.ParquetFile(path).metadata, path)
         table = pq.read_table(path)
+        _check_parquet_utf8(table, path)
         df = table.to_pandas()
     except LoadError:
         raise
@@ -541,6 +544,32 @@ def _read_parquet(path: str, limit: int | None = None) -> RawTable:
         raise LoadError([Problem(path, None, None,
                                  f"cannot read Parquet: {str(exc)[:300]}")]) from None
     return RawTable(path, df, np.arange(len(df), dtype=np.int64), "row", False)
+
+
+def _check_parquet_utf8(table, path: str) -> None:
+    """Refuse string cells that are not valid UTF-8 (a writer that skipped validation), naming
+    the column and the first bad row, before pandas trips over them later."""
+    import pyarrow as pa
+
+    for name, col in zip(table.column_names, table.columns):
+        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+            continue
+        try:
+            col.validate(full=True)
+        except pa.ArrowInvalid:
+            row = next((i for i, v in enumerate(col.cast(pa.binary() if pa.types.is_string(col.type)
+                                                          else pa.large_binary()).to_pylist())
+                        if v is not None and not _utf8_ok(v)), None)
+            raise LoadError([Problem(path, row, str(name)[:200], "not valid UTF-8 text in a string "
+                                     "column", "row")]) from None
+
+
+def _utf8_ok(b: bytes) -> bool:
+    try:
+        b.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
 
 
 def _check_parquet_size(meta, path: str) -> None:

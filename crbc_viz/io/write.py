@@ -126,7 +126,9 @@ def write_frame(df: pd.DataFrame, path: str | os.PathLike) -> None:
             if suffix == ".parquet":
                 df.to_parquet(tmp, index=False, compression="zstd")
             elif suffix == ".csv":
-                csv_safe(df).to_csv(tmp, index=False)
+                # CRLF rows (RFC 4180): pandas quotes a cell holding a bare CR only then, so
+                # a CR in a value cannot start a new row in a spreadsheet.
+                csv_safe(df).to_csv(tmp, index=False, lineterminator="\r\n")
             else:
                 df.to_json(tmp, orient="records", lines=True, force_ascii=False)
     except OutputError:

@@ -103,6 +103,7 @@ def cmd_info_store(args) -> int:
     from ..summary import batch_summary
 
     st = _store(args)
+    _warn_incomplete(st, args.store)
     f = _filters(args)
     if not any(v is not None for v in f.values()):
         info = st.summary()
@@ -130,6 +131,27 @@ def cmd_info_store(args) -> int:
                       f"truncated={row['truncated']}  return={row['episode_return']:.3g}")
         else:
             print(f"{k:<26}  {term(v)}")
+    return 0
+
+
+def _warn_incomplete(st, store_dir) -> None:
+    from .store import incomplete_sources
+
+    for m in incomplete_sources(st):
+        done = sum(int(p["rows"]) for p in m.get("parts", []))
+        print(f"warning: source {term(m.get('path', m['digest']))} is incomplete (its ingest was "
+              f"interrupted: {done:,} of {int(m.get('rows', 0)):,} steps committed); resume it with "
+              f"`crbc-viz ingest {term(m.get('path', 'LOG'))} --store {term(store_dir)}` or remove "
+              f"it with `crbc-viz drop-incomplete --store {term(store_dir)}`", file=sys.stderr)
+
+
+def cmd_drop_incomplete(args) -> int:
+    from .store import drop_incomplete
+
+    dropped = drop_incomplete(args.store)
+    for p in dropped:
+        print(f"dropped  {term(p)}")
+    print(f"{len(dropped)} incomplete source(s) removed from {term(args.store)}")
     return 0
 
 
@@ -240,6 +262,10 @@ def add_store_commands(sub) -> None:
     t.add_argument("--no-cache", action="store_true", dest="no_cache")
     t.add_argument("--quiet", "-q", action="store_true")
     t.set_defaults(func=cmd_trends)
+
+    d = sub.add_parser("drop-incomplete", help="remove sources whose ingest was interrupted")
+    d.add_argument("--store", required=True, metavar="DIR")
+    d.set_defaults(func=cmd_drop_incomplete)
 
     e = sub.add_parser("export", help="scored advantages per step, keyed as the trainer keys them")
     e.add_argument("--store", required=True, metavar="DIR")

@@ -39,6 +39,7 @@ from ..io.errors import MAX_LISTED, LoadError, Problem
 from ..io.write import atomic_path
 
 __all__ = ["LogStore", "Part", "IngestReport", "ingest", "open_store", "StoreError",
+           "incomplete_sources", "drop_incomplete",
            "TEXT_COLUMNS", "CRASH_ENV", "parse_group_label"]
 
 log = logging.getLogger(__name__)
@@ -601,6 +602,17 @@ def file_digest(paths: Iterable[str], root: str | None = None) -> str:
     return h.hexdigest()
 
 
+def _with_run_id(digest: str, run_id: str | None) -> str:
+    """The source digest, distinct per ``--run-id`` override: the same file ingested under
+    another run id is another source (not skipped as already present); without an override
+    the digest is the file's own, as before."""
+    if run_id is None:
+        return digest
+    h = hashlib.blake2b(digest_size=16)
+    h.update(digest.encode() + b"\0run_id\0" + str(run_id).encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
 def _arrow_column(name: str, values: pd.Series):
     """(column name, pyarrow array) for a steps column; non-scalar values go to ``<name>__json``."""
     import pyarrow as pa
@@ -691,7 +703,14 @@ def _locked(root: Path):
 
 
 def _partition_dir(run_id: str, train_step: int) -> str:
-    return f"run_id={urllib.parse.quote(str(run_id), safe='')}/train_step={int(train_step)}"
+    """The partition folder of a part. A long run id (a folder name is at most 255 bytes, and
+    percent-encoding triples non-ASCII) keeps a readable head plus a hash of the whole id;
+    readers take run ids from the manifest and the rows, never from this name."""
+    q = urllib.parse.quote(str(run_id), safe='')
+    if len(q) > 150:
+        h = hashlib.blake2b(str(run_id).encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+        q = f"{q[:100]}~{h}"
+    return f"run_id={q}/train_step={int(train_step)}"
 
 
 def _plan_parts(batch: RolloutBatch, part_rows: int):
@@ -747,6 +766,32 @@ def _existing_traj_overlap(store: LogStore, batch: RolloutBatch, digest: str, pa
                     f"copy or give the files distinct run ids (--run-id)") for r in hit.itertuples()]
 
 
+def incomplete_sources(store: LogStore) -> list[dict]:
+    """Manifests of sources whose ingest did not finish (a crash, a kill -9): their committed
+    parts are readable but the source is partial."""
+    return [m for m in store.sources.values() if not m.get("complete")]
+
+
+def drop_incomplete(root: str | os.PathLike) -> list[str]:
+    """Remove every incomplete source from the store at ``root`` (its parts, then its manifest),
+    under the ingest lock; returns the source paths dropped. Complete sources are untouched."""
+    root = Path(root)
+    LogStore(root)  # a store, or a StoreError
+    dropped = []
+    with _locked(root):
+        store = LogStore(root)
+        for m in incomplete_sources(store):
+            for p in m.get("parts", []):
+                for rel in (p.get("path"), p.get("text")):
+                    if rel:
+                        with contextlib.suppress(FileNotFoundError):
+                            (root / rel).unlink()
+            (root / "manifest" / f"{m['digest']}.json").unlink()
+            dropped.append(str(m.get("path", m["digest"])))
+        store.close()
+    return dropped
+
+
 def ingest(root: str | os.PathLike, paths, *, fmt: str = "auto", lenient: bool = False,
            success_threshold: float = 0.0, run_id: str | None = None,
            part_rows: int = DEFAULT_PART_ROWS,
@@ -787,7 +832,8 @@ def ingest(root: str | os.PathLike, paths, *, fmt: str = "auto", lenient: bool =
         (root / "manifest").mkdir(exist_ok=True)
         for src in sources:
             nbytes = sum(os.path.getsize(f) for f in src.files)
-            digest = file_digest(src.files, src.path if len(src.files) > 1 or src.files[0] != src.path else None)
+            digest = _with_run_id(file_digest(src.files, src.path if len(src.files) > 1
+                                              or src.files[0] != src.path else None), run_id)
             man = store.sources.get(digest)
             if man is not None and man.get("complete"):
                 entry = {"path": src.path, "format": src.fmt, "status": "skipped", "rows": man["rows"],

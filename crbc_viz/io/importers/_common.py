@@ -44,7 +44,10 @@ def _first_json_line(path: str) -> dict | None:
         return None
     try:
         obj = json.loads(line.decode("utf-8", errors="replace"))
-    except (ValueError, RecursionError):
+    except RecursionError:
+        raise LoadError([Problem(path, None, None, "invalid JSON: the first record is nested too "
+                                 "deeply to read")]) from None
+    except ValueError:
         return None
     return obj if isinstance(obj, dict) else None
 
@@ -65,7 +68,7 @@ def peek_fields(path: str) -> set[str]:
                 if isinstance(obj.get("steps"), list) and obj["steps"] and isinstance(obj["steps"][0], dict):
                     keys |= set(obj["steps"][0])
         elif fmt == "json":
-            with _guards.open_input(path, max_json_bytes()) as fh:  # capped after gunzip
+            with _guards.open_input(path, max_json_bytes(), env="CRBC_VIZ_MAX_JSON_MB") as fh:
                 doc = json.loads(fh.read())
             first = doc[0] if isinstance(doc, list) and doc else doc
             if isinstance(first, dict):
@@ -78,6 +81,8 @@ def peek_fields(path: str) -> set[str]:
         elif fmt == "csv":
             head = _guards.first_line(path, max_line_bytes()) or b""
             keys = {k.strip() for k in head.decode("utf-8", errors="replace").strip().split(",")}
+    except LoadError:
+        raise  # a limit, a FIFO or unreadable nesting: named, not "format not detected"
     except (OSError, ValueError, UnicodeDecodeError, RecursionError, EOFError):
         return set()
     return keys
