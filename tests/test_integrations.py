@@ -268,3 +268,42 @@ def test_integrations_bench_dry_run(tmp_path):
     for name in ("verl-agent crbc", "ROLL crbc", "verl crbc", "TRL crbc", "rLLM crbc"):
         assert f"| {name} |" in table
     assert "8,170 steps" in table
+
+
+def test_fused_device_path_on_cpu_equals_cli(tmp_path):
+    """The path CUDA tensors take for crbc (crbc_viz.backend.torch_fused, fed by the integration
+    core) runs on the CPU too: same advantages as the CLI on the de-duplicated rows."""
+    from crbc_viz.integrations._core import _fused_crbc, canonical_steps, resolve_params
+
+    rows = rows_of(SOKOBAN)
+    df = cli_scores(SOKOBAN, ["crbc"], tmp_path)
+    idx, tlr, mask, col = verl_agent_batch(rows, seed=6)
+    steps = canonical_steps(col("group_id"), col("traj_id"), col("step_idx", np.int64), col("anchor_obs"),
+                            col("reward", np.float64), actions=col("action"), success=col("success", bool))
+    assert steps.duplicates == len(idx) - len(set(idx))
+    _, p = resolve_params("crbc", {})
+    adv = _fused_crbc(steps.batch, torch.device("cpu"), p)[torch.as_tensor(steps.row_step)]
+    np.testing.assert_allclose(adv.numpy(), expected(df, rows, idx), atol=1e-9, rtol=0)
+
+
+def test_verl_adapter_says_what_is_missing():
+    from crbc_viz.integrations._core import IntegrationInputError
+    from crbc_viz.integrations.verl import compute_advantage
+
+    mask = torch.tensor([[1, 1, 0, 1, 0], [1, 0, 1, 1, 1]], dtype=torch.float32)  # 2 steps per row
+    tlr = torch.zeros(2, 5)
+    uid = np.array(["g", "g"], dtype=object)
+    with pytest.raises(IntegrationInputError, match="verl-0.9.1.patch"):
+        compute_advantage(tlr, mask, uid)
+    with pytest.raises(IntegrationInputError, match="no 'crbc_anchors'"):
+        compute_advantage(tlr, mask, uid, non_tensor_batch={"uid": uid})
+    anchors = np.empty(2, dtype=object)
+    anchors[:] = [["s0", "s1"], ["s0"]]
+    with pytest.raises(IntegrationInputError, match="row 1: 1 crbc_anchors for 2 steps"):
+        compute_advantage(tlr, mask, uid, non_tensor_batch={"uid": uid, "crbc_anchors": anchors})
+    anchors[:] = [["s0", "s1"], ["s0", "s2"]]
+    tlr[0, 3] = 1.0  # row 0 succeeds on its second step
+    adv, _ = compute_advantage(tlr, mask, uid, non_tensor_batch={"uid": uid, "crbc_anchors": anchors})
+    assert torch.all(adv[mask == 0] == 0)
+    assert adv[0, 0] == adv[0, 1] and adv[1, 2] == adv[1, 4]  # one value per step
+    assert adv[0, 3] > 0 > adv[1, 2]  # the success's last step beats the failure's
