@@ -270,3 +270,36 @@ def test_failed_rollout_to_blamed_step_to_graph_to_compare_and_back(server, brow
         del anchor
     finally:
         ctx.close()
+
+
+def _network_frame(pg):
+    for _ in range(200):
+        for f in pg.frames:
+            try:
+                if f.evaluate("() => typeof network !== 'undefined' && !!network && "
+                              "document.body.getAttribute('data-crbc-ready') === '1'"):
+                    return f
+            except Exception:  # a frame being replaced
+                pass
+        pg.wait_for_timeout(100)
+    raise AssertionError("no graph frame")
+
+
+def test_graph_zoom_survives_a_redraw(server, page):
+    url, _ = server
+    page.goto(link(url, "graph", file=TOY))
+    graph_ready(page)
+    app_idle(page)
+    inner = _network_frame(page)
+    inner.evaluate("() => { network.moveTo({scale: 2.5, animation: false}); network.emit('zoom', {}); }")
+    page.wait_for_timeout(300)
+    # Another control redraws the graph (a new iframe): the zoom is restored there.
+    page.locator(".st-key-graph_labels").click()
+    page.get_by_role("option", name="off").click()
+    page.wait_for_function("() => new URLSearchParams(location.search).get('labels') === 'off'",
+                           timeout=WAIT_MS)
+    app_idle(page)
+    page.wait_for_timeout(500)
+    inner = _network_frame(page)
+    page.wait_for_timeout(300)
+    assert abs(inner.evaluate("() => network.getScale()") - 2.5) < 1e-6
