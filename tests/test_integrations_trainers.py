@@ -91,18 +91,40 @@ def test_verl_patch_applies_and_real_compute_advantage_equals_cli(tmp_path):
     compare(res["steps"], cli_advantages(tmp_path, "beta=0.9", "w_step=2.0"), atol=1e-5)
 
 
-@needs_trainers
-def test_trl_one_real_grpo_step_with_crbc_advantages(tmp_path):
-    """One GRPOTrainer optimisation step on a tiny random Llama: CreditGRPOTrainer's [B, T]
-    advantages equal the CLI's on the rollouts the run saw, and the parameters moved."""
+def _trl_cli(tmp_path, rows_files):
     rows = tmp_path / "trl_rows.jsonl"
-    res = run_check("trl_check.py", "--rows", rows, cwd=tmp_path)
-    assert res["moved"] > 1e-4
-    assert res["shape"][0] == res["completions"] == 16
-    assert 0 < res["successes"] < 16
+    rows.write_text("".join(f.read_text() for f in rows_files))
     out = tmp_path / "trl_cli.parquet"
     subprocess.run([sys.executable, "-m", "crbc_viz", "score", str(rows), "-e", "crbc", "--param",
                     "crbc.beta=0.95", "--out", str(out)], check=True, capture_output=True, cwd=ROOT,
                    timeout=300)
-    cli = pd.read_parquet(out).set_index(["group_id", "traj_id", "step_idx"])["advantage"]
-    compare(res["steps"], cli, atol=1e-5)
+    return pd.read_parquet(out).set_index(["group_id", "traj_id", "step_idx"])["advantage"]
+
+
+@needs_trainers
+def test_trl_one_real_grpo_step_with_crbc_advantages(tmp_path):
+    """One GRPOTrainer optimisation step on a tiny random Llama: CreditGRPOTrainer's [B, T]
+    advantages equal the CLI's on the rollouts the run saw, and the parameters moved."""
+    run_check("trl_check.py", "--out", tmp_path, cwd=tmp_path)
+    res = json.loads((tmp_path / "result_0.json").read_text())
+    assert res["moved"] > 1e-4
+    assert res["shape"][0] == res["completions"] == 16
+    assert 0 < res["successes"] < 16
+    compare(res["steps"], _trl_cli(tmp_path, [tmp_path / "rows_0.jsonl"]), atol=1e-5)
+
+
+@needs_trainers
+def test_trl_two_processes_gather_group_statistics(tmp_path):
+    """Two CPU processes (torchrun, gloo), 6 completions each, groups of 4: the middle group
+    straddles the processes; every process's advantages still equal the CLI on all 12."""
+    torchrun = Path(PY).with_name("torchrun")
+    env = {k: v for k, v in os.environ.items() if k != "VERL_USE_EXTERNAL_MODULES"}
+    env["PYTHONPATH"] = ""
+    p = subprocess.run([str(torchrun), "--standalone", "--nproc_per_node", "2", str(CHECKS / "trl_check.py"),
+                        "--out", str(tmp_path), "--per-device", "6"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    results = [json.loads((tmp_path / f"result_{r}.json").read_text()) for r in (0, 1)]
+    assert all(r["processes"] == 2 and r["completions"] == 6 and r["moved"] > 1e-4 for r in results)
+    cli = _trl_cli(tmp_path, [tmp_path / "rows_0.jsonl", tmp_path / "rows_1.jsonl"])
+    compare(results[0]["steps"] + results[1]["steps"], cli, atol=1e-5)

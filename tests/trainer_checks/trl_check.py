@@ -5,9 +5,10 @@ randomly initialised Llama and a tokenizer built here; no download) with CRBC ad
 The environment is a corridor walk: every generated token is one step — an even token id moves
 right, an odd one left — from position 0; a completion succeeds when it ends at position >= 2.
 Anchors are the positions, so the completions of a prompt share states. This script writes the
-rollouts it saw as canonical rows (from the walk, not from the adapter) to ``--rows`` and prints
-JSON with the advantages the trainer used (per completion, its first token of each step), and
-how far the parameters moved.
+rollouts it saw as canonical rows (from the walk, not from the adapter) to ``--out``/rows_<rank>
+and, in result_<rank>.json, the advantages the trainer used (per completion and step) and how far
+the parameters moved. Under ``accelerate launch --num_processes 2`` with ``--per-device 6`` a
+group of 4 completions straddles the two processes, so local-only statistics would be wrong.
 """
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ def credit_steps(inputs, prompts, completions, completion_ids):
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rows", required=True)
+    ap.add_argument("--out", required=True, help="folder: rows_<rank>.jsonl and result_<rank>.json")
+    ap.add_argument("--per-device", type=int, default=16)
     a = ap.parse_args()
     import torch
     from datasets import Dataset
@@ -75,8 +77,8 @@ def main() -> None:
             seen["mask"] = out["completion_mask"].detach().clone()
             return out
 
-    conf = GRPOConfig(output_dir=os.path.join(os.path.dirname(a.rows), "trl_out"),
-                      per_device_train_batch_size=16, num_generations=4, max_completion_length=8,
+    conf = GRPOConfig(output_dir=os.path.join(a.out, "trl_out"),
+                      per_device_train_batch_size=a.per_device, num_generations=4, max_completion_length=8,
                       max_steps=1, logging_steps=1, report_to=[], save_strategy="no", use_cpu=True,
                       bf16=False, learning_rate=1e-2, seed=0, temperature=1.0, beta=0.0)
     trainer = Recording(model=model, reward_funcs=[reward_reach], args=conf,
@@ -87,20 +89,25 @@ def main() -> None:
 
     adv, mask, ids = seen["advantages"], seen["mask"], seen["ids"]
     G = 4
+    rank = trainer.accelerator.process_index
     rows, used = [], []
-    for i, c in enumerate(ids):
+    for li, c in enumerate(ids):  # local completion li is global completion rank * n + li
+        i = rank * len(ids) + li
         anchors, actions, ok = walk(c)
         for k, (s, act) in enumerate(zip(anchors, actions)):
             rows.append({"group_id": f"g{i // G}", "traj_id": f"c{i}", "step_idx": k, "anchor_obs": s,
                          "action": act, "reward": (1.0 if ok else 0.0) if k == len(c) - 1 else 0.0,
                          "success": ok})
-            assert mask[i, k] == 1
-            used.append([f"g{i // G}", f"c{i}", k, float(adv[i, k])])
-        assert torch.all(adv[i][mask[i] == 0] == 0)
-    with open(a.rows, "w", encoding="utf-8") as f:
+            assert mask[li, k] == 1
+            used.append([f"g{i // G}", f"c{i}", k, float(adv[li, k])])
+        assert torch.all(adv[li][mask[li] == 0] == 0)
+    with open(os.path.join(a.out, f"rows_{rank}.jsonl"), "w", encoding="utf-8") as f:
         f.write("".join(json.dumps(r) + "\n" for r in rows))
-    print(json.dumps({"moved": moved, "shape": list(adv.shape), "steps": used,
-                      "successes": sum(walk(c)[2] for c in ids), "completions": len(ids)}))
+    with open(os.path.join(a.out, f"result_{rank}.json"), "w", encoding="utf-8") as f:
+        json.dump({"moved": moved, "shape": list(adv.shape), "steps": used, "processes":
+                   trainer.accelerator.num_processes, "successes": sum(walk(c)[2] for c in ids),
+                   "completions": len(ids)}, f)
+    print(json.dumps({"rank": rank, "moved": moved}))
 
 
 if __name__ == "__main__":
