@@ -55,7 +55,9 @@ def compute_advantage(token_level_rewards, response_mask, anchor_obs, index, tra
         row_reward: ``"step"`` (default): a row's reward is its step's reward.
             ``"episode"``: every row carries its whole episode's return, as verl-agent's
             ``EpisodeRewardManager`` writes ``episode_rewards`` (the rows of one trajectory
-            must then agree); the canonical rows put it on the last step.
+            must then agree — not so with ``use_kl_in_reward``, whose per-token KL penalty
+            makes the row sums differ: pass ``success`` / ``won`` and keep ``"step"`` there);
+            the canonical rows put it on the last step.
         **params: the estimator's hyper-parameters (e.g. ``beta=0.98``, ``w_step=5.0``).
 
     Returns:
