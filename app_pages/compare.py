@@ -14,10 +14,9 @@ from crbc_viz.estimators import registry
 from crbc_viz.ui import pipeline, view
 from crbc_viz.ui.links import events
 from crbc_viz.ui.params import DEPTH_OPTIONS, INF_LABEL, current_params, params_to_url
-from crbc_viz.ui.selection import (chosen_rollout, pick_rollout, pick_step,
-                                   rollout_ids, set_rollout, step_buttons)
+from crbc_viz.ui.selection import chosen_rollout, rollout_ids, selection_row, set_rollout
 from crbc_viz.ui.sidebar import require_selection
-from crbc_viz.ui.text import md
+from crbc_viz.ui.text import cells, md
 from crbc_viz.views.compare import (agreement_by_group, depth_error_figure, depth_lines_figure,
                                     describe_rho, rank_matrix, rank_matrix_figure, scatter_figure,
                                     sign_agreement, spearman, step_estimator_figure,
@@ -121,7 +120,7 @@ def estimator_pair(sel, graph, focus_step) -> None:
         if const or top.empty:
             st.info("No disagreement to show: the two rankings are identical (or constant) here.")
         else:
-            st.dataframe(top[["traj_id", "t", "anchor", "action", a, b, "rank gap"]],
+            st.dataframe(cells(top[["traj_id", "t", "anchor", "action", a, b, "rank gap"]]),
                          key="cmp_top", on_select=lambda: _on_top_row(graph, top["step"].tolist()),
                          selection_mode="single-row", hide_index=True, width="stretch",
                          column_config={
@@ -135,7 +134,7 @@ def estimator_pair(sel, graph, focus_step) -> None:
             for c in ("spearman", "disagreement"):
                 shown[c] = shown[c].map(lambda v: "undefined (constant)" if not math.isfinite(v)
                                         else f"{v:.3f}")
-            st.dataframe(shown, hide_index=True, width="stretch")
+            st.dataframe(cells(shown), hide_index=True, width="stretch")
 
 
 def all_estimators(sel, graph, t) -> None:
@@ -241,13 +240,7 @@ def render() -> None:
     st.title("Compare estimators")
     st.caption(f"Group **{md(sel.group_label)}**")
     problems: list = []
-    c1, c2, c3 = st.columns([3, 2, 1.2])
-    t = pick_rollout(c1, graph, problems=problems)
-    i = pick_step(c2, graph, t, problems=problems)
-    with c3:
-        step_buttons(st, graph, t)
-    for p in problems:
-        st.warning(md(p))
+    t, i = selection_row(graph, problems)
     focus_step = None if t is None or i is None else int(graph.batch.traj_offsets[t]) + i
     focus_anchor = None if focus_step is None else int(graph.step_node[focus_step])
     if focus_step is not None:

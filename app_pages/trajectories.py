@@ -10,10 +10,9 @@ import streamlit as st
 from crbc_viz.estimators import registry
 from crbc_viz.ui import view
 from crbc_viz.ui.links import events
-from crbc_viz.ui.selection import (pick_rollout, pick_step, rollout_ids, set_rollout, set_step,
-                                   step_buttons)
+from crbc_viz.ui.selection import rollout_ids, selection_row, set_rollout, set_step
 from crbc_viz.ui.sidebar import require_selection
-from crbc_viz.ui.text import md
+from crbc_viz.ui.text import cells, md
 from crbc_viz.views.graph_view import board_html
 from crbc_viz.views.trajectories import (outcome_label, step_alternatives, trajectory_table,
                                          worst_steps)
@@ -58,7 +57,7 @@ def failed_rollouts(sel, graph, results) -> None:
             row["at step"] = f"t{int(np.flatnonzero(fin)[np.argmin(c[fin])])}" if fin.any() else "—"
         rows.append(row)
     st.caption(f"{len(failed)} of {b.num_trajectories} rollouts failed. Click a row to choose it.")
-    st.dataframe(pd.DataFrame(rows), key="failed_table", on_select=lambda: _on_failed_row(
+    st.dataframe(cells(pd.DataFrame(rows)), key="failed_table", on_select=lambda: _on_failed_row(
         [ids[t] for t in failed]), selection_mode="single-row", hide_index=True, width="stretch")
     t = None
     rid = st.session_state.get(view.FIELDS["rollout"])
@@ -104,13 +103,7 @@ def render() -> None:
         if isinstance(r, str) and n in chosen:
             st.warning(f"**{n}** — {md(r)}")
 
-    c1, c2, c3 = st.columns([3, 2, 1.2])
-    t = pick_rollout(c1, graph, problems=problems)
-    i = pick_step(c2, graph, t, problems=problems)
-    with c3:
-        step_buttons(st, graph, t)
-    for p in problems:
-        st.warning(md(p))
+    t, i = selection_row(graph, problems)
     shown = {n: results[n] for n in chosen}
     st.html(trajectory_table(graph, shown, group=0, selected=None if t is None or i is None
                              else (t, i)))
@@ -142,7 +135,7 @@ def render() -> None:
     with c2:
         st.markdown("**Actions taken from this anchor** (by any rollout of the group)")
         alt = step_alternatives(graph, shown, s)
-        st.dataframe(alt, hide_index=True, width="stretch",
+        st.dataframe(cells(alt), hide_index=True, width="stretch",
                      column_config={c: st.column_config.NumberColumn(c, format="%.4f")
                                     for c in alt.columns if c.startswith(("Q [", "credit ["))})
 

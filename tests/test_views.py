@@ -121,8 +121,10 @@ def test_graph_html_structure(toy):
     by_visits = sorted(anchors, key=lambda n: g.node_visits[n["id"]])
     assert by_visits[0]["size"] < by_visits[-1]["size"]
     assert max(e["width"] for e in edges) > min(e["width"] for e in edges)
-    # options: physics off, straight edges
-    assert '"physics": {"enabled": false}' in page and '"smooth": false' in page
+    # options: physics off, curved edges (a straight edge can run through other nodes)
+    assert '"physics": {"enabled": false}' in page and '"type": "curvedCW"' in page
+    # a click posts the node / edge to the app; edges have "src->dst" ids
+    assert 'crbc: "pick"' in page and all("->" in e["id"] for e in edges)
     # no network access needed: vis-network inlined, CDN tags removed
     assert "cdn.jsdelivr" not in page and "cdnjs.cloudflare" not in page
     assert "vis.Network" in page
@@ -130,6 +132,29 @@ def test_graph_html_structure(toy):
     s0 = next(n for n in anchors if g.node_anchor_obs[n["id"]] == "s0")
     assert "V(s) = 0.4636" in s0["title"]
     assert all("credit" in e["title"] for e in edges)
+
+
+def test_graph_legend_says_what_colour_means(toy):
+    g, res = toy
+    sp = graph_html(g, res["shortest_path"], estimator="shortest_path")
+    assert "d(s): hops to SUCCESS" in sp and "(near → far)" in sp and "d = 0" in sp
+    cr = graph_html(g, res["crbc"], estimator="crbc", params_text="beta=0.9", selected_node=1)
+    assert "(beta=0.9)" in cr and "V = 1" not in cr
+    chosen = next(n for n in dataset(cr, 0) if n["id"] == 1)
+    assert chosen["borderWidth"] == 7
+
+
+def test_neighbourhood_and_worst_steps(toy):
+    from crbc_viz.views.graph_view import neighbourhood
+    from crbc_viz.views.trajectories import worst_steps
+
+    g, res = toy
+    nodes = {str(g.node_anchor_obs[n]): n for n in range(g.num_nodes)}
+    near = {str(g.node_anchor_obs[n]) for n in neighbourhood(g, [nodes["s3"]])}
+    assert near == {"s1", "s3"}             # s3's only predecessor is s1; it ends at FAILURE
+    ws = worst_steps(g, {"crbc": res["crbc"]}, 1, "crbc", k=2)   # τ2 = s0 -a→ s1 -d→ s3 -e→ ✗
+    assert ws["action"].tolist() == ["d", "e"] and ws.iloc[0]["anchor"] == "s1"
+    assert worst_steps(g, {"crbc": "cannot run"}, 1, "crbc").empty
 
 
 def test_graph_html_highlight_path(toy):

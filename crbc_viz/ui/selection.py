@@ -147,3 +147,18 @@ def step_index(graph, t: int | None, i: int | None) -> int | None:
 def visits_of(graph, node: int) -> np.ndarray:
     """Global step indices that stand on ``node``."""
     return np.flatnonzero(graph.step_node == node)
+
+
+def selection_row(graph, problems: list) -> tuple[int | None, int | None]:
+    """Rollout picker, step picker and ◀ / ▶ in one row, then the link's refused values;
+    returns (global rollout index, step position)."""
+    c1, c2, c3 = st.columns([3, 2, 1.2])
+    t = pick_rollout(c1, graph, problems=problems)
+    i = pick_step(c2, graph, t, problems=problems)
+    with c3:
+        step_buttons(st, graph, t)
+    from .text import md
+
+    for p in problems:
+        st.warning(md(p))
+    return t, i
