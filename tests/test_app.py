@@ -481,3 +481,19 @@ def test_compare_exports_are_named_with_parameters():
              for c in at.get("plotly_chart")]
     assert any("crbc_beta=0.9_" in n and "shortest_path" in n for n in names), names
     assert any("depth-gap" in n for n in names)
+
+
+def test_step_chosen_with_its_rollout_by_a_click_is_kept():
+    """A cell click sets rollout and step in one go (before the step picker exists): the link
+    read at session start must not reset the step later."""
+    from crbc_viz.ui.selection import STEP_OWNER
+
+    at = app(file=TOY)
+    at.switch_page("app_pages/trajectories.py").run()
+    at.session_state["rollout_pick"] = "t4"
+    at.session_state["step_pick"] = 1
+    at.session_state[STEP_OWNER] = "t4"
+    at.run()
+    ok(at)
+    assert at.selectbox(key="step_pick").value == 1
+    assert (at.query_params["rollout"], at.query_params["step"]) == ("t4", "1")

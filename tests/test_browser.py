@@ -303,3 +303,22 @@ def test_graph_zoom_survives_a_redraw(server, page):
     inner = _network_frame(page)
     page.wait_for_timeout(300)
     assert abs(inner.evaluate("() => network.getScale()") - 2.5) < 1e-6
+
+
+def test_cell_click_and_arrow_keys_step_through_a_rollout(server, page):
+    url, _ = server
+    page.goto(link(url, "trajectories", file=TOY))
+    page.get_by_text("chips, top to bottom").wait_for(timeout=WAIT_MS)
+    app_idle(page)
+    page.locator("[data-crbc-step='3:1']").click()          # rollout t4 (4th row), step t1
+    _wait_query(page, rollout="t4", step="1")
+    page.get_by_text("Step t1 of rollout t4").wait_for(timeout=WAIT_MS)
+    page.locator("h1").first.click()                        # focus on the page, not a widget
+    page.keyboard.press("ArrowRight")
+    _wait_query(page, rollout="t4", step="2")
+    page.keyboard.press("ArrowRight")
+    _wait_query(page, step="3")
+    page.keyboard.press("ArrowLeft")
+    _wait_query(page, step="2")
+    page.get_by_text("Step t2 of rollout t4").wait_for(timeout=WAIT_MS)
+    page.screenshot(path=str(OUT / "trajectories_keys.png"))

@@ -71,7 +71,9 @@ export default function (component) {
   });
   // A trajectory cell (st.html, in this page) names its rollout and step.
   document.addEventListener("click", (ev) => {
-    const cell = ev.target && ev.target.closest ? ev.target.closest("[data-crbc-step]") : null;
+    // st.html may sit in a shadow root: look along the composed path, not just the target.
+    const path = ev.composedPath ? ev.composedPath() : [ev.target];
+    const cell = path.find((e) => e && e.getAttribute && e.getAttribute("data-crbc-step"));
     if (!cell) { return; }
     n += 1;
     window.__crbcSet && window.__crbcSet("pick", {kind: "step", id: cell.getAttribute("data-crbc-step"), n: n});
@@ -157,9 +159,9 @@ def on_pick() -> None:
         r, _, i = ident.partition(":")
         ids = st.session_state.get("_rollout_ids") or []
         if r.isdigit() and i.isdigit() and int(r) < len(ids):
-            st.session_state[view.FIELDS["rollout"]] = ids[int(r)]
-            st.session_state[view.FIELDS["step"]] = int(i)
-            view.clear("anchor")
+            from .selection import set_rollout
+
+            set_rollout(ids[int(r)], int(i))
         return
     visits = st.session_state.get("_rollout_anchors") or {}
     if pick.get("kind") == "edge":

@@ -50,10 +50,16 @@ def chosen_anchor(graph) -> int | None:
     return None
 
 
+#: The rollout the current step was chosen with (a step chosen together with its rollout, by a
+#: click, survives the rollout picker's change callback that Streamlit fires for code changes).
+STEP_OWNER = "_step_owner"
+
+
 def set_rollout(rid: str | None, step: int | None = None) -> None:
     """Callback-safe: choose a rollout (and a step of it)."""
     st.session_state[view.FIELDS["rollout"]] = rid
     st.session_state[view.FIELDS["step"]] = step
+    st.session_state[STEP_OWNER] = rid
     view.clear("anchor")
 
 
@@ -63,6 +69,8 @@ def set_step(step: int) -> None:
 
 
 def _on_rollout_change() -> None:
+    if st.session_state.pop(STEP_OWNER, None) == st.session_state.get(view.FIELDS["rollout"]):
+        return
     st.session_state[view.FIELDS["step"]] = None
     view.clear("anchor")
 

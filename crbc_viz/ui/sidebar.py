@@ -128,7 +128,7 @@ def render_sidebar() -> Selection:
 
     samples = discover_samples()
     default_ref = default_sample(samples)
-    if view.is_pending("file"):
+    if view.is_pending("file") or (FILE_KEY not in st.session_state and view.value("file")):
         st.session_state[FILE_KEY] = view.value("file")
         view.set_value("file", view.value("file"))
     ref = st.session_state.get(FILE_KEY) or default_ref

@@ -182,6 +182,9 @@ def sync_out() -> None:
     if want != _current_query():
         st.query_params.from_dict(want)
     st.session_state[_WRITTEN] = want
+    # A URL is applied on the run that read it; controls not drawn then (another page, a step
+    # picker without a rollout) take the view's value when they are drawn later.
+    st.session_state[_PENDING] = set()
 
 
 def view_link(url_path: str = "") -> str:
