@@ -8,7 +8,7 @@ from crbc_viz.ui.files import (ALLOWED_SUFFIXES, MAX_UPLOAD_MB, allowed_roots, d
                                file_ref, resolve_data_path, save_upload)
 from crbc_viz.ui import view
 from crbc_viz.ui.sidebar import link_ref, selection, set_file, set_group
-from crbc_viz.ui.text import md, md_lines
+from crbc_viz.ui.text import cells, md, md_lines
 
 SOURCES = ("Bundled sample", "Upload", "Server path")
 
@@ -124,8 +124,10 @@ def render() -> None:
     # Where ρ is undefined (a constant credit: nothing to rank), sign agreement means nothing
     # either; both read "undefined" (the numbers stay sortable underneath).
     shown.loc[shown["disagreement"].isna(), "sign_agreement"] = float("nan")
-    styled = shown.style.format({"disagreement": "{:.3f}", "sign_agreement": "{:.1%}"},
-                                na_rep="undefined")
+    styled = cells(shown)
+    if styled.size <= 262_144:  # pandas Styler's cell limit: 200k groups are shown unstyled
+        styled = styled.style.format({"disagreement": "{:.3f}", "sign_agreement": "{:.1%}"},
+                                     na_rep="undefined")
     st.dataframe(
         styled, key="group_table", on_select=lambda: _on_table_select(list(table["group"])),
         selection_mode="single-row", hide_index=True, width="stretch",

@@ -10,7 +10,7 @@ from crbc_viz.ui.links import events
 from crbc_viz.ui.params import params_to_url
 from crbc_viz.ui.selection import pick_anchor, pick_rollout, pick_step, step_buttons
 from crbc_viz.ui.sidebar import require_selection
-from crbc_viz.ui.text import md
+from crbc_viz.ui.text import cells, md
 from crbc_viz.views.graph_view import board_html, node_values, value_meaning
 from crbc_viz.views.trajectories import anchor_panel_frame
 
@@ -89,7 +89,7 @@ def render() -> None:
         if board:
             st.html(board)
         st.code(str(graph.node_anchor_obs[lo + anchor])[:4000], language=None)
-        st.dataframe(anchor_panel_frame(graph, {sel.estimator: res}, lo + anchor),
+        st.dataframe(cells(anchor_panel_frame(graph, {sel.estimator: res}, lo + anchor)),
                      hide_index=True, width="stretch")
         st.page_link("app_pages/compare.py", label="Compare estimators at this step" if i is not None
                      else "Compare estimators on this group", icon=":material/compare_arrows:",
@@ -101,11 +101,11 @@ def render() -> None:
                 for k, v in res.diagnostics.items()))
         with st.expander("Anchors as a table"):
             v = node_values(graph, res)
-            st.dataframe(pd.DataFrame({
+            st.dataframe(cells(pd.DataFrame({
                 "anchor": [f"s{n}" for n in range(graph.num_nodes)],
                 "visits": graph.node_visits, "distinct actions": graph.node_num_actions,
                 title: v, "anchor text": [str(a)[:200] for a in graph.node_anchor_obs],
-            }), hide_index=True, width="stretch")
+            })), hide_index=True, width="stretch")
 
 
 render()

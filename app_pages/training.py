@@ -14,7 +14,7 @@ from crbc_viz.ui import files
 from crbc_viz.ui.files import REPO_ROOT, file_ref, resolve_data_dir
 from crbc_viz.ui import view
 from crbc_viz.ui.sidebar import set_file, set_group
-from crbc_viz.ui.text import md_lines
+from crbc_viz.ui.text import cells, md_lines
 from crbc_viz.views.training import METRICS, trends_figure
 
 
@@ -91,7 +91,7 @@ def render() -> None:
                "where both vary.")
     g = groups[(groups["train_step"] == pick) & (groups["run_id"] == str(run))].reset_index(drop=True)
     st.subheader(f"Groups of train_step {pick}")
-    st.dataframe(g, hide_index=True, width="stretch")
+    st.dataframe(cells(g), hide_index=True, width="stretch")
     if g.empty:
         return
     gid = st.selectbox("Group", g["group_id"].tolist(), key="training_group")
@@ -116,13 +116,13 @@ def _lookup(store: LogStore) -> None:
     if text:
         hits = store.search_steps(text, limit=200)
         st.caption(f"{len(hits)} step(s){' (first 200)' if len(hits) == 200 else ''}")
-        st.dataframe(hits.astype(str), hide_index=True, width="stretch")
+        st.dataframe(cells(hits.astype(str)), hide_index=True, width="stretch")
     if traj:
         rows = store.find_trajectory(traj)
         st.caption(f"{len(rows)} step(s) of trajectory id {traj!r}" if len(rows) else
                    f"no trajectory with id {traj!r}")
         if len(rows):
-            st.dataframe(rows.astype(str), hide_index=True, width="stretch")
+            st.dataframe(cells(rows.astype(str)), hide_index=True, width="stretch")
 
 
 render()

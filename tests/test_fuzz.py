@@ -218,17 +218,21 @@ if __name__ != "__main__":
     def test_store_sql_names_all_at_once(tmp_path):
         _store_round_trip(tmp_path, {n: f"v{i}" for i, n in enumerate(SQL_NAMES)})
 
-    def test_atheris_store_bounded(tmp_path):
+    def _run_atheris(tmp_path, mode: str, *flags: str, timeout: float = 90) -> None:
+        """``python tests/test_fuzz.py <mode>`` for `ATHERIS_SECONDS`: it must end cleanly."""
         pytest.importorskip("atheris")
         proc = subprocess.run(
-            [sys.executable, str(Path(__file__)), "--atheris-store", f"-max_total_time={ATHERIS_SECONDS}",
-             "-rss_limit_mb=3072", "-max_len=512", "-timeout=20", f"-artifact_prefix={tmp_path}/"],
-            cwd=ROOT, capture_output=True, text=True, timeout=ATHERIS_SECONDS + 120,
+            [sys.executable, str(Path(__file__)), mode, f"-max_total_time={ATHERIS_SECONDS}",
+             "-rss_limit_mb=3072", f"-artifact_prefix={tmp_path}/", *flags],
+            cwd=ROOT, capture_output=True, text=True, timeout=ATHERIS_SECONDS + timeout,
             env={**os.environ, "CRBC_FUZZ_TMP": str(tmp_path)})
         tail = (proc.stdout + proc.stderr)[-4000:]
         assert proc.returncode == 0, tail
         assert "Traceback" not in proc.stderr, tail
         assert "Done" in proc.stderr or "pulse" in proc.stderr or "INITED" in proc.stderr, tail
+
+    def test_atheris_store_bounded(tmp_path):
+        _run_atheris(tmp_path, "--atheris-store", "-max_len=512", "-timeout=20", timeout=120)
 
     def test_atheris_jsonl_bounded(tmp_path):
         pytest.importorskip("atheris")
@@ -237,16 +241,7 @@ if __name__ != "__main__":
         for p in sorted((HERE / "bad_inputs").glob("*.jsonl")):
             if p.stat().st_size < 8192:
                 shutil.copy(p, corpus / p.name)
-        proc = subprocess.run(
-            [sys.executable, str(Path(__file__)), "--atheris", f"-max_total_time={ATHERIS_SECONDS}",
-             "-rss_limit_mb=3072", "-max_len=4096", "-timeout=10", f"-artifact_prefix={tmp_path}/",
-             str(corpus)],
-            cwd=ROOT, capture_output=True, text=True, timeout=ATHERIS_SECONDS + 90,
-            env={**os.environ, "CRBC_FUZZ_TMP": str(tmp_path)})
-        tail = (proc.stdout + proc.stderr)[-4000:]
-        assert proc.returncode == 0, tail
-        assert "Traceback" not in proc.stderr, tail
-        assert "Done" in proc.stderr or "pulse" in proc.stderr or "INITED" in proc.stderr, tail
+        _run_atheris(tmp_path, "--atheris", "-max_len=4096", "-timeout=10", str(corpus))
 
 
 def _atheris_main(argv: list[str]) -> None:

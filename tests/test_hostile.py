@@ -883,3 +883,135 @@ def test_upload_folder_is_private_and_bounded(tmp_path, monkeypatch):
     left = sorted(p.name for p in (tmp_path / "up").iterdir())
     assert len(left) == 3 and saved[-1].name in left and saved[0].name not in left
     assert _stat.S_IMODE((tmp_path / "up").stat().st_mode) == 0o700
+
+
+# ---------------------------------------------------------------- issue 14: the app
+EVIL = ("[click](http://evil.invalid/x)", "![img](http://evil.invalid/a.png)",
+        "<img src=http://evil.invalid/b.png>", "www.evil.invalid :red[red] **bold**")
+_LINK = re.compile(r"(?<!\\)!?\[[^\]]*(?<!\\)\]\(|(?<!\\)<img|https?://evil|(?<!\\)www\.evil")
+
+
+def _app(query: dict, page: str | None = None, env: dict | None = None):
+    from streamlit.testing.v1 import AppTest
+
+    for k, v in (env or {}).items():
+        os.environ[k] = v
+    try:
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+        if page:
+            at.switch_page(page)
+        for k, v in query.items():
+            at.query_params[k] = v
+        at.run()
+    finally:
+        for k in env or {}:
+            os.environ.pop(k, None)
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _shown(at) -> list[str]:
+    out = []
+    for root in (at, at.sidebar):
+        for kind in ("error", "warning", "info", "success", "markdown", "caption", "title", "subheader"):
+            out += [str(el.value) for el in getattr(root, kind)]
+    return out
+
+
+@pytest.mark.parametrize("evil", EVIL)
+def test_app_url_values_and_load_errors_render_as_text(evil):
+    """Item 5: ?file= / ?group= / ?estimator= / ?store= values and the load errors quoting
+    them reach st.error / st.warning escaped: no link, image or HTML of the sender's choice."""
+    pages = [(None, {"file": evil + ".jsonl", "estimator": evil}),
+             (None, {"group": evil, "estimator": evil}),
+             ("app_pages/training.py", {"store": evil})]
+    for page, q in pages:
+        at = _app(q, page)
+        texts = _shown(at)
+        assert any("evil" in t for t in texts), texts  # the value is shown ...
+        for t in texts:
+            assert not _LINK.search(t), t             # ... as text
+
+
+def test_app_log_values_render_as_text_and_tables_are_formula_safe(tmp_path):
+    """Items 5 and 7: markdown in group / trajectory ids and actions stays text on every
+    page; the tables whose "Download as CSV" writes cells verbatim hold no formula cell."""
+    data = tmp_path / "roots"
+    data.mkdir()
+    for name in ("markdown_ids.jsonl", "formula_cells.jsonl"):
+        (data / name).write_bytes((BAD / name).read_bytes())
+    env = {"CRBC_VIZ_DATA_ROOTS": str(data)}
+    at = _app({"file": str(data / "markdown_ids.jsonl")}, env=env)
+    for page in (None, "app_pages/graph.py", "app_pages/trajectories.py", "app_pages/compare.py"):
+        at = _app({"file": str(data / "markdown_ids.jsonl")}, page, env=env)
+        for t in _shown(at):
+            assert not _LINK.search(t), (page, t)
+    cells = []
+    for page in (None, "app_pages/graph.py", "app_pages/trajectories.py", "app_pages/compare.py"):
+        at = _app({"file": str(data / "formula_cells.jsonl")}, page, env=env)
+        for df in at.dataframe:
+            table = df.value
+            cells += [v for col in table.columns for v in table[col].tolist() if isinstance(v, str)]
+    assert any(c[:1] == "'" and c[1:2] in "=+-@\t\r" for c in cells), cells
+    assert not [c for c in cells if c[:1] in "=+-@\t\r"], cells
+
+
+def test_app_long_or_odd_file_paths_are_short_errors():
+    """Item 9: a very long ?file= (ENAMETOOLONG) is a short error, not an exception box."""
+    for ref in ("/tmp/" + "a" * 5000 + ".jsonl", "/tmp/" + "b" * 300 + "/x.jsonl",
+                "sample_rollouts/" + "../" * 50 + "etc/passwd"):
+        at = _app({"file": ref})
+        errors = [str(e.value) for e in at.sidebar.error]
+        assert errors and all(len(e) < 1500 for e in errors), errors
+
+
+@pytest.mark.browser
+def test_url_values_in_the_browser_fetch_nothing_and_link_nowhere(tmp_path_factory):
+    """Item 5 in Chromium: hostile ?file= / ?group= / ?estimator= / ?store= values and a log
+    whose ids are markdown links produce no <a href> or <img> to the sender's host, and the
+    browser requests nothing from it."""
+    pytest.importorskip("playwright")
+    if not os.path.exists("/usr/bin/chromium"):
+        pytest.skip("/usr/bin/chromium is absent")
+    import urllib.parse
+
+    from playwright.sync_api import sync_playwright
+    from streamlit_server import CHROMIUM, CHROMIUM_ARGS, WAIT_MS as wait, app_idle as idle
+    from streamlit_server import streamlit_server
+
+    data = tmp_path_factory.mktemp("md_roots")
+    log = data / "markdown_ids.jsonl"
+    log.write_bytes((BAD / "markdown_ids.jsonl").read_bytes())
+    out = ROOT / "test-output"
+    out.mkdir(exist_ok=True)
+    with streamlit_server(env={"CRBC_VIZ_DATA_ROOTS": str(data)},
+                          log_path=out / "streamlit-hostile-md.log") as url, sync_playwright() as p:
+        br = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            pg = br.new_page(viewport={"width": 1400, "height": 1600})
+            asked, shown = [], []
+            pg.on("request", lambda r: asked.append(r.url)
+                  if "evil.invalid" in (urllib.parse.urlparse(r.url).hostname or "") else None)
+            visits = [("", {"file": EVIL[0] + ".jsonl", "group": EVIL[1], "estimator": EVIL[2]}),
+                      ("training", {"store": EVIL[1]}), ("training", {"store": EVIL[0]}),
+                      ("", {"file": str(log)}), ("graph", {"file": str(log)}),
+                      ("trajectories", {"file": str(log)}), ("compare", {"file": str(log)})]
+            for page, q in visits:
+                pg.goto(f"{url}/{page}?" + urllib.parse.urlencode(q))
+                pg.wait_for_selector("[data-testid='stApp']", timeout=wait)
+                if "file" in q and q["file"] != str(log) or "store" in q:  # an error quoting it
+                    pg.locator("[data-testid='stAlert']").first.wait_for(timeout=wait)
+                idle(pg)
+                shown.append(pg.locator("[data-testid='stApp']").inner_text())
+                for f in pg.frames:  # links to this app may carry the query; none leaves it
+                    hosts = f.evaluate("() => [...document.querySelectorAll('a[href], img[src], "
+                                       "link[href], iframe[src]')].map(e => { try { return new "
+                                       "URL(e.href || e.src, location.href).hostname } catch (x) "
+                                       "{ return 'bad' } })")
+                    assert not [h for h in hosts if "evil" in h or h == "bad"], (page, q, hosts)
+                pg.screenshot(path=str(out / f"md_{page or 'data'}.png"))
+            assert not asked, asked
+            assert "evil.invalid" in shown[0] and "evil.invalid" in shown[1]  # shown, as text
+            assert "[click](http://evil.invalid/x)" in shown[2].replace("\u2060", ""), shown[2][:2000]
+        finally:
+            br.close()

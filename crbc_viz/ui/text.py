@@ -6,7 +6,8 @@
 Every character that opens an inline construct is backslash-escaped (CommonMark allows it
 for any ASCII punctuation): emphasis, code, links and images, HTML and entities (``<``, ``&``),
 math (``$``), tables (``|``), and also GitHub-style autolinks (``http://…``, ``a@b.c``,
-``www.…``: the ``:`` before a letter or ``/``, ``@`` and the dot after ``www`` are escaped),
+``www.…``: Streamlit links those in the parsed text, so an invisible word joiner U+2060 is
+put after the scheme's ``:``, after ``www`` and before ``@``; ``:`` before a letter is escaped),
 emoji shortcodes and Streamlit's ``:red[…]`` / ``:material/…:`` directives. A value that starts like a block (``- ``, ``+ ``,
 ``1. ``, ``=``) has that escaped too; newlines become spaces (`md`) or hard line breaks
 (`md_lines`), so no value can start a heading, list, table or code block. ``-``, ``/`` and
@@ -17,17 +18,21 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["md", "md_lines", "MAX_CHARS"]
+__all__ = ["md", "md_lines", "cells", "MAX_CHARS"]
 
 #: Longest text shown; longer values keep their head and tail around an ellipsis.
 MAX_CHARS = 2000
-_SPECIAL = re.compile(r"([\\`*\[\]#!|<>~$&@]|:(?=[A-Za-z/])|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z]))")
-_WWW = re.compile(r"(?i)(www)\.")
+_SPECIAL = re.compile(r"([\\`*\[\]#!|<>~$&]|:(?=[A-Za-z/])|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z]))")
+# Streamlit's GFM linkifies "http://", "www." and "a@b.c" in the *parsed* text (after escapes
+# are resolved), so a backslash cannot stop it: an invisible WORD JOINER (U+2060) goes inside
+# each such pattern instead (checked in Chromium by tests/test_hostile.py).
+_WJ = "\u2060"
+_AUTOLINK = re.compile(r"(?i)(\b(?:https?|ftp|mailto|xmpp)\\?:)(?=//|[^\s]*@)|(\bwww)(?=\.)|(?=@)")
 _BLOCK_START = re.compile(r"^(\s*)([-+=]|\d+[.)])")
 
 
 def _escape(line: str) -> str:
-    out = _WWW.sub(r"\1\\.", _SPECIAL.sub(r"\\\1", line))
+    out = _AUTOLINK.sub(lambda m: (m.group(1) or m.group(2) or "") + _WJ, _SPECIAL.sub(r"\\\1", line))
     return _BLOCK_START.sub(lambda m: m.group(1) + m.group(2)[:-1] + "\\" + m.group(2)[-1], out)
 
 
@@ -47,3 +52,13 @@ def md_lines(text: object, limit: int = MAX_CHARS * 4) -> str:
     so that no line becomes a code block), for multi-line messages such as load errors."""
     lines = [ln.strip() for ln in _cut(str(text), limit).splitlines()]
     return "  \n".join(_escape(ln) for ln in lines if ln)
+
+
+def cells(df):
+    """A table for ``st.dataframe`` whose text cells a spreadsheet would run as formulas
+    (leading ``=``, ``+``, ``-``, ``@``, tab, CR) carry a leading ``'``: the table's own
+    "Download as CSV" writes displayed values verbatim (issue 14 item 7, OWASP CSV injection).
+    Numbers stay numbers; the row order and index are unchanged (row selection still maps)."""
+    from ..io.write import csv_safe
+
+    return csv_safe(df)
