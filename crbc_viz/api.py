@@ -100,10 +100,7 @@ def _auto_backend(spec, device: str, graph: AnchorGraph, kwargs: dict | None = N
     if spec.torch_fn is not None and device != "cpu" and _cuda_available():
         return "torch"
     kwargs = kwargs or {}
-    numba_ok = spec.numba_fn is not None and device != "cuda"
-    if numba_ok:
-        from .backend.numba_crbc import available
-        numba_ok = available()
+    numba_ok = spec.numba_fn is not None and device != "cuda" and _numba_installed()
     if numba_ok and _numba_loaded():
         return "numba"
     seconds, exact = _numpy_seconds(spec, graph, kwargs)
@@ -117,6 +114,15 @@ def _auto_backend(spec, device: str, graph: AnchorGraph, kwargs: dict | None = N
     if spec.torch_fn is not None and device != "cuda" and seconds > 2 * torch_cost + 0.05:
         return "torch"
     return "numpy"
+
+
+def _numba_installed() -> bool:
+    """numba can be imported (asked without importing it: that alone takes ~0.2 s)."""
+    if "numba" in sys.modules:
+        return True
+    import importlib.util
+
+    return importlib.util.find_spec("numba") is not None
 
 
 def _numba_loaded() -> bool:
