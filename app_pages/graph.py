@@ -77,8 +77,11 @@ def render() -> None:
         st.info(f"{total} anchors: choose a rollout or an anchor to focus on its neighbourhood.")
     st.iframe(page, height=HEIGHT + 12)
     title, higher, _, _ = value_meaning(sel.estimator)
-    st.caption(f"Layout: column = BFS depth from the start anchor; SUCCESS and FAILURE on the "
-               f"right. Node colour = {title} under **{sel.estimator}** "
+    by_step = bool(focus and t is not None)
+    st.caption(("Layout: column = the step at which the chosen rollout reaches an anchor (its "
+                "neighbours one column later); " if by_step else
+                "Layout: column = BFS depth from the start anchor; ")
+               + f"SUCCESS and FAILURE on the right. Node colour = {title} under **{sel.estimator}** "
                f"({'higher is better' if higher else 'nearer is better'}), size = visits; edge "
                f"width = transition count, colour = mean step credit (red negative, blue positive). "
                f"Click a node or an edge to choose its anchor; hover for the anchor text, actions, "

@@ -497,3 +497,32 @@ def test_step_chosen_with_its_rollout_by_a_click_is_kept():
     ok(at)
     assert at.selectbox(key="step_pick").value == 1
     assert (at.query_params["rollout"], at.query_params["step"]) == ("t4", "1")
+
+
+def test_large_group_focuses_on_the_chosen_rollout(tmp_path, monkeypatch):
+    import json
+
+    from crbc_viz.synthetic import batch_to_rows, random_mdp_batch
+
+    batch = random_mdp_batch(num_groups=1, rollouts=16, max_steps=40, num_states=600,
+                             p_fail=0.01, seed=3, text=True)
+    path = tmp_path / "big.jsonl"
+    path.write_text("".join(json.dumps(r, default=str) + "\n" for r in batch_to_rows(batch)))
+    monkeypatch.setenv("CRBC_VIZ_DATA_ROOTS", str(tmp_path))
+    at = app(file=str(path))
+    at.switch_page("app_pages/graph.py").run()
+    ok(at)
+    total = int(next(c.value for c in at.caption if "anchors · estimator" in c.value)
+                .split(" anchors")[0].split("· ")[-1])
+    assert total > 150
+    assert any("choose a rollout or an anchor" in i.value for i in at.info)
+    rid = at.selectbox(key="rollout_pick").options[1]
+    at.selectbox(key="rollout_pick").select_index(1).run()
+    ok(at)
+    assert at.toggle(key="graph_focus").value is True
+    shown = next(i.value for i in at.info if i.value.startswith("Showing"))
+    assert "the chosen rollout" in shown and int(shown.split()[1]) < total
+    at.toggle(key="graph_focus").set_value(False).run()
+    ok(at)
+    assert at.query_params["focus"] == "False"
+    del rid  # noqa

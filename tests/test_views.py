@@ -260,3 +260,13 @@ def test_spearman_matches_scipy_with_ties():
     a = rng.integers(0, 4, 60).astype(float)      # many ties
     b = a + rng.normal(size=60)
     assert spearman(a, b) == pytest.approx(spearmanr(a, b).statistic, abs=1e-12)
+
+
+def test_step_depths_put_the_rollout_in_step_order(toy):
+    from crbc_viz.views.graph_view import step_depths
+
+    g, _ = toy
+    nodes = {str(g.node_anchor_obs[n]): n for n in range(g.num_nodes)}
+    d = step_depths(g, 3, list(range(g.num_nodes)))   # τ4 = s0 -f→ s4 -i→ s4 -g→ s1 -b→ s2 -c→ ✓
+    assert [d[nodes[k]] for k in ("s0", "s4", "s1", "s2")] == [0, 1, 3, 4]
+    assert d[nodes["s3"]] == 4                         # off the path: one after its neighbour s1

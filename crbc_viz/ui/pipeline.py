@@ -191,7 +191,8 @@ def graph_page(digest: str, _path: str, group: int, estimator: str, params: tupl
                height_px: int, selected_node: int | None = None, focus: bool = False,
                params_text: str = "") -> tuple[str, int, int]:
     """(pyvis HTML, anchors drawn, anchors in the group) for the Graph page. ``focus``: only
-    the highlighted rollout's anchors and their one-step neighbourhood (large groups)."""
+    the highlighted rollout's anchors and their one-step neighbourhood, laid out by the
+    rollout's steps (large groups)."""
     from ..views.graph_view import graph_html, neighbourhood, select_nodes, trajectory_path
 
     graph = group_graph(digest, _path, group)
@@ -207,5 +208,6 @@ def graph_page(digest: str, _path: str, group: int, estimator: str, params: tupl
     page = graph_html(graph, res, group=0, highlight_traj=highlight_traj, nodes=nodes,
                       height_px=height_px, show_action_labels=show_labels, estimator=estimator,
                       selected_node=selected_node, params_text=params_text,
-                      graph_key=f"{digest[:12]}:{group}")
+                      graph_key=f"{digest[:12]}:{group}",
+                      by_step=bool(focus and highlight_traj is not None))
     return page, int(nodes.size), int(graph.num_nodes)

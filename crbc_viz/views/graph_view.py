@@ -21,7 +21,7 @@ from ..graph import FAILURE, SUCCESS, AnchorGraph
 from .colors import (FAILURE_COLOR, MISSING_COLOR, SUCCESS_COLOR, credit_color, credit_limit,
                      value_color, CREDIT_COLORSCALE, VALUE_COLORSCALE)
 
-__all__ = ["layered_layout", "select_nodes", "neighbourhood", "value_meaning", "board_html",
+__all__ = ["layered_layout", "step_depths", "select_nodes", "neighbourhood", "value_meaning", "board_html",
            "is_board", "graph_html", "node_values", "edge_credit",
            "pair_values", "trajectory_path", "value_range", "esc"]
 
@@ -142,8 +142,29 @@ def _depths(graph: AnchorGraph, g: int) -> dict[int, int]:
     return depth
 
 
+def step_depths(graph: AnchorGraph, traj: int, nodes) -> dict[int, int]:
+    """Columns by step: the rollout ``traj``'s anchors at the step it first reaches them, every
+    other node of ``nodes`` one column after the earliest of its neighbours on that path."""
+    _, path, _ = trajectory_path(graph, int(traj))
+    depth: dict[int, int] = {}
+    for i, n in enumerate(path.tolist()):
+        depth.setdefault(int(n), i)
+    g = int(graph.node_group[int(path[0])]) if path.size else 0
+    edges = _group_edges(graph, g)
+    src = graph.pair_node[graph.edge_pair[edges]].tolist()
+    dst = graph.edge_next[edges].tolist()
+    for s_, d_ in zip(src, dst):
+        if d_ < 0:
+            continue
+        for a, b in ((s_, d_), (d_, s_)):
+            if a in depth and b not in depth:
+                depth[b] = min(depth.get(b, 10 ** 9), depth[a] + 1)
+    far = max(depth.values(), default=-1) + 1
+    return {int(n): depth.get(int(n), far) for n in nodes}
+
+
 def layered_layout(graph: AnchorGraph, g: int = 0, *, nodes=None, x_gap: float = 180.0,
-                   y_gap: float = 90.0) -> dict:
+                   y_gap: float = 90.0, depths: dict | None = None) -> dict:
     """Fixed positions ``{node id: (x, y)}`` for group ``g``'s anchors plus ``"SUCCESS"`` and
     ``"FAILURE"``.
 
@@ -153,8 +174,9 @@ def layered_layout(graph: AnchorGraph, g: int = 0, *, nodes=None, x_gap: float =
         nodes: the (global) node ids to place; default all of the group's anchors. Depths are
             always computed on the whole group, so a filtered drawing keeps its columns.
         x_gap, y_gap: pixels between layers and between nodes of a layer.
+        depths: columns to use instead of BFS hops (e.g. `step_depths`).
     """
-    depth = _depths(graph, g)
+    depth = _depths(graph, g) if depths is None else depths
     keep = sorted(depth) if nodes is None else sorted(int(n) for n in nodes)
     visits = graph.node_visits
     edges = _group_edges(graph, g)
@@ -388,7 +410,7 @@ def _gradient(scale) -> str:
 def graph_html(graph: AnchorGraph, result=None, *, group: int = 0, highlight_traj: int | None = None,
                nodes=None, height_px: int = 620, show_action_labels: bool | None = None,
                estimator: str | None = None, selected_node: int | None = None,
-               params_text: str = "", graph_key: str = "") -> str:
+               params_text: str = "", graph_key: str = "", by_step: bool = False) -> str:
     """The anchor graph of group ``group`` as a standalone HTML page (vis-network inlined).
 
     Args:
@@ -402,6 +424,7 @@ def graph_html(graph: AnchorGraph, result=None, *, group: int = 0, highlight_tra
         estimator: name shown in tooltips and the legend (default ``result.estimator``).
         selected_node: global node id drawn with a thick ring (the chosen anchor).
         params_text: non-default parameters, shown in the legend (e.g. ``beta=0.9``).
+        by_step: columns by the highlighted rollout's step (`step_depths`), for large groups.
 
     Clicking a node or an edge posts ``{crbc: "pick", kind, id}`` to the parent window (the
     app turns it into a selection); the id is the node's global id, or ``"src->dst"``.
@@ -416,12 +439,14 @@ def graph_html(graph: AnchorGraph, result=None, *, group: int = 0, highlight_tra
     keep = np.arange(sl.start, sl.stop) if nodes is None else np.asarray(sorted(nodes), dtype=np.int64)
     keep_set = set(keep.tolist())
     # Spread layers vertically so the drawing's aspect roughly matches the canvas (~16:9).
-    depth = _depths(graph, group)
+    depth = (_depths(graph, group) if not (by_step and highlight_traj is not None)
+             else step_depths(graph, int(highlight_traj), keep.tolist()))
     layer_sizes = np.bincount([depth[n] for n in keep.tolist()]) if keep.size else np.ones(1, int)
     x_gap = 180.0
     y_gap = float(np.clip(x_gap * (len(layer_sizes) + 1) * 0.55 / max(int(layer_sizes.max()), 1),
                           70.0, 220.0))
-    pos = layered_layout(graph, group, nodes=keep, x_gap=x_gap, y_gap=y_gap)
+    pos = layered_layout(graph, group, nodes=keep, x_gap=x_gap, y_gap=y_gap,
+                         depths=depth if by_step and highlight_traj is not None else None)
     nv = node_values(graph, result)
     q, c = pair_values(graph, result)
     ec = edge_credit(graph, result)
