@@ -14,7 +14,8 @@ from crbc_viz.estimators import registry
 from crbc_viz.ui import pipeline, view
 from crbc_viz.ui.links import events
 from crbc_viz.ui.params import DEPTH_OPTIONS, INF_LABEL, current_params, params_to_url
-from crbc_viz.ui.selection import chosen_rollout, rollout_ids, selection_row, set_rollout
+from crbc_viz.ui.selection import (chosen_rollout, rollout_ids, selection_row, set_rollout,
+                                   step_from_points)
 from crbc_viz.ui.sidebar import require_selection
 from crbc_viz.ui.text import cells, md
 from crbc_viz.views.compare import (agreement_by_group, depth_error_figure, depth_lines_figure,
@@ -49,11 +50,9 @@ def _choose_step(graph, step: int) -> None:
 def _on_scatter(graph) -> None:
     ev = st.session_state.get("cmp_scatter")
     pts = (ev or {}).get("selection", {}).get("points", []) if hasattr(ev, "get") else []
-    for p in pts:
-        cd = p.get("customdata")
-        if cd is not None and len(cd) >= 5:
-            _choose_step(graph, int(cd[4]))
-            return
+    step = step_from_points(pts, st.session_state.get("_scatter_steps") or [])
+    if step is not None:
+        _choose_step(graph, step)
 
 
 def _on_top_row(graph, steps: list[int]) -> None:
@@ -107,6 +106,8 @@ def estimator_pair(sel, graph, focus_step) -> None:
     la, lb = _label(sel, a.strip()), _label(sel, b.strip())
     c1, c2 = st.columns([3, 2])
     with c1:
+        st.session_state["_scatter_steps"] = [df.loc[df["success"] == ok, "step"].tolist()
+                                              for ok in (True, False)]
         fig = scatter_figure(df, a, b, quantity=q, highlight=focus_step,
                              title=f"{la} vs {lb} · {q}")
         fig.update_layout(xaxis_title=f"{la} {q}", yaxis_title=f"{lb} {q}")

@@ -526,3 +526,17 @@ def test_large_group_focuses_on_the_chosen_rollout(tmp_path, monkeypatch):
     ok(at)
     assert at.query_params["focus"] == "False"
     del rid  # noqa
+
+
+def test_scatter_point_click_chooses_the_step():
+    from crbc_viz.ui.selection import step_from_points
+
+    at = app(file=TOY)
+    at.switch_page("app_pages/compare.py").run()
+    traces = at.session_state["_scatter_steps"]
+    # toy: failed rollouts t2 (global steps 3-5) and t3 (6-9), in step order
+    assert traces[1] == [3, 4, 5, 6, 7, 8, 9]
+    assert step_from_points([{"curve_number": 1, "point_index": 4}], traces) == 7
+    assert step_from_points([{"customdata": ["t3", 1, "g", "s4", 7]}], traces) == 7
+    assert step_from_points([{"curve_number": 5, "point_index": 0}], traces) is None
+    assert step_from_points([], traces) is None

@@ -322,3 +322,4 @@ def test_cell_click_and_arrow_keys_step_through_a_rollout(server, page):
     _wait_query(page, step="2")
     page.get_by_text("Step t2 of rollout t4").wait_for(timeout=WAIT_MS)
     page.screenshot(path=str(OUT / "trajectories_keys.png"))
+

@@ -170,3 +170,17 @@ def selection_row(graph, problems: list) -> tuple[int | None, int | None]:
     for p in problems:
         st.warning(md(p))
     return t, i
+
+
+def step_from_points(points: list, traces: list[list[int]]) -> int | None:
+    """The step a plotly click selected: from the point's ``customdata`` (its last entry is
+    the step id, see `scatter_figure`) or, without it, from (curve, point index) into
+    ``traces`` (the step ids of each trace, in trace order)."""
+    for p in points or []:
+        cd = p.get("customdata")
+        if cd is not None and len(cd) >= 5:
+            return int(cd[4])
+        c, i = p.get("curve_number"), p.get("point_index", p.get("point_number"))
+        if c is not None and i is not None and c < len(traces) and i < len(traces[c]):
+            return int(traces[c][i])
+    return None
