@@ -4,7 +4,6 @@ correlations and a step × estimator heatmap of the chosen rollout), and the fin
 family K = 0 … ∞ from visit-local averaging to the closure with the Corollary-3 bound. The two
 heavy sections are computed when opened."""
 import math
-import re
 
 import numpy as np
 import pandas as pd
@@ -12,7 +11,7 @@ import streamlit as st
 
 from crbc_viz.estimators import registry
 from crbc_viz.ui import pipeline, view
-from crbc_viz.ui.links import events
+from crbc_viz.ui.links import events, export_config
 from crbc_viz.ui.params import DEPTH_OPTIONS, INF_LABEL, current_params, params_to_url
 from crbc_viz.ui.selection import (chosen_rollout, rollout_ids, selection_row, set_rollout,
                                    step_from_points)
@@ -36,9 +35,7 @@ def _label(sel, name: str) -> str:
 
 def _export(sel, *parts: str) -> dict:
     """Plotly config whose image export is named after the group, estimators and parameters."""
-    name = "_".join(["crbc-viz", sel.group_label, *parts])
-    return {"toImageButtonOptions": {"format": "svg", "scale": 2,
-                                     "filename": re.sub(r"[^A-Za-z0-9_.=,-]+", "_", name)[:180]}}
+    return export_config(sel.group_label, *parts)
 
 
 def _choose_step(graph, step: int) -> None:

@@ -14,6 +14,7 @@ import streamlit as st
 from crbc_viz import build_graph, score
 from crbc_viz import teaching as T
 from crbc_viz.ui import view
+from crbc_viz.ui.links import pause_then_rerun
 from crbc_viz.views import learn as V
 from crbc_viz.views.graph_view import graph_html
 
@@ -255,11 +256,8 @@ def lesson_depth(lesson, dataset) -> None:
         if k == INF:
             st.session_state["learn_play_done"] = True
         else:
-            import time
-
-            time.sleep(1.0)
             _step_k(1)
-            st.rerun()
+            pause_then_rerun(1.0)
     c1, c2 = st.columns([1.3, 1])
     with c1:
         plot(V.depth_gap_figure(fam["depths"], fam["err"], fam["bound"], sel_k, BETA), "depth-gap")

@@ -3,8 +3,6 @@ several estimators side by side (click a cell to choose that step); "why did thi
 failed rollout's most negative-credit steps, what the other rollouts did at those anchors and
 how it went for them, and where the chosen estimators disagree; then the chosen step's anchor
 and the alternatives taken there."""
-import numpy as np
-import pandas as pd
 import streamlit as st
 
 from crbc_viz.estimators import registry
@@ -14,7 +12,7 @@ from crbc_viz.ui.selection import rollout_ids, selection_row, set_rollout, set_s
 from crbc_viz.ui.sidebar import require_selection
 from crbc_viz.ui.text import cells, md
 from crbc_viz.views.graph_view import board_html
-from crbc_viz.views.trajectories import (outcome_label, step_alternatives, trajectory_table,
+from crbc_viz.views.trajectories import (failed_frame, outcome_label, step_alternatives, trajectory_table,
                                          worst_steps)
 
 DEFAULT_TRIO = ("crbc", "visit_local", "shortest_path")
@@ -45,19 +43,8 @@ def failed_rollouts(sel, graph, results) -> None:
         st.info("Every rollout of this group succeeded.")
         return
     main = results.get(sel.estimator)
-    rows = []
-    for t in failed:
-        lo, hi = int(b.traj_offsets[t]), int(b.traj_offsets[t + 1])
-        row = {"rollout": ids[t], "outcome": outcome_label(graph, t), "steps": hi - lo,
-               "return": float(b.traj_return[t])}
-        if main is not None and not isinstance(main, str):
-            c = np.asarray(main.credit, dtype=np.float64)[lo:hi]
-            fin = np.isfinite(c)
-            row[f"worst credit [{sel.estimator}]"] = float(c[fin].min()) if fin.any() else None
-            row["at step"] = f"t{int(np.flatnonzero(fin)[np.argmin(c[fin])])}" if fin.any() else "—"
-        rows.append(row)
     st.caption(f"{len(failed)} of {b.num_trajectories} rollouts failed. Click a row to choose it.")
-    st.dataframe(cells(pd.DataFrame(rows)), key="failed_table", on_select=lambda: _on_failed_row(
+    st.dataframe(cells(failed_frame(graph, failed, main, sel.estimator)), key="failed_table", on_select=lambda: _on_failed_row(
         [ids[t] for t in failed]), selection_mode="single-row", hide_index=True, width="stretch")
     t = None
     rid = st.session_state.get(view.FIELDS["rollout"])

@@ -11,8 +11,10 @@ from __future__ import annotations
 import streamlit as st
 
 from . import view
+from .selection import set_rollout, step_by
 
-__all__ = ["page_menu", "view_tools", "events", "on_pick", "on_key", "step_by"]
+__all__ = ["page_menu", "view_tools", "events", "on_pick", "on_key", "step_by", "export_config",
+           "pause_then_rerun"]
 
 _COPY_HTML = """
 <div class="crbc-copy">
@@ -129,17 +131,6 @@ def view_tools(page) -> None:
                        "path is readable.")
 
 
-def step_by(delta: int) -> None:
-    """Move the chosen step by ``delta`` within the chosen rollout (clamped)."""
-    key = view.FIELDS["step"]
-    cur = st.session_state.get(key)
-    n = st.session_state.get("_rollout_len")
-    if cur is None or n is None:
-        return
-    # the clamp uses the rollout length the page recorded on its last draw
-    st.session_state[key] = max(0, min(int(n) - 1, int(cur) + int(delta)))
-
-
 def _trigger(name: str):
     res = st.session_state.get("crbc_events")
     try:
@@ -159,8 +150,6 @@ def on_pick() -> None:
         r, _, i = ident.partition(":")
         ids = st.session_state.get("_rollout_ids") or []
         if r.isdigit() and i.isdigit() and int(r) < len(ids):
-            from .selection import set_rollout
-
             set_rollout(ids[int(r)], int(i))
         return
     visits = st.session_state.get("_rollout_anchors") or {}
@@ -183,3 +172,21 @@ def events() -> None:
     """Mount the click / key bridge (once per page that has a selection)."""
     _, bridge = _components()
     bridge(key="crbc_events", on_pick_change=on_pick, on_key_change=on_key, height="content")
+
+
+def export_config(*parts: str) -> dict:
+    """Plotly config whose image export is named from ``parts`` (group, estimators with their
+    non-default parameters, quantity …), with unsafe characters replaced."""
+    import re
+
+    name = "_".join(["crbc-viz", *parts])
+    return {"toImageButtonOptions": {"format": "svg", "scale": 2,
+                                     "filename": re.sub(r"[^A-Za-z0-9_.=,-]+", "_", name)[:180]}}
+
+
+def pause_then_rerun(seconds: float) -> None:
+    """For "Play" controls: wait, then rerun the script (the caller advanced its state)."""
+    import time
+
+    time.sleep(seconds)
+    st.rerun()

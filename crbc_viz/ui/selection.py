@@ -9,9 +9,8 @@ import streamlit as st
 
 from ..views.trajectories import outcome_label
 from . import view
-from .links import step_by
 
-__all__ = ["rollout_ids", "pick_rollout", "pick_step", "pick_anchor", "chosen_rollout",
+__all__ = ["step_by", "step_from_points", "selection_row", "rollout_ids", "pick_rollout", "pick_step", "pick_anchor", "chosen_rollout",
            "chosen_step", "chosen_anchor", "set_rollout", "set_step", "step_buttons"]
 
 
@@ -121,6 +120,17 @@ def pick_step(container, graph, t: int | None, *, problems=None) -> int | None:
                         f"t{k}: {acts[lo + k] if acts is not None else ''}"[:80])
     view.record("step")
     return chosen_step(graph)
+
+
+def step_by(delta: int) -> None:
+    """Move the chosen step by ``delta`` within the chosen rollout (clamped)."""
+    key = view.FIELDS["step"]
+    cur = st.session_state.get(key)
+    n = st.session_state.get("_rollout_len")
+    if cur is None or n is None:
+        return
+    # the clamp uses the rollout length the page recorded on its last draw
+    st.session_state[key] = max(0, min(int(n) - 1, int(cur) + int(delta)))
 
 
 def step_buttons(container, graph, t: int | None) -> None:

@@ -15,7 +15,7 @@ from ..graph import FAILURE, SUCCESS, AnchorGraph
 from .colors import credit_color, credit_limit, text_color_for
 from .graph_view import esc, pair_values
 
-__all__ = ["chip_labels", "trajectory_table", "step_alternatives", "anchor_panel_frame", "worst_steps", "step_frame", "outcome_label"]
+__all__ = ["failed_frame", "chip_labels", "trajectory_table", "step_alternatives", "anchor_panel_frame", "worst_steps", "step_frame", "outcome_label"]
 
 
 def outcome_label(graph: AnchorGraph, traj: int) -> str:
@@ -233,5 +233,24 @@ def worst_steps(graph: AnchorGraph, results: dict, traj: int, estimator: str,
             f"{a}: {w}/{v} succeeded"
             for a, (w, v) in sorted(per_action.items(), key=lambda kv: -kv[1][1])) or "—"
         row["estimators disagree"] = "yes" if len(signs) > 1 else "no"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def failed_frame(graph: AnchorGraph, trajs: list[int], result, estimator: str) -> pd.DataFrame:
+    """One row per rollout in ``trajs``: id, outcome, length, return and, when ``result`` is a
+    `CreditResult`, its most negative step credit and the step where it falls."""
+    b = graph.batch
+    ids = b.steps["traj_id"].astype(str).to_numpy()
+    rows = []
+    for t in trajs:
+        lo, hi = int(b.traj_offsets[t]), int(b.traj_offsets[t + 1])
+        row = {"rollout": ids[lo], "outcome": outcome_label(graph, t), "steps": hi - lo,
+               "return": float(b.traj_return[t])}
+        if result is not None and not isinstance(result, str):
+            c = np.asarray(result.credit, dtype=np.float64)[lo:hi]
+            fin = np.flatnonzero(np.isfinite(c))
+            row[f"worst credit [{estimator}]"] = float(c[fin].min()) if fin.size else math.nan
+            row["at step"] = f"t{int(fin[np.argmin(c[fin])])}" if fin.size else "—"
         rows.append(row)
     return pd.DataFrame(rows)
