@@ -819,8 +819,7 @@ def ingest(root: str | os.PathLike, paths, *, fmt: str = "auto", lenient: bool =
         LoadError: a source could not be read or validated (sources before it stay committed).
         StoreError: the folder is not a store, or another ingest holds its lock.
     """
-    from ..io.importers import expand_sources, import_source
-    from ..io.schema import build_batch
+    from ..io.importers import expand_sources
 
     root = Path(root)
     sources = expand_sources(paths, fmt)
@@ -843,56 +842,227 @@ def ingest(root: str | os.PathLike, paths, *, fmt: str = "auto", lenient: bool =
                 if progress:
                     progress(entry)
                 continue
-            imp = import_source(src, **(import_options or {}))
-            if run_id is not None:
-                imp.raw.records["run_id"] = run_id
-            batch = build_batch(imp.raw, lenient=lenient, success_threshold=success_threshold)
-            overlap = _existing_traj_overlap(store, batch, digest, src.path)
-            if overlap:
-                raise LoadError(overlap)
             resumed = man is not None
             rows_of = man.get("part_rows", part_rows) if man else part_rows
-            man = man or {"digest": digest, "path": os.path.abspath(src.path), "format": src.fmt,
-                          "source_keys": imp.source_keys, "notes": list(imp.notes),
-                          "warnings": list(batch.warnings), "skipped": len(batch.skipped),
-                          "rows": batch.num_steps, "part_rows": rows_of, "parts": [],
-                          "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(),
-                          "complete": False}
-            man.update(_outcome_counts(batch))
             mpath = root / "manifest" / f"{digest}.json"
-            _write_json(mpath, man)
-            done_paths = {p["path"] for p in man["parts"]}
-            for k, ((prun, pstep), gs) in enumerate(_plan_parts(batch, rows_of)):
-                stem = f"{digest[:16]}-{k:04d}"
-                pdir = _partition_dir(prun, pstep)
-                rel = f"steps/{pdir}/{stem}.parquet"
-                if rel in done_paths:
-                    continue
-                sub = batch.select_groups(gs) if len(gs) != batch.num_groups else batch
-                n = sub.num_steps
-                hot, txt = _tables(sub, np.full(n, stem, dtype=object), np.arange(n, dtype=np.int32), digest)
-                trel = None
-                if txt is not None:
-                    trel = f"text/{pdir}/{stem}.parquet"
-                    _write_parquet(txt, root / trel, text=True)
-                _write_parquet(hot, root / rel, text=False)
-                man["parts"].append({"path": rel, "text": trel, "run_id": str(prun),
-                                     "train_step": int(pstep), "rows": n})
-                _write_json(mpath, man)
-                committed += 1
-                if progress:
-                    progress({"part": rel, "rows": n})
-                if crash_after is not None and committed >= crash_after:
-                    os._exit(17)  # test hook: simulate a crash right after a commit
+            had_manifest = mpath.exists()
+            try:
+                man, batch, imp, committed = _ingest_source(
+                    root, store, src, digest, man, rows_of, run_id, import_options, lenient,
+                    success_threshold, committed, crash_after, progress, stream=True)
+            except _NotGroupContiguous:
+                # Groups recur later in the file: chunks cannot be cut at group boundaries.
+                _rollback(root, mpath, man, had_manifest)
+                man = store.sources.get(digest)
+                man, batch, imp, committed = _ingest_source(
+                    root, store, src, digest, man, rows_of, run_id, import_options, lenient,
+                    success_threshold, committed, crash_after, progress, stream=False)
+            except LoadError:
+                if _streams(src):
+                    _rollback(root, mpath, store.sources.get(digest), had_manifest)
+                raise
             man["complete"] = True
             _write_json(mpath, man)
             store.refresh()
             entry = {"path": src.path, "format": src.fmt, "status": "resumed" if resumed else "ingested",
-                     "rows": batch.num_steps, "bytes": nbytes, "parts": len(man["parts"]),
-                     "notes": list(imp.notes), "warnings": list(batch.warnings),
+                     "rows": man["rows"], "bytes": nbytes, "parts": len(man["parts"]),
+                     "notes": list(imp.notes), "warnings": list(man["warnings"]),
                      "skipped": list(batch.skipped)}
             report.sources.append(entry)
             if progress:
                 progress(entry)
         store.close()
     return report
+
+
+#: Canonical JSONL sources at least this large are ingested in chunks of about
+#: `STREAM_CHUNK_BYTES` cut at group boundaries, so peak memory does not grow with the file.
+STREAM_MIN_BYTES = 96 << 20
+STREAM_CHUNK_BYTES = 96 << 20
+
+
+class _NotGroupContiguous(Exception):
+    """A group's rows recur after another group's: the file must be read whole."""
+
+
+def _streams(src) -> bool:
+    """Whether ``src`` is ingested chunk by chunk (a large canonical JSONL file)."""
+    from ..io.readers import detect_format
+
+    if src.fmt != "canonical" or len(src.files) != 1 or os.path.getsize(src.files[0]) < STREAM_MIN_BYTES:
+        return False
+    try:
+        return detect_format(src.files[0]) == "jsonl"
+    except LoadError:
+        return False
+
+
+def _rollback(root: Path, mpath: Path, man: dict | None, had_manifest: bool) -> None:
+    """Remove what an interrupted streamed source wrote in this run (its parts and, when it
+    was new, its manifest), so a failed or restarted source leaves nothing behind."""
+    try:
+        cur = json.loads(mpath.read_text()) if mpath.exists() else None
+    except (OSError, ValueError):
+        cur = None
+    keep = {p["path"] for p in (man or {}).get("parts", [])} if had_manifest else set()
+    for p in (cur or {}).get("parts", []):
+        if p["path"] in keep:
+            continue
+        for rel in (p.get("path"), p.get("text")):
+            if rel:
+                with contextlib.suppress(FileNotFoundError):
+                    (root / rel).unlink()
+    if not had_manifest:
+        with contextlib.suppress(FileNotFoundError):
+            mpath.unlink()
+    elif man is not None:
+        _write_json(mpath, man)
+
+
+def _chunk_key(line: bytes):
+    """(run_id, train_step, group_id) of one JSONL line, or None when it does not parse."""
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(obj, dict):
+        return None
+    return tuple(str(obj.get(k)) for k in GROUP_KEY)
+
+
+def _stream_raw_chunks(src, tmp_dir: Path):
+    """The source's rows as `RawTable` chunks of about `STREAM_CHUNK_BYTES`, each cut where
+    the group key changes, read by the ordinary reader (every guard and message applies) and
+    relabelled with the source's path and its own line numbers."""
+    from ..io import _guards
+    from ..io.readers import max_line_bytes, read_table
+
+    path = src.files[0]
+    limit = max_line_bytes()
+    tmp_dir.mkdir(parents=True, exist_ok=True)
+    tmp = tmp_dir / "chunk.jsonl"
+    first_line = 1
+    with _guards.open_input(path) as fh:
+        pending: list[bytes] = []
+        size = 0
+        last_key = None
+        while True:
+            raw = fh.readline(limit + 1)
+            if raw and len(raw) > limit and not raw.endswith(b"\n"):
+                raise _NotGroupContiguous()   # an over-long line: the whole-file reader reports it
+            if raw and size >= STREAM_CHUNK_BYTES:
+                key = _chunk_key(raw)
+                if last_key is None:
+                    last_key = _chunk_key(pending[-1])
+                if key is None or key == last_key:
+                    pending.append(raw)
+                    size += len(raw)
+                    if size > 4 * STREAM_CHUNK_BYTES:
+                        raise _NotGroupContiguous()
+                    continue
+            if raw and size < STREAM_CHUNK_BYTES:
+                pending.append(raw)
+                size += len(raw)
+                continue
+            if pending:
+                tmp.write_bytes(b"".join(pending))
+                yield _relabel(read_table(str(tmp), "jsonl"), str(tmp), path, first_line - 1)
+                first_line += len(pending)
+            pending, size, last_key = ([raw], len(raw), None) if raw else ([], 0, None)
+            if not raw:
+                break
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+
+
+def _relabel(raw, tmp: str, path: str, offset: int):
+    """``raw`` read from a chunk file as if read from ``path``: lines shifted by ``offset``."""
+    def fix(p: Problem) -> Problem:
+        return Problem(path if p.path == tmp else p.path, None if p.line is None else p.line + offset,
+                       p.field, p.message.replace(tmp, path), p.where)
+
+    raw.path = path
+    raw.line = raw.line + offset
+    raw.problems = [fix(p) for p in raw.problems]
+    raw.notes = [n.replace(tmp, path) for n in raw.notes]
+    return raw
+
+
+def _source_batches(root: Path, src, run_id, import_options, lenient, success_threshold, stream):
+    """(batch, import) of the whole source, or of each streamed chunk in file order."""
+    from ..io.importers import import_source
+    from ..io.importers._common import Imported
+    from ..io.schema import build_batch
+
+    def batch_of(imp):
+        if run_id is not None:
+            imp.raw.records["run_id"] = run_id
+        return build_batch(imp.raw, lenient=lenient, success_threshold=success_threshold), imp
+
+    if not (stream and _streams(src)):
+        yield batch_of(import_source(src, **(import_options or {})))
+        return
+    keys = {k: k for k in ("group_id", "traj_id", "step_idx")}
+    seen: set = set()
+    for raw in _stream_raw_chunks(src, root / ".ingest-tmp"):
+        batch, imp = batch_of(Imported(raw, "canonical", keys))
+        groups = set(batch.groups[list(GROUP_KEY)].astype(str).itertuples(index=False, name=None))
+        if groups & seen:
+            raise _NotGroupContiguous()
+        seen |= groups
+        yield batch, imp
+
+
+def _ingest_source(root, store, src, digest, man, rows_of, run_id, import_options, lenient,
+                   success_threshold, committed, crash_after, progress, *, stream):
+    """Write one source's parts (chunk by chunk when it streams); returns the manifest, the
+    last batch and import, and the running count of committed parts."""
+    mpath = root / "manifest" / f"{digest}.json"
+    done_paths = {p["path"] for p in man["parts"]} if man else set()
+    k = 0
+    first = True
+    batch = imp = None
+    for batch, imp in _source_batches(root, src, run_id, import_options, lenient, success_threshold, stream):
+        overlap = _existing_traj_overlap(store, batch, digest, src.path)
+        if overlap:
+            raise LoadError(overlap)
+        if first:
+            man = man or {"digest": digest, "path": os.path.abspath(src.path), "format": src.fmt,
+                          "source_keys": imp.source_keys, "notes": list(imp.notes),
+                          "warnings": [], "skipped": 0, "rows": 0, "part_rows": rows_of, "parts": [],
+                          "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(),
+                          "complete": False}
+            counts = None
+            man["rows"], man["skipped"], man["warnings"] = 0, 0, []
+        man["rows"] += batch.num_steps
+        man["skipped"] += len(batch.skipped)
+        man["warnings"] += [w for w in batch.warnings if w not in man["warnings"]]
+        c = _outcome_counts(batch)
+        counts = c if counts is None else {key: counts[key] + c[key] for key in c}
+        man.update(counts)
+        first = False
+        _write_json(mpath, man)
+        for (prun, pstep), gs in _plan_parts(batch, rows_of):
+            stem = f"{digest[:16]}-{k:04d}"
+            k += 1
+            pdir = _partition_dir(prun, pstep)
+            rel = f"steps/{pdir}/{stem}.parquet"
+            if rel in done_paths:
+                continue
+            sub = batch.select_groups(gs) if len(gs) != batch.num_groups else batch
+            n = sub.num_steps
+            hot, txt = _tables(sub, np.full(n, stem, dtype=object), np.arange(n, dtype=np.int32), digest)
+            trel = None
+            if txt is not None:
+                trel = f"text/{pdir}/{stem}.parquet"
+                _write_parquet(txt, root / trel, text=True)
+            _write_parquet(hot, root / rel, text=False)
+            man["parts"].append({"path": rel, "text": trel, "run_id": str(prun),
+                                 "train_step": int(pstep), "rows": n})
+            _write_json(mpath, man)
+            committed += 1
+            if progress:
+                progress({"part": rel, "rows": n})
+            if crash_after is not None and committed >= crash_after:
+                os._exit(17)  # test hook: simulate a crash right after a commit
+    return man, batch, imp, committed
