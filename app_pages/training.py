@@ -15,7 +15,7 @@ from crbc_viz.ui.files import REPO_ROOT, file_ref, resolve_data_dir
 from crbc_viz.ui import view
 from crbc_viz.ui.sidebar import set_file, set_group
 from crbc_viz.ui.text import cells, md_lines
-from crbc_viz.views.training import METRICS, trends_figure
+from crbc_viz.views.training import METRICS, drill_target, point_targets, trends_figure
 
 
 #: The bundled store (a Sokoban group-RL run per estimator, `experiments/sokoban_grpo`),
@@ -61,9 +61,10 @@ def render() -> None:
         st.warning("The store holds no steps yet.")
         return
     runs = info["runs"]
+    run_key = None
     if len(runs) > 1:
-        run = st.selectbox("Run to drill down", runs,
-                           key=view.field("run", runs[0], options=list(runs)))
+        run_key = view.field("run", runs[0], options=list(runs))
+        run = st.selectbox("Run to drill down", runs, key=run_key)
         view.record("run")
     else:
         run = runs[0]
@@ -80,11 +81,14 @@ def render() -> None:
     metrics = st.multiselect("Metrics", list(METRICS), default=list(METRICS),
                              format_func=lambda m: METRICS[m], key="training_metrics")
     ts_list = sorted({int(t) for t in groups.loc[groups["run_id"] == str(run), "train_step"]})
-    pick = st.selectbox("Drill down to train_step", ts_list,
-                        key=view.field("tstep", ts_list[-1] if ts_list else None, options=ts_list,
-                                       decode=int))
+    step_key = view.field("tstep", ts_list[-1] if ts_list else None, options=ts_list, decode=int)
+    pick = st.selectbox("Drill down to train_step", ts_list, key=step_key)
     view.record("tstep")
-    st.plotly_chart(trends_figure(steps, metrics, highlight=pick), width="stretch")
+    fig = trends_figure(steps, metrics, highlight=pick)
+    targets, run_ids = point_targets(fig), [str(r) for r in runs]
+    st.plotly_chart(fig, width="stretch", key="training_trends", selection_mode="points",
+                    on_select=lambda: _drill_to_point(targets, run_ids, run_key, step_key))
+    st.caption("Click a point to drill down to that run and train_step.")
     st.caption("Credit = CRBC step credit recomputed from the logs (non-zero share, mean |credit|); "
                "trainer advantage = the `advantage` field the trainer logged. Disagreement = "
                "1 − Spearman ρ between CRBC and shortest-path step credit, averaged over groups "
@@ -104,6 +108,20 @@ def render() -> None:
         st.query_params.update({"file": ref, "group": label})
         st.switch_page("app_pages/graph.py")
     _lookup(store)
+
+
+def _drill_to_point(targets, runs, run_key, step_key) -> None:
+    """A clicked trend point chooses its run and train_step (runs before the rerun, so the
+    pickers drawn below take the new values)."""
+    event = st.session_state.get("training_trends") or {}
+    points = (event.get("selection") or {}).get("points") or []
+    if not points:
+        return
+    run, ts = drill_target(targets, points[0])
+    if run is not None and run_key is not None and run in runs:
+        st.session_state[run_key] = run
+    if ts is not None:
+        st.session_state[step_key] = ts
 
 
 def _lookup(store: LogStore) -> None:

@@ -323,3 +323,39 @@ def test_cell_click_and_arrow_keys_step_through_a_rollout(server, page):
     page.get_by_text("Step t2 of rollout t4").wait_for(timeout=WAIT_MS)
     page.screenshot(path=str(OUT / "trajectories_keys.png"))
 
+
+
+def test_bundled_training_runs_click_and_drill_down(server, page):
+    """Across training opens on the bundled store with no path typed; a click on a trend point
+    chooses that run and train_step; "Open in the Graph page" draws that group's graph."""
+    url, _ = server
+    page.goto(link(url, "training"))
+    chart = page.locator(".js-plotly-plot").first
+    chart.wait_for(timeout=WAIT_MS)
+    app_idle(page)
+    chart.scroll_into_view_if_needed()
+    page.get_by_text("5 run(s) × ").first.wait_for(timeout=WAIT_MS)
+    page.screenshot(path=str(OUT / "training_bundled.png"), full_page=True)
+    # Another run's point at train_step 5 in the first panel, clicked where plotly drew it.
+    box = page.evaluate("""() => {
+        const gd = document.querySelector('.js-plotly-plot');
+        const first = gd._fullData[0].meta.run_id;
+        const d = gd._fullData.find(t => t.yaxis === 'y' && t.meta.run_id !== first);
+        const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+        const k = Array.from(d.x).indexOf(5);
+        const r = gd.querySelector('.nsewdrag').getBoundingClientRect();
+        return {run: d.meta.run_id, x: r.left + xa.l2p(5), y: r.top + ya.l2p(d.y[k])};
+    }""")
+    page.mouse.click(box["x"], box["y"])
+    page.wait_for_function("() => new URL(location.href).searchParams.get('tstep') === '5'",
+                           timeout=WAIT_MS)
+    app_idle(page)
+    q = urllib.parse.parse_qs(urllib.parse.urlparse(page.url).query)
+    assert q.get("tstep") == ["5"] and q.get("run") == [box["run"]], (q, box)
+    page.get_by_text("Groups of train_step 5").wait_for(timeout=WAIT_MS)
+    page.get_by_role("button", name="Open in the Graph page").click()
+    graph_ready(page)
+    app_idle(page)
+    assert "/graph" in page.url and "store-group-" in page.url, page.url
+    page.get_by_text(f"{box['run']}/5/").first.wait_for(timeout=WAIT_MS)  # the group's label
+    page.screenshot(path=str(OUT / "training_drill_graph.png"))

@@ -68,3 +68,26 @@ def trends_figure(steps: pd.DataFrame, metrics: list[str] | None = None, *,
                           legend_title_text="metric", hovermode="x unified",
                           margin=dict(l=40, r=20, t=40 if title else 20, b=40))
     return fig
+
+
+def point_targets(fig) -> list[str | None]:
+    """The run of each trace of a `trends_figure`, by curve number (None: a one-run figure)."""
+    return [(tr.meta or {}).get("run_id") if isinstance(tr.meta, dict) else None for tr in fig.data]
+
+
+def drill_target(targets: list[str | None], point: dict) -> tuple[str | None, int | None]:
+    """(run_id, train_step) a clicked point of a `trends_figure` stands for.
+
+    >>> drill_target(["crbc-s0", "grpo-s0"], {"curve_number": 1, "x": 12, "y": 0.5})
+    ('grpo-s0', 12)
+    >>> drill_target([None], {"curve_number": 0, "x": 3.0})
+    (None, 3)
+    """
+    k = point.get("curve_number")
+    run = targets[k] if isinstance(k, int) and 0 <= k < len(targets) else None
+    x = point.get("x")
+    try:
+        ts = int(round(float(x))) if x is not None else None
+    except (TypeError, ValueError):
+        ts = None
+    return (None if run is None else str(run)), ts
