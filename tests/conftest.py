@@ -1,0 +1,8 @@
+"""Puts ``tests/`` on ``sys.path`` so a test in any subfolder (``tests/io/``, ``tests/cli/``, ...)
+can ``from helpers import ...`` (pytest's prepend mode only adds the test file's own folder)."""
+import sys
+from pathlib import Path
+
+_TESTS = str(Path(__file__).resolve().parent)
+if _TESTS not in sys.path:
+    sys.path.insert(0, _TESTS)
