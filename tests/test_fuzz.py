@@ -272,7 +272,8 @@ def _atheris_store_main(argv: list[str]) -> None:
     import atheris
 
     with atheris.instrument_imports(include=["crbc_viz"]):
-        import crbc_viz.store.store  # noqa: F401
+        import crbc_viz.store.ingest  # noqa: F401
+        import crbc_viz.store.query  # noqa: F401
     base = Path(tempfile.mkdtemp(dir=os.environ.get("CRBC_FUZZ_TMP")))
     count = [0]
 

@@ -1,13 +1,18 @@
-"""Whole training runs: a Parquet + DuckDB log store (`LogStore`, `ingest`), trends across
-training steps (`crbc_viz.store.trends`), export of scored advantages
-(`crbc_viz.store.export`) and the CLI commands (`crbc_viz.store.cli`)."""
+"""Whole training runs: a Parquet + DuckDB log store. `layout` (format, manifests, parts,
+lock), `query` (the read side: `LogStore`), `ingest` (the write side: `ingest`,
+`drop_incomplete`). Trends and export live in `crbc_viz.analysis`.
+
+Note: the package attribute ``crbc_viz.store.ingest`` is the `ingest` function; the module is
+``sys.modules["crbc_viz.store.ingest"]`` (``importlib.import_module``)."""
 from __future__ import annotations
 
-from .store import (CRASH_ENV, IngestReport, LogStore, Part, StoreError, ingest, open_store,
-                    parse_group_label)
+from .ingest import IngestReport, drop_incomplete, ingest
+from .layout import CRASH_ENV, Part, StoreError
+from .query import LogStore, incomplete_sources, open_store, parse_group_label
 
 __all__ = ["LogStore", "Part", "IngestReport", "StoreError", "ingest", "open_store",
-           "search_steps", "find_trajectory", "CRASH_ENV", "parse_group_label"]
+           "search_steps", "find_trajectory", "CRASH_ENV", "parse_group_label", "incomplete_sources",
+           "drop_incomplete"]
 
 
 def search_steps(store, text: str, limit: int = 50):

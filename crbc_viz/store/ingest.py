@@ -1,0 +1,492 @@
+"""The write side of a log store: `ingest` (whole-source or streamed, resumable, crash-safe)
+and `drop_incomplete`."""
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import hashlib
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+import pandas as pd
+
+from ..data import GROUP_KEY, RolloutBatch
+from ..io.errors import LoadError, Problem
+from ..io.write import atomic_path
+from .layout import (
+    _CANONICAL_TYPES,
+    _DROP_AT_INGEST,
+    _JSON_SUFFIX,
+    CRASH_ENV,
+    DEFAULT_PART_ROWS,
+    TEXT_COLUMNS,
+    _locked,
+    _partition_dir,
+    _write_json,
+)
+from .query import LogStore, incomplete_sources
+
+__all__ = ["ingest", "IngestReport", "drop_incomplete", "file_digest"]
+
+log = logging.getLogger(__name__)
+
+@dataclass
+class IngestReport:
+    """What an ingest did, per source: ``status`` is ``ingested``, ``resumed`` or ``skipped``."""
+
+    sources: list[dict] = field(default_factory=list)
+
+    @property
+    def rows(self) -> int:
+        return sum(s["rows"] for s in self.sources if s["status"] != "skipped")
+
+
+def _outcome_counts(batch: RolloutBatch) -> dict:
+    """Per-source counts kept in its manifest (docs/schema.md, "Success and truncation")."""
+    from ..summary import truncation_known
+
+    return {"trajectories": batch.num_trajectories, "truncated": int(batch.traj_truncated.sum()),
+            "truncated_success": int((batch.traj_truncated & batch.traj_success).sum()),
+            "done_logged": truncation_known(batch)}
+
+
+def file_digest(paths: Iterable[str], root: str | None = None) -> str:
+    """BLAKE2b-128 over the bytes of ``paths`` (and their names relative to ``root``)."""
+    h = hashlib.blake2b(digest_size=16)
+    for p in paths:
+        if root is not None:
+            h.update(os.path.relpath(p, root).encode() + b"\0")
+        with open(p, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 22), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def _with_run_id(digest: str, run_id: str | None) -> str:
+    """The source digest, distinct per ``--run-id`` override: the same file ingested under
+    another run id is another source (not skipped as already present); without an override
+    the digest is the file's own, as before."""
+    if run_id is None:
+        return digest
+    h = hashlib.blake2b(digest_size=16)
+    h.update(digest.encode() + b"\0run_id\0" + str(run_id).encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def _arrow_column(name: str, values: pd.Series):
+    """(column name, pyarrow array) for a steps column; non-scalar values go to ``<name>__json``."""
+    import pyarrow as pa
+
+    kind = _CANONICAL_TYPES.get(name)
+    if kind is None:
+        if values.dtype != object and not isinstance(values.dtype, pd.StringDtype):
+            if isinstance(values.dtype, pd.CategoricalDtype):
+                values = values.astype(object)
+            else:
+                return name, pa.array(values.to_numpy(), from_pandas=True)
+        inferred = pd.api.types.infer_dtype(values, skipna=True)
+        kind = {"string": "string", "boolean": "bool", "integer": "int64", "floating": "float64",
+                "mixed-integer-float": "float64", "empty": None}.get(inferred, "json")
+        if kind is None:
+            return name, None
+    if kind == "json":
+        arr = [None if (v is None or (isinstance(v, float) and v != v)) else
+               json.dumps(v.tolist() if isinstance(v, np.ndarray) else v, ensure_ascii=False, default=str)
+               for v in values.to_numpy(dtype=object)]
+        return name + _JSON_SUFFIX, pa.array(arr, type=pa.string())
+    if kind == "string":
+        obj = values.to_numpy(dtype=object)
+        return name, pa.array(obj, type=pa.string(), from_pandas=True)
+    typ = {"int64": pa.int64(), "float64": pa.float64(), "bool": pa.bool_()}[kind]
+    return name, pa.array(values.to_numpy(dtype=object), type=typ, from_pandas=True)
+
+
+def _tables(batch: RolloutBatch, stem_of_row: np.ndarray, row_in_part: np.ndarray, source: str):
+    """(hot table, text table or None) for the batch's steps in their final row order."""
+    import pyarrow as pa
+
+    steps = batch.steps
+    hot, txt = {}, {}
+    hot["_part"] = pa.array(stem_of_row, type=pa.string())
+    hot["_row"] = pa.array(row_in_part, type=pa.int32())
+    for c in steps.columns:
+        if c in _DROP_AT_INGEST or c.startswith("_"):
+            continue
+        name, arr = _arrow_column(c, steps[c])
+        if arr is None:
+            continue
+        (txt if c in TEXT_COLUMNS else hot)[name] = arr
+    hot["_anchor_hash"] = pa.array(batch.step_anchor_hash, type=pa.uint64())
+    hot["_traj_return"] = pa.array(np.repeat(batch.traj_return, batch.traj_len), type=pa.float64())
+    hot["_truncated"] = pa.array(np.repeat(batch.traj_truncated, batch.traj_len), type=pa.bool_())
+    hot["_source"] = pa.array(np.full(len(steps), source[:16], dtype=object), type=pa.string())
+    text_table = None
+    if txt:
+        txt = {"_row": hot["_row"], **txt}
+        text_table = pa.table(txt)
+    return pa.table(hot), text_table
+
+
+def _write_parquet(table, path: Path, *, text: bool) -> None:
+    import pyarrow.parquet as pq
+
+    with atomic_path(path) as tmp:
+        if text:
+            pq.write_table(table, tmp, compression="zstd", row_group_size=4096,
+                           use_dictionary=["_row"], write_statistics=["_row"])
+        else:
+            pq.write_table(table, tmp, compression="zstd", row_group_size=65536)
+
+
+def _plan_parts(batch: RolloutBatch, part_rows: int):
+    """Row order (grouped by partition, batch order inside) and the part of every row: cut at
+    group boundaries once a part holds ``part_rows`` rows."""
+    g_run = batch.groups["run_id"].astype(str).to_numpy()
+    g_step = batch.groups["train_step"].to_numpy(np.int64)
+    pcode, puniq = pd.MultiIndex.from_arrays([g_run, g_step]).factorize()
+    group_steps = np.bincount(batch.step_group, minlength=batch.num_groups)
+    g_order = np.argsort(pcode, kind="stable")
+    plan = []  # (partition (run, step), [groups])
+    for code in range(len(puniq)):
+        gs = g_order[pcode[g_order] == code]
+        cur, n = [], 0
+        for g in gs:
+            if cur and n + group_steps[g] > part_rows:
+                plan.append((puniq[code], cur))
+                cur, n = [], 0
+            cur.append(g)
+            n += group_steps[g]
+        if cur:
+            plan.append((puniq[code], cur))
+    return plan
+
+
+def _crash_after() -> int | None:
+    v = os.environ.get(CRASH_ENV)
+    return int(v) if v else None
+
+
+def _existing_traj_overlap(store: LogStore, batch: RolloutBatch, digest: str, path: str) -> list[Problem]:
+    pairs = {(str(r), int(t)) for r, t in zip(batch.groups["run_id"], batch.groups["train_step"])}
+    parts = [p for p in store.parts if (p.run_id, p.train_step) in pairs and p.source != digest]
+    if not parts:
+        return []
+    first = batch.steps.iloc[batch.traj_offsets[:-1]]
+    new = pd.DataFrame({"run_id": first["run_id"].astype(str).to_numpy(),
+                        "train_step": first["train_step"].to_numpy(np.int64),
+                        "group_id": first["group_id"].astype(str).to_numpy(),
+                        "traj_id": first["traj_id"].astype(str).to_numpy()})
+    store.con.register("__new_trajs", new)
+    try:
+        hit = store.con.execute(
+            f"SELECT DISTINCT s.run_id, s.train_step, s.group_id, s.traj_id, s._source AS src FROM "
+            f"{store._FROM} s JOIN __new_trajs n USING (run_id, train_step, group_id, traj_id) "
+            f"LIMIT 20", [store._files(parts)]).df()
+    finally:
+        store.con.unregister("__new_trajs")
+    by_src = {d[:16]: m.get("path", d) for d, m in store.sources.items()}
+    return [Problem(path, None, "traj_id",
+                    f"trajectory '{r.traj_id}' of group '{r.run_id}/{r.train_step}/{r.group_id}' is "
+                    f"already in the store (from {by_src.get(r.src, r.src)}); remove one "
+                    f"copy or give the files distinct run ids (--run-id)") for r in hit.itertuples()]
+
+
+def drop_incomplete(root: str | os.PathLike) -> list[str]:
+    """Remove every incomplete source from the store at ``root`` (its parts, then its manifest),
+    under the ingest lock; returns the source paths dropped. Complete sources are untouched."""
+    root = Path(root)
+    LogStore(root)  # a store, or a StoreError
+    dropped = []
+    with _locked(root):
+        store = LogStore(root)
+        for m in incomplete_sources(store):
+            for p in m.get("parts", []):
+                for rel in (p.get("path"), p.get("text")):
+                    if rel:
+                        with contextlib.suppress(FileNotFoundError):
+                            (root / rel).unlink()
+            (root / "manifest" / f"{m['digest']}.json").unlink()
+            dropped.append(str(m.get("path", m["digest"])))
+        store.close()
+    return dropped
+
+
+def ingest(root: str | os.PathLike, paths, *, fmt: str = "auto", lenient: bool = False,
+           success_threshold: float = 0.0, run_id: str | None = None,
+           part_rows: int = DEFAULT_PART_ROWS,
+           progress: Callable[[dict], None] | None = None,
+           import_options: dict | None = None) -> IngestReport:
+    """Normalise every log in ``paths`` into the store at ``root`` (created when missing).
+
+    Args:
+        paths: files or folders (see `crbc_viz.io.importers.expand_sources`).
+        fmt: ``auto`` or a format name (``crbc_viz.io.importers.FORMATS``).
+        lenient: skip bad rows (reported per source) instead of failing.
+        success_threshold: see `crbc_viz.io.load_rollouts`.
+        run_id: the run_id of every row (default: the log's own, else the importer's
+            choice: the dump folder's run folder, else the file name).
+        part_rows: the most rows per Parquet part (parts end at group boundaries).
+        progress: called with a dict after each source (``path``, ``status``, ``rows``,
+            ``bytes``) and each part (``part``, ``rows``).
+        import_options: importer options (``reward_columns``, ``success_column``), see
+            `crbc_viz.io.importers.import_source`.
+
+    Returns:
+        An `IngestReport`.
+
+    Raises:
+        LoadError: a source could not be read or validated (sources before it stay committed).
+        StoreError: the folder is not a store, or another ingest holds its lock.
+    """
+    from ..io.importers import expand_sources
+
+    root = Path(root)
+    sources = expand_sources(paths, fmt)
+    report = IngestReport()
+    crash_after = _crash_after()
+    committed = 0
+    with _locked(root):
+        store = LogStore(root, create=True)
+        (root / "manifest").mkdir(exist_ok=True)
+        for src in sources:
+            nbytes = sum(os.path.getsize(f) for f in src.files)
+            digest = _with_run_id(file_digest(src.files, src.path if len(src.files) > 1
+                                              or src.files[0] != src.path else None), run_id)
+            man = store.sources.get(digest)
+            if man is not None and man.get("complete"):
+                entry = {"path": src.path, "format": src.fmt, "status": "skipped", "rows": man["rows"],
+                         "bytes": nbytes, "parts": len(man["parts"]), "notes": man.get("notes", []),
+                         "warnings": []}
+                report.sources.append(entry)
+                if progress:
+                    progress(entry)
+                continue
+            resumed = man is not None
+            rows_of = man.get("part_rows", part_rows) if man else part_rows
+            mpath = root / "manifest" / f"{digest}.json"
+            had_manifest = mpath.exists()
+            try:
+                man, batch, imp, committed = _ingest_source(
+                    root, store, src, digest, man, rows_of, run_id, import_options, lenient,
+                    success_threshold, committed, crash_after, progress, stream=True)
+            except _NotGroupContiguous:
+                # Groups recur later in the file: chunks cannot be cut at group boundaries.
+                _rollback(root, mpath, man, had_manifest)
+                man = store.sources.get(digest)
+                man, batch, imp, committed = _ingest_source(
+                    root, store, src, digest, man, rows_of, run_id, import_options, lenient,
+                    success_threshold, committed, crash_after, progress, stream=False)
+            except LoadError:
+                if _streams(src):
+                    _rollback(root, mpath, store.sources.get(digest), had_manifest)
+                raise
+            man["complete"] = True
+            _write_json(mpath, man)
+            store.refresh()
+            entry = {"path": src.path, "format": src.fmt, "status": "resumed" if resumed else "ingested",
+                     "rows": man["rows"], "bytes": nbytes, "parts": len(man["parts"]),
+                     "notes": list(imp.notes), "warnings": list(man["warnings"]),
+                     "skipped": list(batch.skipped)}
+            report.sources.append(entry)
+            if progress:
+                progress(entry)
+        store.close()
+    return report
+
+
+#: Canonical JSONL sources at least this large are ingested in chunks of about
+#: `STREAM_CHUNK_BYTES` cut at group boundaries, so peak memory does not grow with the file.
+STREAM_MIN_BYTES = 96 << 20
+STREAM_CHUNK_BYTES = 96 << 20
+
+
+class _NotGroupContiguous(Exception):
+    """A group's rows recur after another group's: the file must be read whole."""
+
+
+def _streams(src) -> bool:
+    """Whether ``src`` is ingested chunk by chunk (a large canonical JSONL file)."""
+    from ..io.readers import detect_format
+
+    if src.fmt != "canonical" or len(src.files) != 1 or os.path.getsize(src.files[0]) < STREAM_MIN_BYTES:
+        return False
+    try:
+        return detect_format(src.files[0]) == "jsonl"
+    except LoadError:
+        return False
+
+
+def _rollback(root: Path, mpath: Path, man: dict | None, had_manifest: bool) -> None:
+    """Remove what an interrupted streamed source wrote in this run (its parts and, when it
+    was new, its manifest), so a failed or restarted source leaves nothing behind."""
+    try:
+        cur = json.loads(mpath.read_text()) if mpath.exists() else None
+    except (OSError, ValueError):
+        cur = None
+    keep = {p["path"] for p in (man or {}).get("parts", [])} if had_manifest else set()
+    for p in (cur or {}).get("parts", []):
+        if p["path"] in keep:
+            continue
+        for rel in (p.get("path"), p.get("text")):
+            if rel:
+                with contextlib.suppress(FileNotFoundError):
+                    (root / rel).unlink()
+    if not had_manifest:
+        with contextlib.suppress(FileNotFoundError):
+            mpath.unlink()
+    elif man is not None:
+        _write_json(mpath, man)
+
+
+def _chunk_key(line: bytes):
+    """(run_id, train_step, group_id) of one JSONL line, or None when it does not parse."""
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(obj, dict):
+        return None
+    return tuple(str(obj.get(k)) for k in GROUP_KEY)
+
+
+def _stream_raw_chunks(src, tmp_dir: Path):
+    """The source's rows as `RawTable` chunks of about `STREAM_CHUNK_BYTES`, each cut where
+    the group key changes, read by the ordinary reader (every guard and message applies) and
+    relabelled with the source's path and its own line numbers."""
+    from ..io import _guards
+    from ..io.readers import max_line_bytes, read_table
+
+    path = src.files[0]
+    limit = max_line_bytes()
+    tmp_dir.mkdir(parents=True, exist_ok=True)
+    tmp = tmp_dir / "chunk.jsonl"
+    first_line = 1
+    with _guards.open_input(path) as fh:
+        pending: list[bytes] = []
+        size = 0
+        last_key = None
+        while True:
+            raw = fh.readline(limit + 1)
+            if raw and len(raw) > limit and not raw.endswith(b"\n"):
+                raise _NotGroupContiguous()   # an over-long line: the whole-file reader reports it
+            if raw and size >= STREAM_CHUNK_BYTES:
+                key = _chunk_key(raw)
+                if last_key is None:
+                    last_key = _chunk_key(pending[-1])
+                if key is None or key == last_key:
+                    pending.append(raw)
+                    size += len(raw)
+                    if size > 4 * STREAM_CHUNK_BYTES:
+                        raise _NotGroupContiguous()
+                    continue
+            if raw and size < STREAM_CHUNK_BYTES:
+                pending.append(raw)
+                size += len(raw)
+                continue
+            if pending:
+                tmp.write_bytes(b"".join(pending))
+                yield _relabel(read_table(str(tmp), "jsonl"), str(tmp), path, first_line - 1)
+                first_line += len(pending)
+            pending, size, last_key = ([raw], len(raw), None) if raw else ([], 0, None)
+            if not raw:
+                break
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+
+
+def _relabel(raw, tmp: str, path: str, offset: int):
+    """``raw`` read from a chunk file as if read from ``path``: lines shifted by ``offset``."""
+    def fix(p: Problem) -> Problem:
+        return Problem(path if p.path == tmp else p.path, None if p.line is None else p.line + offset,
+                       p.field, p.message.replace(tmp, path), p.where)
+
+    raw.path = path
+    raw.line = raw.line + offset
+    raw.problems = [fix(p) for p in raw.problems]
+    raw.notes = [n.replace(tmp, path) for n in raw.notes]
+    return raw
+
+
+def _source_batches(root: Path, src, run_id, import_options, lenient, success_threshold, stream):
+    """(batch, import) of the whole source, or of each streamed chunk in file order."""
+    from ..io.importers import import_source
+    from ..io.importers._common import Imported
+    from ..io.schema import build_batch
+
+    def batch_of(imp):
+        if run_id is not None:
+            imp.raw.records["run_id"] = run_id
+        return build_batch(imp.raw, lenient=lenient, success_threshold=success_threshold), imp
+
+    if not (stream and _streams(src)):
+        yield batch_of(import_source(src, **(import_options or {})))
+        return
+    keys = {k: k for k in ("group_id", "traj_id", "step_idx")}
+    seen: set = set()
+    for raw in _stream_raw_chunks(src, root / ".ingest-tmp"):
+        batch, imp = batch_of(Imported(raw, "canonical", keys))
+        groups = set(batch.groups[list(GROUP_KEY)].astype(str).itertuples(index=False, name=None))
+        if groups & seen:
+            raise _NotGroupContiguous()
+        seen |= groups
+        yield batch, imp
+
+
+def _ingest_source(root, store, src, digest, man, rows_of, run_id, import_options, lenient,
+                   success_threshold, committed, crash_after, progress, *, stream):
+    """Write one source's parts (chunk by chunk when it streams); returns the manifest, the
+    last batch and import, and the running count of committed parts."""
+    mpath = root / "manifest" / f"{digest}.json"
+    done_paths = {p["path"] for p in man["parts"]} if man else set()
+    k = 0
+    first = True
+    batch = imp = None
+    for batch, imp in _source_batches(root, src, run_id, import_options, lenient, success_threshold, stream):
+        overlap = _existing_traj_overlap(store, batch, digest, src.path)
+        if overlap:
+            raise LoadError(overlap)
+        if first:
+            man = man or {"digest": digest, "path": os.path.abspath(src.path), "format": src.fmt,
+                          "source_keys": imp.source_keys, "notes": list(imp.notes),
+                          "warnings": [], "skipped": 0, "rows": 0, "part_rows": rows_of, "parts": [],
+                          "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(),
+                          "complete": False}
+            counts = None
+            man["rows"], man["skipped"], man["warnings"] = 0, 0, []
+        man["rows"] += batch.num_steps
+        man["skipped"] += len(batch.skipped)
+        man["warnings"] += [w for w in batch.warnings if w not in man["warnings"]]
+        c = _outcome_counts(batch)
+        counts = c if counts is None else {key: counts[key] + c[key] for key in c}
+        man.update(counts)
+        first = False
+        _write_json(mpath, man)
+        for (prun, pstep), gs in _plan_parts(batch, rows_of):
+            stem = f"{digest[:16]}-{k:04d}"
+            k += 1
+            pdir = _partition_dir(prun, pstep)
+            rel = f"steps/{pdir}/{stem}.parquet"
+            if rel in done_paths:
+                continue
+            sub = batch.select_groups(gs) if len(gs) != batch.num_groups else batch
+            n = sub.num_steps
+            hot, txt = _tables(sub, np.full(n, stem, dtype=object), np.arange(n, dtype=np.int32), digest)
+            trel = None
+            if txt is not None:
+                trel = f"text/{pdir}/{stem}.parquet"
+                _write_parquet(txt, root / trel, text=True)
+            _write_parquet(hot, root / rel, text=False)
+            man["parts"].append({"path": rel, "text": trel, "run_id": str(prun),
+                                 "train_step": int(pstep), "rows": n})
+            _write_json(mpath, man)
+            committed += 1
+            if progress:
+                progress({"part": rel, "rows": n})
+            if crash_after is not None and committed >= crash_after:
+                os._exit(17)  # test hook: simulate a crash right after a commit
+    return man, batch, imp, committed

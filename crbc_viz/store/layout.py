@@ -1,0 +1,189 @@
+"""The on-disk format of a log store: constants, the marker and manifests, part paths, the
+ingest lock and the JSON-encoded column convention (shared by `query` and `ingest`).
+
+Layout of a store folder::
+
+    store.json                               marks the folder as a store (format, version)
+    manifest/<digest>.json                   one per ingested source: its parts, keys, notes
+    steps/run_id=<run>/train_step=<n>/<digest16>-<k>.parquet   hot columns (ids, reward,
+                                             action, anchor key + 64-bit hash, outcome ...)
+    text/run_id=<run>/train_step=<n>/<digest16>-<k>.parquet    observation / response, aligned
+                                             row for row with the steps part (joined on demand)
+    cache/                                   derived tables (trends), keyed by the manifest
+
+Crash safety: every part is written to a temporary name and renamed into place; the source's
+manifest file is rewritten (temp + rename) only after the part is in place. Readers list only
+parts named by a manifest, so a crash leaves a readable store, and re-running the ingest
+resumes the source where it stopped (part names are deterministic). A source whose content
+digest is already complete in the store is skipped.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import CrbcVizError
+from ..io.write import atomic_path
+
+__all__ = ["StoreError", "Part", "STORE_FILE", "STORE_FORMAT", "STORE_VERSION", "TEXT_COLUMNS",
+           "CRASH_ENV", "DEFAULT_PART_ROWS"]
+
+STORE_FILE = "store.json"
+STORE_FORMAT = "crbc-viz-store"
+STORE_VERSION = 1
+TEXT_COLUMNS = ("observation", "response")
+#: Test hook: ``os._exit`` after this many parts were committed by one ingest process.
+CRASH_ENV = "CRBC_VIZ_INGEST_CRASH_AFTER_PARTS"
+DEFAULT_PART_ROWS = 500_000
+_JSON_SUFFIX = "__json"
+# Columns the store adds; dropped from RolloutBatch.steps except the text join keys.
+_INTERNAL_DROP = ("_anchor_hash", "_traj_return", "_truncated")
+_CANONICAL_TYPES = {
+    "run_id": "string", "train_step": "int64", "group_id": "string", "traj_id": "string",
+    "step_idx": "int64", "reward": "float64", "action": "string", "anchor_key": "string",
+    "done": "bool", "success": "bool", "episode_return": "float64", "is_action_valid": "bool",
+    "env_name": "string", "split": "string",
+}
+_DROP_AT_INGEST = ("state_hash",)  # folded into anchor_key by build_batch
+
+
+class StoreError(CrbcVizError, ValueError):
+    """A store folder that is missing, not a store, or a query that names nothing in it."""
+
+
+@dataclass(frozen=True)
+class Part:
+    """One committed part: its steps file, its text file (or None), and where it belongs."""
+
+    path: str
+    text: str | None
+    source: str
+    run_id: str
+    train_step: int
+    rows: int
+    order: tuple
+
+
+_OUTCOME_COUNTS = ("trajectories", "truncated", "truncated_success")
+
+
+def _sum_outcome_counts(manifests) -> dict:
+    """Trajectory and truncation counts over the complete sources (None where one was ingested
+    before they were recorded); ``truncation_known``: some source logs ``done``."""
+    ms = [m for m in manifests if m.get("complete")]
+    out: dict = {}
+    for k in _OUTCOME_COUNTS:
+        vals = [m.get(k) for m in ms]
+        ok = all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in vals)
+        out[k] = sum(vals) if ok else None
+    flags = [m.get("done_logged") for m in ms]
+    out["truncation_known"] = any(flags) if all(isinstance(v, bool) for v in flags) else None
+    return out
+
+
+def _read_marker(marker: Path) -> dict:
+    """``store.json`` as a dict, or a `StoreError` naming it (garbage, not an object)."""
+    try:
+        meta = json.loads(marker.read_text())
+    except (OSError, ValueError, RecursionError) as exc:
+        raise StoreError(f"{marker}: not a valid store marker ({str(exc)[:200]}); expected "
+                         f'{{"format": "{STORE_FORMAT}", "version": {STORE_VERSION}}}') from None
+    if not isinstance(meta, dict):
+        raise StoreError(f"{marker}: not a valid store marker (expected a JSON object)")
+    return meta
+
+
+def _confined_part(root: Path, manifest: Path, rel, top: str) -> None:
+    """A part path of a manifest must be a relative path under ``root/top`` that exists as a
+    regular file (no ``..``, no absolute path, no symlink out of the store)."""
+    bad = None
+    if not isinstance(rel, str) or not rel:
+        bad = "is not a path"
+    elif os.path.isabs(rel) or rel.startswith(("/", "\\")) or ".." in Path(rel).parts \
+            or Path(rel).parts[0] != top or "\x00" in rel:
+        bad = f"is outside the store's {top}/ folder"
+    else:
+        full = (root / rel).resolve()
+        if (root.resolve() / top) not in full.parents:
+            bad = f"resolves outside the store's {top}/ folder"
+        elif not full.is_file():
+            bad = "is missing (deleted or never written)"
+    if bad:
+        raise StoreError(f"{manifest}: part {str(rel)[:300]!r} {bad}; the manifest is damaged or "
+                         f"tampered with: restore the file, or remove this manifest and re-ingest "
+                         f"its source")
+
+
+def _check_manifest(root: Path, f: Path, m) -> None:
+    """Refuse a manifest that is not what ingest writes, or that names files outside the store."""
+    try:
+        ok = isinstance(m, dict) and isinstance(m["digest"], str) and isinstance(m.get("parts", []), list)
+        for p in m.get("parts", []) if ok else []:
+            ok = ok and isinstance(p, dict) and isinstance(p["run_id"], (str, int)) \
+                and not isinstance(p["train_step"], bool) and int(p["train_step"]) == p["train_step"] \
+                and int(p["rows"]) >= 0
+    except (KeyError, TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise StoreError(f"{f}: damaged manifest (missing or mistyped digest/parts/run_id/"
+                         f"train_step/rows); remove it and re-ingest its source")
+    for p in m.get("parts", []):
+        _confined_part(root, f, p["path"], "steps")
+        if p.get("text") is not None:
+            _confined_part(root, f, p["text"], "text")
+
+
+def _decode_json(df: pd.DataFrame) -> pd.DataFrame:
+    for col in [c for c in df.columns if c.endswith(_JSON_SUFFIX)]:
+        base = col[: -len(_JSON_SUFFIX)]
+        vals = np.empty(len(df), dtype=object)  # filled one by one: equal-length lists stay lists
+        vals[:] = [json.loads(v) if isinstance(v, str) else None for v in df[col]]
+        if base in df.columns:
+            cur = df[base].astype(object).to_numpy()
+            vals = np.where(pd.isna(cur), vals, cur)
+        df = df.drop(columns=[col])
+        df[base] = vals
+    return df
+
+
+def _write_json(path: Path, obj) -> None:
+    with atomic_path(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(obj, fh, indent=1, ensure_ascii=False)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+@contextlib.contextmanager
+def _locked(root: Path):
+    import fcntl
+
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StoreError(f"{root}: another ingest is writing to this store") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _partition_dir(run_id: str, train_step: int) -> str:
+    """The partition folder of a part. A long run id (a folder name is at most 255 bytes, and
+    percent-encoding triples non-ASCII) keeps a readable head plus a hash of the whole id;
+    readers take run ids from the manifest and the rows, never from this name."""
+    q = urllib.parse.quote(str(run_id), safe='')
+    if len(q) > 150:
+        h = hashlib.blake2b(str(run_id).encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+        q = f"{q[:100]}~{h}"
+    return f"run_id={q}/train_step={int(train_step)}"

@@ -1,0 +1,435 @@
+"""The read side of a log store: `LogStore` (manifests, DuckDB queries over the parts, batch
+assembly), group references, incomplete sources."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..data import GROUP_KEY, RolloutBatch
+from ..io.errors import MAX_LISTED, LoadError, Problem
+from ..io.write import atomic_path
+from .layout import (
+    _INTERNAL_DROP,
+    _JSON_SUFFIX,
+    STORE_FILE,
+    STORE_FORMAT,
+    STORE_VERSION,
+    Part,
+    StoreError,
+    _check_manifest,
+    _decode_json,
+    _read_marker,
+    _sum_outcome_counts,
+)
+
+__all__ = ["LogStore", "open_store", "parse_group_label", "incomplete_sources"]
+
+def parse_group_label(label: str) -> list[tuple[str | None, int | None, str]]:
+    """Candidate (run_id, train_step, group_id) readings of a group reference: a bare group id,
+    or ``run/train_step/group_id`` as ``RolloutBatch.group_label`` writes it."""
+    out: list[tuple[str | None, int | None, str]] = [(None, None, label)]
+    parts = label.split("/")
+    for i in range(1, len(parts) - 1):
+        if parts[i].lstrip("-").isdigit():
+            out.append(("/".join(parts[:i]), int(parts[i]), "/".join(parts[i + 1:])))
+    return out
+
+
+class LogStore:
+    """An opened store (read side). Cheap to open: reads the manifests, not the data.
+
+    Args:
+        root: the store folder.
+        create: make an empty store when the folder is missing or empty.
+
+    Raises:
+        StoreError: the folder is missing or not a store.
+    """
+
+    def __init__(self, root: str | os.PathLike, *, create: bool = False):
+        self.root = Path(root)
+        marker = self.root / STORE_FILE
+        if not marker.exists():
+            if not create:
+                raise StoreError(f"{self.root}: not a crbc-viz store (no {STORE_FILE}); create one "
+                                 f"with `crbc-viz ingest LOG --store {self.root}`")
+            if self.root.exists() and any(p.name != ".lock" for p in self.root.iterdir()):
+                raise StoreError(f"{self.root}: folder is not empty and not a crbc-viz store; "
+                                 f"choose a new folder for the store")
+            self.root.mkdir(parents=True, exist_ok=True)
+            with atomic_path(marker) as tmp:
+                Path(tmp).write_text(json.dumps({"format": STORE_FORMAT, "version": STORE_VERSION}))
+        meta = _read_marker(marker)
+        if meta.get("format") != STORE_FORMAT or meta.get("version") != STORE_VERSION:
+            raise StoreError(f"{marker}: expected format {STORE_FORMAT!r} version {STORE_VERSION}, "
+                             f"got {meta.get('format')!r} version {meta.get('version')}")
+        self._con = None
+        self.refresh()
+
+    # -- manifest ------------------------------------------------------------------------------
+    def refresh(self) -> None:
+        """Re-read the manifests (parts committed since opening become visible)."""
+        self.sources: dict[str, dict] = {}
+        mdir = self.root / "manifest"
+        if mdir.is_dir():
+            for f in sorted(mdir.glob("*.json")):
+                try:
+                    m = json.loads(f.read_text())
+                except (OSError, ValueError, RecursionError) as exc:  # never half-written (atomic)
+                    raise StoreError(f"{f}: unreadable manifest ({str(exc)[:200]}); restore it "
+                                     f"or remove it and re-ingest its source") from None
+                _check_manifest(self.root, f, m)
+                self.sources[m["digest"]] = m
+        parts = []
+        for m in sorted(self.sources.values(), key=lambda m: (str(m.get("started_at", "")), m["digest"])):
+            for k, p in enumerate(m.get("parts", [])):
+                parts.append(Part(path=p["path"], text=p.get("text"), source=m["digest"],
+                                  run_id=str(p["run_id"]), train_step=int(p["train_step"]),
+                                  rows=int(p["rows"]), order=(str(m.get("started_at", "")), m["digest"], k)))
+        self.parts: list[Part] = parts
+        self._rank = {Path(p.path).stem: i for i, p in enumerate(parts)}
+
+    @property
+    def fingerprint(self) -> str:
+        """Changes whenever a part is committed (the cache key of derived tables)."""
+        h = hashlib.blake2b(digest_size=8)
+        for p in self.parts:
+            h.update(p.path.encode())
+        return h.hexdigest()
+
+    @property
+    def num_steps(self) -> int:
+        return sum(p.rows for p in self.parts)
+
+    def _abs(self, rel: str) -> str:
+        return str(self.root / rel)
+
+    @property
+    def con(self):
+        """The store's DuckDB connection (in memory; the data stays in the Parquet files);
+        a query failure (a corrupt or truncated part) is a `StoreError` naming the store."""
+        if self._con is None:
+            import duckdb
+            self._con = _Connection(duckdb.connect(), self.root)
+        return self._con
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- selection -----------------------------------------------------------------------------
+    def select_parts(self, run: str | None = None, train_step: int | None = None) -> list[Part]:
+        return [p for p in self.parts if (run is None or p.run_id == run)
+                and (train_step is None or p.train_step == int(train_step))]
+
+    # No SQL text ever comes from data: part paths travel as a bound list parameter (the ``?``
+    # in `_FROM`, whose value is `_files`), values as parameters, and the only identifiers in any
+    # statement are the constant column names written in this module. Field names from a log
+    # are never pasted into SQL (issue 14: a field named as a DuckDB script was executed).
+    _FROM = "read_parquet(?, union_by_name=true, hive_partitioning=false)"
+
+    def _files(self, parts: list[Part]) -> list[str]:
+        return [self._abs(p.path) for p in parts]
+
+    def _columns(self, parts: list[Part]) -> list[str]:
+        return [r[0] for r in self.con.execute(f"DESCRIBE SELECT * FROM {self._FROM}",
+                                               [self._files(parts)]).fetchall()]
+
+    @staticmethod
+    def _where(group: tuple | None = None, env: str | None = None,
+               run: str | None = None, train_step: int | None = None) -> tuple[str, list]:
+        clauses, params = [], []
+        if run is not None:
+            clauses.append("run_id = ?")
+            params.append(run)
+        if train_step is not None:
+            clauses.append("train_step = ?")
+            params.append(int(train_step))
+        if group is not None:
+            r, t, g = group
+            clauses.append("group_id = ?")
+            params.append(g)
+            if r is not None:
+                clauses.append("run_id = ?")
+                params.append(r)
+            if t is not None:
+                clauses.append("train_step = ?")
+                params.append(int(t))
+        if env is not None:
+            clauses.append("env_name = ?")
+            params.append(env)
+        return " AND ".join(clauses) or "TRUE", params
+
+    _SUCCESS = {"yes": "bool_or(coalesce(success, false))",
+                "no": "NOT bool_or(coalesce(success, false))",
+                "mixed": "bool_or(coalesce(success, false)) AND NOT bool_and(coalesce(success, false))"}
+
+    def _select(self, select: str, parts: list[Part], *, group=None, env=None, success=None,
+                run=None, train_step=None, tail: str = "") -> pd.DataFrame:
+        """``SELECT <select> FROM <filtered steps> <tail>``; the group-level success filter keeps
+        whole groups. ``select`` and ``tail`` are constant SQL written in this module."""
+        where, params = self._where(group, env, run, train_step)
+        src = f"(SELECT * FROM {self._FROM} WHERE {where})"
+        params = [self._files(parts), *params]
+        if success is not None:
+            if success not in self._SUCCESS:
+                raise ValueError(f"success filter must be one of {', '.join(self._SUCCESS)}, "
+                                 f"got {success!r}")
+            src = (f"(SELECT s.* FROM {src} s SEMI JOIN (SELECT run_id, train_step, group_id FROM "
+                   f"{src} GROUP BY ALL HAVING {self._SUCCESS[success]}) k "
+                   f"USING (run_id, train_step, group_id))")
+            params = params + params
+        return self.con.execute(f"SELECT {select} FROM {src} AS src {tail}", params).df()
+
+    # -- listing -------------------------------------------------------------------------------
+    def train_steps(self, run: str | None = None) -> pd.DataFrame:
+        """``run_id``, ``train_step``, ``steps`` for every partition (from the manifest)."""
+        rows = {}
+        for p in self.select_parts(run):
+            rows[(p.run_id, p.train_step)] = rows.get((p.run_id, p.train_step), 0) + p.rows
+        return pd.DataFrame([{"run_id": r, "train_step": t, "steps": n} for (r, t), n in rows.items()],
+                            columns=["run_id", "train_step", "steps"]).sort_values(
+            ["run_id", "train_step"], ignore_index=True)
+
+    def groups(self, *, run: str | None = None, train_step: int | None = None, env: str | None = None,
+               success: str | None = None, group: str | None = None) -> pd.DataFrame:
+        """One row per group: ids, ``env_name``, ``rollouts``, ``steps``, ``success_rate``."""
+        parts = self.select_parts(run, train_step)
+        cols = ["run_id", "train_step", "group_id", "env_name", "rollouts", "steps", "success_rate"]
+        if not parts:
+            return pd.DataFrame(columns=cols)
+        have_env = "env_name" in self._columns(parts)
+        frames = []
+        if env is not None and not have_env:
+            return pd.DataFrame(columns=cols)
+        select = (f"run_id, train_step, group_id, "
+                  f"{'any_value(env_name)' if have_env else 'NULL'} AS env_name, "
+                  f"count(DISTINCT traj_id) AS rollouts, count(*) AS steps, "
+                  f"count(DISTINCT traj_id) FILTER (WHERE success) / count(DISTINCT traj_id) AS success_rate")
+        for cand in (parse_group_label(group) if group else [None]):
+            frames.append(self._select(select, parts, group=cand, env=env, success=success, run=run,
+                                       train_step=train_step,
+                                       tail="GROUP BY run_id, train_step, group_id "
+                                            "ORDER BY run_id, train_step, group_id"))
+        out = pd.concat(frames, ignore_index=True).drop_duplicates(["run_id", "train_step", "group_id"])
+        return out.reset_index(drop=True)[cols]
+
+    def resolve_group(self, group: str, *, run: str | None = None,
+                      train_step: int | None = None) -> tuple[str, int, str]:
+        """The one group a reference names (a bare id, or ``run/train_step/group_id``).
+
+        Raises:
+            StoreError: no such group, or several (listing them).
+        """
+        found = self.groups(run=run, train_step=train_step, group=group)
+        if found.empty:
+            scope = "".join([f" run '{run}'" if run else "",
+                             f" train_step {train_step}" if train_step is not None else ""])
+            raise StoreError(f"{self.root}: no group '{group}'{scope} in the store")
+        if len(found) > 1:
+            labels = [f"{r.run_id}/{r.train_step}/{r.group_id}" for r in found.itertuples()]
+            raise StoreError(f"group '{group}' is ambiguous ({len(labels)} matches: "
+                             f"{', '.join(labels[:10])}{' ...' if len(labels) > 10 else ''}); "
+                             f"give run/train_step/group_id or --run / --train-step")
+        r = found.iloc[0]
+        return str(r["run_id"]), int(r["train_step"]), str(r["group_id"])
+
+    # -- loading -------------------------------------------------------------------------------
+    def load_batch(self, *, run: str | None = None, train_step: int | None = None,
+                   group: str | tuple | None = None, env: str | None = None,
+                   success: str | None = None, anchor_obs: bool = True,
+                   text: bool = False) -> RolloutBatch:
+        """The selected steps as a validated `RolloutBatch` (no re-validation: the store holds
+        validated rows with their anchor hashes).
+
+        Args:
+            run, train_step: partition filters (pruned from the manifest before any I/O).
+            group: a group reference (see `resolve_group`) or a ``(run, train_step, group_id)``.
+            env: keep groups of this ``env_name``.
+            success: ``yes`` (groups with a success), ``no`` (without) or ``mixed`` (both).
+            anchor_obs: load the raw anchors (display only; scoring does not need them).
+            text: join ``observation`` / ``response`` from the text table.
+
+        Raises:
+            StoreError: nothing matches.
+        """
+        if isinstance(group, str):
+            group = self.resolve_group(group, run=run, train_step=train_step)
+        if group is not None:
+            run, train_step = group[0], group[1]
+        parts = self.select_parts(run, train_step)
+        if not parts:
+            raise StoreError(f"{self.root}: no steps for run={run!r} train_step={train_step!r} "
+                             f"(runs: {', '.join(sorted({p.run_id for p in self.parts})) or 'none'})")
+        cols = self._columns(parts)
+        if env is not None and "env_name" not in cols:
+            raise StoreError(f"{self.root}: no env_name recorded; cannot filter on env '{env}'")
+        # Every column but the (constant) raw-anchor names: the log's own field names stay out of SQL.
+        drop = [c for c in ("anchor_obs", "anchor_obs" + _JSON_SUFFIX) if not anchor_obs and c in cols]
+        sel = f"* EXCLUDE ({', '.join(drop)})" if drop else "*"
+        df = self._select(sel, parts, group=group, env=env, success=success, run=run,
+                          train_step=train_step)
+        if df.empty:
+            raise StoreError(f"{self.root}: no steps match the filters")
+        if text:
+            df = self._join_text(df)
+        return self._assemble(df)
+
+    def _join_text(self, df: pd.DataFrame) -> pd.DataFrame:
+        txt = self.text_for(df)
+        if txt.empty:
+            return df
+        return df.merge(txt, on=["_part", "_row"], how="left")
+
+    def text_for(self, steps: pd.DataFrame) -> pd.DataFrame:
+        """``observation`` / ``response`` of the given steps (keyed by their ``_part``, ``_row``)."""
+        by_stem = {Path(p.path).stem: p for p in self.parts}
+        frames = []
+        for stem, rows in steps.groupby("_part", sort=False)["_row"]:
+            part = by_stem.get(stem)
+            if part is None or part.text is None:
+                continue
+            lo, hi = int(rows.min()), int(rows.max())
+            t = self.con.execute("SELECT * FROM read_parquet(?, hive_partitioning=false) "
+                                 "WHERE _row BETWEEN ? AND ?", [self._abs(part.text), lo, hi]).df()
+            t = t[t["_row"].isin(rows.to_numpy())]
+            t.insert(0, "_part", stem)
+            frames.append(t)
+        if not frames:
+            return pd.DataFrame(columns=["_part", "_row"])
+        return _decode_json(pd.concat(frames, ignore_index=True))
+
+    def _assemble(self, df: pd.DataFrame) -> RolloutBatch:
+        df = _decode_json(df)
+        rank = df["_part"].map(self._rank).to_numpy(np.int64)
+        df = df.iloc[np.lexsort((df["_row"].to_numpy(np.int64), rank))].reset_index(drop=True)
+        for c in ("run_id", "group_id", "traj_id"):
+            df[c] = df[c].astype(object)
+        df["train_step"] = df["train_step"].astype(np.int64)
+        df["step_idx"] = df["step_idx"].astype(np.int64)
+        g_codes, _ = pd.MultiIndex.from_arrays([df["run_id"], df["train_step"], df["group_id"]]).factorize()
+        t_codes, _ = pd.MultiIndex.from_arrays([g_codes, df["traj_id"]]).factorize()
+        step_idx = df["step_idx"].to_numpy()
+        order = np.lexsort((step_idx, t_codes, g_codes))
+        df = df.iloc[order].reset_index(drop=True)
+        t_codes, _ = pd.factorize(t_codes[order])
+        g_codes = g_codes[order]
+        step_idx = step_idx[order]
+        num_t = int(t_codes.max()) + 1
+        traj_len = np.bincount(t_codes, minlength=num_t)
+        traj_offsets = np.r_[0, np.cumsum(traj_len)].astype(np.int64)
+        pos = np.arange(len(df)) - np.repeat(traj_offsets[:-1], traj_len)
+        bad = np.flatnonzero(step_idx != pos)
+        if bad.size:
+            probs = []
+            for t in np.unique(t_codes[bad])[:MAX_LISTED]:
+                r = traj_offsets[t]
+                probs.append(Problem(str(self.root), None, "step_idx",
+                                     f"trajectory '{df['traj_id'].iat[r]}' of group "
+                                     f"'{df['run_id'].iat[r]}/{df['train_step'].iat[r]}/{df['group_id'].iat[r]}' "
+                                     f"has duplicate or missing steps in the store (ingested from "
+                                     f"two sources?)", "row"))
+            raise LoadError(probs, total=int(np.unique(t_codes[bad]).size))
+        starts = traj_offsets[:-1]
+        traj_group = g_codes[starts].astype(np.int64)
+        group_traj_offsets = np.r_[0, np.cumsum(np.bincount(traj_group))].astype(np.int64)
+        succ = df["success"].to_numpy()
+        traj_success = np.array([bool(v) if v is not None and v == v else False
+                                 for v in succ[starts]], dtype=bool)
+        traj_truncated = df["_truncated"].fillna(False).to_numpy(bool)[starts]
+        traj_return = df["_traj_return"].to_numpy(np.float64)[starts]
+        # A writeable copy: Arrow-backed arrays are read-only, which numba types differently
+        # (a second compile of the CRBC kernel).
+        step_hash = np.array(df["_anchor_hash"].to_numpy(np.uint64), dtype=np.uint64, copy=True)
+        groups = df.iloc[starts[group_traj_offsets[:-1]]][list(GROUP_KEY)].reset_index(drop=True)
+        df["success"] = np.repeat(traj_success, traj_len)
+        steps = df.drop(columns=list(_INTERNAL_DROP))
+        return RolloutBatch(
+            steps=steps, step_traj=np.repeat(np.arange(num_t), traj_len), step_anchor_hash=step_hash,
+            traj_offsets=traj_offsets, traj_group=traj_group, traj_success=traj_success,
+            traj_truncated=traj_truncated, traj_return=traj_return,
+            group_traj_offsets=group_traj_offsets, groups=groups, source=str(self.root))
+
+    # -- search --------------------------------------------------------------------------------
+    def search_steps(self, text: str, limit: int = 50) -> pd.DataFrame:
+        """Steps whose action or raw anchor contains ``text`` (case-insensitive)."""
+        if not self.parts:
+            return pd.DataFrame()
+        cols = set(self._columns(self.parts))
+        fields = [c for c in ("action", "anchor_obs", "anchor_obs" + _JSON_SUFFIX, "anchor_key") if c in cols]
+        shown = [c for c in ("run_id", "train_step", "group_id", "traj_id", "step_idx", "action",
+                             "anchor_key", "anchor_obs", "anchor_obs" + _JSON_SUFFIX, "reward", "success")
+                 if c in cols]
+        cond = " OR ".join(f'contains(lower("{c}"), lower(?))' for c in fields)
+        df = self.con.execute(f"SELECT {', '.join(shown)} FROM {self._FROM} WHERE {cond} LIMIT ?",
+                              [self._files(self.parts), *([text] * len(fields)), int(limit)]).df()
+        return _decode_json(df)
+
+    def find_trajectory(self, traj_id: str, *, text: bool = True) -> pd.DataFrame:
+        """Every step of the trajectories with this ``traj_id`` (any run / step / group), in
+        order, with the text columns joined."""
+        if not self.parts:
+            return pd.DataFrame()
+        df = self.con.execute(f"SELECT * FROM {self._FROM} WHERE traj_id = ?",
+                              [self._files(self.parts), str(traj_id)]).df()
+        if df.empty:
+            return df
+        if text:
+            df = self._join_text(df)
+        df = _decode_json(df).sort_values(["run_id", "train_step", "group_id", "step_idx"],
+                                          ignore_index=True)
+        return df.drop(columns=[c for c in _INTERNAL_DROP if c in df.columns])
+
+    def summary(self) -> dict:
+        """Counts from the manifest (no data read): sources, runs, train steps, parts, steps."""
+        ts = self.train_steps()
+        return {
+            "store": str(self.root), "sources": len(self.sources),
+            "complete_sources": sum(1 for m in self.sources.values() if m.get("complete")),
+            "runs": sorted(ts["run_id"].unique().tolist()),
+            "train_steps": int(len(ts)), "parts": len(self.parts), "steps": self.num_steps,
+            "formats": sorted({m.get("format", "?") for m in self.sources.values()}),
+            **_sum_outcome_counts(self.sources.values()),
+        }
+
+
+class _Connection:
+    """A DuckDB connection whose query errors (a corrupt, truncated or unreadable part) become
+    a one-line `StoreError` instead of a DuckDB traceback."""
+
+    def __init__(self, con, root: Path):
+        self._raw, self._root = con, root
+
+    def execute(self, *a, **k):
+        import duckdb
+        try:
+            return self._raw.execute(*a, **k)
+        except duckdb.Error as exc:
+            msg = " ".join(str(exc).split("\nLINE ")[0].split())[:400]  # not the SQL text
+            raise StoreError(f"{self._root}: cannot read the store's data ({type(exc).__name__}: "
+                             f"{msg}); a part file may be corrupt: re-ingest its source") from None
+
+    def __getattr__(self, name):
+        return getattr(self._raw, name)
+
+
+def open_store(root: str | os.PathLike) -> LogStore:
+    return LogStore(root)
+
+
+def incomplete_sources(store: LogStore) -> list[dict]:
+    """Manifests of sources whose ingest did not finish (a crash, a kill -9): their committed
+    parts are readable but the source is partial."""
+    return [m for m in store.sources.values() if not m.get("complete")]
