@@ -73,7 +73,7 @@ def test_ingest_into_a_store(run, tmp_path):
     info = st.summary()
     assert info["runs"] == ["crbc-s0"] and info["train_steps"] == STEPS
     assert info["steps"] == sum(m["steps"] for m in metrics)
-    from crbc_viz.store.trends import store_trends
+    from crbc_viz.analysis.trends import store_trends
 
     tr = store_trends(st)
     assert tr.steps["success_rate"].tolist() == pytest.approx([m["success_rate"] for m in metrics])

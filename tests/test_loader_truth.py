@@ -34,7 +34,7 @@ from crbc_viz.graph import FAILURE
 from crbc_viz.io import load_rollouts
 from crbc_viz.io.anchors import anchor_key, canonical_anchor_bytes
 from crbc_viz.store import LogStore, ingest
-from crbc_viz.summary import batch_summary, group_table
+from crbc_viz.analysis.summary import batch_summary, group_table
 from helpers import write_jsonl
 
 KEY = ["run_id", "train_step", "group_id", "traj_id", "step_idx"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import crbc_viz
-from crbc_viz.summary import batch_summary
+from crbc_viz.analysis.summary import batch_summary
 from helpers import ROOT
 
 SAMPLES = sorted(p for p in (ROOT / "sample_rollouts").rglob("*.jsonl*") if p.is_file())

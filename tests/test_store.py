@@ -16,8 +16,8 @@ import pytest
 from crbc_viz import load_rollouts
 from crbc_viz.io import LoadError
 from crbc_viz.store import CRASH_ENV, LogStore, StoreError, find_trajectory, ingest, search_steps
-from crbc_viz.store.cli import main as store_cli
-from crbc_viz.store.trends import _group_spearman, step_trends, store_trends
+from crbc_viz.cli import main as store_cli
+from crbc_viz.analysis.trends import _group_spearman, step_trends, store_trends
 from crbc_viz.synthetic import batch_to_rows, random_mdp_batch
 
 from helpers import ROOT, write_jsonl

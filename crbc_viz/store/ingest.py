@@ -48,7 +48,7 @@ class IngestReport:
 
 def _outcome_counts(batch: RolloutBatch) -> dict:
     """Per-source counts kept in its manifest (docs/schema.md, "Success and truncation")."""
-    from ..summary import truncation_known
+    from ..analysis.summary import truncation_known
 
     return {"trajectories": batch.num_trajectories, "truncated": int(batch.traj_truncated.sum()),
             "truncated_success": int((batch.traj_truncated & batch.traj_success).sum()),

@@ -67,7 +67,7 @@ def _train_one(est: str, seed: int, steps: int, out: Path, extra: list[str]) -> 
 def build_store(runs: list[Path], dest: Path) -> dict:
     """A fresh store at ``dest`` holding the logs of ``runs``, trends cached."""
     from crbc_viz.store import LogStore, ingest
-    from crbc_viz.store.trends import store_trends
+    from crbc_viz.analysis.trends import store_trends
 
     tmp = dest.with_name(dest.name + ".building")
     shutil.rmtree(tmp, ignore_errors=True)
