@@ -215,16 +215,16 @@ def depth_family(sel, focus_anchor) -> None:
                        f"most-taken pairs (of {n_pairs}).")
         elif n_pairs > 40:
             st.caption(f"The 40 most-taken of {n_pairs} (anchor, action) pairs.")
-        st.plotly_chart(depth_lines_figure(sw["depths"], sw["A"][:, order], sw["A_inf"][order],
+        st.plotly_chart(depth_lines_figure(sw["depths"], sw["pair_adv"][:, order], sw["pair_adv_inf"][order],
                                            [sw["labels"][j] for j in order], sel_k), key="cmp_depth",
                         config=_export(sel, _label(sel, "crbc"), f"depth-K{k}"))
     with c2:
         st.plotly_chart(depth_error_figure(sw["depths"], sw["err"], sw["bound"], sel_k),
                         key="cmp_depth_err", config=_export(sel, _label(sel, "crbc"), "depth-gap"))
-    A_k = sw["A_inf"] if sel_k is None else sw["A"][sel_k]
+    A_k = sw["pair_adv_inf"] if sel_k is None else sw["pair_adv"][sel_k]
     c_k = sw["credit_inf"] if sel_k is None else sw["credit"][sel_k]
     table = pd.DataFrame({"pair": sw["labels"], "N(s,a)": sw["pair_count"],
-                          f"A^({k})": A_k, "A^∞": sw["A_inf"], f"credit^({k})": c_k,
+                          f"A^({k})": A_k, "A^∞": sw["pair_adv_inf"], f"credit^({k})": c_k,
                           "credit^∞": sw["credit_inf"]})
     table["moved"] = (table[f"A^({k})"] - table["A^∞"]).abs()
     with st.expander(f"Pairs at K = {k} (sorted by |A^(K) − A^∞|)", expanded=False):

@@ -4,73 +4,32 @@ group, one Sokoban group and the rare-route trap. The lesson number lives in the
 """
 from __future__ import annotations
 
-import math
-import re
-
-import numpy as np
 import pandas as pd
 import streamlit as st
 
-from crbc_viz import build_graph, score
-from crbc_viz import teaching as T
 from crbc_viz.ui import view
 from crbc_viz.ui.links import pause_then_rerun
+from crbc_viz.ui.pipeline import LEARN_GRAPH_HEIGHT as GRAPH_HEIGHT
+from crbc_viz.ui.pipeline import LEARN_KMAX
+from crbc_viz.ui.pipeline import learn_edited_rows as edited_rows
+from crbc_viz.ui.pipeline import learn_family as family_of
+from crbc_viz.ui.pipeline import learn_graph as graph_of
+from crbc_viz.ui.pipeline import learn_graph_page as graph_page
+from crbc_viz.ui.pipeline import learn_result as result_of
+from crbc_viz.ui.pipeline import learn_rows as base_rows
 from crbc_viz.views import learn as V
-from crbc_viz.views.graph_view import graph_html
 
 LESSON_KEY = "learn_lesson"
 DATA_KEY = "learn_data"
 EXPORT_KEY = "learn_export"
 K_KEY = "learn_k"
 INF = "∞"
-K_OPTIONS = [str(k) for k in range(21)] + [INF]
-DATASETS = {"toy": "Toy group (§14.1)", "sokoban": f"Sokoban · {T.SOKOBAN_GROUP}"}
+K_OPTIONS = [str(k) for k in range(LEARN_KMAX + 1)] + [INF]
+DATASETS = {"toy": "Toy group (§14.1)", "sokoban": f"Sokoban · {V.SOKOBAN_GROUP}"}
 RR_DEFAULTS = {"learn_rr_jump": 4, "learn_rr_lucky": 1, "learn_rr_walk": 4, "learn_rr_walk_ok": 3}
-GRAPH_HEIGHT = 520
 RR_METHODS = {"shortest_path": "shortest path (GraphGPO)", "visit_local": "visit-local (K = 0)",
               "crbc": "CRBC closure (K = ∞)"}
 BETA = 0.98
-
-
-# ---------------------------------------------------------------- cached steps
-@st.cache_data(max_entries=32, show_spinner=False)
-def base_rows(dataset: str, rr: tuple = ()) -> list[dict]:
-    if dataset == "toy":
-        return T.read_rows(T.TOY_PATH)
-    if dataset == "sokoban":
-        return T.sokoban_rows()
-    if dataset == "rare_route":
-        return T.rare_route_rows(*rr)
-    raise ValueError(f"unknown teaching data set {dataset!r}")
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def edited_rows(key: tuple) -> list[dict]:
-    dataset, rr, flip, drop = key
-    return T.apply_edits(base_rows(dataset, rr), flip=flip, drop=drop)
-
-
-@st.cache_resource(max_entries=64, show_spinner=False)
-def graph_of(key: tuple):
-    return build_graph(T.batch_from_rows(edited_rows(key)))
-
-
-@st.cache_resource(max_entries=512, show_spinner=False)
-def result_of(key: tuple, name: str, params: tuple = ()):
-    return score(graph_of(key), name, backend="numpy", **dict(params))
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def family_of(key: tuple, beta: float) -> dict:
-    return T.depth_family(graph_of(key), beta=beta, kmax=int(K_OPTIONS[-2]))
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def graph_page(key: tuple, name: str, params: tuple, highlight: int | None, filename: str,
-               label: str) -> str:
-    page = graph_html(graph_of(key), result_of(key, name, params), highlight_traj=highlight,
-                      height_px=GRAPH_HEIGHT, estimator=label)
-    return V.with_png_button(page, filename)
 
 
 # ---------------------------------------------------------------- small helpers
@@ -91,7 +50,7 @@ def outcome_of(rows: list[dict]) -> dict[str, bool]:
 
 def edits_panel(dataset: str, rows: list[dict]) -> tuple[tuple, tuple]:
     """The "try it" controls: flip outcomes, drop rollouts (multiselects, per data set)."""
-    ids = T.traj_ids(rows)
+    ids = V.traj_ids(rows)
     outcome = outcome_of(rows)
     fk, dk = f"learn_flip_{dataset}", f"learn_drop_{dataset}"
     for name, k in (("flip", fk), ("drop", dk)):
@@ -121,7 +80,7 @@ def _reset_edits(dataset: str) -> None:
     st.session_state[f"learn_drop_{dataset}"] = []
 
 
-def try_it(lesson: T.Lesson, dataset: str, rows: list[dict]) -> tuple[tuple, tuple]:
+def try_it(lesson, dataset: str, rows: list[dict]) -> tuple[tuple, tuple]:
     with st.container(border=True):
         st.markdown(f"**Try it.** {lesson.try_it}")
         return edits_panel(dataset, rows)
@@ -129,16 +88,6 @@ def try_it(lesson: T.Lesson, dataset: str, rows: list[dict]) -> tuple[tuple, tup
 
 def _next_lesson(n: int) -> None:
     st.session_state[LESSON_KEY] = n + 1
-
-
-def superscripts(text: str) -> str:
-    """``A^G`` → A<sup>G</sup>, ``β^(T−t+1)`` → β<sup>(T−t+1)</sup> (the lesson texts are ours)."""
-    return re.sub(r"\^(\([^)]*\)|[A-Za-z0-9∞]+)", r"<sup>\1</sup>", text)
-
-
-def anchor_name(graph, n: int) -> str:
-    text = str(graph.node_anchor_obs[n])
-    return text if len(text) <= 14 and "\n" not in text else f"s{n}"
 
 
 # ---------------------------------------------------------------- lessons
@@ -150,8 +99,7 @@ def lesson_grpo(lesson, dataset) -> None:
     grpo, cr = result_of(key, "grpo"), result_of(key, "crbc")
     bellman = cr.q_value - cr.value
     plot(V.grpo_figure(graph, grpo.credit, bellman), "grpo")
-    failed = ~graph.batch.traj_success[graph.batch.step_traj]
-    good = int(np.sum(failed & (bellman > 1e-9)))
+    good = V.good_steps_blamed(graph, bellman)
     m = st.columns(3)
     m[0].metric("rollouts", graph.batch.num_trajectories)
     m[1].metric("successes", int(graph.batch.traj_success.sum()))
@@ -164,21 +112,17 @@ def lesson_anchors(lesson, dataset) -> None:
     flip, drop = try_it(lesson, dataset, rows)
     key = (dataset, (), flip, drop)
     graph = graph_of(key)
-    b = graph.batch
-    ids = b.steps["traj_id"].astype(str).to_numpy()[b.traj_offsets[:-1]]
-    opts = ["(none)"] + [f"{ids[t]} ({'success' if b.traj_success[t] else 'failure'})"
-                         for t in range(b.num_trajectories)]
+    opts = ["(none)"] + V.rollout_options(graph)
     pick = st.selectbox("Highlight a rollout", opts,
                         key=view.field("hl", "(none)", options=opts))
     view.record("hl")
     hl = None if pick == "(none)" else opts.index(pick) - 1
-    shared = int(np.sum(np.bincount(np.unique(np.stack([graph.step_node, b.step_traj], 1), axis=0)[:, 0],
-                                    minlength=graph.num_nodes) >= 2))
+    counts = V.anchor_counts(graph)
     m = st.columns(4)
-    m[0].metric("steps", b.num_steps)
-    m[1].metric("anchors", graph.num_nodes)
-    m[2].metric("shared by ≥ 2 rollouts", shared)
-    m[3].metric("with ≥ 2 actions", int(np.sum(graph.node_num_actions >= 2)))
+    m[0].metric("steps", counts["steps"])
+    m[1].metric("anchors", counts["anchors"])
+    m[2].metric("shared by ≥ 2 rollouts", counts["shared"])
+    m[3].metric("with ≥ 2 actions", counts["branching"])
     show_graph(graph_page(key, "crbc", (), hl, f"crbc-anchors-{dataset}", "crbc"))
 
 
@@ -187,39 +131,24 @@ def lesson_visit_local(lesson, dataset) -> None:
     flip, drop = try_it(lesson, dataset, rows)
     key = (dataset, (), flip, drop)
     graph = graph_of(key)
-    keys = [str(k) for k in graph.node_anchor_key]
-    cand = [n for n in range(graph.num_nodes) if graph.node_num_actions[n] >= 2] or \
-        list(range(graph.num_nodes))
-    labels = {keys[n]: f"{anchor_name(graph, n)} · {int(graph.node_visits[n])} visits, "
-                       f"{int(graph.node_num_actions[n])} actions" for n in cand}
+    labels = V.branching_anchors(graph)
     ak = f"learn_anchor_{dataset}"
     if st.session_state.get(ak) not in labels:
-        st.session_state[ak] = keys[T.teaching_anchor(graph, BETA)]
+        st.session_state[ak] = V.default_anchor(graph, BETA)
     c1, c2 = st.columns([3, 2], vertical_alignment="bottom")
     pick = c1.selectbox("Anchor", list(labels), key=ak, format_func=labels.get,
                         help="anchors where at least two actions were observed")
     preview = c2.toggle("Preview the closure (lesson 4)", key="learn_preview")
-    n = keys.index(pick)
-    visits = T.anchor_visits(graph, n, BETA)
-    cq = cv = None
-    if preview:
-        cr = result_of(key, "crbc")
-        p_lo, p_hi = int(graph.node_pair_offsets[n]), int(graph.node_pair_offsets[n + 1])
-        cq = {str(graph.action_names[graph.pair_action[p]]): float(cr.pair_q[p]) for p in range(p_lo, p_hi)}
-        cv = float(cr.node_value[n])
-    plot(V.visit_local_figure(visits, anchor_name(graph, n), cq, cv), "visit-local")
-    if "\n" in str(graph.node_anchor_obs[n]):
+    n = V.node_of_key(graph, pick)
+    visits = V.anchor_visits(graph, n, BETA)
+    cq, cv = V.pair_values(graph, result_of(key, "crbc"), n) if preview else (None, None)
+    plot(V.visit_local_figure(visits, V.anchor_name(graph, n), cq, cv), "visit-local")
+    board = V.anchor_text(graph, n)
+    if board is not None:
         with st.expander("What the anchor looks like"):
-            st.code(str(graph.node_anchor_obs[n]), language=None)
-    vl = result_of(key, "visit_local")
-    p_lo, p_hi = int(graph.node_pair_offsets[n]), int(graph.node_pair_offsets[n + 1])
-    st.dataframe(pd.DataFrame({
-        "action": [str(graph.action_names[graph.pair_action[p]]) for p in range(p_lo, p_hi)],
-        "visits N(s,a)": graph.pair_count[p_lo:p_hi],
-        "Q⁰(s,a)": vl.pair_q[p_lo:p_hi],
-        "A⁰ = Q⁰ − V⁰": vl.pair_q[p_lo:p_hi] - vl.node_value[n],
-        "step credit A^S": vl.pair_credit[p_lo:p_hi],
-    }), hide_index=True, key="learn_vl_table",
+            st.code(board, language=None)
+    st.dataframe(V.visit_local_table(graph, result_of(key, "visit_local"), n),
+                 hide_index=True, key="learn_vl_table",
         column_config={c: st.column_config.NumberColumn(format="%+.4f")
                        for c in ("Q⁰(s,a)", "A⁰ = Q⁰ − V⁰", "step credit A^S")})
 
@@ -246,9 +175,7 @@ def lesson_depth(lesson, dataset) -> None:
     m = st.columns(3)
     m[0].metric("observed ‖A^∞ − A^(K)‖∞", f"{gap:.2e}")
     m[1].metric("Corollary-3 bound", f"{bound:.2e}")
-    moved = 0 if sel_k in (None, 0) else int(np.sum(
-        np.abs(fam["node_value"][sel_k] - fam["node_value"][sel_k - 1]) > 1e-12))
-    m[2].metric("anchors whose V moved at this step", moved)
+    m[2].metric("anchors whose V moved at this step", V.moved_anchors(fam, sel_k))
     params = () if sel_k is None else (("depth", float(sel_k)),)
     show_graph(graph_page(key, "crbc", params, None, f"crbc-depth-K{k}-{dataset}",
                           f"crbc K = {k}"))
@@ -261,14 +188,9 @@ def lesson_depth(lesson, dataset) -> None:
     c1, c2 = st.columns([1.3, 1])
     with c1:
         plot(V.depth_gap_figure(fam["depths"], fam["err"], fam["bound"], sel_k, BETA), "depth-gap")
-    graph = graph_of(key)
-    gated = np.flatnonzero(graph.node_num_actions[graph.pair_node] >= 2)
-    A_k = fam["pair_adv_inf"] if sel_k is None else fam["pair_adv"][sel_k]
-    table = pd.DataFrame({"anchor · action": [T.pair_label(graph, p) for p in gated],
-                          f"A^({k})": A_k[gated], "A^∞": fam["pair_adv_inf"][gated]})
-    table["sign agrees"] = np.sign(table[f"A^({k})"].round(12)) == np.sign(table["A^∞"].round(12))
+    table = V.depth_table(graph_of(key), fam, sel_k, k)
     with c2:
-        st.markdown(f"**A<sup>({k})</sup> at the {len(gated)} branching (anchor, action) pairs**",
+        st.markdown(f"**A<sup>({k})</sup> at the {len(table)} branching (anchor, action) pairs**",
                     unsafe_allow_html=True)
         st.dataframe(table, hide_index=True, key="learn_depth_table",
                      height="auto" if len(table) <= 10 else 400,
@@ -302,54 +224,22 @@ def lesson_rare_route(lesson) -> None:
     rows = base_rows("rare_route", rr)
     flip, drop = try_it(lesson, "rare_route", rows)
     key = ("rare_route", rr, flip, drop)
-    graph = graph_of(key)
-    credits = {}
-    for name, label in RR_METHODS.items():
-        r = result_of(key, name)
-        credits[label] = tuple(_pair_credit(graph, r, a) for a in (T.TRAP_ACTION, T.SAFE_ACTION))
-    plot(V.rare_route_figure(credits, (T.TRAP_ACTION, T.SAFE_ACTION)), "rare-route")
-    cr = result_of(key, "crbc")
-    sp = result_of(key, "shortest_path")
-    qj, qw = (_pair_q(graph, cr, a) for a in (T.TRAP_ACTION, T.SAFE_ACTION))
+    nums = V.rare_route_numbers(graph_of(key), {label: result_of(key, name) for name, label in RR_METHODS.items()},
+                                result_of(key, "crbc"), result_of(key, "shortest_path"))
+    plot(V.rare_route_figure(nums["credits"], (V.TRAP_ACTION, V.SAFE_ACTION)), "rare-route")
+    qj, qw = nums["q"]
     st.markdown(
-        f"<div style='font-size:1.2rem;line-height:1.5'><b>Closure:</b> Q(start, jump) = {_f(qj)}"
-        f" vs Q(start, walk) = {_f(qw)} — each is the discounted success rate of the route as it "
-        f"was actually taken. <b>Shortest path:</b> d(ledge) = {_d(graph, sp, 'ledge')} hop vs "
-        f"d(corridor 1) = {_d(graph, sp, 'corridor 1')} hops to SUCCESS, whatever the odds.</div>",
+        f"<div style='font-size:1.2rem;line-height:1.5'><b>Closure:</b> Q(start, jump) = {qj}"
+        f" vs Q(start, walk) = {qw} — each is the discounted success rate of the route as it "
+        f"was actually taken. <b>Shortest path:</b> d(ledge) = {nums['d_ledge']} hop vs "
+        f"d(corridor 1) = {nums['d_corridor']} hops to SUCCESS, whatever the odds.</div>",
         unsafe_allow_html=True)
-    table = pd.DataFrame(T.route_table(edited_rows(key), T.TRAP_ANCHOR))
+    table = pd.DataFrame(V.route_table(edited_rows(key), V.TRAP_ANCHOR))
     if not table.empty:
         st.dataframe(table, hide_index=True, key="learn_routes",
                      column_config={"success rate": st.column_config.NumberColumn(format="percent")})
     with st.expander("The graph of this group"):
         show_graph(graph_page(key, "crbc", (), None, "crbc-rare-route", "crbc"))
-
-
-def _pair_credit(graph, res, action) -> float:
-    try:
-        p = T.pair_index(graph, T.TRAP_ANCHOR, action)
-    except KeyError:
-        return float("nan")
-    steps = np.flatnonzero(graph.step_pair == p)
-    return float(np.mean(res.credit[steps]))
-
-
-def _pair_q(graph, res, action) -> float:
-    try:
-        return float(res.pair_q[T.pair_index(graph, T.TRAP_ANCHOR, action)])
-    except KeyError:
-        return float("nan")
-
-
-def _d(graph, sp, anchor) -> str:
-    for n in range(graph.num_nodes):
-        if str(graph.node_anchor_obs[n]) == anchor:
-            return str(int(sp.node_value[n]))
-    return "—"
-
-
-def _f(x: float) -> str:
-    return "—" if not math.isfinite(x) else f"{x:.3f}"
 
 
 def lesson_combination(lesson, dataset) -> None:
@@ -374,37 +264,17 @@ def lesson_combination(lesson, dataset) -> None:
     params = (("min_actions", int(gate)), ("sigma_min", float(s_min)), ("w_group", float(w_g)),
               ("w_step", float(w_s)))
     res = result_of(key, "crbc", params)
-    b = graph.batch
-    ids = b.steps["traj_id"].astype(str).to_numpy()
-    traj_names = [ids[b.traj_offsets[t]] for t in range(b.num_trajectories)]
-    opts = ["all rollouts"] + traj_names
+    opts = ["all rollouts"] + V.rollout_names(graph)
     rk = f"learn_comb_traj_{dataset}"
     if st.session_state.get(rk) not in opts:
-        failed = [t for t in range(b.num_trajectories) if not b.traj_success[t]]
-        st.session_state[rk] = ("all rollouts" if b.num_steps <= 40 else
-                                traj_names[failed[0] if failed else 0])
+        st.session_state[rk] = V.default_combination_rollout(graph) or "all rollouts"
     pick = st.selectbox("Steps shown", opts, key=rk)
-    steps = (np.arange(b.num_steps) if pick == "all rollouts"
-             else np.arange(b.traj_offsets[traj_names.index(pick)],
-                            b.traj_offsets[traj_names.index(pick) + 1]))
-    acts = b.steps["action"].fillna("").astype(str).to_numpy()
-    # "step k", not "tk": the toy rollouts are themselves named t1 … t4.
-    labels = [f"{ids[s]} step {int(b.step_pos[s])} · {acts[s][:12]}" for s in steps]
-    step_term = w_s * res.credit[steps]
-    group_term = res.advantage[steps] - step_term
+    labels, group_term, step_term = V.combination_steps(graph, res, None if pick == "all rollouts" else pick,
+                                                        w_s)
     plot(V.combination_figure(labels, group_term, step_term,
                               f"A = {w_g:g}·A<sup>G</sup> + {w_s:g}·A<sup>S</sup>   (σ_min = {s_min:g})"),
          "combination")
-    A = res.pair_q - res.node_value[graph.pair_node]
-    mu = graph.pair_count / graph.node_visits[graph.pair_node]
-    sigma = np.sqrt(np.bincount(graph.pair_node, weights=mu * A ** 2, minlength=graph.num_nodes))
-    branching = np.flatnonzero(graph.node_num_actions[graph.pair_node] >= 2)
-    st.dataframe(pd.DataFrame({
-        "anchor · action": [T.pair_label(graph, p) for p in branching],
-        "μ(a|s)": mu[branching], "A = Q − V": A[branching],
-        "σ(s)": sigma[graph.pair_node[branching]],
-        "gated": graph.node_num_actions[graph.pair_node[branching]] < gate,
-        "A^S": res.pair_credit[branching]}), hide_index=True, key="learn_comb_table",
+    st.dataframe(V.combination_table(graph, res, gate), hide_index=True, key="learn_comb_table",
         column_config={c: st.column_config.NumberColumn(format="%+.4f")
                        for c in ("A = Q − V", "σ(s)", "A^S")}
         | {"μ(a|s)": st.column_config.NumberColumn(format="%.2f")})
@@ -414,19 +284,19 @@ def lesson_combination(lesson, dataset) -> None:
 def render() -> None:
     st.title("Learn: credit assignment, step by step")
     top = st.columns([5, 1.3], vertical_alignment="bottom")
-    numbers = [ls.number for ls in T.LESSONS]
+    numbers = [ls.number for ls in V.LESSONS]
     problems: list = []
     n = top[0].radio("Lesson", numbers, horizontal=True,
                      key=view.field("lesson", 1, options=numbers, decode=int, problems=problems),
-                     format_func=lambda i: f"{i} · {T.LESSONS[i - 1].title.split(':')[0]}")
+                     format_func=lambda i: f"{i} · {V.LESSONS[i - 1].title.split(':')[0]}")
     view.record("lesson")
     for p in problems:
         st.warning(p)
     top[1].segmented_control("Figure export", ["svg", "png"], default="svg", key=EXPORT_KEY,
                              help="format of the camera button on every chart (for slides)")
-    lesson = T.LESSONS[n - 1]
+    lesson = V.LESSONS[n - 1]
     st.header(f"{lesson.number}. {lesson.title}", divider="gray")
-    st.markdown(f"<div style='font-size:1.25rem;line-height:1.55'>{superscripts(lesson.text)}</div>",
+    st.markdown(f"<div style='font-size:1.25rem;line-height:1.55'>{V.superscripts(lesson.text)}</div>",
                 unsafe_allow_html=True)
     if n == 5:
         lesson_rare_route(lesson)
@@ -436,8 +306,8 @@ def render() -> None:
         view.record("data")
         {1: lesson_grpo, 2: lesson_anchors, 3: lesson_visit_local, 4: lesson_depth,
          6: lesson_combination}[n](lesson, dataset)
-    if n < len(T.LESSONS):
-        st.button(f"Next lesson: {n + 1} · {T.LESSONS[n].title.split(':')[0]} →", key="learn_next",
+    if n < len(V.LESSONS):
+        st.button(f"Next lesson: {n + 1} · {V.LESSONS[n].title.split(':')[0]} →", key="learn_next",
                   on_click=_next_lesson, args=(n,), type="primary")
 
 

@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from .estimators.crbc import crbc as crbc_fn
-from .estimators.crbc import depth_bound
 from .graph import AnchorGraph
+from .analysis.depth import depth_family  # noqa: F401  (one copy, in analysis; re-exported)
 from .io import load_rollouts
 
 __all__ = ["Lesson", "LESSONS", "REPO_ROOT", "TOY_PATH", "SOKOBAN_PATH", "SOKOBAN_GROUP",
@@ -263,29 +263,6 @@ def pair_index(graph: AnchorGraph, anchor: str, action: str) -> int:
                 and str(graph.action_names[graph.pair_action[p]]) == action):
             return p
     raise KeyError(f"no pair ({anchor!r}, {action!r}) in the graph")
-
-
-def depth_family(graph: AnchorGraph, beta: float = 0.98, kmax: int = 20) -> dict:
-    """The finite-depth CRBC family on ``graph`` for K = 0 … kmax, and the closure.
-
-    Returns:
-        ``depths [K+1]``; ``node_value [K+1, N]`` = V^(K); ``pair_adv [K+1, P]`` = A^(K) =
-        Q^(K) − V^(K); ``node_value_inf [N]``, ``pair_adv_inf [P]``; ``err [K+1]`` =
-        ‖A^∞ − A^(K)‖∞ over pairs; ``bound [K+1]`` = the Corollary-3 bound (`depth_bound`).
-    """
-    depths = list(range(kmax + 1))
-    inf = crbc_fn(graph, beta=beta)
-    runs = [crbc_fn(graph, beta=beta, depth=k) for k in depths]
-
-    def adv(r):
-        return r.pair_q - r.node_value[graph.pair_node]
-
-    A = np.stack([adv(r) for r in runs])
-    A_inf = adv(inf)
-    err = np.max(np.abs(A - A_inf[None, :]), axis=1) if A.shape[1] else np.zeros(len(depths))
-    return {"depths": depths, "node_value": np.stack([r.node_value for r in runs]),
-            "pair_adv": A, "node_value_inf": inf.node_value, "pair_adv_inf": A_inf, "err": err,
-            "bound": np.array([depth_bound(graph, beta, k) for k in depths]), "beta": beta}
 
 
 def anchor_visits(graph: AnchorGraph, node: int, beta: float = 0.98) -> dict:

@@ -7,18 +7,18 @@ estimator's column (and the outcome is cached like a result).
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from .. import build_graph, load_rollouts, score
+from ..analysis.agreement import agreement_by_group
+from ..analysis.depth import depth_bound, depth_family
+from ..api import score
 from ..estimators import registry
 from ..estimators.crbc import crbc as crbc_fn
-from ..estimators.crbc import depth_bound
-from ..summary import batch_summary, group_table
-from ..views.compare import agreement_by_group
+from ..graph import build_graph
+from ..io import load_rollouts
+from ..analysis.summary import batch_summary, group_table
 from .files import file_digest
 
 __all__ = ["digest_of", "load_batch", "full_graph", "group_graph", "score_group", "score_full",
@@ -124,40 +124,18 @@ def _depth_member(digest: str, _path: str, group: int, crbc_params: tuple, depth
 
 def depth_sweep(digest: str, _path: str, group: int, crbc_params: tuple, kmax: int = 30,
                 _progress=None) -> dict:
-    """The finite-depth family on one group: A^(K)(s,a) = Q^(K) − V^(K) for K = 0..kmax, the
-    closure A^∞, the observed gap ‖A^∞ − A^(K)‖∞ and the Corollary-3 bound.
-
-    The closure is solved once; each finite K is a few sparse backups (no solve); the bound
-    2β^K/(1−β)·‖TV⁰ − V⁰‖∞ is computed once for K = 0 and scaled by β^K. ``_progress(f, text)``
-    is called as the work advances. Each member is cached, so a rerun only reassembles.
-    """
+    """`crbc_viz.analysis.depth.depth_family` on one group (K = 0..kmax and ∞, the observed gap
+    and the Corollary-3 bound), with each member and the K = 0 bound cached, so a rerun only
+    reassembles; plus the pairs' labels, counts and group-local nodes for the Compare page.
+    ``_progress(f, text)`` is called as the work advances."""
     graph = group_graph(digest, _path, group)
-    p = {k: v for k, v in dict(crbc_params).items() if k != "depth"}
-    beta = float(p.get("beta", 0.98))
-    say = _progress or (lambda f, text: None)
-
-    def adv(r):
-        return r.pair_q - r.node_value[graph.pair_node]
-
-    say(0.0, "solving the closure (K = ∞) …")
-    inf = _depth_member(digest, _path, group, crbc_params, math.inf)
-    depths = list(range(kmax + 1))
-    runs = []
-    for k in depths:
-        runs.append(_depth_member(digest, _path, group, crbc_params, k))
-        say((k + 1) / (kmax + 2), f"backing up K = {k} of {kmax} …")
-    A = np.stack([adv(r) for r in runs]) if graph.pair_node.size else np.zeros((kmax + 1, 0))
-    A_inf = adv(inf)
-    err = np.max(np.abs(A - A_inf[None, :]), axis=1) if A.shape[1] else np.zeros(kmax + 1)
-    b0 = _bound0(digest, _path, group, beta)
-    bound = np.array([b0 * beta ** k if math.isfinite(b0) else math.inf for k in depths])
+    beta = float(dict(crbc_params).get("beta", 0.98))
+    fam = depth_family(graph, beta, kmax, member=lambda k: _depth_member(digest, _path, group, crbc_params, k),
+                       bound0=_bound0(digest, _path, group, beta), progress=_progress)
     lo = int(graph.group_node_offsets[0])
     labels = [f"s{int(graph.pair_node[j]) - lo} · {graph.action_names[graph.pair_action[j]]}"
               for j in range(graph.pair_node.shape[0])]
-    credit = np.stack([r.pair_credit for r in runs]) if graph.pair_node.size else A
-    say(1.0, "done")
-    return {"depths": depths, "A": A, "A_inf": A_inf, "err": err, "bound": bound, "labels": labels,
-            "pair_count": graph.pair_count.copy(), "credit": credit, "credit_inf": inf.pair_credit,
+    return {**fam, "labels": labels, "pair_count": graph.pair_count.copy(),
             "pair_node": (graph.pair_node - lo).copy()}
 
 
@@ -211,3 +189,65 @@ def graph_page(digest: str, _path: str, group: int, estimator: str, params: tupl
                       graph_key=f"{digest[:12]}:{group}",
                       by_step=bool(focus and highlight_traj is not None))
     return page, int(nodes.size), int(graph.num_nodes)
+
+
+# ---------------------------------------------------------------- the Learn page's steps
+#: A Learn-page graph is keyed by ``(dataset, rare-route sizes, flipped ids, dropped ids)``.
+LEARN_GRAPH_HEIGHT = 520
+#: The depth slider of lesson 4 runs K = 0 … LEARN_KMAX, then ∞.
+LEARN_KMAX = 20
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def learn_rows(dataset: str, rr: tuple = ()) -> list[dict]:
+    """The rows of a teaching data set: ``toy``, ``sokoban`` or ``rare_route`` (sizes ``rr``)."""
+    from .. import teaching as T
+
+    if dataset == "toy":
+        return T.read_rows(T.TOY_PATH)
+    if dataset == "sokoban":
+        return T.sokoban_rows()
+    if dataset == "rare_route":
+        return T.rare_route_rows(*rr)
+    raise ValueError(f"unknown teaching data set {dataset!r}")
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def learn_edited_rows(key: tuple) -> list[dict]:
+    """The rows of ``key``'s data set with its outcome flips and dropped rollouts applied."""
+    from .. import teaching as T
+
+    dataset, rr, flip, drop = key
+    return T.apply_edits(learn_rows(dataset, rr), flip=flip, drop=drop)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def learn_graph(key: tuple):
+    from .. import teaching as T
+
+    return build_graph(T.batch_from_rows(learn_edited_rows(key)))
+
+
+@st.cache_resource(max_entries=512, show_spinner=False)
+def learn_result(key: tuple, name: str, params: tuple = ()):
+    return score(learn_graph(key), name, backend="numpy", **dict(params))
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def learn_family(key: tuple, beta: float) -> dict:
+    """The depth family K = 0 … `LEARN_KMAX` and ∞ of ``key``'s graph (each member the cached
+    `learn_result` of crbc at that depth)."""
+    return depth_family(learn_graph(key), beta, LEARN_KMAX,
+                        member=lambda k: learn_result(key, "crbc", (("beta", beta), ("depth", float(k)))))
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def learn_graph_page(key: tuple, name: str, params: tuple, highlight: int | None, filename: str,
+                     label: str) -> str:
+    """The pyvis page of ``key``'s graph coloured by ``name``, with its ⤓ PNG button."""
+    from ..views.graph_view import graph_html
+    from ..views.learn import with_png_button
+
+    page = graph_html(learn_graph(key), learn_result(key, name, params), highlight_traj=highlight,
+                      height_px=LEARN_GRAPH_HEIGHT, estimator=label)
+    return with_png_button(page, filename)

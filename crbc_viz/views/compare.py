@@ -10,59 +10,14 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from ..analysis.agreement import agreement_by_group, rankdata, sign_agreement, spearman  # noqa: F401
 from .colors import CREDIT_COLORSCALE, SUCCESS_COLOR
-
-
-def rankdata(x) -> np.ndarray:
-    """Average ranks (1-based; ties share the mean of their positions), as
-    ``scipy.stats.rankdata`` — without importing scipy.stats (about a second) on the app's
-    first page."""
-    return pd.Series(np.asarray(x, dtype=np.float64)).rank(method="average").to_numpy()
 
 FAILED_STEP_COLOR = "#762a83"
 
 __all__ = ["spearman", "sign_agreement", "agreement_by_group", "top_disagreements",
            "scatter_figure", "depth_lines_figure", "depth_error_figure", "rank_matrix",
            "rank_matrix_figure", "step_estimator_figure", "describe_rho"]
-
-
-def spearman(a, b) -> float:
-    """Spearman rank correlation (average ranks for ties); NaN when either side is constant
-    or fewer than 2 finite pairs remain."""
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    ok = np.isfinite(a) & np.isfinite(b)
-    if ok.sum() < 2:
-        return math.nan
-    ra, rb = rankdata(a[ok]), rankdata(b[ok])
-    if np.ptp(ra) == 0 or np.ptp(rb) == 0:
-        return math.nan
-    return float(np.corrcoef(ra, rb)[0, 1])
-
-
-def sign_agreement(a, b, tol: float = 1e-12) -> float:
-    """Fraction of steps whose credits have the same sign (−, 0 within ``tol``, +)."""
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    ok = np.isfinite(a) & np.isfinite(b)
-    if not ok.any():
-        return math.nan
-    sa = np.where(np.abs(a[ok]) <= tol, 0, np.sign(a[ok]))
-    sb = np.where(np.abs(b[ok]) <= tol, 0, np.sign(b[ok]))
-    return float(np.mean(sa == sb))
-
-
-def agreement_by_group(step_group: np.ndarray, a, b, num_groups: int) -> pd.DataFrame:
-    """Per group: Spearman ρ, 1 − ρ ("disagreement") and sign agreement of ``a`` vs ``b``."""
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    rows = []
-    for g in range(num_groups):
-        m = step_group == g
-        rho = spearman(a[m], b[m])
-        rows.append({"group_index": g, "spearman": rho, "disagreement": 1.0 - rho,
-                     "sign_agreement": sign_agreement(a[m], b[m]), "steps": int(m.sum())})
-    return pd.DataFrame(rows)
 
 
 def top_disagreements(df: pd.DataFrame, a: str, b: str, k: int = 10) -> pd.DataFrame:
