@@ -3,22 +3,18 @@ disagreements; click a point or a row to choose that step), every estimator at o
 correlations and a step × estimator heatmap of the chosen rollout), and the finite-depth
 family K = 0 … ∞ from visit-local averaging to the closure with the Corollary-3 bound. The two
 heavy sections are computed when opened."""
-import math
-
-import numpy as np
 import pandas as pd
 import streamlit as st
 
-from crbc_viz.estimators import registry
 from crbc_viz.ui import pipeline, view
 from crbc_viz.ui.links import events, export_config
-from crbc_viz.ui.params import DEPTH_OPTIONS, INF_LABEL, current_params, params_to_url
+from crbc_viz.ui.params import DEPTH_OPTIONS, INF_LABEL, current_params, estimator_names, params_to_url
 from crbc_viz.ui.selection import (chosen_rollout, rollout_ids, selection_row, set_rollout,
                                    step_from_points)
 from crbc_viz.ui.sidebar import require_selection
 from crbc_viz.ui.text import cells, md
-from crbc_viz.views.compare import (agreement_by_group, depth_error_figure, depth_lines_figure,
-                                    describe_rho, rank_matrix, rank_matrix_figure, scatter_figure,
+from crbc_viz.views.compare import (agreement_by_group, both_constant, depth_error_figure,
+                                    depth_lines_figure, depth_pair_order, describe_rho, rank_matrix, rank_matrix_figure, scatter_figure,
                                     sign_agreement, spearman, step_estimator_figure,
                                     top_disagreements)
 from crbc_viz.views.trajectories import step_frame
@@ -60,7 +56,7 @@ def _on_top_row(graph, steps: list[int]) -> None:
 
 
 def estimator_pair(sel, graph, focus_step) -> None:
-    names = registry.names()
+    names = estimator_names()
     c1, c2, c3 = st.columns(3)
     a = c1.selectbox("Estimator A (x)", names, key=view.field("a", sel.estimator, options=names))
     view.record("a")
@@ -82,7 +78,7 @@ def estimator_pair(sel, graph, focus_step) -> None:
         df[b + " "] = df[b]
         b = b + " "
     rho = spearman(df[a], df[b])
-    const = all(np.ptp(df[x].to_numpy(float)) == 0 for x in (a, b)) if len(df) else True
+    const = both_constant(df, a, b)
     m = st.columns(4)
     m[0].metric("Spearman ρ (this group)", describe_rho(rho, a, b, df))
     m[1].metric("Sign agreement", "— (both constant)" if const else
@@ -97,7 +93,7 @@ def estimator_pair(sel, graph, focus_step) -> None:
         per = agreement_by_group(full.batch.step_group, getattr(fa, q), getattr(fb, q),
                                  full.batch.num_groups)
         defined = per["spearman"].notna()
-        m[3].metric("Median ρ over groups", f"{np.nanmedian(per['spearman']):.3f}" if defined.any()
+        m[3].metric("Median ρ over groups", f"{per['spearman'].median():.3f}" if defined.any()
                     else "— (undefined in every group)",
                     help=f"over the {int(defined.sum())} of {len(per)} groups where both vary")
     la, lb = _label(sel, a.strip()), _label(sel, b.strip())
@@ -130,7 +126,7 @@ def estimator_pair(sel, graph, focus_step) -> None:
             per.insert(0, "group", [full.batch.group_label(g) for g in per["group_index"]])
             shown = per.drop(columns=["group_index"]).copy()
             for c in ("spearman", "disagreement"):
-                shown[c] = shown[c].map(lambda v: "undefined (constant)" if not math.isfinite(v)
+                shown[c] = shown[c].map(lambda v: "undefined (constant)" if pd.isna(v)
                                         else f"{v:.3f}")
             st.dataframe(cells(shown), hide_index=True, width="stretch")
 
@@ -142,7 +138,7 @@ def all_estimators(sel, graph, t) -> None:
         view.record("all")
         return
     view.record("all")
-    names = registry.names()
+    names = estimator_names()
     params = tuple((n, sel.params_of(n)) for n in names)
     q = st.session_state.get(view.FIELDS["q"], "credit")
     with st.spinner(f"Scoring {len(names)} estimators …"):
@@ -172,7 +168,7 @@ def all_estimators(sel, graph, t) -> None:
 
 def depth_family(sel, focus_anchor) -> None:
     st.subheader("Finite depth: from visit-local averaging (K = 0) to the closure (K = ∞)")
-    if "crbc" not in registry.names():
+    if "crbc" not in estimator_names():
         st.info("The crbc estimator is not registered.")
         return
     if not st.toggle("Compute the depth family", key=view.field("depth", False, **_BOOL),
@@ -201,17 +197,15 @@ def depth_family(sel, focus_anchor) -> None:
     gap_k = 0.0 if sel_k is None else float(sw["err"][sel_k])
     m = st.columns(3)
     m[0].metric("‖A^∞ − A^(K)‖∞", f"{gap_k:.2e}")
-    m[1].metric("Corollary 3 bound", "∞ (β = 1)" if math.isinf(bound_k) else f"{bound_k:.2e}",
+    m[1].metric("Corollary 3 bound", "∞ (β = 1)" if bound_k == float("inf") else f"{bound_k:.2e}",
                 help="2β^K/(1−β)·‖T V⁰ − V⁰‖∞")
     m[2].metric("β", f"{beta:g}")
     c1, c2 = st.columns(2)
     with c1:
         n_pairs = len(sw["labels"])
-        order = np.argsort(-sw["pair_count"], kind="stable")[:40]
+        order, mine = depth_pair_order(sw["pair_count"], sw["pair_node"], focus_anchor, 40)
         if focus_anchor is not None:
-            mine = np.flatnonzero(sw["pair_node"] == focus_anchor)
-            order = np.concatenate([mine, [j for j in order if j not in set(mine.tolist())]])[:40]
-            st.caption(f"The chosen anchor s{focus_anchor}'s {mine.size} actions first, then the "
+            st.caption(f"The chosen anchor s{focus_anchor}'s {mine} actions first, then the "
                        f"most-taken pairs (of {n_pairs}).")
         elif n_pairs > 40:
             st.caption(f"The 40 most-taken of {n_pairs} (anchor, action) pairs.")

@@ -2,11 +2,11 @@
 read its summary, and pick a group from a sortable table."""
 import streamlit as st
 
-from crbc_viz.estimators import registry
 from crbc_viz.ui import pipeline
 from crbc_viz.ui.files import (ALLOWED_SUFFIXES, MAX_UPLOAD_MB, allowed_roots, discover_samples,
                                file_ref, resolve_data_path, save_upload)
 from crbc_viz.ui import view
+from crbc_viz.ui.params import estimator_names
 from crbc_viz.ui.sidebar import link_ref, selection, set_file, set_group
 from crbc_viz.ui.text import cells, md, md_lines
 
@@ -95,7 +95,7 @@ def render() -> None:
     if not sel.ok:
         st.info(md_lines(sel.error or "No data loaded."))
         return
-    names = registry.names()
+    names = estimator_names()
     a, b = ("crbc", "shortest_path") if {"crbc", "shortest_path"} <= set(names) else (names[0], names[-1])
     with st.spinner("Scoring every group …"):
         summary, table = pipeline.overview(sel.digest, sel.path, a, sel.params_of(a), b,

@@ -1,41 +1,17 @@
 """Estimators page: a table of contents, then one card per registered estimator, generated
 from the registry (the same text as the project's ``docs/estimators.md``)."""
-import inspect
-import math
-
-import pandas as pd
 import streamlit as st
 
-from crbc_viz.estimators import registry
 from crbc_viz.ui.files import REPO_ROOT
-from crbc_viz.views.reference import anchor_of, edge_cases, estimators_markdown
-
-
-def _bounds(info) -> str:
-    if info.choices is not None:
-        return " | ".join(map(str, info.choices))
-    lo = "−∞" if info.low is None else f"{info.low:g}"
-    hi = "∞" if info.high is None else f"{info.high:g}"
-    if info.low is None and info.high is None:
-        return ""
-    return f"{'(' if info.low_open else '['}{lo}, {hi}]"
-
-
-def _default(v) -> str:
-    return "∞" if isinstance(v, float) and math.isinf(v) else str(v)
-
-
-def params_table(spec) -> pd.DataFrame:
-    return pd.DataFrame([{"parameter": i.name, "type": getattr(i.type, "__name__", str(i.type)),
-                          "default": _default(i.default), "range": _bounds(i), "meaning": i.help}
-                         for i in registry.param_infos(spec.params_cls)])
+from crbc_viz.views.reference import (anchor_of, edge_cases, estimators_markdown, params_table,
+                                      source_of, spec_backends, specs)
 
 
 def card(spec) -> None:
     with st.container(border=True):
         st.subheader(spec.title, anchor=anchor_of(spec.title))
         st.markdown(f"`{spec.name}` · spec section {spec.section} · "
-                    f"backends: {', '.join(registry.backends(spec))}")
+                    f"backends: {', '.join(spec_backends(spec))}")
         st.markdown(f"**Paper:** {spec.paper}")
         st.code(spec.equation, language=None, wrap_lines=True)
         st.markdown("**Parameters**")
@@ -47,16 +23,17 @@ def card(spec) -> None:
         if notes:
             st.markdown(f"**Edge cases:** {notes}")
         with st.expander("Source"):
-            try:
-                st.code(inspect.getsource(spec.fn), language="python")
-            except (OSError, TypeError) as e:
-                st.caption(f"source unavailable: {e}")
+            code, why = source_of(spec)
+            if code is None:
+                st.caption(f"source unavailable: {why}")
+            else:
+                st.code(code, language="python")
 
 
 def render() -> None:
     st.title("Estimators")
-    specs = registry.specs()
-    st.caption(f"{len(specs)} registered estimators, in registry order. Parameters, defaults and "
+    all_specs = specs()
+    st.caption(f"{len(all_specs)} registered estimators, in registry order. Parameters, defaults and "
                f"bounds come from each estimator's params dataclass.")
     docs = REPO_ROOT / "docs"
     st.markdown("The same reference is in the project as `docs/estimators.md` (with how to read "
@@ -69,8 +46,8 @@ def render() -> None:
                            file_name="schema.md", mime="text/markdown", key="schema_doc")
     with st.container(border=True):
         st.markdown("**Contents**\n\n" + "\n".join(f"- [{s.title}](#{anchor_of(s.title)}) "
-                                                     f"(`{s.name}`)" for s in specs))
-    for spec in specs:
+                                                     f"(`{s.name}`)" for s in all_specs))
+    for spec in all_specs:
         card(spec)
 
 

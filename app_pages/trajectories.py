@@ -5,14 +5,14 @@ how it went for them, and where the chosen estimators disagree; then the chosen 
 and the alternatives taken there."""
 import streamlit as st
 
-from crbc_viz.estimators import registry
 from crbc_viz.ui import view
 from crbc_viz.ui.links import events
+from crbc_viz.ui.params import estimator_names
 from crbc_viz.ui.selection import rollout_ids, selection_row, set_rollout, set_step
 from crbc_viz.ui.sidebar import require_selection
 from crbc_viz.ui.text import cells, md
 from crbc_viz.views.graph_view import board_html
-from crbc_viz.views.trajectories import (failed_frame, outcome_label, step_alternatives, trajectory_table,
+from crbc_viz.views.trajectories import (failed_frame, step_alternatives, trajectory_table,
                                          worst_steps)
 
 DEFAULT_TRIO = ("crbc", "visit_local", "shortest_path")
@@ -77,7 +77,7 @@ def render() -> None:
     events()
     st.title("Trajectories")
     st.caption(f"Group **{md(sel.group_label)}** · {b.num_trajectories} rollouts")
-    names = registry.names()
+    names = estimator_names()
     default = [n for n in DEFAULT_TRIO if n in names] or names[:3]
     problems: list = []
     key = view.field("est", default, decode=lambda s: [n for n in s.split(",") if n in names][:MAX_CHIPS])

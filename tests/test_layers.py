@@ -70,20 +70,12 @@ ALLOWED: set[tuple[str, str, str]] = {
     ('layer', 'crbc_viz.estimators.rtmc', 'crbc_viz.backend.torch_graph'),
     ('layer', 'crbc_viz.estimators.shortest_path', 'crbc_viz.backend.torch_core'),
     ('layer', 'crbc_viz.result', 'crbc_viz.graph'),
-    ('page-import', 'app_pages.compare', 'crbc_viz.estimators.registry'),
-    ('page-import', 'app_pages.compare', 'math'),
-    ('page-import', 'app_pages.compare', 'numpy'),
-    ('page-import', 'app_pages.data', 'crbc_viz.estimators.registry'),
-    ('page-import', 'app_pages.estimators', 'crbc_viz.estimators.registry'),
-    ('page-import', 'app_pages.estimators', 'inspect'),
-    ('page-import', 'app_pages.estimators', 'math'),
     ('page-import', 'app_pages.training', 'crbc_viz.io.write'),
     ('page-import', 'app_pages.training', 'crbc_viz.store'),
     ('page-import', 'app_pages.training', 'crbc_viz.store.trends'),
     ('page-import', 'app_pages.training', 'hashlib'),
     ('page-import', 'app_pages.training', 'os'),
     ('page-import', 'app_pages.training', 'pathlib'),
-    ('page-import', 'app_pages.trajectories', 'crbc_viz.estimators.registry'),
 }
 
 

@@ -14,12 +14,17 @@ import streamlit as st
 from ..estimators import registry
 
 __all__ = ["param_widgets", "current_params", "set_params", "params_to_url", "params_from_url",
-           "DEPTH_OPTIONS", "INF_LABEL", "defaults"]
+           "DEPTH_OPTIONS", "INF_LABEL", "defaults", "estimator_names"]
 
 INF_LABEL = "∞"
 #: The finite-depth choices offered for a depth parameter (0 … 30, then the exact closure).
 DEPTH_OPTIONS: list = list(range(31)) + [INF_LABEL]
 _STORE = "_params"
+
+
+def estimator_names() -> list[str]:
+    """The registered estimators' names, in registry order (what every picker offers)."""
+    return registry.names()
 
 
 def defaults(name: str) -> dict:

@@ -15,9 +15,27 @@ from .colors import CREDIT_COLORSCALE, SUCCESS_COLOR
 
 FAILED_STEP_COLOR = "#762a83"
 
-__all__ = ["spearman", "sign_agreement", "agreement_by_group", "top_disagreements",
+__all__ = ["spearman", "sign_agreement", "agreement_by_group", "top_disagreements", "both_constant",
+           "depth_pair_order",
            "scatter_figure", "depth_lines_figure", "depth_error_figure", "rank_matrix",
            "rank_matrix_figure", "step_estimator_figure", "describe_rho"]
+
+
+def both_constant(df: pd.DataFrame, a: str, b: str) -> bool:
+    """Whether columns ``a`` and ``b`` are both constant (True for no rows): no ranking to compare."""
+    return all(np.ptp(df[x].to_numpy(float)) == 0 for x in (a, b)) if len(df) else True
+
+
+def depth_pair_order(pair_count: np.ndarray, pair_node: np.ndarray, focus_anchor: int | None,
+                     k: int = 40) -> tuple[np.ndarray, int]:
+    """The ``k`` pairs the depth-lines chart draws: the most-taken, with the chosen anchor's pairs
+    first when there is one; and how many pairs that anchor has."""
+    order = np.argsort(-pair_count, kind="stable")[:k]
+    if focus_anchor is None:
+        return order, 0
+    mine = np.flatnonzero(pair_node == focus_anchor)
+    order = np.concatenate([mine, [j for j in order if j not in set(mine.tolist())]])[:k].astype(int)
+    return order, int(mine.size)
 
 
 def top_disagreements(df: pd.DataFrame, a: str, b: str, k: int = 10) -> pd.DataFrame:

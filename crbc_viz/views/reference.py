@@ -12,7 +12,8 @@ import inspect
 import math
 import re
 
-__all__ = ["estimators_markdown", "anchor_of", "edge_cases"]
+__all__ = ["estimators_markdown", "anchor_of", "edge_cases", "specs", "spec_backends", "params_table",
+           "source_of"]
 
 INTRO = """\
 # Estimator reference
@@ -63,18 +64,56 @@ def edge_cases(fn) -> str:
     return " ".join(line.strip() for line in m.group(1).splitlines() if line.strip())
 
 
-def _bounds(info) -> str:
+def _bounds(info, markdown: bool = True) -> str:
+    """A parameter's choices or interval: markdown (a table cell) or plain text (app table)."""
     if info.choices is not None:
-        return " \\| ".join(f"`{c}`" for c in info.choices)
+        return (" \\| ".join(f"`{c}`" for c in info.choices) if markdown
+                else " | ".join(map(str, info.choices)))
     if info.low is None and info.high is None:
-        return "—"
+        return "—" if markdown else ""
     lo = "−∞" if info.low is None else f"{info.low:g}"
     hi = "∞" if info.high is None else f"{info.high:g}"
     return f"{'(' if info.low_open else '['}{lo}, {hi}]"
 
 
-def _default(v) -> str:
-    return "∞" if isinstance(v, float) and math.isinf(v) else f"`{v}`"
+def _default(v, markdown: bool = True) -> str:
+    if isinstance(v, float) and math.isinf(v):
+        return "∞"
+    return f"`{v}`" if markdown else str(v)
+
+
+def specs() -> list:
+    """Every registered estimator spec, in registry order."""
+    from ..estimators import registry
+
+    return registry.specs()
+
+
+def spec_backends(spec) -> list[str]:
+    """The backends that implement ``spec``."""
+    from ..estimators import registry
+
+    return list(registry.backends(spec))
+
+
+def params_table(spec):
+    """The Estimators page's parameter table of ``spec`` (a DataFrame)."""
+    import pandas as pd
+
+    from ..estimators import registry
+
+    return pd.DataFrame([{"parameter": i.name, "type": getattr(i.type, "__name__", str(i.type)),
+                          "default": _default(i.default, False), "range": _bounds(i, False),
+                          "meaning": i.help}
+                         for i in registry.param_infos(spec.params_cls)])
+
+
+def source_of(spec) -> tuple[str | None, str | None]:
+    """(the numpy reference's source, None) or (None, why it is unavailable)."""
+    try:
+        return inspect.getsource(spec.fn), None
+    except (OSError, TypeError) as e:
+        return None, str(e)
 
 
 def _cell(text: str) -> str:
