@@ -8,6 +8,7 @@ import sys
 import numpy as np
 
 from .data import RolloutBatch
+from .errors import BackendUnavailable, EstimatorInputError
 from .graph import AnchorGraph, is_built, lazy_graph
 from .result import CreditResult
 
@@ -44,21 +45,21 @@ def score(data: RolloutBatch | AnchorGraph, estimator: str, *, device: str = "au
     # Built on first use: a kernel that merges the anchors itself never builds it.
     graph = lazy_graph(data)
     if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        raise EstimatorInputError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     kwargs = {f: getattr(p, f) for f in p.__dataclass_fields__}
     if backend == "auto":
         backend = _auto_backend(spec, device, graph, kwargs)
     if backend == "torch":
         if spec.torch_fn is None:
-            raise ValueError(f"estimator '{estimator}' has no torch backend; use backend='numpy'")
+            raise BackendUnavailable(f"estimator '{estimator}' has no torch backend; use backend='numpy'")
         return spec.torch_fn(graph, device=device, **kwargs)
     if device == "cuda":
-        raise ValueError(f"device='cuda' needs the torch backend; estimator '{estimator}' was "
-                         f"asked for with backend='{backend}'")
+        raise BackendUnavailable(f"device='cuda' needs the torch backend; estimator '{estimator}' was "
+                                 f"asked for with backend='{backend}'")
     if backend == "numba":
         if spec.numba_fn is None:
-            raise ValueError(f"estimator '{estimator}' has no numba backend; use backend='numpy' "
-                             f"or 'torch'")
+            raise BackendUnavailable(f"estimator '{estimator}' has no numba backend; use backend='numpy' "
+                                     f"or 'torch'")
         return spec.numba_fn(graph, **kwargs)
     return spec.fn(graph, **kwargs)
 
@@ -162,7 +163,7 @@ def score_frame(graph: AnchorGraph, names: list[str], params: dict[str, dict], *
     shared = params.get("*", {})
     unused = set(shared) - set().union(*fields.values())
     if unused:
-        raise ValueError(f"unknown parameter(s) {', '.join(sorted(unused))} for {', '.join(names)}")
+        raise EstimatorInputError(f"unknown parameter(s) {', '.join(sorted(unused))} for {', '.join(names)}")
     results = {}
     for n in names:
         kw = {k: v for k, v in shared.items() if k in fields[n]}

@@ -11,8 +11,8 @@ import pandas as pd
 
 from ..errors import CrbcVizError
 
-__all__ = ["write_frame", "atomic_path", "OUTPUT_FORMATS", "OutputError", "check_output",
-           "csv_safe"]
+__all__ = ["write_frame", "atomic_path", "OUTPUT_FORMATS", "OutputError", "OutputFormatError",
+           "check_output", "csv_safe"]
 
 OUTPUT_FORMATS = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl"}
 
@@ -35,6 +35,10 @@ def atomic_path(path: str | os.PathLike):
 class OutputError(CrbcVizError, OSError):
     """An output that must not or cannot be written (it is an input, lies in a log store, its
     folder is read-only or full); the message names the path and the reason."""
+
+
+class OutputFormatError(CrbcVizError, ValueError):
+    """An output name whose extension is not one of `OUTPUT_FORMATS` (still a ``ValueError``)."""
 
 
 def _is_store(folder: Path) -> bool:
@@ -114,8 +118,8 @@ def write_frame(df: pd.DataFrame, path: str | os.PathLike) -> None:
     """
     suffix = Path(path).suffix.lower()
     if suffix not in OUTPUT_FORMATS:
-        raise ValueError(f"output file {str(path)!r}: unknown extension {suffix!r}; "
-                         f"expected one of {', '.join(OUTPUT_FORMATS)}")
+        raise OutputFormatError(f"output file {str(path)!r}: unknown extension {suffix!r}; "
+                                f"expected one of {', '.join(OUTPUT_FORMATS)}")
     if Path(path).is_dir():
         raise OutputError(f"output {str(path)!r} is a folder; give a file name")
     for parent in Path(path).parents:

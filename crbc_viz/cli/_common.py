@@ -1,0 +1,189 @@
+"""What the commands share: the data source (a ``LOG`` file, or ``--store DIR`` with filters),
+declared once; ``--param`` parsing; the guarded ``--out``; the load report; and the one place
+that turns an error into exit status 2 with one line on stderr.
+
+Only the standard library is imported here at module level, so ``crbc-viz --help`` and every
+command's start stay light; each helper imports what it needs when it runs.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from ..errors import CrbcVizError
+from ..safetext import term
+
+log = logging.getLogger("crbc_viz")
+
+SUCCESS_CHOICES = ("yes", "no", "mixed")
+BACKEND_CHOICES = ("auto", "numpy", "torch", "numba")
+DEVICE_CHOICES = ("auto", "cpu", "cuda")
+LENIENT_HELP = "skip bad rows and report them"
+
+
+class UsageError(CrbcVizError, ValueError):
+    """A command line that cannot be run as given (a malformed ``--param``, a filter without
+    ``--store``, neither a log nor a store): exit status 2 like every `CrbcVizError`."""
+
+
+# -- the data source ----------------------------------------------------------------------------
+def add_source_arguments(p: argparse.ArgumentParser, *, lenient: bool = True) -> None:
+    """``LOG`` (optional) or ``--store DIR`` and its filters: a command that reads rollouts
+    declares its source with this one call."""
+    p.add_argument("log", nargs="?", default=None, help="a rollout log file (or give --store DIR)")
+    if lenient:
+        p.add_argument("--lenient", action="store_true", help=LENIENT_HELP)
+    add_store_arguments(p)
+
+
+_FILTERS = ("group", "run", "train_step", "env", "success")
+
+
+def add_store_arguments(p: argparse.ArgumentParser, *, required: bool = False,
+                        filters: tuple[str, ...] = _FILTERS, helps: dict | None = None) -> None:
+    """``--store DIR`` (required for store-only commands) and the store filters a command takes
+    (``group``, ``run``, ``train_step``, ``env``, ``success``; ``helps`` rewords one)."""
+    h = {"group": "one group: its id, or run/train_step/group_id", "run": "only this run_id",
+         "train_step": "only this training step", "env": "only groups of this env_name",
+         "success": "only groups with a success (yes), without one (no), or with both (mixed)",
+         **(helps or {})}
+    p.add_argument("--store", metavar="DIR", required=required,
+                   help=None if required else "read from a log store instead of a file")
+    if "group" in filters:
+        p.add_argument("--group", metavar="ID", help=h["group"])
+    if "run" in filters:
+        p.add_argument("--run", help=h["run"])
+    if "train_step" in filters:
+        p.add_argument("--train-step", type=int, dest="train_step", help=h["train_step"])
+    if "env" in filters:
+        p.add_argument("--env", help=h["env"])
+    if "success" in filters:
+        p.add_argument("--success", choices=SUCCESS_CHOICES, help=h["success"])
+
+
+def filters(args) -> dict:
+    """The store filters given on the command line (None where not given)."""
+    return {"run": args.run, "train_step": args.train_step, "env": args.env,
+            "success": args.success, "group": getattr(args, "group", None)}
+
+
+def check_source(args) -> None:
+    """Exactly one source: a log, or a store (filters only with a store)."""
+    if args.store:
+        return
+    if args.log is None:
+        raise UsageError("give a log file, or --store DIR")
+    given = [k for k, v in filters(args).items() if v is not None]
+    if given:
+        flags = ", ".join("--" + k.replace("_", "-") for k in given)
+        raise UsageError(f"{flags}: filter(s) of a log store; give --store DIR (a log file is read whole)")
+
+
+def open_store(args):
+    """The `LogStore` of ``--store``, warning about sources whose ingest was interrupted."""
+    from ..store import LogStore, incomplete_sources
+
+    st = LogStore(args.store)
+    for m in incomplete_sources(st):
+        done = sum(int(p["rows"]) for p in m.get("parts", []))
+        print(f"warning: source {term(m.get('path', m['digest']))} is incomplete (its ingest was "
+              f"interrupted: {done:,} of {int(m.get('rows', 0)):,} steps committed); resume it with "
+              f"`crbc-viz ingest {term(m.get('path', 'LOG'))} --store {term(args.store)}` or remove "
+              f"it with `crbc-viz drop-incomplete --store {term(args.store)}`", file=sys.stderr)
+    return st
+
+
+def load_batch(args, *, anchor_obs: bool = False, store=None):
+    """The `RolloutBatch` the command line names: the log file, or the store's filtered groups."""
+    check_source(args)
+    if args.store:
+        st = store if store is not None else open_store(args)
+        return st.load_batch(**filters(args), anchor_obs=anchor_obs)
+    from ..io import load_rollouts
+
+    batch = load_rollouts(args.log, lenient=args.lenient)
+    report_load(batch)
+    return batch
+
+
+def report_load(batch) -> None:
+    """A file's warnings and (``--lenient``) skipped rows, on stderr."""
+    for w in batch.warnings:
+        print(f"warning: {term(w)}", file=sys.stderr)
+    if batch.skipped:
+        print(f"lenient: skipped {len(batch.skipped)} problem row(s):", file=sys.stderr)
+        for s in batch.skipped[:50]:
+            print(f"  {term(s)}", file=sys.stderr)
+
+
+# -- estimators, parameters, output -------------------------------------------------------------
+def add_param_argument(p: argparse.ArgumentParser, *, help: bool = True) -> None:
+    p.add_argument("--param", "-p", action="append", default=[],
+                   help="key=value for every estimator that has it, or estimator.key=value"
+                   if help else None)
+
+
+def parse_params(items: list[str], names: list[str]) -> dict[str, dict[str, str]]:
+    """``key=value`` applies to every estimator; ``name.key=value`` to one of ``names``."""
+    out: dict[str, dict[str, str]] = {}
+    for item in items or []:
+        if "=" not in item:
+            raise UsageError(f"--param {item!r}: expected key=value or estimator.key=value")
+        key, value = item.split("=", 1)
+        est, _, name = key.rpartition(".")
+        out.setdefault(est or "*", {})[name.strip()] = value
+    unknown_targets = [k for k in out if k != "*" and k not in names]
+    if unknown_targets:
+        raise UsageError(f"--param for estimator(s) not selected: {', '.join(unknown_targets)}")
+    return out
+
+
+def check_estimators(names: list[str]) -> None:
+    """Unknown names fail before anything is loaded."""
+    from ..estimators import get
+
+    for n in names:
+        get(n)
+
+
+def check_out(args) -> None:
+    """Refuse ``--out`` when it is the input log, inside the input store or any log store
+    (before anything is loaded or scored)."""
+    from ..io.write import check_output
+
+    check_output(args.out, [getattr(args, "log", None), getattr(args, "store", None)])
+
+
+# -- errors -------------------------------------------------------------------------------------
+def one_line(exc: BaseException) -> str:
+    """An error as one bounded line (an OSError with its path, a long value cut)."""
+    if isinstance(exc, RecursionError):
+        return "input nested too deeply to process (maximum recursion depth exceeded)"
+    if isinstance(exc, MemoryError):
+        return "out of memory; lower the input size or raise the limits (CRBC_VIZ_MAX_*)"
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, OSError) and not isinstance(exc, CrbcVizError) and exc.filename:
+        text = f"{exc.filename}: {exc.strerror or text}"
+    text = " ".join(text.split("\n"))
+    return text if len(text) <= 2000 else text[:1000] + " … " + text[-500:]
+
+
+def run_guarded(func, args) -> int:
+    """Run ``func(args)``; every `CrbcVizError` (a load error with its problem list, a store, an
+    estimator input, an unavailable backend ...), an OS error and input too large or deep to
+    process become exit status 2 with the message on stderr; Ctrl-C is 130."""
+    from ..io.errors import LoadError
+
+    try:
+        return func(args)
+    except BrokenPipeError:
+        return 0
+    except LoadError as exc:
+        print(f"error: {term(exc, newlines=True)}", file=sys.stderr)
+    except (CrbcVizError, OSError, RecursionError, MemoryError) as exc:
+        print(f"error: {term(one_line(exc))}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return 2

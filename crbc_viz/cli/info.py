@@ -1,0 +1,90 @@
+"""``crbc-viz info (LOG | --store DIR [filters]) [--json]``: what a log or a store holds."""
+from __future__ import annotations
+
+import json
+
+from ..safetext import term
+from ._common import add_source_arguments, filters, load_batch, open_store
+
+HELP = "summarise a rollout log"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--json", action="store_true")
+    add_source_arguments(p)
+
+
+def run(args) -> int:
+    if args.store:
+        return _store_info(args)
+    from ..graph import build_graph
+    from ..analysis.summary import batch_summary
+
+    info = batch_summary(build_graph(load_batch(args)))
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    rpg = info["rollouts_per_group"]
+    rows = [
+        ("file", info["source"]),
+        ("groups", info["groups"]),
+        ("trajectories", info["trajectories"]),
+        ("rollouts per group", f"{rpg.get('min')}–{rpg.get('max')} (median {rpg.get('median')})"),
+        ("steps", info["steps"]),
+        ("anchors", info["anchors"]),
+        ("success rate", f"{info['success_rate']:.3f}"),
+        ("truncated", truncated_text(info)),
+        ("steps at shared anchors", f"{info['shared_step_fraction']:.3f}"),
+        ("singleton anchors", f"{info['singleton_anchor_fraction']:.3f}"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k:<{width}}  {term(v)}")
+    return 0
+
+
+def truncated_text(info: dict) -> str:
+    """The "truncated" line of ``info``: count, share and explicit successes kept."""
+    if not info.get("truncation_known", True):
+        return "unknown (no done field logged: every trajectory is taken as ended)"
+    out = f"{info['truncated']} of {info['trajectories']} ({info['truncated_rate']:.3f})"
+    if info.get("truncated_success"):
+        out += f", {info['truncated_success']} with a logged success=true kept as success"
+    return out
+
+
+def _store_info(args) -> int:
+    """The store's summary without filters; with them, the matching groups' batch summary (and,
+    for one ``--group``, its trajectories)."""
+    st = open_store(args)
+    f = filters(args)
+    if all(v is None for v in f.values()):
+        info = st.summary()
+        info["groups"] = int(len(st.groups()))
+        if args.json:
+            print(json.dumps(info, indent=2))
+            return 0
+        for k, v in info.items():
+            print(f"{k:<18}  {term(', '.join(map(str, v)) if isinstance(v, list) else v)}")
+        return 0
+    from ..graph import build_graph
+    from ..analysis.summary import batch_summary
+
+    batch = load_batch(args, anchor_obs=f["group"] is not None, store=st)
+    info = batch_summary(build_graph(batch))
+    if f["group"] is not None:
+        tr = batch.trajectories
+        info["trajectories_table"] = tr[["traj_id", "num_steps", "success", "truncated",
+                                         "episode_return"]].to_dict(orient="records")
+    if args.json:
+        print(json.dumps(info, indent=2, default=str))
+        return 0
+    for k, v in info.items():
+        if k == "trajectories_table":
+            print("trajectories:")
+            for row in v:
+                print(f"  {term(row['traj_id'])}  steps={row['num_steps']}  success={row['success']}  "
+                      f"truncated={row['truncated']}  return={row['episode_return']:.3g}")
+        else:
+            print(f"{k:<26}  {term(v)}")
+    return 0

@@ -1,0 +1,41 @@
+"""``crbc-viz score (LOG | --store DIR [filters]) -e NAME ... [--param k=v ...] --out FILE``."""
+from __future__ import annotations
+
+from ._common import (BACKEND_CHOICES, DEVICE_CHOICES, add_param_argument, add_source_arguments,
+                      check_estimators, check_out, load_batch, log, parse_params)
+
+HELP = "score a rollout log with one or more estimators"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--estimator", "-e", action="append", help="registry name (repeatable; default crbc)")
+    add_param_argument(p)
+    p.add_argument("--device", default="auto", choices=DEVICE_CHOICES)
+    p.add_argument("--backend", default="auto", choices=BACKEND_CHOICES)
+    p.add_argument("--out", "-o", required=True, help="output .parquet, .csv or .jsonl")
+    add_source_arguments(p)
+
+
+def run(args) -> int:
+    names = args.estimator or ["crbc"]
+    check_estimators(names)  # unknown names, bad --param and --out fail before loading
+    params = parse_params(args.param, names)
+    check_out(args)
+    batch = load_batch(args)
+    return score_and_write(batch, names, params, args)
+
+
+def score_and_write(batch, names: list[str], params: dict, args) -> int:
+    """Score ``batch`` with ``names``, log diagnostics, write ``args.out`` atomically."""
+    from ..api import score_frame
+    from ..graph import build_graph
+    from ..io.write import write_frame
+
+    out, results = score_frame(build_graph(batch), names, params, device=args.device,
+                               backend=args.backend)
+    for n, result in results.items():
+        for k, v in result.diagnostics.items():
+            log.info("%s: %s = %s", n, k, v)
+    write_frame(out, args.out)
+    print(f"wrote {len(out)} rows ({batch.num_steps} steps x {len(names)} estimator(s)) to {args.out}")
+    return 0
