@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-__all__ = ["RolloutBatch", "GROUP_KEY"]
+__all__ = ["RolloutBatch", "GROUP_KEY", "Layout", "ranges"]
 
 #: A group's identity (SCHEMA.md conventions).
 GROUP_KEY = ("run_id", "train_step", "group_id")
@@ -129,26 +129,84 @@ class RolloutBatch:
         return labels
 
     def select_groups(self, group_indices) -> "RolloutBatch":
-        """A new batch with only the given groups (in the given order)."""
-        group_indices = np.asarray(group_indices, dtype=np.int64)
-        traj_lists = [np.arange(self.group_traj_offsets[g], self.group_traj_offsets[g + 1])
-                      for g in group_indices]
-        trajs = np.concatenate(traj_lists) if traj_lists else np.zeros(0, np.int64)
-        lens = self.traj_len[trajs]
-        step_idx = (np.concatenate([np.arange(self.traj_offsets[t], self.traj_offsets[t + 1])
-                                    for t in trajs]) if len(trajs) else np.zeros(0, np.int64))
-        new_group_of_traj = np.repeat(np.arange(len(group_indices)),
-                                      [len(t) for t in traj_lists]) if traj_lists else np.zeros(0, np.int64)
+        """A new batch with only the given groups (in the given order; a group given twice
+        appears twice). Vectorised: the rows are gathered by `ranges`, the offsets rebuilt by
+        `Layout.of_lengths` (the same offsets code as `crbc_viz.io.assemble`)."""
+        g = np.asarray(group_indices, dtype=np.int64).reshape(-1)
+        gto = self.group_traj_offsets
+        trajs = ranges(gto[g], gto[g + 1])
+        rows = ranges(self.traj_offsets[trajs], self.traj_offsets[trajs + 1])
+        lay = Layout.of_lengths(self.traj_len[trajs],
+                                np.repeat(np.arange(len(g), dtype=np.int64), gto[g + 1] - gto[g]),
+                                len(g))
         return RolloutBatch(
-            steps=self.steps.iloc[step_idx].reset_index(drop=True),
-            step_traj=np.repeat(np.arange(len(trajs)), lens),
-            step_anchor_hash=self.step_anchor_hash[step_idx],
-            traj_offsets=np.concatenate([[0], np.cumsum(lens)]).astype(np.int64),
-            traj_group=new_group_of_traj.astype(np.int64),
-            traj_success=self.traj_success[trajs],
-            traj_truncated=self.traj_truncated[trajs],
-            traj_return=self.traj_return[trajs],
-            group_traj_offsets=np.concatenate(
-                [[0], np.cumsum([len(t) for t in traj_lists])]).astype(np.int64),
-            groups=self.groups.iloc[group_indices].reset_index(drop=True),
+            steps=self.steps.iloc[rows].reset_index(drop=True), step_traj=lay.step_traj,
+            step_anchor_hash=self.step_anchor_hash[rows], traj_offsets=lay.traj_offsets,
+            traj_group=lay.traj_group, traj_success=self.traj_success[trajs],
+            traj_truncated=self.traj_truncated[trajs], traj_return=self.traj_return[trajs],
+            group_traj_offsets=lay.group_traj_offsets,
+            groups=self.groups.iloc[g].reset_index(drop=True),
             source=self.source, warnings=self.warnings, skipped=self.skipped)
+
+
+def ranges(starts, stops) -> np.ndarray:
+    """``concatenate([arange(a, b) for a, b in zip(starts, stops)])``, vectorised."""
+    starts = np.asarray(starts, dtype=np.int64).reshape(-1)
+    lens = np.asarray(stops, dtype=np.int64).reshape(-1) - starts
+    keep = lens > 0
+    starts, lens = starts[keep], lens[keep]
+    total = int(lens.sum())
+    if total == 0:
+        return np.zeros(0, np.int64)
+    step = np.ones(total, dtype=np.int64)
+    step[0] = starts[0]
+    # At each range's first position, jump from the previous range's last value to its start.
+    step[np.cumsum(lens)[:-1]] = starts[1:] - (starts[:-1] + lens[:-1] - 1)
+    return np.cumsum(step)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The offsets of step rows stored group by group, trajectory by trajectory (the
+    `RolloutBatch` order). Built by `Layout.of_lengths`, or from sorted rows by
+    `crbc_viz.io.assemble.sort_rows` / `crbc_viz.io.assemble.layout`.
+
+    Attributes:
+        step_traj: trajectory of each row ``[S]``, 0..T-1 in row order.
+        traj_offsets: ``[T + 1]`` row offsets of each trajectory.
+        traj_group: group of each trajectory ``[T]`` (int64, non-decreasing).
+        group_traj_offsets: ``[G + 1]`` trajectory offsets of each group.
+    """
+
+    step_traj: np.ndarray
+    traj_offsets: np.ndarray
+    traj_group: np.ndarray
+    group_traj_offsets: np.ndarray
+
+    @classmethod
+    def of_lengths(cls, traj_len, traj_group, num_groups: int | None = None) -> "Layout":
+        """From the length ``[T]`` and group ``[T]`` of each trajectory, in storage order."""
+        traj_len = np.asarray(traj_len, dtype=np.int64).reshape(-1)
+        traj_group = np.asarray(traj_group, dtype=np.int64).reshape(-1)
+        traj_offsets = np.zeros(len(traj_len) + 1, dtype=np.int64)
+        np.cumsum(traj_len, out=traj_offsets[1:])
+        counts = np.bincount(traj_group, minlength=num_groups or 0) if len(traj_group) else \
+            np.zeros(num_groups or 0, np.int64)
+        group_traj_offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=group_traj_offsets[1:])
+        return cls(np.repeat(np.arange(len(traj_len), dtype=np.int64), traj_len), traj_offsets,
+                   traj_group, group_traj_offsets)
+
+    @property
+    def traj_len(self) -> np.ndarray:
+        return np.diff(self.traj_offsets)
+
+    @property
+    def step_pos(self) -> np.ndarray:
+        """0-based position of each row within its trajectory ``[S]``."""
+        return np.arange(len(self.step_traj), dtype=np.int64) - self.traj_offsets[self.step_traj]
+
+    @property
+    def group_first(self) -> np.ndarray:
+        """The first row of each group ``[G]``."""
+        return self.traj_offsets[self.group_traj_offsets[:-1]]

@@ -375,6 +375,7 @@ FAST_JSONL_MAX_BYTES = 256 << 20
 # that needs a per-line message: then the streaming path reads the file (it alone reports).
 _SURROGATE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
 _FAST_TYPES = ("string", "int64", "double", "bool", "null")
+_FAST_BLOCK = 1 << 22
 
 
 def _read_jsonl_fast(path: str, limit: int) -> RawTable | None:
@@ -427,7 +428,10 @@ def _read_jsonl_fast(path: str, limit: int) -> RawTable | None:
         import pyarrow as pa
         import pyarrow.json as pj
 
-        table = pj.read_json(pa.BufferReader(data), read_options=pj.ReadOptions(block_size=1 << 24))
+        # Blocks of 4 MiB (or the longest line) are parsed in parallel; one 16 MiB block ran
+        # on one thread (0.18 s against 0.05 s for 14 MB on 2 cores).
+        block = max(_FAST_BLOCK, int(lengths.max()) + 2)
+        table = pj.read_json(pa.BufferReader(data), read_options=pj.ReadOptions(block_size=block))
     except Exception:  # noqa: BLE001 (pyarrow raises several types; the streaming path reports)
         return None
     if (table.num_rows != len(ends) or table.num_columns > budget.max_fields

@@ -24,6 +24,7 @@ import pandas as pd
 
 from ..data import GROUP_KEY, RolloutBatch
 from .anchors import anchor_hash64, parse_json_text
+from .assemble import assemble, row_codes, sort_rows
 from .errors import MAX_LISTED, LoadError, Problem
 from .readers import RawTable
 
@@ -37,7 +38,7 @@ MAX_STEP_IDX = 2**31 - 1
 MAX_ABS_REWARD = 1e15
 _INT_LIMIT = 2**62
 # Internal columns (names no log uses, so a user's "_line" field is kept, not clobbered).
-_LINE, _BAD, _G, _T = "__crbc_line", "__crbc_bad", "__crbc_g", "__crbc_t"
+_LINE, _BAD = "__crbc_line", "__crbc_bad"
 _REPR = reprlib.Repr()
 _REPR.maxstring, _REPR.maxother, _REPR.maxlist, _REPR.maxdict, _REPR.maxlevel = 40, 40, 4, 4, 2
 _TRUE = {"true", "1", "yes", "t", "y"}
@@ -379,12 +380,8 @@ def build_batch(raw: RawTable, *, lenient: bool = False, success_threshold: floa
     table["train_step"] = table["train_step"].astype(np.int64)
 
     # Group and trajectory indices in first-occurrence order.
-    gkey = list(GROUP_KEY)
-    g_codes, g_uniques = pd.MultiIndex.from_frame(
-        table[gkey].astype({"run_id": object, "group_id": object})).factorize()
-    t_codes, _ = pd.MultiIndex.from_arrays([g_codes, table["traj_id"].astype(object)]).factorize()
-    table[_G] = g_codes
-    table[_T] = t_codes
+    g_codes = row_codes(*(table[c] for c in GROUP_KEY))
+    t_codes = row_codes(g_codes, table["traj_id"])
 
     # Step order within each trajectory: sorted, must be exactly 0..n-1.
     ok = ~table[_BAD].to_numpy()
@@ -445,27 +442,17 @@ def build_batch(raw: RawTable, *, lenient: bool = False, success_threshold: floa
             raise LoadError(problems[:MAX_LISTED] + [Problem(path, None, None,
                             "no valid trajectory left after skipping bad rows (--lenient)")],
                             total=len(problems) + 1)
-        g_codes, _ = pd.MultiIndex.from_frame(table[gkey].astype(object)).factorize()
-        t_codes, _ = pd.MultiIndex.from_arrays([g_codes, table["traj_id"].astype(object)]).factorize()
-        table = table.assign(**{_G: g_codes, _T: t_codes})
+        g_codes = row_codes(*(table[c] for c in GROUP_KEY))
+        t_codes = row_codes(g_codes, table["traj_id"])
 
     # Final order: group (first occurrence), trajectory (first occurrence within the file), step.
     table = table.assign(step_idx=table["step_idx"].astype(np.int64))
-    order = np.lexsort((table["step_idx"].to_numpy(), table[_T].to_numpy(), table[_G].to_numpy()))
+    order, lay = sort_rows(g_codes, t_codes, table["step_idx"].to_numpy())
     table = table.iloc[order].reset_index(drop=True)
-    # Re-number trajectories in the new order so that they are contiguous and deterministic.
-    t_codes, _ = pd.factorize(table[_T].to_numpy())
-    g_codes = table[_G].to_numpy()
-    num_t = int(t_codes.max()) + 1
-    traj_len = np.bincount(t_codes, minlength=num_t)
-    traj_offsets = np.r_[0, np.cumsum(traj_len)].astype(np.int64)
-    traj_group = g_codes[traj_offsets[:-1]].astype(np.int64)
-    group_counts = np.bincount(traj_group)
-    group_traj_offsets = np.r_[0, np.cumsum(group_counts)].astype(np.int64)
 
     # Outcome (docs/schema.md, "Success and truncation").
     traj_success, traj_truncated, traj_return, outcome_notes = _outcomes(
-        table, t_codes, traj_offsets, success_threshold, path)
+        table, lay.step_traj, lay.traj_offsets, success_threshold, path)
 
     # Anchors: precomputed key, else the hash of the canonical anchor_obs, else one per step.
     warnings: list[str] = list(raw.notes)
@@ -474,15 +461,10 @@ def build_batch(raw: RawTable, *, lenient: bool = False, success_threshold: floa
     warnings.extend(outcome_notes)
     table, step_hash = _anchor_hashes(table, warnings, path, where)
 
-    groups = table.iloc[traj_offsets[:-1][group_traj_offsets[:-1]]][gkey].reset_index(drop=True)
-    table["success"] = np.repeat(traj_success, traj_len)
-    table = table.drop(columns=[_G, _T, _BAD, _LINE], errors="ignore")
-    return RolloutBatch(
-        steps=table, step_traj=np.repeat(np.arange(num_t), traj_len), step_anchor_hash=step_hash,
-        traj_offsets=traj_offsets, traj_group=traj_group, traj_success=traj_success,
-        traj_truncated=traj_truncated, traj_return=traj_return,
-        group_traj_offsets=group_traj_offsets, groups=groups, source=path,
-        warnings=tuple(warnings), skipped=tuple(skipped))
+    table = table.drop(columns=[_BAD, _LINE], errors="ignore")
+    return assemble(table, lay, step_anchor_hash=step_hash, traj_success=traj_success,
+                    traj_truncated=traj_truncated, traj_return=traj_return, source=path,
+                    warnings=warnings, skipped=skipped)
 
 
 def _outcomes(table: pd.DataFrame, t_codes: np.ndarray, traj_offsets: np.ndarray,
@@ -584,6 +566,9 @@ def _lenient_summary(path: str, problems: list[Problem], rows: int, trajs: int,
 
 
 def _anchor_hashes(table: pd.DataFrame, warnings: list, path: str, where: str = "line"):
+    """(table with ``anchor_key`` set, step hashes ``[S]``): a precomputed key, else the hash of
+    the canonical ``anchor_obs``, else one hash per trajectory step. Hashes are computed once
+    per distinct key or (string) observation and gathered, not once per step."""
     n = len(table)
     hashes = np.zeros(n, dtype=np.uint64)
     keys = np.empty(n, dtype=object)
@@ -592,46 +577,77 @@ def _anchor_hashes(table: pd.DataFrame, warnings: list, path: str, where: str = 
         if col in table:
             given = table[col].to_numpy(dtype=object) if given is None else np.where(
                 pd.isna(given), table[col].to_numpy(dtype=object), given)
-    obs = table["anchor_obs"].to_numpy(dtype=object) if "anchor_obs" in table else None
-    missing = keyed = 0
-    cache: dict = {}
-    for i in range(n):
-        k = given[i] if given is not None else None
-        if not _is_missing(k):
-            h = _key_to_hash(k)
-            keys[i] = k
-            keyed += 1
-        elif obs is not None and not _is_missing(obs[i]):
-            o = obs[i]
-            ck = o if isinstance(o, str) else None
-            if ck is not None and ck in cache:
-                h = cache[ck]
-            else:
-                try:
-                    h = anchor_hash64(o)
-                except (RecursionError, ValueError, TypeError, OverflowError) as exc:
-                    line = int(table[_LINE].iat[i]) if _LINE in table else None
-                    raise LoadError([Problem(path, line, "anchor_obs",
-                                             f"cannot canonicalise the anchor ({type(exc).__name__})",
-                                             where)]) from None
-                if ck is not None:
-                    cache[ck] = h
-            keys[i] = f"{h:016x}"
-        else:
-            # No anchor: this step merges with nothing (a unique key per trajectory step).
-            h = anchor_hash64(["__no_anchor__", str(table["traj_id"].iat[i]), int(table["step_idx"].iat[i])])
-            keys[i] = f"{h:016x}"
-            missing += 1
-        hashes[i] = h
+    keyed_mask = ~pd.isna(given) if given is not None else np.zeros(n, dtype=bool)
+    at = np.flatnonzero(keyed_mask)
+    if at.size:
+        codes, uniq = pd.factorize(given[at])
+        hashes[at] = np.fromiter((_key_to_hash(k) for k in uniq), np.uint64, len(uniq))[codes]
+        keys[at] = given[at]
+    obs_mask = np.zeros(n, dtype=bool)
+    if "anchor_obs" in table:
+        obs = table["anchor_obs"].to_numpy(dtype=object)
+        obs_mask = ~keyed_mask & ~pd.isna(obs)
+        at = np.flatnonzero(obs_mask)
+        if at.size:
+            h, k = _obs_hashes(obs[at], at, table, path, where)
+            hashes[at], keys[at] = h, k
+    none_at = np.flatnonzero(~keyed_mask & ~obs_mask)
+    if none_at.size:
+        # No anchor: this step merges with nothing (a unique key per trajectory step).
+        traj = table["traj_id"].to_numpy(dtype=object)[none_at]
+        sidx = table["step_idx"].to_numpy()[none_at]
+        h = np.fromiter((anchor_hash64(["__no_anchor__", str(t), int(s)]) for t, s in zip(traj, sidx)),
+                        np.uint64, len(none_at))
+        hashes[none_at] = h
+        keys[none_at] = [f"{x:016x}" for x in h.tolist()]
+    keyed, missing = int(keyed_mask.sum()), int(none_at.size)
     if missing:
         warnings.append(f"{path}: {missing} of {n} steps have no anchor_obs or anchor_key; "
                         f"they are not merged with any other step")
-    if 0 < keyed < n and obs is not None and n - keyed - missing > 0:
+    if 0 < keyed < n and "anchor_obs" in table and n - keyed - missing > 0:
         warnings.append(f"{path}: {keyed} of {n} steps carry a precomputed anchor_key/state_hash "
                         f"and {n - keyed - missing} are keyed from anchor_obs; a precomputed key "
                         f"merges only with equal keys (docs/schema.md, \"Anchor identity\")")
     table = table.assign(anchor_key=keys)
     return table, hashes
+
+
+def _obs_hashes(values: np.ndarray, rows: np.ndarray, table: pd.DataFrame, path: str, where: str):
+    """(hashes, keys) of the anchor observations ``values`` (rows ``rows`` of ``table``). All
+    strings (the usual case): one hash per distinct string. Otherwise one per value, strings
+    cached. The first row (in table order) whose value cannot be canonicalised is reported."""
+    from pandas.api.types import infer_dtype
+
+    def fail(i, exc):
+        line = int(table[_LINE].iat[int(rows[i])]) if _LINE in table else None
+        return LoadError([Problem(path, line, "anchor_obs",
+                                  f"cannot canonicalise the anchor ({type(exc).__name__})", where)])
+
+    if infer_dtype(values, skipna=False) == "string":
+        codes, uniq = pd.factorize(values)
+        uh = np.zeros(len(uniq), dtype=np.uint64)
+        for j, o in enumerate(uniq):   # distinct strings in order of first occurrence
+            try:
+                uh[j] = anchor_hash64(o)
+            except (RecursionError, ValueError, TypeError, OverflowError) as exc:
+                raise fail(int(np.argmax(codes == j)), exc) from None
+        ukeys = np.array([f"{x:016x}" for x in uh.tolist()], dtype=object)
+        return uh[codes], ukeys[codes]
+    out = np.zeros(len(values), dtype=np.uint64)
+    cache: dict = {}
+    for i, o in enumerate(values):
+        ck = o if isinstance(o, str) else None
+        if ck is not None and ck in cache:
+            out[i] = cache[ck]
+            continue
+        try:
+            h = anchor_hash64(o)
+        except (RecursionError, ValueError, TypeError, OverflowError) as exc:
+            raise fail(i, exc) from None
+        if ck is not None:
+            cache[ck] = h
+        out[i] = h
+    return out, np.array([f"{x:016x}" for x in out.tolist()], dtype=object)
 
 
 def _key_to_hash(k: str) -> int:

@@ -271,14 +271,14 @@ def ingest(root: str | os.PathLike, paths, *, fmt: str = "auto", lenient: bool =
             mpath = root / "manifest" / f"{digest}.json"
             had_manifest = mpath.exists()
             try:
-                man, batch, imp, committed = _ingest_source(
+                man, notes, skipped, committed = _ingest_source(
                     root, store, src, digest, man, rows_of, run_id, import_options, lenient,
                     success_threshold, committed, crash_after, progress, stream=True)
             except _NotGroupContiguous:
                 # Groups recur later in the file: chunks cannot be cut at group boundaries.
                 _rollback(root, mpath, man, had_manifest)
                 man = store.sources.get(digest)
-                man, batch, imp, committed = _ingest_source(
+                man, notes, skipped, committed = _ingest_source(
                     root, store, src, digest, man, rows_of, run_id, import_options, lenient,
                     success_threshold, committed, crash_after, progress, stream=False)
             except LoadError:
@@ -290,8 +290,7 @@ def ingest(root: str | os.PathLike, paths, *, fmt: str = "auto", lenient: bool =
             store.refresh()
             entry = {"path": src.path, "format": src.fmt, "status": "resumed" if resumed else "ingested",
                      "rows": man["rows"], "bytes": nbytes, "parts": len(man["parts"]),
-                     "notes": list(imp.notes), "warnings": list(man["warnings"]),
-                     "skipped": list(batch.skipped)}
+                     "notes": notes, "warnings": list(man["warnings"]), "skipped": skipped}
             report.sources.append(entry)
             if progress:
                 progress(entry)
@@ -299,10 +298,11 @@ def ingest(root: str | os.PathLike, paths, *, fmt: str = "auto", lenient: bool =
     return report
 
 
-#: Canonical JSONL sources at least this large are ingested in chunks of about
-#: `STREAM_CHUNK_BYTES` cut at group boundaries, so peak memory does not grow with the file.
-STREAM_MIN_BYTES = 96 << 20
-STREAM_CHUNK_BYTES = 96 << 20
+#: Canonical JSONL sources larger than one chunk are ingested in chunks of about
+#: `STREAM_CHUNK_BYTES` cut at group boundaries, one chunk in memory at a time, so peak
+#: memory does not grow with the file (bench/ingest_bench.py: ~0.5 GB at any size).
+STREAM_MIN_BYTES = 48 << 20
+STREAM_CHUNK_BYTES = 48 << 20
 
 
 class _NotGroupContiguous(Exception):
@@ -357,7 +357,9 @@ def _chunk_key(line: bytes):
 def _stream_raw_chunks(src, tmp_dir: Path):
     """The source's rows as `RawTable` chunks of about `STREAM_CHUNK_BYTES`, each cut where
     the group key changes, read by the ordinary reader (every guard and message applies) and
-    relabelled with the source's path and its own line numbers."""
+    relabelled with the source's path and its own line numbers. Lines go straight to the
+    chunk file (only the chunk's last line is held), and nothing of a chunk is referenced
+    here once it is yielded."""
     from ..io import _guards
     from ..io.readers import max_line_bytes, read_table
 
@@ -366,37 +368,46 @@ def _stream_raw_chunks(src, tmp_dir: Path):
     tmp_dir.mkdir(parents=True, exist_ok=True)
     tmp = tmp_dir / "chunk.jsonl"
     first_line = 1
-    with _guards.open_input(path) as fh:
-        pending: list[bytes] = []
-        size = 0
-        last_key = None
-        while True:
-            raw = fh.readline(limit + 1)
-            if raw and len(raw) > limit and not raw.endswith(b"\n"):
-                raise _NotGroupContiguous()   # an over-long line: the whole-file reader reports it
-            if raw and size >= STREAM_CHUNK_BYTES:
-                key = _chunk_key(raw)
-                if last_key is None:
-                    last_key = _chunk_key(pending[-1])
-                if key is None or key == last_key:
-                    pending.append(raw)
-                    size += len(raw)
-                    if size > 4 * STREAM_CHUNK_BYTES:
+    out = None
+    try:
+        with _guards.open_input(path) as fh:
+            out = open(tmp, "wb")
+            size = lines = 0
+            last = last_key = None   # the chunk's last line; the group key it ends in
+            while True:
+                raw = fh.readline(limit + 1)
+                if raw and len(raw) > limit and not raw.endswith(b"\n"):
+                    raise _NotGroupContiguous()   # an over-long line: the whole-file reader reports it
+                if raw and size >= STREAM_CHUNK_BYTES:
+                    if last_key is None:
+                        last_key = _chunk_key(last)
+                    key = _chunk_key(raw)
+                    if key is not None and key != last_key:
+                        raw_next = raw            # a new group past the chunk size: cut here
+                    elif size + len(raw) > 4 * STREAM_CHUNK_BYTES:
                         raise _NotGroupContiguous()
+                    else:
+                        raw_next = None
+                else:
+                    raw_next = None
+                if raw and raw_next is None:
+                    out.write(raw)
+                    size, lines, last = size + len(raw), lines + 1, raw
                     continue
-            if raw and size < STREAM_CHUNK_BYTES:
-                pending.append(raw)
-                size += len(raw)
-                continue
-            if pending:
-                tmp.write_bytes(b"".join(pending))
-                yield _relabel(read_table(str(tmp), "jsonl"), str(tmp), path, first_line - 1)
-                first_line += len(pending)
-            pending, size, last_key = ([raw], len(raw), None) if raw else ([], 0, None)
-            if not raw:
-                break
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
+                out.close()
+                if lines:
+                    yield _relabel(read_table(str(tmp), "jsonl"), str(tmp), path, first_line - 1)
+                    first_line += lines
+                if not raw:
+                    break
+                out = open(tmp, "wb")
+                out.write(raw)
+                size, lines, last, last_key = len(raw), 1, raw, None
+    finally:
+        if out is not None:
+            out.close()
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
 
 
 def _relabel(raw, tmp: str, path: str, offset: int):
@@ -435,17 +446,21 @@ def _source_batches(root: Path, src, run_id, import_options, lenient, success_th
             raise _NotGroupContiguous()
         seen |= groups
         yield batch, imp
+        del raw, batch, imp   # not held while the next chunk is read
 
 
 def _ingest_source(root, store, src, digest, man, rows_of, run_id, import_options, lenient,
                    success_threshold, committed, crash_after, progress, *, stream):
     """Write one source's parts (chunk by chunk when it streams); returns the manifest, the
-    last batch and import, and the running count of committed parts."""
+    import notes, the skipped rows of every chunk and the running count of committed parts.
+    No chunk is referenced while the next one is read, so a streamed source's peak memory is
+    one chunk's."""
     mpath = root / "manifest" / f"{digest}.json"
     done_paths = {p["path"] for p in man["parts"]} if man else set()
-    k = 0
+    state = {"k": 0, "committed": committed, "counts": None}
+    notes: list = []
+    skipped: list = []
     first = True
-    batch = imp = None
     for batch, imp in _source_batches(root, src, run_id, import_options, lenient, success_threshold, stream):
         overlap = _existing_traj_overlap(store, batch, digest, src.path)
         if overlap:
@@ -456,37 +471,50 @@ def _ingest_source(root, store, src, digest, man, rows_of, run_id, import_option
                           "warnings": [], "skipped": 0, "rows": 0, "part_rows": rows_of, "parts": [],
                           "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(),
                           "complete": False}
-            counts = None
             man["rows"], man["skipped"], man["warnings"] = 0, 0, []
-        man["rows"] += batch.num_steps
-        man["skipped"] += len(batch.skipped)
-        man["warnings"] += [w for w in batch.warnings if w not in man["warnings"]]
-        c = _outcome_counts(batch)
-        counts = c if counts is None else {key: counts[key] + c[key] for key in c}
-        man.update(counts)
-        first = False
+            first = False
+        notes = list(imp.notes)
+        skipped += list(batch.skipped)
+        _write_batch_parts(root, batch, digest, man, mpath, rows_of, done_paths, state,
+                           crash_after, progress)
+        del batch, imp   # not held while the next chunk is read
+    return man, notes, skipped, state["committed"]
+
+
+def _write_batch_parts(root, batch, digest, man, mpath, rows_of, done_paths, state, crash_after,
+                       progress) -> None:
+    """Add one batch (a whole source or a chunk) to the source's manifest and write its parts."""
+    man["rows"] += batch.num_steps
+    man["skipped"] += len(batch.skipped)
+    man["warnings"] += [w for w in batch.warnings if w not in man["warnings"]]
+    c = _outcome_counts(batch)
+    counts = state["counts"]
+    state["counts"] = counts = c if counts is None else {key: counts[key] + c[key] for key in c}
+    man.update(counts)
+    _write_json(mpath, man)
+    for (prun, pstep), gs in _plan_parts(batch, rows_of):
+        stem = f"{digest[:16]}-{state['k']:04d}"
+        state["k"] += 1
+        pdir = _partition_dir(prun, pstep)
+        rel = f"steps/{pdir}/{stem}.parquet"
+        if rel in done_paths:
+            continue
+        sub = batch.select_groups(gs) if len(gs) != batch.num_groups else batch
+        n = sub.num_steps
+        hot, txt = _tables(sub, np.full(n, stem, dtype=object), np.arange(n, dtype=np.int32), digest)
+        del sub
+        trel = None
+        if txt is not None:
+            trel = f"text/{pdir}/{stem}.parquet"
+            _write_parquet(txt, root / trel, text=True)
+        del txt
+        _write_parquet(hot, root / rel, text=False)
+        del hot
+        man["parts"].append({"path": rel, "text": trel, "run_id": str(prun),
+                             "train_step": int(pstep), "rows": n})
         _write_json(mpath, man)
-        for (prun, pstep), gs in _plan_parts(batch, rows_of):
-            stem = f"{digest[:16]}-{k:04d}"
-            k += 1
-            pdir = _partition_dir(prun, pstep)
-            rel = f"steps/{pdir}/{stem}.parquet"
-            if rel in done_paths:
-                continue
-            sub = batch.select_groups(gs) if len(gs) != batch.num_groups else batch
-            n = sub.num_steps
-            hot, txt = _tables(sub, np.full(n, stem, dtype=object), np.arange(n, dtype=np.int32), digest)
-            trel = None
-            if txt is not None:
-                trel = f"text/{pdir}/{stem}.parquet"
-                _write_parquet(txt, root / trel, text=True)
-            _write_parquet(hot, root / rel, text=False)
-            man["parts"].append({"path": rel, "text": trel, "run_id": str(prun),
-                                 "train_step": int(pstep), "rows": n})
-            _write_json(mpath, man)
-            committed += 1
-            if progress:
-                progress({"part": rel, "rows": n})
-            if crash_after is not None and committed >= crash_after:
-                os._exit(17)  # test hook: simulate a crash right after a commit
-    return man, batch, imp, committed
+        state["committed"] += 1
+        if progress:
+            progress({"part": rel, "rows": n})
+        if crash_after is not None and state["committed"] >= crash_after:
+            os._exit(17)  # test hook: simulate a crash right after a commit
