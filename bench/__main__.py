@@ -35,7 +35,7 @@ def _graph_args(batch):
 
 
 def _crbc_numba(h, a, to, gto, s):
-    from crbc_viz.backend.numba_crbc import crbc_step_credit
+    from crbc_viz.backends.numba.crbc import crbc_step_credit
     return crbc_step_credit(h, a, to, gto, s)["advantage"]
 
 

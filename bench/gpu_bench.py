@@ -21,8 +21,9 @@ def main(argv=None):
     import torch
 
     from bench.workloads import load
-    from crbc_viz.backend.numba_crbc import available, crbc_step_credit
-    from crbc_viz.backend.torch_fused import crbc_step_credit_torch, to_device
+    from crbc_viz.backends.numba import available
+    from crbc_viz.backends.numba.crbc import crbc_step_credit
+    from crbc_viz.backends.torch.fused import crbc_step_credit_torch, to_device
     from crbc_viz.graph import _factorize_actions
 
     ap = argparse.ArgumentParser(prog="python -m bench.gpu_bench")

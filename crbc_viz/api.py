@@ -1,18 +1,14 @@
 """The Python API: `score` dispatches a registered estimator on a batch or graph."""
 from __future__ import annotations
 
-import math
-import os
 import sys
-
-import numpy as np
 
 from .data import RolloutBatch
 from .errors import BackendUnavailable, EstimatorInputError
-from .graph import AnchorGraph, is_built, lazy_graph
+from .graph import AnchorGraph, lazy_graph
 from .result import CreditResult
 
-__all__ = ["score", "score_frame", "BACKENDS"]
+__all__ = ["score", "score_frame", "BACKENDS", "AUTO_ORDER", "load_backends"]
 
 BACKENDS = ("auto", "numpy", "torch", "numba")
 
@@ -26,121 +22,85 @@ def score(data: RolloutBatch | AnchorGraph, estimator: str, *, device: str = "au
         estimator: a registry name (``crbc_viz.estimators.names()``).
         device: ``auto`` | ``cpu`` | ``cuda`` for the torch backend.
         backend: ``numpy`` (the readable reference), ``torch`` (batched; CPU or CUDA),
-            ``numba`` (compiled CPU engine, where an estimator has one) or ``auto``: torch on
-            CUDA when a GPU is used; on a CPU numba when it is loaded already, else whichever
-            of numpy, numba and torch is expected to finish first counting the cost of
-            loading numba or importing torch (`_auto_backend`: by the anchors of each group,
-            since the solve's cost grows with them, and by steps). Every backend solves any
-            group size in bounded memory (sparse LU for large groups).
+            ``numba`` (compiled CPU engine, where an estimator has one) or ``auto``: the first
+            backend of `AUTO_ORDER` that has a kernel for the estimator and whose package's
+            ``should_run`` agrees — torch on CUDA when a GPU is used; on a CPU numba when it is
+            loaded already, else whichever of numpy, numba and torch is expected to finish
+            first counting the cost of loading numba or importing torch (by the anchors of
+            each group, since the solve's cost grows with them, and by steps). Every backend
+            solves any group size in bounded memory (sparse LU for large groups).
         **params: hyper-parameters of the estimator's params dataclass (strings are coerced).
 
     Raises:
         UnknownEstimatorError: unknown name (lists the valid ones).
-        ValueError: unknown parameter, out-of-bounds value, unknown backend.
+        EstimatorInputError: unknown parameter, out-of-bounds value, unknown backend.
+        BackendUnavailable: the requested backend has no kernel for the estimator, is not
+            installed, or the requested device is absent.
     """
     from .estimators import registry
 
     spec = registry.get(estimator)
-    p = registry.make_params(spec, **params)
-    # Built on first use: a kernel that merges the anchors itself never builds it.
-    graph = lazy_graph(data)
+    p = spec.check(**params)
     if backend not in BACKENDS:
         raise EstimatorInputError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    kwargs = {f: getattr(p, f) for f in p.__dataclass_fields__}
+    # Built on first use: a kernel that merges the anchors itself never builds it.
+    graph = lazy_graph(data)
     if backend == "auto":
-        backend = _auto_backend(spec, device, graph, kwargs)
-    if backend == "torch":
-        if spec.torch_fn is None:
-            raise BackendUnavailable(f"estimator '{estimator}' has no torch backend; use backend='numpy'")
-        return spec.torch_fn(graph, device=device, **kwargs)
-    if device == "cuda":
-        raise BackendUnavailable(f"device='cuda' needs the torch backend; estimator '{estimator}' was "
-                                 f"asked for with backend='{backend}'")
-    if backend == "numba":
-        if spec.numba_fn is None:
-            raise BackendUnavailable(f"estimator '{estimator}' has no numba backend; use backend='numpy' "
-                                     f"or 'torch'")
-        return spec.numba_fn(graph, **kwargs)
-    return spec.fn(graph, **kwargs)
+        backend, run_on = _auto_backend(spec, device, graph, p), device
+    else:
+        run_on = _require(spec, backend, device)
+    return registry.kernel(spec.name, backend)(graph, p, device=run_on)
 
 
-#: Known costs on a CPU core (measured by ``python -m bench --write``; order of magnitude is
-#: what matters): loading the compiled engine from its disk cache, importing torch, and the
-#: numpy reference per step and per padded dense-solve flop / per sparse-solved anchor.
-NUMBA_LOAD_S = 0.4
-TORCH_IMPORT_S = 1.0
-NUMPY_S_PER_STEP = 1e-6
-NUMPY_S_PER_FLOP = 1e-9
-NUMPY_S_PER_SPARSE_ANCHOR = 5e-6
-#: Estimators whose reference solves the closure (cost by anchors, not steps).
-_SOLVES = ("crbc", "graft", "gated_bepo")
+#: ``auto`` asks these (backend, device) in turn; numpy always runs.
+AUTO_ORDER = (("torch", "cuda"), ("numba", "cpu"), ("torch", "cpu"), ("numpy", "cpu"))
 
 
-def _group_sizes(graph: AnchorGraph) -> tuple[np.ndarray, bool]:
-    """Anchors per group when the graph exists, else steps per group (an upper bound)."""
-    if is_built(graph):
-        return np.diff(graph.group_node_offsets), True
-    b = graph.batch
-    return np.diff(b.traj_offsets[b.group_traj_offsets]), False
+def load_backends() -> None:
+    """Import the backend packages (each adds its kernels to the registry's table): the one
+    place they are imported. Neither imports torch nor numba."""
+    from .backends import numba, torch  # noqa: F401
 
 
-def _numpy_seconds(spec, graph: AnchorGraph, kwargs: dict) -> tuple[float, bool]:
-    """Expected seconds of the numpy reference, and whether the estimate used anchors."""
-    from .estimators.closure import DENSE_MAX, size_class
-
-    seconds = NUMPY_S_PER_STEP * graph.batch.num_steps
-    sizes, exact = _group_sizes(graph)
-    if spec.name in _SOLVES and math.isinf(kwargs.get("depth", math.inf)):
-        dense = sizes[sizes <= DENSE_MAX]
-        seconds += NUMPY_S_PER_FLOP * float(np.sum(size_class(dense).astype(np.float64) ** 3)) / 3
-        seconds += NUMPY_S_PER_SPARSE_ANCHOR * float(sizes[sizes > DENSE_MAX].sum())
-    return seconds, exact
+def _package(backend: str):
+    load_backends()
+    return sys.modules[f"{__package__}.backends.{backend}"]
 
 
-def _auto_backend(spec, device: str, graph: AnchorGraph, kwargs: dict | None = None) -> str:
-    if spec.torch_fn is not None and device != "cpu" and _cuda_available():
-        return "torch"
-    kwargs = kwargs or {}
-    numba_ok = spec.numba_fn is not None and device != "cuda" and _numba_installed()
-    if numba_ok and _numba_loaded():
-        return "numba"
-    seconds, exact = _numpy_seconds(spec, graph, kwargs)
-    if not exact and seconds > NUMBA_LOAD_S and NUMPY_S_PER_STEP * graph.batch.num_steps < NUMBA_LOAD_S:
-        # Steps over-count anchors: count them (the reference needs the graph anyway).
-        graph.step_node  # noqa: B018 (builds a lazy graph)
-        seconds, exact = _numpy_seconds(spec, graph, kwargs)
-    if numba_ok:
-        return "numba" if seconds > NUMBA_LOAD_S else "numpy"
-    torch_cost = 0.0 if "torch" in sys.modules else TORCH_IMPORT_S
-    if spec.torch_fn is not None and device != "cuda" and seconds > 2 * torch_cost + 0.05:
-        return "torch"
-    return "numpy"
+def _auto_backend(spec, device: str, graph: AnchorGraph, params=None) -> str:
+    """The backend `score` runs for ``backend='auto'``."""
+    from .estimators import registry
+
+    params = params if params is not None else spec.check()
+    for backend, where in AUTO_ORDER:
+        if device not in ("auto", where) or registry.kernel(spec.name, backend) is None:
+            continue
+        if backend == "numpy" or _package(backend).should_run(spec, graph, where, params) is True:
+            return backend
+    raise BackendUnavailable(f"device='{device}': no backend of estimator '{spec.name}' runs there "
+                             f"(CUDA needs torch and a CUDA device)")
 
 
-def _numba_installed() -> bool:
-    """numba can be imported (asked without importing it: that alone takes ~0.2 s)."""
-    if "numba" in sys.modules:
-        return True
-    import importlib.util
+def _require(spec, backend: str, device: str) -> str:
+    """Check that an explicitly requested backend can run; returns the device to pass on."""
+    from .estimators import registry
 
-    return importlib.util.find_spec("numba") is not None
-
-
-def _numba_loaded() -> bool:
-    """The compiled kernels are already in this process (so using them costs nothing extra)."""
-    return "crbc_viz.backend.numba_crbc" in sys.modules and "numba" in sys.modules
-
-
-def _cuda_available() -> bool:
-    """A CUDA device is usable; torch is not imported just to ask when no NVIDIA device node
-    exists and torch is not loaded yet (importing it costs about a second)."""
-    if "torch" not in sys.modules and not any(os.path.exists(p) for p in ("/dev/nvidiactl", "/dev/nvidia0")):
-        return False
-    try:
-        import torch
-    except ImportError:
-        return False
-    return torch.cuda.is_available()
+    if registry.kernel(spec.name, backend) is None:
+        have = ", ".join(registry.backends(spec))
+        raise BackendUnavailable(f"estimator '{spec.name}' has no {backend} backend; it has: {have}")
+    if backend == "numpy":
+        if device == "cuda":
+            raise BackendUnavailable(f"device='cuda' needs the torch backend; estimator '{spec.name}' "
+                                     f"was asked for with backend='numpy'")
+        return "cpu"
+    pkg = _package(backend)
+    if not pkg.available():
+        raise BackendUnavailable(f"backend='{backend}' was asked for but {backend} is not installed; "
+                                 f"use backend='numpy' or 'auto'")
+    if backend == "numba" and device == "cuda":
+        raise BackendUnavailable(f"device='cuda' needs the torch backend; estimator '{spec.name}' was "
+                                 f"asked for with backend='numba'")
+    return device
 
 
 def score_frame(graph: AnchorGraph, names: list[str], params: dict[str, dict], *, device: str = "auto",

@@ -16,5 +16,5 @@ def test_gpu_bench_cpu_dry_run(tmp_path):
 
 def test_gpu_script_is_one_prepared_command():
     text = (ROOT / "bench" / "gpu.sh").read_text()
-    assert "tests/test_parity.py" in text and "bench.gpu_bench --device cuda" in text
+    assert "tests/backends/test_parity.py" in text and "bench.gpu_bench --device cuda" in text
     assert "--dry-run" in text

@@ -10,7 +10,7 @@ texts for GiGPO's similarity mode, for every documented option value (each choic
 each enum-like parameter, both values of each flag, a few values of the numeric ones;
 `test_every_option_value_is_covered` checks that against the registry), and are compared
 with the numpy reference at 1e-9. The other backends are held to the numpy reference by
-tests/test_parity.py.
+tests/backends/test_parity.py.
 
 The regression tests at the end pin issue 13's four estimator readings with numbers
 computed by hand from the spec (the arithmetic is written next to them).
@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 from crbc_viz import build_graph, load_rollouts, score
 from crbc_viz.data import RolloutBatch
-from crbc_viz.estimators import get, names, param_infos
+from crbc_viz.estimators import get, names, param_infos, registry
 
 TOL = 1e-9
 INF = math.inf
@@ -1005,7 +1005,7 @@ TWIN_CASES = [("shortest_path", {}), ("shortest_path", {"ddof": 0, "eps": 0.1}),
 def test_twins_match_oracle(graph, backend, name, over):
     spec = get(name)
     backend, _, device = backend.partition(":")
-    if (spec.torch_fn if backend == "torch" else spec.numba_fn) is None:
+    if registry.kernel(name, backend) is None:
         pytest.skip(f"{name} has no {backend} twin")
     mod = pytest.importorskip(backend)
     if device == "cuda" and not mod.cuda.is_available():

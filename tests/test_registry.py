@@ -168,33 +168,31 @@ def test_numpy_signature_defaults_equal_the_dataclass(spec):
     assert keyword_defaults(spec.fn) == dataclass_defaults(spec)
 
 
-def _torch_entry(spec):
-    """The backend function the registered torch twin calls: ``<name>_torch``."""
-    import crbc_viz.backend.torch_core
-    import crbc_viz.backend.torch_crbc
-    import crbc_viz.backend.torch_graph  # noqa: F401
-
-    target = f"{spec.name}_torch"
-    assert target in spec.torch_fn.__wrapped__.__code__.co_names, \
-        f"{spec.name}: the registered torch twin does not call {target}"
-    found = [getattr(m, target) for n, m in sorted(sys.modules.items())
-             if n.startswith("crbc_viz.backend.torch_") and hasattr(m, target)]
-    assert len(found) == 1, (target, found)
-    return found[0]
+KERNELS = [(n, b, fn) for n, b, fn in registry.kernels() if b != "numpy"]
 
 
-@pytest.mark.parametrize("spec", [s for s in SPECS if s.torch_fn is not None],
-                         ids=[s.name for s in SPECS if s.torch_fn is not None])
-def test_torch_twin_defaults_equal_the_dataclass(spec):
-    pytest.importorskip("torch")
-    twin = keyword_defaults(_torch_entry(spec))
-    want = dataclass_defaults(spec)
-    assert set(twin) - set(want) <= TWIN_ONLY, set(twin) - set(want)
-    assert {k: twin.get(k, "MISSING") for k in want} == want
+@pytest.mark.parametrize("name,backend,fn", KERNELS, ids=[f"{n}[{b}]" for n, b, _ in KERNELS])
+def test_every_kernel_names_a_spec_and_takes_the_params_object(name, backend, fn):
+    """A twin is ``kernel(graph, params, *, device, ...)``: no hyper-parameter of its own, so
+    it repeats no default (the checked params object carries them)."""
+    assert name in registry.names(), name
+    assert backend in registry.BACKEND_ORDER
+    sig = inspect.signature(fn)
+    positional = [p.name for p in sig.parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD]
+    assert positional == ["graph", "params"], (name, backend, positional)
+    keywords = {p.name for p in sig.parameters.values() if p.kind is p.KEYWORD_ONLY}
+    assert "device" in keywords and keywords <= TWIN_ONLY, (name, backend, keywords)
+    assert not keywords & set(dataclass_defaults(registry.get(name))), (name, backend)
+    assert fn.__module__.startswith("crbc_viz.backends." + backend), fn.__module__
+
+
+def test_the_kernel_table_rejects_a_second_twin_for_the_same_row():
+    with pytest.raises(ValueError, match="duplicate torch kernel for 'crbc'"):
+        registry.implements("crbc", "torch")(lambda graph, params, *, device: None)
 
 
 def test_numba_engine_defaults_equal_crbc_params():
-    from crbc_viz.backend.numba_crbc import crbc_step_credit
+    from crbc_viz.backends.numba.crbc import crbc_step_credit
 
     engine = keyword_defaults(crbc_step_credit)
     for cls in (registry.get("crbc"), registry.get("visit_local")):
@@ -210,7 +208,7 @@ def test_twins_called_without_parameters_match_the_reference_at_its_defaults(spe
     if spec.torch_fn is not None and _has("torch"):
         runs.append(("torch", spec.torch_fn(toy, device="cpu")))
     if spec.numba_fn is not None:
-        from crbc_viz.backend.numba_crbc import available
+        from crbc_viz.backends.numba import available
         if available():
             runs.append(("numba", spec.numba_fn(toy)))
     if not runs:

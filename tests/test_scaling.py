@@ -75,10 +75,10 @@ def test_dense_chunks_match_one_block(monkeypatch):
 def test_backends_agree_on_a_large_group(big, name):
     graph = crbc_viz.build_graph(big)
     ref = crbc_viz.score(graph, name, backend="numpy")
-    from crbc_viz.estimators import get
+    from crbc_viz.estimators import get, registry
 
     spec = get(name)
-    others = [b for b, fn in (("torch", spec.torch_fn), ("numba", spec.numba_fn)) if fn is not None]
+    others = [b for b in registry.backends(spec) if b != "numpy"]
     for backend in others:
         got = crbc_viz.score(graph, name, backend=backend, device="cpu")
         for col in ("value", "q_value"):
@@ -87,12 +87,13 @@ def test_backends_agree_on_a_large_group(big, name):
 
 
 def test_torch_chunked_buckets_match(monkeypatch):
-    import crbc_viz.backend.torch_crbc as tc
+    import crbc_viz.backends.torch.crbc as tc
+    from crbc_viz.estimators import get
 
     graph = crbc_viz.build_graph(random_mdp_batch(num_groups=30, rollouts=6, max_steps=30, seed=4))
     ref = crbc_viz.score(graph, "crbc", backend="numpy")
     monkeypatch.setattr(tc, "CHUNK_BYTES", 8 * 64 * 64 * 2)
-    _close(tc.crbc_torch(graph, device="cpu").advantage, ref.advantage, "torch chunked")
+    _close(tc.crbc_torch(graph, get("crbc").check(), device="cpu").advantage, ref.advantage, "torch chunked")
 
 
 @pytest.mark.parametrize("name", ["gigpo", "pgpo", "gated_bepo"])
@@ -107,7 +108,7 @@ def test_blocked_discounted_sums_on_long_rollouts(name):
 
 
 def test_discounted_sum_by_hand():
-    from crbc_viz.backend.torch_graph import _discounted
+    from crbc_viz.backends.torch.graph import _discounted
 
     graph = crbc_viz.build_graph(random_mdp_batch(num_groups=1, rollouts=2, max_steps=150, num_states=200,
                                                   p_progress=0.2, p_fail=0.0, seed=1))
@@ -127,7 +128,7 @@ def test_gae_walk_blocked_matches_kernel(big, monkeypatch):
     """Off the fixed point (random TD) the reference walks blocks of start anchors; a tiny
     block size must not change the bonus, and the compiled kernel agrees."""
     import crbc_viz.estimators.graft as graft
-    from crbc_viz.backend.numba_graph import graph_gae_bonus_numba
+    from crbc_viz.backends.numba.graph import graph_gae_bonus_numba
 
     graph = crbc_viz.build_graph(big.select_groups([0]))
     td = np.random.default_rng(1).normal(size=graph.batch.num_steps)
@@ -139,7 +140,7 @@ def test_gae_walk_blocked_matches_kernel(big, monkeypatch):
 def test_gae_bonus_is_zero_at_the_fixed_point(big):
     """GRAFT's own TD (exact values) has node sums 0 up to rounding, so the bound holds and
     the walk is skipped; walking anyway gives values below the bound."""
-    from crbc_viz.backend.numba_graph import gae_bonus_kernel  # noqa: F401 (compiled twin exists)
+    from crbc_viz.backends.numba.graph import gae_bonus_kernel  # noqa: F401 (compiled twin exists)
     from crbc_viz.estimators.graft import GAE_NEGLIGIBLE, gae_inputs, gae_negligible, mean_backup_values, \
         successor_values
 

@@ -1,7 +1,7 @@
 """CRBC — Cross-Rollout Bellman Closure — and its depth-0 member, visit-local averaging
 (ESTIMATORS.md §3). This module is the readable numpy reference (whole-batch arrays; the
 closure solve in `crbc_viz.estimators.closure`);
-`crbc_viz.backend.torch_crbc` is its batched twin.
+`crbc_viz.backends.torch.crbc` is its batched twin.
 """
 from __future__ import annotations
 
@@ -191,64 +191,15 @@ def depth_bound(graph: AnchorGraph, beta: float, depth: int) -> float:
     return float(2 * beta ** depth / (1 - beta) * gap)
 
 
-def _torch_crbc(graph, *, device="auto", **kw):
-    from ..backend.torch_crbc import crbc_torch
-    return crbc_torch(graph, device=device, **kw)
-
-
-def _torch_visit_local(graph, *, device="auto", **kw):
-    from ..backend.torch_crbc import visit_local_torch
-    return visit_local_torch(graph, device=device, **kw)
-
-
-def _numba_family(name, params, graph, depth, **kw):
-    """The compiled engine merges the anchors itself from the batch's step arrays: the
-    graph is not built here, and the per-node / per-pair arrays (which need its ids) are
-    filled from the per-step output only when read."""
-    from ..backend.numba_crbc import crbc_step_credit
-    from ..graph import action_ids
-    from ..result import deferred_result
-
-    b = graph.batch
-    out = crbc_step_credit(b.step_anchor_hash, action_ids(b)[0], b.traj_offsets, b.group_traj_offsets,
-                           b.traj_success, depth=depth, **kw)
-    n = out["num_nodes"]
-    diagnostics = {"gated_fraction": out["gated_nodes"] / n if n else 0.0}
-    if math.isinf(depth):
-        diagnostics = {"closure_residual": out["closure_residual"], **diagnostics}
-
-    def fill():
-        node_value = np.zeros(graph.num_nodes)
-        node_value[graph.step_node] = out["value"]
-        pair_q = np.zeros(graph.pair_node.shape[0])
-        pair_q[graph.step_pair] = out["q_value"]
-        pair_credit = np.zeros_like(pair_q)
-        pair_credit[graph.step_pair] = out["credit"]
-        return {"node_value": node_value, "pair_q": pair_q, "pair_credit": pair_credit}
-
-    return deferred_result(fill, estimator=name, params=params, graph=graph, value=out["value"],
-                           q_value=out["q_value"], credit=out["credit"], advantage=out["advantage"],
-                           diagnostics=diagnostics, backend="numba")
-
-
-def _numba_crbc(graph, **kw):
-    return _numba_family("crbc", CRBCParams(**kw), graph, **kw)
-
-
-def _numba_visit_local(graph, **kw):
-    return _numba_family("visit_local", VisitLocalParams(**kw), graph, depth=0, **kw)
-
-
 register(EstimatorSpec(
     name="crbc", title="CRBC — Cross-Rollout Bellman Closure",
     paper="Ren et al., Cross-Rollout Bellman Closure for Long-Horizon Agentic RL (arXiv 2609.35082)",
     equation="(I − βM)V = b;  Q = BV;  A^S = 1{#a ≥ 2}·(Q − V)/max(σ(s), σ_min);  "
              "A = w_G·A^G + w_S·A^S", section="§3",
-    fn=crbc, params_cls=CRBCParams, torch_fn=_torch_crbc, numba_fn=_numba_crbc))
+    fn=crbc, params_cls=CRBCParams))
 register(EstimatorSpec(
     name="visit_local", title="Visit-local averaging (CRBC depth 0, GiGPO-style)",
     paper="arXiv 2609.35082 Eq. 6; Feng et al., GiGPO (arXiv 2505.10978)",
     equation="Q⁰(s,a) = mean G over (s,a);  V⁰(s) = mean G over s;  A = Q⁰ − V⁰, gated and "
              "normalised as CRBC", section="§3.7",
-    fn=visit_local, params_cls=VisitLocalParams, torch_fn=_torch_visit_local,
-    numba_fn=_numba_visit_local))
+    fn=visit_local, params_cls=VisitLocalParams))

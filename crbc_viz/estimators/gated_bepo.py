@@ -5,7 +5,6 @@ summaries. Everything the sources leave open is a named parameter.
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -126,22 +125,10 @@ def _gated_bepo(graph, _values, _gae, *, gamma, gae_lambda, rho, min_successors,
                                      "closure_residual": residual})
 
 
-def _numba_gated_bepo(graph, **kw):
-    from ..backend.numba_graph import discounted_suffix_sum_numba, mean_backup_values_numba
-    r = _gated_bepo(graph, mean_backup_values_numba, discounted_suffix_sum_numba, **kw)
-    return dataclasses.replace(r, backend="numba")
-
-
-def _torch_gated_bepo(graph, *, device="auto", **kw):
-    from ..backend.torch_graph import gated_bepo_torch
-    return gated_bepo_torch(graph, device=device, **kw)
-
-
 register(EstimatorSpec(
     name="gated_bepo", title="Gated-BEPO — confidence-gated Bellman credit",
     paper="Yan et al., Gated-BEPO: Confidence-Gated Bellman Credit Assignment for Large Language "
           "Model Agents (arXiv 2608.06861; abstract and summaries only)",
     equation="δ = γV(s′) − V(s);  A^B = GAE_γλ(δ);  A = g·[(1−ρ)A^E + ρ·norm(A^B)] + (1−g)·A^E  "
              "([I] reading)",
-    section="§5", fn=gated_bepo, params_cls=GatedBEPOParams, torch_fn=_torch_gated_bepo,
-    numba_fn=_numba_gated_bepo))
+    section="§5", fn=gated_bepo, params_cls=GatedBEPOParams))

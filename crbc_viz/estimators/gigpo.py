@@ -244,13 +244,8 @@ def gigpo(graph: AnchorGraph, *, gamma: float = 0.95, omega: float = 1.0, mode: 
                                      else 0.0, "num_step_groups": int(np.count_nonzero(cnt))})
 
 
-def _torch_gigpo(graph, *, device="auto", **kw):
-    from ..backend.torch_graph import gigpo_torch
-    return gigpo_torch(graph, device=device, **kw)
-
-
 register(EstimatorSpec(
     name="gigpo", title="GiGPO — Group-in-Group Policy Optimization",
     paper="Feng et al., Group-in-Group Policy Optimization for LLM Agent Training (arXiv 2505.10978)",
     equation="R_t = r_t + γR_{t+1};  A^S = (R_t − mean_{G^S})/F_norm;  A = A^E + ω·A^S  (Eqs. 3, 5–8)",
-    section="§2", fn=gigpo, params_cls=GiGPOParams, torch_fn=_torch_gigpo))
+    section="§2", fn=gigpo, params_cls=GiGPOParams))

@@ -5,7 +5,6 @@ Also holds `mean_backup_values`, the empirical mean-backup fixed point that Gate
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -217,21 +216,10 @@ def _graft(graph, _values, _bonus, *, gamma, gae_lambda, normalize, ddof, eps, s
                                      "singleton_fraction": float(np.mean(single)) if len(node) else 0.0})
 
 
-def _torch_graft(graph, *, device="auto", **kw):
-    from ..backend.torch_graph import graft_torch
-    return graft_torch(graph, device=device, **kw)
-
-
-def _numba_graft(graph, **kw):
-    from ..backend.numba_graph import graph_gae_bonus_numba, mean_backup_values_numba
-    r = _graft(graph, mean_backup_values_numba, graph_gae_bonus_numba, **kw)
-    return dataclasses.replace(r, backend="numba")
-
-
 register(EstimatorSpec(
     name="graft", title="GRAFT — trajectory-graph TD credit with Graph GAE",
     paper="Yao et al., Back to the Definition: Estimating Step-Level Advantages via Trajectory "
           "Graphs for Agentic RL (arXiv 2609.28963)",
     equation="V(u) = Σ π̂ P̂ γV(v);  A_t = γV(s_{t+1}) − V(s_t) (+ Graph GAE);  Â = node z-score  "
              "(Eqs. 5–11)",
-    section="§4", fn=graft, params_cls=GRAFTParams, torch_fn=_torch_graft, numba_fn=_numba_graft))
+    section="§4", fn=graft, params_cls=GRAFTParams))

@@ -94,13 +94,8 @@ def grpo(graph: AnchorGraph, *, norm: str = "std", ddof: int = 1, eps: float = 1
     return CreditResult("grpo", params, graph, nan, nan.copy(), step_adv, step_adv.copy())
 
 
-def _torch_grpo(graph, *, device="auto", **kw):
-    from ..backend.torch_core import grpo_torch
-    return grpo_torch(graph, device=device, **kw)
-
-
 register(EstimatorSpec(
     name="grpo", title="GRPO trajectory-level group advantage",
     paper="Shao et al., DeepSeekMath (arXiv 2402.03300); ESTIMATORS.md §1",
     equation="A^G_i = (R_i − mean_j R_j) / (std_j R_j + eps)", section="§1",
-    fn=grpo, params_cls=GRPOParams, torch_fn=_torch_grpo))
+    fn=grpo, params_cls=GRPOParams))

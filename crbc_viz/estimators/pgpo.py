@@ -116,14 +116,9 @@ def pgpo(graph: AnchorGraph, *, eta: float = 0.95, gamma: float = 1.0, alpha: fl
                         diagnostics={"task_gate_mean": float(np.mean(w)) if len(w) else 0.0})
 
 
-def _torch_pgpo(graph, *, device="auto", **kw):
-    from ..backend.torch_graph import pgpo_torch
-    return pgpo_torch(graph, device=device, **kw)
-
-
 register(EstimatorSpec(
     name="pgpo", title="PGPO — Potential-Guided Policy Optimization",
     paper="Zheng et al., PGPO: Potential-Guided Policy Optimization for Multi-Turn Agentic Tasks "
           "(arXiv 2609.02236)",
     equation="δ = γΦ(s̃n) − Φ(s̃m);  A = A^S + β(1 − p_succ)^α · z_{s̃m}(δ)  (Eqs. 1–11)",
-    section="§6", fn=pgpo, params_cls=PGPOParams, torch_fn=_torch_pgpo))
+    section="§6", fn=pgpo, params_cls=PGPOParams))

@@ -2,14 +2,20 @@
 coverage test all iterate it.
 
 Each estimator registers an `EstimatorSpec`: its pure numpy function
-``fn(graph, *, <hyper-parameters>) -> CreditResult``, an optional batched torch twin with
-the same signature plus ``device=``, and a frozen params dataclass whose fields carry a
-default, one-line help and bounds (built with `param`).
+``fn(graph, *, <hyper-parameters>) -> CreditResult`` and a frozen params dataclass whose
+fields carry a default, one-line help and bounds (built with `param`).
 
-`register` wraps the numpy function and each twin so that every call, direct or through
-`crbc_viz.score`, checks its keyword parameters against the dataclass's bounds and choices
-(`check_params`) and raises `EstimatorInputError` naming the estimator, the parameter, the
-bound and the value.
+`register` wraps the numpy function so that every call, direct or through `crbc_viz.score`,
+checks its keyword parameters against the dataclass's bounds and choices (`check_params`) and
+raises `EstimatorInputError` naming the estimator, the parameter, the bound and the value.
+
+The kernel table: ``KERNELS[(name, backend)]`` is a function
+``kernel(graph, params, *, device) -> CreditResult`` taking the already-checked params object.
+`register` fills the ``numpy`` row; the backend packages (``crbc_viz.backends.torch``,
+``crbc_viz.backends.numba``) add theirs with ``@implements(name, backend)`` when imported. This
+module never imports them: the package facade installs the one function that loads them
+(``crbc_viz._hooks.kernel_loader``, which calls `crbc_viz.api.load_backends`), run the first
+time the table is read.
 """
 from __future__ import annotations
 
@@ -21,11 +27,13 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .._hooks import load_kernels
 from ..errors import CrbcVizError, EstimatorInputError
 
 __all__ = ["param", "ParamInfo", "EstimatorSpec", "register", "get", "names", "specs",
            "param_infos", "make_params", "check_params", "backends", "UnknownEstimatorError",
-           "MissingSignalError", "EstimatorInputError"]
+           "MissingSignalError", "EstimatorInputError", "implements", "kernel", "kernels",
+           "BACKEND_ORDER"]
 
 
 class UnknownEstimatorError(CrbcVizError, KeyError):
@@ -70,12 +78,67 @@ class EstimatorSpec:
     section: str
     fn: Callable
     params_cls: type
-    torch_fn: Callable | None = None
     requires: tuple[str, ...] = ()
-    numba_fn: Callable | None = None
+
+    @property
+    def torch_fn(self) -> Callable | None:
+        """Read-only view of the torch kernel with the numpy signature plus ``device=``
+        (``spec.torch_fn(graph, device="cpu", beta=0.9)``), or None."""
+        return _keyword_view(self, "torch")
+
+    @property
+    def numba_fn(self) -> Callable | None:
+        """Read-only view of the numba kernel with the numpy signature, or None."""
+        return _keyword_view(self, "numba")
+
+    def check(self, **overrides):
+        """The checked params object (`make_params`)."""
+        return make_params(self, **overrides)
 
 
 _REGISTRY: dict[str, EstimatorSpec] = {}
+
+#: Backends in the order the README and the Estimators page list them.
+BACKEND_ORDER = ("numpy", "torch", "numba")
+#: ``(estimator, backend) -> kernel(graph, params, *, device)``.
+KERNELS: dict[tuple[str, str], Callable] = {}
+
+
+def implements(name: str, backend: str) -> Callable[[Callable], Callable]:
+    """Register the decorated ``kernel(graph, params, *, device)`` as ``name``'s ``backend`` row."""
+    def add(fn: Callable) -> Callable:
+        old = KERNELS.get((name, backend))
+        if old is not None and old is not fn:
+            raise ValueError(f"duplicate {backend} kernel for '{name}': {old.__module__}.{old.__name__} "
+                             f"and {fn.__module__}.{fn.__name__}")
+        KERNELS[(name, backend)] = fn
+        return fn
+    return add
+
+
+def kernel(name: str, backend: str) -> Callable | None:
+    """``name``'s kernel on ``backend``, or None when it has none."""
+    if backend != "numpy":
+        load_kernels()
+    return KERNELS.get((name, backend))
+
+
+def kernels() -> list[tuple[str, str, Callable]]:
+    """Every registered ``(estimator, backend, kernel)``, registry order then `BACKEND_ORDER`."""
+    load_kernels()
+    return [(n, b, KERNELS[(n, b)]) for n in _REGISTRY for b in BACKEND_ORDER if (n, b) in KERNELS]
+
+
+def _keyword_view(spec: EstimatorSpec, backend: str) -> Callable | None:
+    fn = kernel(spec.name, backend)
+    if fn is None:
+        return None
+
+    @functools.wraps(fn)
+    def call(graph, *, device: str = "auto", **params):
+        return fn(graph, make_params(spec, **params), device=device)
+
+    return call
 
 
 def register(spec: EstimatorSpec) -> EstimatorSpec:
@@ -83,16 +146,19 @@ def register(spec: EstimatorSpec) -> EstimatorSpec:
 
     The numpy function's name in its own module is rebound to the checked one, so
     ``from crbc_viz.estimators.crbc import crbc; crbc(graph, beta=1.5)`` raises too. The
-    twins get the dataclass defaults for every parameter not passed (one source of defaults).
+    numpy kernel row calls the unwrapped function with the params object's fields.
     """
     if spec.name in _REGISTRY:
         old = _REGISTRY[spec.name]
         raise ValueError(f"duplicate estimator name '{spec.name}': {old.fn.__module__}.{old.fn.__name__} "
                          f"and {spec.fn.__module__}.{spec.fn.__name__}")
-    checked = dataclasses.replace(
-        spec, fn=_checked(spec, spec.fn),
-        torch_fn=spec.torch_fn and _checked(spec, spec.torch_fn, fill_defaults=True),
-        numba_fn=spec.numba_fn and _checked(spec, spec.numba_fn, fill_defaults=True))
+    checked = dataclasses.replace(spec, fn=_checked(spec, spec.fn))
+    raw = spec.fn
+
+    def numpy_kernel(graph, params, *, device: str = "cpu"):
+        return raw(graph, **{f: getattr(params, f) for f in params.__dataclass_fields__})
+
+    implements(spec.name, "numpy")(functools.wraps(raw)(numpy_kernel))
     module = sys.modules.get(spec.fn.__module__)
     if module is not None and getattr(module, spec.fn.__name__, None) is spec.fn:
         setattr(module, spec.fn.__name__, checked.fn)
@@ -102,7 +168,7 @@ def register(spec: EstimatorSpec) -> EstimatorSpec:
 
 def backends(spec: EstimatorSpec) -> tuple[str, ...]:
     """The backends ``spec`` has, in the order the README and the Estimators page list them."""
-    return ("numpy",) + (("torch",) if spec.torch_fn else ()) + (("numba",) if spec.numba_fn else ())
+    return tuple(b for b in BACKEND_ORDER if kernel(spec.name, b) is not None)
 
 
 def names() -> list[str]:
@@ -208,10 +274,9 @@ def check_params(spec: EstimatorSpec, params: dict) -> None:
             raise err
 
 
-def _checked(spec: EstimatorSpec, fn: Callable, *, fill_defaults: bool = False) -> Callable:
+def _checked(spec: EstimatorSpec, fn: Callable) -> Callable:
     """``fn`` behind `check_params`. Keywords of ``fn``'s own that are not parameters
-    (``graph``, a twin's ``device``) pass unchecked; ``fill_defaults`` passes every parameter
-    not given at its dataclass default."""
+    (``graph``) pass unchecked."""
     defaults = {f.name: f.default for f in dataclasses.fields(spec.params_cls)}
     own = frozenset(n for n, p in inspect.signature(fn).parameters.items()
                     if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and n not in defaults)
@@ -220,7 +285,7 @@ def _checked(spec: EstimatorSpec, fn: Callable, *, fill_defaults: bool = False) 
     def call(*args, **kw):
         if kw:
             check_params(spec, {k: v for k, v in kw.items() if k not in own} if own & kw.keys() else kw)
-        return fn(*args, **({**defaults, **kw} if fill_defaults else kw))
+        return fn(*args, **kw)
 
     return call
 

@@ -107,14 +107,9 @@ def rtmc(graph: AnchorGraph, *, gamma: float = 0.99, n_prior: float = 2.0, norma
                                      float(np.mean(n_s[graph.step_node] < 2)) if len(a) else 0.0})
 
 
-def _torch_rtmc(graph, *, device="auto", **kw):
-    from ..backend.torch_graph import rtmc_torch
-    return rtmc_torch(graph, device=device, **kw)
-
-
 register(EstimatorSpec(
     name="rtmc", title="RTMC — Rollout-Tree Monte Carlo",
     paper="Wang, Zheng, Xu, RTMC: Step-Level Credit Assignment via Rollout Trees (arXiv 2604.11037)",
     equation="Q = first-visit mean of γ^(T−1−t)R;  V′ = (n_s V̂ + n_prior v_prior)/(n_s + n_prior);  "
              "A = Q − V′  (Eq. 11)",
-    section="§7", fn=rtmc, params_cls=RTMCParams, torch_fn=_torch_rtmc))
+    section="§7", fn=rtmc, params_cls=RTMCParams))

@@ -132,14 +132,9 @@ def shortest_path(graph: AnchorGraph, *, omega: float = 0.1, r_succ: float = 10.
                         diagnostics={"groups_without_success": int(G - reached.sum())})
 
 
-def _torch_shortest_path(graph, *, device="auto", **kw):
-    from ..backend.torch_core import shortest_path_torch
-    return shortest_path_torch(graph, device=device, **kw)
-
-
 register(EstimatorSpec(
     name="shortest_path", title="GraphGPO shortest-path credit",
     paper="Cheng et al., Beyond Trajectory-Level Attribution: Graph-Based Credit Assignment for "
           "Agentic RL (arXiv 2605.26684)",
     equation="R^G = r_succ·ω^(d(s′)+1);  A = z-score of R^G over s's out-occurrences + A^E",
-    section="§3a", fn=shortest_path, params_cls=ShortestPathParams, torch_fn=_torch_shortest_path))
+    section="§3a", fn=shortest_path, params_cls=ShortestPathParams))

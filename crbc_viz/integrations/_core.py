@@ -14,7 +14,7 @@ duplicated (verl-agent's ``adjust_batch``, ROLL's ``batch_adjust_mode="copy"``) 
    does on the same rows written to a file;
 3. the estimator runs through `crbc_viz.api.score` (CPU: the compiled numba engine where the
    estimator has one), or, for ``crbc`` on a CUDA device, through the fused device path
-   (`crbc_viz.backend.torch_fused`), so the solve stays on the GPU;
+   (`crbc_viz.backends.torch.fused`), so the solve stays on the GPU;
 4. each unique step's advantage goes back to every row that carried it.
 """
 from __future__ import annotations
@@ -323,7 +323,7 @@ def score_steps(steps: Steps, estimator: str = "crbc", *, device=None, **params)
 
     CPU: the compiled numba engine where the estimator has one (else the fastest exact backend
     `crbc_viz.api.score` picks). CUDA: ``crbc`` at exact depth runs fused on the device
-    (`crbc_viz.backend.torch_fused`: merge, batched solve and credit there; only the step keys
+    (`crbc_viz.backends.torch.fused`: merge, batched solve and credit there; only the step keys
     are uploaded); other estimators use their batched torch twin on the device (the numpy
     reference where an estimator has none) and the result is moved to the device.
     """
@@ -343,7 +343,7 @@ def score_steps(steps: Steps, estimator: str = "crbc", *, device=None, **params)
                         device=str(dev) if backend == "torch" else "cpu", **params)
             adv = torch.as_tensor(res.advantage, dtype=torch.float64, device=dev)
         return adv[torch.as_tensor(steps.row_step, device=dev)]
-    from ..backend.numba_crbc import available
+    from ..backends.numba import available
 
     backend = "numba" if (spec.numba_fn is not None and available()) else "auto"
     res = score(batch, estimator, backend=backend, device="cpu", **params)
@@ -351,7 +351,7 @@ def score_steps(steps: Steps, estimator: str = "crbc", *, device=None, **params)
 
 
 def _fused_crbc(batch: RolloutBatch, dev, p):
-    from ..backend.torch_fused import crbc_step_credit_torch, to_device
+    from ..backends.torch.fused import crbc_step_credit_torch, to_device
 
     codes, _ = pd.factorize(batch.steps["action"].astype(str).to_numpy())
     arrays = to_device(batch.step_anchor_hash, codes, batch.traj_offsets, batch.group_traj_offsets,

@@ -270,9 +270,9 @@ def _solve_large_groups(groups, out, residual, hashes, actions, traj_off, gto, s
     sparse LU for them (`crbc_viz.estimators.closure`; no dense n² matrix, no torch)."""
     import pandas as pd
 
-    from ..data import RolloutBatch
-    from ..estimators.crbc import crbc
-    from ..graph import build_graph
+    from ...data import RolloutBatch
+    from ...estimators.crbc import crbc
+    from ...graph import build_graph
 
     for g in groups:
         t_lo, t_hi = gto[g], gto[g + 1]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .numba_crbc import _nb, _njit, _prange
+from .crbc import _nb, _njit, _prange
 
 __all__ = ["graph_gae_bonus_numba", "mean_backup_values_numba", "discounted_suffix_sum_numba"]
 
@@ -88,7 +88,7 @@ def graph_gae_bonus_numba(graph, td: np.ndarray, gamma: float, lam: float) -> np
     """Same contract as `crbc_viz.estimators.graft.graph_gae_bonus` (``[S]``)."""
     if _nb is None:
         raise ImportError("numba is not installed; use backend='numpy' or 'torch'")
-    from ..estimators.graft import gae_inputs, gae_negligible
+    from ...estimators.graft import gae_inputs, gae_negligible
 
     b = graph.batch
     out = np.zeros(b.num_steps)
@@ -121,7 +121,7 @@ def graph_gae_bonus_numba(graph, td: np.ndarray, gamma: float, lam: float) -> np
 def mean_backup_values_numba(graph, gamma: float):
     """GRAFT's / Gated-BEPO's node values: the CRBC closure with β = γ (ESTIMATORS.md §13),
     from the compiled engine. Returns ``(V [N], residual)`` like `mean_backup_values`."""
-    from .numba_crbc import crbc_step_credit
+    from .crbc import crbc_step_credit
 
     b = graph.batch
     out = crbc_step_credit(b.step_anchor_hash, graph.step_action, b.traj_offsets,

@@ -1,26 +1,37 @@
-"""Batched backends. torch is imported lazily, only when a torch path runs."""
+"""The torch backend: batched twins (`core`, `crbc`, `graph`) on a CPU or a CUDA device, and
+the fused device path for training loops (`fused`). torch is imported lazily, only when a
+torch path runs: importing this package registers the kernels and does not import torch."""
 from __future__ import annotations
 
-__all__ = ["resolve_device", "torch_available"]
+import sys
+
+from ._device import available, cuda_available, resolve_device, torch_available
+
+__all__ = ["resolve_device", "torch_available", "available", "cuda_available", "should_run",
+           "TORCH_IMPORT_S"]
+
+#: Importing torch on a CPU core (``python -m bench --write``).
+TORCH_IMPORT_S = 1.0
 
 
-def torch_available() -> bool:
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        return False
-    return True
+def should_run(spec, graph, device: str, params) -> bool | str:
+    """``auto``: always on a usable CUDA device; on a CPU only for estimators the numba engine
+    does not cover, when the numpy reference is expected to take more than twice the cost of
+    importing torch (nothing once it is loaded) plus 50 ms."""
+    if device == "cuda":
+        return True if cuda_available() else "no CUDA device"
+    from ...estimators.registry import kernel
+    from .. import numba, numpy_seconds
+
+    if kernel(spec.name, "numba") is not None and numba.available():
+        return "the numba engine is this estimator's CPU engine"
+    if not available():
+        return "torch is not installed"
+    cost = 0.0 if "torch" in sys.modules else TORCH_IMPORT_S
+    seconds = numpy_seconds(spec, graph, params, worth_counting=numba.NUMBA_LOAD_S)
+    if seconds > 2 * cost + 0.05:
+        return True
+    return f"numpy is expected to finish ({seconds:.2g} s) before torch is imported"
 
 
-def resolve_device(device: str = "auto") -> str:
-    """``auto`` → ``cuda`` when a CUDA device is present, else ``cpu``; ``cuda`` without one raises."""
-    if device not in ("auto", "cpu", "cuda") and not str(device).startswith("cuda:"):
-        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
-    import torch
-
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if str(device).startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError("device='cuda' was asked for but torch sees no CUDA device "
-                           f"(torch {torch.__version__}); use device='cpu' or 'auto'")
-    return str(device)
+from . import core, crbc, graph  # noqa: E402,F401  (register the torch rows of the kernel table)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph import SUCCESS, AnchorGraph
-from ..result import CreditResult
-from . import resolve_device
+from ...graph import SUCCESS, AnchorGraph
+from ...estimators.registry import implements
+from ...result import CreditResult
+from ._device import resolve_device
 
 __all__ = ["grpo_torch", "shortest_path_torch", "group_advantage_t"]
 
@@ -42,31 +43,29 @@ def _np(t):
     return t.detach().to("cpu").numpy()
 
 
-def grpo_torch(graph: AnchorGraph, *, device: str = "auto", norm: str = "std", ddof: int = 1,
-               eps: float = 1e-6, stats: str = "trajectory", outcome: str = "success") -> CreditResult:
-    """Batched `crbc_viz.estimators.grpo.grpo`."""
+@implements("grpo", "torch")
+def grpo_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditResult:
+    """Batched `crbc_viz.estimators.grpo.grpo` (``params``: the checked `GRPOParams`)."""
     import torch
 
-    from ..estimators.grpo import GRPOParams
-
+    norm, ddof, eps, stats, outcome = params.norm, params.ddof, params.eps, params.stats, params.outcome
     dev = torch.device(resolve_device(device))
     adv = group_advantage_t(graph, dev, norm=norm, ddof=ddof, eps=eps, stats=stats, outcome=outcome)
     step_adv = _np(adv[torch.as_tensor(graph.batch.step_traj, device=dev)])
     nan = np.full_like(step_adv, np.nan)
-    params = GRPOParams(norm=norm, ddof=ddof, eps=eps, stats=stats, outcome=outcome)
     return CreditResult("grpo", params, graph, nan, nan.copy(), step_adv, step_adv.copy(),
                         backend=f"torch:{dev.type}")
 
 
-def shortest_path_torch(graph: AnchorGraph, *, device: str = "auto", omega: float = 0.1,
-                        r_succ: float = 10.0, exponent: str = "d+c", ddof: int = 1, eps: float = 1e-6,
-                        w_graph: float = 1.0, w_group: float = 1.0) -> CreditResult:
+@implements("shortest_path", "torch")
+def shortest_path_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditResult:
     """Batched `crbc_viz.estimators.shortest_path.shortest_path` (reverse BFS one hop per pass
     over the edge list, all groups at once)."""
     import torch
 
-    from ..estimators.shortest_path import ShortestPathParams
-
+    p = params
+    omega, r_succ, exponent, ddof, eps, w_graph, w_group = (p.omega, p.r_succ, p.exponent, p.ddof,
+                                                            p.eps, p.w_graph, p.w_group)
     dev = torch.device(resolve_device(device))
     N, G = graph.num_nodes, graph.num_groups
     src = torch.as_tensor(graph.pair_node[graph.edge_pair], device=dev)
@@ -108,8 +107,6 @@ def shortest_path_torch(graph: AnchorGraph, *, device: str = "auto", omega: floa
     z = torch.where(degenerate[node], torch.zeros_like(q), (q - mean[node]) / (torch.sqrt(var[node]) + eps))
     z = torch.where(reached[step_group], z, torch.zeros_like(z))
     a_group = group_advantage_t(graph, dev)[torch.as_tensor(b.step_traj, device=dev)]  # A^E: verl's
-    params = ShortestPathParams(omega=omega, r_succ=r_succ, exponent=exponent, ddof=ddof, eps=eps,
-                                w_graph=w_graph, w_group=w_group)
     d_np = _np(d).astype(np.float64)
     return CreditResult("shortest_path", params, graph, d_np[graph.step_node], _np(q), _np(z),
                         _np(w_graph * z + w_group * a_group), node_value=d_np,

@@ -13,9 +13,10 @@ import math
 
 import numpy as np
 
-from ..graph import SUCCESS, AnchorGraph
-from ..result import CreditResult
-from . import resolve_device
+from ...graph import SUCCESS, AnchorGraph
+from ...estimators.registry import implements
+from ...result import CreditResult
+from ._device import resolve_device
 
 __all__ = ["crbc_torch", "visit_local_torch", "closure_values_torch", "DENSE_MAX"]
 
@@ -115,7 +116,7 @@ def _sparse_solve_large(large: np.ndarray, node_group, i_src, i_dst, i_w, beta, 
     for very large groups); no dense n² matrix is built for them."""
     import torch
 
-    from ..estimators.closure import SPARSE_LU_MAX, sparse_solve
+    from ...estimators.closure import SPARSE_LU_MAX, sparse_solve
 
     ng = node_group.cpu().numpy()
     n_group = np.bincount(ng, minlength=len(large))
@@ -216,28 +217,19 @@ def _family_torch(graph: AnchorGraph, name: str, params, *, device, beta, depth,
                         diagnostics=diagnostics, backend=f"torch:{dev.type}")
 
 
-def crbc_torch(graph: AnchorGraph, *, device: str = "auto", beta: float = 0.98,
-               depth: float = math.inf, sigma_min: float = 0.1, w_group: float = 1.0,
-               w_step: float = 5.0, min_actions: int = 2, dtype=None,
+@implements("crbc", "torch")
+def crbc_torch(graph: AnchorGraph, params, *, device: str = "auto", dtype=None,
                dense_max: int = DENSE_MAX) -> CreditResult:
-    """Batched `crbc_viz.estimators.crbc.crbc` (same math, same outputs)."""
-    from ..estimators.crbc import CRBCParams
-
-    params = CRBCParams(beta=beta, depth=depth, sigma_min=sigma_min, w_group=w_group, w_step=w_step,
-                        min_actions=min_actions)
-    return _family_torch(graph, "crbc", params, device=device, beta=beta, depth=depth,
-                         sigma_min=sigma_min, w_group=w_group, w_step=w_step,
-                         min_actions=min_actions, dtype=dtype, dense_max=dense_max)
+    """Batched `crbc_viz.estimators.crbc.crbc` (same math, same outputs); ``params`` is the
+    checked `CRBCParams`."""
+    return _family_torch(graph, "crbc", params, device=device, beta=params.beta, depth=params.depth,
+                         sigma_min=params.sigma_min, w_group=params.w_group, w_step=params.w_step,
+                         min_actions=params.min_actions, dtype=dtype, dense_max=dense_max)
 
 
-def visit_local_torch(graph: AnchorGraph, *, device: str = "auto", beta: float = 0.98,
-                      sigma_min: float = 0.1, w_group: float = 1.0, w_step: float = 5.0,
-                      min_actions: int = 2, dtype=None) -> CreditResult:
-    """Batched `crbc_viz.estimators.crbc.visit_local`."""
-    from ..estimators.crbc import VisitLocalParams
-
-    params = VisitLocalParams(beta=beta, sigma_min=sigma_min, w_group=w_group, w_step=w_step,
-                              min_actions=min_actions)
-    return _family_torch(graph, "visit_local", params, device=device, beta=beta, depth=0,
-                         sigma_min=sigma_min, w_group=w_group, w_step=w_step,
-                         min_actions=min_actions, dtype=dtype)
+@implements("visit_local", "torch")
+def visit_local_torch(graph: AnchorGraph, params, *, device: str = "auto", dtype=None) -> CreditResult:
+    """Batched `crbc_viz.estimators.crbc.visit_local` (``params``: `VisitLocalParams`)."""
+    return _family_torch(graph, "visit_local", params, device=device, beta=params.beta, depth=0,
+                         sigma_min=params.sigma_min, w_group=params.w_group, w_step=params.w_step,
+                         min_actions=params.min_actions, dtype=dtype)

@@ -3,7 +3,7 @@ LU, credit — the GPU path of the training loop (also runs on the CPU for parit
 
 Merge: anchors are merged within each group by two stable sorts (hash, then group) and a
 run-length pass; (node, action) pairs by ``torch.unique``. The closure reuses
-`crbc_viz.backend.torch_crbc.solve_closure` with one entry per step (weights 1/N(s)
+`crbc_viz.backends.torch.crbc.solve_closure` with one entry per step (weights 1/N(s)
 accumulate into M), so no edge table is materialised. Everything stays on the device
 except the per-group node counts (one small host copy, to size the buckets).
 """
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph import SUCCESS
-from . import resolve_device
-from .torch_crbc import DENSE_MAX, group_advantage_torch, readout, solve_closure
+from ...graph import SUCCESS
+from ._device import resolve_device
+from .crbc import DENSE_MAX, group_advantage_torch, readout, solve_closure
 
 __all__ = ["crbc_step_credit_torch", "to_device"]
 

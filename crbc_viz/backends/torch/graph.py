@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph import FAILURE, SUCCESS, AnchorGraph
-from ..result import CreditResult
-from . import resolve_device
+from ...graph import FAILURE, SUCCESS, AnchorGraph
+from ...estimators.registry import implements
+from ...result import CreditResult
+from ._device import resolve_device
 
 __all__ = ["gigpo_torch", "rtmc_torch", "graft_torch", "gated_bepo_torch", "pgpo_torch"]
 
@@ -110,7 +111,7 @@ def _values_and_successors(graph: AnchorGraph, gamma: float, dev):
     """V ``[N]`` (mean-backup fixed point), V(s_t) and V(s_{t+1}) ``[S]`` and the residual."""
     import torch
 
-    from .torch_crbc import closure_values_torch
+    from .crbc import closure_values_torch
 
     V, residual = closure_values_torch(graph, gamma, device=str(dev), dtype=torch.float64)
     V = V.to(dev)
@@ -127,23 +128,23 @@ def _result(name, params, graph, value, q, credit, adv, **kw):
     def np_(x):
         return x.detach().cpu().numpy() if hasattr(x, "detach") else x
     extra = {k: (np_(v) if v is not None and k != "diagnostics" else v) for k, v in kw.items()}
+    where = next((x.device.type for x in (value, q, credit, adv) if hasattr(x, "device")), "cpu")
     return CreditResult(name, params, graph, np_(value), np_(q), np_(credit), np_(adv),
-                        backend="torch", **extra)
+                        backend=f"torch:{where}", **extra)
 
 
 # ---------------------------------------------------------------- GiGPO
 
-def gigpo_torch(graph: AnchorGraph, *, gamma: float = 0.95, omega: float = 1.0,
-                mode: str = "mean_norm", episode_stats: str = "cross_steps", eps: float = 1e-6,
-                step_reward: str = "env", outcome: str = "success", similarity: bool = False,
-                similarity_thresh: float = 0.95, device: str = "auto") -> CreditResult:
-    """Batched twin of `crbc_viz.estimators.gigpo.gigpo` (same equations and defaults)."""
-    from ..estimators.gigpo import GiGPOParams, episode_advantage, step_groups, step_rewards
+@implements("gigpo", "torch")
+def gigpo_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditResult:
+    """Batched twin of `crbc_viz.estimators.gigpo.gigpo` (same equations; checked `GiGPOParams`)."""
+    from ...estimators.gigpo import episode_advantage, step_groups, step_rewards
 
+    p = params
+    gamma, omega, mode, episode_stats, eps = p.gamma, p.omega, p.mode, p.episode_stats, p.eps
+    step_reward, outcome, similarity, similarity_thresh = (p.step_reward, p.outcome, p.similarity,
+                                                           p.similarity_thresh)
     dev = resolve_device(device)
-    params = GiGPOParams(gamma=gamma, omega=omega, mode=mode, episode_stats=episode_stats, eps=eps,
-                         step_reward=step_reward, outcome=outcome, similarity=similarity,
-                         similarity_thresh=similarity_thresh)
     b = graph.batch
     a_ep = _t(episode_advantage(graph, mode, episode_stats, eps, outcome)[b.step_traj], dev)
     r = _t(step_rewards(graph, step_reward, outcome), dev, None)
@@ -160,18 +161,16 @@ def gigpo_torch(graph: AnchorGraph, *, gamma: float = 0.95, omega: float = 1.0,
 
 # ---------------------------------------------------------------- RTMC
 
-def rtmc_torch(graph: AnchorGraph, *, gamma: float = 0.99, n_prior: float = 2.0,
-               normalize: bool = False, norm_eps: float = 1e-8, outcome: str = "success",
-               device: str = "auto") -> CreditResult:
-    """Batched twin of `crbc_viz.estimators.rtmc.rtmc`."""
+@implements("rtmc", "torch")
+def rtmc_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditResult:
+    """Batched twin of `crbc_viz.estimators.rtmc.rtmc` (checked `RTMCParams`)."""
     import torch
 
-    from ..estimators.grpo import trajectory_outcome
-    from ..estimators.rtmc import RTMCParams
+    from ...estimators.grpo import trajectory_outcome
 
+    p = params
+    gamma, n_prior, normalize, norm_eps, outcome = p.gamma, p.n_prior, p.normalize, p.norm_eps, p.outcome
     dev = resolve_device(device)
-    params = RTMCParams(gamma=gamma, n_prior=n_prior, normalize=normalize, norm_eps=norm_eps,
-                        outcome=outcome)
     b = graph.batch
     S, P, N, G = b.num_steps, len(graph.pair_node), graph.num_nodes, b.num_groups
     f64 = torch.float64
@@ -222,7 +221,7 @@ def _graph_gae_bonus(graph: AnchorGraph, td, gamma: float, lam: float):
     the result is moved to ``td``'s device — no [groups × anchors²] padded matrices."""
     import torch
 
-    from ..estimators.graft import gae_inputs, gae_negligible, graph_gae_bonus
+    from ...estimators.graft import gae_inputs, gae_negligible, graph_gae_bonus
 
     out = torch.zeros(graph.batch.num_steps, dtype=td.dtype, device=td.device)
     if lam == 0.0 or graph.batch.num_steps == 0 or graph.num_nodes == 0:
@@ -232,26 +231,22 @@ def _graph_gae_bonus(graph: AnchorGraph, td, gamma: float, lam: float):
     if gae_negligible(graph, node_td, remaining, gamma, lam):
         return out
     try:
-        from .numba_graph import graph_gae_bonus_numba
+        from ..numba.graph import graph_gae_bonus_numba
         bonus = graph_gae_bonus_numba(graph, td_np, gamma, lam)
     except ImportError:
         bonus = graph_gae_bonus(graph, td_np, gamma, lam)
     return torch.as_tensor(bonus, dtype=td.dtype, device=td.device)
 
 
-def graft_torch(graph: AnchorGraph, *, gamma: float = 0.99, gae_lambda: float = 0.95,
-                normalize: bool = True, ddof: int = 1, eps: float = 1e-6, singleton: str = "sign",
-                device: str = "auto") -> CreditResult:
-    """Batched twin of `crbc_viz.estimators.graft.graft`."""
+@implements("graft", "torch")
+def graft_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditResult:
+    """Batched twin of `crbc_viz.estimators.graft.graft` (checked `GRAFTParams`)."""
     import torch
 
-    from ..estimators.graft import GRAFTParams
-
-    if singleton not in ("sign", "zero", "raw"):
-        raise ValueError(f"singleton must be 'sign', 'zero' or 'raw', got {singleton!r}")
+    p = params
+    gamma, gae_lambda, normalize, ddof, eps, singleton = (p.gamma, p.gae_lambda, p.normalize, p.ddof,
+                                                          p.eps, p.singleton)
     dev = resolve_device(device)
-    params = GRAFTParams(gamma=gamma, gae_lambda=gae_lambda, normalize=normalize, ddof=ddof,
-                         eps=eps, singleton=singleton)
     V, v_cur, v_next, residual = _values_and_successors(graph, gamma, dev)
     td = gamma * v_next - v_cur                                               # Eq. 8
     a_gae = td + _graph_gae_bonus(graph, td, gamma, gae_lambda)               # Eqs. 9–10
@@ -273,21 +268,17 @@ def graft_torch(graph: AnchorGraph, *, gamma: float = 0.99, gae_lambda: float = 
 
 # ---------------------------------------------------------------- Gated-BEPO
 
-def gated_bepo_torch(graph: AnchorGraph, *, gamma: float = 0.98, gae_lambda: float = 0.95,
-                     rho: float = 0.5, min_successors: int = 2, bellman_norm: str = "group_z",
-                     ddof: int = 1, eps: float = 1e-6, device: str = "auto") -> CreditResult:
-    """Batched twin of `crbc_viz.estimators.gated_bepo.gated_bepo`."""
+@implements("gated_bepo", "torch")
+def gated_bepo_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditResult:
+    """Batched twin of `crbc_viz.estimators.gated_bepo.gated_bepo` (checked `GatedBEPOParams`)."""
     import torch
 
-    from ..estimators.gated_bepo import GatedBEPOParams
-    from ..estimators.grpo import group_advantage
+    from ...estimators.grpo import group_advantage
 
-    if bellman_norm not in ("group_z", "none"):
-        raise ValueError(f"bellman_norm must be 'group_z' or 'none', got {bellman_norm!r}")
+    p = params
+    gamma, gae_lambda, rho, min_successors = p.gamma, p.gae_lambda, p.rho, p.min_successors
+    bellman_norm, ddof, eps = p.bellman_norm, p.ddof, p.eps
     dev = resolve_device(device)
-    params = GatedBEPOParams(gamma=gamma, gae_lambda=gae_lambda, rho=rho,
-                             min_successors=min_successors, bellman_norm=bellman_norm, ddof=ddof,
-                             eps=eps)
     b = graph.batch
     V, v_cur, v_next, residual = _values_and_successors(graph, gamma, dev)
     delta = gamma * v_next - v_cur
@@ -312,20 +303,17 @@ def gated_bepo_torch(graph: AnchorGraph, *, gamma: float = 0.98, gae_lambda: flo
 
 # ---------------------------------------------------------------- PGPO
 
-def pgpo_torch(graph: AnchorGraph, *, eta: float = 0.95, gamma: float = 1.0, alpha: float = 2.0,
-               beta: float = 1.0, eps: float = 1e-6, ddof: int = 1, potential: str = "mean",
-               step_reward: str = "env", device: str = "auto") -> CreditResult:
-    """Batched twin of `crbc_viz.estimators.pgpo.pgpo`."""
+@implements("pgpo", "torch")
+def pgpo_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditResult:
+    """Batched twin of `crbc_viz.estimators.pgpo.pgpo` (checked `PGPOParams`)."""
     import torch
 
-    from ..estimators.gigpo import step_rewards
-    from ..estimators.pgpo import PGPOParams
+    from ...estimators.gigpo import step_rewards
 
-    if potential not in ("mean", "loo"):
-        raise ValueError(f"potential must be 'mean' or 'loo', got {potential!r}")
+    p = params
+    eta, gamma, alpha, beta, eps, ddof = p.eta, p.gamma, p.alpha, p.beta, p.eps, p.ddof
+    potential, step_reward = p.potential, p.step_reward
     dev = resolve_device(device)
-    params = PGPOParams(eta=eta, gamma=gamma, alpha=alpha, beta=beta, eps=eps, ddof=ddof,
-                        potential=potential, step_reward=step_reward)
     b = graph.batch
     f64 = torch.float64
     N, G = graph.num_nodes, b.num_groups

@@ -1,0 +1,40 @@
+"""The numba backend: the compiled CPU engine (`crbc_viz.backends.numba.crbc`, merge + solve +
+credit per group) and its peers' kernels (`...numba.graph`). Importing this package registers
+the kernels (`...numba.kernels`) and does not import numba."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+from .. import numpy_seconds
+from . import kernels  # noqa: F401  (registers the numba rows of the kernel table)
+
+__all__ = ["available", "loaded", "should_run", "NUMBA_LOAD_S"]
+
+#: Loading the compiled engine from its disk cache on a CPU core (``python -m bench --write``).
+NUMBA_LOAD_S = 0.4
+
+
+def available() -> bool:
+    """numba can be imported (asked without importing it: that alone takes ~0.2 s)."""
+    return "numba" in sys.modules or importlib.util.find_spec("numba") is not None
+
+
+def loaded() -> bool:
+    """The compiled kernels are already in this process (so using them costs nothing extra)."""
+    return __name__ + ".crbc" in sys.modules and "numba" in sys.modules
+
+
+def should_run(spec, graph, device: str, params) -> bool | str:
+    """``auto`` on a CPU: numba when it is loaded already, or when the numpy reference is
+    expected to take longer than loading the engine."""
+    if device == "cuda":
+        return "the numba engine runs on the CPU only"
+    if not available():
+        return "numba is not installed"
+    if loaded():
+        return True
+    seconds = numpy_seconds(spec, graph, params, worth_counting=NUMBA_LOAD_S)
+    if seconds > NUMBA_LOAD_S:
+        return True
+    return f"numpy is expected to finish ({seconds:.2g} s) before numba loads ({NUMBA_LOAD_S} s)"

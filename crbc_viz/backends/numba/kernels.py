@@ -1,0 +1,80 @@
+"""The numba rows of the kernel table. Importing this module does not import numba: each
+kernel loads the compiled engine (`crbc_viz.backends.numba.crbc`, `...numba.graph`) when it
+runs. Every kernel takes the already-checked params object."""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from ...estimators.registry import implements
+
+__all__ = ["crbc_numba", "visit_local_numba", "graft_numba", "gated_bepo_numba"]
+
+
+def _family(name: str, graph, params, depth: float):
+    """The compiled engine merges the anchors itself from the batch's step arrays: the
+    graph is not built here, and the per-node / per-pair arrays (which need its ids) are
+    filled from the per-step output only when read."""
+    from ...graph import action_ids
+    from ...result import deferred_result
+    from .crbc import crbc_step_credit
+
+    b = graph.batch
+    out = crbc_step_credit(b.step_anchor_hash, action_ids(b)[0], b.traj_offsets, b.group_traj_offsets,
+                           b.traj_success, beta=params.beta, depth=depth, sigma_min=params.sigma_min,
+                           w_group=params.w_group, w_step=params.w_step, min_actions=params.min_actions)
+    n = out["num_nodes"]
+    diagnostics = {"gated_fraction": out["gated_nodes"] / n if n else 0.0}
+    if math.isinf(depth):
+        diagnostics = {"closure_residual": out["closure_residual"], **diagnostics}
+
+    def fill():
+        node_value = np.zeros(graph.num_nodes)
+        node_value[graph.step_node] = out["value"]
+        pair_q = np.zeros(graph.pair_node.shape[0])
+        pair_q[graph.step_pair] = out["q_value"]
+        pair_credit = np.zeros_like(pair_q)
+        pair_credit[graph.step_pair] = out["credit"]
+        return {"node_value": node_value, "pair_q": pair_q, "pair_credit": pair_credit}
+
+    return deferred_result(fill, estimator=name, params=params, graph=graph, value=out["value"],
+                           q_value=out["q_value"], credit=out["credit"], advantage=out["advantage"],
+                           diagnostics=diagnostics, backend="numba")
+
+
+@implements("crbc", "numba")
+def crbc_numba(graph, params, *, device: str = "cpu"):
+    """`crbc_viz.estimators.crbc.crbc` fused per group by the compiled engine."""
+    return _family("crbc", graph, params, params.depth)
+
+
+@implements("visit_local", "numba")
+def visit_local_numba(graph, params, *, device: str = "cpu"):
+    """`crbc_viz.estimators.crbc.visit_local` (depth 0) by the compiled engine."""
+    return _family("visit_local", graph, params, 0)
+
+
+def _fields(params) -> dict:
+    return {f.name: getattr(params, f.name) for f in dataclasses.fields(params)}
+
+
+@implements("graft", "numba")
+def graft_numba(graph, params, *, device: str = "cpu"):
+    """GRAFT with the compiled closure values and Graph-GAE frontier walk."""
+    from ...estimators.graft import _graft
+    from .graph import graph_gae_bonus_numba, mean_backup_values_numba
+
+    r = _graft(graph, mean_backup_values_numba, graph_gae_bonus_numba, **_fields(params))
+    return dataclasses.replace(r, backend="numba")
+
+
+@implements("gated_bepo", "numba")
+def gated_bepo_numba(graph, params, *, device: str = "cpu"):
+    """Gated-BEPO with the compiled closure values and discounted suffix sums."""
+    from ...estimators.gated_bepo import _gated_bepo
+    from .graph import discounted_suffix_sum_numba, mean_backup_values_numba
+
+    r = _gated_bepo(graph, mean_backup_values_numba, discounted_suffix_sum_numba, **_fields(params))
+    return dataclasses.replace(r, backend="numba")
