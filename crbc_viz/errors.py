@@ -5,20 +5,66 @@ Each subclass also keeps the built-in base it had before (``ValueError``, ``KeyE
 ``RuntimeError``), so ``except ValueError`` in existing callers still works.
 
     CrbcVizError
-    ├── LoadError            (crbc_viz.io.errors: a file's problems, with file/line/field)
-    ├── StoreError           (crbc_viz.store: not a store, nothing matches)
+    ├── LoadError            (a file's problems, each a `Problem` with file/line/field)
+    ├── StoreError           (not a store, or a query that names nothing in it)
     ├── EstimatorInputError  (a parameter out of bounds or not a choice)
-    ├── MissingSignalError   (crbc_viz.estimators.registry: an estimator needs logged fields)
-    ├── UnknownEstimatorError(crbc_viz.estimators.registry)
+    ├── MissingSignalError   (an estimator needs optional logged fields the input lacks)
+    ├── UnknownEstimatorError(no estimator of that name)
     └── BackendUnavailable   (a requested backend or device is not installed / present)
+
+All are defined here; ``crbc_viz.io.errors``, ``crbc_viz.store`` and
+``crbc_viz.estimators.registry`` re-export the ones they raise under their old import paths.
 """
 from __future__ import annotations
 
-__all__ = ["CrbcVizError", "EstimatorInputError", "BackendUnavailable"]
+from dataclasses import dataclass
+
+__all__ = ["CrbcVizError", "Problem", "LoadError", "StoreError", "EstimatorInputError",
+           "MissingSignalError", "UnknownEstimatorError", "BackendUnavailable", "MAX_LISTED"]
+
+#: Problems a `LoadError` lists in its message (the rest are counted).
+MAX_LISTED = 50
 
 
 class CrbcVizError(Exception):
     """Base of every error crbc-viz raises on purpose (the CLI maps it to exit status 2)."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem in an input file.
+
+    ``line`` is the 1-based line of a JSONL/CSV/JSON file, or the 0-based row of a Parquet
+    table (``where`` says which); ``None`` when the problem concerns the whole file.
+    """
+
+    path: str
+    line: int | None
+    field: str | None
+    message: str
+    where: str = "line"
+
+    def __str__(self) -> str:
+        loc = self.path if self.line is None else f"{self.path}:{self.where} {self.line}"
+        fld = f" field '{self.field}':" if self.field else ""
+        return f"{loc}:{fld} {self.message}"
+
+
+class LoadError(CrbcVizError, ValueError):
+    """Raised when an input file has problems; lists every one (up to ``MAX_LISTED``)."""
+
+    def __init__(self, problems: list[Problem], total: int | None = None):
+        self.problems = list(problems)
+        self.total = len(self.problems) if total is None else total
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        shown = self.problems[:MAX_LISTED]
+        head = f"{self.total} problem{'s' if self.total != 1 else ''} in input"
+        lines = [head + ":"] + [f"  {p}" for p in shown]
+        if self.total > len(shown):
+            lines.append(f"  ... and {self.total - len(shown)} more")
+        return "\n".join(lines)
 
 
 class EstimatorInputError(CrbcVizError, ValueError):
@@ -27,3 +73,24 @@ class EstimatorInputError(CrbcVizError, ValueError):
 
 class BackendUnavailable(CrbcVizError, RuntimeError):
     """A backend or device that was asked for explicitly is not available on this machine."""
+
+
+class StoreError(CrbcVizError, ValueError):
+    """A store folder that is missing, not a store, or a query that names nothing in it."""
+
+
+class UnknownEstimatorError(CrbcVizError, KeyError):
+    """No estimator is registered under that name (the message lists close matches)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class MissingSignalError(CrbcVizError, ValueError):
+    """An estimator needs optional logged fields that the batch lacks."""
+
+    def __init__(self, estimator: str, fields: list[str]):
+        self.estimator, self.fields = estimator, list(fields)
+        super().__init__(f"estimator '{estimator}' needs logged field(s) "
+                         f"{', '.join(repr(f) for f in fields)} (SCHEMA.md, optional fields); "
+                         f"the input has none")

@@ -6,7 +6,8 @@ imports included, since those are how a cycle hides today.
 
 Rules: no import cycle among the project's modules; no module imports a layer above its own; only
 ``crbc_viz.ui``, the pages and ``app.py`` import streamlit; torch and numba only in the backends
-and the trainer integrations; pages import only streamlit, pandas, ``crbc_viz.ui`` and
+and the trainer integrations; an estimator module imports no peer estimator (only the registry:
+shared math is in ``ops``); pages import only streamlit, pandas, ``crbc_viz.ui`` and
 ``crbc_viz.views``. ``ALLOWED`` lists today's violations explicitly (issue 12): it may only
 shrink — an entry that no longer occurs fails the test too, so a fix removes its line.
 """
@@ -134,6 +135,10 @@ def violations() -> set[tuple[str, str, str]]:
         if mod.startswith("crbc_viz.estimators") and any(d.startswith(("crbc_viz.backend", "crbc_viz.backends"))
                                                           for d in deps):
             out.add(("estimator-imports-backend", mod, "crbc_viz.backend"))
+        if mod.startswith("crbc_viz.estimators.") and mod != "crbc_viz.estimators.registry":
+            for d in deps:   # shared math lives in ops/, not in a peer estimator
+                if d.startswith("crbc_viz.estimators") and d != "crbc_viz.estimators.registry":
+                    out.add(("estimator-imports-peer", mod, d))
         if mod.startswith("crbc_viz.store") and not mod.startswith("crbc_viz.store.cli") and any(
                 d.startswith("crbc_viz.cli") or d == "crbc_viz.store.cli" for d in deps):
             out.add(("store-imports-cli", mod, "crbc_viz.cli"))

@@ -49,7 +49,7 @@ def _dense_oracle(graph, beta):
 
 
 def test_sparse_closure_matches_a_dense_solve(big):
-    from crbc_viz.estimators.closure import graph_entries, solve_closure
+    from crbc_viz.ops.closure import graph_entries, solve_closure
 
     graph = crbc_viz.build_graph(big)
     oracle = _dense_oracle(graph, 0.97)
@@ -60,7 +60,7 @@ def test_sparse_closure_matches_a_dense_solve(big):
 
 
 def test_dense_chunks_match_one_block(monkeypatch):
-    import crbc_viz.estimators.closure as closure
+    import crbc_viz.ops.closure as closure
 
     graph = crbc_viz.build_graph(random_mdp_batch(num_groups=40, rollouts=6, max_steps=30, seed=3))
     ref, _ = closure.solve_closure(*closure.graph_entries(graph), graph.group_node_offsets, 0.9)
@@ -141,8 +141,8 @@ def test_gae_bonus_is_zero_at_the_fixed_point(big):
     """GRAFT's own TD (exact values) has node sums 0 up to rounding, so the bound holds and
     the walk is skipped; walking anyway gives values below the bound."""
     from crbc_viz.backends.numba.graph import gae_bonus_kernel  # noqa: F401 (compiled twin exists)
-    from crbc_viz.estimators.graft import GAE_NEGLIGIBLE, gae_inputs, gae_negligible, mean_backup_values, \
-        successor_values
+    from crbc_viz.estimators.graft import GAE_NEGLIGIBLE, gae_inputs, gae_negligible
+    from crbc_viz.ops.closure import mean_backup_values, successor_values
 
     graph = crbc_viz.build_graph(big)
     V, _ = mean_backup_values(graph, 0.99)
@@ -185,7 +185,7 @@ def test_group_of_17k_anchors_in_19k_steps_on_the_reference():
 def test_iterated_large_groups_match_a_dense_solve(big, monkeypatch, beta):
     """Groups over SPARSE_LU_MAX anchors are iterated to a proven error bound (β < 1) or a
     measured contraction (β = 1); both land within 1e-9 of the dense solve."""
-    import crbc_viz.estimators.closure as closure
+    import crbc_viz.ops.closure as closure
 
     graph = crbc_viz.build_graph(big)
     monkeypatch.setattr(closure, "SPARSE_LU_MAX", 300)

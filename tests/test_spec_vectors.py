@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import crbc_viz
-from crbc_viz.estimators.grpo import group_advantage
+from crbc_viz.ops import group_advantage
 from helpers import TOY, toy_nodes, toy_pairs
 
 BACKENDS = ["numpy", "torch"]

@@ -35,7 +35,7 @@ def _group_sizes(graph: AnchorGraph) -> tuple[np.ndarray, bool]:
 
 
 def _estimate(spec, graph: AnchorGraph, params) -> tuple[float, bool]:
-    from ..estimators.closure import DENSE_MAX, size_class
+    from ..ops.closure import DENSE_MAX, size_class
 
     seconds = NUMPY_S_PER_STEP * graph.batch.num_steps
     sizes, exact = _group_sizes(graph)

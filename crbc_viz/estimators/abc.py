@@ -7,10 +7,11 @@ import numpy as np
 
 from ..graph import AnchorGraph
 from ..result import CreditResult
-from .gigpo import discounted_returns, segment_zscore
-from .grpo import group_advantage
+from ..ops.returns import discounted_returns
+from ..ops.segments import segment_zscore
+from ..ops.advantage import group_advantage
 from .registry import EstimatorSpec, param, register
-from .trace import float_signal
+from ..ops.signals import float_signal
 
 __all__ = ["ABCParams", "abc", "sft_weight"]
 

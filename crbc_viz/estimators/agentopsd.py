@@ -8,9 +8,10 @@ import numpy as np
 
 from ..graph import AnchorGraph
 from ..result import CreditResult
-from .grpo import group_advantage
-from .registry import EstimatorSpec, MissingSignalError, param, register
-from .trace import is_missing, step_location
+from ..ops.advantage import group_advantage
+from ..errors import MissingSignalError
+from .registry import EstimatorSpec, param, register
+from ..ops.signals import is_missing, step_location
 
 __all__ = ["AgentOPSDParams", "agentopsd", "turn_evidence", "reshape_turns"]
 

@@ -1,6 +1,6 @@
 """CRBC — Cross-Rollout Bellman Closure — and its depth-0 member, visit-local averaging
 (ESTIMATORS.md §3). This module is the readable numpy reference (whole-batch arrays; the
-closure solve in `crbc_viz.estimators.closure`);
+closure solve in `crbc_viz.ops.closure`);
 `crbc_viz.backends.torch.crbc` is its batched twin.
 """
 from __future__ import annotations
@@ -12,8 +12,8 @@ import numpy as np
 
 from ..graph import SUCCESS, AnchorGraph
 from ..result import CreditResult
-from .closure import graph_entries, solve_closure
-from .grpo import group_advantage
+from ..ops.closure import graph_entries, solve_closure
+from ..ops.advantage import group_advantage
 from .registry import EstimatorSpec, param, register
 
 __all__ = ["CRBCParams", "VisitLocalParams", "crbc", "visit_local", "depth_bound"]

@@ -11,9 +11,9 @@ import numpy as np
 
 from ..graph import AnchorGraph
 from ..result import CreditResult
-from .gigpo import discounted_returns
-from .graft import mean_backup_values, successor_values
-from .grpo import group_advantage
+from ..ops.returns import discounted_returns
+from ..ops.closure import mean_backup_values, successor_values
+from ..ops.advantage import group_advantage
 from .registry import EstimatorSpec, param, register
 
 __all__ = ["GatedBEPOParams", "gated_bepo", "trajectory_gae", "distinct_successors"]

@@ -1,8 +1,4 @@
-"""GiGPO — Group-in-Group Policy Optimization (ESTIMATORS.md §2).
-
-Also holds the small numpy helpers that the other peer estimators share: discounted
-per-trajectory returns and the segment (group-by) z-score.
-"""
+"""GiGPO — Group-in-Group Policy Optimization (ESTIMATORS.md §2)."""
 from __future__ import annotations
 
 import difflib
@@ -12,12 +8,13 @@ import numpy as np
 
 from ..errors import EstimatorInputError
 from ..graph import AnchorGraph
+from ..ops.advantage import group_advantage
+from ..ops.returns import discounted_returns, step_rewards
+from ..ops.segments import segment_zscore
 from ..result import CreditResult
-from .grpo import group_advantage
 from .registry import EstimatorSpec, param, register
 
-__all__ = ["GiGPOParams", "gigpo", "discounted_returns", "step_rewards", "segment_zscore",
-           "similarity_clusters", "step_groups"]
+__all__ = ["GiGPOParams", "gigpo", "similarity_clusters", "step_groups", "episode_advantage"]
 
 
 @dataclass(frozen=True)
@@ -45,59 +42,6 @@ class GiGPOParams:
     similarity_thresh: float = param(0.95, "difflib ratio a step needs with a cluster's first "
                                      "member to join it; strictly in (0,1)", low=0.0, high=1.0,
                                      low_open=True)
-
-
-# ---------------------------------------------------------------- shared helpers
-
-def step_rewards(graph: AnchorGraph, kind: str = "env", outcome: str = "success") -> np.ndarray:
-    """Per-step rewards ``[S]``: the logged ``reward`` column ('env') or R_i on each
-    trajectory's last step and 0 elsewhere ('outcome')."""
-    b = graph.batch
-    if kind == "env":
-        return b.steps["reward"].to_numpy(dtype=np.float64).copy()
-    if kind == "outcome":
-        from .grpo import trajectory_outcome
-
-        r = np.zeros(b.num_steps)
-        r[b.traj_offsets[1:] - 1] = trajectory_outcome(graph, outcome)
-        return r
-    raise ValueError(f"step_reward must be 'env' or 'outcome', got {kind!r}")
-
-
-def discounted_returns(graph: AnchorGraph, reward: np.ndarray, gamma: float) -> np.ndarray:
-    """R_{i,t} = Σ_{l≥t} γ^(l−t) · r_{i,l} within each trajectory (backwards) ``[S]``."""
-    b = graph.batch
-    out = np.empty_like(reward, dtype=np.float64)
-    for lo, hi in zip(b.traj_offsets[:-1], b.traj_offsets[1:]):
-        acc = 0.0
-        for s in range(hi - 1, lo - 1, -1):
-            acc = reward[s] + gamma * acc
-            out[s] = acc
-    return out
-
-
-def segment_zscore(x: np.ndarray, seg: np.ndarray, num: int, *, ddof: int = 1,
-                   eps: float = 1e-6, center: bool = True, scale: bool = True):
-    """(x − mean_seg) / (std_seg + eps) per segment; segments with < 2 members or no
-    spread give 0.
-
-    Returns:
-        ``(z [len(x)], mean [num], std [num], count [num])``.
-    """
-    cnt = np.bincount(seg, minlength=num).astype(np.float64)
-    mean = np.bincount(seg, weights=x, minlength=num) / np.maximum(cnt, 1)
-    var = np.bincount(seg, weights=(x - mean[seg]) ** 2, minlength=num) / np.maximum(cnt - ddof, 1)
-    std = np.sqrt(var)
-    xmax = np.full(num, -np.inf)
-    xmin = np.full(num, np.inf)
-    np.maximum.at(xmax, seg, x)
-    np.minimum.at(xmin, seg, x)
-    degenerate = (cnt < 2) | (xmax == xmin)
-    z = x - mean[seg] if center else x.copy()
-    if scale:
-        z = z / (std[seg] + eps)
-    z = np.where(degenerate[seg], 0.0, z)
-    return z, mean, std, cnt
 
 
 #: Work allowed to similarity mode per call: characters of anchor text compared, summed over

@@ -1,7 +1,7 @@
 """GRAFT — Graph-based Faithful sTep-level credit assignment (ESTIMATORS.md §4).
 
-Also holds `mean_backup_values`, the empirical mean-backup fixed point that Gated-BEPO
-(§5) shares.
+Its node values are the empirical mean-backup fixed point `crbc_viz.ops.mean_backup_values`,
+which Gated-BEPO (§5) shares.
 """
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph import FAILURE, SUCCESS, AnchorGraph
+from ..graph import AnchorGraph
+from ..ops.closure import mean_backup_values, successor_values
 from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
 
-__all__ = ["GRAFTParams", "graft", "mean_backup_values", "successor_values", "graph_gae_bonus",
-           "gae_negligible"]
+__all__ = ["GRAFTParams", "graft", "graph_gae_bonus", "gae_negligible", "gae_inputs"]
 
 
 @dataclass(frozen=True)
@@ -31,30 +31,6 @@ class GRAFTParams:
     singleton: str = param("sign", "a node with one outgoing edge occurrence: 'sign' = paper "
                            "(mean 0, std |A| → ±1, with eps so 0 stays 0); 'zero'; 'raw' "
                            "(unnormalised A)", choices=("sign", "zero", "raw"))
-
-
-def mean_backup_values(graph: AnchorGraph, gamma: float) -> tuple[np.ndarray, float]:
-    """V over all anchor nodes ``[N]``: the fixed point of the empirical mean backup.
-
-        V(u) = γ · Σ_a π̂(a|u) Σ_v P̂(v|u,a) V(v),   V(SUCCESS) = 1, V(FAILURE) = 0
-
-    π̂·P̂ = N(u,a,v)/N(u) from raw edge counts. Solved with one direct solve
-    (I − γM)V = b per group (`crbc_viz.estimators.closure`: dense for small groups, sparse
-    LU for large ones), the limit of GRAFT's Gauss–Seidel iteration.
-
-    Returns:
-        ``(V [N], residual)`` with residual = max ‖(I − γM)V − b‖∞ over groups.
-    """
-    from .closure import graph_entries, solve_closure
-
-    return solve_closure(*graph_entries(graph), graph.group_node_offsets, gamma)
-
-
-def successor_values(graph: AnchorGraph, node_value: np.ndarray) -> np.ndarray:
-    """V(s_{t+1}) per step ``[S]`` with V(SUCCESS) = 1 and V(FAILURE) = 0."""
-    nxt = graph.step_next
-    return np.where(nxt == SUCCESS, 1.0,
-                    np.where(nxt == FAILURE, 0.0, node_value[np.maximum(nxt, 0)]))
 
 
 def gae_inputs(graph: AnchorGraph, td: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

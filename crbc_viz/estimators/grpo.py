@@ -6,10 +6,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph import AnchorGraph
+from ..ops.advantage import group_advantage
+from ..ops.returns import trajectory_outcome  # noqa: F401  (old import path)
 from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
 
-__all__ = ["GRPOParams", "grpo", "trajectory_outcome", "group_advantage"]
+__all__ = ["GRPOParams", "grpo"]
 
 
 @dataclass(frozen=True)
@@ -24,40 +26,6 @@ class GRPOParams:
                        choices=("trajectory", "cross_steps"))
     outcome: str = param("success", "R_i: the success indicator (1/0) or the logged episode return",
                          choices=("success", "return"))
-
-
-def trajectory_outcome(graph: AnchorGraph, outcome: str = "success") -> np.ndarray:
-    """R_i per trajectory ``[T]``: success indicator or episode return."""
-    b = graph.batch
-    if outcome == "success":
-        return b.traj_success.astype(np.float64)
-    if outcome == "return":
-        return b.traj_return.astype(np.float64)
-    raise ValueError(f"outcome must be 'success' or 'return', got {outcome!r}")
-
-
-def group_advantage(graph: AnchorGraph, *, norm: str = "std", ddof: int = 1, eps: float = 1e-6,
-                    stats: str = "trajectory", outcome: str = "success") -> np.ndarray:
-    """A^G_i = (R_i − mean_j R_j) / (F_norm + eps), one value per trajectory ``[T]``.
-
-    A one-rollout group (or one step row under ``cross_steps``) gets mean 0 and std 1,
-    as verl's ``compute_grpo_outcome_advantage`` does; a group with equal outcomes gets 0.
-    """
-    b = graph.batch
-    R = trajectory_outcome(graph, outcome)
-    w = b.traj_len.astype(np.float64) if stats == "cross_steps" else np.ones_like(R)
-    g = b.traj_group
-    G = b.num_groups
-    cnt = np.bincount(g, weights=w, minlength=G)
-    mean = np.bincount(g, weights=w * R, minlength=G) / np.maximum(cnt, 1)
-    sq = np.bincount(g, weights=w * (R - mean[g]) ** 2, minlength=G)
-    std = np.sqrt(sq / np.maximum(cnt - ddof, 1))
-    single = cnt <= 1
-    mean = np.where(single, 0.0, mean)
-    std = np.where(single, 1.0, std)
-    if norm == "mean":
-        return R - mean[g]
-    return (R - mean[g]) / (std[g] + eps)
 
 
 def grpo(graph: AnchorGraph, *, norm: str = "std", ddof: int = 1, eps: float = 1e-6,

@@ -8,9 +8,9 @@ import numpy as np
 
 from ..graph import AnchorGraph
 from ..result import CreditResult
-from .grpo import group_advantage
+from ..ops.advantage import group_advantage
 from .registry import EstimatorSpec, param, register
-from .trace import is_missing, require_columns, step_location
+from ..ops.signals import is_missing, require_columns, step_location
 
 __all__ = ["IAPOParams", "iapo", "influence_weights"]
 

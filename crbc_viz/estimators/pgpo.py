@@ -7,7 +7,8 @@ import numpy as np
 
 from ..graph import AnchorGraph
 from ..result import CreditResult
-from .gigpo import discounted_returns, segment_zscore, step_rewards
+from ..ops.returns import discounted_returns, step_rewards
+from ..ops.segments import segment_zscore
 from .registry import EstimatorSpec, param, register
 
 __all__ = ["PGPOParams", "pgpo", "anchor_potentials"]

@@ -28,27 +28,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .._hooks import load_kernels
-from ..errors import CrbcVizError, EstimatorInputError
+from ..errors import CrbcVizError, EstimatorInputError, MissingSignalError, UnknownEstimatorError
 
 __all__ = ["param", "ParamInfo", "EstimatorSpec", "register", "get", "names", "specs",
            "param_infos", "make_params", "check_params", "backends", "UnknownEstimatorError",
            "MissingSignalError", "EstimatorInputError", "implements", "kernel", "kernels",
            "BACKEND_ORDER"]
-
-
-class UnknownEstimatorError(CrbcVizError, KeyError):
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-
-class MissingSignalError(CrbcVizError, ValueError):
-    """An estimator needs optional logged fields that the batch lacks."""
-
-    def __init__(self, estimator: str, fields: list[str]):
-        self.estimator, self.fields = estimator, list(fields)
-        super().__init__(f"estimator '{estimator}' needs logged field(s) "
-                         f"{', '.join(repr(f) for f in fields)} (SCHEMA.md, optional fields); "
-                         f"the input has none")
 
 
 def param(default, help: str, *, low=None, high=None, choices=None, low_open=False):

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..graph import AnchorGraph
 from ..result import CreditResult
-from .grpo import trajectory_outcome
+from ..ops.returns import trajectory_outcome
 from .registry import EstimatorSpec, param, register
 
 __all__ = ["RTMCParams", "rtmc", "first_visit_mask"]

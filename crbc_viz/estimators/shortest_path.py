@@ -7,7 +7,7 @@ import numpy as np
 
 from ..graph import SUCCESS, AnchorGraph
 from ..result import CreditResult
-from .grpo import group_advantage
+from ..ops.advantage import group_advantage
 from .registry import EstimatorSpec, param, register
 
 __all__ = ["ShortestPathParams", "shortest_path", "distance_to_success"]

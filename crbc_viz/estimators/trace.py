@@ -1,64 +1,17 @@
-"""TRACE — turn-level reward from gold-answer log-probabilities (ESTIMATORS.md §8).
-
-Also holds the readers of logged per-step signals (SCHEMA.md, optional fields) that the
-signal-based estimators share: they raise `MissingSignalError` when a column is absent
-and a `ValueError` naming the field and the group / trajectory / step of a bad value.
-"""
+"""TRACE — turn-level reward from gold-answer log-probabilities (ESTIMATORS.md §8)."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..graph import AnchorGraph
+from ..ops.segments import segment_stats
+from ..ops.signals import float_signal, is_missing, require_columns, step_location  # noqa: F401
 from ..result import CreditResult
-from .registry import EstimatorSpec, MissingSignalError, param, register
+from .registry import EstimatorSpec, param, register
 
-__all__ = ["TRACEParams", "trace", "step_location", "require_columns", "float_signal",
-           "is_missing"]
-
-
-# ---------------------------------------------------------------- signal readers
-
-def is_missing(v) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v))
-
-
-def step_location(graph: AnchorGraph, s: int) -> str:
-    """"group 'run/step/gid', traj 'tid', step k" of step row ``s``."""
-    b = graph.batch
-    return (f"group '{b.group_label(int(b.step_group[s]))}', traj "
-            f"'{b.steps['traj_id'].iat[s]}', step {int(b.steps['step_idx'].iat[s])}")
-
-
-def require_columns(graph: AnchorGraph, estimator: str, fields) -> None:
-    missing = [f for f in fields if f not in graph.batch.steps.columns]
-    if missing:
-        raise MissingSignalError(estimator, missing)
-
-
-def float_signal(graph: AnchorGraph, estimator: str, field: str, *, low: float | None = None,
-                 high: float | None = None) -> np.ndarray:
-    """A required numeric per-step signal ``[S]``, checked finite and within [low, high]."""
-    require_columns(graph, estimator, [field])
-    col = graph.batch.steps[field].to_numpy(dtype=object)
-    out = np.empty(len(col))
-    for s, v in enumerate(col):
-        if is_missing(v):
-            raise ValueError(f"{estimator}: field '{field}' is missing at {step_location(graph, s)}")
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
-            raise ValueError(f"{estimator}: field '{field}' must be a number, got {v!r} at "
-                             f"{step_location(graph, s)}")
-        x = float(v)
-        bad = (not math.isfinite(x) or (low is not None and x < low) or
-               (high is not None and x > high))
-        if bad:
-            rng = f"in [{low if low is not None else '-inf'}, {high if high is not None else 'inf'}]"
-            raise ValueError(f"{estimator}: field '{field}' must be finite and {rng}, got {v!r} at "
-                             f"{step_location(graph, s)}")
-        out[s] = x
-    return out
+__all__ = ["TRACEParams", "trace", "outcome_advantage", "turn_credit"]
 
 
 # ---------------------------------------------------------------- the estimator
@@ -150,9 +103,7 @@ def outcome_advantage(graph: AnchorGraph, eps: float = 1e-6) -> np.ndarray:
     b = graph.batch
     R = b.traj_success.astype(np.float64)
     g = b.traj_group
-    cnt = np.maximum(np.bincount(g, minlength=b.num_groups), 1)
-    mean = np.bincount(g, weights=R, minlength=b.num_groups) / cnt
-    pop_std = np.sqrt(np.bincount(g, weights=(R - mean[g]) ** 2, minlength=b.num_groups) / cnt)
+    _, mean, pop_std = segment_stats(R, g, b.num_groups, ddof=0)
     flat = pop_std[g] <= eps
     return np.where(flat, 0.0, (R - mean[g]) / np.where(flat, 1.0, pop_std[g]))
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import CrbcVizError
+from ..errors import StoreError  # noqa: F401  (re-exported)
 from ..io.write import atomic_path
 
 __all__ = ["StoreError", "Part", "STORE_FILE", "STORE_FORMAT", "STORE_VERSION", "TEXT_COLUMNS",
@@ -53,10 +53,6 @@ _CANONICAL_TYPES = {
     "env_name": "string", "split": "string",
 }
 _DROP_AT_INGEST = ("state_hash",)  # folded into anchor_key by build_batch
-
-
-class StoreError(CrbcVizError, ValueError):
-    """A store folder that is missing, not a store, or a query that names nothing in it."""
 
 
 @dataclass(frozen=True)

@@ -267,7 +267,7 @@ def crbc_step_credit(step_anchor_hash: np.ndarray, step_action: np.ndarray, traj
 def _solve_large_groups(groups, out, residual, hashes, actions, traj_off, gto, success, beta,
                         sigma_min, w_group, w_step, min_actions):
     """Groups over ``dense_max`` anchors: the numpy reference, whose closure solve takes
-    sparse LU for them (`crbc_viz.estimators.closure`; no dense n² matrix, no torch)."""
+    sparse LU for them (`crbc_viz.ops.closure`; no dense n² matrix, no torch)."""
     import pandas as pd
 
     from ...data import RolloutBatch

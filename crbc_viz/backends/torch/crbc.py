@@ -112,11 +112,11 @@ def solve_closure(e_src, e_next, e_w, node_group, group_node_offsets: np.ndarray
 
 def _sparse_solve_large(large: np.ndarray, node_group, i_src, i_dst, i_w, beta, b, V):
     """The groups too large to solve densely, on the CPU by the numpy reference's sparse
-    path (`crbc_viz.estimators.closure.sparse_solve`: sparse LU, or the bounded iteration
+    path (`crbc_viz.ops.closure.sparse_solve`: sparse LU, or the bounded iteration
     for very large groups); no dense n² matrix is built for them."""
     import torch
 
-    from ...estimators.closure import SPARSE_LU_MAX, sparse_solve
+    from ...ops.closure import SPARSE_LU_MAX, sparse_solve
 
     ng = node_group.cpu().numpy()
     n_group = np.bincount(ng, minlength=len(large))

@@ -87,7 +87,7 @@ def _seg_stats(x, seg, num: int, ddof: int):
 
 
 def _seg_zscore(x, seg, num: int, *, ddof: int = 1, eps: float = 1e-6, scale: bool = True):
-    """Twin of `crbc_viz.estimators.gigpo.segment_zscore`: ``(z, mean, std, count)``."""
+    """Twin of `crbc_viz.ops.segments.segment_zscore`: ``(z, mean, std, count)``."""
     import torch
 
     cnt, mean, std = _seg_stats(x, seg, num, ddof)
@@ -138,7 +138,8 @@ def _result(name, params, graph, value, q, credit, adv, **kw):
 @implements("gigpo", "torch")
 def gigpo_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditResult:
     """Batched twin of `crbc_viz.estimators.gigpo.gigpo` (same equations; checked `GiGPOParams`)."""
-    from ...estimators.gigpo import episode_advantage, step_groups, step_rewards
+    from ...estimators.gigpo import episode_advantage, step_groups
+    from ...ops.returns import step_rewards
 
     p = params
     gamma, omega, mode, episode_stats, eps = p.gamma, p.omega, p.mode, p.episode_stats, p.eps
@@ -166,7 +167,7 @@ def rtmc_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditRes
     """Batched twin of `crbc_viz.estimators.rtmc.rtmc` (checked `RTMCParams`)."""
     import torch
 
-    from ...estimators.grpo import trajectory_outcome
+    from ...ops.returns import trajectory_outcome
 
     p = params
     gamma, n_prior, normalize, norm_eps, outcome = p.gamma, p.n_prior, p.normalize, p.norm_eps, p.outcome
@@ -273,7 +274,7 @@ def gated_bepo_torch(graph: AnchorGraph, params, *, device: str = "auto") -> Cre
     """Batched twin of `crbc_viz.estimators.gated_bepo.gated_bepo` (checked `GatedBEPOParams`)."""
     import torch
 
-    from ...estimators.grpo import group_advantage
+    from ...ops.advantage import group_advantage
 
     p = params
     gamma, gae_lambda, rho, min_successors = p.gamma, p.gae_lambda, p.rho, p.min_successors
@@ -308,7 +309,7 @@ def pgpo_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditRes
     """Batched twin of `crbc_viz.estimators.pgpo.pgpo` (checked `PGPOParams`)."""
     import torch
 
-    from ...estimators.gigpo import step_rewards
+    from ...ops.returns import step_rewards
 
     p = params
     eta, gamma, alpha, beta, eps, ddof = p.eta, p.gamma, p.alpha, p.beta, p.eps, p.ddof

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["solve_closure", "graph_entries", "sparse_solve", "DENSE_MAX", "CHUNK_BYTES",
-           "SPARSE_LU_MAX", "ITER_TOL"]
+from ..graph import FAILURE, SUCCESS
+
+__all__ = ["solve_closure", "graph_entries", "sparse_solve", "mean_backup_values",
+           "successor_values", "DENSE_MAX", "CHUNK_BYTES", "SPARSE_LU_MAX", "ITER_TOL"]
 
 #: Largest group (anchors) solved densely by the reference; larger groups go to sparse LU.
 DENSE_MAX = 256
@@ -36,7 +38,6 @@ SPARSE_LU_MAX = 20_000
 #: Proven bound on the error of an iterated group's values (∞-norm).
 ITER_TOL = 1e-13
 
-SUCCESS = -1
 
 
 def graph_entries(graph):
@@ -160,3 +161,25 @@ def _iterate(M, rhs, beta, max_iter: int = 1_000_000):
         if rho < 1.0 and d * rho / (1.0 - rho) <= ITER_TOL:
             break
     return V
+
+
+def mean_backup_values(graph, gamma: float) -> tuple[np.ndarray, float]:
+    """V over all anchor nodes ``[N]``: the fixed point of the empirical mean backup.
+
+        V(u) = γ · Σ_a π̂(a|u) Σ_v P̂(v|u,a) V(v),   V(SUCCESS) = 1, V(FAILURE) = 0
+
+    π̂·P̂ = N(u,a,v)/N(u) from raw edge counts (GRAFT §4, Gated-BEPO §5). Solved with one
+    direct solve (I − γM)V = b per group (`solve_closure`), the limit of GRAFT's Gauss–Seidel
+    iteration.
+
+    Returns:
+        ``(V [N], residual)`` with residual = max ‖(I − γM)V − b‖∞ over groups.
+    """
+    return solve_closure(*graph_entries(graph), graph.group_node_offsets, gamma)
+
+
+def successor_values(graph, node_value: np.ndarray) -> np.ndarray:
+    """V(s_{t+1}) per step ``[S]`` with V(SUCCESS) = 1 and V(FAILURE) = 0."""
+    nxt = graph.step_next
+    return np.where(nxt == SUCCESS, 1.0,
+                    np.where(nxt == FAILURE, 0.0, node_value[np.maximum(nxt, 0)]))

@@ -1,0 +1,33 @@
+"""The GRPO group advantage A^G — the one copy every estimator and integration uses."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..graph import AnchorGraph
+from .returns import trajectory_outcome
+from .segments import segment_stats
+
+__all__ = ["group_advantage"]
+
+
+def group_advantage(graph: AnchorGraph, *, norm: str = "std", ddof: int = 1, eps: float = 1e-6,
+                    stats: str = "trajectory", outcome: str = "success") -> np.ndarray:
+    """A^G_i = (R_i − mean_j R_j) / (F_norm + eps), one value per trajectory ``[T]``.
+
+    ``norm='std'``: F_norm is the group std (GRPO); ``'mean'``: no division (Dr.GRPO / RLOO
+    mean_norm). ``stats='cross_steps'`` weighs each rollout by its length (verl-agent's
+    ``compute_mean_std_cross_steps``). A one-rollout group (or one step row under
+    ``cross_steps``) gets mean 0 and std 1, as verl's ``compute_grpo_outcome_advantage``
+    does; a group with equal outcomes gets 0.
+    """
+    b = graph.batch
+    R = trajectory_outcome(graph, outcome)
+    w = b.traj_len.astype(np.float64) if stats == "cross_steps" else None
+    g = b.traj_group
+    cnt, mean, std = segment_stats(R, g, b.num_groups, ddof=ddof, weights=w)
+    single = cnt <= 1
+    mean = np.where(single, 0.0, mean)
+    std = np.where(single, 1.0, std)
+    if norm == "mean":
+        return R - mean[g]
+    return (R - mean[g]) / (std[g] + eps)

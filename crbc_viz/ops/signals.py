@@ -1,0 +1,53 @@
+"""Readers of the optional logged per-step signals (SCHEMA.md, optional fields) that the
+signal-based estimators share: they raise `MissingSignalError` when a column is absent and a
+`ValueError` naming the field and the group / trajectory / step of a bad value."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import MissingSignalError
+from ..graph import AnchorGraph
+
+__all__ = ["is_missing", "step_location", "require_columns", "float_signal"]
+
+
+def is_missing(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def step_location(graph: AnchorGraph, s: int) -> str:
+    """"group 'run/step/gid', traj 'tid', step k" of step row ``s``."""
+    b = graph.batch
+    return (f"group '{b.group_label(int(b.step_group[s]))}', traj "
+            f"'{b.steps['traj_id'].iat[s]}', step {int(b.steps['step_idx'].iat[s])}")
+
+
+def require_columns(graph: AnchorGraph, estimator: str, fields) -> None:
+    missing = [f for f in fields if f not in graph.batch.steps.columns]
+    if missing:
+        raise MissingSignalError(estimator, missing)
+
+
+def float_signal(graph: AnchorGraph, estimator: str, field: str, *, low: float | None = None,
+                 high: float | None = None) -> np.ndarray:
+    """A required numeric per-step signal ``[S]``, checked finite and within [low, high]."""
+    require_columns(graph, estimator, [field])
+    col = graph.batch.steps[field].to_numpy(dtype=object)
+    out = np.empty(len(col))
+    for s, v in enumerate(col):
+        if is_missing(v):
+            raise ValueError(f"{estimator}: field '{field}' is missing at {step_location(graph, s)}")
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+            raise ValueError(f"{estimator}: field '{field}' must be a number, got {v!r} at "
+                             f"{step_location(graph, s)}")
+        x = float(v)
+        bad = (not math.isfinite(x) or (low is not None and x < low) or
+               (high is not None and x > high))
+        if bad:
+            rng = f"in [{low if low is not None else '-inf'}, {high if high is not None else 'inf'}]"
+            raise ValueError(f"{estimator}: field '{field}' must be finite and {rng}, got {v!r} at "
+                             f"{step_location(graph, s)}")
+        out[s] = x
+    return out
