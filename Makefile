@@ -30,7 +30,7 @@ $(GEN_STAMP): sample_rollouts/sokoban/requirements.txt
 	$(GEN_VENV)/bin/python -m pip install -q -r sample_rollouts/sokoban/requirements.txt
 	touch $(GEN_STAMP)
 
-# The real trainers the integration tests run against (tests/test_integrations_trainers.py):
+# The real trainers the integration tests run against (tests/integrations/test_integrations_trainers.py):
 # torch==2.13.0 first (never another torch), then TRL + what verl's core_algos/ray_trainer
 # import, then verl itself without its (GPU) dependency list, then crbc-viz for its entry points.
 $(TRN_STAMP): tests/trainer_requirements.txt requirements.txt pyproject.toml

@@ -9,14 +9,24 @@ import streamlit as st
 from crbc_viz.ui import pipeline, view
 from crbc_viz.ui.links import events, export_config
 from crbc_viz.ui.params import DEPTH_OPTIONS, INF_LABEL, current_params, estimator_names, params_to_url
-from crbc_viz.ui.selection import (chosen_rollout, rollout_ids, selection_row, set_rollout,
-                                   step_from_points)
+from crbc_viz.ui.selection import chosen_rollout, rollout_ids, selection_row, set_rollout, step_from_points
 from crbc_viz.ui.sidebar import require_selection
 from crbc_viz.ui.text import cells, md
-from crbc_viz.views.compare import (agreement_by_group, both_constant, depth_error_figure,
-                                    depth_lines_figure, depth_pair_order, describe_rho, rank_matrix, rank_matrix_figure, scatter_figure,
-                                    sign_agreement, spearman, step_estimator_figure,
-                                    top_disagreements)
+from crbc_viz.views.compare import (
+    agreement_by_group,
+    both_constant,
+    depth_error_figure,
+    depth_lines_figure,
+    depth_pair_order,
+    describe_rho,
+    rank_matrix,
+    rank_matrix_figure,
+    scatter_figure,
+    sign_agreement,
+    spearman,
+    step_estimator_figure,
+    top_disagreements,
+)
 from crbc_viz.views.trajectories import step_frame
 
 QUANTITIES = ("credit", "advantage", "value", "q_value")

@@ -2,10 +2,16 @@
 read its summary, and pick a group from a sortable table."""
 import streamlit as st
 
-from crbc_viz.ui import pipeline
-from crbc_viz.ui.files import (ALLOWED_SUFFIXES, MAX_UPLOAD_MB, allowed_roots, discover_samples,
-                               file_ref, resolve_data_path, save_upload)
-from crbc_viz.ui import view
+from crbc_viz.ui import pipeline, view
+from crbc_viz.ui.files import (
+    ALLOWED_SUFFIXES,
+    MAX_UPLOAD_MB,
+    allowed_roots,
+    discover_samples,
+    file_ref,
+    resolve_data_path,
+    save_upload,
+)
 from crbc_viz.ui.params import estimator_names
 from crbc_viz.ui.sidebar import link_ref, selection, set_file, set_group
 from crbc_viz.ui.text import cells, md, md_lines

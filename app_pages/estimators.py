@@ -3,8 +3,15 @@ from the registry (the same text as the project's ``docs/estimators.md``)."""
 import streamlit as st
 
 from crbc_viz.ui.files import REPO_ROOT
-from crbc_viz.views.reference import (anchor_of, edge_cases, estimators_markdown, params_table,
-                                      source_of, spec_backends, specs)
+from crbc_viz.views.reference import (
+    anchor_of,
+    edge_cases,
+    estimators_markdown,
+    params_table,
+    source_of,
+    spec_backends,
+    specs,
+)
 
 
 def card(spec) -> None:

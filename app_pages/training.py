@@ -1,61 +1,28 @@
 """Training page: trends of a log store across training steps (success, anchor sharing,
 non-zero CRBC credit, estimator disagreement) with a drill-down to one step's groups and a
 button that opens a group on the Graph page."""
-import hashlib
-import os
-from pathlib import Path
-
 import streamlit as st
 
-from crbc_viz.io.write import write_frame
-from crbc_viz.store import LogStore, StoreError
-from crbc_viz.store.trends import store_trends
-from crbc_viz.ui import files
-from crbc_viz.ui.files import REPO_ROOT, file_ref, resolve_data_dir
-from crbc_viz.ui import view
+from crbc_viz.ui import pipeline, sources, view
 from crbc_viz.ui.sidebar import set_file, set_group
 from crbc_viz.ui.text import cells, md_lines
 from crbc_viz.views.training import METRICS, drill_target, point_targets, trends_figure
 
 
-#: The bundled store (a Sokoban group-RL run per estimator, `experiments/sokoban_grpo`),
-#: opened when no store is named in the URL or $CRBC_VIZ_STORE.
-BUNDLED_STORE = "sample_rollouts/training/store"
-
-
-@st.cache_data(show_spinner="Computing trends over the store …", max_entries=8)
-def _trends(store_dir: str, fingerprint: str, run: str | None):
-    tr = store_trends(LogStore(store_dir), run=run)
-    return tr.steps, tr.groups
-
-
-@st.cache_data(max_entries=32)
-def _group_file(store_dir: str, fingerprint: str, run: str, train_step: int, group_id: str) -> str:
-    """The group as a canonical Parquet file the Graph page can open (content-named)."""
-    batch = LogStore(store_dir).load_batch(group=(run, train_step, group_id), text=True)
-    steps = batch.steps.drop(columns=[c for c in batch.steps.columns if c.startswith("_")])
-    name = hashlib.sha256(f"{store_dir}|{fingerprint}|{run}|{train_step}|{group_id}".encode()).hexdigest()[:24]
-    path = Path(files.UPLOAD_DIR) / f"store-group-{name}.parquet"
-    if not path.exists():
-        write_frame(steps.astype({c: str for c in ("anchor_obs",) if c in steps}), path)
-    return str(path)
-
-
 def render() -> None:
     st.title("Across training")
-    default = st.query_params.get("store", os.environ.get("CRBC_VIZ_STORE", "")) or (
-        BUNDLED_STORE if (REPO_ROOT / BUNDLED_STORE / "store.json").is_file() else "")
+    default = sources.default_store(st.query_params.get("store"))
     store_dir = st.text_input("Log store folder", value=default, key="training_store",
                               help="a folder made by `crbc-viz ingest LOG... --store DIR`")
     if not store_dir:
         st.info("Give the folder of a log store (`python -m crbc_viz ingest LOG... --store DIR`).")
         return
     try:
-        store = LogStore(resolve_data_dir(store_dir))   # confined to the allowed data folders
-    except (StoreError, ValueError) as e:
+        store = sources.open_store(store_dir)   # confined to the allowed data folders
+    except ValueError as e:   # StoreError is one
         st.error(md_lines(e))  # the folder comes from the URL (?store=): shown as text
         return
-    view.set_value("store", None if store_dir == BUNDLED_STORE else store_dir)
+    view.set_value("store", None if store_dir == sources.BUNDLED_STORE else store_dir)
     info = store.summary()
     if not info["steps"]:
         st.warning("The store holds no steps yet.")
@@ -68,7 +35,7 @@ def render() -> None:
         view.record("run")
     else:
         run = runs[0]
-    steps, groups = _trends(str(store.root), store.fingerprint, None)   # every run, overlaid
+    steps, groups = pipeline.store_trends(str(store.root), store.fingerprint)   # every run, overlaid
     per_run = groups.groupby("run_id")["train_step"].nunique()
     counts = (f"{len(per_run)} run(s) × {int(per_run.iloc[0])} training steps"
               if per_run.nunique() <= 1 and len(per_run) else
@@ -100,8 +67,7 @@ def render() -> None:
         return
     gid = st.selectbox("Group", g["group_id"].tolist(), key="training_group")
     if st.button("Open in the Graph page", key="training_open", type="primary"):
-        path = _group_file(str(store.root), store.fingerprint, str(run), int(pick), str(gid))
-        ref = file_ref(Path(path))
+        ref = sources.store_group_ref(store.root, str(run), int(pick), str(gid))
         label = f"{run}/{pick}/{gid}"
         set_file(ref)
         set_group(label)
@@ -124,7 +90,7 @@ def _drill_to_point(targets, runs, run_key, step_key) -> None:
         st.session_state[step_key] = ts
 
 
-def _lookup(store: LogStore) -> None:
+def _lookup(store) -> None:
     """Text search over actions and anchors, and every step of a trajectory by its id."""
     st.subheader("Find steps")
     c1, c2 = st.columns(2)

@@ -5,7 +5,7 @@ backend packages (`crbc_viz.api.load_backends`); the estimator registry calls `l
 the first time its kernel table is read."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 __all__ = ["kernel_loader", "load_kernels"]
 

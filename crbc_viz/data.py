@@ -128,7 +128,7 @@ class RolloutBatch:
         object.__setattr__(self, "_labels", labels)
         return labels
 
-    def select_groups(self, group_indices) -> "RolloutBatch":
+    def select_groups(self, group_indices) -> RolloutBatch:
         """A new batch with only the given groups (in the given order; a group given twice
         appears twice). Vectorised: the rows are gathered by `ranges`, the offsets rebuilt by
         `Layout.of_lengths` (the same offsets code as `crbc_viz.io.assemble`)."""
@@ -184,7 +184,7 @@ class Layout:
     group_traj_offsets: np.ndarray
 
     @classmethod
-    def of_lengths(cls, traj_len, traj_group, num_groups: int | None = None) -> "Layout":
+    def of_lengths(cls, traj_len, traj_group, num_groups: int | None = None) -> Layout:
         """From the length ``[T]`` and group ``[T]`` of each trajectory, in storage order."""
         traj_len = np.asarray(traj_len, dtype=np.int64).reshape(-1)
         traj_group = np.asarray(traj_group, dtype=np.int64).reshape(-1)

@@ -161,7 +161,7 @@ def _factorize_actions(steps: pd.DataFrame, S: int) -> tuple[np.ndarray, np.ndar
     return codes.astype(np.int64), np.asarray(uniques, dtype=object)
 
 
-_ACTION_IDS: "weakref.WeakKeyDictionary[RolloutBatch, tuple]" = weakref.WeakKeyDictionary()
+_ACTION_IDS: weakref.WeakKeyDictionary[RolloutBatch, tuple] = weakref.WeakKeyDictionary()
 
 
 def action_ids(batch: RolloutBatch) -> tuple[np.ndarray, np.ndarray]:
@@ -206,7 +206,7 @@ class _LazyAnchorGraph(AnchorGraph):
         return f"AnchorGraph(lazy, {self.batch.num_steps} steps, built={self.built})"
 
 
-def lazy_graph(data: "RolloutBatch | AnchorGraph") -> AnchorGraph:
+def lazy_graph(data: RolloutBatch | AnchorGraph) -> AnchorGraph:
     """``data`` itself when it is a graph, else a graph of the batch built on first use."""
     return data if isinstance(data, AnchorGraph) else _LazyAnchorGraph(data)
 

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
+from .analysis.depth import depth_family  # noqa: F401  (one copy, in analysis; re-exported)
 from .estimators.crbc import crbc as crbc_fn
 from .graph import AnchorGraph
-from .analysis.depth import depth_family  # noqa: F401  (one copy, in analysis; re-exported)
 from .io import load_rollouts
 
 __all__ = ["Lesson", "LESSONS", "REPO_ROOT", "TOY_PATH", "SOKOBAN_PATH", "SOKOBAN_GROUP",

@@ -59,7 +59,7 @@ def check(path) -> bool:
             for r in rows:
                 visitors[anchor_key(r["anchor_obs"])].add(t)
         g_succ = g_steps = g_shared = 0
-        for t, rows in tr.items():
+        for rows in tr.values():
             succ = bool(rows[-1].get("success"))
             g_succ += succ
             if not rows[-1].get("done"):

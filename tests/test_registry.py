@@ -118,7 +118,7 @@ def _bad_values(spec):
         if i.choices is not None:
             yield i.name, "not-a-choice", "expected one of"
         if i.high is not None:
-            yield i.name, i.high + 1, f"must be <= {i.high}"
+            yield i.name, i.high + 1, f"must be {'<' if i.high_open else '<='} {i.high}"
         if i.low is not None:
             yield i.name, i.low - 1, f"must be {'>' if i.low_open else '>='} {i.low}"
 
@@ -276,3 +276,17 @@ def test_estimators_page_lists_exactly_the_registry_with_backends():
             lines[hit.group(1)] = tuple(hit.group(2).split(", "))
     assert list(lines) == registry.names()
     assert lines == {s.name: registry.backends(s) for s in SPECS}
+
+
+def test_an_open_upper_bound_refuses_the_bound():
+    """GiGPO's similarity threshold is strictly in (0, 1): 1.0 is refused by the estimator call
+    itself (it used to pass the bounds and fail deep inside similarity clustering)."""
+    import crbc_viz
+    from crbc_viz.errors import EstimatorInputError
+    from crbc_viz.estimators.gigpo import gigpo
+    from helpers import TOY
+
+    g = crbc_viz.build_graph(crbc_viz.load_rollouts(TOY))
+    with pytest.raises(EstimatorInputError, match="must be < 1.0"):
+        gigpo(g, similarity=True, similarity_thresh=1.0)
+    gigpo(g, similarity=True, similarity_thresh=0.999)

@@ -5,7 +5,7 @@ used by the Compare page's depth section and the Learn page's lesson 4.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

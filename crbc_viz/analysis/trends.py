@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..data import RolloutBatch
+from .agreement import group_spearman
 
 __all__ = ["Trends", "step_trends", "store_trends", "TREND_COLUMNS", "GROUP_COLUMNS"]
 
@@ -41,24 +42,6 @@ class Trends:
         if run is not None:
             g = g[g["run_id"] == run]
         return g.reset_index(drop=True)
-
-
-def _group_spearman(group: np.ndarray, a: np.ndarray, b: np.ndarray, G: int) -> np.ndarray:
-    """Spearman's rho of ``a`` vs ``b`` within each group ``[G]`` (NaN where either is constant
-    or the group has < 2 steps): Pearson on average ranks."""
-    df = pd.DataFrame({"g": group, "a": a, "b": b})
-    ra = df.groupby("g")["a"].rank(method="average").to_numpy()
-    rb = df.groupby("g")["b"].rank(method="average").to_numpy()
-    n = np.bincount(group, minlength=G).astype(np.float64)
-    ma = np.bincount(group, ra, G) / np.maximum(n, 1)
-    mb = np.bincount(group, rb, G) / np.maximum(n, 1)
-    da, db = ra - ma[group], rb - mb[group]
-    cov = np.bincount(group, da * db, G)
-    va, vb = np.bincount(group, da * da, G), np.bincount(group, db * db, G)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rho = cov / np.sqrt(va * vb)
-    rho[(va <= _EPS) | (vb <= _EPS) | (n < 2)] = np.nan
-    return rho
 
 
 def step_trends(batch: RolloutBatch, *, estimators: tuple[str, str] = ("crbc", "shortest_path"),
@@ -94,7 +77,7 @@ def step_trends(batch: RolloutBatch, *, estimators: tuple[str, str] = ("crbc", "
     shared = graph.shared_step_mask().astype(np.float64)
     steps = np.bincount(sg, minlength=G)
     rollouts = np.diff(batch.group_traj_offsets)
-    rho = _group_spearman(sg, np.nan_to_num(main), np.nan_to_num(other), G)
+    rho = group_spearman(sg, np.nan_to_num(main), np.nan_to_num(other), G)
     groups = pd.DataFrame({
         "run_id": batch.groups["run_id"].to_numpy(), "train_step": batch.groups["train_step"].to_numpy(),
         "group_id": batch.groups["group_id"].to_numpy(), "rollouts": rollouts, "steps": steps,

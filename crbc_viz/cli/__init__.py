@@ -54,7 +54,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     chosen = None if argv is None else _chosen(argv)
     for name, module in COMMANDS.items():
         mod = importlib.import_module(module)
-        sp = sub.add_parser(name, help=mod.HELP)
+        sp = sub.add_parser(name, help=mod.HELP, description=mod.HELP[:1].upper() + mod.HELP[1:] + ".")
         if argv is None or name == chosen:
             mod.add_arguments(sp)
         sp.set_defaults(func=mod.run)

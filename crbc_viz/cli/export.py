@@ -18,8 +18,8 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from ..store import LogStore
     from ..analysis.export import export_scores
+    from ..store import LogStore
 
     params = parse_params(args.param, [args.estimator])
     check_out(args)

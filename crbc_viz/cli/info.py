@@ -17,8 +17,8 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     if args.store:
         return _store_info(args)
-    from ..graph import build_graph
     from ..analysis.summary import batch_summary
+    from ..graph import build_graph
 
     info = batch_summary(build_graph(load_batch(args)))
     if args.json:
@@ -67,8 +67,8 @@ def _store_info(args) -> int:
         for k, v in info.items():
             print(f"{k:<18}  {term(', '.join(map(str, v)) if isinstance(v, list) else v)}")
         return 0
-    from ..graph import build_graph
     from ..analysis.summary import batch_summary
+    from ..graph import build_graph
 
     batch = load_batch(args, anchor_obs=f["group"] is not None, store=st)
     info = batch_summary(build_graph(batch))

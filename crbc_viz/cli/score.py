@@ -1,8 +1,17 @@
 """``crbc-viz score (LOG | --store DIR [filters]) -e NAME ... [--param k=v ...] --out FILE``."""
 from __future__ import annotations
 
-from ._common import (BACKEND_CHOICES, DEVICE_CHOICES, add_param_argument, add_source_arguments,
-                      check_estimators, check_out, load_batch, log, parse_params)
+from ._common import (
+    BACKEND_CHOICES,
+    DEVICE_CHOICES,
+    add_param_argument,
+    add_source_arguments,
+    check_estimators,
+    check_out,
+    load_batch,
+    log,
+    parse_params,
+)
 
 HELP = "score a rollout log with one or more estimators"
 

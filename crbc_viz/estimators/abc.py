@@ -6,12 +6,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph import AnchorGraph
-from ..result import CreditResult
+from ..ops.advantage import group_advantage
 from ..ops.returns import discounted_returns
 from ..ops.segments import segment_zscore
-from ..ops.advantage import group_advantage
-from .registry import EstimatorSpec, param, register
 from ..ops.signals import float_signal
+from ..result import CreditResult
+from .registry import EstimatorSpec, param, register
 
 __all__ = ["ABCParams", "abc", "sft_weight"]
 

@@ -6,12 +6,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph import AnchorGraph
-from ..result import CreditResult
-from ..ops.advantage import group_advantage
 from ..errors import MissingSignalError
-from .registry import EstimatorSpec, param, register
+from ..graph import AnchorGraph
+from ..ops.advantage import group_advantage
 from ..ops.signals import is_missing, step_location
+from ..result import CreditResult
+from .registry import EstimatorSpec, param, register
 
 __all__ = ["AgentOPSDParams", "agentopsd", "turn_evidence", "reshape_turns"]
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph import SUCCESS, AnchorGraph
-from ..result import CreditResult
-from ..ops.closure import graph_entries, solve_closure
 from ..ops.advantage import group_advantage
+from ..ops.closure import graph_entries, solve_closure
+from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
 
 __all__ = ["CRBCParams", "VisitLocalParams", "crbc", "visit_local", "depth_bound"]

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph import AnchorGraph
-from ..result import CreditResult
-from ..ops.returns import discounted_returns
-from ..ops.closure import mean_backup_values, successor_values
 from ..ops.advantage import group_advantage
+from ..ops.closure import mean_backup_values, successor_values
+from ..ops.returns import discounted_returns
+from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
 
 __all__ = ["GatedBEPOParams", "gated_bepo", "trajectory_gae", "distinct_successors"]

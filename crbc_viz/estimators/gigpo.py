@@ -41,7 +41,7 @@ class GiGPOParams:
                              "exact keys (config enable_similarity, default off)")
     similarity_thresh: float = param(0.95, "difflib ratio a step needs with a cluster's first "
                                      "member to join it; strictly in (0,1)", low=0.0, high=1.0,
-                                     low_open=True)
+                                     low_open=True, high_open=True)
 
 
 #: Work allowed to similarity mode per call: characters of anchor text compared, summed over

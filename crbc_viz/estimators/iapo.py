@@ -7,10 +7,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph import AnchorGraph
-from ..result import CreditResult
 from ..ops.advantage import group_advantage
-from .registry import EstimatorSpec, param, register
 from ..ops.signals import is_missing, require_columns, step_location
+from ..result import CreditResult
+from .registry import EstimatorSpec, param, register
 
 __all__ = ["IAPOParams", "iapo", "influence_weights"]
 

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph import AnchorGraph
-from ..result import CreditResult
 from ..ops.returns import discounted_returns, step_rewards
 from ..ops.segments import segment_zscore
+from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
 
 __all__ = ["PGPOParams", "pgpo", "anchor_potentials"]

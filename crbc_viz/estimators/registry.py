@@ -24,11 +24,12 @@ import functools
 import inspect
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .._hooks import load_kernels
-from ..errors import CrbcVizError, EstimatorInputError, MissingSignalError, UnknownEstimatorError
+from ..errors import EstimatorInputError, MissingSignalError, UnknownEstimatorError
 
 __all__ = ["param", "ParamInfo", "EstimatorSpec", "register", "get", "names", "specs",
            "param_infos", "make_params", "check_params", "backends", "UnknownEstimatorError",
@@ -36,10 +37,12 @@ __all__ = ["param", "ParamInfo", "EstimatorSpec", "register", "get", "names", "s
            "BACKEND_ORDER"]
 
 
-def param(default, help: str, *, low=None, high=None, choices=None, low_open=False):
-    """A params-dataclass field with its help text and bounds."""
+def param(default, help: str, *, low=None, high=None, choices=None, low_open=False, high_open=False):
+    """A params-dataclass field with its help text and bounds (``low_open`` / ``high_open``:
+    the bound itself is excluded)."""
     return field(default=default, metadata={"help": help, "low": low, "high": high,
-                                            "choices": choices, "low_open": low_open})
+                                            "choices": choices, "low_open": low_open,
+                                            "high_open": high_open})
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,7 @@ class ParamInfo:
     high: Any = None
     choices: tuple | None = None
     low_open: bool = False
+    high_open: bool = False
 
 
 @dataclass(frozen=True)
@@ -182,7 +186,7 @@ def param_infos(params_cls: type) -> list[ParamInfo]:
             typ = {"float": float, "int": int, "bool": bool, "str": str}.get(typ, str)
         out.append(ParamInfo(f.name, typ, f.default, md.get("help", ""), md.get("low"),
                              md.get("high"), tuple(md["choices"]) if md.get("choices") else None,
-                             md.get("low_open", False)))
+                             md.get("low_open", False), md.get("high_open", False)))
     return out
 
 
@@ -220,7 +224,8 @@ def _out_of_bounds(estimator: str, i: ParamInfo, v) -> EstimatorInputError | Non
         return None
     try:
         above = i.low is None or (v > i.low if i.low_open else v >= i.low)
-        if above and (i.high is None or v <= i.high or v == i.default):  # e.g. depth = inf
+        below = i.high is None or (v < i.high if i.high_open else v <= i.high)
+        if above and (below or v == i.default):  # e.g. depth = inf
             return None
     except TypeError:
         return _input_error(estimator, i, f"expected {i.type.__name__}, got {v!r}")
@@ -228,14 +233,14 @@ def _out_of_bounds(estimator: str, i: ParamInfo, v) -> EstimatorInputError | Non
         return _input_error(estimator, i, "NaN is not allowed")
     if not above:
         return _input_error(estimator, i, f"must be {'>' if i.low_open else '>='} {i.low}, got {v}")
-    return _input_error(estimator, i, f"must be <= {i.high}, got {v}")
+    return _input_error(estimator, i, f"must be {'<' if i.high_open else '<='} {i.high}, got {v}")
 
 
 def _input_error(estimator: str, i: ParamInfo, what: str) -> EstimatorInputError:
     return EstimatorInputError(f"parameter '{i.name}' of '{estimator}': {what}")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _infos_by_name(params_cls: type) -> dict[str, ParamInfo]:
     return {i.name: i for i in param_infos(params_cls)}
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph import AnchorGraph
-from ..result import CreditResult
 from ..ops.returns import trajectory_outcome
+from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
 
 __all__ = ["RTMCParams", "rtmc", "first_visit_mask"]

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph import SUCCESS, AnchorGraph
-from ..result import CreditResult
 from ..ops.advantage import group_advantage
+from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
 
 __all__ = ["ShortestPathParams", "shortest_path", "distance_to_success"]

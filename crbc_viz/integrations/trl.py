@@ -36,9 +36,10 @@ credit of the whole generation batch (identical on every process) and keeps its 
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-__all__ = ["CreditGRPOTrainer", "build_trainer_class"]
+__all__ = ["CreditGRPOTrainer", "build_trainer_class"]  # noqa: F822 (module __getattr__)
 
 _CLASS = None
 

@@ -19,7 +19,7 @@ Axis vocabulary (STYLE.md): ``S`` steps, ``T`` trajectories, ``G`` groups.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd

@@ -24,9 +24,9 @@ import json
 import os
 import re
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pandas as pd

@@ -16,8 +16,8 @@ from __future__ import annotations
 import math
 import re
 import reprlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd

@@ -8,9 +8,9 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -469,7 +469,7 @@ def _ingest_source(root, store, src, digest, man, rows_of, run_id, import_option
             man = man or {"digest": digest, "path": os.path.abspath(src.path), "format": src.fmt,
                           "source_keys": imp.source_keys, "notes": list(imp.notes),
                           "warnings": [], "skipped": 0, "rows": 0, "part_rows": rows_of, "parts": [],
-                          "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(),
+                          "started_at": _dt.datetime.now(_dt.UTC).isoformat(),
                           "complete": False}
             man["rows"], man["skipped"], man["warnings"] = 0, 0, []
             first = False

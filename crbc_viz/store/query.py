@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..data import GROUP_KEY, RolloutBatch
+from ..data import RolloutBatch
+from ..io.assemble import assemble, row_codes, sort_rows
 from ..io.errors import MAX_LISTED, LoadError, Problem
 from ..io.write import atomic_path
 from .layout import (
@@ -319,48 +320,31 @@ class LogStore:
             df[c] = df[c].astype(object)
         df["train_step"] = df["train_step"].astype(np.int64)
         df["step_idx"] = df["step_idx"].astype(np.int64)
-        g_codes, _ = pd.MultiIndex.from_arrays([df["run_id"], df["train_step"], df["group_id"]]).factorize()
-        t_codes, _ = pd.MultiIndex.from_arrays([g_codes, df["traj_id"]]).factorize()
-        step_idx = df["step_idx"].to_numpy()
-        order = np.lexsort((step_idx, t_codes, g_codes))
+        g = row_codes(df["run_id"], df["train_step"], df["group_id"])
+        order, lay = sort_rows(g, row_codes(g, df["traj_id"]), df["step_idx"].to_numpy())
         df = df.iloc[order].reset_index(drop=True)
-        t_codes, _ = pd.factorize(t_codes[order])
-        g_codes = g_codes[order]
-        step_idx = step_idx[order]
-        num_t = int(t_codes.max()) + 1
-        traj_len = np.bincount(t_codes, minlength=num_t)
-        traj_offsets = np.r_[0, np.cumsum(traj_len)].astype(np.int64)
-        pos = np.arange(len(df)) - np.repeat(traj_offsets[:-1], traj_len)
-        bad = np.flatnonzero(step_idx != pos)
+        starts = lay.traj_offsets[:-1]
+        pos = np.arange(len(df)) - np.repeat(starts, lay.traj_len)
+        bad = np.unique(lay.step_traj[df["step_idx"].to_numpy() != pos])
         if bad.size:
             probs = []
-            for t in np.unique(t_codes[bad])[:MAX_LISTED]:
-                r = traj_offsets[t]
+            for t in bad[:MAX_LISTED]:
+                r = starts[t]
                 probs.append(Problem(str(self.root), None, "step_idx",
                                      f"trajectory '{df['traj_id'].iat[r]}' of group "
                                      f"'{df['run_id'].iat[r]}/{df['train_step'].iat[r]}/{df['group_id'].iat[r]}' "
                                      f"has duplicate or missing steps in the store (ingested from "
                                      f"two sources?)", "row"))
-            raise LoadError(probs, total=int(np.unique(t_codes[bad]).size))
-        starts = traj_offsets[:-1]
-        traj_group = g_codes[starts].astype(np.int64)
-        group_traj_offsets = np.r_[0, np.cumsum(np.bincount(traj_group))].astype(np.int64)
-        succ = df["success"].to_numpy()
-        traj_success = np.array([bool(v) if v is not None and v == v else False
-                                 for v in succ[starts]], dtype=bool)
-        traj_truncated = df["_truncated"].fillna(False).to_numpy(bool)[starts]
-        traj_return = df["_traj_return"].to_numpy(np.float64)[starts]
+            raise LoadError(probs, total=int(bad.size))
+        first = df.iloc[starts]
         # A writeable copy: Arrow-backed arrays are read-only, which numba types differently
         # (a second compile of the CRBC kernel).
         step_hash = np.array(df["_anchor_hash"].to_numpy(np.uint64), dtype=np.uint64, copy=True)
-        groups = df.iloc[starts[group_traj_offsets[:-1]]][list(GROUP_KEY)].reset_index(drop=True)
-        df["success"] = np.repeat(traj_success, traj_len)
-        steps = df.drop(columns=list(_INTERNAL_DROP))
-        return RolloutBatch(
-            steps=steps, step_traj=np.repeat(np.arange(num_t), traj_len), step_anchor_hash=step_hash,
-            traj_offsets=traj_offsets, traj_group=traj_group, traj_success=traj_success,
-            traj_truncated=traj_truncated, traj_return=traj_return,
-            group_traj_offsets=group_traj_offsets, groups=groups, source=str(self.root))
+        return assemble(
+            df.drop(columns=list(_INTERNAL_DROP)), lay, step_anchor_hash=step_hash,
+            traj_success=first["success"].astype(object).fillna(False).to_numpy(bool),
+            traj_truncated=first["_truncated"].astype(object).fillna(False).to_numpy(bool),
+            traj_return=first["_traj_return"].to_numpy(np.float64), source=str(self.root))
 
     # -- search --------------------------------------------------------------------------------
     def search_steps(self, text: str, limit: int = 50) -> pd.DataFrame:

@@ -83,7 +83,7 @@ def param_widgets(name: str, *, container=None, key_prefix: str = "param") -> di
             val = c.checkbox(label, key=key, help=helptext)
         elif info.type is int:
             lo = None if info.low is None else int(info.low) + (1 if info.low_open else 0)
-            hi = None if info.high is None else int(info.high)
+            hi = None if info.high is None else int(info.high) - (1 if info.high_open else 0)
             if lo is not None and hi is not None and hi - lo <= 100:
                 val = c.slider(label, min_value=lo, max_value=hi, step=1, key=key, help=helptext)
             else:
@@ -95,7 +95,8 @@ def param_widgets(name: str, *, container=None, key_prefix: str = "param") -> di
             if lo is not None and hi is not None and hi - lo <= 10.0 and (
                     default == 0.0 or abs(default) >= _slider_step(lo, hi)):
                 step = _slider_step(lo, hi)
-                val = c.slider(label, min_value=lo + (step if info.low_open else 0.0), max_value=hi,
+                val = c.slider(label, min_value=lo + (step if info.low_open else 0.0),
+                               max_value=hi - (step if info.high_open else 0.0),
                                step=step, key=key, help=helptext)
             else:
                 fmt = "%.2e" if default != 0.0 and abs(default) < 1e-3 else "%g"

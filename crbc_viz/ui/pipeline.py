@@ -13,15 +13,16 @@ import streamlit as st
 
 from ..analysis.agreement import agreement_by_group
 from ..analysis.depth import depth_bound, depth_family
+from ..analysis.summary import batch_summary, group_table
+from ..analysis.trends import store_trends as _store_trends
 from ..api import score
 from ..estimators import registry
 from ..estimators.crbc import crbc as crbc_fn
 from ..graph import build_graph
-from ..io import load_rollouts
-from ..analysis.summary import batch_summary, group_table
+from . import sources
 from .files import file_digest
 
-__all__ = ["digest_of", "load_batch", "full_graph", "group_graph", "score_group", "score_full",
+__all__ = ["digest_of", "source_digest", "load_batch", "store_trends", "full_graph", "group_graph", "score_group", "score_full",
            "overview", "depth_sweep", "depth_refusal", "all_estimators", "params_key", "run_label",
            "DEPTH_MAX_PAIRS"]
 
@@ -44,9 +45,25 @@ def digest_of(path: str, mtime_ns: int, size: int) -> str:
     return file_digest(path)
 
 
+def source_digest(src: sources.Source) -> str:
+    """The content key of a source: a file's SHA-256 (recomputed only when its mtime or size
+    changes), or a store group's label with the store's fingerprint."""
+    if src.is_store:
+        return f"{src.key}@{src.stamp[0]}"
+    return digest_of(src.key, *src.stamp)
+
+
 @st.cache_resource(max_entries=8, show_spinner=False)
 def load_batch(digest: str, _path: str):
-    return load_rollouts(_path)
+    """The batch of a `sources.Source.key` (a file path or a store group)."""
+    return sources.open_batch(_path)
+
+
+@st.cache_data(show_spinner="Computing trends over the store …", max_entries=8)
+def store_trends(store_dir: str, fingerprint: str, run: str | None = None):
+    """``(steps, groups)`` trend tables of a log store (see `crbc_viz.analysis.trends`)."""
+    tr = _store_trends(sources.LogStore(store_dir), run=run)
+    return tr.steps, tr.groups
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)

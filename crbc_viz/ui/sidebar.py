@@ -4,19 +4,16 @@ shared as a link.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import streamlit as st
 
+from ..errors import CrbcVizError
 from ..estimators import registry
-from ..io import LoadError
 from . import params as uparams
-from . import pipeline
-from . import view
-from . import files as _files
-from .files import default_sample, discover_samples, file_ref, resolve_data_path
+from . import pipeline, sources, view
+from .files import default_sample, discover_samples
+from .sources import is_upload, link_ref, resolve_ref  # noqa: F401  (re-exported)
 from .text import md, md_lines
 
 __all__ = ["Selection", "render_sidebar", "selection", "require_selection", "set_file", "set_group",
@@ -34,7 +31,8 @@ BACKENDS = ("auto", "numpy", "torch", "numba")
 @dataclass
 class Selection:
     ref: str | None = None
-    path: str | None = None
+    path: str | None = None      # the source's key (a file path or a store group): see ui.sources
+    name: str | None = None
     digest: str | None = None
     batch: object = None
     group: int = 0
@@ -77,40 +75,6 @@ def _on_group_change() -> None:
     view.clear("rollout", "step", "anchor")
 
 
-#: Uploads are named in links by their content hash (``upload:<sha>.<suffix>``): the same
-#: bytes give the same link, but only the server that received them holds the file.
-UPLOAD_PREFIX = "upload:"
-
-
-def link_ref(ref: str) -> str:
-    """The file reference as written in a link (uploads by content address)."""
-    try:
-        p = Path(ref)
-        if p.is_absolute() and p.resolve().parent == Path(_files.UPLOAD_DIR).resolve():
-            return UPLOAD_PREFIX + p.name
-    except (OSError, ValueError):
-        pass
-    return ref
-
-
-def resolve_ref(ref: str) -> Path:
-    """A link's file reference as a checked path (see `resolve_data_path`)."""
-    if ref.startswith(UPLOAD_PREFIX):
-        name = ref[len(UPLOAD_PREFIX):]
-        if "/" in name or "\\" in name or not name:
-            raise ValueError("the link names an upload with an invalid name")
-        path = Path(_files.UPLOAD_DIR) / name
-        if not path.exists():
-            raise ValueError("the link names an upload this server does not hold (uploads stay on "
-                             "the server that received them); upload the file again on the Data page")
-        return resolve_data_path(str(path))
-    return resolve_data_path(ref)
-
-
-def is_upload(ref: str | None) -> bool:
-    return bool(ref) and link_ref(ref).startswith(UPLOAD_PREFIX)
-
-
 def _apply_url_params(name: str, text: str | None, problems: list) -> None:
     """Parameters from the link replace the estimator's current ones."""
     _reset_params(name)
@@ -135,25 +99,24 @@ def render_sidebar() -> Selection:
     if ref is None:
         sel.error = "No rollout file: upload one or give a path on the Data page."
     else:
+        src = None
         try:
-            path = resolve_ref(ref)
-        except ValueError as e:
+            src = sources.resolve(ref)
+        except (ValueError, CrbcVizError) as e:
             sel.error = str(e)
-            path = None
-        if path is not None:
-            sel.ref, sel.path = file_ref(path), str(path)
-            stat = os.stat(path)
-            sel.digest = pipeline.digest_of(sel.path, stat.st_mtime_ns, stat.st_size)
+        if src is not None:
+            sel.ref, sel.path, sel.name = src.ref, src.key, src.name
             try:
-                with st.spinner(f"Loading {Path(path).name} …"):
+                with st.spinner(f"Loading {src.name} …"):
+                    sel.digest = pipeline.source_digest(src)
                     sel.batch = pipeline.load_batch(sel.digest, sel.path)
-            except LoadError as e:
-                sel.error = f"Could not load {Path(path).name}:\n\n{e}"
+            except CrbcVizError as e:
+                sel.error = f"Could not load {src.name}:\n\n{e}"
     view.set_value("file", None if (sel.ref or ref) == default_ref else link_ref(sel.ref or ref))
     if sel.error:
         sb.error(md_lines(sel.error))  # names from the URL and values from the log: as text
 
-    sb.caption(f"File: `{Path(sel.path).name}`" if sel.path else "No file loaded")
+    sb.caption(f"File: `{sel.name}`" if sel.name else "No file loaded")
     if sel.ok:
         labels = sel.batch.group_labels()  # unique, computed once per batch (200k groups: fast)
         if labels:

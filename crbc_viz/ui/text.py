@@ -25,7 +25,7 @@ MAX_CHARS = 2000
 _SPECIAL = re.compile(r"([\\`*\[\]#!|<>~$&]|:(?=[A-Za-z/])|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z]))")
 # Streamlit's GFM linkifies "http://", "www." and "a@b.c" in the *parsed* text (after escapes
 # are resolved), so a backslash cannot stop it: an invisible WORD JOINER (U+2060) goes inside
-# each such pattern instead (checked in Chromium by tests/test_hostile.py).
+# each such pattern instead (checked in Chromium by tests/io/test_hostile.py).
 _WJ = "\u2060"
 _AUTOLINK = re.compile(r"(?i)(\b(?:https?|ftp|mailto|xmpp)\\?:)(?=//|[^\s]*@)|(\bwww)(?=\.)|(?=@)")
 _BLOCK_START = re.compile(r"^(\s*)([-+=]|\d+[.)])")

@@ -17,7 +17,8 @@ How a run goes (``app.py``):
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import streamlit as st
 

@@ -40,8 +40,7 @@ def interpolate(scale: list[list], t: float) -> str:
             w = 0.0 if t1 == t0 else (t - t0) / (t1 - t0)
             r0, g0, b0 = _hex_to_rgb(c0)
             r1, g1, b1 = _hex_to_rgb(c1)
-            return "#{:02x}{:02x}{:02x}".format(round(r0 + w * (r1 - r0)), round(g0 + w * (g1 - g0)),
-                                                 round(b0 + w * (b1 - b0)))
+            return f"#{round(r0 + w * (r1 - r0)):02x}{round(g0 + w * (g1 - g0)):02x}{round(b0 + w * (b1 - b0)):02x}"
     return scale[-1][1]
 
 

@@ -18,8 +18,16 @@ from collections import deque
 import numpy as np
 
 from ..graph import FAILURE, SUCCESS, AnchorGraph
-from .colors import (FAILURE_COLOR, MISSING_COLOR, SUCCESS_COLOR, credit_color, credit_limit,
-                     value_color, CREDIT_COLORSCALE, VALUE_COLORSCALE)
+from .colors import (
+    CREDIT_COLORSCALE,
+    FAILURE_COLOR,
+    MISSING_COLOR,
+    SUCCESS_COLOR,
+    VALUE_COLORSCALE,
+    credit_color,
+    credit_limit,
+    value_color,
+)
 
 __all__ = ["layered_layout", "step_depths", "select_nodes", "neighbourhood", "value_meaning", "board_html",
            "is_board", "graph_html", "node_values", "edge_credit",

@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from .. import teaching as T
 from ..analysis.depth import anchor_spread
 from ..graph import AnchorGraph
-from .colors import (CREDIT_COLORSCALE, FAILURE_COLOR, SUCCESS_COLOR, credit_color, credit_limit)
+from .colors import CREDIT_COLORSCALE, FAILURE_COLOR, SUCCESS_COLOR, credit_color, credit_limit
 from .graph_view import esc
 
 __all__ = ["FONT_SIZE", "export_config", "with_png_button", "grpo_figure", "visit_local_figure",

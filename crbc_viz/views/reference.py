@@ -4,7 +4,7 @@ its backends and the edge cases its docstring states, after a common introductio
 
     .venv/bin/python -m crbc_viz.views.reference > docs/estimators.md
 
-Pure: returns markdown text. ``tests/test_app.py`` checks the committed file is current.
+Pure: returns markdown text. ``tests/ui/test_app.py`` checks the committed file is current.
 """
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def _bounds(info, markdown: bool = True) -> str:
         return "—" if markdown else ""
     lo = "−∞" if info.low is None else f"{info.low:g}"
     hi = "∞" if info.high is None else f"{info.high:g}"
-    return f"{'(' if info.low_open else '['}{lo}, {hi}]"
+    return f"{'(' if info.low_open else '['}{lo}, {hi}{')' if info.high_open else ']'}"
 
 
 def _default(v, markdown: bool = True) -> str:

@@ -25,7 +25,7 @@ def trends_figure(steps: pd.DataFrame, metrics: list[str] | None = None, *,
     ids, one legend entry per run). Every trace's ``meta`` holds its ``metric`` and ``run_id``.
 
     Args:
-        steps: `crbc_viz.store.trends.Trends.steps`.
+        steps: `crbc_viz.analysis.trends.Trends.steps`.
         metrics: columns to draw (default: `METRICS`; absent columns are skipped).
     """
     import plotly.graph_objects as go

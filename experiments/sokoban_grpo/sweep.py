@@ -66,8 +66,8 @@ def _train_one(est: str, seed: int, steps: int, out: Path, extra: list[str]) -> 
 
 def build_store(runs: list[Path], dest: Path) -> dict:
     """A fresh store at ``dest`` holding the logs of ``runs``, trends cached."""
-    from crbc_viz.store import LogStore, ingest
     from crbc_viz.analysis.trends import store_trends
+    from crbc_viz.store import LogStore, ingest
 
     tmp = dest.with_name(dest.name + ".building")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -113,8 +113,8 @@ def results_table(results: list[dict], steps: int) -> tuple[dict, str]:
                 [f"**{lm[0]:.3f} ± {lh[0]:.3f}**", f"{am[0]:.3f} ± {ah[0]:.3f}"]
         lines.append("| " + " | ".join(cells) + " |")
     if "crbc" in by:
-        lines += ["", f"Paired over seeds (same rooms and the same first batch per seed): CRBC minus "
-                      f"each baseline, mean ± 95% t-interval, and the seeds where CRBC is ahead.", "",
+        lines += ["", "Paired over seeds (same rooms and the same first batch per seed): CRBC minus "
+                      "each baseline, mean ± 95% t-interval, and the seeds where CRBC is ahead.", "",
                   f"| baseline | Δ last {last} steps | Δ all steps | CRBC ahead (all steps) |",
                   "| --- | --- | --- | --- |"]
         seeds = {e: [r["seed"] for r in results if r["estimator"] == e] for e in by}

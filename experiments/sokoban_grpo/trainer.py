@@ -107,7 +107,7 @@ class TabularPolicy:
         os.replace(tmp, path)
 
     @classmethod
-    def load(cls, path: Path, num_actions: int) -> "TabularPolicy":
+    def load(cls, path: Path, num_actions: int) -> TabularPolicy:
         with np.load(path, allow_pickle=True) as z:
             pol = cls(num_actions)
             pol.index = {str(k): i for i, k in enumerate(z["keys"].tolist())}

@@ -69,7 +69,7 @@ def variants(spec) -> list[dict]:
             cands = [i.low, 3] if math.isinf(i.default) else [i.default * 0.5, i.high]
             seen = {i.default}
             for v in cands:
-                if v is None or v in seen or math.isinf(v) or (i.low_open and v == i.low):
+                if v is None or v in seen or math.isinf(v) or (i.low_open and v == i.low) or (i.high_open and v == i.high):
                     continue
                 if (i.low is not None and v < i.low) or (i.high is not None and v > i.high):
                     continue

@@ -6,8 +6,15 @@ import numpy as np
 import pytest
 
 import crbc_viz
-from crbc_viz.ops import (discounted_suffix_sums, group_advantage, mean_backup_values, segment_stats,
-                          segment_zscore, successor_values, trajectory_outcome)
+from crbc_viz.ops import (
+    discounted_suffix_sums,
+    group_advantage,
+    mean_backup_values,
+    segment_stats,
+    segment_zscore,
+    successor_values,
+    trajectory_outcome,
+)
 
 TOY = Path(__file__).resolve().parents[2] / "sample_rollouts" / "toy" / "toy_group.jsonl"
 

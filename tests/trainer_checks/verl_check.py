@@ -27,7 +27,6 @@ def main() -> None:
     assert "VERL_USE_EXTERNAL_MODULES" not in os.environ
     import numpy as np
     import torch
-
     import verl
     from verl.trainer.ppo import core_algos
 
@@ -79,7 +78,6 @@ def main() -> None:
     params = dict(p.split("=", 1) for p in a.param)
     if a.patched_verl:
         from omegaconf import OmegaConf
-
         from verl import DataProto
         from verl.trainer.ppo.ray_trainer import compute_advantage
 

@@ -14,7 +14,7 @@ __all__ = ["resolve_device", "torch_available", "available", "cuda_available", "
 TORCH_IMPORT_S = 1.0
 
 
-def should_run(spec, graph, device: str, params) -> bool | str:
+def should_run(spec, graph, device: str, params) -> bool | str:  # noqa: F811 (the graph, not the module)
     """``auto``: always on a usable CUDA device; on a CPU only for estimators the numba engine
     does not cover, when the numpy reference is expected to take more than twice the cost of
     importing torch (nothing once it is loaded) plus 50 ms."""

@@ -13,8 +13,8 @@ import math
 
 import numpy as np
 
-from ...graph import SUCCESS, AnchorGraph
 from ...estimators.registry import implements
+from ...graph import SUCCESS, AnchorGraph
 from ...result import CreditResult
 from ._device import resolve_device
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...graph import FAILURE, SUCCESS, AnchorGraph
 from ...estimators.registry import implements
+from ...graph import FAILURE, SUCCESS, AnchorGraph
 from ...result import CreditResult
 from ._device import resolve_device
 

@@ -35,8 +35,7 @@ import pandas as pd
 
 from ..errors import LoadError, Problem
 from ..readers import RawTable, read_table
-from ._common import (Imported, drop_exact_duplicates, rename, require, run_from_dir,
-                      step_from_path, to_text)
+from ._common import Imported, drop_exact_duplicates, rename, require, run_from_dir, step_from_path, to_text
 
 NAME = "roll"
 SIGNATURE = ("traj_group_id", "traj_id")

@@ -29,8 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ..readers import RawTable, read_table
-from ._common import (Imported, drop_exact_duplicates, require, run_from_dir, step_from_path,
-                      text_id, to_text)
+from ._common import Imported, drop_exact_duplicates, require, run_from_dir, step_from_path, text_id, to_text
 
 NAME = "verl"
 SIGNATURE = ("input", "output", "score")

@@ -46,8 +46,8 @@ import numpy as np
 
 from ..errors import LoadError, Problem
 from ..readers import RawTable, read_table
-from ._common import Imported, drop_exact_duplicates, rename, require, run_from_dir, step_from_path
 from . import verl as _verl
+from ._common import Imported, drop_exact_duplicates, rename, require, run_from_dir, step_from_path
 
 NAME = "verl-agent"
 SIGNATURE = ("uid", "traj_uid")

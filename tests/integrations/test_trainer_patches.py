@@ -7,7 +7,7 @@ Without the network a test cannot fetch verl-agent or ROLL, so:
   ``CRBC_VIZ_SRC_VERL_AGENT``, ``CRBC_VIZ_SRC_ROLL`` — the patch is applied to the files of the
   commit its name carries (``git apply --check``, then applied to a copy, which must compile);
   without one that test skips, saying so. verl's patch is applied to the installed wheel by
-  tests/test_integrations_trainers.py.
+  tests/integrations/test_integrations_trainers.py.
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from streamlit_server import CHROMIUM_ARGS as ARGS
 
 pytestmark = pytest.mark.browser
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "test-output"
 
 

@@ -61,3 +61,46 @@ def test_counts_add_up_and_run_step_are_in_the_link(store, monkeypatch):
     at.query_params.update({"store": str(st_dir), "tstep": "0"})
     at.run()
     assert not at.exception and at.selectbox(key="training_step").value == 0
+
+
+def test_a_store_group_opens_from_its_link_with_the_file_s_credit(store, monkeypatch):
+    """``?file=store:<folder>::run/step/gid`` loads the group from the store itself (no temporary
+    file) and the Graph page's CRBC credit equals the credit computed from the log file."""
+    import numpy as np
+
+    import crbc_viz
+    from crbc_viz.ui import sources
+
+    root, st_dir = store
+    monkeypatch.setenv("CRBC_VIZ_DATA_ROOTS", str(root))
+    src = ROOT / "sample_rollouts/sokoban/sokoban.jsonl"
+    batch = crbc_viz.load_rollouts(src)
+    label = batch.group_labels()[0]
+    run, ts, gid = label.split("/", 2)
+    ref = sources.store_group_ref(st_dir, run, int(ts), gid)
+    assert ref.startswith("store:") and ref.endswith("::" + label)
+    got = sources.open_batch(sources.resolve(ref).key)
+    want = crbc_viz.score(batch.select_groups([0]), "crbc").advantage
+    np.testing.assert_allclose(crbc_viz.score(got, "crbc").advantage, want, atol=1e-12)
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.query_params.update({"file": ref})
+    at.run()
+    at.switch_page("app_pages/graph.py")
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any(label in c.value for c in at.sidebar.caption)
+    assert not list((ROOT / "tests").glob("**/store-group-*.parquet"))
+
+
+@pytest.mark.parametrize("ref, why", [("store:nowhere", "a store reference reads"),
+                                      ("store:{st}::no/0/such", "no group"),
+                                      ("store:/etc::a/0/b", "outside the allowed data folders")])
+def test_a_bad_store_link_says_why(store, monkeypatch, ref, why):
+    root, st_dir = store
+    monkeypatch.setenv("CRBC_VIZ_DATA_ROOTS", str(root))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.query_params.update({"file": ref.format(st=st_dir)})
+    at.run()
+    assert not at.exception
+    assert at.sidebar.error and why in at.sidebar.error[0].value, [e.value for e in at.sidebar.error]

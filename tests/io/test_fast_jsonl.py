@@ -11,7 +11,7 @@ import crbc_viz.io.readers as R
 from crbc_viz.io import LoadError
 from crbc_viz.io.schema import build_batch
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FILES = sorted({*glob.glob(str(ROOT / "tests" / "**" / "*.jsonl*"), recursive=True),
                 *glob.glob(str(ROOT / "sample_rollouts" / "**" / "*.jsonl*"), recursive=True)})
 

@@ -1003,7 +1003,6 @@ TWIN_CASES = [("shortest_path", {}), ("shortest_path", {"ddof": 0, "eps": 0.1}),
 @pytest.mark.parametrize("backend", ["torch", "torch:cuda", "numba"])
 @pytest.mark.parametrize("name,over", TWIN_CASES, ids=[_case_id(c) for c in TWIN_CASES])
 def test_twins_match_oracle(graph, backend, name, over):
-    spec = get(name)
     backend, _, device = backend.partition(":")
     if registry.kernel(name, backend) is None:
         pytest.skip(f"{name} has no {backend} twin")

@@ -7,20 +7,19 @@ policy learns the known right credit of the corridor (``right`` at every cell).
 """
 import json
 import math
-from dataclasses import replace
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import ROOT
-
 from crbc_viz import load_rollouts
 from crbc_viz.store import LogStore, ingest
 from experiments.sokoban_grpo.envs import ChainTask
 from experiments.sokoban_grpo.trainer import Config, RunMismatch, TabularPolicy, train
+from helpers import ROOT
 
 STEPS = 6
 CFG = Config(estimator="crbc", seed=0, steps=STEPS, env="chain", pool=4, groups=4, rollouts=8,

@@ -141,7 +141,7 @@ def test_gae_bonus_is_zero_at_the_fixed_point(big):
     """GRAFT's own TD (exact values) has node sums 0 up to rounding, so the bound holds and
     the walk is skipped; walking anyway gives values below the bound."""
     from crbc_viz.backends.numba.graph import gae_bonus_kernel  # noqa: F401 (compiled twin exists)
-    from crbc_viz.estimators.graft import GAE_NEGLIGIBLE, gae_inputs, gae_negligible
+    from crbc_viz.estimators.graft import gae_inputs, gae_negligible
     from crbc_viz.ops.closure import mean_backup_values, successor_values
 
     graph = crbc_viz.build_graph(big)

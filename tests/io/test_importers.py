@@ -16,7 +16,6 @@ from crbc_viz.graph import build_graph
 from crbc_viz.io import LoadError
 from crbc_viz.io.importers import FORMATS, detect, expand_sources, import_source
 from crbc_viz.io.schema import build_batch
-
 from helpers import ROOT
 
 FIX = ROOT / "tests" / "fixtures"

@@ -14,7 +14,7 @@ from streamlit_server import CHROMIUM_ARGS as ARGS
 
 pytestmark = pytest.mark.browser
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "test-output"
 TOY = "sample_rollouts/toy/toy_group.jsonl"
 
@@ -356,6 +356,8 @@ def test_bundled_training_runs_click_and_drill_down(server, page):
     page.get_by_role("button", name="Open in the Graph page").click()
     graph_ready(page)
     app_idle(page)
-    assert "/graph" in page.url and "store-group-" in page.url, page.url
+    ref = urllib.parse.parse_qs(urllib.parse.urlparse(page.url).query).get("file", [""])[0]
+    assert "/graph" in page.url and ref.startswith("store:") and f"::{box['run']}/5/" in ref, \
+        page.url   # the group is read from the store: the link works on any server holding it
     page.get_by_text(f"{box['run']}/5/").first.wait_for(timeout=WAIT_MS)  # the group's label
     page.screenshot(path=str(OUT / "training_drill_graph.png"))

@@ -14,12 +14,12 @@ import pandas as pd
 import pytest
 
 from crbc_viz import load_rollouts
+from crbc_viz.analysis.agreement import group_spearman
+from crbc_viz.analysis.trends import step_trends, store_trends
+from crbc_viz.cli import main as store_cli
 from crbc_viz.io import LoadError
 from crbc_viz.store import CRASH_ENV, LogStore, StoreError, find_trajectory, ingest, search_steps
-from crbc_viz.cli import main as store_cli
-from crbc_viz.analysis.trends import _group_spearman, step_trends, store_trends
 from crbc_viz.synthetic import batch_to_rows, random_mdp_batch
-
 from helpers import ROOT, write_jsonl
 
 FIX = ROOT / "tests" / "fixtures"
@@ -188,7 +188,7 @@ def test_group_spearman_matches_scipy():
     a = rng.integers(0, 4, size=18).astype(float)
     b = a * 0.5 + rng.normal(size=18)
     b[12:] = 3.0  # constant in group 2 -> undefined
-    rho = _group_spearman(group, a, b, 3)
+    rho = group_spearman(group, a, b, 3)
     for g, (lo, hi) in enumerate([(0, 7), (7, 12)]):
         assert rho[g] == pytest.approx(spearmanr(a[lo:hi], b[lo:hi]).statistic)
     assert np.isnan(rho[2])

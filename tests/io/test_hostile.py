@@ -7,10 +7,12 @@ real CLI, one subprocess per file. Big cases are generated here, at test time.
 """
 from __future__ import annotations
 
+import gzip as _gzip
 import hashlib
 import json
 import os
 import re
+import stat as _stat
 import subprocess
 import sys
 import time
@@ -22,10 +24,11 @@ import pandas as pd
 import pytest
 
 import crbc_viz
+import make_bad_inputs
 from crbc_viz.io import LoadError, load_rollouts
 from helpers import ROOT, write_jsonl
 
-BAD = Path(__file__).resolve().parent / "bad_inputs"
+BAD = Path(__file__).resolve().parents[1] / "bad_inputs"
 MANIFEST = json.loads((BAD / "MANIFEST.json").read_text())
 CLI_TIMEOUT = 60
 PAYLOADS = ("<img src=x onerror=alert(1)>", "</script><script>alert(2)</script>")
@@ -280,7 +283,7 @@ def test_failed_write_keeps_the_previous_file_and_no_temp(tmp_path, monkeypatch)
         assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
     # A real failure inside pyarrow (a column it cannot convert), not a mock.
     bad = pd.DataFrame({"x": [object(), object()]})
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError):          # pyarrow's ArrowInvalid
         write_frame(bad, tmp_path / "r.parquet")
     assert pd.read_parquet(tmp_path / "r.parquet")["a"].tolist() == [1.0, 2.0]
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
@@ -410,6 +413,7 @@ def test_compare_and_estimators_pages_and_url_params_stay_inert(tmp_path_factory
     import urllib.parse
 
     from playwright.sync_api import sync_playwright
+
     from streamlit_server import streamlit_server
 
     data = tmp_path_factory.mktemp("xss_roots")
@@ -418,7 +422,9 @@ def test_compare_and_estimators_pages_and_url_params_stay_inert(tmp_path_factory
     group = b.group_label(0)
     out = ROOT / "test-output"
     out.mkdir(exist_ok=True)
-    from streamlit_server import CHROMIUM, CHROMIUM_ARGS, WAIT_MS as wait, app_idle as idle
+    from streamlit_server import CHROMIUM, CHROMIUM_ARGS
+    from streamlit_server import WAIT_MS as wait
+    from streamlit_server import app_idle as idle
 
     def inert(pg):
         for f in pg.frames:
@@ -456,10 +462,6 @@ def test_compare_and_estimators_pages_and_url_params_stay_inert(tmp_path_factory
 
 
 # ================================================================ issue 14: hostile input, round two
-import gzip as _gzip
-import stat as _stat
-
-import make_bad_inputs
 
 
 def _ok_rows() -> list[dict]:
@@ -976,8 +978,10 @@ def test_url_values_in_the_browser_fetch_nothing_and_link_nowhere(tmp_path_facto
     import urllib.parse
 
     from playwright.sync_api import sync_playwright
-    from streamlit_server import CHROMIUM, CHROMIUM_ARGS, WAIT_MS as wait, app_idle as idle
-    from streamlit_server import streamlit_server
+
+    from streamlit_server import CHROMIUM, CHROMIUM_ARGS, streamlit_server
+    from streamlit_server import WAIT_MS as wait
+    from streamlit_server import app_idle as idle
 
     data = tmp_path_factory.mktemp("md_roots")
     log = data / "markdown_ids.jsonl"

@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from crbc_viz import teaching as T
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PAGE = "app_pages/learn.py"
 TIMEOUT = 120
 

@@ -23,18 +23,17 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import crbc_viz
 from crbc_viz import estimators
+from crbc_viz.analysis.summary import batch_summary, group_table
 from crbc_viz.cli import main
 from crbc_viz.graph import FAILURE
 from crbc_viz.io import load_rollouts
 from crbc_viz.io.anchors import anchor_key, canonical_anchor_bytes
 from crbc_viz.store import LogStore, ingest
-from crbc_viz.analysis.summary import batch_summary, group_table
 from helpers import write_jsonl
 
 KEY = ["run_id", "train_step", "group_id", "traj_id", "step_idx"]

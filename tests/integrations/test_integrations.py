@@ -155,7 +155,7 @@ def test_refuses_missing_step_index_and_conflicting_copies():
     anchors = col("anchor_obs")
     dup = next(k for k in range(len(idx)) if (idx[:k] == idx[k]).any())
     anchors[dup] = "a different state"
-    with pytest.raises(IntegrationInputError, match=r"rows \d+ and %d .* differ in anchor_obs" % dup):
+    with pytest.raises(IntegrationInputError, match=rf"rows \d+ and {dup} .* differ in anchor_obs"):
         compute_advantage(tlr, mask, anchors, col("group_id"), col("traj_id"), col("step_idx", np.int64))
     steps = col("step_idx", np.int64)
     steps[steps == 2] = 5  # a gap: the loader names the row and the field

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from crbc_viz.store import LogStore, find_trajectory, ingest, search_steps
-
 from helpers import ROOT, write_jsonl
 
 

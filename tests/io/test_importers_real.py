@@ -21,7 +21,6 @@ from crbc_viz.cli import main
 from crbc_viz.io import LoadError
 from crbc_viz.io.importers import expand_sources, import_source
 from crbc_viz.io.schema import build_batch
-
 from helpers import ROOT
 
 FIX = ROOT / "tests" / "fixtures"

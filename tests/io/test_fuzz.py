@@ -4,7 +4,7 @@
   wrong types in known fields), through every reader; the only allowed failure is a
   `LoadError` (or, for malformed optional signals, an estimator's `ValueError` naming the field).
   Whatever loads runs through every estimator with finite credits.
-- atheris (coverage-guided libFuzzer): ``python tests/test_fuzz.py --atheris [libFuzzer flags]``
+- atheris (coverage-guided libFuzzer): ``python tests/io/test_fuzz.py --atheris [libFuzzer flags]``
   runs the JSONL loader on mutated bytes; `test_atheris_jsonl_bounded` runs it for
   `ATHERIS_SECONDS` seconds in a subprocess, seeded with the bad-input corpus. Skipped when
   atheris is not installed (it is in requirements-dev.txt for Linux / CPython < 3.13).
@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]   # tests/
 ROOT = HERE.parent
 ATHERIS_SECONDS = 15
 
@@ -111,7 +111,6 @@ def _store_round_trip(tmp: Path, fields: dict) -> None:
 if __name__ != "__main__":
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
-
     from test_properties import step_tables
 
     FUZZ = settings(max_examples=60, deadline=None, derandomize=True,
@@ -219,7 +218,7 @@ if __name__ != "__main__":
         _store_round_trip(tmp_path, {n: f"v{i}" for i, n in enumerate(SQL_NAMES)})
 
     def _run_atheris(tmp_path, mode: str, *flags: str, timeout: float = 90) -> None:
-        """``python tests/test_fuzz.py <mode>`` for `ATHERIS_SECONDS`: it must end cleanly."""
+        """``python tests/io/test_fuzz.py <mode>`` for `ATHERIS_SECONDS`: it must end cleanly."""
         pytest.importorskip("atheris")
         proc = subprocess.run(
             [sys.executable, str(Path(__file__)), mode, f"-max_total_time={ATHERIS_SECONDS}",

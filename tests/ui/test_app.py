@@ -11,7 +11,7 @@ from crbc_viz import load_rollouts
 from crbc_viz.estimators import registry
 from crbc_viz.ui.files import default_sample
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TOY = "sample_rollouts/toy/toy_group.jsonl"
 PAGES = ("app_pages/graph.py", "app_pages/trajectories.py", "app_pages/compare.py",
          "app_pages/estimators.py", "app_pages/data.py")

@@ -12,14 +12,20 @@ import plotly.graph_objects as go
 import pytest
 
 from crbc_viz import build_graph, load_rollouts, score
-from crbc_viz.views.colors import (CREDIT_COLORSCALE, MISSING_COLOR, credit_color, credit_limit,
-                                   value_color)
-from crbc_viz.views.compare import (agreement_by_group, depth_error_figure, depth_lines_figure,
-                                    scatter_figure, sign_agreement, spearman, top_disagreements)
+from crbc_viz.views.colors import CREDIT_COLORSCALE, MISSING_COLOR, credit_color, credit_limit, value_color
+from crbc_viz.views.compare import (
+    agreement_by_group,
+    depth_error_figure,
+    depth_lines_figure,
+    scatter_figure,
+    sign_agreement,
+    spearman,
+    top_disagreements,
+)
 from crbc_viz.views.graph_view import graph_html, layered_layout, select_nodes
 from crbc_viz.views.trajectories import step_alternatives, step_frame, trajectory_table
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TOY = REPO / "sample_rollouts" / "toy" / "toy_group.jsonl"
 PAYLOAD_IMG = "<img src=x onerror=window.__xss=1>"
 PAYLOAD_SCRIPT = "</script><script>window.__xss=2</script>"

@@ -9,7 +9,6 @@ from crbc_viz.errors import BackendUnavailable, CrbcVizError, EstimatorInputErro
 from crbc_viz.estimators import MissingSignalError, UnknownEstimatorError
 from crbc_viz.io import LoadError
 from crbc_viz.store import LogStore, StoreError
-
 from helpers import ROOT
 
 TOY = ROOT / "sample_rollouts" / "toy" / "toy_group.jsonl"

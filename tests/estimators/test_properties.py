@@ -151,7 +151,7 @@ def test_cycle_whose_only_exit_is_truncation(tmp_path, beta):
 
 
 def test_beta_one_on_the_toy_group():
-    b = load_rollouts(Path(__file__).resolve().parents[1] / "sample_rollouts/toy/toy_group.jsonl")
+    b = load_rollouts(Path(__file__).resolve().parents[2] / "sample_rollouts/toy/toy_group.jsonl")
     r = crbc_viz.score(b, "crbc", backend="numpy", beta=1.0)
     assert np.isfinite(r.advantage).all() and r.diagnostics["closure_residual"] < 1e-9
     for backend in ("torch", "numba"):

@@ -1,0 +1,146 @@
+"""Data sources the pages pass around instead of files: a rollout log file, an upload, or one
+group of a log store, each named by a reference that goes into the URL (``?file=…``).
+
+- ``path/to/log.jsonl`` (repo-relative or absolute, under an allowed root): a log file;
+- ``upload:<sha256>.<suffix>``: a file uploaded to this server, by content address;
+- ``store:<store folder>::<run>/<train_step>/<group_id>``: one group of a log store, read
+  from the store itself (no temporary file), so the link works on any server with the store.
+
+`resolve` checks a reference (confined to the allowed data folders, see `crbc_viz.ui.files`)
+and returns a `Source`; `open_batch` loads the `Source.key` it names; `open_store` opens a
+store folder for the Across-training page.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..io import load_rollouts
+from ..store import LogStore
+from . import files as _files
+from .files import file_ref, resolve_data_dir, resolve_data_path
+
+__all__ = ["Source", "resolve", "open_batch", "open_store", "store_group_ref", "default_store",
+           "link_ref", "resolve_ref", "is_upload", "UPLOAD_PREFIX", "STORE_PREFIX", "BUNDLED_STORE",
+           "STORE_ENV"]
+
+#: Uploads are named in links by their content hash (``upload:<sha>.<suffix>``): the same
+#: bytes give the same link, but only the server that received them holds the file.
+UPLOAD_PREFIX = "upload:"
+#: A store group: ``store:<folder>::<run>/<train_step>/<group_id>``.
+STORE_PREFIX = "store:"
+_SEP = "::"
+#: The bundled store (a Sokoban group-RL run per estimator, `experiments/sokoban_grpo`),
+#: opened when no store is named in the URL or $CRBC_VIZ_STORE.
+BUNDLED_STORE = "sample_rollouts/training/store"
+STORE_ENV = "CRBC_VIZ_STORE"
+
+
+@dataclass(frozen=True)
+class Source:
+    """A checked data source.
+
+    Attributes:
+        ref: the reference as written in the URL.
+        key: what `open_batch` loads (the file's resolved path, or ``store:<abs folder>::label``);
+            the pipeline's caches take it beside the content digest.
+        name: shown in the sidebar (the file name, or ``store/label``).
+        path: the file, or the store folder.
+        group: the store group's label (``run/train_step/group_id``), None for a file.
+        stamp: what changes when the content does: (mtime_ns, size) of a file, the store's
+            fingerprint for a store group.
+    """
+    ref: str
+    key: str
+    name: str
+    path: Path
+    group: str | None = None
+    stamp: tuple = ()
+
+    @property
+    def is_store(self) -> bool:
+        return self.group is not None
+
+
+def store_group_ref(store_dir: str | os.PathLike, run: str, train_step: int, group_id: str) -> str:
+    """The reference of one store group (what "Open in the Graph page" puts in the URL)."""
+    return f"{STORE_PREFIX}{file_ref(Path(store_dir))}{_SEP}{run}/{int(train_step)}/{group_id}"
+
+
+def link_ref(ref: str) -> str:
+    """The reference as written in a link (uploads by content address)."""
+    try:
+        p = Path(ref)
+        if p.is_absolute() and p.resolve().parent == Path(_files.UPLOAD_DIR).resolve():
+            return UPLOAD_PREFIX + p.name
+    except (OSError, ValueError):
+        pass
+    return ref
+
+
+def is_upload(ref: str | None) -> bool:
+    return bool(ref) and link_ref(ref).startswith(UPLOAD_PREFIX)
+
+
+def resolve_ref(ref: str) -> Path:
+    """A file reference (a path or ``upload:…``) as a checked path (see `resolve_data_path`)."""
+    if ref.startswith(UPLOAD_PREFIX):
+        name = ref[len(UPLOAD_PREFIX):]
+        if "/" in name or "\\" in name or not name:
+            raise ValueError("the link names an upload with an invalid name")
+        path = Path(_files.UPLOAD_DIR) / name
+        if not path.exists():
+            raise ValueError("the link names an upload this server does not hold (uploads stay on "
+                             "the server that received them); upload the file again on the Data page")
+        return resolve_data_path(str(path))
+    return resolve_data_path(ref)
+
+
+def resolve(ref: str) -> Source:
+    """The source a reference names, checked.
+
+    Raises:
+        ValueError: the reference is malformed, outside the allowed data folders or missing
+            (the message names it); StoreError: the folder is not a store or lacks the group.
+    """
+    if ref.startswith(STORE_PREFIX):
+        folder, sep, label = ref[len(STORE_PREFIX):].partition(_SEP)
+        if not sep or not label:
+            raise ValueError(f"'{ref[:200]}': a store reference reads "
+                             f"store:<folder>{_SEP}<run>/<train_step>/<group_id>")
+        store = open_store(folder)
+        run, ts, gid = store.resolve_group(label)
+        label = f"{run}/{ts}/{gid}"
+        return Source(ref=store_group_ref(store.root, run, ts, gid),
+                      key=f"{STORE_PREFIX}{store.root}{_SEP}{label}",
+                      name=f"{store.root.name}/{label}", path=store.root, group=label,
+                      stamp=(store.fingerprint,))
+    path = resolve_ref(ref)
+    stat = os.stat(path)
+    return Source(ref=file_ref(path), key=str(path), name=path.name, path=path,
+                  stamp=(stat.st_mtime_ns, stat.st_size))
+
+
+def open_batch(key: str):
+    """The `RolloutBatch` of a `Source.key` (already resolved: no confinement check here)."""
+    if key.startswith(STORE_PREFIX):
+        folder, _, label = key[len(STORE_PREFIX):].partition(_SEP)
+        return LogStore(folder).load_batch(group=label, text=True)
+    return load_rollouts(key)
+
+
+def open_store(ref: str) -> LogStore:
+    """The log store in folder ``ref``, confined to the allowed data folders.
+
+    Raises:
+        ValueError: outside the allowed folders or not a folder; StoreError: not a store.
+    """
+    return LogStore(resolve_data_dir(ref))
+
+
+def default_store(from_url: str | None) -> str:
+    """The store the Across-training page opens: the URL's, else $CRBC_VIZ_STORE, else the
+    bundled one when it is there, else none ("")."""
+    return from_url or os.environ.get(STORE_ENV, "") or (
+        BUNDLED_STORE if (_files.REPO_ROOT / BUNDLED_STORE / "store.json").is_file() else "")
