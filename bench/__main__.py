@@ -209,16 +209,26 @@ def main(argv=None):
     text = render(rows, extra)
     print(text)
     if args.write:
-        from crbc_viz.io.write import atomic_path
+        write_block(text, "<!-- estimators:begin -->", "<!-- estimators:end -->")
 
-        path = HERE / "RESULTS.md"
-        doc = path.read_text() if path.exists() else "# Benchmark results\n"
-        start, end = "<!-- estimators:begin -->", "<!-- estimators:end -->"
-        block = f"{start}\n{text}\n{end}"
-        doc = (doc[:doc.index(start)] + block + doc[doc.index(end) + len(end):]
-               if start in doc else doc.rstrip() + "\n\n" + block + "\n")
-        with atomic_path(path) as tmp:
-            Path(tmp).write_text(doc)
+
+def write_block(text: str, start: str, end: str, section: str | None = None, path: Path = HERE / "RESULTS.md"):
+    """Replace ``start``…``end`` of ``path`` by ``text``, atomically; when the markers are absent,
+    add them at the end of the ``section`` heading's section (or of the file)."""
+    from crbc_viz.io.write import atomic_path
+
+    doc = path.read_text() if path.exists() else "# Benchmark results\n"
+    block = f"{start}\n{text}\n{end}"
+    if start in doc:
+        doc = doc[:doc.index(start)] + block + doc[doc.index(end) + len(end):]
+    else:
+        at = len(doc)
+        if section and section in doc:
+            nxt = doc.find("\n## ", doc.index(section) + len(section))
+            at = nxt + 1 if nxt >= 0 else at
+        doc = doc[:at].rstrip() + "\n\n" + block + "\n" + ("\n" + doc[at:] if doc[at:] else "")
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text(doc)
 
 
 if __name__ == "__main__":

@@ -142,7 +142,7 @@ def sync(device):
 def run_adapters(size, device, repeats):
     import torch
 
-    from crbc_viz.integrations import roll, rllm, verl, verl_agent
+    from crbc_viz.integrations import rllm, roll, verl, verl_agent
     from crbc_viz.integrations._core import token_steps, trajectory_credit
 
     batch, rows = workload(size)

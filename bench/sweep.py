@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-TARGET_S, TARGET_MB = 10.0, 2048.0
+TARGET_S, TARGET_MB = 10.0, 2e9 / 2**20   # 2 GB = 2·10⁹ bytes, in MiB (VmHWM)
 
 
 def workload(n: int, seed: int = 7):
@@ -123,6 +123,11 @@ def run(sizes, names) -> list[dict]:
     return rows
 
 
+def met(r: dict) -> bool:
+    """One cell met the targets: ≤ 10 s, ≤ 2 GB, finite advantages (an error never does)."""
+    return "error" not in r and r["seconds"] <= TARGET_S and r["peak_mb"] <= TARGET_MB and r["finite"]
+
+
 def render(rows) -> str:
     out = ["| anchors (target) | steps | estimator | backend (auto) | seconds | peak RSS MB | met (≤ 10 s, ≤ 2 GB) |",
            "| --- | ---: | --- | --- | ---: | ---: | :---: |"]
@@ -130,9 +135,8 @@ def render(rows) -> str:
         if "error" in r:
             out.append(f"| {r['size']:,} | | {r['estimator']} | error: {r['error']} | | | no |")
             continue
-        met = r["seconds"] <= TARGET_S and r["peak_mb"] <= TARGET_MB and r["finite"]
         out.append(f"| {r['anchors']:,} ({r['size']:,}) | {r['steps']:,} | {r['estimator']} | {r['backend']} | "
-                   f"{r['seconds']:.2f} | {r['peak_mb']:.0f} | {'yes' if met else 'no'} |")
+                   f"{r['seconds']:.2f} | {r['peak_mb']:.0f} | {'yes' if met(r) else 'no'} |")
     return "\n".join(out)
 
 

@@ -54,13 +54,14 @@ class CreditResult:
         S = len(steps)
         action = steps["action"] if "action" in steps else pd.Series([None] * S)
         return pd.DataFrame({
-            "run_id": steps["run_id"].to_numpy(),
+            # String columns keep their (Arrow) arrays: no per-step Python objects.
+            "run_id": steps["run_id"].array,
             "train_step": steps["train_step"].to_numpy(dtype=np.int64),
-            "group_id": steps["group_id"].to_numpy(),
-            "traj_id": steps["traj_id"].to_numpy(),
+            "group_id": steps["group_id"].array,
+            "traj_id": steps["traj_id"].array,
             "step_idx": steps["step_idx"].to_numpy(dtype=np.int64),
-            "anchor_key": steps["anchor_key"].to_numpy(),
-            "action": action.to_numpy(),
+            "anchor_key": steps["anchor_key"].array,
+            "action": action.array,
             "estimator": np.full(S, self.estimator, dtype=object),
             "value": np.asarray(self.value, dtype=np.float64),
             "q_value": np.asarray(self.q_value, dtype=np.float64),

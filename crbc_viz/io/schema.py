@@ -173,6 +173,9 @@ def _fast_column(name: str, col: pd.Series, from_text: bool):
                         else col.to_numpy(dtype=object, na_value=None), index=col.index)
         kind = col.dtype.kind
     inferred = infer_dtype(col, skipna=True) if kind == "O" else None
+    if coerce in (_as_id, _as_text, _as_anchor) and isinstance(col.dtype, pd.StringDtype) and (
+            inferred in ("string", "empty")):
+        return col      # already a string column: kept as it is (no per-step objects)
     if coerce in (_as_id, _as_text) and (inferred in ("string", "empty")):
         return col.to_numpy(dtype=object)
     if coerce is _as_id and kind in "iu":
@@ -570,6 +573,14 @@ def _anchor_hashes(table: pd.DataFrame, warnings: list, path: str, where: str = 
     the canonical ``anchor_obs``, else one hash per trajectory step. Hashes are computed once
     per distinct key or (string) observation and gathered, not once per step."""
     n = len(table)
+    obs_col = table["anchor_obs"] if "anchor_obs" in table else None
+    if (obs_col is not None and "anchor_key" not in table and "state_hash" not in table
+            and isinstance(obs_col.dtype, pd.StringDtype) and not obs_col.isna().any()):
+        # The usual case: every step has a string observation. Factorised in Arrow, one hash
+        # per distinct string, the keys gathered as a string array (no per-step objects).
+        codes, uniq = pd.factorize(obs_col)
+        uh, ukeys = _string_hashes(uniq.to_numpy(dtype=object), codes, np.arange(n), table, path, where)
+        return table.assign(anchor_key=pd.array(ukeys, dtype=obs_col.dtype).take(codes)), uh[codes]
     hashes = np.zeros(n, dtype=np.uint64)
     keys = np.empty(n, dtype=object)
     given = None
@@ -625,13 +636,7 @@ def _obs_hashes(values: np.ndarray, rows: np.ndarray, table: pd.DataFrame, path:
 
     if infer_dtype(values, skipna=False) == "string":
         codes, uniq = pd.factorize(values)
-        uh = np.zeros(len(uniq), dtype=np.uint64)
-        for j, o in enumerate(uniq):   # distinct strings in order of first occurrence
-            try:
-                uh[j] = anchor_hash64(o)
-            except (RecursionError, ValueError, TypeError, OverflowError) as exc:
-                raise fail(int(np.argmax(codes == j)), exc) from None
-        ukeys = np.array([f"{x:016x}" for x in uh.tolist()], dtype=object)
+        uh, ukeys = _string_hashes(uniq, codes, rows, table, path, where)
         return uh[codes], ukeys[codes]
     out = np.zeros(len(values), dtype=np.uint64)
     cache: dict = {}
@@ -648,6 +653,22 @@ def _obs_hashes(values: np.ndarray, rows: np.ndarray, table: pd.DataFrame, path:
             cache[ck] = h
         out[i] = h
     return out, np.array([f"{x:016x}" for x in out.tolist()], dtype=object)
+
+
+def _string_hashes(uniq, codes: np.ndarray, rows: np.ndarray, table: pd.DataFrame, path: str,
+                   where: str) -> tuple[np.ndarray, np.ndarray]:
+    """(hashes, hex keys) of the distinct anchor strings ``uniq`` (in first-occurrence order;
+    ``codes`` map the values at table rows ``rows`` to them)."""
+    uh = np.zeros(len(uniq), dtype=np.uint64)
+    for j, o in enumerate(uniq):
+        try:
+            uh[j] = anchor_hash64(o)
+        except (RecursionError, ValueError, TypeError, OverflowError) as exc:
+            i = int(rows[int(np.argmax(codes == j))])
+            line = int(table[_LINE].iat[i]) if _LINE in table else None
+            raise LoadError([Problem(path, line, "anchor_obs",
+                                     f"cannot canonicalise the anchor ({type(exc).__name__})", where)]) from None
+    return uh, np.array([f"{x:016x}" for x in uh.tolist()], dtype=object)
 
 
 def _key_to_hash(k: str) -> int:

@@ -111,7 +111,8 @@ def _store_round_trip(tmp: Path, fields: dict) -> None:
 if __name__ != "__main__":
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
-    from test_properties import step_tables
+
+    from strategies import step_tables
 
     FUZZ = settings(max_examples=60, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

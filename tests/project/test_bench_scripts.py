@@ -18,3 +18,16 @@ def test_gpu_script_is_one_prepared_command():
     text = (ROOT / "bench" / "gpu.sh").read_text()
     assert "tests/backends/test_parity.py" in text and "bench.gpu_bench --device cuda" in text
     assert "--dry-run" in text
+
+
+def test_user_path_quick_renders_every_issue17_row():
+    proc = subprocess.run([sys.executable, "-m", "bench.user_path", "--quick"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    block = proc.stdout
+    for label in ('`score(batch, "crbc")`, auto →', "baseline `bench.baselines.crbc_dict_spsolve`",
+                  "`python -m crbc_viz score b80k.jsonl -o out.parquet`", "**Group size**", "**Ingest**",
+                  "**CRBC fused on the GPU**", "Machine:", "load average", "Targets met:"):
+        assert label in block, label
+    gpu = "no GPU on this machine" not in block  # with a GPU its row gets a table too
+    assert block.count("| met |") == 3 + gpu and "met (≤ 10 s, ≤ 2 GB)" in block  # + the sweep's

@@ -1,0 +1,203 @@
+"""Issue 17's target table in one run, each row beside its baseline and target:
+
+    python -m bench.user_path [--quick] [--write] [--sweep-sizes 1000,10000,100000]
+                              [--ingest-sizes-mb 100,800,3000] [--repeats 7]
+
+1. ``crbc_viz.score(batch, "crbc")`` on workload (b), engine loaded, one process: median of
+   ``--repeats`` after a warm-up against `bench.baselines.crbc_dict_spsolve` on the same batch
+   (both checked against the numpy reference to 1e-9); kernel alone, numpy reference and
+   ``build_graph`` as context.
+2. ``python -m crbc_viz score FILE.jsonl -o OUT.parquet`` on the 80k-step JSONL, a fresh
+   process each run, wall including interpreter start (median after one warm-up run).
+3. One group of 1k/10k/100k anchors, every graph estimator, auto backend (`bench.sweep`).
+4. Ingest of one JSONL file per size, fresh process, peak RSS = VmHWM (`bench.ingest_bench`);
+   a size is skipped when less than 2.5× its size is free on disk.
+5. The fused CRBC path on CUDA, workloads (b) and (c) (`bench.gpu_bench`), when there is one.
+
+``--quick`` is a dry run (sweep 1000, ingest 5 MB, one repeat). ``--write`` replaces the block
+between ``<!-- issue17:begin -->`` and ``<!-- issue17:end -->`` of bench/RESULTS.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bench import baselines, ingest_bench, sweep
+from bench.__main__ import METHODS, _estimator, _graph_args, machine, timeit, write_block
+from bench.workloads import load
+
+ROOT = Path(__file__).resolve().parent.parent
+BEGIN, END = "<!-- issue17:begin -->", "<!-- issue17:end -->"
+SECTION = "## User path, group size, ingest (issue 17)"
+SCORE_X, CLI_S = 60.0, 0.6
+INGEST_MB, INGEST_S, INGEST_RSS_MB = 800, 30.0, 1.2e9 / 2**20  # 1.2 GB = 1.2·10⁹ bytes, in MiB
+GPU_MS = {"b": 1.0, "c": 20.0}
+LABELS = {"score": 'score(batch, "crbc") ≥ 60×', "cli": "CLI ≤ 0.6 s",
+          "sweep": "group size ≤ 10 s, ≤ 2 GB", "ingest": "ingest 800 MB ≤ 30 s, ≤ 1.2 GB",
+          "gpu": "H200 fused b ≤ 1 ms, c ≤ 20 ms"}
+
+
+def _yes(ok) -> str:
+    return ok if isinstance(ok, str) else "yes" if ok else "no"
+
+
+def _part(head: str, header: list[str], rows: list[list], align: str) -> str:
+    """``head``, then a markdown table; ``align``: a letter per column, l(eft), r(ight), c(entre)."""
+    rule = {"l": " --- |", "r": " ---: |", "c": " :---: |"}
+    return "\n".join([head, "", "| " + " | ".join(header) + " |", "|" + "".join(rule[a] for a in align),
+                      *("| " + " | ".join(map(str, r)) + " |" for r in rows)])
+
+
+def score_b(repeats: int) -> tuple[str, bool]:
+    import crbc_viz
+    import crbc_viz.backends.numba.crbc  # noqa: F401  the engine loaded, as in a training process
+
+    batch = load("b")
+    graph = crbc_viz.build_graph(batch)
+    ref = crbc_viz.score(graph, "crbc", backend="numpy").advantage
+    backend = crbc_viz.score(batch, "crbc").backend
+    cases = {  # label: (function, its prepared arguments, whether it returns the step advantages)
+        f'`score(batch, "crbc")`, auto → {backend}': (lambda b: crbc_viz.score(b, "crbc").advantage,
+                                                      (batch,), True),
+        "engine kernel alone (prepared arrays)": (METHODS["crbc_numba"], _graph_args(batch), True),
+        "numpy reference on a built graph": (_estimator("crbc", "numpy"), (graph,), True),
+        "`build_graph(batch)`": (crbc_viz.build_graph, (batch,), False),
+        "baseline `bench.baselines.crbc_dict_spsolve`": (baselines.crbc_dict_spsolve,
+                                                          (baselines.group_lists(batch),), True),
+    }
+    for label, (fn, args, checked) in cases.items():
+        err = float(np.max(np.abs(fn(*args) - ref))) if checked else 0.0
+        assert err < 1e-9, f"{label}: advantages differ from the numpy reference by {err}"
+    times = {label: timeit(fn, args, repeats) for label, (fn, args, _) in cases.items()}
+    first, *_, base = times.values()  # the user's call, ..., the baseline
+    met = base / first >= SCORE_X
+    rows = [[label, f"{t * 1e3:.2f}", f"{base / t:.1f}" if cases[label][2] else "",
+             "" if i else "≥ 60×", "" if i else _yes(met)] for i, (label, t) in enumerate(times.items())]
+    head = (f'**`score(batch, "crbc")`, workload (b)** ({batch.num_steps:,} steps; one process, engine '
+            f"loaded; median of {repeats} after a warm-up; the advantages of score, kernel and baseline "
+            "agree with the numpy reference to 1e-9)")
+    return _part(head, ["what", "median ms", "× dict+spsolve", "target", "met"], rows, "lrrlc"), met
+
+
+def _wall(cmd: list[str]) -> float:
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if proc.returncode:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")
+    return time.perf_counter() - t
+
+
+def cli(workdir: Path, runs: int) -> tuple[str, bool]:
+    from crbc_viz.synthetic import batch_to_rows, random_mdp_batch
+
+    batch = random_mdp_batch(256, 8, 50, num_states=40, p_fail=0.01, seed=1)
+    log, out = workdir / "b80k.jsonl", workdir / "out.parquet"
+    log.write_text("".join(json.dumps(r) + "\n" for r in batch_to_rows(batch)))
+    size = log.stat().st_size
+    cmds = {"`python -m crbc_viz score b80k.jsonl -o out.parquet`":
+            [sys.executable, "-m", "crbc_viz", "score", str(log), "-o", str(out)],
+            "`python -c pass` (interpreter start alone)": [sys.executable, "-c", "pass"]}
+    try:  # the first run of each warms the page cache and is not counted
+        walls = {label: [_wall(cmd) for _ in range(runs + 1)][1:] for label, cmd in cmds.items()}
+    finally:
+        log.unlink(missing_ok=True)
+        out.unlink(missing_ok=True)
+    met = statistics.median(next(iter(walls.values()))) <= CLI_S
+    rows = [[label, f"{statistics.median(w):.3f}", f"{min(w):.3f}–{max(w):.3f}", "" if i else "≤ 0.6 s",
+             "" if i else _yes(met)] for i, (label, w) in enumerate(walls.items())]
+    head = (f"**CLI end to end** ({batch.num_steps:,} steps, {size / 1e6:.1f} MB JSONL from "
+            "`random_mdp_batch(256, 8, 50, num_states=40, p_fail=0.01, seed=1)`, `batch_to_rows`, "
+            f"`json.dumps` per row; a fresh process per run, median of {runs} after a warm-up run)")
+    return _part(head, ["what", "median wall s", "range s", "target", "met"], rows, "lrrlc"), met
+
+
+def group_sizes(sizes: list[int]) -> tuple[str, bool]:
+    rows = sweep.run(sizes, sweep.graph_estimators())
+    head = ("**Group size** (`bench.sweep`: one group, every graph estimator, auto backend, a fresh "
+            "process per cell, one cold call including any engine load; peak = VmHWM)")
+    return head + "\n\n" + sweep.render(rows), all(sweep.met(r) for r in rows)
+
+
+def ingest(workdir: Path, sizes_mb: list[float]) -> tuple[str, bool | str]:
+    rows, met = [], "not run (no 800 MB size)"
+    for mb in sizes_mb:
+        target = mb == INGEST_MB
+        free = shutil.disk_usage(workdir).free
+        if free < 2.5 * mb * 1e6:
+            reason = f"skipped: {free / 1e9:.1f} GB free, needs {2.5 * mb / 1e3:.1f} GB (2.5 × the file)"
+            print(f"ingest {mb:g} MB {reason}", file=sys.stderr)
+            rows.append([f"{mb:g} (asked)", "", "", "", reason, ""])
+            met = reason if target else met
+            continue
+        r = ingest_bench.run_one(workdir, mb)
+        print(r, file=sys.stderr, flush=True)
+        if target:
+            met = r["wall_s"] <= INGEST_S and r["peak_rss_mb"] <= INGEST_RSS_MB
+        rows.append([f"{r['file_mb']:,.0f}", f"{r['steps']:,}", f"{r['wall_s']:.1f}",
+                     f"{r['peak_rss_mb']:,.0f}", "≤ 30 s, ≤ 1.2 GB" if target else "RSS vs size",
+                     _yes(met) if target else ""])
+    head = ("**Ingest** (`bench.ingest_bench`: one canonical JSONL file per size, ~750 bytes a step, "
+            "`crbc_viz.store.ingest` in a fresh process; peak = VmHWM in MiB; 1.2 GB "
+            "is read as 1.2·10⁹ bytes = 1,144 MiB, as `bench.sweep` reads 2 GB as 1,907 MiB)")
+    return _part(head, ["file MB", "steps", "wall s", "peak RSS MiB", "target", "met"], rows, "rrrrlc"), met
+
+
+def gpu(workloads: list[str], repeats: int) -> tuple[str, bool | str]:
+    import torch
+
+    head = "**CRBC fused on the GPU** (`bench.gpu_bench`: merge + solve + credit on the device, synchronized)"
+    if not torch.cuda.is_available():
+        return head + ": no GPU on this machine", "no GPU on this machine"
+    from bench import gpu_bench
+
+    rows = [r for r in gpu_bench.measure(workloads, "cuda", repeats) if r["dtype"] == "float64"]
+    met = {r["workload"]: r["median_s"] * 1e3 <= GPU_MS[r["workload"]] for r in rows}
+    cells = [[r["workload"], f"{r['steps']:,}", f"{r['median_s'] * 1e3:.3f}", f"{r['diff']:.1e}",
+              f"≤ {GPU_MS[r['workload']]:g} ms", _yes(met[r["workload"]])] for r in rows]
+    head += f", {torch.cuda.get_device_name(0)}, float64, median of {repeats} after a warm-up"
+    return (_part(head, ["workload", "steps", "median ms", "max abs diff vs CPU engine", "target", "met"],
+                  cells, "lrrrlc"), all(met.values()) if met.keys() >= GPU_MS.keys() else "c not run")
+
+
+def main(argv=None) -> str:
+    ap = argparse.ArgumentParser(prog="python -m bench.user_path")
+    ap.add_argument("--quick", action="store_true", help="dry run: sweep 1000, ingest 5 MB, 1 repeat")
+    ap.add_argument("--write", action="store_true", help="replace the issue-17 block of bench/RESULTS.md")
+    ap.add_argument("--sweep-sizes", default="1000,10000,100000")
+    ap.add_argument("--ingest-sizes-mb", default="100,800,3000")
+    ap.add_argument("--repeats", type=int, default=7)
+    args = ap.parse_args(argv)
+    command = " ".join(["python -m bench.user_path", *(argv if argv is not None else sys.argv[1:])])
+    sizes = [1000] if args.quick else [int(s) for s in args.sweep_sizes.split(",")]
+    ingest_mb = [5.0] if args.quick else [float(s) for s in args.ingest_sizes_mb.split(",")]
+    repeats = 1 if args.quick else args.repeats
+    load_start, started = os.getloadavg(), time.strftime("%Y-%m-%d %H:%M")
+    with tempfile.TemporaryDirectory(prefix="crbc_user_path_") as tmp:
+        parts = {"score": score_b(repeats), "cli": cli(Path(tmp), repeats), "sweep": group_sizes(sizes),
+                 "ingest": ingest(Path(tmp), ingest_mb),
+                 "gpu": gpu(["b"] if args.quick else ["b", "c"], 1 if args.quick else max(repeats, 20))}
+    loads = [" / ".join(f"{x:.2f}" for x in la) for la in (load_start, os.getloadavg())]
+    text = "\n\n".join([
+        f"Machine: {machine()}",
+        f"Command: `{command}`, run {started}; load average (1, 5, 15 min) {loads[0]} at the start, "
+        f"{loads[1]} at the end.",
+        *(part for part, _ in parts.values()),
+        "Targets met: " + "; ".join(f"{LABELS[k]}: {_yes(ok)}" for k, (_, ok) in parts.items()) + "."])
+    print(text)
+    if args.write:
+        write_block(text, BEGIN, END, section=SECTION)
+    return text
+
+
+if __name__ == "__main__":
+    main()
