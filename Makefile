@@ -11,7 +11,7 @@ GEN_STAMP := $(GEN_VENV)/.installed
 TRN_VENV := .venv-trainers
 TRN_STAMP := $(TRN_VENV)/.installed
 
-.PHONY: run test install install-dev browser-deps bench bench-quick clean
+.PHONY: run test lint format install install-dev browser-deps bench bench-quick clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -51,7 +51,16 @@ run: $(STAMP)
 	$(BIN)/streamlit run app.py --server.address 127.0.0.1 --server.port $(PORT) \
 	  --server.headless true --browser.gatherUsageStats false
 
-test: $(STAMP) $(GEN_STAMP) $(TRN_STAMP) browser-deps
+# ruff (pinned in requirements-dev.txt, configured in pyproject.toml): lint + format check.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+test: $(STAMP) $(GEN_STAMP) $(TRN_STAMP) browser-deps lint
 	CRBC_VIZ_SOKOBAN_PYTHON=$(GEN_VENV)/bin/python CRBC_VIZ_TRAINERS_PYTHON=$(CURDIR)/$(TRN_VENV)/bin/python \
 	  $(BIN)/python -m pytest
 

@@ -7,6 +7,7 @@ A router (``st.navigation``, its own menu hidden) over the page scripts in ``app
 shared sidebar, and the view kept in the URL (`crbc_viz.ui.view`): the sidebar's page links
 carry the query string, so a page switch is one history entry and keeps the view.
 """
+
 import streamlit as st
 
 from crbc_viz.ui import view
@@ -21,8 +22,9 @@ PAGES = [
     st.Page("app_pages/trajectories.py", title="Trajectories", icon=":material/timeline:"),
     st.Page("app_pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
     st.Page("app_pages/estimators.py", title="Estimators", icon=":material/menu_book:"),
-    st.Page("app_pages/training.py", title="Across training", url_path="training",
-            icon=":material/show_chart:"),
+    st.Page(
+        "app_pages/training.py", title="Across training", url_path="training", icon=":material/show_chart:"
+    ),
     st.Page("app_pages/learn.py", title="Learn", url_path="learn", icon=":material/school:"),
 ]
 

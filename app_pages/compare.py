@@ -3,6 +3,7 @@ disagreements; click a point or a row to choose that step), every estimator at o
 correlations and a step × estimator heatmap of the chosen rollout), and the finite-depth
 family K = 0 … ∞ from visit-local averaging to the closure with the Corollary-3 bound. The two
 heavy sections are computed when opened."""
+
 import pandas as pd
 import streamlit as st
 
@@ -71,11 +72,18 @@ def estimator_pair(sel, graph, focus_step) -> None:
     a = c1.selectbox("Estimator A (x)", names, key=view.field("a", sel.estimator, options=names))
     view.record("a")
     default_b = "shortest_path" if sel.estimator != "shortest_path" else "visit_local"
-    b = c2.selectbox("Estimator B (y)", names, key=view.field("b", default_b if default_b in names
-                                                              else names[0], options=names))
+    b = c2.selectbox(
+        "Estimator B (y)",
+        names,
+        key=view.field("b", default_b if default_b in names else names[0], options=names),
+    )
     view.record("b")
-    q = c3.selectbox("Quantity", QUANTITIES, key=view.field("q", "credit", options=list(QUANTITIES)),
-                     help="credit = the method's own step term; advantage = what it feeds the loss")
+    q = c3.selectbox(
+        "Quantity",
+        QUANTITIES,
+        key=view.field("q", "credit", options=list(QUANTITIES)),
+        help="credit = the method's own step term; advantage = what it feeds the loss",
+    )
     view.record("q")
     ra, rb = sel.result(a), sel.result(b)
     bad = [(n, r) for n, r in ((a, ra), (b, rb)) if isinstance(r, str)]
@@ -91,8 +99,7 @@ def estimator_pair(sel, graph, focus_step) -> None:
     const = both_constant(df, a, b)
     m = st.columns(4)
     m[0].metric("Spearman ρ (this group)", describe_rho(rho, a, b, df))
-    m[1].metric("Sign agreement", "— (both constant)" if const else
-                f"{sign_agreement(df[a], df[b]):.1%}")
+    m[1].metric("Sign agreement", "— (both constant)" if const else f"{sign_agreement(df[a], df[b]):.1%}")
     m[2].metric("Steps", len(df))
     with st.spinner("Scoring every group …"):
         fa = pipeline.score_full(sel.digest, sel.path, a.strip(), sel.params_of(a.strip()), sel.backend)
@@ -100,22 +107,28 @@ def estimator_pair(sel, graph, focus_step) -> None:
     per = None
     if not isinstance(fa, str) and not isinstance(fb, str):
         full = pipeline.full_graph(sel.digest, sel.path)
-        per = agreement_by_group(full.batch.step_group, getattr(fa, q), getattr(fb, q),
-                                 full.batch.num_groups)
+        per = agreement_by_group(full.batch.step_group, getattr(fa, q), getattr(fb, q), full.batch.num_groups)
         defined = per["spearman"].notna()
-        m[3].metric("Median ρ over groups", f"{per['spearman'].median():.3f}" if defined.any()
-                    else "— (undefined in every group)",
-                    help=f"over the {int(defined.sum())} of {len(per)} groups where both vary")
+        m[3].metric(
+            "Median ρ over groups",
+            f"{per['spearman'].median():.3f}" if defined.any() else "— (undefined in every group)",
+            help=f"over the {int(defined.sum())} of {len(per)} groups where both vary",
+        )
     la, lb = _label(sel, a.strip()), _label(sel, b.strip())
     c1, c2 = st.columns([3, 2])
     with c1:
-        st.session_state["_scatter_steps"] = [df.loc[df["success"] == ok, "step"].tolist()
-                                              for ok in (True, False)]
-        fig = scatter_figure(df, a, b, quantity=q, highlight=focus_step,
-                             title=f"{la} vs {lb} · {q}")
+        st.session_state["_scatter_steps"] = [
+            df.loc[df["success"] == ok, "step"].tolist() for ok in (True, False)
+        ]
+        fig = scatter_figure(df, a, b, quantity=q, highlight=focus_step, title=f"{la} vs {lb} · {q}")
         fig.update_layout(xaxis_title=f"{la} {q}", yaxis_title=f"{lb} {q}")
-        st.plotly_chart(fig, key="cmp_scatter", on_select=lambda: _on_scatter(graph),
-                        selection_mode="points", config=_export(sel, la, "vs", lb, q))
+        st.plotly_chart(
+            fig,
+            key="cmp_scatter",
+            on_select=lambda: _on_scatter(graph),
+            selection_mode="points",
+            config=_export(sel, la, "vs", lb, q),
+        )
         st.caption("Click a point to choose that step (ringed when chosen).")
     with c2:
         st.markdown("**Steps where they disagree most** (percentile-rank gap; click a row)")
@@ -124,27 +137,35 @@ def estimator_pair(sel, graph, focus_step) -> None:
         if const or top.empty:
             st.info("No disagreement to show: the two rankings are identical (or constant) here.")
         else:
-            st.dataframe(cells(top[["traj_id", "t", "anchor", "action", a, b, "rank gap"]]),
-                         key="cmp_top", on_select=lambda: _on_top_row(graph, top["step"].tolist()),
-                         selection_mode="single-row", hide_index=True, width="stretch",
-                         column_config={
-                             a: st.column_config.NumberColumn(a, format="%.3f"),
-                             b: st.column_config.NumberColumn(b, format="%.3f"),
-                             "rank gap": st.column_config.NumberColumn("rank gap", format="%.2f")})
+            st.dataframe(
+                cells(top[["traj_id", "t", "anchor", "action", a, b, "rank gap"]]),
+                key="cmp_top",
+                on_select=lambda: _on_top_row(graph, top["step"].tolist()),
+                selection_mode="single-row",
+                hide_index=True,
+                width="stretch",
+                column_config={
+                    a: st.column_config.NumberColumn(a, format="%.3f"),
+                    b: st.column_config.NumberColumn(b, format="%.3f"),
+                    "rank gap": st.column_config.NumberColumn("rank gap", format="%.2f"),
+                },
+            )
     if per is not None:
         with st.expander("Agreement in every group"):
             per.insert(0, "group", [full.batch.group_label(g) for g in per["group_index"]])
             shown = per.drop(columns=["group_index"]).copy()
             for c in ("spearman", "disagreement"):
-                shown[c] = shown[c].map(lambda v: "undefined (constant)" if pd.isna(v)
-                                        else f"{v:.3f}")
+                shown[c] = shown[c].map(lambda v: "undefined (constant)" if pd.isna(v) else f"{v:.3f}")
             st.dataframe(cells(shown), hide_index=True, width="stretch")
 
 
 def all_estimators(sel, graph, t) -> None:
     st.subheader("All estimators at once")
-    if not st.toggle("Compute every estimator on this group", key=view.field("all", False, **_BOOL),
-                     help="runs each registered estimator once on this group (cached)"):
+    if not st.toggle(
+        "Compute every estimator on this group",
+        key=view.field("all", False, **_BOOL),
+        help="runs each registered estimator once on this group (cached)",
+    ):
         view.record("all")
         return
     view.record("all")
@@ -155,13 +176,19 @@ def all_estimators(sel, graph, t) -> None:
         df, failed = pipeline.all_estimators(sel.digest, sel.path, sel.group, params, sel.backend, q)
     ran = [n for n in names if n in df.columns]
     if failed:
-        st.warning(f"{len(failed)} of {len(names)} estimators cannot run on this group:\n\n"
-                   + "\n".join(f"- **{n}** cannot run: {md(why)}" for n, why in failed.items()))
+        st.warning(
+            f"{len(failed)} of {len(names)} estimators cannot run on this group:\n\n"
+            + "\n".join(f"- **{n}** cannot run: {md(why)}" for n, why in failed.items())
+        )
     if len(ran) >= 2:
-        st.plotly_chart(rank_matrix_figure(rank_matrix(df, ran),
-                                           title=f"Spearman ρ of step {q}, {len(ran)} estimators, "
-                                                 f"{len(df)} steps (— : constant here)"),
-                        key="cmp_matrix", config=_export(sel, "rank-matrix", q))
+        st.plotly_chart(
+            rank_matrix_figure(
+                rank_matrix(df, ran),
+                title=f"Spearman ρ of step {q}, {len(ran)} estimators, {len(df)} steps (— : constant here)",
+            ),
+            key="cmp_matrix",
+            config=_export(sel, "rank-matrix", q),
+        )
     if t is None:
         st.info("Choose a rollout to see its steps under every estimator.")
         return
@@ -171,9 +198,13 @@ def all_estimators(sel, graph, t) -> None:
     heat = rows[ran].copy()
     heat.index = [f"t{int(tt)} · {str(act)[:14]}" for tt, act in zip(rows["t"], rows["action"])]
     heat.columns = [_label(sel, n) for n in ran]
-    st.plotly_chart(step_estimator_figure(heat, title=f"Rollout {rollout_ids(graph)[t]}: step {q} "
-                                                      f"under each estimator (row-scaled)"),
-                    key="cmp_heat", config=_export(sel, "steps", rollout_ids(graph)[t], q))
+    st.plotly_chart(
+        step_estimator_figure(
+            heat, title=f"Rollout {rollout_ids(graph)[t]}: step {q} under each estimator (row-scaled)"
+        ),
+        key="cmp_heat",
+        config=_export(sel, "steps", rollout_ids(graph)[t], q),
+    )
 
 
 def depth_family(sel, focus_anchor) -> None:
@@ -181,8 +212,11 @@ def depth_family(sel, focus_anchor) -> None:
     if "crbc" not in estimator_names():
         st.info("The crbc estimator is not registered.")
         return
-    if not st.toggle("Compute the depth family", key=view.field("depth", False, **_BOOL),
-                     help="one closure solve and 31 backups on this group (cached)"):
+    if not st.toggle(
+        "Compute the depth family",
+        key=view.field("depth", False, **_BOOL),
+        help="one closure solve and 31 backups on this group (cached)",
+    ):
         view.record("depth")
         return
     view.record("depth")
@@ -192,44 +226,75 @@ def depth_family(sel, focus_anchor) -> None:
         return
     params = current_params("crbc")
     beta = float(params["beta"])
-    k = st.select_slider("Depth K", options=DEPTH_OPTIONS,
-                         key=view.field("k", 0, options=DEPTH_OPTIONS,
-                                        decode=lambda s: s if s == INF_LABEL else int(s)),
-                         help="V^(K) = T^K V^(0), Q^(K) = B V^(K−1); K = ∞ is the exact closure")
+    k = st.select_slider(
+        "Depth K",
+        options=DEPTH_OPTIONS,
+        key=view.field("k", 0, options=DEPTH_OPTIONS, decode=lambda s: s if s == INF_LABEL else int(s)),
+        help="V^(K) = T^K V^(0), Q^(K) = B V^(K−1); K = ∞ is the exact closure",
+    )
     view.record("k")
     kmax = DEPTH_OPTIONS[-2]
     bar = st.progress(0.0, text="depth family …")
-    sw = pipeline.depth_sweep(sel.digest, sel.path, sel.group, pipeline.params_key(params), kmax,
-                              _progress=lambda f, text: bar.progress(min(max(f, 0.0), 1.0), text=text))
+    sw = pipeline.depth_sweep(
+        sel.digest,
+        sel.path,
+        sel.group,
+        pipeline.params_key(params),
+        kmax,
+        _progress=lambda f, text: bar.progress(min(max(f, 0.0), 1.0), text=text),
+    )
     bar.empty()
     sel_k = None if k == INF_LABEL else int(k)
     bound_k = 0.0 if sel_k is None else float(sw["bound"][sel_k])
     gap_k = 0.0 if sel_k is None else float(sw["err"][sel_k])
     m = st.columns(3)
     m[0].metric("‖A^∞ − A^(K)‖∞", f"{gap_k:.2e}")
-    m[1].metric("Corollary 3 bound", "∞ (β = 1)" if bound_k == float("inf") else f"{bound_k:.2e}",
-                help="2β^K/(1−β)·‖T V⁰ − V⁰‖∞")
+    m[1].metric(
+        "Corollary 3 bound",
+        "∞ (β = 1)" if bound_k == float("inf") else f"{bound_k:.2e}",
+        help="2β^K/(1−β)·‖T V⁰ − V⁰‖∞",
+    )
     m[2].metric("β", f"{beta:g}")
     c1, c2 = st.columns(2)
     with c1:
         n_pairs = len(sw["labels"])
         order, mine = depth_pair_order(sw["pair_count"], sw["pair_node"], focus_anchor, 40)
         if focus_anchor is not None:
-            st.caption(f"The chosen anchor s{focus_anchor}'s {mine} actions first, then the "
-                       f"most-taken pairs (of {n_pairs}).")
+            st.caption(
+                f"The chosen anchor s{focus_anchor}'s {mine} actions first, then the "
+                f"most-taken pairs (of {n_pairs})."
+            )
         elif n_pairs > 40:
             st.caption(f"The 40 most-taken of {n_pairs} (anchor, action) pairs.")
-        st.plotly_chart(depth_lines_figure(sw["depths"], sw["pair_adv"][:, order], sw["pair_adv_inf"][order],
-                                           [sw["labels"][j] for j in order], sel_k), key="cmp_depth",
-                        config=_export(sel, _label(sel, "crbc"), f"depth-K{k}"))
+        st.plotly_chart(
+            depth_lines_figure(
+                sw["depths"],
+                sw["pair_adv"][:, order],
+                sw["pair_adv_inf"][order],
+                [sw["labels"][j] for j in order],
+                sel_k,
+            ),
+            key="cmp_depth",
+            config=_export(sel, _label(sel, "crbc"), f"depth-K{k}"),
+        )
     with c2:
-        st.plotly_chart(depth_error_figure(sw["depths"], sw["err"], sw["bound"], sel_k),
-                        key="cmp_depth_err", config=_export(sel, _label(sel, "crbc"), "depth-gap"))
+        st.plotly_chart(
+            depth_error_figure(sw["depths"], sw["err"], sw["bound"], sel_k),
+            key="cmp_depth_err",
+            config=_export(sel, _label(sel, "crbc"), "depth-gap"),
+        )
     A_k = sw["pair_adv_inf"] if sel_k is None else sw["pair_adv"][sel_k]
     c_k = sw["credit_inf"] if sel_k is None else sw["credit"][sel_k]
-    table = pd.DataFrame({"pair": sw["labels"], "N(s,a)": sw["pair_count"],
-                          f"A^({k})": A_k, "A^∞": sw["pair_adv_inf"], f"credit^({k})": c_k,
-                          "credit^∞": sw["credit_inf"]})
+    table = pd.DataFrame(
+        {
+            "pair": sw["labels"],
+            "N(s,a)": sw["pair_count"],
+            f"A^({k})": A_k,
+            "A^∞": sw["pair_adv_inf"],
+            f"credit^({k})": c_k,
+            "credit^∞": sw["credit_inf"],
+        }
+    )
     table["moved"] = (table[f"A^({k})"] - table["A^∞"]).abs()
     with st.expander(f"Pairs at K = {k} (sorted by |A^(K) − A^∞|)", expanded=False):
         st.dataframe(table.sort_values("moved", ascending=False), hide_index=True, width="stretch")
@@ -246,13 +311,14 @@ def render() -> None:
     focus_step = None if t is None or i is None else int(graph.batch.traj_offsets[t]) + i
     focus_anchor = None if focus_step is None else int(graph.step_node[focus_step])
     if focus_step is not None:
-        st.markdown(f"Chosen: step **t{i}** of rollout **{md(rollout_ids(graph)[t])}** at anchor "
-                    f"**s{focus_anchor}** (ringed in the scatter; its pairs first in the depth "
-                    f"family).")
+        st.markdown(
+            f"Chosen: step **t{i}** of rollout **{md(rollout_ids(graph)[t])}** at anchor "
+            f"**s{focus_anchor}** (ringed in the scatter; its pairs first in the depth "
+            f"family)."
+        )
     estimator_pair(sel, graph, focus_step)
     all_estimators(sel, graph, chosen_rollout(graph))
     depth_family(sel, focus_anchor)
-
 
 
 render()

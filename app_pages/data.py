@@ -1,5 +1,6 @@
 """Data page: choose a log (bundled sample, upload, or a server path under the allowed roots),
 read its summary, and pick a group from a sortable table."""
+
 import streamlit as st
 
 from crbc_viz.ui import pipeline, view
@@ -43,8 +44,10 @@ def _upload_outcome(sel) -> None:
         return
     name, ref = pending
     if sel.ref == ref and sel.ok:
-        st.success(f"Opened the upload {md(name)}: {sel.batch.num_groups} group(s). Its link names "
-                   f"it by content (`{md(link_ref(ref))}`) and works on this server only.")
+        st.success(
+            f"Opened the upload {md(name)}: {sel.batch.num_groups} group(s). Its link names "
+            f"it by content (`{md(link_ref(ref))}`) and works on this server only."
+        )
     else:
         st.error(f"The upload {md(name)} could not be opened: {md(sel.error or 'unknown error')}")
 
@@ -75,18 +78,32 @@ def source_picker(sel) -> None:
             # The picker shows the open file when it is a sample, else nothing (so every
             # sample, the default one included, can be chosen).
             st.session_state["sample_pick"] = sel.ref if sel.ref in samples else None
-            st.selectbox("Sample", samples, key="sample_pick", on_change=_on_sample, index=None,
-                         placeholder="(the open file is not a bundled sample)",
-                         help="logs bundled with the repository (sample_rollouts/)")
+            st.selectbox(
+                "Sample",
+                samples,
+                key="sample_pick",
+                on_change=_on_sample,
+                index=None,
+                placeholder="(the open file is not a bundled sample)",
+                help="logs bundled with the repository (sample_rollouts/)",
+            )
     elif src == "Upload":
-        st.file_uploader(f"Rollout log ({', '.join(ALLOWED_SUFFIXES)}; ≤ {MAX_UPLOAD_MB} MB)",
-                         key="upload", on_change=_on_upload,
-                         type=sorted({s.rsplit('.', 1)[-1] for s in ALLOWED_SUFFIXES}))
+        st.file_uploader(
+            f"Rollout log ({', '.join(ALLOWED_SUFFIXES)}; ≤ {MAX_UPLOAD_MB} MB)",
+            key="upload",
+            on_change=_on_upload,
+            type=sorted({s.rsplit('.', 1)[-1] for s in ALLOWED_SUFFIXES}),
+        )
     else:
-        st.text_input("Path on the server", key="server_path", on_change=_on_path,
-                      placeholder="/data/rollouts/run1.jsonl.gz",
-                      help="allowed folders: " + ", ".join(str(r) for r in allowed_roots())
-                           + " (extend with CRBC_VIZ_DATA_ROOTS)")
+        st.text_input(
+            "Path on the server",
+            key="server_path",
+            on_change=_on_path,
+            placeholder="/data/rollouts/run1.jsonl.gz",
+            help="allowed folders: "
+            + ", ".join(str(r) for r in allowed_roots())
+            + " (extend with CRBC_VIZ_DATA_ROOTS)",
+        )
         st.button("Open", on_click=_on_path)
     msg = st.session_state.pop("data_msg", None)
     if msg:
@@ -104,58 +121,81 @@ def render() -> None:
     names = estimator_names()
     a, b = ("crbc", "shortest_path") if {"crbc", "shortest_path"} <= set(names) else (names[0], names[-1])
     with st.spinner("Scoring every group …"):
-        summary, table = pipeline.overview(sel.digest, sel.path, a, sel.params_of(a), b,
-                                           sel.params_of(b), sel.backend)
+        summary, table = pipeline.overview(
+            sel.digest, sel.path, a, sel.params_of(a), b, sel.params_of(b), sel.backend
+        )
     cols = st.columns(7)
     cols[0].metric("Groups", summary["groups"])
     cols[1].metric("Rollouts", summary["trajectories"])
     cols[2].metric("Steps", summary["steps"])
     cols[3].metric("Anchors", summary["anchors"])
     cols[4].metric("Success rate", f"{summary['success_rate']:.1%}")
-    cols[5].metric("Shared steps", f"{summary['shared_step_fraction']:.1%}",
-                   help="steps whose anchor is also visited by another rollout of the group")
-    cols[6].metric("Singleton anchors", f"{summary['singleton_anchor_fraction']:.1%}",
-                   help="anchors visited once: no cross-rollout information there")
+    cols[5].metric(
+        "Shared steps",
+        f"{summary['shared_step_fraction']:.1%}",
+        help="steps whose anchor is also visited by another rollout of the group",
+    )
+    cols[6].metric(
+        "Singleton anchors",
+        f"{summary['singleton_anchor_fraction']:.1%}",
+        help="anchors visited once: no cross-rollout information there",
+    )
     for w in summary["warnings"]:
         st.warning(md(w))
     if summary["skipped"]:
         st.warning(f"{summary['skipped']} rows were skipped while loading")
 
     st.subheader("Groups")
-    st.caption(f"Click a row to open that group (or use the sidebar). **disagreement** = 1 − "
-               f"Spearman ρ between the step credits of `{a}` and `{b}` in the group "
-               f"(0 = same ranking, 2 = reversed); **sign agreement** = fraction of steps whose "
-               f"credits have the same sign. Click a header to sort.")
+    st.caption(
+        f"Click a row to open that group (or use the sidebar). **disagreement** = 1 − "
+        f"Spearman ρ between the step credits of `{a}` and `{b}` in the group "
+        f"(0 = same ranking, 2 = reversed); **sign agreement** = fraction of steps whose "
+        f"credits have the same sign. Click a header to sort."
+    )
     shown = table.drop(columns=["group_index", "run_id", "train_step", "group_id"]).copy()
     # Where ρ is undefined (a constant credit: nothing to rank), sign agreement means nothing
     # either; both read "undefined" (the numbers stay sortable underneath).
     shown.loc[shown["disagreement"].isna(), "sign_agreement"] = float("nan")
     styled = cells(shown)
     if styled.size <= 262_144:  # pandas Styler's cell limit: 200k groups are shown unstyled
-        styled = styled.style.format({"disagreement": "{:.3f}", "sign_agreement": "{:.1%}"},
-                                     na_rep="undefined")
+        styled = styled.style.format(
+            {"disagreement": "{:.3f}", "sign_agreement": "{:.1%}"}, na_rep="undefined"
+        )
     st.dataframe(
-        styled, key="group_table", on_select=lambda: _on_table_select(list(table["group"])),
-        selection_mode="single-row", hide_index=True, width="stretch",
+        styled,
+        key="group_table",
+        on_select=lambda: _on_table_select(list(table["group"])),
+        selection_mode="single-row",
+        hide_index=True,
+        width="stretch",
         column_config={
-            "success_rate": st.column_config.ProgressColumn("success rate", min_value=0.0,
-                                                            max_value=1.0, format="percent"),
+            "success_rate": st.column_config.ProgressColumn(
+                "success rate", min_value=0.0, max_value=1.0, format="percent"
+            ),
             "shared_step_fraction": st.column_config.NumberColumn("shared steps", format="percent"),
             "disagreement": st.column_config.Column("disagreement"),
             "sign_agreement": st.column_config.Column("sign agreement"),
-        })
+        },
+    )
     if shown["disagreement"].isna().any():
-        st.caption(f"undefined: in {int(shown['disagreement'].isna().sum())} group(s) one of the "
-                   f"two credits is constant (e.g. every rollout failed), so there is no ranking "
-                   f"to compare.")
+        st.caption(
+            f"undefined: in {int(shown['disagreement'].isna().sum())} group(s) one of the "
+            f"two credits is constant (e.g. every rollout failed), so there is no ranking "
+            f"to compare."
+        )
     st.markdown(f"Selected: **{md(sel.group_label)}**")
     c1, c2, c3 = st.columns(3)
     q = view.nav_query() or None
     c1.page_link("app_pages/graph.py", label="Open its graph", icon=":material/hub:", query_params=q)
-    c2.page_link("app_pages/trajectories.py", label="Read its trajectories (why rollouts failed)",
-                 icon=":material/timeline:", query_params=q)
-    c3.page_link("app_pages/compare.py", label="Compare estimators", icon=":material/compare_arrows:",
-                 query_params=q)
+    c2.page_link(
+        "app_pages/trajectories.py",
+        label="Read its trajectories (why rollouts failed)",
+        icon=":material/timeline:",
+        query_params=q,
+    )
+    c3.page_link(
+        "app_pages/compare.py", label="Compare estimators", icon=":material/compare_arrows:", query_params=q
+    )
 
 
 render()

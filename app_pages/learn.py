@@ -2,6 +2,7 @@
 group, one Sokoban group and the rare-route trap. The lesson number lives in the URL
 (``/learn?lesson=4``). Edits (flip an outcome, drop a rollout) apply to an in-memory copy.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -27,21 +28,30 @@ INF = "∞"
 K_OPTIONS = [str(k) for k in range(LEARN_KMAX + 1)] + [INF]
 DATASETS = {"toy": "Toy group (§14.1)", "sokoban": f"Sokoban · {V.SOKOBAN_GROUP}"}
 RR_DEFAULTS = {"learn_rr_jump": 4, "learn_rr_lucky": 1, "learn_rr_walk": 4, "learn_rr_walk_ok": 3}
-RR_METHODS = {"shortest_path": "shortest path (GraphGPO)", "visit_local": "visit-local (K = 0)",
-              "crbc": "CRBC closure (K = ∞)"}
+RR_METHODS = {
+    "shortest_path": "shortest path (GraphGPO)",
+    "visit_local": "visit-local (K = 0)",
+    "crbc": "CRBC closure (K = ∞)",
+}
 BETA = 0.98
 
 
 # ---------------------------------------------------------------- small helpers
 def plot(fig, name: str) -> None:
-    st.plotly_chart(fig, key=f"learn_fig_{name}", theme=None,
-                    config=V.export_config(f"crbc-{name}", st.session_state.get(EXPORT_KEY) or "svg"))
+    st.plotly_chart(
+        fig,
+        key=f"learn_fig_{name}",
+        theme=None,
+        config=V.export_config(f"crbc-{name}", st.session_state.get(EXPORT_KEY) or "svg"),
+    )
 
 
 def show_graph(page: str) -> None:
     st.iframe(page, height=GRAPH_HEIGHT + 12)
-    st.caption("Node colour = V(s) (dark = 0, yellow = 1), size = visits; edge width = count, "
-               "colour = credit (red < 0 < blue). Hover for numbers; **⤓ PNG** saves the drawing.")
+    st.caption(
+        "Node colour = V(s) (dark = 0, yellow = 1), size = visits; edge width = count, "
+        "colour = credit (red < 0 < blue). Hover for numbers; **⤓ PNG** saves the drawing."
+    )
 
 
 def outcome_of(rows: list[dict]) -> dict[str, bool]:
@@ -59,14 +69,21 @@ def edits_panel(dataset: str, rows: list[dict]) -> tuple[tuple, tuple]:
         if k in st.session_state:
             st.session_state[k] = [t for t in st.session_state[k] if t in ids]
     c1, c2, c3 = st.columns([4, 4, 1.2], vertical_alignment="bottom")
-    flip = c1.multiselect("Flip the outcome of", ids, key=fk,
-                          format_func=lambda t: f"{t} ({'success' if outcome[t] else 'failure'})",
-                          help="success ↔ failure on an in-memory copy; the file is untouched")
-    drop = c2.multiselect("Drop rollouts", ids, key=dk,
-                          format_func=lambda t: f"{t} ({'success' if outcome[t] else 'failure'})",
-                          help="remove them from the group (in memory)")
-    c3.button("Reset", key=f"learn_reset_{dataset}", on_click=_reset_edits, args=(dataset,),
-              width="stretch")
+    flip = c1.multiselect(
+        "Flip the outcome of",
+        ids,
+        key=fk,
+        format_func=lambda t: f"{t} ({'success' if outcome[t] else 'failure'})",
+        help="success ↔ failure on an in-memory copy; the file is untouched",
+    )
+    drop = c2.multiselect(
+        "Drop rollouts",
+        ids,
+        key=dk,
+        format_func=lambda t: f"{t} ({'success' if outcome[t] else 'failure'})",
+        help="remove them from the group (in memory)",
+    )
+    c3.button("Reset", key=f"learn_reset_{dataset}", on_click=_reset_edits, args=(dataset,), width="stretch")
     view.record("flip", encode=",".join, key=fk)
     view.record("drop", encode=",".join, key=dk)
     if drop and set(ids) <= set(drop):
@@ -103,8 +120,11 @@ def lesson_grpo(lesson, dataset) -> None:
     m = st.columns(3)
     m[0].metric("rollouts", graph.batch.num_trajectories)
     m[1].metric("successes", int(graph.batch.traj_success.sum()))
-    m[2].metric("good steps blamed (▲)", good,
-                help="steps of failed rollouts whose closure advantage Q − V is positive")
+    m[2].metric(
+        "good steps blamed (▲)",
+        good,
+        help="steps of failed rollouts whose closure advantage Q − V is positive",
+    )
 
 
 def lesson_anchors(lesson, dataset) -> None:
@@ -113,8 +133,7 @@ def lesson_anchors(lesson, dataset) -> None:
     key = (dataset, (), flip, drop)
     graph = graph_of(key)
     opts = ["(none)"] + V.rollout_options(graph)
-    pick = st.selectbox("Highlight a rollout", opts,
-                        key=view.field("hl", "(none)", options=opts))
+    pick = st.selectbox("Highlight a rollout", opts, key=view.field("hl", "(none)", options=opts))
     view.record("hl")
     hl = None if pick == "(none)" else opts.index(pick) - 1
     counts = V.anchor_counts(graph)
@@ -136,8 +155,13 @@ def lesson_visit_local(lesson, dataset) -> None:
     if st.session_state.get(ak) not in labels:
         st.session_state[ak] = V.default_anchor(graph, BETA)
     c1, c2 = st.columns([3, 2], vertical_alignment="bottom")
-    pick = c1.selectbox("Anchor", list(labels), key=ak, format_func=labels.get,
-                        help="anchors where at least two actions were observed")
+    pick = c1.selectbox(
+        "Anchor",
+        list(labels),
+        key=ak,
+        format_func=labels.get,
+        help="anchors where at least two actions were observed",
+    )
     preview = c2.toggle("Preview the closure (lesson 4)", key="learn_preview")
     n = V.node_of_key(graph, pick)
     visits = V.anchor_visits(graph, n, BETA)
@@ -147,24 +171,32 @@ def lesson_visit_local(lesson, dataset) -> None:
     if board is not None:
         with st.expander("What the anchor looks like"):
             st.code(board, language=None)
-    st.dataframe(V.visit_local_table(graph, result_of(key, "visit_local"), n),
-                 hide_index=True, key="learn_vl_table",
-        column_config={c: st.column_config.NumberColumn(format="%+.4f")
-                       for c in ("Q⁰(s,a)", "A⁰ = Q⁰ − V⁰", "step credit A^S")})
+    st.dataframe(
+        V.visit_local_table(graph, result_of(key, "visit_local"), n),
+        hide_index=True,
+        key="learn_vl_table",
+        column_config={
+            c: st.column_config.NumberColumn(format="%+.4f")
+            for c in ("Q⁰(s,a)", "A⁰ = Q⁰ − V⁰", "step credit A^S")
+        },
+    )
 
 
 def lesson_depth(lesson, dataset) -> None:
     rows = base_rows(dataset)
     c0, c1, c2, c3 = st.columns([6, 1, 1, 1.2], vertical_alignment="bottom")
-    k = c0.select_slider("Backup depth K", options=K_OPTIONS,
-                         key=view.field("lk", "0", options=K_OPTIONS),
-                         help="K = 0: visit-local averages; each step backs values up one edge; "
-                              "∞: the exact closure (one linear solve)")
+    k = c0.select_slider(
+        "Backup depth K",
+        options=K_OPTIONS,
+        key=view.field("lk", "0", options=K_OPTIONS),
+        help="K = 0: visit-local averages; each step backs values up one edge; "
+        "∞: the exact closure (one linear solve)",
+    )
     view.record("lk")
-    c1.button("◀ K", key="learn_k_prev", on_click=_step_k, args=(-1,), help="one backup less",
-              width="stretch")
-    c2.button("K ▶", key="learn_k_next", on_click=_step_k, args=(1,), help="one backup more",
-              width="stretch")
+    c1.button(
+        "◀ K", key="learn_k_prev", on_click=_step_k, args=(-1,), help="one backup less", width="stretch"
+    )
+    c2.button("K ▶", key="learn_k_next", on_click=_step_k, args=(1,), help="one backup more", width="stretch")
     playing = c3.toggle("Play", key="learn_play", help="back up one step per second up to ∞")
     flip, drop = try_it(lesson, dataset, rows)
     key = (dataset, (), flip, drop)
@@ -177,8 +209,7 @@ def lesson_depth(lesson, dataset) -> None:
     m[1].metric("Corollary-3 bound", f"{bound:.2e}")
     m[2].metric("anchors whose V moved at this step", V.moved_anchors(fam, sel_k))
     params = () if sel_k is None else (("depth", float(sel_k)),)
-    show_graph(graph_page(key, "crbc", params, None, f"crbc-depth-K{k}-{dataset}",
-                          f"crbc K = {k}"))
+    show_graph(graph_page(key, "crbc", params, None, f"crbc-depth-K{k}-{dataset}", f"crbc K = {k}"))
     if playing:
         if k == INF:
             st.session_state["learn_play_done"] = True
@@ -190,12 +221,17 @@ def lesson_depth(lesson, dataset) -> None:
         plot(V.depth_gap_figure(fam["depths"], fam["err"], fam["bound"], sel_k, BETA), "depth-gap")
     table = V.depth_table(graph_of(key), fam, sel_k, k)
     with c2:
-        st.markdown(f"**A<sup>({k})</sup> at the {len(table)} branching (anchor, action) pairs**",
-                    unsafe_allow_html=True)
-        st.dataframe(table, hide_index=True, key="learn_depth_table",
-                     height="auto" if len(table) <= 10 else 400,
-                     column_config={c: st.column_config.NumberColumn(format="%+.4f")
-                                    for c in (f"A^({k})", "A^∞")})
+        st.markdown(
+            f"**A<sup>({k})</sup> at the {len(table)} branching (anchor, action) pairs**",
+            unsafe_allow_html=True,
+        )
+        st.dataframe(
+            table,
+            hide_index=True,
+            key="learn_depth_table",
+            height="auto" if len(table) <= 10 else 400,
+            column_config={c: st.column_config.NumberColumn(format="%+.4f") for c in (f"A^({k})", "A^∞")},
+        )
 
 
 def _step_k(delta: int) -> None:
@@ -207,8 +243,12 @@ def _step_k(delta: int) -> None:
 
 
 def lesson_rare_route(lesson) -> None:
-    names = {"learn_rr_jump": "rr_jump", "learn_rr_lucky": "rr_lucky", "learn_rr_walk": "rr_walk",
-             "learn_rr_walk_ok": "rr_ok"}
+    names = {
+        "learn_rr_jump": "rr_jump",
+        "learn_rr_lucky": "rr_lucky",
+        "learn_rr_walk": "rr_walk",
+        "learn_rr_walk_ok": "rr_ok",
+    }
     for k, v in RR_DEFAULTS.items():
         view.field(names[k], v, decode=int, options=lambda x: isinstance(x, int) and 0 <= x <= 10)
     c = st.columns(4)
@@ -224,8 +264,12 @@ def lesson_rare_route(lesson) -> None:
     rows = base_rows("rare_route", rr)
     flip, drop = try_it(lesson, "rare_route", rows)
     key = ("rare_route", rr, flip, drop)
-    nums = V.rare_route_numbers(graph_of(key), {label: result_of(key, name) for name, label in RR_METHODS.items()},
-                                result_of(key, "crbc"), result_of(key, "shortest_path"))
+    nums = V.rare_route_numbers(
+        graph_of(key),
+        {label: result_of(key, name) for name, label in RR_METHODS.items()},
+        result_of(key, "crbc"),
+        result_of(key, "shortest_path"),
+    )
     plot(V.rare_route_figure(nums["credits"], (V.TRAP_ACTION, V.SAFE_ACTION)), "rare-route")
     qj, qw = nums["q"]
     st.markdown(
@@ -233,11 +277,16 @@ def lesson_rare_route(lesson) -> None:
         f" vs Q(start, walk) = {qw} — each is the discounted success rate of the route as it "
         f"was actually taken. <b>Shortest path:</b> d(ledge) = {nums['d_ledge']} hop vs "
         f"d(corridor 1) = {nums['d_corridor']} hops to SUCCESS, whatever the odds.</div>",
-        unsafe_allow_html=True)
+        unsafe_allow_html=True,
+    )
     table = pd.DataFrame(V.route_table(edited_rows(key), V.TRAP_ANCHOR))
     if not table.empty:
-        st.dataframe(table, hide_index=True, key="learn_routes",
-                     column_config={"success rate": st.column_config.NumberColumn(format="percent")})
+        st.dataframe(
+            table,
+            hide_index=True,
+            key="learn_routes",
+            column_config={"success rate": st.column_config.NumberColumn(format="percent")},
+        )
     with st.expander("The graph of this group"):
         show_graph(graph_page(key, "crbc", (), None, "crbc-rare-route", "crbc"))
 
@@ -246,38 +295,65 @@ def lesson_combination(lesson, dataset) -> None:
     rows = base_rows(dataset)
     c = st.columns(4)
     smins = [0.001, 0.01, 0.05, 0.1, 0.2, 0.5, 1.0]
-    w_g = c[0].slider("w_G (trajectory)", 0.0, 5.0, step=0.5,
-                      key=view.field("wg", 1.0, decode=float, options=lambda x: 0 <= x <= 5))
-    w_s = c[1].slider("w_S (step)", 0.0, 10.0, step=0.5,
-                      key=view.field("ws", 5.0, decode=float, options=lambda x: 0 <= x <= 10))
-    s_min = c[2].select_slider("σ_min", smins, key=view.field("smin", 0.1, decode=float,
-                                                              options=smins))
-    gate = c[3].slider("gate: ≥ n distinct actions", 1, 4,
-                       key=view.field("gate", 2, decode=int, options=range(1, 5)),
-                       help="1 = no gate. For this family a single-action anchor already has Q = V, "
-                            "so n = 1 vs 2 differs only by round-off; n ≥ 3 silences more anchors")
+    w_g = c[0].slider(
+        "w_G (trajectory)",
+        0.0,
+        5.0,
+        step=0.5,
+        key=view.field("wg", 1.0, decode=float, options=lambda x: 0 <= x <= 5),
+    )
+    w_s = c[1].slider(
+        "w_S (step)",
+        0.0,
+        10.0,
+        step=0.5,
+        key=view.field("ws", 5.0, decode=float, options=lambda x: 0 <= x <= 10),
+    )
+    s_min = c[2].select_slider("σ_min", smins, key=view.field("smin", 0.1, decode=float, options=smins))
+    gate = c[3].slider(
+        "gate: ≥ n distinct actions",
+        1,
+        4,
+        key=view.field("gate", 2, decode=int, options=range(1, 5)),
+        help="1 = no gate. For this family a single-action anchor already has Q = V, "
+        "so n = 1 vs 2 differs only by round-off; n ≥ 3 silences more anchors",
+    )
     for name in ("wg", "ws", "smin", "gate"):
         view.record(name)
     flip, drop = try_it(lesson, dataset, rows)
     key = (dataset, (), flip, drop)
     graph = graph_of(key)
-    params = (("min_actions", int(gate)), ("sigma_min", float(s_min)), ("w_group", float(w_g)),
-              ("w_step", float(w_s)))
+    params = (
+        ("min_actions", int(gate)),
+        ("sigma_min", float(s_min)),
+        ("w_group", float(w_g)),
+        ("w_step", float(w_s)),
+    )
     res = result_of(key, "crbc", params)
     opts = ["all rollouts"] + V.rollout_names(graph)
     rk = f"learn_comb_traj_{dataset}"
     if st.session_state.get(rk) not in opts:
         st.session_state[rk] = V.default_combination_rollout(graph) or "all rollouts"
     pick = st.selectbox("Steps shown", opts, key=rk)
-    labels, group_term, step_term = V.combination_steps(graph, res, None if pick == "all rollouts" else pick,
-                                                        w_s)
-    plot(V.combination_figure(labels, group_term, step_term,
-                              f"A = {w_g:g}·A<sup>G</sup> + {w_s:g}·A<sup>S</sup>   (σ_min = {s_min:g})"),
-         "combination")
-    st.dataframe(V.combination_table(graph, res, gate), hide_index=True, key="learn_comb_table",
-        column_config={c: st.column_config.NumberColumn(format="%+.4f")
-                       for c in ("A = Q − V", "σ(s)", "A^S")}
-        | {"μ(a|s)": st.column_config.NumberColumn(format="%.2f")})
+    labels, group_term, step_term = V.combination_steps(
+        graph, res, None if pick == "all rollouts" else pick, w_s
+    )
+    plot(
+        V.combination_figure(
+            labels,
+            group_term,
+            step_term,
+            f"A = {w_g:g}·A<sup>G</sup> + {w_s:g}·A<sup>S</sup>   (σ_min = {s_min:g})",
+        ),
+        "combination",
+    )
+    st.dataframe(
+        V.combination_table(graph, res, gate),
+        hide_index=True,
+        key="learn_comb_table",
+        column_config={c: st.column_config.NumberColumn(format="%+.4f") for c in ("A = Q − V", "σ(s)", "A^S")}
+        | {"μ(a|s)": st.column_config.NumberColumn(format="%.2f")},
+    )
 
 
 # ---------------------------------------------------------------- the page
@@ -286,29 +362,51 @@ def render() -> None:
     top = st.columns([5, 1.3], vertical_alignment="bottom")
     numbers = [ls.number for ls in V.LESSONS]
     problems: list = []
-    n = top[0].radio("Lesson", numbers, horizontal=True,
-                     key=view.field("lesson", 1, options=numbers, decode=int, problems=problems),
-                     format_func=lambda i: f"{i} · {V.LESSONS[i - 1].title.split(':')[0]}")
+    n = top[0].radio(
+        "Lesson",
+        numbers,
+        horizontal=True,
+        key=view.field("lesson", 1, options=numbers, decode=int, problems=problems),
+        format_func=lambda i: f"{i} · {V.LESSONS[i - 1].title.split(':')[0]}",
+    )
     view.record("lesson")
     for p in problems:
         st.warning(p)
-    top[1].segmented_control("Figure export", ["svg", "png"], default="svg", key=EXPORT_KEY,
-                             help="format of the camera button on every chart (for slides)")
+    top[1].segmented_control(
+        "Figure export",
+        ["svg", "png"],
+        default="svg",
+        key=EXPORT_KEY,
+        help="format of the camera button on every chart (for slides)",
+    )
     lesson = V.LESSONS[n - 1]
     st.header(f"{lesson.number}. {lesson.title}", divider="gray")
-    st.markdown(f"<div style='font-size:1.25rem;line-height:1.55'>{V.superscripts(lesson.text)}</div>",
-                unsafe_allow_html=True)
+    st.markdown(
+        f"<div style='font-size:1.25rem;line-height:1.55'>{V.superscripts(lesson.text)}</div>",
+        unsafe_allow_html=True,
+    )
     if n == 5:
         lesson_rare_route(lesson)
     else:
-        dataset = st.radio("Data", list(DATASETS), format_func=DATASETS.get, horizontal=True,
-                           key=view.field("data", "toy", options=list(DATASETS)))
+        dataset = st.radio(
+            "Data",
+            list(DATASETS),
+            format_func=DATASETS.get,
+            horizontal=True,
+            key=view.field("data", "toy", options=list(DATASETS)),
+        )
         view.record("data")
-        {1: lesson_grpo, 2: lesson_anchors, 3: lesson_visit_local, 4: lesson_depth,
-         6: lesson_combination}[n](lesson, dataset)
+        {1: lesson_grpo, 2: lesson_anchors, 3: lesson_visit_local, 4: lesson_depth, 6: lesson_combination}[n](
+            lesson, dataset
+        )
     if n < len(V.LESSONS):
-        st.button(f"Next lesson: {n + 1} · {V.LESSONS[n].title.split(':')[0]} →", key="learn_next",
-                  on_click=_next_lesson, args=(n,), type="primary")
+        st.button(
+            f"Next lesson: {n + 1} · {V.LESSONS[n].title.split(':')[0]} →",
+            key="learn_next",
+            on_click=_next_lesson,
+            args=(n,),
+            type="primary",
+        )
 
 
 render()

@@ -1,6 +1,7 @@
 """Training page: trends of a log store across training steps (success, anchor sharing,
 non-zero CRBC credit, estimator disagreement) with a drill-down to one step's groups and a
 button that opens a group on the Graph page."""
+
 import streamlit as st
 
 from crbc_viz.ui import pipeline, sources, view
@@ -12,14 +13,18 @@ from crbc_viz.views.training import METRICS, drill_target, point_targets, trends
 def render() -> None:
     st.title("Across training")
     default = sources.default_store(st.query_params.get("store"))
-    store_dir = st.text_input("Log store folder", value=default, key="training_store",
-                              help="a folder made by `crbc-viz ingest LOG... --store DIR`")
+    store_dir = st.text_input(
+        "Log store folder",
+        value=default,
+        key="training_store",
+        help="a folder made by `crbc-viz ingest LOG... --store DIR`",
+    )
     if not store_dir:
         st.info("Give the folder of a log store (`python -m crbc_viz ingest LOG... --store DIR`).")
         return
     try:
-        store = sources.open_store(store_dir)   # confined to the allowed data folders
-    except ValueError as e:   # StoreError is one
+        store = sources.open_store(store_dir)  # confined to the allowed data folders
+    except ValueError as e:  # StoreError is one
         st.error(md_lines(e))  # the folder comes from the URL (?store=): shown as text
         return
     view.set_value("store", None if store_dir == sources.BUNDLED_STORE else store_dir)
@@ -35,31 +40,47 @@ def render() -> None:
         view.record("run")
     else:
         run = runs[0]
-    steps, groups = pipeline.store_trends(str(store.root), store.fingerprint)   # every run, overlaid
+    steps, groups = pipeline.store_trends(str(store.root), store.fingerprint)  # every run, overlaid
     per_run = groups.groupby("run_id")["train_step"].nunique()
-    counts = (f"{len(per_run)} run(s) × {int(per_run.iloc[0])} training steps"
-              if per_run.nunique() <= 1 and len(per_run) else
-              "training steps per run: " + ", ".join(f"{r}: {int(n)}" for r, n in per_run.items()))
-    st.caption(f"{info['steps']:,} steps · {counts} · "
-               f"{info['sources']} source file(s) · formats: {', '.join(info['formats'])}")
+    counts = (
+        f"{len(per_run)} run(s) × {int(per_run.iloc[0])} training steps"
+        if per_run.nunique() <= 1 and len(per_run)
+        else "training steps per run: " + ", ".join(f"{r}: {int(n)}" for r, n in per_run.items())
+    )
+    st.caption(
+        f"{info['steps']:,} steps · {counts} · "
+        f"{info['sources']} source file(s) · formats: {', '.join(info['formats'])}"
+    )
     if len(runs) > 1:
         shown = st.multiselect("Runs overlaid", runs, default=runs, key="training_runs")
         steps = steps[steps["run_id"].isin([str(r) for r in shown])]
-    metrics = st.multiselect("Metrics", list(METRICS), default=list(METRICS),
-                             format_func=lambda m: METRICS[m], key="training_metrics")
+    metrics = st.multiselect(
+        "Metrics",
+        list(METRICS),
+        default=list(METRICS),
+        format_func=lambda m: METRICS[m],
+        key="training_metrics",
+    )
     ts_list = sorted({int(t) for t in groups.loc[groups["run_id"] == str(run), "train_step"]})
     step_key = view.field("tstep", ts_list[-1] if ts_list else None, options=ts_list, decode=int)
     pick = st.selectbox("Drill down to train_step", ts_list, key=step_key)
     view.record("tstep")
     fig = trends_figure(steps, metrics, highlight=pick)
     targets, run_ids = point_targets(fig), [str(r) for r in runs]
-    st.plotly_chart(fig, width="stretch", key="training_trends", selection_mode="points",
-                    on_select=lambda: _drill_to_point(targets, run_ids, run_key, step_key))
+    st.plotly_chart(
+        fig,
+        width="stretch",
+        key="training_trends",
+        selection_mode="points",
+        on_select=lambda: _drill_to_point(targets, run_ids, run_key, step_key),
+    )
     st.caption("Click a point to drill down to that run and train_step.")
-    st.caption("Credit = CRBC step credit recomputed from the logs (non-zero share, mean |credit|); "
-               "trainer advantage = the `advantage` field the trainer logged. Disagreement = "
-               "1 − Spearman ρ between CRBC and shortest-path step credit, averaged over groups "
-               "where both vary.")
+    st.caption(
+        "Credit = CRBC step credit recomputed from the logs (non-zero share, mean |credit|); "
+        "trainer advantage = the `advantage` field the trainer logged. Disagreement = "
+        "1 − Spearman ρ between CRBC and shortest-path step credit, averaged over groups "
+        "where both vary."
+    )
     g = groups[(groups["train_step"] == pick) & (groups["run_id"] == str(run))].reset_index(drop=True)
     st.subheader(f"Groups of train_step {pick}")
     st.dataframe(cells(g), hide_index=True, width="stretch")
@@ -94,8 +115,11 @@ def _lookup(store) -> None:
     """Text search over actions and anchors, and every step of a trajectory by its id."""
     st.subheader("Find steps")
     c1, c2 = st.columns(2)
-    text = c1.text_input("Action or anchor contains", key="training_search",
-                         help="case-insensitive substring over the whole store")
+    text = c1.text_input(
+        "Action or anchor contains",
+        key="training_search",
+        help="case-insensitive substring over the whole store",
+    )
     traj = c2.text_input("Trajectory id", key="training_traj", help="exact traj_id (any run, step, group)")
     if text:
         hits = store.search_steps(text, limit=200)
@@ -103,8 +127,11 @@ def _lookup(store) -> None:
         st.dataframe(cells(hits.astype(str)), hide_index=True, width="stretch")
     if traj:
         rows = store.find_trajectory(traj)
-        st.caption(f"{len(rows)} step(s) of trajectory id {traj!r}" if len(rows) else
-                   f"no trajectory with id {traj!r}")
+        st.caption(
+            f"{len(rows)} step(s) of trajectory id {traj!r}"
+            if len(rows)
+            else f"no trajectory with id {traj!r}"
+        )
         if len(rows):
             st.dataframe(cells(rows.astype(str)), hide_index=True, width="stretch")
 

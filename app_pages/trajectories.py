@@ -3,6 +3,7 @@ several estimators side by side (click a cell to choose that step); "why did thi
 failed rollout's most negative-credit steps, what the other rollouts did at those anchors and
 how it went for them, and where the chosen estimators disagree; then the chosen step's anchor
 and the alternatives taken there."""
+
 import streamlit as st
 
 from crbc_viz.ui import view
@@ -43,8 +44,14 @@ def failed_rollouts(sel, graph, results) -> None:
         return
     main = results.get(sel.estimator)
     st.caption(f"{len(failed)} of {b.num_trajectories} rollouts failed. Click a row to choose it.")
-    st.dataframe(cells(failed_frame(graph, failed, main, sel.estimator)), key="failed_table", on_select=lambda: _on_failed_row(
-        [ids[t] for t in failed]), selection_mode="single-row", hide_index=True, width="stretch")
+    st.dataframe(
+        cells(failed_frame(graph, failed, main, sel.estimator)),
+        key="failed_table",
+        on_select=lambda: _on_failed_row([ids[t] for t in failed]),
+        selection_mode="single-row",
+        hide_index=True,
+        width="stretch",
+    )
     t = None
     rid = st.session_state.get(view.FIELDS["rollout"])
     if rid in ids and not b.traj_success[ids.index(rid)]:
@@ -55,15 +62,24 @@ def failed_rollouts(sel, graph, results) -> None:
         st.warning(f"`{sel.estimator}` could not run, so its blamed steps cannot be listed: {md(main)}")
         return
     ws = worst_steps(graph, results, t, sel.estimator, k=5)
-    st.markdown(f"**Most negative `{sel.estimator}` credit in {md(ids[t])}** (click a row to choose "
-                f"the step; other rollouts at the same anchor, what they did and how it went)")
+    st.markdown(
+        f"**Most negative `{sel.estimator}` credit in {md(ids[t])}** (click a row to choose "
+        f"the step; other rollouts at the same anchor, what they did and how it went)"
+    )
     if ws.empty:
         st.info("No step of this rollout has a finite credit.")
         return
-    st.dataframe(ws, key="worst_table", on_select=lambda: _on_worst_row(ws["t"].tolist()),
-                 selection_mode="single-row", hide_index=True, width="stretch",
-                 column_config={c: st.column_config.NumberColumn(c, format="%.4f")
-                                for c in ws.columns if c.startswith("credit [")})
+    st.dataframe(
+        ws,
+        key="worst_table",
+        on_select=lambda: _on_worst_row(ws["t"].tolist()),
+        selection_mode="single-row",
+        hide_index=True,
+        width="stretch",
+        column_config={
+            c: st.column_config.NumberColumn(c, format="%.4f") for c in ws.columns if c.startswith("credit [")
+        },
+    )
     dis = int((ws["estimators disagree"] == "yes").sum())
     if len(results) > 1:
         st.caption(f"The chosen estimators disagree in sign at {dis} of these {len(ws)} steps.")
@@ -80,8 +96,9 @@ def render() -> None:
     default = [n for n in DEFAULT_TRIO if n in names] or names[:3]
     problems: list = []
     key = view.field("est", default, decode=lambda s: [n for n in s.split(",") if n in names][:MAX_CHIPS])
-    chosen = st.multiselect("Estimators (one labelled credit chip each, top to bottom)", names,
-                            key=key, max_selections=MAX_CHIPS)
+    chosen = st.multiselect(
+        "Estimators (one labelled credit chip each, top to bottom)", names, key=key, max_selections=MAX_CHIPS
+    )
     view.record("est", encode=",".join)
     with st.spinner("Scoring …"):
         results = {n: sel.result(n) for n in dict.fromkeys([*chosen, sel.estimator])}
@@ -91,16 +108,19 @@ def render() -> None:
 
     t, i = selection_row(graph, problems)
     shown = {n: results[n] for n in chosen}
-    st.html(trajectory_table(graph, shown, group=0, selected=None if t is None or i is None
-                             else (t, i)))
-    st.caption("Each cell: the action, its reward, then one chip per estimator (labelled) coloured "
-               "by that step's credit on the shared diverging scale (red negative, blue positive), "
-               "each estimator scaled to its own largest |credit| in the group. Click a cell to "
-               "choose that step; ← / → move along the rollout.")
+    st.html(trajectory_table(graph, shown, group=0, selected=None if t is None or i is None else (t, i)))
+    st.caption(
+        "Each cell: the action, its reward, then one chip per estimator (labelled) coloured "
+        "by that step's credit on the shared diverging scale (red negative, blue positive), "
+        "each estimator scaled to its own largest |credit| in the group. Click a cell to "
+        "choose that step; ← / → move along the rollout."
+    )
     failed_rollouts(sel, graph, results)
     if t is None or i is None:
-        st.info("Choose a rollout and a step (click a cell, a row above, or use the pickers) to see "
-                "its anchor and the alternatives taken there.")
+        st.info(
+            "Choose a rollout and a step (click a cell, a row above, or use the pickers) to see "
+            "its anchor and the alternatives taken there."
+        )
         return
     ids = rollout_ids(graph)
     s = int(b.traj_offsets[t]) + i
@@ -108,22 +128,39 @@ def render() -> None:
     n_local = int(graph.step_node[s])
     c1, c2 = st.columns([1, 2])
     with c1:
-        st.markdown(f"**Anchor s{n_local}** · visited {int(graph.node_visits[n_local])}× · "
-                    f"{int(graph.node_num_actions[n_local])} distinct actions")
+        st.markdown(
+            f"**Anchor s{n_local}** · visited {int(graph.node_visits[n_local])}× · "
+            f"{int(graph.node_num_actions[n_local])} distinct actions"
+        )
         board = board_html(graph.node_anchor_obs[n_local], cell_px=22)
         if board:
             st.html(board)
         st.code(str(graph.node_anchor_obs[n_local])[:4000], language=None)
-        st.page_link("app_pages/graph.py", label="Show this anchor in the graph", icon=":material/hub:",
-                     query_params=view.nav_query() or None)
-        st.page_link("app_pages/compare.py", label="Compare estimators at this step",
-                     icon=":material/compare_arrows:", query_params=view.nav_query() or None)
+        st.page_link(
+            "app_pages/graph.py",
+            label="Show this anchor in the graph",
+            icon=":material/hub:",
+            query_params=view.nav_query() or None,
+        )
+        st.page_link(
+            "app_pages/compare.py",
+            label="Compare estimators at this step",
+            icon=":material/compare_arrows:",
+            query_params=view.nav_query() or None,
+        )
     with c2:
         st.markdown("**Actions taken from this anchor** (by any rollout of the group)")
         alt = step_alternatives(graph, shown, s)
-        st.dataframe(cells(alt), hide_index=True, width="stretch",
-                     column_config={c: st.column_config.NumberColumn(c, format="%.4f")
-                                    for c in alt.columns if c.startswith(("Q [", "credit ["))})
+        st.dataframe(
+            cells(alt),
+            hide_index=True,
+            width="stretch",
+            column_config={
+                c: st.column_config.NumberColumn(c, format="%.4f")
+                for c in alt.columns
+                if c.startswith(("Q [", "credit ["))
+            },
+        )
 
 
 render()

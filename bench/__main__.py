@@ -6,6 +6,7 @@ region for every method alike: our engines get the batch's step arrays (anchor h
 action ids are computed once at load, as the loaders do), the baselines get per-group Python
 lists. `--write` replaces the generated block of bench/RESULTS.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,29 +31,33 @@ def _graph_args(batch):
     from crbc_viz.graph import _factorize_actions
 
     actions, _ = _factorize_actions(batch.steps, batch.num_steps)  # as the loader's ids
-    return (batch.step_anchor_hash, actions, batch.traj_offsets, batch.group_traj_offsets,
-            batch.traj_success)
+    return (batch.step_anchor_hash, actions, batch.traj_offsets, batch.group_traj_offsets, batch.traj_success)
 
 
 def _crbc_numba(h, a, to, gto, s):
     from crbc_viz.backends.numba.crbc import crbc_step_credit
+
     return crbc_step_credit(h, a, to, gto, s)["advantage"]
 
 
 def _crbc_torch(batch):
     import crbc_viz
+
     return crbc_viz.score(crbc_viz.build_graph(batch), "crbc", backend="torch", device="cpu").advantage
 
 
 def _crbc_numpy(batch):
     import crbc_viz
+
     return crbc_viz.score(crbc_viz.build_graph(batch), "crbc", backend="numpy").advantage
 
 
 def _estimator(name, backend):
     def run(graph):
         import crbc_viz
+
         return crbc_viz.score(graph, name, backend=backend, device="cpu").advantage
+
     return run
 
 
@@ -100,6 +105,7 @@ def _copy_time(src, dst):
 
 def machine() -> str:
     import torch
+
     cpu = "unknown CPU"
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -109,9 +115,12 @@ def machine() -> str:
     except OSError:
         pass
     import numba
-    return (f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}, "
-            f"torch {torch.__version__}, numba {numba.__version__}, "
-            f"CUDA {'yes: ' + torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no'}")
+
+    return (
+        f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}, "
+        f"torch {torch.__version__}, numba {numba.__version__}, "
+        f"CUDA {'yes: ' + torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no'}"
+    )
 
 
 def run(workloads, repeats, quick):
@@ -125,8 +134,13 @@ def run(workloads, repeats, quick):
         graph = crbc_viz.build_graph(batch)
         ref = crbc_viz.score(graph, "crbc", backend="numpy").advantage
         results = {}
-        methods = ["crbc_numba", "crbc_torch_cpu", "crbc_numpy_ref", "baseline_crbc_dict_spsolve",
-                   "baseline_gigpo_verl_loops"]
+        methods = [
+            "crbc_numba",
+            "crbc_torch_cpu",
+            "crbc_numpy_ref",
+            "baseline_crbc_dict_spsolve",
+            "baseline_gigpo_verl_loops",
+        ]
         if w != "c":
             methods.append("baseline_crbc_networkx_vi")
         for m in methods:
@@ -141,49 +155,85 @@ def run(workloads, repeats, quick):
             results[m] = t
         base = results["baseline_crbc_dict_spsolve"]
         for m, t in results.items():
-            rows.append({"workload": w, "steps": S, "method": m, "median_ms": t * 1e3,
-                         "steps_per_s": S / t, "x_vs_dict_spsolve": base / t})
+            rows.append(
+                {
+                    "workload": w,
+                    "steps": S,
+                    "method": m,
+                    "median_ms": t * 1e3,
+                    "steps_per_s": S / t,
+                    "x_vs_dict_spsolve": base / t,
+                }
+            )
         if w == "b":
             for spec in specs():
                 if spec.requires or spec.name in ("crbc",):
                     continue
-                backends = ["numpy"] + (["torch"] if spec.torch_fn else []) + (
-                    ["numba"] if spec.numba_fn else [])
+                backends = (
+                    ["numpy"] + (["torch"] if spec.torch_fn else []) + (["numba"] if spec.numba_fn else [])
+                )
                 for backend in backends:
                     t = timeit(_estimator(spec.name, backend), (graph,), repeats)
-                    rows.append({"workload": w, "steps": S, "method": f"{spec.name}[{backend}]",
-                                 "median_ms": t * 1e3, "steps_per_s": S / t,
-                                 "x_vs_dict_spsolve": base / t})
+                    rows.append(
+                        {
+                            "workload": w,
+                            "steps": S,
+                            "method": f"{spec.name}[{backend}]",
+                            "median_ms": t * 1e3,
+                            "steps_per_s": S / t,
+                            "x_vs_dict_spsolve": base / t,
+                        }
+                    )
     return rows
 
 
 def rss(workload, method):
-    proc = subprocess.run([sys.executable, "-m", "bench.rss", workload, method], capture_output=True,
-                          text=True, cwd=HERE.parent, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.rss", workload, method],
+        capture_output=True,
+        text=True,
+        cwd=HERE.parent,
+        check=True,
+    )
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def render(rows, extra) -> str:
-    out = [f"Machine: {extra['machine']}", "",
-           f"Command: `{extra['command']}` — medians over {extra['repeats']} runs after a warm-up.", "",
-           "| workload | steps | method | median ms | steps/s | × dict+spsolve |",
-           "| --- | ---: | --- | ---: | ---: | ---: |"]
+    out = [
+        f"Machine: {extra['machine']}",
+        "",
+        f"Command: `{extra['command']}` — medians over {extra['repeats']} runs after a warm-up.",
+        "",
+        "| workload | steps | method | median ms | steps/s | × dict+spsolve |",
+        "| --- | ---: | --- | ---: | ---: | ---: |",
+    ]
     for r in rows:
-        out.append(f"| {r['workload']} | {r['steps']:,} | {r['method']} | {r['median_ms']:.2f} | "
-                   f"{r['steps_per_s']:,.0f} | {r['x_vs_dict_spsolve']:.1f} |")
+        out.append(
+            f"| {r['workload']} | {r['steps']:,} | {r['method']} | {r['median_ms']:.2f} | "
+            f"{r['steps_per_s']:,.0f} | {r['x_vs_dict_spsolve']:.1f} |"
+        )
     if extra.get("rss"):
-        out += ["", "| workload | method | peak RSS MB (whole process) | before the call MB |", "| --- | --- | ---: | ---: |"]
+        out += [
+            "",
+            "| workload | method | peak RSS MB (whole process) | before the call MB |",
+            "| --- | --- | ---: | ---: |",
+        ]
         for (w, m), v in extra["rss"].items():
             out.append(f"| {w} | {m} | {v['peak_rss_mb']:.0f} | {v['baseline_rss_mb']:.0f} |")
     if extra.get("bandwidth"):
         bw = extra["bandwidth"]
-        out += ["", f"Memory bandwidth (numpy copy, read+write): {bw:.1f} GB/s. Floor at 32 bytes per "
-                f"step touched once:"]
+        out += [
+            "",
+            f"Memory bandwidth (numpy copy, read+write): {bw:.1f} GB/s. Floor at 32 bytes per "
+            f"step touched once:",
+        ]
         for r in rows:
             if r["method"] == "crbc_numba":
                 floor = 32 * r["steps"] / (bw * 1e9)
-                out.append(f"- {r['workload']}: floor {floor * 1e3:.3f} ms, measured {r['median_ms']:.2f} ms "
-                           f"({r['median_ms'] / (floor * 1e3):.0f}× the floor)")
+                out.append(
+                    f"- {r['workload']}: floor {floor * 1e3:.3f} ms, measured {r['median_ms']:.2f} ms "
+                    f"({r['median_ms'] / (floor * 1e3):.0f}× the floor)"
+                )
     return "\n".join(out)
 
 
@@ -201,9 +251,13 @@ def main(argv=None):
         if w not in SYNTHETIC and w not in SAMPLES:
             ap.error(f"unknown workload {w!r}; valid: {', '.join([*SYNTHETIC, *SAMPLES])}")
     rows = run(workloads, args.repeats, args.quick)
-    extra = {"machine": machine(), "repeats": args.repeats,
-             "command": "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:]),
-             "bandwidth": memory_bandwidth_gbs(), "rss": {}}
+    extra = {
+        "machine": machine(),
+        "repeats": args.repeats,
+        "command": "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "bandwidth": memory_bandwidth_gbs(),
+        "rss": {},
+    }
     if "c" in workloads:
         extra["rss"][("c", "crbc_numba")] = rss("c", "crbc_numba")
     text = render(rows, extra)
@@ -212,7 +266,9 @@ def main(argv=None):
         write_block(text, "<!-- estimators:begin -->", "<!-- estimators:end -->")
 
 
-def write_block(text: str, start: str, end: str, section: str | None = None, path: Path = HERE / "RESULTS.md"):
+def write_block(
+    text: str, start: str, end: str, section: str | None = None, path: Path = HERE / "RESULTS.md"
+):
     """Replace ``start``…``end`` of ``path`` by ``text``, atomically; when the markers are absent,
     add them at the end of the ``section`` heading's section (or of the file)."""
     from crbc_viz.io.write import atomic_path
@@ -220,7 +276,7 @@ def write_block(text: str, start: str, end: str, section: str | None = None, pat
     doc = path.read_text() if path.exists() else "# Benchmark results\n"
     block = f"{start}\n{text}\n{end}"
     if start in doc:
-        doc = doc[:doc.index(start)] + block + doc[doc.index(end) + len(end):]
+        doc = doc[: doc.index(start)] + block + doc[doc.index(end) + len(end) :]
     else:
         at = len(doc)
         if section and section in doc:

@@ -14,6 +14,7 @@ Prints a markdown table (median, min, max over the runs):
   computed when opened.
 Targets on a 2-core machine: first render < 2 s, group switch < 0.3 s, Compare < 2 s.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,8 +60,9 @@ def bench_first_render(runs: int) -> tuple[list[float], list[float]]:
 
     cold = []
     for _ in range(runs):
-        out = subprocess.run([sys.executable, __file__, "--one-cold"], capture_output=True,
-                             text=True, check=True, cwd=REPO)
+        out = subprocess.run(
+            [sys.executable, __file__, "--one-cold"], capture_output=True, text=True, check=True, cwd=REPO
+        )
         cold.append(float(out.stdout.strip().splitlines()[-1]))
     _new().run()  # fill the caches once
     warm = []
@@ -90,8 +92,9 @@ def _big_group_file(folder: Path) -> Path:
 
     from crbc_viz.synthetic import batch_to_rows, random_mdp_batch
 
-    batch = random_mdp_batch(num_groups=1, rollouts=32, max_steps=60, num_states=2000,
-                             p_fail=0.01, seed=1, text=True)
+    batch = random_mdp_batch(
+        num_groups=1, rollouts=32, max_steps=60, num_states=2000, p_fail=0.01, seed=1, text=True
+    )
     path = folder / "big_group.jsonl"
     with open(path, "w", encoding="utf-8") as f:
         for row in batch_to_rows(batch):
@@ -128,8 +131,14 @@ def bench_compare(runs: int):
     env = {**os.environ, "CRBC_VIZ_DATA_ROOTS": str(folder)}
     opened, ready, depth, every = [], [], [], []
     for _ in range(runs):
-        out = subprocess.run([sys.executable, __file__, "--one-compare", str(path)], env=env,
-                             capture_output=True, text=True, check=True, cwd=REPO)
+        out = subprocess.run(
+            [sys.executable, __file__, "--one-compare", str(path)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=REPO,
+        )
         o, r, d, e = map(float, out.stdout.strip().splitlines()[-1].split())
         opened.append(o)
         ready.append(r)
@@ -154,29 +163,35 @@ def main() -> None:
     rows = []
     if not args.only_compare:
         cold, warm = bench_first_render(args.runs)
-        rows.append(("first render, default view (Data), fresh process: imports + load + score",
-                     cold, 2.0))
+        rows.append(("first render, default view (Data), fresh process: imports + load + score", cold, 2.0))
         rows.append(("first render, default view (Data), warm caches", warm, 2.0))
         for page in ("app_pages/graph.py", "app_pages/trajectories.py", "app_pages/compare.py"):
-            rows.append((f"switch group on {Path(page).stem} (uncached group)",
-                         bench_switch(page, args.runs), 0.3))
+            rows.append(
+                (f"switch group on {Path(page).stem} (uncached group)", bench_switch(page, args.runs), 0.3)
+            )
     opened, ready, depth, every, anchors = bench_compare(args.runs)
-    rows.append((f"open a generated {anchors}-anchor group, fresh process (Data page: imports, "
-                 f"load, crbc + shortest_path scores)", opened, 2.0))
-    rows.append((f"Compare on a generated {anchors}-anchor group: page ready (default sections)",
-                 ready, 2.0))
-    rows.append((f"Compare, {anchors} anchors: open the depth family (closure + K = 0…30 + bound)",
-                 depth, 2.0))
-    rows.append((f"Compare, {anchors} anchors: open all estimators (every one on the group)",
-                 every, 2.0))
-    print(f"App render times (AppTest, server side; sample `{default_sample()}`; "
-          f"{args.runs} runs each)\n")
+    rows.append(
+        (
+            f"open a generated {anchors}-anchor group, fresh process (Data page: imports, "
+            f"load, crbc + shortest_path scores)",
+            opened,
+            2.0,
+        )
+    )
+    rows.append((f"Compare on a generated {anchors}-anchor group: page ready (default sections)", ready, 2.0))
+    rows.append(
+        (f"Compare, {anchors} anchors: open the depth family (closure + K = 0…30 + bound)", depth, 2.0)
+    )
+    rows.append((f"Compare, {anchors} anchors: open all estimators (every one on the group)", every, 2.0))
+    print(f"App render times (AppTest, server side; sample `{default_sample()}`; {args.runs} runs each)\n")
     print("| what | median s | min s | max s | runs | target s | met |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | :---: |")
     for name, xs, target in rows:
         med = statistics.median(xs)
-        print(f"| {name} | {med:.3f} | {min(xs):.3f} | {max(xs):.3f} | {len(xs)} | < {target:g} | "
-              f"{'yes' if med < target else 'no'} |")
+        print(
+            f"| {name} | {med:.3f} | {min(xs):.3f} | {max(xs):.3f} | {len(xs)} | < {target:g} | "
+            f"{'yes' if med < target else 'no'} |"
+        )
 
 
 if __name__ == "__main__":

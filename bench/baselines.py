@@ -9,6 +9,7 @@
 They take plain per-group lists, built once outside the timed region by `group_lists`.
 They are also independent oracles in the tests: none shares code with `crbc_viz`.
 """
+
 from __future__ import annotations
 
 import math
@@ -89,7 +90,7 @@ def crbc_dict_spsolve(groups, beta=0.98, sigma_min=0.1, w_group=1.0, w_step=5.0)
             var[s] += c / n_s[s] * (Q[(s, a)] - V[index[s]]) ** 2
             n_act[s] += 1
         credit = {}
-        for (s, a) in n_sa:
+        for s, a in n_sa:
             if n_act[s] >= 2:
                 credit[(s, a)] = (Q[(s, a)] - V[index[s]]) / max(math.sqrt(var[s]), sigma_min)
             else:

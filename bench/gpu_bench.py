@@ -7,6 +7,7 @@ bucketed batched LU (sparse fallback for large groups) and the credit readout, b
 ``torch.cuda.synchronize()``. Prints a markdown table (median ms, steps/s, float32 gap, peak
 device memory) and, when ``$OUT`` is set, writes it to ``$OUT/gpu_results.md``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,13 @@ def measure(workloads, device: str = "cuda", repeats: int = 20) -> list[dict]:
     for w in workloads:
         batch = load(w)
         actions, _ = _factorize_actions(batch.steps, batch.num_steps)
-        host = (batch.step_anchor_hash, actions, batch.traj_offsets, batch.group_traj_offsets,
-                batch.traj_success)
+        host = (
+            batch.step_anchor_hash,
+            actions,
+            batch.traj_offsets,
+            batch.group_traj_offsets,
+            batch.traj_success,
+        )
         ref = crbc_step_credit(*host)["advantage"] if available() else None
         dev_args = to_device(*host, device=str(dev))
         for dtype in (torch.float64, torch.float32):
@@ -49,11 +55,22 @@ def measure(workloads, device: str = "cuda", repeats: int = 20) -> list[dict]:
                 out = crbc_step_credit_torch(*dev_args, dtype=dtype)
                 sync()
                 times.append(time.perf_counter() - t)
-            diff = (float(np.max(np.abs(out["advantage"].double().cpu().numpy() - ref)))
-                    if ref is not None else float("nan"))
+            diff = (
+                float(np.max(np.abs(out["advantage"].double().cpu().numpy() - ref)))
+                if ref is not None
+                else float("nan")
+            )
             peak = torch.cuda.max_memory_allocated() / 2**20 if dev.type == "cuda" else float("nan")
-            rows.append({"workload": w, "steps": batch.num_steps, "dtype": str(dtype).split(".")[-1],
-                         "median_s": statistics.median(times), "diff": diff, "peak_mb": peak})
+            rows.append(
+                {
+                    "workload": w,
+                    "steps": batch.num_steps,
+                    "dtype": str(dtype).split(".")[-1],
+                    "median_s": statistics.median(times),
+                    "diff": diff,
+                    "peak_mb": peak,
+                }
+            )
             if dtype == torch.float64 and ref is not None:
                 assert diff < 1e-9, f"{w}: device result differs from the CPU engine by {diff}"
     return rows
@@ -62,11 +79,17 @@ def measure(workloads, device: str = "cuda", repeats: int = 20) -> list[dict]:
 def render(rows, device_name: str) -> str:
     import torch
 
-    lines = [f"Device: {device_name}; torch {torch.__version__}", "",
-             "| workload | steps | dtype | median ms | steps/s | max abs diff vs CPU engine | peak device MB |",
-             "| --- | ---: | --- | ---: | ---: | ---: | ---: |"]
-    lines += [f"| {r['workload']} | {r['steps']:,} | {r['dtype']} | {r['median_s'] * 1e3:.3f} | "
-              f"{r['steps'] / r['median_s']:,.0f} | {r['diff']:.2e} | {r['peak_mb']:.0f} |" for r in rows]
+    lines = [
+        f"Device: {device_name}; torch {torch.__version__}",
+        "",
+        "| workload | steps | dtype | median ms | steps/s | max abs diff vs CPU engine | peak device MB |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: |",
+    ]
+    lines += [
+        f"| {r['workload']} | {r['steps']:,} | {r['dtype']} | {r['median_s'] * 1e3:.3f} | "
+        f"{r['steps'] / r['median_s']:,.0f} | {r['diff']:.2e} | {r['peak_mb']:.0f} |"
+        for r in rows
+    ]
     return "\n".join(lines)
 
 

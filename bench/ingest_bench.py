@@ -8,6 +8,7 @@ anchor, observation and response text), ingested into a fresh store in a fresh p
 (the decompressed-input guard); the bench sets it for its own files.
 Targets (issue 17): 800 MB / 1.06M steps ≤ 30 s and ≤ 1.2 GB; RSS independent of size.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,9 +29,12 @@ def generate(path: Path, target_mb: float, seed: int = 0) -> int:
     from crbc_viz.synthetic import batch_to_rows, random_mdp_batch
 
     rng = np.random.default_rng(seed)
-    words = np.array("you see a cabinet drawer countertop shelf fridge microwave sink desk lamp "
-                     "keychain pencil book laptop cellphone statue vase remote open close take put "
-                     "go to examine heat clean arrive nothing happens".split(), dtype=object)
+    words = np.array(
+        "you see a cabinet drawer countertop shelf fridge microwave sink desk lamp "
+        "keychain pencil book laptop cellphone statue vase remote open close take put "
+        "go to examine heat clean arrive nothing happens".split(),
+        dtype=object,
+    )
     steps, block = 0, 0
     with open(path, "w") as fh:
         while fh.tell() < target_mb * 1e6:
@@ -38,10 +42,13 @@ def generate(path: Path, target_mb: float, seed: int = 0) -> int:
             for r in batch_to_rows(b):
                 r["group_id"] = f"{block}-{r['group_id']}"
                 r["anchor_obs"] = f"{r['group_id']}: you are at {r['anchor_obs']}. " + " ".join(
-                    words[(hash(r["anchor_obs"]) + np.arange(18)) % len(words)])
+                    words[(hash(r["anchor_obs"]) + np.arange(18)) % len(words)]
+                )
                 k = rng.integers(0, len(words), 60)
                 r["observation"] = " ".join(words[k[:35]])
-                r["response"] = "<think>" + " ".join(words[k[35:]]) + "</think><action>" + r["action"] + "</action>"
+                r["response"] = (
+                    "<think>" + " ".join(words[k[35:]]) + "</think><action>" + r["action"] + "</action>"
+                )
                 fh.write(json.dumps(r) + "\n")
                 steps += 1
             block += 1
@@ -65,11 +72,19 @@ def run_one(workdir: Path, mb: float) -> dict:
     shutil.rmtree(store, ignore_errors=True)
     steps = generate(log, mb)
     size = log.stat().st_size
-    env = dict(os.environ, CRBC_VIZ_MAX_INPUT_MB=str(max(1024, int(size / 2**20) + 64)),
-               CRBC_VIZ_MAX_ROWS=str(max(2_000_000, steps + 1)))
+    env = dict(
+        os.environ,
+        CRBC_VIZ_MAX_INPUT_MB=str(max(1024, int(size / 2**20) + 64)),
+        CRBC_VIZ_MAX_ROWS=str(max(2_000_000, steps + 1)),
+    )
     try:
-        proc = subprocess.run([sys.executable, "-c", _CODE.format(store=str(store), log=str(log))],
-                              cwd=ROOT, capture_output=True, text=True, env=env)
+        proc = subprocess.run(
+            [sys.executable, "-c", _CODE.format(store=str(store), log=str(log))],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         if proc.returncode != 0:
             raise SystemExit(f"ingest of {log} failed:\n{proc.stderr[-2000:]}")
         out = json.loads(proc.stdout.strip().splitlines()[-1])

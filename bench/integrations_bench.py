@@ -23,6 +23,7 @@ import verl (``--gigpo-python``, e.g. .venv-trainers/bin/python) from a fetched 
 (``--gigpo-src``: the folder holding ``gigpo/core_gigpo.py``; never part of this project). Its
 ``step_rewards`` input (discounted step returns) is prepared outside its timed region too.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,11 +49,14 @@ BEGIN, END = "<!-- integrations-bench:begin -->", "<!-- integrations-bench:end -
 def workload(size: str, seed: int = 1):
     from crbc_viz.synthetic import random_mdp_batch
 
-    b = random_mdp_batch(num_groups=SIZES[size], rollouts=8, max_steps=50, num_states=40,
-                         p_fail=0.01, seed=seed)
+    b = random_mdp_batch(
+        num_groups=SIZES[size], rollouts=8, max_steps=50, num_states=40, p_fail=0.01, seed=seed
+    )
     s = b.steps
-    rows = {k: s[k].to_numpy() for k in ("group_id", "traj_id", "step_idx", "reward", "action",
-                                         "anchor_obs", "success")}
+    rows = {
+        k: s[k].to_numpy()
+        for k in ("group_id", "traj_id", "step_idx", "reward", "action", "anchor_obs", "success")
+    }
     rows["traj_key"] = (s["group_id"].astype(str) + "/" + s["traj_id"].astype(str)).to_numpy()
     return b, rows
 
@@ -73,17 +77,24 @@ def verl_agent_inputs(rows, idx, device):
     mask = (torch.arange(L_TOKENS)[None, :] < torch.as_tensor(n_tok)[:, None]).float()
     tlr = torch.zeros(B, L_TOKENS)
     # verl-agent's EpisodeRewardManager: the episode reward on every step's last token.
-    tlr[torch.arange(B), torch.as_tensor(n_tok - 1)] = torch.as_tensor(rows["success"][idx].astype(np.float32))
+    tlr[torch.arange(B), torch.as_tensor(n_tok - 1)] = torch.as_tensor(
+        rows["success"][idx].astype(np.float32)
+    )
 
     def obj(a):
         out = np.empty(len(a), dtype=object)
         out[:] = list(a)
         return out
 
-    return dict(token_level_rewards=tlr.to(device), response_mask=mask.to(device),
-                anchor_obs=obj(rows["anchor_obs"][idx]), index=obj(rows["group_id"][idx]),
-                traj_index=obj(rows["traj_key"][idx]), step_index=rows["step_idx"][idx].astype(np.int64),
-                actions=obj(rows["action"][idx]))
+    return dict(
+        token_level_rewards=tlr.to(device),
+        response_mask=mask.to(device),
+        anchor_obs=obj(rows["anchor_obs"][idx]),
+        index=obj(rows["group_id"][idx]),
+        traj_index=obj(rows["traj_key"][idx]),
+        step_index=rows["step_idx"][idx].astype(np.int64),
+        actions=obj(rows["action"][idx]),
+    )
 
 
 def trajectory_inputs(batch, device):
@@ -96,13 +107,15 @@ def trajectory_inputs(batch, device):
     pos = torch.arange(Lmax)[None, :]
     mask = ((pos % 2 == 0) & (pos < 2 * torch.as_tensor(lens)[:, None])).float()
     tlr = torch.zeros(T, Lmax)
-    tlr[torch.arange(T), torch.as_tensor(2 * lens - 2)] = torch.as_tensor(batch.traj_success.astype(np.float32))
+    tlr[torch.arange(T), torch.as_tensor(2 * lens - 2)] = torch.as_tensor(
+        batch.traj_success.astype(np.float32)
+    )
     s = batch.steps
     anchors, actions = np.empty(T, dtype=object), np.empty(T, dtype=object)
     obs, act = s["anchor_obs"].to_numpy(), s["action"].to_numpy()
     off = batch.traj_offsets
-    anchors[:] = [list(obs[off[t]:off[t + 1]]) for t in range(T)]
-    actions[:] = [list(act[off[t]:off[t + 1]]) for t in range(T)]
+    anchors[:] = [list(obs[off[t] : off[t + 1]]) for t in range(T)]
+    actions[:] = [list(act[off[t] : off[t + 1]]) for t in range(T)]
     uid = np.empty(T, dtype=object)
     uid[:] = list(batch.groups["group_id"].to_numpy()[batch.traj_group])
     return tlr.to(device), mask.to(device), uid, anchors, actions
@@ -116,8 +129,12 @@ def rllm_groups(batch):
     for g in range(batch.num_groups):
         trajs = []
         for t in range(gto[g], gto[g + 1]):
-            steps = [SimpleNamespace(observation=obs[i], input=None, action=act[i], reward=float(rew[i]),
-                                     advantage=None) for i in range(off[t], off[t + 1])]
+            steps = [
+                SimpleNamespace(
+                    observation=obs[i], input=None, action=act[i], reward=float(rew[i]), advantage=None
+                )
+                for i in range(off[t], off[t + 1])
+            ]
             trajs.append(SimpleNamespace(uid=str(t), reward=float(batch.traj_success[t]), steps=steps))
         groups.append(SimpleNamespace(group_id=f"g{g}:agent", trajectories=trajs))
     return groups
@@ -136,6 +153,7 @@ def timed(fn, repeats):
 def sync(device):
     if str(device).startswith("cuda"):
         import torch
+
         torch.cuda.synchronize()
 
 
@@ -149,10 +167,17 @@ def run_adapters(size, device, repeats):
     rng = np.random.default_rng(0)
     idx = step_rows(rows, rng)
     va = verl_agent_inputs(rows, idx, device)
-    nt_roll = SimpleNamespace(batch={"response_mask": va["response_mask"]}, non_tensor_batch={
-        "traj_group_id": va["index"], "traj_id": va["traj_index"], "step": va["step_index"],
-        "state_hash": va["anchor_obs"], "step_scores": rows["reward"][idx].astype(np.float64),
-        "success": rows["success"][idx].astype(bool)})
+    nt_roll = SimpleNamespace(
+        batch={"response_mask": va["response_mask"]},
+        non_tensor_batch={
+            "traj_group_id": va["index"],
+            "traj_id": va["traj_index"],
+            "step": va["step_index"],
+            "state_hash": va["anchor_obs"],
+            "step_scores": rows["reward"][idx].astype(np.float64),
+            "success": rows["success"][idx].astype(bool),
+        },
+    )
     tlr, mask, uid, anchors, actions = trajectory_inputs(batch, device)
     nt_verl = {"uid": uid, "crbc_anchors": anchors, "crbc_actions": actions}
     groups = rllm_groups(batch)
@@ -162,6 +187,7 @@ def run_adapters(size, device, repeats):
         def call():
             fn()
             sync(device)
+
         res[name] = timed(call, repeats)
 
     case("verl-agent crbc", lambda: verl_agent.compute_advantage(**va))
@@ -175,10 +201,19 @@ def run_adapters(size, device, repeats):
         K = int(counts.max())
         r = torch.zeros(N, K, dtype=torch.float64)
         r[torch.arange(N), counts - 1] = torch.as_tensor(batch.traj_success, dtype=torch.float64)
-        grid = trajectory_credit([i // 8 for i in range(N)], r, torch.arange(K).expand(N, K), counts,
-                                 anchors, actions=actions, device=device, names=("anchors", "actions"))
+        grid = trajectory_credit(
+            [i // 8 for i in range(N)],
+            r,
+            torch.arange(K).expand(N, K),
+            counts,
+            anchors,
+            actions=actions,
+            device=device,
+            names=("anchors", "actions"),
+        )
         tok_step, _ = token_steps(mask)
         torch.gather(grid, 1, tok_step.clamp(max=K - 1).to(grid.device))
+
     case("TRL crbc", trl_core)
     if str(device) == "cpu":
         case("rLLM crbc", lambda: rllm.assign_step_advantages(groups))
@@ -188,10 +223,15 @@ def run_adapters(size, device, repeats):
 def run_gigpo(va, rows, idx, src, python, repeats):
     """verl-agent's own GiGPO on the same batch, in an interpreter that imports verl."""
     with tempfile.TemporaryDirectory() as d:
-        np.savez(Path(d) / "in.npz", tlr=va["token_level_rewards"].cpu().numpy(),
-                 mask=va["response_mask"].cpu().numpy(), anchor=va["anchor_obs"].astype(str),
-                 index=va["index"].astype(str), traj=va["traj_index"].astype(str),
-                 step_rewards=rows["reward"][idx].astype(np.float32))
+        np.savez(
+            Path(d) / "in.npz",
+            tlr=va["token_level_rewards"].cpu().numpy(),
+            mask=va["response_mask"].cpu().numpy(),
+            anchor=va["anchor_obs"].astype(str),
+            index=va["index"].astype(str),
+            traj=va["traj_index"].astype(str),
+            step_rewards=rows["reward"][idx].astype(np.float32),
+        )
         code = f"""
 import sys, time, statistics, json, numpy as np, torch
 sys.path.insert(0, {str(src)!r})
@@ -211,8 +251,7 @@ for _ in range({repeats}):
     t = time.perf_counter(); run(); ts.append(time.perf_counter() - t)
 print(json.dumps(statistics.median(ts)))
 """
-        p = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=3600,
-                           cwd=d)
+        p = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=3600, cwd=d)
         if p.returncode != 0:
             print(p.stderr[-2000:], file=sys.stderr)
             return None
@@ -223,7 +262,11 @@ def table(results, device):
     names = []
     for _, r in results:
         names += [k for k in r if k not in ("steps", "rows", "trajectories") and k not in names]
-    head = "| adapter | " + " | ".join(f"{s} ({r['steps']:,} steps, {r['rows']:,} rows)" for s, r in results) + " |"
+    head = (
+        "| adapter | "
+        + " | ".join(f"{s} ({r['steps']:,} steps, {r['rows']:,} rows)" for s, r in results)
+        + " |"
+    )
     lines = [head, "| --- |" + " --- |" * len(results)]
     for n in names:
         cells = []
@@ -250,14 +293,19 @@ def main(argv=None) -> None:
         if a.gigpo_src and a.gigpo_python:
             res["verl-agent GiGPO (theirs)"] = run_gigpo(va, rows, idx, a.gigpo_src, a.gigpo_python, reps)
         results.append((size, res))
-        print(size, json.dumps({k: (round(v * 1e3, 2) if isinstance(v, float) else v) for k, v in res.items()}),
-              flush=True)
+        print(
+            size,
+            json.dumps({k: (round(v * 1e3, 2) if isinstance(v, float) else v) for k, v in res.items()}),
+            flush=True,
+        )
     md = table(results, a.device)
     machine = f"{platform.machine()}, {os.cpu_count()} CPU cores, Python {platform.python_version()}"
-    block = (f"{BEGIN}\nMachine: {machine}; device {a.device}. Command: `python -m bench.integrations_bench "
-             f"--sizes {a.sizes} --device {a.device} --repeats {a.repeats}"
-             f"{' --gigpo-src <verl-agent checkout> --gigpo-python .venv-trainers/bin/python' if a.gigpo_src else ''}"
-             f" --write`; median of the repeats (256k: at most 3) after one warm-up.\n\n{md}\n{END}")
+    block = (
+        f"{BEGIN}\nMachine: {machine}; device {a.device}. Command: `python -m bench.integrations_bench "
+        f"--sizes {a.sizes} --device {a.device} --repeats {a.repeats}"
+        f"{' --gigpo-src <verl-agent checkout> --gigpo-python .venv-trainers/bin/python' if a.gigpo_src else ''}"
+        f" --write`; median of the repeats (256k: at most 3) after one warm-up.\n\n{md}\n{END}"
+    )
     print(md)
     out = os.environ.get("OUT")
     if out:
@@ -266,7 +314,7 @@ def main(argv=None) -> None:
         path = HERE / "RESULTS.md"
         text = path.read_text(encoding="utf-8")
         if BEGIN in text:
-            text = text[: text.index(BEGIN)] + block + text[text.index(END) + len(END):]
+            text = text[: text.index(BEGIN)] + block + text[text.index(END) + len(END) :]
         else:
             text = text.rstrip("\n") + "\n\n" + block + "\n"
         path.write_text(text, encoding="utf-8")

@@ -3,6 +3,7 @@
 Prints ``{"peak_rss_mb": ..., "baseline_rss_mb": ...}`` where the baseline is the peak after
 building the workload and warming up, before the measured call (so the estimator's own
 increment is the difference)."""
+
 from __future__ import annotations
 
 import json

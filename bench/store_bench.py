@@ -16,6 +16,7 @@ anchors) from `crbc_viz.synthetic.random_mdp_batch`, then times, each phase in a
 Prints a markdown table (targets: ingest <= 60 s, open + group <= 1 s, score a train_step
 <= 5 s, peak RSS <= 3 GB).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,12 +34,14 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
 
-_WORDS = ("you are in the middle of a room looking quickly around you see a cabinet drawer "
-          "countertop shelf sinkbasin stoveburner fridge microwave toaster coffeemachine "
-          "garbagecan dresser sidetable desk bed laundryhamper armchair safe your task is to "
-          "put some clean mug on the find two pillow and them in heat apple then place it "
-          "nothing happens on open close arrive at which contains keychain creditcard "
-          "pencil book laptop cellphone alarmclock statue vase remote").split()
+_WORDS = (
+    "you are in the middle of a room looking quickly around you see a cabinet drawer "
+    "countertop shelf sinkbasin stoveburner fridge microwave toaster coffeemachine "
+    "garbagecan dresser sidetable desk bed laundryhamper armchair safe your task is to "
+    "put some clean mug on the find two pillow and them in heat apple then place it "
+    "nothing happens on open close arrive at which contains keychain creditcard "
+    "pencil book laptop cellphone alarmclock statue vase remote"
+).split()
 
 
 def _fragments(rng, n: int, lo: int, hi: int) -> np.ndarray:
@@ -57,9 +60,24 @@ def generate(workdir: Path, total_steps: int, train_steps: int, seed: int = 0) -
     rng = np.random.default_rng(seed)
     obs_frag = _fragments(rng, 4096, 80, 240)
     resp_frag = _fragments(rng, 4096, 60, 200)
-    verbs = np.array(["go to", "open", "close", "take", "put", "examine", "use", "heat", "clean"], dtype=object)
-    objs = np.array(["cabinet", "drawer", "countertop", "shelf", "fridge", "microwave", "sinkbasin",
-                     "desk", "sidetable", "dresser"], dtype=object)
+    verbs = np.array(
+        ["go to", "open", "close", "take", "put", "examine", "use", "heat", "clean"], dtype=object
+    )
+    objs = np.array(
+        [
+            "cabinet",
+            "drawer",
+            "countertop",
+            "shelf",
+            "fridge",
+            "microwave",
+            "sinkbasin",
+            "desk",
+            "sidetable",
+            "dresser",
+        ],
+        dtype=object,
+    )
     per_group = 8 * 27.7  # mean rollout length of random_mdp_batch(max_steps=45)
     groups = max(1, int(round(total_steps / train_steps / per_group)))
     files = []
@@ -71,21 +89,33 @@ def generate(workdir: Path, total_steps: int, train_steps: int, seed: int = 0) -
         gidx = b.step_group
         act = s["action"].str.slice(1).astype(int).to_numpy()
         # Anchors: a ~150-char description per (task, state); actions: a phrase per (task, id).
-        anchor = [f"Task {g}: you are at location {st}. You see " + obs_frag[(g * 131 + st) % 4096][:120]
-                  for g, st in zip(gidx, state)]
+        anchor = [
+            f"Task {g}: you are at location {st}. You see " + obs_frag[(g * 131 + st) % 4096][:120]
+            for g, st in zip(gidx, state)
+        ]
         action = [f"{verbs[(g + a) % 9]} {objs[(g * 7 + a) % 10]} {a + 1}" for g, a in zip(gidx, act)]
         k = rng.integers(0, 4096, size=(S, 6))
         obs = [" ".join(obs_frag[r]) for r in k]
         kr = rng.integers(0, 4096, size=(S, 3))
         resp = [f"<think>{' '.join(resp_frag[r])}</think><action>{a}</action>" for r, a in zip(kr, action)]
-        df = pd.DataFrame({
-            "run_id": "bench-run", "train_step": t, "group_id": s["group_id"].to_numpy(),
-            "traj_id": [f"{g}-{tr}" for g, tr in zip(s["group_id"], s["traj_id"])],
-            "step_idx": s["step_idx"].to_numpy(), "reward": s["reward"].to_numpy(),
-            "action": action, "anchor_obs": anchor, "done": s["done"].to_numpy(),
-            "success": s["success"].to_numpy(), "observation": obs, "response": resp,
-            "env_name": "alfworld-like", "is_action_valid": True,
-        })
+        df = pd.DataFrame(
+            {
+                "run_id": "bench-run",
+                "train_step": t,
+                "group_id": s["group_id"].to_numpy(),
+                "traj_id": [f"{g}-{tr}" for g, tr in zip(s["group_id"], s["traj_id"])],
+                "step_idx": s["step_idx"].to_numpy(),
+                "reward": s["reward"].to_numpy(),
+                "action": action,
+                "anchor_obs": anchor,
+                "done": s["done"].to_numpy(),
+                "success": s["success"].to_numpy(),
+                "observation": obs,
+                "response": resp,
+                "env_name": "alfworld-like",
+                "is_action_valid": True,
+            }
+        )
         path = workdir / "dumps" / f"step_{t:04d}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         df.to_json(path, orient="records", lines=True, force_ascii=False)
@@ -126,13 +156,16 @@ out["backend"] = r.backend
 
 
 def _run_phase(name: str, store: Path, dumps: Path) -> dict:
-    code = ("import json, resource, sys, time\nout = {}\nt0 = time.perf_counter()\n"
-            f"STORE = {str(store)!r}\nDUMPS = {str(dumps)!r}\n" + _PHASES[name] +
-            "\nout.setdefault('elapsed', time.perf_counter() - t0)\n"
-            # VmHWM, not ru_maxrss: the latter survives exec and would report the parent's peak.
-            "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]\n"
-            "out['peak_rss_mb'] = int(hwm) / 1024\n"
-            "print(json.dumps(out))\n")
+    code = (
+        "import json, resource, sys, time\nout = {}\nt0 = time.perf_counter()\n"
+        f"STORE = {str(store)!r}\nDUMPS = {str(dumps)!r}\n"
+        + _PHASES[name]
+        + "\nout.setdefault('elapsed', time.perf_counter() - t0)\n"
+        # VmHWM, not ru_maxrss: the latter survives exec and would report the parent's peak.
+        "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]\n"
+        "out['peak_rss_mb'] = int(hwm) / 1024\n"
+        "print(json.dumps(out))\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"phase {name} failed:\n{proc.stderr[-3000:]}")
@@ -159,25 +192,34 @@ def main(argv=None) -> int:
     res = {name: _run_phase(name, store, work / "dumps") for name in ("ingest", "group", "score")}
     store_bytes = sum(p.stat().st_size for p in store.rglob("*") if p.is_file())
     rows = res["ingest"]["rows"]
-    print(f"\nLog store, {rows:,} steps in {len(files)} JSONL dumps ({in_bytes / 2**20:.0f} MiB; "
-          f"generated in {gen_s:.0f} s) -> store {store_bytes / 2**20:.0f} MiB; "
-          f"{os.cpu_count()} CPU cores\n")
+    print(
+        f"\nLog store, {rows:,} steps in {len(files)} JSONL dumps ({in_bytes / 2**20:.0f} MiB; "
+        f"generated in {gen_s:.0f} s) -> store {store_bytes / 2**20:.0f} MiB; "
+        f"{os.cpu_count()} CPU cores\n"
+    )
     print("| phase | wall time | target | peak RSS | target | detail |")
     print("| --- | --- | --- | --- | --- | --- |")
-    det = {"ingest": f"{rows:,} steps ({rows / res['ingest']['elapsed']:,.0f} steps/s)",
-           "group": f"{res['group']['rows']} steps with text; "
-                    f"{res['group']['elapsed'] - res['group']['import_s']:.2f} s after imports",
-           "score": f"{res['score']['groups']} groups, {res['score']['rows']:,} steps, "
-                    f"backend {res['score']['backend']}"}
+    det = {
+        "ingest": f"{rows:,} steps ({rows / res['ingest']['elapsed']:,.0f} steps/s)",
+        "group": f"{res['group']['rows']} steps with text; "
+        f"{res['group']['elapsed'] - res['group']['import_s']:.2f} s after imports",
+        "score": f"{res['score']['groups']} groups, {res['score']['rows']:,} steps, "
+        f"backend {res['score']['backend']}",
+    }
     tgt = {"ingest": 60.0, "group": 1.0, "score": 5.0}
-    label = {"ingest": "ingest", "group": "open store + show one group",
-             "score": "score one train_step (CRBC)"}
+    label = {
+        "ingest": "ingest",
+        "group": "open store + show one group",
+        "score": "score one train_step (CRBC)",
+    }
     for k in ("ingest", "group", "score"):
         r = res[k]
         ok = "✅" if r["elapsed"] <= tgt[k] else "❌"
         rok = "✅" if r["peak_rss_mb"] <= 3072 else "❌"
-        print(f"| {label[k]} | {r['elapsed']:.2f} s {ok} | ≤ {tgt[k]:g} s | "
-              f"{r['peak_rss_mb']:.0f} MiB {rok} | ≤ 3 GiB | {det[k]} |")
+        print(
+            f"| {label[k]} | {r['elapsed']:.2f} s {ok} | ≤ {tgt[k]:g} s | "
+            f"{r['peak_rss_mb']:.0f} MiB {rok} | ≤ 3 GiB | {det[k]} |"
+        )
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -9,6 +9,7 @@ included), warms nothing up, and times one `score` call — what a user running 
 pays, compile/load of the chosen backend included. Peak RSS is the process's ``VmHWM``.
 Targets (issue 17): ≤ 10 s and ≤ 2 GB each.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,7 +20,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-TARGET_S, TARGET_MB = 10.0, 2e9 / 2**20   # 2 GB = 2·10⁹ bytes, in MiB (VmHWM)
+TARGET_S, TARGET_MB = 10.0, 2e9 / 2**20  # 2 GB = 2·10⁹ bytes, in MiB (VmHWM)
 
 
 def workload(n: int, seed: int = 7):
@@ -65,20 +66,34 @@ def workload(n: int, seed: int = 7):
     row = np.arange(S) - np.repeat(np.cumsum(lens) - lens, lens)
     step_state, step_action = rec_s[row, col], rec_a[row, col]
     traj_offsets = np.r_[0, np.cumsum(lens)].astype(np.int64)
-    steps = pd.DataFrame({
-        "run_id": "sweep", "train_step": 0, "group_id": "g0",
-        "traj_id": pd.Categorical.from_codes(col, categories=[f"r{i}" for i in range(R)]),
-        "step_idx": row, "reward": 0.0,
-        "action": pd.Categorical.from_codes(step_action, categories=["a0", "a1", "a2"]),
-        "anchor_key": pd.Categorical.from_codes(step_state, categories=[f"{i + 1:016x}" for i in range(n_s)]),
-    })
+    steps = pd.DataFrame(
+        {
+            "run_id": "sweep",
+            "train_step": 0,
+            "group_id": "g0",
+            "traj_id": pd.Categorical.from_codes(col, categories=[f"r{i}" for i in range(R)]),
+            "step_idx": row,
+            "reward": 0.0,
+            "action": pd.Categorical.from_codes(step_action, categories=["a0", "a1", "a2"]),
+            "anchor_key": pd.Categorical.from_codes(
+                step_state, categories=[f"{i + 1:016x}" for i in range(n_s)]
+            ),
+        }
+    )
     steps.loc[traj_offsets[1:] - 1, "reward"] = success.astype(float)
-    return RolloutBatch(steps=steps, step_traj=col, step_anchor_hash=(step_state + 1).astype(np.uint64),
-                        traj_offsets=traj_offsets, traj_group=np.zeros(R, np.int64), traj_success=success,
-                        traj_truncated=~done, traj_return=success.astype(float),
-                        group_traj_offsets=np.array([0, R]),
-                        groups=pd.DataFrame({"run_id": ["sweep"], "train_step": [0], "group_id": ["g0"]}),
-                        source="<sweep>")
+    return RolloutBatch(
+        steps=steps,
+        step_traj=col,
+        step_anchor_hash=(step_state + 1).astype(np.uint64),
+        traj_offsets=traj_offsets,
+        traj_group=np.zeros(R, np.int64),
+        traj_success=success,
+        traj_truncated=~done,
+        traj_return=success.astype(float),
+        group_traj_offsets=np.array([0, R]),
+        groups=pd.DataFrame({"run_id": ["sweep"], "train_step": [0], "group_id": ["g0"]}),
+        source="<sweep>",
+    )
 
 
 def graph_estimators() -> list[str]:
@@ -104,17 +119,30 @@ def one(n: int, name: str) -> dict:
     wall = time.perf_counter() - t
     import numpy as np
 
-    return {"size": n, "estimator": name, "steps": batch.num_steps, "anchors": int(r.graph.num_nodes),
-            "backend": r.backend, "seconds": wall, "peak_mb": _peak_mb(), "before_mb": before,
-            "finite": bool(np.isfinite(r.advantage).all())}
+    return {
+        "size": n,
+        "estimator": name,
+        "steps": batch.num_steps,
+        "anchors": int(r.graph.num_nodes),
+        "backend": r.backend,
+        "seconds": wall,
+        "peak_mb": _peak_mb(),
+        "before_mb": before,
+        "finite": bool(np.isfinite(r.advantage).all()),
+    }
 
 
 def run(sizes, names) -> list[dict]:
     rows = []
     for n in sizes:
         for name in names:
-            proc = subprocess.run([sys.executable, "-m", "bench.sweep", "--one", f"{n}:{name}"],
-                                  capture_output=True, text=True, cwd=HERE.parent, timeout=600)
+            proc = subprocess.run(
+                [sys.executable, "-m", "bench.sweep", "--one", f"{n}:{name}"],
+                capture_output=True,
+                text=True,
+                cwd=HERE.parent,
+                timeout=600,
+            )
             if proc.returncode != 0:
                 rows.append({"size": n, "estimator": name, "error": proc.stderr.strip().splitlines()[-1:]})
             else:
@@ -129,14 +157,18 @@ def met(r: dict) -> bool:
 
 
 def render(rows) -> str:
-    out = ["| anchors (target) | steps | estimator | backend (auto) | seconds | peak RSS MB | met (≤ 10 s, ≤ 2 GB) |",
-           "| --- | ---: | --- | --- | ---: | ---: | :---: |"]
+    out = [
+        "| anchors (target) | steps | estimator | backend (auto) | seconds | peak RSS MB | met (≤ 10 s, ≤ 2 GB) |",
+        "| --- | ---: | --- | --- | ---: | ---: | :---: |",
+    ]
     for r in rows:
         if "error" in r:
             out.append(f"| {r['size']:,} | | {r['estimator']} | error: {r['error']} | | | no |")
             continue
-        out.append(f"| {r['anchors']:,} ({r['size']:,}) | {r['steps']:,} | {r['estimator']} | {r['backend']} | "
-                   f"{r['seconds']:.2f} | {r['peak_mb']:.0f} | {'yes' if met(r) else 'no'} |")
+        out.append(
+            f"| {r['anchors']:,} ({r['size']:,}) | {r['steps']:,} | {r['estimator']} | {r['backend']} | "
+            f"{r['seconds']:.2f} | {r['peak_mb']:.0f} | {'yes' if met(r) else 'no'} |"
+        )
     return "\n".join(out)
 
 

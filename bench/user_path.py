@@ -17,6 +17,7 @@
 ``--quick`` is a dry run (sweep 1000, ingest 5 MB, one repeat). ``--write`` replaces the block
 between ``<!-- issue17:begin -->`` and ``<!-- issue17:end -->`` of bench/RESULTS.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,9 +43,13 @@ SECTION = "## User path, group size, ingest (issue 17)"
 SCORE_X, CLI_S = 60.0, 0.6
 INGEST_MB, INGEST_S, INGEST_RSS_MB = 800, 30.0, 1.2e9 / 2**20  # 1.2 GB = 1.2·10⁹ bytes, in MiB
 GPU_MS = {"b": 1.0, "c": 20.0}
-LABELS = {"score": 'score(batch, "crbc") ≥ 60×', "cli": "CLI ≤ 0.6 s",
-          "sweep": "group size ≤ 10 s, ≤ 2 GB", "ingest": "ingest 800 MB ≤ 30 s, ≤ 1.2 GB",
-          "gpu": "H200 fused b ≤ 1 ms, c ≤ 20 ms"}
+LABELS = {
+    "score": 'score(batch, "crbc") ≥ 60×',
+    "cli": "CLI ≤ 0.6 s",
+    "sweep": "group size ≤ 10 s, ≤ 2 GB",
+    "ingest": "ingest 800 MB ≤ 30 s, ≤ 1.2 GB",
+    "gpu": "H200 fused b ≤ 1 ms, c ≤ 20 ms",
+}
 
 
 def _yes(ok) -> str:
@@ -54,8 +59,15 @@ def _yes(ok) -> str:
 def _part(head: str, header: list[str], rows: list[list], align: str) -> str:
     """``head``, then a markdown table; ``align``: a letter per column, l(eft), r(ight), c(entre)."""
     rule = {"l": " --- |", "r": " ---: |", "c": " :---: |"}
-    return "\n".join([head, "", "| " + " | ".join(header) + " |", "|" + "".join(rule[a] for a in align),
-                      *("| " + " | ".join(map(str, r)) + " |" for r in rows)])
+    return "\n".join(
+        [
+            head,
+            "",
+            "| " + " | ".join(header) + " |",
+            "|" + "".join(rule[a] for a in align),
+            *("| " + " | ".join(map(str, r)) + " |" for r in rows),
+        ]
+    )
 
 
 def score_b(repeats: int) -> tuple[str, bool]:
@@ -67,13 +79,19 @@ def score_b(repeats: int) -> tuple[str, bool]:
     ref = crbc_viz.score(graph, "crbc", backend="numpy").advantage
     backend = crbc_viz.score(batch, "crbc").backend
     cases = {  # label: (function, its prepared arguments, whether it returns the step advantages)
-        f'`score(batch, "crbc")`, auto → {backend}': (lambda b: crbc_viz.score(b, "crbc").advantage,
-                                                      (batch,), True),
+        f'`score(batch, "crbc")`, auto → {backend}': (
+            lambda b: crbc_viz.score(b, "crbc").advantage,
+            (batch,),
+            True,
+        ),
         "engine kernel alone (prepared arrays)": (METHODS["crbc_numba"], _graph_args(batch), True),
         "numpy reference on a built graph": (_estimator("crbc", "numpy"), (graph,), True),
         "`build_graph(batch)`": (crbc_viz.build_graph, (batch,), False),
-        "baseline `bench.baselines.crbc_dict_spsolve`": (baselines.crbc_dict_spsolve,
-                                                          (baselines.group_lists(batch),), True),
+        "baseline `bench.baselines.crbc_dict_spsolve`": (
+            baselines.crbc_dict_spsolve,
+            (baselines.group_lists(batch),),
+            True,
+        ),
     }
     for label, (fn, args, checked) in cases.items():
         err = float(np.max(np.abs(fn(*args) - ref))) if checked else 0.0
@@ -81,11 +99,21 @@ def score_b(repeats: int) -> tuple[str, bool]:
     times = {label: timeit(fn, args, repeats) for label, (fn, args, _) in cases.items()}
     first, *_, base = times.values()  # the user's call, ..., the baseline
     met = base / first >= SCORE_X
-    rows = [[label, f"{t * 1e3:.2f}", f"{base / t:.1f}" if cases[label][2] else "",
-             "" if i else "≥ 60×", "" if i else _yes(met)] for i, (label, t) in enumerate(times.items())]
-    head = (f'**`score(batch, "crbc")`, workload (b)** ({batch.num_steps:,} steps; one process, engine '
-            f"loaded; median of {repeats} after a warm-up; the advantages of score, kernel and baseline "
-            "agree with the numpy reference to 1e-9)")
+    rows = [
+        [
+            label,
+            f"{t * 1e3:.2f}",
+            f"{base / t:.1f}" if cases[label][2] else "",
+            "" if i else "≥ 60×",
+            "" if i else _yes(met),
+        ]
+        for i, (label, t) in enumerate(times.items())
+    ]
+    head = (
+        f'**`score(batch, "crbc")`, workload (b)** ({batch.num_steps:,} steps; one process, engine '
+        f"loaded; median of {repeats} after a warm-up; the advantages of score, kernel and baseline "
+        "agree with the numpy reference to 1e-9)"
+    )
     return _part(head, ["what", "median ms", "× dict+spsolve", "target", "met"], rows, "lrrlc"), met
 
 
@@ -104,27 +132,48 @@ def cli(workdir: Path, runs: int) -> tuple[str, bool]:
     log, out = workdir / "b80k.jsonl", workdir / "out.parquet"
     log.write_text("".join(json.dumps(r) + "\n" for r in batch_to_rows(batch)))
     size = log.stat().st_size
-    cmds = {"`python -m crbc_viz score b80k.jsonl -o out.parquet`":
-            [sys.executable, "-m", "crbc_viz", "score", str(log), "-o", str(out)],
-            "`python -c pass` (interpreter start alone)": [sys.executable, "-c", "pass"]}
+    cmds = {
+        "`python -m crbc_viz score b80k.jsonl -o out.parquet`": [
+            sys.executable,
+            "-m",
+            "crbc_viz",
+            "score",
+            str(log),
+            "-o",
+            str(out),
+        ],
+        "`python -c pass` (interpreter start alone)": [sys.executable, "-c", "pass"],
+    }
     try:  # the first run of each warms the page cache and is not counted
         walls = {label: [_wall(cmd) for _ in range(runs + 1)][1:] for label, cmd in cmds.items()}
     finally:
         log.unlink(missing_ok=True)
         out.unlink(missing_ok=True)
     met = statistics.median(next(iter(walls.values()))) <= CLI_S
-    rows = [[label, f"{statistics.median(w):.3f}", f"{min(w):.3f}–{max(w):.3f}", "" if i else "≤ 0.6 s",
-             "" if i else _yes(met)] for i, (label, w) in enumerate(walls.items())]
-    head = (f"**CLI end to end** ({batch.num_steps:,} steps, {size / 1e6:.1f} MB JSONL from "
-            "`random_mdp_batch(256, 8, 50, num_states=40, p_fail=0.01, seed=1)`, `batch_to_rows`, "
-            f"`json.dumps` per row; a fresh process per run, median of {runs} after a warm-up run)")
+    rows = [
+        [
+            label,
+            f"{statistics.median(w):.3f}",
+            f"{min(w):.3f}–{max(w):.3f}",
+            "" if i else "≤ 0.6 s",
+            "" if i else _yes(met),
+        ]
+        for i, (label, w) in enumerate(walls.items())
+    ]
+    head = (
+        f"**CLI end to end** ({batch.num_steps:,} steps, {size / 1e6:.1f} MB JSONL from "
+        "`random_mdp_batch(256, 8, 50, num_states=40, p_fail=0.01, seed=1)`, `batch_to_rows`, "
+        f"`json.dumps` per row; a fresh process per run, median of {runs} after a warm-up run)"
+    )
     return _part(head, ["what", "median wall s", "range s", "target", "met"], rows, "lrrlc"), met
 
 
 def group_sizes(sizes: list[int]) -> tuple[str, bool]:
     rows = sweep.run(sizes, sweep.graph_estimators())
-    head = ("**Group size** (`bench.sweep`: one group, every graph estimator, auto backend, a fresh "
-            "process per cell, one cold call including any engine load; peak = VmHWM)")
+    head = (
+        "**Group size** (`bench.sweep`: one group, every graph estimator, auto backend, a fresh "
+        "process per cell, one cold call including any engine load; peak = VmHWM)"
+    )
     return head + "\n\n" + sweep.render(rows), all(sweep.met(r) for r in rows)
 
 
@@ -143,12 +192,21 @@ def ingest(workdir: Path, sizes_mb: list[float]) -> tuple[str, bool | str]:
         print(r, file=sys.stderr, flush=True)
         if target:
             met = r["wall_s"] <= INGEST_S and r["peak_rss_mb"] <= INGEST_RSS_MB
-        rows.append([f"{r['file_mb']:,.0f}", f"{r['steps']:,}", f"{r['wall_s']:.1f}",
-                     f"{r['peak_rss_mb']:,.0f}", "≤ 30 s, ≤ 1.2 GB" if target else "RSS vs size",
-                     _yes(met) if target else ""])
-    head = ("**Ingest** (`bench.ingest_bench`: one canonical JSONL file per size, ~750 bytes a step, "
-            "`crbc_viz.store.ingest` in a fresh process; peak = VmHWM in MiB; 1.2 GB "
-            "is read as 1.2·10⁹ bytes = 1,144 MiB, as `bench.sweep` reads 2 GB as 1,907 MiB)")
+        rows.append(
+            [
+                f"{r['file_mb']:,.0f}",
+                f"{r['steps']:,}",
+                f"{r['wall_s']:.1f}",
+                f"{r['peak_rss_mb']:,.0f}",
+                "≤ 30 s, ≤ 1.2 GB" if target else "RSS vs size",
+                _yes(met) if target else "",
+            ]
+        )
+    head = (
+        "**Ingest** (`bench.ingest_bench`: one canonical JSONL file per size, ~750 bytes a step, "
+        "`crbc_viz.store.ingest` in a fresh process; peak = VmHWM in MiB; 1.2 GB "
+        "is read as 1.2·10⁹ bytes = 1,144 MiB, as `bench.sweep` reads 2 GB as 1,907 MiB)"
+    )
     return _part(head, ["file MB", "steps", "wall s", "peak RSS MiB", "target", "met"], rows, "rrrrlc"), met
 
 
@@ -162,11 +220,27 @@ def gpu(workloads: list[str], repeats: int) -> tuple[str, bool | str]:
 
     rows = [r for r in gpu_bench.measure(workloads, "cuda", repeats) if r["dtype"] == "float64"]
     met = {r["workload"]: r["median_s"] * 1e3 <= GPU_MS[r["workload"]] for r in rows}
-    cells = [[r["workload"], f"{r['steps']:,}", f"{r['median_s'] * 1e3:.3f}", f"{r['diff']:.1e}",
-              f"≤ {GPU_MS[r['workload']]:g} ms", _yes(met[r["workload"]])] for r in rows]
+    cells = [
+        [
+            r["workload"],
+            f"{r['steps']:,}",
+            f"{r['median_s'] * 1e3:.3f}",
+            f"{r['diff']:.1e}",
+            f"≤ {GPU_MS[r['workload']]:g} ms",
+            _yes(met[r["workload"]]),
+        ]
+        for r in rows
+    ]
     head += f", {torch.cuda.get_device_name(0)}, float64, median of {repeats} after a warm-up"
-    return (_part(head, ["workload", "steps", "median ms", "max abs diff vs CPU engine", "target", "met"],
-                  cells, "lrrrlc"), all(met.values()) if met.keys() >= GPU_MS.keys() else "c not run")
+    return (
+        _part(
+            head,
+            ["workload", "steps", "median ms", "max abs diff vs CPU engine", "target", "met"],
+            cells,
+            "lrrrlc",
+        ),
+        all(met.values()) if met.keys() >= GPU_MS.keys() else "c not run",
+    )
 
 
 def main(argv=None) -> str:
@@ -183,16 +257,23 @@ def main(argv=None) -> str:
     repeats = 1 if args.quick else args.repeats
     load_start, started = os.getloadavg(), time.strftime("%Y-%m-%d %H:%M")
     with tempfile.TemporaryDirectory(prefix="crbc_user_path_") as tmp:
-        parts = {"score": score_b(repeats), "cli": cli(Path(tmp), repeats), "sweep": group_sizes(sizes),
-                 "ingest": ingest(Path(tmp), ingest_mb),
-                 "gpu": gpu(["b"] if args.quick else ["b", "c"], 1 if args.quick else max(repeats, 20))}
+        parts = {
+            "score": score_b(repeats),
+            "cli": cli(Path(tmp), repeats),
+            "sweep": group_sizes(sizes),
+            "ingest": ingest(Path(tmp), ingest_mb),
+            "gpu": gpu(["b"] if args.quick else ["b", "c"], 1 if args.quick else max(repeats, 20)),
+        }
     loads = [" / ".join(f"{x:.2f}" for x in la) for la in (load_start, os.getloadavg())]
-    text = "\n\n".join([
-        f"Machine: {machine()}",
-        f"Command: `{command}`, run {started}; load average (1, 5, 15 min) {loads[0]} at the start, "
-        f"{loads[1]} at the end.",
-        *(part for part, _ in parts.values()),
-        "Targets met: " + "; ".join(f"{LABELS[k]}: {_yes(ok)}" for k, (_, ok) in parts.items()) + "."])
+    text = "\n\n".join(
+        [
+            f"Machine: {machine()}",
+            f"Command: `{command}`, run {started}; load average (1, 5, 15 min) {loads[0]} at the start, "
+            f"{loads[1]} at the end.",
+            *(part for part, _ in parts.values()),
+            "Targets met: " + "; ".join(f"{LABELS[k]}: {_yes(ok)}" for k, (_, ok) in parts.items()) + ".",
+        ]
+    )
     print(text)
     if args.write:
         write_block(text, BEGIN, END, section=SECTION)

@@ -9,6 +9,7 @@
 Every task plants self-loops (p 0.15), back edges (p 0.15), stochastic transitions (p 0.15),
 a dead-end trap state, failure exits and truncation at the step limit; seed 1.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -8,18 +8,33 @@
 The names below are loaded on first use (PEP 562), so ``import crbc_viz`` and the CLI's
 ``--help`` do not pay for numpy/pandas; ``from crbc_viz import score`` works as before.
 """
+
 from __future__ import annotations
 
 import importlib
 
 from . import _hooks
 
-__all__ = ["load_rollouts", "score", "build_graph", "RolloutBatch", "AnchorGraph", "CreditResult",
-           "LoadError"]
+__all__ = [
+    "load_rollouts",
+    "score",
+    "build_graph",
+    "RolloutBatch",
+    "AnchorGraph",
+    "CreditResult",
+    "LoadError",
+]
 __version__ = "0.1.0"
 
-_EXPORTS = {"score": "api", "RolloutBatch": "data", "AnchorGraph": "graph", "build_graph": "graph",
-            "LoadError": "io", "load_rollouts": "io", "CreditResult": "result"}
+_EXPORTS = {
+    "score": "api",
+    "RolloutBatch": "data",
+    "AnchorGraph": "graph",
+    "build_graph": "graph",
+    "LoadError": "io",
+    "load_rollouts": "io",
+    "CreditResult": "result",
+}
 
 
 def _load_backends() -> None:

@@ -3,6 +3,7 @@ the upper one (dependency injection): ``kernel_loader`` is set by the package fa
 (``crbc_viz/__init__.py``, which runs before any submodule) to the function that imports the
 backend packages (`crbc_viz.api.load_backends`); the estimator registry calls `load_kernels`
 the first time its kernel table is read."""
+
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -1,4 +1,5 @@
 """The Python API: `score` dispatches a registered estimator on a batch or graph."""
+
 from __future__ import annotations
 
 import sys
@@ -13,8 +14,9 @@ __all__ = ["score", "score_frame", "BACKENDS", "AUTO_ORDER", "load_backends"]
 BACKENDS = ("auto", "numpy", "torch", "numba")
 
 
-def score(data: RolloutBatch | AnchorGraph, estimator: str, *, device: str = "auto",
-          backend: str = "auto", **params) -> CreditResult:
+def score(
+    data: RolloutBatch | AnchorGraph, estimator: str, *, device: str = "auto", backend: str = "auto", **params
+) -> CreditResult:
     """Run estimator ``estimator`` on ``data``.
 
     Args:
@@ -77,8 +79,10 @@ def _auto_backend(spec, device: str, graph: AnchorGraph, params=None) -> str:
             continue
         if backend == "numpy" or _package(backend).should_run(spec, graph, where, params) is True:
             return backend
-    raise BackendUnavailable(f"device='{device}': no backend of estimator '{spec.name}' runs there "
-                             f"(CUDA needs torch and a CUDA device)")
+    raise BackendUnavailable(
+        f"device='{device}': no backend of estimator '{spec.name}' runs there "
+        f"(CUDA needs torch and a CUDA device)"
+    )
 
 
 def _require(spec, backend: str, device: str) -> str:
@@ -90,21 +94,32 @@ def _require(spec, backend: str, device: str) -> str:
         raise BackendUnavailable(f"estimator '{spec.name}' has no {backend} backend; it has: {have}")
     if backend == "numpy":
         if device == "cuda":
-            raise BackendUnavailable(f"device='cuda' needs the torch backend; estimator '{spec.name}' "
-                                     f"was asked for with backend='numpy'")
+            raise BackendUnavailable(
+                f"device='cuda' needs the torch backend; estimator '{spec.name}' "
+                f"was asked for with backend='numpy'"
+            )
         return "cpu"
     pkg = _package(backend)
     if not pkg.available():
-        raise BackendUnavailable(f"backend='{backend}' was asked for but {backend} is not installed; "
-                                 f"use backend='numpy' or 'auto'")
+        raise BackendUnavailable(
+            f"backend='{backend}' was asked for but {backend} is not installed; use backend='numpy' or 'auto'"
+        )
     if backend == "numba" and device == "cuda":
-        raise BackendUnavailable(f"device='cuda' needs the torch backend; estimator '{spec.name}' was "
-                                 f"asked for with backend='numba'")
+        raise BackendUnavailable(
+            f"device='cuda' needs the torch backend; estimator '{spec.name}' was "
+            f"asked for with backend='numba'"
+        )
     return device
 
 
-def score_frame(graph: AnchorGraph, names: list[str], params: dict[str, dict], *, device: str = "auto",
-                backend: str = "auto"):
+def score_frame(
+    graph: AnchorGraph,
+    names: list[str],
+    params: dict[str, dict],
+    *,
+    device: str = "auto",
+    backend: str = "auto",
+):
     """Several estimators on one graph as one long frame (`CreditResult.to_frame` rows).
 
     ``params["*"]`` applies to every estimator that has the parameter, ``params[name]`` to

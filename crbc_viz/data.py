@@ -4,6 +4,7 @@ Axis vocabulary (STYLE.md): ``S`` steps, ``T`` trajectories, ``G`` groups. Steps
 stored group by group, trajectory by trajectory, in ``step_idx`` order; groups and
 trajectories keep their first-occurrence order in the input, so ids are deterministic.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -84,17 +85,19 @@ class RolloutBatch:
     def trajectories(self) -> pd.DataFrame:
         """One row per trajectory ``[T]``: ids, length, success, truncation, return."""
         first = self.steps.iloc[self.traj_offsets[:-1]]
-        return pd.DataFrame({
-            "run_id": first["run_id"].to_numpy(),
-            "train_step": first["train_step"].to_numpy(),
-            "group_id": first["group_id"].to_numpy(),
-            "traj_id": first["traj_id"].to_numpy(),
-            "group_index": self.traj_group,
-            "num_steps": self.traj_len,
-            "success": self.traj_success,
-            "truncated": self.traj_truncated,
-            "episode_return": self.traj_return,
-        })
+        return pd.DataFrame(
+            {
+                "run_id": first["run_id"].to_numpy(),
+                "train_step": first["train_step"].to_numpy(),
+                "group_id": first["group_id"].to_numpy(),
+                "traj_id": first["traj_id"].to_numpy(),
+                "group_index": self.traj_group,
+                "num_steps": self.traj_len,
+                "success": self.traj_success,
+                "truncated": self.traj_truncated,
+                "episode_return": self.traj_return,
+            }
+        )
 
     def group_label(self, g: int) -> str:
         """Group ``g``'s label (`group_labels`)."""
@@ -110,8 +113,13 @@ class RolloutBatch:
         if cached is not None:
             return cached
         g = self.groups
-        base = (g["run_id"].astype(str) + "/" + g["train_step"].astype(str) + "/"
-                + g["group_id"].astype(str)).tolist() if len(g) else []
+        base = (
+            (
+                g["run_id"].astype(str) + "/" + g["train_step"].astype(str) + "/" + g["group_id"].astype(str)
+            ).tolist()
+            if len(g)
+            else []
+        )
         labels = base
         if len(set(base)) != len(base):
             used, labels = set(base), []
@@ -136,17 +144,24 @@ class RolloutBatch:
         gto = self.group_traj_offsets
         trajs = ranges(gto[g], gto[g + 1])
         rows = ranges(self.traj_offsets[trajs], self.traj_offsets[trajs + 1])
-        lay = Layout.of_lengths(self.traj_len[trajs],
-                                np.repeat(np.arange(len(g), dtype=np.int64), gto[g + 1] - gto[g]),
-                                len(g))
+        lay = Layout.of_lengths(
+            self.traj_len[trajs], np.repeat(np.arange(len(g), dtype=np.int64), gto[g + 1] - gto[g]), len(g)
+        )
         return RolloutBatch(
-            steps=self.steps.iloc[rows].reset_index(drop=True), step_traj=lay.step_traj,
-            step_anchor_hash=self.step_anchor_hash[rows], traj_offsets=lay.traj_offsets,
-            traj_group=lay.traj_group, traj_success=self.traj_success[trajs],
-            traj_truncated=self.traj_truncated[trajs], traj_return=self.traj_return[trajs],
+            steps=self.steps.iloc[rows].reset_index(drop=True),
+            step_traj=lay.step_traj,
+            step_anchor_hash=self.step_anchor_hash[rows],
+            traj_offsets=lay.traj_offsets,
+            traj_group=lay.traj_group,
+            traj_success=self.traj_success[trajs],
+            traj_truncated=self.traj_truncated[trajs],
+            traj_return=self.traj_return[trajs],
             group_traj_offsets=lay.group_traj_offsets,
             groups=self.groups.iloc[g].reset_index(drop=True),
-            source=self.source, warnings=self.warnings, skipped=self.skipped)
+            source=self.source,
+            warnings=self.warnings,
+            skipped=self.skipped,
+        )
 
 
 def ranges(starts, stops) -> np.ndarray:
@@ -190,12 +205,19 @@ class Layout:
         traj_group = np.asarray(traj_group, dtype=np.int64).reshape(-1)
         traj_offsets = np.zeros(len(traj_len) + 1, dtype=np.int64)
         np.cumsum(traj_len, out=traj_offsets[1:])
-        counts = np.bincount(traj_group, minlength=num_groups or 0) if len(traj_group) else \
-            np.zeros(num_groups or 0, np.int64)
+        counts = (
+            np.bincount(traj_group, minlength=num_groups or 0)
+            if len(traj_group)
+            else np.zeros(num_groups or 0, np.int64)
+        )
         group_traj_offsets = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(counts, out=group_traj_offsets[1:])
-        return cls(np.repeat(np.arange(len(traj_len), dtype=np.int64), traj_len), traj_offsets,
-                   traj_group, group_traj_offsets)
+        return cls(
+            np.repeat(np.arange(len(traj_len), dtype=np.int64), traj_len),
+            traj_offsets,
+            traj_group,
+            group_traj_offsets,
+        )
 
     @property
     def traj_len(self) -> np.ndarray:

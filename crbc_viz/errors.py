@@ -15,12 +15,22 @@ Each subclass also keeps the built-in base it had before (``ValueError``, ``KeyE
 All are defined here; ``crbc_viz.io.errors``, ``crbc_viz.store`` and
 ``crbc_viz.estimators.registry`` re-export the ones they raise under their old import paths.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["CrbcVizError", "Problem", "LoadError", "StoreError", "EstimatorInputError",
-           "MissingSignalError", "UnknownEstimatorError", "BackendUnavailable", "MAX_LISTED"]
+__all__ = [
+    "CrbcVizError",
+    "Problem",
+    "LoadError",
+    "StoreError",
+    "EstimatorInputError",
+    "MissingSignalError",
+    "UnknownEstimatorError",
+    "BackendUnavailable",
+    "MAX_LISTED",
+]
 
 #: Problems a `LoadError` lists in its message (the rest are counted).
 MAX_LISTED = 50
@@ -91,6 +101,8 @@ class MissingSignalError(CrbcVizError, ValueError):
 
     def __init__(self, estimator: str, fields: list[str]):
         self.estimator, self.fields = estimator, list(fields)
-        super().__init__(f"estimator '{estimator}' needs logged field(s) "
-                         f"{', '.join(repr(f) for f in fields)} (SCHEMA.md, optional fields); "
-                         f"the input has none")
+        super().__init__(
+            f"estimator '{estimator}' needs logged field(s) "
+            f"{', '.join(repr(f) for f in fields)} (SCHEMA.md, optional fields); "
+            f"the input has none"
+        )

@@ -9,6 +9,7 @@ Ids are deterministic: nodes in first-occurrence order over the batch's steps (s
 group's nodes are contiguous), (node, action) pairs sorted by node then by the action's
 first occurrence, edges sorted by pair then successor.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -120,8 +121,13 @@ class AnchorGraph:
         sl = self.group_slice(g)
         keys = self.node_anchor_key
         for n in range(sl.start, sl.stop):
-            out.add_node(keys[n], node_id=n, visits=int(self.node_visits[n]),
-                         anchor=str(self.node_anchor_obs[n]), boundary=False)
+            out.add_node(
+                keys[n],
+                node_id=n,
+                visits=int(self.node_visits[n]),
+                anchor=str(self.node_anchor_obs[n]),
+                boundary=False,
+            )
         out.add_node("SUCCESS", boundary=True, value=1.0)
         out.add_node("FAILURE", boundary=True, value=0.0)
         p_lo, p_hi = self.node_pair_offsets[sl.start], self.node_pair_offsets[sl.stop]
@@ -129,9 +135,13 @@ class AnchorGraph:
             p = self.edge_pair[e]
             x = self.edge_next[e]
             dst = "SUCCESS" if x == SUCCESS else "FAILURE" if x == FAILURE else keys[x]
-            out.add_edge(keys[self.pair_node[p]], dst, key=int(e),
-                         action=str(self.action_names[self.pair_action[p]]),
-                         count=int(self.edge_count[e]))
+            out.add_edge(
+                keys[self.pair_node[p]],
+                dst,
+                key=int(e),
+                action=str(self.action_names[self.pair_action[p]]),
+                count=int(self.edge_count[e]),
+            )
         return out
 
 
@@ -246,11 +256,21 @@ def build_graph(batch: RolloutBatch) -> AnchorGraph:
     edge_key = step_pair * (N + 2) + (step_next + 2)
     edge_keys, step_edge, edge_count = np.unique(edge_key, return_inverse=True, return_counts=True)
     edge_pair, edge_next = edge_keys // (N + 2), edge_keys % (N + 2) - 2
-    return AnchorGraph(batch=batch, step_node=step_node, step_next=step_next,
-                       step_action=step_action, step_pair=step_pair.astype(np.int64),
-                       step_edge=step_edge.astype(np.int64), node_group=node_group,
-                       group_node_offsets=group_node_offsets, node_first_step=node_first_step,
-                       pair_node=pair_node, pair_action=pair_action,
-                       node_pair_offsets=node_pair_offsets, edge_pair=edge_pair,
-                       edge_next=edge_next, edge_count=edge_count.astype(np.int64),
-                       action_names=np.asarray(action_names, dtype=object))
+    return AnchorGraph(
+        batch=batch,
+        step_node=step_node,
+        step_next=step_next,
+        step_action=step_action,
+        step_pair=step_pair.astype(np.int64),
+        step_edge=step_edge.astype(np.int64),
+        node_group=node_group,
+        group_node_offsets=group_node_offsets,
+        node_first_step=node_first_step,
+        pair_node=pair_node,
+        pair_action=pair_action,
+        node_pair_offsets=node_pair_offsets,
+        edge_pair=edge_pair,
+        edge_next=edge_next,
+        edge_count=edge_count.astype(np.int64),
+        action_names=np.asarray(action_names, dtype=object),
+    )

@@ -1,4 +1,5 @@
 """`CreditResult`: what every estimator returns (per-step columns plus diagnostics)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,8 +14,20 @@ from .graph import AnchorGraph
 __all__ = ["CreditResult", "OUTPUT_COLUMNS", "deferred_result"]
 
 #: Columns of `CreditResult.to_frame` (and of ``crbc-viz score``), in order.
-OUTPUT_COLUMNS = ("run_id", "train_step", "group_id", "traj_id", "step_idx", "anchor_key", "action",
-                  "estimator", "value", "q_value", "credit", "advantage")
+OUTPUT_COLUMNS = (
+    "run_id",
+    "train_step",
+    "group_id",
+    "traj_id",
+    "step_idx",
+    "anchor_key",
+    "action",
+    "estimator",
+    "value",
+    "q_value",
+    "credit",
+    "advantage",
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -53,21 +66,24 @@ class CreditResult:
         steps = self.graph.batch.steps
         S = len(steps)
         action = steps["action"] if "action" in steps else pd.Series([None] * S)
-        return pd.DataFrame({
-            # String columns keep their (Arrow) arrays: no per-step Python objects.
-            "run_id": steps["run_id"].array,
-            "train_step": steps["train_step"].to_numpy(dtype=np.int64),
-            "group_id": steps["group_id"].array,
-            "traj_id": steps["traj_id"].array,
-            "step_idx": steps["step_idx"].to_numpy(dtype=np.int64),
-            "anchor_key": steps["anchor_key"].array,
-            "action": action.array,
-            "estimator": np.full(S, self.estimator, dtype=object),
-            "value": np.asarray(self.value, dtype=np.float64),
-            "q_value": np.asarray(self.q_value, dtype=np.float64),
-            "credit": np.asarray(self.credit, dtype=np.float64),
-            "advantage": np.asarray(self.advantage, dtype=np.float64),
-        }, columns=list(OUTPUT_COLUMNS))
+        return pd.DataFrame(
+            {
+                # String columns keep their (Arrow) arrays: no per-step Python objects.
+                "run_id": steps["run_id"].array,
+                "train_step": steps["train_step"].to_numpy(dtype=np.int64),
+                "group_id": steps["group_id"].array,
+                "traj_id": steps["traj_id"].array,
+                "step_idx": steps["step_idx"].to_numpy(dtype=np.int64),
+                "anchor_key": steps["anchor_key"].array,
+                "action": action.array,
+                "estimator": np.full(S, self.estimator, dtype=object),
+                "value": np.asarray(self.value, dtype=np.float64),
+                "q_value": np.asarray(self.q_value, dtype=np.float64),
+                "credit": np.asarray(self.credit, dtype=np.float64),
+                "advantage": np.asarray(self.advantage, dtype=np.float64),
+            },
+            columns=list(OUTPUT_COLUMNS),
+        )
 
     def params_dict(self) -> dict:
         return dataclasses.asdict(self.params) if dataclasses.is_dataclass(self.params) else dict(self.params)
@@ -84,6 +100,7 @@ def _deferred(name: str) -> property:
             self.__dict__["_deferred_values"] = vals
             self.__dict__.pop("_fill", None)
         return vals[name]
+
     return property(get, doc=f"`CreditResult.{name}`, computed on first use")
 
 
@@ -119,6 +136,9 @@ def deferred_result(fill, **fields) -> CreditResult:
     """A `CreditResult` from every field but ``node_value``, ``pair_q`` and ``pair_credit``,
     which ``fill()`` returns as a dict when one of them is first read."""
     missing = {f.name for f in dataclasses.fields(CreditResult)} - set(fields) - set(_DEFERRED)
-    defaults = {f.name: (f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default)
-                for f in dataclasses.fields(CreditResult) if f.name in missing}
+    defaults = {
+        f.name: (f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default)
+        for f in dataclasses.fields(CreditResult)
+        if f.name in missing
+    }
     return _DeferredResult(fill, **defaults, **fields)

@@ -15,6 +15,7 @@ Rollouts follow a behaviour policy that takes the progress action with probabili
 ``p_progress`` and a uniform action otherwise. Everything is vectorised over rollouts,
 so millions of steps take seconds. Ids are deterministic given ``seed``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,11 +26,22 @@ from .data import RolloutBatch
 __all__ = ["random_mdp_batch", "batch_to_rows"]
 
 
-def random_mdp_batch(num_groups: int = 8, rollouts: int = 8, max_steps: int = 50, *,
-                     num_states: int | None = None, num_actions: int = 3, p_progress: float = 0.55,
-                     p_stochastic: float = 0.15, p_self: float = 0.15, p_back: float = 0.15,
-                     p_fail: float = 0.03, seed: int = 0, run_id: str = "synthetic",
-                     text: bool = True) -> RolloutBatch:
+def random_mdp_batch(
+    num_groups: int = 8,
+    rollouts: int = 8,
+    max_steps: int = 50,
+    *,
+    num_states: int | None = None,
+    num_actions: int = 3,
+    p_progress: float = 0.55,
+    p_stochastic: float = 0.15,
+    p_self: float = 0.15,
+    p_back: float = 0.15,
+    p_fail: float = 0.03,
+    seed: int = 0,
+    run_id: str = "synthetic",
+    text: bool = True,
+) -> RolloutBatch:
     """Generate ``num_groups`` × ``rollouts`` trajectories of up to ``max_steps`` steps.
 
     Args:
@@ -119,31 +131,59 @@ def random_mdp_batch(num_groups: int = 8, rollouts: int = 8, max_steps: int = 50
     def cat(codes, names):
         return pd.Categorical.from_codes(codes, categories=names) if not text else names[codes]
 
-    steps = pd.DataFrame({
-        "run_id": pd.Categorical.from_codes(np.zeros(S, dtype=np.int8), categories=[run_id]),
-        "train_step": np.zeros(S, dtype=np.int64),
-        "group_id": cat(step_group, group_ids),
-        "traj_id": cat(traj_local[step_traj], traj_names),
-        "step_idx": row.astype(np.int64),
-        "reward": reward,
-        "action": cat(step_action, action_names),
-        "anchor_key": cat(step_state, state_keys),
-        "anchor_obs": cat(step_state, np.array([f"state {i}" for i in range(n_s)], dtype=object)),
-        "done": done,
-        "success": np.repeat(traj_success, lens),
-    })
-    groups = pd.DataFrame({"run_id": [run_id] * G, "train_step": np.zeros(G, dtype=np.int64),
-                           "group_id": group_ids})
-    return RolloutBatch(steps=steps, step_traj=step_traj, step_anchor_hash=step_hash,
-                        traj_offsets=traj_offsets, traj_group=traj_group, traj_success=traj_success,
-                        traj_truncated=done_at[order_r] < 0, traj_return=traj_success.astype(np.float64),
-                        group_traj_offsets=group_traj_offsets, groups=groups, source=f"<{run_id}>")
+    steps = pd.DataFrame(
+        {
+            "run_id": pd.Categorical.from_codes(np.zeros(S, dtype=np.int8), categories=[run_id]),
+            "train_step": np.zeros(S, dtype=np.int64),
+            "group_id": cat(step_group, group_ids),
+            "traj_id": cat(traj_local[step_traj], traj_names),
+            "step_idx": row.astype(np.int64),
+            "reward": reward,
+            "action": cat(step_action, action_names),
+            "anchor_key": cat(step_state, state_keys),
+            "anchor_obs": cat(step_state, np.array([f"state {i}" for i in range(n_s)], dtype=object)),
+            "done": done,
+            "success": np.repeat(traj_success, lens),
+        }
+    )
+    groups = pd.DataFrame(
+        {"run_id": [run_id] * G, "train_step": np.zeros(G, dtype=np.int64), "group_id": group_ids}
+    )
+    return RolloutBatch(
+        steps=steps,
+        step_traj=step_traj,
+        step_anchor_hash=step_hash,
+        traj_offsets=traj_offsets,
+        traj_group=traj_group,
+        traj_success=traj_success,
+        traj_truncated=done_at[order_r] < 0,
+        traj_return=traj_success.astype(np.float64),
+        group_traj_offsets=group_traj_offsets,
+        groups=groups,
+        source=f"<{run_id}>",
+    )
 
 
 def batch_to_rows(batch: RolloutBatch) -> list[dict]:
     """The batch as canonical step rows (for writing test files)."""
-    cols = [c for c in ("run_id", "train_step", "group_id", "traj_id", "step_idx", "reward", "action",
-                        "anchor_obs", "done", "success") if c in batch.steps]
+    cols = [
+        c
+        for c in (
+            "run_id",
+            "train_step",
+            "group_id",
+            "traj_id",
+            "step_idx",
+            "reward",
+            "action",
+            "anchor_obs",
+            "done",
+            "success",
+        )
+        if c in batch.steps
+    ]
     df = batch.steps[cols].astype(object)
-    return [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
-            for row in df.to_dict(orient="records")]
+    return [
+        {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
+        for row in df.to_dict(orient="records")
+    ]

@@ -9,6 +9,7 @@ temporary JSONL that is deleted before `batch_from_rows` returns.
 >>> b.num_trajectories, int(b.traj_success.sum())
 (8, 4)
 """
+
 from __future__ import annotations
 
 import copy
@@ -26,11 +27,32 @@ from .estimators.crbc import crbc as crbc_fn
 from .graph import AnchorGraph
 from .io import load_rollouts
 
-__all__ = ["Lesson", "LESSONS", "REPO_ROOT", "TOY_PATH", "SOKOBAN_PATH", "SOKOBAN_GROUP",
-           "RARE_ROUTE_PATH", "TRAP_ANCHOR", "TRAP_ACTION", "SAFE_ACTION", "read_rows",
-           "sokoban_rows", "rare_route_rows", "write_rows", "traj_ids", "success_bonus",
-           "apply_edits", "batch_from_rows", "depth_family", "anchor_visits", "teaching_anchor",
-           "route_table", "pair_label", "pair_index"]
+__all__ = [
+    "Lesson",
+    "LESSONS",
+    "REPO_ROOT",
+    "TOY_PATH",
+    "SOKOBAN_PATH",
+    "SOKOBAN_GROUP",
+    "RARE_ROUTE_PATH",
+    "TRAP_ANCHOR",
+    "TRAP_ACTION",
+    "SAFE_ACTION",
+    "read_rows",
+    "sokoban_rows",
+    "rare_route_rows",
+    "write_rows",
+    "traj_ids",
+    "success_bonus",
+    "apply_edits",
+    "batch_from_rows",
+    "depth_family",
+    "anchor_visits",
+    "teaching_anchor",
+    "route_table",
+    "pair_label",
+    "pair_index",
+]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TOY_PATH = REPO_ROOT / "sample_rollouts" / "toy" / "toy_group.jsonl"
@@ -56,47 +78,65 @@ class Lesson:
 
 
 LESSONS: tuple[Lesson, ...] = (
-    Lesson(1, "Trajectory-level credit (GRPO)",
-           "GRPO scores a whole rollout: A^G = (R − mean R) / std R over the group, and every step "
-           "of the rollout gets that same number. A failed rollout is blamed at every step — even "
-           "for the moves that the successful rollouts made too (marked ▲: steps whose Bellman "
-           "credit Q − V is positive).",
-           "Flip the outcome of one rollout, or drop one: every cell of the changed rows moves "
-           "together, and so does the rest of the group through the mean and std."),
-    Lesson(2, "Anchors: one state, many rollouts",
-           "Rollouts of the same task revisit the same environment states. Merging them at these "
-           "shared states (anchors) turns the group into one graph whose edges are the observed "
-           "actions, with two absorbing boundaries: SUCCESS (value 1) and FAILURE (value 0).",
-           "Highlight a rollout to see where its path joins the others; drop a rollout and watch "
-           "anchors and edges disappear or thin out."),
-    Lesson(3, "Visit-local averaging (depth K = 0)",
-           "The simplest step credit pools what happened after each visit of an anchor: every "
-           "visit carries its realized discounted return G = β^(T−t+1)·R, Q⁰(s,a) averages G over "
-           "the visits that took a, and V⁰(s) over all visits. A = Q⁰ − V⁰ only sees the suffixes "
-           "that passed through this very anchor.",
-           "Flip the outcome of a rollout that passes through the anchor: only its own dots move, "
-           "and the credit of the action it took changes sign if the average crosses V⁰."),
-    Lesson(4, "Bellman backup, one depth at a time",
-           "Each backup replaces the realized suffixes by the values of the successor anchors: "
-           "Q^(K) = B V^(K−1) and V^(K) = T V^(K−1). Information travels one edge per step "
-           "through the shared anchors, and the gap to the exact closure (K = ∞, one linear solve) "
-           "shrinks at least as fast as the Corollary-3 bound 2β^K/(1−β)·‖TV⁰ − V⁰‖∞.",
-           "Move K from 0 to ∞ and watch the colours settle; then flip an outcome or drop a "
-           "rollout: the bound and the observed gap are recomputed from scratch."),
-    Lesson(5, "The rare-route trap",
-           "Shortest-path credit (GraphGPO) asks only how close an action can get to SUCCESS: one "
-           "lucky short run makes ‘jump the gap’ look best, however often that jump failed. The "
-           "closure weighs every route by how often it was taken, so the jump's Q is its real "
-           "success rate discounted by its length — and the long but reliable walk wins.",
-           "Raise the number of lucky jumps until the closure changes its mind, or set the "
-           "successful walks to 0; shortest-path credit keeps rewarding the jump throughout."),
-    Lesson(6, "Gate, normalisation and the group advantage",
-           "CRBC's step credit is A^S = 1{≥ 2 actions at s}·(Q − V)/max(σ(s), σ_min): anchors "
-           "with a single observed action say nothing (the gate), and σ(s) puts every anchor on "
-           "the same scale. The policy loss then uses w_G·A^G + w_S·A^S: the trajectory "
-           "outcome plus the step-level correction.",
-           "Set w_S = 0 to get back GRPO; set w_G = 0 to keep only the step credit; lower σ_min "
-           "and watch near-ties get blown up; turn the gate off."),
+    Lesson(
+        1,
+        "Trajectory-level credit (GRPO)",
+        "GRPO scores a whole rollout: A^G = (R − mean R) / std R over the group, and every step "
+        "of the rollout gets that same number. A failed rollout is blamed at every step — even "
+        "for the moves that the successful rollouts made too (marked ▲: steps whose Bellman "
+        "credit Q − V is positive).",
+        "Flip the outcome of one rollout, or drop one: every cell of the changed rows moves "
+        "together, and so does the rest of the group through the mean and std.",
+    ),
+    Lesson(
+        2,
+        "Anchors: one state, many rollouts",
+        "Rollouts of the same task revisit the same environment states. Merging them at these "
+        "shared states (anchors) turns the group into one graph whose edges are the observed "
+        "actions, with two absorbing boundaries: SUCCESS (value 1) and FAILURE (value 0).",
+        "Highlight a rollout to see where its path joins the others; drop a rollout and watch "
+        "anchors and edges disappear or thin out.",
+    ),
+    Lesson(
+        3,
+        "Visit-local averaging (depth K = 0)",
+        "The simplest step credit pools what happened after each visit of an anchor: every "
+        "visit carries its realized discounted return G = β^(T−t+1)·R, Q⁰(s,a) averages G over "
+        "the visits that took a, and V⁰(s) over all visits. A = Q⁰ − V⁰ only sees the suffixes "
+        "that passed through this very anchor.",
+        "Flip the outcome of a rollout that passes through the anchor: only its own dots move, "
+        "and the credit of the action it took changes sign if the average crosses V⁰.",
+    ),
+    Lesson(
+        4,
+        "Bellman backup, one depth at a time",
+        "Each backup replaces the realized suffixes by the values of the successor anchors: "
+        "Q^(K) = B V^(K−1) and V^(K) = T V^(K−1). Information travels one edge per step "
+        "through the shared anchors, and the gap to the exact closure (K = ∞, one linear solve) "
+        "shrinks at least as fast as the Corollary-3 bound 2β^K/(1−β)·‖TV⁰ − V⁰‖∞.",
+        "Move K from 0 to ∞ and watch the colours settle; then flip an outcome or drop a "
+        "rollout: the bound and the observed gap are recomputed from scratch.",
+    ),
+    Lesson(
+        5,
+        "The rare-route trap",
+        "Shortest-path credit (GraphGPO) asks only how close an action can get to SUCCESS: one "
+        "lucky short run makes ‘jump the gap’ look best, however often that jump failed. The "
+        "closure weighs every route by how often it was taken, so the jump's Q is its real "
+        "success rate discounted by its length — and the long but reliable walk wins.",
+        "Raise the number of lucky jumps until the closure changes its mind, or set the "
+        "successful walks to 0; shortest-path credit keeps rewarding the jump throughout.",
+    ),
+    Lesson(
+        6,
+        "Gate, normalisation and the group advantage",
+        "CRBC's step credit is A^S = 1{≥ 2 actions at s}·(Q − V)/max(σ(s), σ_min): anchors "
+        "with a single observed action say nothing (the gate), and σ(s) puts every anchor on "
+        "the same scale. The policy loss then uses w_G·A^G + w_S·A^S: the trajectory "
+        "outcome plus the step-level correction.",
+        "Set w_S = 0 to get back GRPO; set w_G = 0 to keep only the step credit; lower σ_min "
+        "and watch near-ties get blown up; turn the gate off.",
+    ),
 )
 
 
@@ -118,8 +158,9 @@ def sokoban_rows() -> list[dict]:
     return read_rows(SOKOBAN_PATH, SOKOBAN_GROUP)
 
 
-def rare_route_rows(n_jump: int = 4, n_lucky: int = 1, n_walk: int = 4,
-                    n_walk_success: int = 3) -> list[dict]:
+def rare_route_rows(
+    n_jump: int = 4, n_lucky: int = 1, n_walk: int = 4, n_walk_success: int = 3
+) -> list[dict]:
     """The rare-route trap as rows of one group (ESTIMATORS.md §3a, CRBC's criticism).
 
     At ``start`` there are two actions:
@@ -138,25 +179,46 @@ def rare_route_rows(n_jump: int = 4, n_lucky: int = 1, n_walk: int = 4,
     its name. Reward 1 on the successful last step, else 0; ``success`` on every row.
     """
     if not (1 <= n_jump and 0 <= n_lucky <= n_jump and 1 <= n_walk and 0 <= n_walk_success <= n_walk):
-        raise ValueError(f"rare_route_rows needs 1 ≤ n_jump, 0 ≤ n_lucky ≤ n_jump, 1 ≤ n_walk, "
-                         f"0 ≤ n_walk_success ≤ n_walk; got n_jump={n_jump}, n_lucky={n_lucky}, "
-                         f"n_walk={n_walk}, n_walk_success={n_walk_success}")
+        raise ValueError(
+            f"rare_route_rows needs 1 ≤ n_jump, 0 ≤ n_lucky ≤ n_jump, 1 ≤ n_walk, "
+            f"0 ≤ n_walk_success ≤ n_walk; got n_jump={n_jump}, n_lucky={n_lucky}, "
+            f"n_walk={n_walk}, n_walk_success={n_walk_success}"
+        )
     rows: list[dict] = []
 
     def add(traj: str, path: list[tuple[str, str]], ok: bool) -> None:
         for i, (anchor, action) in enumerate(path):
             last = i == len(path) - 1
-            rows.append({"run_id": "teach", "train_step": 0, "group_id": "rare-route",
-                         "traj_id": traj, "step_idx": i, "anchor_obs": anchor, "action": action,
-                         "reward": 1.0 if (ok and last) else 0.0, "done": last, "success": ok,
-                         "env_name": "rare-route trap (crbc_viz.teaching)"})
+            rows.append(
+                {
+                    "run_id": "teach",
+                    "train_step": 0,
+                    "group_id": "rare-route",
+                    "traj_id": traj,
+                    "step_idx": i,
+                    "anchor_obs": anchor,
+                    "action": action,
+                    "reward": 1.0 if (ok and last) else 0.0,
+                    "done": last,
+                    "success": ok,
+                    "env_name": "rare-route trap (crbc_viz.teaching)",
+                }
+            )
 
     for j in range(n_jump):
         add(f"j{j}", [(TRAP_ANCHOR, TRAP_ACTION), ("ledge", "leap")], j < n_lucky)
     for w in range(n_walk):
         ok = w < n_walk_success
-        add(f"w{w}", [(TRAP_ANCHOR, SAFE_ACTION), ("corridor 1", "go on"), ("corridor 2", "go on"),
-                      ("corridor 3", "open the exit" if ok else "take the wrong door")], ok)
+        add(
+            f"w{w}",
+            [
+                (TRAP_ANCHOR, SAFE_ACTION),
+                ("corridor 1", "go on"),
+                ("corridor 2", "go on"),
+                ("corridor 3", "open the exit" if ok else "take the wrong door"),
+            ],
+            ok,
+        )
     return rows
 
 
@@ -259,8 +321,10 @@ def pair_index(graph: AnchorGraph, anchor: str, action: str) -> int:
         KeyError: no such pair (naming the pairs there are).
     """
     for p in range(graph.pair_node.shape[0]):
-        if (str(graph.node_anchor_obs[graph.pair_node[p]]) == anchor
-                and str(graph.action_names[graph.pair_action[p]]) == action):
+        if (
+            str(graph.node_anchor_obs[graph.pair_node[p]]) == anchor
+            and str(graph.action_names[graph.pair_action[p]]) == action
+        ):
             return p
     raise KeyError(f"no pair ({anchor!r}, {action!r}) in the graph")
 
@@ -282,9 +346,16 @@ def anchor_visits(graph: AnchorGraph, node: int, beta: float = 0.98) -> dict:
     acts = [str(graph.action_names[a]) for a in graph.step_action[steps]]
     q0 = {a: float(np.mean([g for g, x in zip(G, acts) if x == a])) for a in dict.fromkeys(acts)}
     mu = {a: acts.count(a) / len(acts) for a in q0}
-    return {"traj": ids[steps].tolist(), "t": b.step_pos[steps].tolist(), "action": acts,
-            "G": G, "success": ok, "q0": q0, "v0": float(np.mean(G)) if G.size else math.nan,
-            "mu": mu}
+    return {
+        "traj": ids[steps].tolist(),
+        "t": b.step_pos[steps].tolist(),
+        "action": acts,
+        "G": G,
+        "success": ok,
+        "q0": q0,
+        "v0": float(np.mean(G)) if G.size else math.nan,
+        "mu": mu,
+    }
 
 
 def teaching_anchor(graph: AnchorGraph, beta: float = 0.98) -> int:
@@ -319,8 +390,9 @@ def route_table(rows: list[dict], anchor: str) -> list[dict]:
         for i, r in enumerate(steps):
             if r["anchor_obs"] == anchor:
                 a = str(r["action"])
-                d = out.setdefault(a, {"action": a, "taken": 0, "succeeded": 0,
-                                       "shortest success (steps)": None})
+                d = out.setdefault(
+                    a, {"action": a, "taken": 0, "succeeded": 0, "shortest success (steps)": None}
+                )
                 d["taken"] += 1
                 if r["success"]:
                     d["succeeded"] += 1

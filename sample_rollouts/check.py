@@ -10,6 +10,7 @@ of the same group, plus truncation/loop counts, and checks the quality bar:
 >= 8 groups with >= 8 rollouts, success rate in [0.2, 0.9], shared-anchor steps >= 50%.
 Exit status 1 when a file misses the bar.
 """
+
 from __future__ import annotations
 
 import glob
@@ -84,8 +85,10 @@ def check(path) -> bool:
     for g, n, s, st, na, f in per_group:
         print(f"   {g:<26} {n:>8} {s:>8} {st:>6} {na:>8} {f:>7.2f}")
     print(f"   groups={len(per_group)} (with >=8 rollouts: {big})  trajectories={n_traj}  steps={n_steps}")
-    print(f"   success rate={sr:.3f}  shared-anchor steps={sh:.3f}  "
-          f"truncated={n_trunc}  trajectories with a revisited state={n_loop}")
+    print(
+        f"   success rate={sr:.3f}  shared-anchor steps={sh:.3f}  "
+        f"truncated={n_trunc}  trajectories with a revisited state={n_loop}"
+    )
     ok = big >= 8 and 0.2 <= sr <= 0.9 and sh >= 0.5 and not problems
     for p in problems[:20]:
         print("   PROBLEM:", p)
@@ -94,11 +97,13 @@ def check(path) -> bool:
 
 
 def main(argv=None) -> int:
-    paths = (argv if argv is not None else sys.argv[1:])
+    paths = argv if argv is not None else sys.argv[1:]
     if not paths:
         here = os.path.dirname(os.path.abspath(__file__))
-        paths = sorted(glob.glob(os.path.join(here, "**", "*.jsonl"), recursive=True)
-                       + glob.glob(os.path.join(here, "**", "*.jsonl.gz"), recursive=True))
+        paths = sorted(
+            glob.glob(os.path.join(here, "**", "*.jsonl"), recursive=True)
+            + glob.glob(os.path.join(here, "**", "*.jsonl.gz"), recursive=True)
+        )
         # the hand-written toy example is deliberately tiny; the bar is for real-env samples
         paths = [p for p in paths if os.sep + "toy" + os.sep not in p]
     ok = True

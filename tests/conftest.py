@@ -1,5 +1,6 @@
 """Puts ``tests/`` on ``sys.path`` so a test in any subfolder (``tests/io/``, ``tests/cli/``, ...)
 can ``from helpers import ...`` (pytest's prepend mode only adds the test file's own folder)."""
+
 import sys
 from pathlib import Path
 

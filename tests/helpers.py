@@ -1,4 +1,5 @@
 """Shared test helpers (no fixtures with hidden state)."""
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,10 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 
 def toy_pairs(graph) -> dict[tuple[str, str], int]:
     """(anchor name, action) -> pair index, for the toy group."""
-    return {(str(graph.node_anchor_obs[graph.pair_node[p]]), str(graph.action_names[graph.pair_action[p]])): p
-            for p in range(len(graph.pair_node))}
+    return {
+        (str(graph.node_anchor_obs[graph.pair_node[p]]), str(graph.action_names[graph.pair_action[p]])): p
+        for p in range(len(graph.pair_node))
+    }
 
 
 def toy_nodes(graph) -> dict[str, int]:

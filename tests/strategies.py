@@ -1,5 +1,6 @@
 """Shared test data builders: canonical rollout rows, the optional per-estimator signals, and
 the hypothesis strategy of valid step tables (used by the estimator properties and the fuzzer)."""
+
 from __future__ import annotations
 
 import random
@@ -19,22 +20,43 @@ def with_signals(rows: list[dict], seed: int = 0) -> list[dict]:
         n = lens[(r["group_id"], r["traj_id"])]
         later = list(range(r["step_idx"] + 1, n))
         edges = [{"to": t, "type": rng.choice(["support", "failed"])} for t in later[:2]]
-        out.append(dict(
-            r, gold_logprob=-rng.uniform(0.1, 5.0), turn_evidence=rng.uniform(-1, 1),
-            judge_score=rng.choice([0.0, 1.0, 2.0]), rubric_active=rng.sample(["E1", "X1", "I1"], rng.randint(0, 2)),
-            rubric=[{"id": "E1", "category": "evidence"}, {"id": "X1", "category": "execution"},
-                    {"id": "I1", "category": "invalidity"}],
-            influence_edges=edges,  # a failed-use edge implies is_error (IAPO, SCHEMA.md)
-            is_error=any(e["type"] == "failed" for e in edges) or rng.random() < 0.3, direct_inputs=rng.randint(0, 2), num_tokens=rng.randint(1, 50)))
+        out.append(
+            dict(
+                r,
+                gold_logprob=-rng.uniform(0.1, 5.0),
+                turn_evidence=rng.uniform(-1, 1),
+                judge_score=rng.choice([0.0, 1.0, 2.0]),
+                rubric_active=rng.sample(["E1", "X1", "I1"], rng.randint(0, 2)),
+                rubric=[
+                    {"id": "E1", "category": "evidence"},
+                    {"id": "X1", "category": "execution"},
+                    {"id": "I1", "category": "invalidity"},
+                ],
+                influence_edges=edges,  # a failed-use edge implies is_error (IAPO, SCHEMA.md)
+                is_error=any(e["type"] == "failed" for e in edges) or rng.random() < 0.3,
+                direct_inputs=rng.randint(0, 2),
+                num_tokens=rng.randint(1, 50),
+            )
+        )
     return out
 
 
 def rollout(group, traj, anchors, actions, success, *, done=True, reward_last=None):
     n = len(anchors)
     rew = float(success) if reward_last is None else reward_last
-    return [{"group_id": group, "traj_id": traj, "step_idx": i, "anchor_obs": anchors[i],
-             "action": actions[i], "reward": rew if i == n - 1 else 0.0,
-             "done": bool(done and i == n - 1), "success": bool(success)} for i in range(n)]
+    return [
+        {
+            "group_id": group,
+            "traj_id": traj,
+            "step_idx": i,
+            "anchor_obs": anchors[i],
+            "action": actions[i],
+            "reward": rew if i == n - 1 else 0.0,
+            "done": bool(done and i == n - 1),
+            "success": bool(success),
+        }
+        for i in range(n)
+    ]
 
 
 @st.composite

@@ -2,6 +2,7 @@
 
 Readiness is polled on ``/_stcore/health`` in a bounded loop (no fixed sleeps).
 """
+
 from __future__ import annotations
 
 import os
@@ -16,14 +17,30 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-__all__ = ["free_port", "start_server", "stop_server", "streamlit_server", "app_idle", "REPO", "WAIT_MS", "CHROMIUM", "CHROMIUM_ARGS"]
+__all__ = [
+    "free_port",
+    "start_server",
+    "stop_server",
+    "streamlit_server",
+    "app_idle",
+    "REPO",
+    "WAIT_MS",
+    "CHROMIUM",
+    "CHROMIUM_ARGS",
+]
 
 #: Longest wait for one browser condition (ms).
 WAIT_MS = 90_000
 #: Debian's Chromium and the flags every browser test launches it with (DEVELOPERS.md).
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def free_port() -> int:
@@ -40,8 +57,12 @@ def _healthy(url: str) -> bool:
         return False
 
 
-def start_server(port: int | None = None, env: dict | None = None, timeout: float = 60.0,
-                 log_path: str | os.PathLike | None = None):
+def start_server(
+    port: int | None = None,
+    env: dict | None = None,
+    timeout: float = 60.0,
+    log_path: str | os.PathLike | None = None,
+):
     """Start the app; return (process, base URL) once ``/_stcore/health`` answers 200.
 
     Raises:
@@ -52,10 +73,28 @@ def start_server(port: int | None = None, env: dict | None = None, timeout: floa
     url = f"http://127.0.0.1:{port}"
     log = open(log_path, "wb") if log_path else subprocess.DEVNULL
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
-         "--server.port", str(port), "--server.headless", "true",
-         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-        cwd=REPO, env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT)
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.address",
+            "127.0.0.1",
+            "--server.port",
+            str(port),
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+            "--server.fileWatcherType",
+            "none",
+        ],
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -68,8 +107,10 @@ def start_server(port: int | None = None, env: dict | None = None, timeout: floa
             pass
     tail = Path(log_path).read_text(errors="replace")[-3000:] if log_path else ""
     stop_server(proc)
-    raise RuntimeError(f"streamlit did not become healthy at {url} within {timeout:.0f}s "
-                       f"(exit code {proc.returncode}).\n{tail}")
+    raise RuntimeError(
+        f"streamlit did not become healthy at {url} within {timeout:.0f}s "
+        f"(exit code {proc.returncode}).\n{tail}"
+    )
 
 
 def stop_server(proc: subprocess.Popen) -> None:
@@ -95,6 +136,8 @@ def app_idle(pg, timeout_ms: int = WAIT_MS) -> None:
     """Wait until Streamlit reports the script run finished (its status widget is gone and no
     skeleton is left) — the app's own ready state, no sleeps."""
     pg.wait_for_selector("[data-testid='stApp']", timeout=timeout_ms)
-    pg.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]') && "
-                         "document.querySelectorAll('[data-testid=\"stSkeleton\"]').length === 0",
-                         timeout=timeout_ms)
+    pg.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]') && "
+        "document.querySelectorAll('[data-testid=\"stSkeleton\"]').length === 0",
+        timeout=timeout_ms,
+    )

@@ -11,6 +11,7 @@ shared math is in ``ops``); pages import only streamlit, pandas, ``crbc_viz.ui``
 ``crbc_viz.views``. ``ALLOWED`` (the debts of issue 12) is empty and must stay so: a new
 violation is fixed, not listed.
 """
+
 from __future__ import annotations
 
 import ast
@@ -22,21 +23,31 @@ PKG = "crbc_viz"
 
 #: Layer rank by module-name prefix (longest prefix wins). Same rank may import each other (no cycles).
 RANKS = {
-    "crbc_viz.errors": 0, "crbc_viz.io.errors": 0, "crbc_viz.data": 0,
-    "crbc_viz.safetext": 0, "crbc_viz._hooks": 0,
+    "crbc_viz.errors": 0,
+    "crbc_viz.io.errors": 0,
+    "crbc_viz.data": 0,
+    "crbc_viz.safetext": 0,
+    "crbc_viz._hooks": 0,
     "crbc_viz.io": 1,
-    "crbc_viz.graph": 2, "crbc_viz.result": 2,   # a result is an output on a graph
+    "crbc_viz.graph": 2,
+    "crbc_viz.result": 2,  # a result is an output on a graph
     "crbc_viz.ops": 3,
     "crbc_viz.estimators": 4,
-    "crbc_viz.backend": 5, "crbc_viz.backends": 5,
+    "crbc_viz.backend": 5,
+    "crbc_viz.backends": 5,
     "crbc_viz.api": 6,
     "crbc_viz.integrations": 6.5,
-    "crbc_viz.analysis": 7, "crbc_viz.store": 7, "crbc_viz.teaching": 7, "crbc_viz.summary": 7,
+    "crbc_viz.analysis": 7,
+    "crbc_viz.store": 7,
+    "crbc_viz.teaching": 7,
+    "crbc_viz.summary": 7,
     "crbc_viz.synthetic": 7,
-    "crbc_viz.cli": 7.5, "crbc_viz.__main__": 7.5,
+    "crbc_viz.cli": 7.5,
+    "crbc_viz.__main__": 7.5,
     "crbc_viz.views": 8,
     "crbc_viz.ui": 9,
-    "app_pages": 10, "app": 10,
+    "app_pages": 10,
+    "app": 10,
     "crbc_viz": 11,  # the package facade (crbc_viz/__init__.py): re-exports, imported by users only
 }
 STREAMLIT_OK = ("crbc_viz.ui", "app_pages", "app")
@@ -124,11 +135,12 @@ def violations() -> set[tuple[str, str, str]]:
                 if d.split(".")[0] in ("streamlit", "pandas"):
                     continue
                 out.add(("page-import", mod, d))
-        if mod.startswith("crbc_viz.estimators") and any(d.startswith(("crbc_viz.backend", "crbc_viz.backends"))
-                                                          for d in deps):
+        if mod.startswith("crbc_viz.estimators") and any(
+            d.startswith(("crbc_viz.backend", "crbc_viz.backends")) for d in deps
+        ):
             out.add(("estimator-imports-backend", mod, "crbc_viz.backend"))
         if mod.startswith("crbc_viz.estimators.") and mod != "crbc_viz.estimators.registry":
-            for d in deps:   # shared math lives in ops/, not in a peer estimator
+            for d in deps:  # shared math lives in ops/, not in a peer estimator
                 if d.startswith("crbc_viz.estimators") and d != "crbc_viz.estimators.registry":
                     out.add(("estimator-imports-peer", mod, d))
         if mod.startswith("crbc_viz.store") and any(d.startswith("crbc_viz.cli") for d in deps):
@@ -185,8 +197,9 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_scanner_sees_function_level_and_relative_imports(tmp_path):
     f = tmp_path / "m.py"
-    f.write_text("from . import sib\nfrom ..io import readers\n"
-                 "def g():\n    import torch\n    from .x import y\n")
+    f.write_text(
+        "from . import sib\nfrom ..io import readers\ndef g():\n    import torch\n    from .x import y\n"
+    )
     got = imports_of("crbc_viz.estimators.m", f)
     assert {"crbc_viz.estimators.sib", "crbc_viz.io.readers", "torch", "crbc_viz.estimators.x.y"} <= got
 

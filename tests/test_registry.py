@@ -2,6 +2,7 @@
 every parameter is bounded, every public estimator call checks its parameters, the functions'
 defaults are the dataclass's, and the README table and the Estimators page list exactly the
 registered estimators with the backends each has."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -32,8 +33,7 @@ def toy():
 
 
 def keyword_defaults(fn) -> dict:
-    return {n: p.default for n, p in inspect.signature(fn).parameters.items()
-            if p.kind == p.KEYWORD_ONLY}
+    return {n: p.default for n, p in inspect.signature(fn).parameters.items() if p.kind == p.KEYWORD_ONLY}
 
 
 def dataclass_defaults(spec) -> dict:
@@ -45,6 +45,7 @@ def same(a, b) -> bool:
 
 
 # --- every spec and parameter is documented ----------------------------------------------
+
 
 @pytest.mark.parametrize("spec", SPECS, ids=IDS)
 def test_spec_has_paper_equation_and_raises(spec):
@@ -79,6 +80,7 @@ def test_every_parameter_has_help_and_bounds_or_choices(spec):
 
 # --- every call checks its parameters ------------------------------------------------------
 
+
 def test_direct_crbc_call_out_of_bounds_raises(toy):
     from crbc_viz.estimators.crbc import crbc
 
@@ -87,7 +89,7 @@ def test_direct_crbc_call_out_of_bounds_raises(toy):
     assert str(e.value) == "parameter 'beta' of 'crbc': must be <= 1.0, got 1.5"
     assert isinstance(e.value, ValueError) and isinstance(e.value, CrbcVizError)
     with pytest.raises(EstimatorInputError, match=r"'beta' of 'crbc': must be > 0.0, got 0.0"):
-        crbc(toy, beta=0.0)                                    # the open lower bound
+        crbc(toy, beta=0.0)  # the open lower bound
     with pytest.raises(EstimatorInputError, match=r"'depth' of 'crbc': must be >= 0, got -1"):
         crbc(toy, depth=-1)
     with pytest.raises(EstimatorInputError, match=r"'sigma_min' of 'crbc': NaN is not allowed"):
@@ -105,8 +107,9 @@ def test_unknown_keyword_and_bad_choice_name_the_valid_ones(toy):
 
     with pytest.raises(EstimatorInputError) as e:
         grpo(toy, norm="std", bogus=1, ddof=1)
-    assert str(e.value) == ("unknown parameter(s) bogus for estimator 'grpo'; valid: norm, ddof, "
-                            "eps, stats, outcome")
+    assert str(e.value) == (
+        "unknown parameter(s) bogus for estimator 'grpo'; valid: norm, ddof, eps, stats, outcome"
+    )
     with pytest.raises(EstimatorInputError) as e:
         grpo(toy, norm="l2")
     assert str(e.value) == "parameter 'norm' of 'grpo': expected one of std, mean, got 'l2'"
@@ -157,11 +160,13 @@ def test_make_params_coercion_errors_are_estimator_input_errors():
         registry.make_params(spec, normalize="maybe")
     with pytest.raises(EstimatorInputError, match=r"parameter 'gamma' of 'graft': expected float, got 'x'"):
         registry.make_params(spec, gamma="x")
-    assert registry.make_params(spec, gamma="0.5", normalize="false") == \
-        spec.params_cls(gamma=0.5, normalize=False)
+    assert registry.make_params(spec, gamma="0.5", normalize="false") == spec.params_cls(
+        gamma=0.5, normalize=False
+    )
 
 
 # --- one set of defaults -----------------------------------------------------------------
+
 
 @pytest.mark.parametrize("spec", SPECS, ids=IDS)
 def test_numpy_signature_defaults_equal_the_dataclass(spec):
@@ -200,8 +205,11 @@ def test_numba_engine_defaults_equal_crbc_params():
         assert {k: engine.get(k, "MISSING") for k in want} == want, cls.name
 
 
-@pytest.mark.parametrize("spec", [s for s in SPECS if s.torch_fn or s.numba_fn],
-                         ids=[s.name for s in SPECS if s.torch_fn or s.numba_fn])
+@pytest.mark.parametrize(
+    "spec",
+    [s for s in SPECS if s.torch_fn or s.numba_fn],
+    ids=[s.name for s in SPECS if s.torch_fn or s.numba_fn],
+)
 def test_twins_called_without_parameters_match_the_reference_at_its_defaults(spec, toy):
     ref = spec.fn(toy)
     runs = []
@@ -209,6 +217,7 @@ def test_twins_called_without_parameters_match_the_reference_at_its_defaults(spe
         runs.append(("torch", spec.torch_fn(toy, device="cpu")))
     if spec.numba_fn is not None:
         from crbc_viz.backends.numba import available
+
         if available():
             runs.append(("numba", spec.numba_fn(toy)))
     if not runs:
@@ -227,6 +236,7 @@ def _has(module: str) -> bool:
 
 
 # --- the README table and the Estimators page equal the registry ---------------------------
+
 
 def _readme_rows() -> list[dict]:
     text = (REPO / "README.md").read_text(encoding="utf-8")

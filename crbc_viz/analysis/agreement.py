@@ -1,6 +1,7 @@
 """Agreement between two estimators' step credit: Spearman ρ (average ranks for ties), 1 − ρ
 ("disagreement") and sign agreement, for one set of steps or per group in one vectorised pass.
 """
+
 from __future__ import annotations
 
 import math
@@ -76,8 +77,15 @@ def agreement_by_group(step_group: np.ndarray, a, b, num_groups: int, tol: float
     same = (_signs(a, tol) == _signs(b, tol)) & ok
     n_ok = np.bincount(step_group[ok], minlength=num_groups)
     with np.errstate(invalid="ignore", divide="ignore"):
-        sign = np.where(n_ok > 0, np.bincount(step_group[same], minlength=num_groups) / np.maximum(n_ok, 1),
-                        np.nan)
-    return pd.DataFrame({"group_index": np.arange(num_groups), "spearman": rho, "disagreement": 1.0 - rho,
-                         "sign_agreement": sign,
-                         "steps": np.bincount(step_group, minlength=num_groups).astype(int)})
+        sign = np.where(
+            n_ok > 0, np.bincount(step_group[same], minlength=num_groups) / np.maximum(n_ok, 1), np.nan
+        )
+    return pd.DataFrame(
+        {
+            "group_index": np.arange(num_groups),
+            "spearman": rho,
+            "disagreement": 1.0 - rho,
+            "sign_agreement": sign,
+            "steps": np.bincount(step_group, minlength=num_groups).astype(int),
+        }
+    )

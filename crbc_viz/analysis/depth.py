@@ -2,6 +2,7 @@
 the observed gap ‖A^∞ − A^(K)‖∞ and the Corollary-3 bound 2β^K/(1−β)·‖TV⁰ − V⁰‖∞ — one copy,
 used by the Compare page's depth section and the Learn page's lesson 4.
 """
+
 from __future__ import annotations
 
 import math
@@ -16,9 +17,16 @@ from ..graph import AnchorGraph
 __all__ = ["depth_family", "depth_bound", "anchor_spread"]
 
 
-def depth_family(graph: AnchorGraph, beta: float = 0.98, kmax: int = 20, *, params: dict | None = None,
-                 member: Callable[[float], object] | None = None, bound0: float | None = None,
-                 progress: Callable[[float, str], None] | None = None) -> dict:
+def depth_family(
+    graph: AnchorGraph,
+    beta: float = 0.98,
+    kmax: int = 20,
+    *,
+    params: dict | None = None,
+    member: Callable[[float], object] | None = None,
+    bound0: float | None = None,
+    progress: Callable[[float, str], None] | None = None,
+) -> dict:
     """The depth family on ``graph``.
 
     ``params``: the other CRBC parameters (``depth`` and ``beta`` are ignored there);
@@ -52,12 +60,21 @@ def depth_family(graph: AnchorGraph, beta: float = 0.98, kmax: int = 20, *, para
     A_inf = adv(inf)
     err = np.max(np.abs(A - A_inf[None, :]), axis=1) if P else np.zeros(kmax + 1)
     b0 = depth_bound(graph, beta, 0) if bound0 is None else bound0
-    bound = np.array([b0 * beta ** k if math.isfinite(b0) else math.inf for k in depths])
+    bound = np.array([b0 * beta**k if math.isfinite(b0) else math.inf for k in depths])
     credit = np.stack([r.pair_credit for r in runs]) if P else np.zeros((kmax + 1, 0))
     say(1.0, "done")
-    return {"depths": depths, "node_value": np.stack([r.node_value for r in runs]),
-            "pair_adv": A, "credit": credit, "node_value_inf": inf.node_value, "pair_adv_inf": A_inf,
-            "credit_inf": inf.pair_credit, "err": err, "bound": bound, "beta": beta}
+    return {
+        "depths": depths,
+        "node_value": np.stack([r.node_value for r in runs]),
+        "pair_adv": A,
+        "credit": credit,
+        "node_value_inf": inf.node_value,
+        "pair_adv_inf": A_inf,
+        "credit_inf": inf.pair_credit,
+        "err": err,
+        "bound": bound,
+        "beta": beta,
+    }
 
 
 def anchor_spread(graph: AnchorGraph, result) -> dict:
@@ -66,5 +83,5 @@ def anchor_spread(graph: AnchorGraph, result) -> dict:
     the σ_min floor)."""
     A = result.pair_q - result.node_value[graph.pair_node]
     mu = graph.pair_count / graph.node_visits[graph.pair_node]
-    sigma = np.sqrt(np.bincount(graph.pair_node, weights=mu * A ** 2, minlength=graph.num_nodes))
+    sigma = np.sqrt(np.bincount(graph.pair_node, weights=mu * A**2, minlength=graph.num_nodes))
     return {"mu": mu, "adv": A, "sigma": sigma}

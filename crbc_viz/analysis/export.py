@@ -1,4 +1,5 @@
 """Scored advantages back to the trainer: one row per step keyed the way the trainer keys it."""
+
 from __future__ import annotations
 
 import os
@@ -25,9 +26,17 @@ def _trainer_keys(store, steps: pd.DataFrame) -> dict[str, np.ndarray]:
     return out
 
 
-def export_scores(store, estimator: str, out: str | os.PathLike, *, run: str | None = None,
-                  train_step: int | None = None, backend: str = "auto", params: dict | None = None,
-                  progress=None) -> pd.DataFrame:
+def export_scores(
+    store,
+    estimator: str,
+    out: str | os.PathLike,
+    *,
+    run: str | None = None,
+    train_step: int | None = None,
+    backend: str = "auto",
+    params: dict | None = None,
+    progress=None,
+) -> pd.DataFrame:
     """Score every (run, train_step) of ``store`` with ``estimator`` and write the per-step
     result (`crbc_viz.result.OUTPUT_COLUMNS`) plus the trainer's own keys (columns named as
     the trainer names them, captured at import) and its ``advantage`` as

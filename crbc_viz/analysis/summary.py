@@ -1,4 +1,5 @@
 """Whole-batch statistics shown by ``crbc-viz info`` and the app's Data page."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,8 +23,13 @@ def batch_summary(graph: AnchorGraph) -> dict:
         "trajectories": b.num_trajectories,
         "steps": S,
         "anchors": graph.num_nodes,
-        "rollouts_per_group": {"min": int(per_group.min()), "median": float(np.median(per_group)),
-                               "max": int(per_group.max())} if b.num_groups else {},
+        "rollouts_per_group": {
+            "min": int(per_group.min()),
+            "median": float(np.median(per_group)),
+            "max": int(per_group.max()),
+        }
+        if b.num_groups
+        else {},
         "success_rate": float(b.traj_success.mean()) if b.num_trajectories else 0.0,
         "truncated_rate": float(b.traj_truncated.mean()) if b.num_trajectories else 0.0,
         "truncated": int(b.traj_truncated.sum()),
@@ -51,19 +57,25 @@ def group_table(graph: AnchorGraph) -> pd.DataFrame:
     step_group = b.step_group
     shared = graph.shared_step_mask().astype(np.float64)
     steps = np.bincount(step_group, minlength=G)
-    return pd.DataFrame({
-        "group_index": np.arange(G),
-        "run_id": b.groups["run_id"].to_numpy(),
-        "train_step": b.groups["train_step"].to_numpy(),
-        "group_id": b.groups["group_id"].to_numpy(),
-        "rollouts": np.diff(b.group_traj_offsets),
-        "steps": steps,
-        "anchors": np.diff(graph.group_node_offsets),
-        "success_rate": np.bincount(b.traj_group, weights=b.traj_success, minlength=G)
-        / np.maximum(np.diff(b.group_traj_offsets), 1),
-        # rollouts whose last row says done=false; <NA> where the batch logs no done at all
-        "truncated": pd.array(np.bincount(b.traj_group, weights=b.traj_truncated, minlength=G)
-                              .astype(np.int64), dtype="Int64") if truncation_known(b)
-        else pd.array([pd.NA] * G, dtype="Int64"),
-        "shared_step_fraction": np.bincount(step_group, weights=shared, minlength=G) / np.maximum(steps, 1),
-    })
+    return pd.DataFrame(
+        {
+            "group_index": np.arange(G),
+            "run_id": b.groups["run_id"].to_numpy(),
+            "train_step": b.groups["train_step"].to_numpy(),
+            "group_id": b.groups["group_id"].to_numpy(),
+            "rollouts": np.diff(b.group_traj_offsets),
+            "steps": steps,
+            "anchors": np.diff(graph.group_node_offsets),
+            "success_rate": np.bincount(b.traj_group, weights=b.traj_success, minlength=G)
+            / np.maximum(np.diff(b.group_traj_offsets), 1),
+            # rollouts whose last row says done=false; <NA> where the batch logs no done at all
+            "truncated": pd.array(
+                np.bincount(b.traj_group, weights=b.traj_truncated, minlength=G).astype(np.int64),
+                dtype="Int64",
+            )
+            if truncation_known(b)
+            else pd.array([pd.NA] * G, dtype="Int64"),
+            "shared_step_fraction": np.bincount(step_group, weights=shared, minlength=G)
+            / np.maximum(steps, 1),
+        }
+    )

@@ -5,6 +5,7 @@ evolve, with per-group rows for drill-down.
 training steps one at a time (bounded memory) and caches the result in the store's ``cache/``
 keyed by the manifest fingerprint and the parameters.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,13 +19,33 @@ from .agreement import group_spearman
 __all__ = ["Trends", "step_trends", "store_trends", "TREND_COLUMNS", "GROUP_COLUMNS"]
 
 #: Columns of `Trends.steps` (one row per run and training step).
-TREND_COLUMNS = ("run_id", "train_step", "groups", "trajectories", "steps", "success_rate",
-                 "shared_step_fraction", "nonzero_credit_fraction", "credit_abs_mean",
-                 "trainer_adv_abs_mean", "disagreement")
+TREND_COLUMNS = (
+    "run_id",
+    "train_step",
+    "groups",
+    "trajectories",
+    "steps",
+    "success_rate",
+    "shared_step_fraction",
+    "nonzero_credit_fraction",
+    "credit_abs_mean",
+    "trainer_adv_abs_mean",
+    "disagreement",
+)
 #: Columns of `Trends.groups` (one row per group).
-GROUP_COLUMNS = ("run_id", "train_step", "group_id", "rollouts", "steps", "success_rate",
-                 "shared_step_fraction", "nonzero_credit_fraction", "credit_abs_mean",
-                 "trainer_adv_abs_mean", "disagreement")
+GROUP_COLUMNS = (
+    "run_id",
+    "train_step",
+    "group_id",
+    "rollouts",
+    "steps",
+    "success_rate",
+    "shared_step_fraction",
+    "nonzero_credit_fraction",
+    "credit_abs_mean",
+    "trainer_adv_abs_mean",
+    "disagreement",
+)
 _EPS = 1e-9
 
 
@@ -44,8 +65,9 @@ class Trends:
         return g.reset_index(drop=True)
 
 
-def step_trends(batch: RolloutBatch, *, estimators: tuple[str, str] = ("crbc", "shortest_path"),
-                backend: str = "auto") -> tuple[dict, pd.DataFrame]:
+def step_trends(
+    batch: RolloutBatch, *, estimators: tuple[str, str] = ("crbc", "shortest_path"), backend: str = "auto"
+) -> tuple[dict, pd.DataFrame]:
     """Metrics of one training step's batch.
 
     Per group: success rate (trajectories), shared-step fraction (steps whose anchor another
@@ -78,19 +100,26 @@ def step_trends(batch: RolloutBatch, *, estimators: tuple[str, str] = ("crbc", "
     steps = np.bincount(sg, minlength=G)
     rollouts = np.diff(batch.group_traj_offsets)
     rho = group_spearman(sg, np.nan_to_num(main), np.nan_to_num(other), G)
-    groups = pd.DataFrame({
-        "run_id": batch.groups["run_id"].to_numpy(), "train_step": batch.groups["train_step"].to_numpy(),
-        "group_id": batch.groups["group_id"].to_numpy(), "rollouts": rollouts, "steps": steps,
-        "success_rate": np.bincount(batch.traj_group, batch.traj_success, G) / np.maximum(rollouts, 1),
-        "shared_step_fraction": np.bincount(sg, shared, G) / np.maximum(steps, 1),
-        "nonzero_credit_fraction": np.bincount(sg, nonzero, G) / np.maximum(steps, 1),
-        "credit_abs_mean": np.bincount(sg, absc, G) / np.maximum(steps, 1),
-        "trainer_adv_abs_mean": _masked_mean(sg, tadv, tok, G),
-        "disagreement": 1.0 - rho,
-    })
+    groups = pd.DataFrame(
+        {
+            "run_id": batch.groups["run_id"].to_numpy(),
+            "train_step": batch.groups["train_step"].to_numpy(),
+            "group_id": batch.groups["group_id"].to_numpy(),
+            "rollouts": rollouts,
+            "steps": steps,
+            "success_rate": np.bincount(batch.traj_group, batch.traj_success, G) / np.maximum(rollouts, 1),
+            "shared_step_fraction": np.bincount(sg, shared, G) / np.maximum(steps, 1),
+            "nonzero_credit_fraction": np.bincount(sg, nonzero, G) / np.maximum(steps, 1),
+            "credit_abs_mean": np.bincount(sg, absc, G) / np.maximum(steps, 1),
+            "trainer_adv_abs_mean": _masked_mean(sg, tadv, tok, G),
+            "disagreement": 1.0 - rho,
+        }
+    )
     S = max(batch.num_steps, 1)
     row = {
-        "groups": G, "trajectories": batch.num_trajectories, "steps": batch.num_steps,
+        "groups": G,
+        "trajectories": batch.num_trajectories,
+        "steps": batch.num_steps,
         "success_rate": float(batch.traj_success.mean()) if batch.num_trajectories else float("nan"),
         "shared_step_fraction": float(shared.sum() / S),
         "nonzero_credit_fraction": float(nonzero.sum() / S),
@@ -108,8 +137,15 @@ def _masked_mean(group: np.ndarray, x: np.ndarray, ok: np.ndarray, G: int) -> np
         return np.where(n > 0, np.bincount(group, np.where(ok, x, 0.0), G) / n, np.nan)
 
 
-def store_trends(store, *, run: str | None = None, estimators: tuple[str, str] = ("crbc", "shortest_path"),
-                 backend: str = "auto", cache: bool = True, progress=None) -> Trends:
+def store_trends(
+    store,
+    *,
+    run: str | None = None,
+    estimators: tuple[str, str] = ("crbc", "shortest_path"),
+    backend: str = "auto",
+    cache: bool = True,
+    progress=None,
+) -> Trends:
     """`step_trends` over every (run, train_step) of a `LogStore`, cached in ``cache/``."""
     from ..io.write import write_frame
 
@@ -130,7 +166,7 @@ def store_trends(store, *, run: str | None = None, estimators: tuple[str, str] =
         if progress:
             progress(r.run_id, int(r.train_step))
     steps = pd.DataFrame(rows, columns=list(TREND_COLUMNS))
-    gdf = (pd.concat(groups, ignore_index=True) if groups else pd.DataFrame(columns=list(GROUP_COLUMNS)))
+    gdf = pd.concat(groups, ignore_index=True) if groups else pd.DataFrame(columns=list(GROUP_COLUMNS))
     for c in ("run_id", "group_id"):
         gdf[c] = gdf[c].astype(str)
     steps["run_id"] = steps["run_id"].astype(str)

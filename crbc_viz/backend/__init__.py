@@ -3,6 +3,7 @@ against it keeps working: ``crbc_viz.backend.numba_crbc`` is `crbc_viz.backends.
 ``numba_graph`` is ``backends.numba.graph``, ``torch_core`` / ``torch_crbc`` / ``torch_graph`` /
 ``torch_fused`` are ``backends.torch.core`` / ``.crbc`` / ``.graph`` / ``.fused``. New code
 imports `crbc_viz.backends`. Importing this alias loads the compiled engine's module (numba)."""
+
 from __future__ import annotations
 
 import sys
@@ -15,8 +16,16 @@ from ..backends.torch import fused as torch_fused
 from ..backends.torch import graph as torch_graph
 from ..backends.torch import resolve_device, torch_available
 
-__all__ = ["resolve_device", "torch_available", "numba_crbc", "numba_graph", "torch_core",
-           "torch_crbc", "torch_fused", "torch_graph"]
+__all__ = [
+    "resolve_device",
+    "torch_available",
+    "numba_crbc",
+    "numba_graph",
+    "torch_core",
+    "torch_crbc",
+    "torch_fused",
+    "torch_graph",
+]
 
 for _name in ("numba_crbc", "numba_graph", "torch_core", "torch_crbc", "torch_fused", "torch_graph"):
     sys.modules[f"{__name__}.{_name}"] = globals()[_name]

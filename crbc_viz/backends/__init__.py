@@ -7,6 +7,7 @@ reason string) for ``auto``. `crbc_viz.api` imports them, lazily, in one place.
 This module holds what both need to weigh themselves against the numpy reference: its
 expected run time (`numpy_seconds`), from costs measured by ``python -m bench --write``.
 """
+
 from __future__ import annotations
 
 import math

@@ -17,6 +17,7 @@ its ``run``), so ``--help`` and ``info`` start without loading what other comman
 Bad input prints one clear message per problem and exits with status 2; no traceback
 (`_common.run_guarded`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
     args = build_parser(argv).parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s"
+    )
     return run_guarded(args.func, args)

@@ -5,6 +5,7 @@ that turns an error into exit status 2 with one line on stderr.
 Only the standard library is imported here at module level, so ``crbc-viz --help`` and every
 command's start stay light; each helper imports what it needs when it runs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,16 +41,29 @@ def add_source_arguments(p: argparse.ArgumentParser, *, lenient: bool = True) ->
 _FILTERS = ("group", "run", "train_step", "env", "success")
 
 
-def add_store_arguments(p: argparse.ArgumentParser, *, required: bool = False,
-                        filters: tuple[str, ...] = _FILTERS, helps: dict | None = None) -> None:
+def add_store_arguments(
+    p: argparse.ArgumentParser,
+    *,
+    required: bool = False,
+    filters: tuple[str, ...] = _FILTERS,
+    helps: dict | None = None,
+) -> None:
     """``--store DIR`` (required for store-only commands) and the store filters a command takes
     (``group``, ``run``, ``train_step``, ``env``, ``success``; ``helps`` rewords one)."""
-    h = {"group": "one group: its id, or run/train_step/group_id", "run": "only this run_id",
-         "train_step": "only this training step", "env": "only groups of this env_name",
-         "success": "only groups with a success (yes), without one (no), or with both (mixed)",
-         **(helps or {})}
-    p.add_argument("--store", metavar="DIR", required=required,
-                   help=None if required else "read from a log store instead of a file")
+    h = {
+        "group": "one group: its id, or run/train_step/group_id",
+        "run": "only this run_id",
+        "train_step": "only this training step",
+        "env": "only groups of this env_name",
+        "success": "only groups with a success (yes), without one (no), or with both (mixed)",
+        **(helps or {}),
+    }
+    p.add_argument(
+        "--store",
+        metavar="DIR",
+        required=required,
+        help=None if required else "read from a log store instead of a file",
+    )
     if "group" in filters:
         p.add_argument("--group", metavar="ID", help=h["group"])
     if "run" in filters:
@@ -64,8 +78,13 @@ def add_store_arguments(p: argparse.ArgumentParser, *, required: bool = False,
 
 def filters(args) -> dict:
     """The store filters given on the command line (None where not given)."""
-    return {"run": args.run, "train_step": args.train_step, "env": args.env,
-            "success": args.success, "group": getattr(args, "group", None)}
+    return {
+        "run": args.run,
+        "train_step": args.train_step,
+        "env": args.env,
+        "success": args.success,
+        "group": getattr(args, "group", None),
+    }
 
 
 def check_source(args) -> None:
@@ -87,10 +106,13 @@ def open_store(args):
     st = LogStore(args.store)
     for m in incomplete_sources(st):
         done = sum(int(p["rows"]) for p in m.get("parts", []))
-        print(f"warning: source {term(m.get('path', m['digest']))} is incomplete (its ingest was "
-              f"interrupted: {done:,} of {int(m.get('rows', 0)):,} steps committed); resume it with "
-              f"`crbc-viz ingest {term(m.get('path', 'LOG'))} --store {term(args.store)}` or remove "
-              f"it with `crbc-viz drop-incomplete --store {term(args.store)}`", file=sys.stderr)
+        print(
+            f"warning: source {term(m.get('path', m['digest']))} is incomplete (its ingest was "
+            f"interrupted: {done:,} of {int(m.get('rows', 0)):,} steps committed); resume it with "
+            f"`crbc-viz ingest {term(m.get('path', 'LOG'))} --store {term(args.store)}` or remove "
+            f"it with `crbc-viz drop-incomplete --store {term(args.store)}`",
+            file=sys.stderr,
+        )
     return st
 
 
@@ -119,9 +141,13 @@ def report_load(batch) -> None:
 
 # -- estimators, parameters, output -------------------------------------------------------------
 def add_param_argument(p: argparse.ArgumentParser, *, help: bool = True) -> None:
-    p.add_argument("--param", "-p", action="append", default=[],
-                   help="key=value for every estimator that has it, or estimator.key=value"
-                   if help else None)
+    p.add_argument(
+        "--param",
+        "-p",
+        action="append",
+        default=[],
+        help="key=value for every estimator that has it, or estimator.key=value" if help else None,
+    )
 
 
 def parse_params(items: list[str], names: list[str]) -> dict[str, dict[str, str]]:

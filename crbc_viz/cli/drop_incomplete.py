@@ -1,4 +1,5 @@
 """``crbc-viz drop-incomplete --store DIR``: remove sources whose ingest was interrupted."""
+
 from __future__ import annotations
 
 from ..safetext import term

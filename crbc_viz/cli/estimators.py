@@ -1,4 +1,5 @@
 """``crbc-viz estimators [--json]``: the registry, with every parameter's default, bounds and help."""
+
 from __future__ import annotations
 
 import json
@@ -22,14 +23,29 @@ def run(args) -> int:
 
     items = []
     for s in specs():
-        items.append({
-            "name": s.name, "title": s.title, "paper": s.paper, "equation": s.equation,
-            "section": s.section, "requires": list(s.requires), "torch": s.torch_fn is not None,
-            "parameters": [{"name": p.name, "type": p.type.__name__, "default": _fmt_default(p.default),
-                            "help": p.help, "low": p.low, "high": p.high,
-                            "choices": list(p.choices) if p.choices else None}
-                           for p in param_infos(s.params_cls)],
-        })
+        items.append(
+            {
+                "name": s.name,
+                "title": s.title,
+                "paper": s.paper,
+                "equation": s.equation,
+                "section": s.section,
+                "requires": list(s.requires),
+                "torch": s.torch_fn is not None,
+                "parameters": [
+                    {
+                        "name": p.name,
+                        "type": p.type.__name__,
+                        "default": _fmt_default(p.default),
+                        "help": p.help,
+                        "low": p.low,
+                        "high": p.high,
+                        "choices": list(p.choices) if p.choices else None,
+                    }
+                    for p in param_infos(s.params_cls)
+                ],
+            }
+        )
     if args.json:
         print(json.dumps(items, indent=2, ensure_ascii=False))
         return 0

@@ -1,4 +1,5 @@
 """``crbc-viz info (LOG | --store DIR [filters]) [--json]``: what a log or a store holds."""
+
 from __future__ import annotations
 
 import json
@@ -74,8 +75,9 @@ def _store_info(args) -> int:
     info = batch_summary(build_graph(batch))
     if f["group"] is not None:
         tr = batch.trajectories
-        info["trajectories_table"] = tr[["traj_id", "num_steps", "success", "truncated",
-                                         "episode_return"]].to_dict(orient="records")
+        info["trajectories_table"] = tr[
+            ["traj_id", "num_steps", "success", "truncated", "episode_return"]
+        ].to_dict(orient="records")
     if args.json:
         print(json.dumps(info, indent=2, default=str))
         return 0
@@ -83,8 +85,10 @@ def _store_info(args) -> int:
         if k == "trajectories_table":
             print("trajectories:")
             for row in v:
-                print(f"  {term(row['traj_id'])}  steps={row['num_steps']}  success={row['success']}  "
-                      f"truncated={row['truncated']}  return={row['episode_return']:.3g}")
+                print(
+                    f"  {term(row['traj_id'])}  steps={row['num_steps']}  success={row['success']}  "
+                    f"truncated={row['truncated']}  return={row['episode_return']:.3g}"
+                )
         else:
             print(f"{k:<26}  {term(v)}")
     return 0

@@ -1,4 +1,5 @@
 """``crbc-viz score (LOG | --store DIR [filters]) -e NAME ... [--param k=v ...] --out FILE``."""
+
 from __future__ import annotations
 
 from ._common import (
@@ -40,8 +41,7 @@ def score_and_write(batch, names: list[str], params: dict, args) -> int:
     from ..graph import build_graph
     from ..io.write import write_frame
 
-    out, results = score_frame(build_graph(batch), names, params, device=args.device,
-                               backend=args.backend)
+    out, results = score_frame(build_graph(batch), names, params, device=args.device, backend=args.backend)
     for n, result in results.items():
         for k, v in result.diagnostics.items():
             log.info("%s: %s = %s", n, k, v)

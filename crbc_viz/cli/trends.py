@@ -1,4 +1,5 @@
 """``crbc-viz trends --store DIR [--run R] [--train-step N] [--json]``: per-train_step trends."""
+
 from __future__ import annotations
 
 import json
@@ -11,10 +12,17 @@ HELP = "per-train_step trends of a log store"
 
 
 def add_arguments(p) -> None:
-    add_store_arguments(p, required=True, filters=("run", "train_step"),
-                        helps={"run": None, "train_step": "drill down: this step's groups"})
-    p.add_argument("--estimators", default="crbc,shortest_path",
-                   help="the credit whose non-zero fraction is reported, and the one it is compared with")
+    add_store_arguments(
+        p,
+        required=True,
+        filters=("run", "train_step"),
+        helps={"run": None, "train_step": "drill down: this step's groups"},
+    )
+    p.add_argument(
+        "--estimators",
+        default="crbc,shortest_path",
+        help="the credit whose non-zero fraction is reported, and the one it is compared with",
+    )
     p.add_argument("--backend", default="auto", choices=BACKEND_CHOICES)
     p.add_argument("--json", action="store_true")
     p.add_argument("--no-cache", action="store_true", dest="no_cache")
@@ -32,8 +40,14 @@ def run(args) -> int:
     st = open_store(args)
     n = len(st.train_steps(args.run))
     bar = tqdm(total=n, desc="trends", unit="step", file=sys.stderr, disable=args.quiet)
-    tr = store_trends(st, run=args.run, estimators=est, backend=args.backend, cache=not args.no_cache,
-                      progress=lambda r, t: bar.update(1))
+    tr = store_trends(
+        st,
+        run=args.run,
+        estimators=est,
+        backend=args.backend,
+        cache=not args.no_cache,
+        progress=lambda r, t: bar.update(1),
+    )
     bar.close()
     steps = tr.steps
     if args.train_step is not None:
@@ -46,8 +60,11 @@ def run(args) -> int:
             print(term(g.to_string(index=False, float_format=lambda x: f"{x:.3f}"), newlines=True))
         return 0
     if args.json:
-        print(json.dumps({"estimators": list(est), "steps": json.loads(steps.to_json(orient="records"))},
-                         indent=2))
+        print(
+            json.dumps(
+                {"estimators": list(est), "steps": json.loads(steps.to_json(orient="records"))}, indent=2
+            )
+        )
         return 0
     print(f"disagreement = 1 - Spearman({est[0]}, {est[1]}) of step credit, mean over groups")
     print(steps.to_string(index=False, float_format=lambda x: f"{x:.3f}"))

@@ -1,4 +1,5 @@
 """ABC — Answer-Backtracked Credit assignment (ABSeeker) (ESTIMATORS.md §10)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,16 +19,22 @@ __all__ = ["ABCParams", "abc", "sft_weight"]
 
 @dataclass(frozen=True)
 class ABCParams:
-    gamma: float = param(0.25, "discount γ of the step advantage A_t = Σ_k γ^(k−t) r̂_k",
-                         low=0.0, high=1.0)
-    pool: str = param("group", "pool of the score z-score ([I]; unstated): 'group' = all steps of "
-                      "all rollouts of the question, 'trajectory' = one rollout",
-                      choices=("group", "trajectory"))
+    gamma: float = param(0.25, "discount γ of the step advantage A_t = Σ_k γ^(k−t) r̂_k", low=0.0, high=1.0)
+    pool: str = param(
+        "group",
+        "pool of the score z-score ([I]; unstated): 'group' = all steps of "
+        "all rollouts of the question, 'trajectory' = one rollout",
+        choices=("group", "trajectory"),
+    )
     ddof: int = param(1, "std degrees of freedom of the score z-score ([I]; unstated)", low=0, high=1)
     eps: float = param(1e-6, "added to the std of the score z-score", low=0.0, high=1.0)
-    w_outcome: float = param(0.0, "weight of GRPO's A^E added to A ([I]; unstated whether the "
-                             "outcome is added: the ±1.0 submit term already encodes it)",
-                             low=0.0, high=100.0)
+    w_outcome: float = param(
+        0.0,
+        "weight of GRPO's A^E added to A ([I]; unstated whether the "
+        "outcome is added: the ±1.0 submit term already encodes it)",
+        low=0.0,
+        high=100.0,
+    )
 
 
 def sft_weight(score: np.ndarray) -> np.ndarray:
@@ -35,8 +42,15 @@ def sft_weight(score: np.ndarray) -> np.ndarray:
     return 2.0 / (1.0 + np.exp(-2.0 * (np.asarray(score, dtype=np.float64) - 1.0)))
 
 
-def abc(graph: AnchorGraph, *, gamma: float = 0.25, pool: str = "group", ddof: int = 1,
-        eps: float = 1e-6, w_outcome: float = 0.0) -> CreditResult:
+def abc(
+    graph: AnchorGraph,
+    *,
+    gamma: float = 0.25,
+    pool: str = "group",
+    ddof: int = 1,
+    eps: float = 1e-6,
+    w_outcome: float = 0.0,
+) -> CreditResult:
     """ABC-GRPO: clue-anchored judge scores, z-scored in the rollout group and discounted.
 
         r̂_{i,t} = (r_{i,t} − mean) / (std + eps)        over the group's steps
@@ -84,9 +98,16 @@ def abc(graph: AnchorGraph, *, gamma: float = 0.25, pool: str = "group", ddof: i
     return CreditResult("abc", params, graph, nan, nan.copy(), a, adv)
 
 
-register(EstimatorSpec(
-    name="abc", title="ABC — Answer-Backtracked Credit (ABSeeker)",
-    paper="Lu et al., ABSeeker: Training Long-Horizon Search Agents via Answer-Backtracked Credit "
-          "Assignment (arXiv 2608.05102)",
-    equation="r̂ = z-score of judge scores in the group;  A_t = Σ_{k≥t} γ^(k−t) r̂_k  (ABC-GRPO)",
-    section="§10", fn=abc, params_cls=ABCParams, requires=("judge_score",)))
+register(
+    EstimatorSpec(
+        name="abc",
+        title="ABC — Answer-Backtracked Credit (ABSeeker)",
+        paper="Lu et al., ABSeeker: Training Long-Horizon Search Agents via Answer-Backtracked Credit "
+        "Assignment (arXiv 2608.05102)",
+        equation="r̂ = z-score of judge scores in the group;  A_t = Σ_{k≥t} γ^(k−t) r̂_k  (ABC-GRPO)",
+        section="§10",
+        fn=abc,
+        params_cls=ABCParams,
+        requires=("judge_score",),
+    )
+)

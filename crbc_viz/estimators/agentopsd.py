@@ -1,4 +1,5 @@
 """AgentOPSD — recursive self-distillation credit (ESTIMATORS.md §9)."""
+
 from __future__ import annotations
 
 import math
@@ -18,15 +19,19 @@ __all__ = ["AgentOPSDParams", "agentopsd", "turn_evidence", "reshape_turns"]
 
 @dataclass(frozen=True)
 class AgentOPSDParams:
-    gamma: float = param(0.95, "decay γ of the evidence accumulator c_k = γ·c_{k−1} + e_k",
-                         low=0.0, high=1.0)
-    b: float = param(0.2, "bound b of the reshaping w_k = clip(1 + b·z_k, 1 − b, 1 + b)",
-                     low=0.0, high=1.0)
+    gamma: float = param(0.95, "decay γ of the evidence accumulator c_k = γ·c_{k−1} + e_k", low=0.0, high=1.0)
+    b: float = param(0.2, "bound b of the reshaping w_k = clip(1 + b·z_k, 1 − b, 1 + b)", low=0.0, high=1.0)
     lam: float = param(0.5, "mix λ of A_k = A_seq·((1 − λ) + λ·w_k)", low=0.0, high=1.0)
-    eps0: float = param(1e-3, "clip of the prior B_0 = clip(S/G, eps0, 1 − eps0)", low=0.0,
-                        high=0.5, low_open=True)
-    ddof: int = param(1, "std degrees of freedom of the within-trajectory z_k (unspecified; "
-                      "[C3] uses the unbiased std, z = 0 for a single turn)", low=0, high=1)
+    eps0: float = param(
+        1e-3, "clip of the prior B_0 = clip(S/G, eps0, 1 − eps0)", low=0.0, high=0.5, low_open=True
+    )
+    ddof: int = param(
+        1,
+        "std degrees of freedom of the within-trajectory z_k (unspecified; "
+        "[C3] uses the unbiased std, z = 0 for a single turn)",
+        low=0,
+        high=1,
+    )
     eps: float = param(1e-6, "added to the std of z_k", low=0.0, high=1.0)
 
 
@@ -45,10 +50,14 @@ def turn_evidence(graph: AnchorGraph) -> np.ndarray:
     st = steps["student_logprob_sum"].to_numpy(dtype=object) if has_ts else np.full(S, None, object)
 
     def num(v, field, s):
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)) \
-                or not math.isfinite(float(v)):
-            raise ValueError(f"agentopsd: field '{field}' must be a finite number, got {v!r} at "
-                             f"{step_location(graph, s)}")
+        if (
+            isinstance(v, (bool, np.bool_))
+            or not isinstance(v, (int, float, np.integer, np.floating))
+            or not math.isfinite(float(v))
+        ):
+            raise ValueError(
+                f"agentopsd: field '{field}' must be a finite number, got {v!r} at {step_location(graph, s)}"
+            )
         return float(v)
 
     out = np.empty(S)
@@ -58,33 +67,52 @@ def turn_evidence(graph: AnchorGraph) -> np.ndarray:
         elif not is_missing(te[s]) and not is_missing(st[s]):
             out[s] = num(te[s], "teacher_logprob_sum", s) - num(st[s], "student_logprob_sum", s)
         else:
-            raise ValueError(f"agentopsd: field 'turn_evidence' (or both 'teacher_logprob_sum' and "
-                             f"'student_logprob_sum') is missing at {step_location(graph, s)}")
+            raise ValueError(
+                f"agentopsd: field 'turn_evidence' (or both 'teacher_logprob_sum' and "
+                f"'student_logprob_sum') is missing at {step_location(graph, s)}"
+            )
     return out
 
 
-def reshape_turns(e: np.ndarray, a_seq: float, b0: float, *, gamma: float = 0.95, b: float = 0.2,
-                  lam: float = 0.5, ddof: int = 1, eps: float = 1e-6):
+def reshape_turns(
+    e: np.ndarray,
+    a_seq: float,
+    b0: float,
+    *,
+    gamma: float = 0.95,
+    b: float = 0.2,
+    lam: float = 0.5,
+    ddof: int = 1,
+    eps: float = 1e-6,
+):
     """One trajectory's recursion and reshaping: ``(B [K], q [K], A [K])``."""
     K = len(e)
     c = np.empty(K)
     acc = 0.0
-    for k in range(K):                               # Eq. 7: c_k = γ c_{k−1} + e_k
+    for k in range(K):  # Eq. 7: c_k = γ c_{k−1} + e_k
         acc = gamma * acc + e[k]
         c[k] = acc
-    B = 1.0 / (1.0 + np.exp(-(math.log(b0 / (1.0 - b0)) + c)))   # Eq. 8: B_k = σ(logit B_0 + c_k)
+    B = 1.0 / (1.0 + np.exp(-(math.log(b0 / (1.0 - b0)) + c)))  # Eq. 8: B_k = σ(logit B_0 + c_k)
     dB = np.diff(np.r_[b0, B])
-    q = np.sign(a_seq) * dB                          # Eq. 9
+    q = np.sign(a_seq) * dB  # Eq. 9
     if K - ddof >= 1:
         z = (q - q.mean()) / (q.std(ddof=ddof) + eps)
     else:
         z = np.zeros(K)
-    w = np.clip(1.0 + b * z, 1.0 - b, 1.0 + b)       # Eq. 10
-    return B, q, a_seq * ((1.0 - lam) + lam * w)     # Eq. 11
+    w = np.clip(1.0 + b * z, 1.0 - b, 1.0 + b)  # Eq. 10
+    return B, q, a_seq * ((1.0 - lam) + lam * w)  # Eq. 11
 
 
-def agentopsd(graph: AnchorGraph, *, gamma: float = 0.95, b: float = 0.2, lam: float = 0.5,
-              eps0: float = 1e-3, ddof: int = 1, eps: float = 1e-6) -> CreditResult:
+def agentopsd(
+    graph: AnchorGraph,
+    *,
+    gamma: float = 0.95,
+    b: float = 0.2,
+    lam: float = 0.5,
+    eps0: float = 1e-3,
+    ddof: int = 1,
+    eps: float = 1e-6,
+) -> CreditResult:
     """AgentOPSD: a per-turn Bayesian belief in success from teacher/student evidence,
     used to reshape the sequence advantage within each trajectory.
 
@@ -126,24 +154,39 @@ def agentopsd(graph: AnchorGraph, *, gamma: float = 0.95, b: float = 0.2, lam: f
     bt = graph.batch
     a_seq = group_advantage(graph)
     G = bt.num_groups
-    rate = (np.bincount(bt.traj_group, weights=bt.traj_success.astype(np.float64), minlength=G) /
-            np.maximum(np.bincount(bt.traj_group, minlength=G), 1))
+    rate = np.bincount(bt.traj_group, weights=bt.traj_success.astype(np.float64), minlength=G) / np.maximum(
+        np.bincount(bt.traj_group, minlength=G), 1
+    )
     b0 = np.clip(rate, eps0, 1.0 - eps0)
     value = np.empty(bt.num_steps)
     credit = np.empty(bt.num_steps)
     adv = np.empty(bt.num_steps)
     for i, (lo, hi) in enumerate(zip(bt.traj_offsets[:-1], bt.traj_offsets[1:])):
         value[lo:hi], credit[lo:hi], adv[lo:hi] = reshape_turns(
-            e[lo:hi], float(a_seq[i]), float(b0[bt.traj_group[i]]), gamma=gamma, b=b, lam=lam,
-            ddof=ddof, eps=eps)
+            e[lo:hi],
+            float(a_seq[i]),
+            float(b0[bt.traj_group[i]]),
+            gamma=gamma,
+            b=b,
+            lam=lam,
+            ddof=ddof,
+            eps=eps,
+        )
     nan = np.full(bt.num_steps, np.nan)
     return CreditResult("agentopsd", params, graph, value, nan, credit, adv)
 
 
-register(EstimatorSpec(
-    name="agentopsd", title="AgentOPSD — recursive self-distillation credit",
-    paper="Wang et al., AgentOPSD: Recursive Self-Distillation for Agentic Reinforcement Learning "
-          "(arXiv 2608.05987)",
-    equation="B_k = σ(logit B_0 + c_k), c_k = γc_{k−1} + e_k;  q_k = sign(A_seq)ΔB_k;  "
-             "A_k = A_seq((1−λ) + λ·clip(1 + b·z_k))  (Eqs. 5–11)",
-    section="§9", fn=agentopsd, params_cls=AgentOPSDParams, requires=("turn_evidence",)))
+register(
+    EstimatorSpec(
+        name="agentopsd",
+        title="AgentOPSD — recursive self-distillation credit",
+        paper="Wang et al., AgentOPSD: Recursive Self-Distillation for Agentic Reinforcement Learning "
+        "(arXiv 2608.05987)",
+        equation="B_k = σ(logit B_0 + c_k), c_k = γc_{k−1} + e_k;  q_k = sign(A_seq)ΔB_k;  "
+        "A_k = A_seq((1−λ) + λ·clip(1 + b·z_k))  (Eqs. 5–11)",
+        section="§9",
+        fn=agentopsd,
+        params_cls=AgentOPSDParams,
+        requires=("turn_evidence",),
+    )
+)

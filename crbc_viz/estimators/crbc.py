@@ -3,6 +3,7 @@
 closure solve in `crbc_viz.ops.closure`);
 `crbc_viz.backends.torch.crbc` is its batched twin.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,36 +27,57 @@ MAX_FINITE_DEPTH = 10_000
 
 @dataclass(frozen=True)
 class CRBCParams:
-    beta: float = param(0.98, "discount β of the Bellman closure (β = 1 allowed: the empirical "
-                        "chain is transient)", low=0.0, high=1.0, low_open=True)
-    depth: float = param(math.inf, "backup depth K: 0 = visit-local averaging, ∞ = exact closure "
-                         f"(one linear solve); a finite K is at most {MAX_FINITE_DEPTH:,} (K backups "
-                         "run K passes over the graph)", low=0, high=MAX_FINITE_DEPTH)
-    sigma_min: float = param(0.1, "floor of the anchor-wise std σ(s) that divides A", low=0.0,
-                             high=10.0, low_open=True)
+    beta: float = param(
+        0.98,
+        "discount β of the Bellman closure (β = 1 allowed: the empirical chain is transient)",
+        low=0.0,
+        high=1.0,
+        low_open=True,
+    )
+    depth: float = param(
+        math.inf,
+        "backup depth K: 0 = visit-local averaging, ∞ = exact closure "
+        f"(one linear solve); a finite K is at most {MAX_FINITE_DEPTH:,} (K backups "
+        "run K passes over the graph)",
+        low=0,
+        high=MAX_FINITE_DEPTH,
+    )
+    sigma_min: float = param(
+        0.1, "floor of the anchor-wise std σ(s) that divides A", low=0.0, high=10.0, low_open=True
+    )
     w_group: float = param(1.0, "weight w_G of the trajectory-level GRPO advantage", low=0.0, high=100.0)
     w_step: float = param(5.0, "weight w_S of the step credit A^S", low=0.0, high=100.0)
-    min_actions: int = param(2, "gate: an anchor needs at least this many distinct observed "
-                             "actions to get step credit", low=1, high=1000)
+    min_actions: int = param(
+        2,
+        "gate: an anchor needs at least this many distinct observed actions to get step credit",
+        low=1,
+        high=1000,
+    )
 
 
 @dataclass(frozen=True)
 class VisitLocalParams:
-    beta: float = param(0.98, "discount β of the visit-local returns G = β^(T−t+1)·R", low=0.0,
-                        high=1.0, low_open=True)
-    sigma_min: float = param(0.1, "floor of the anchor-wise std σ(s) that divides A", low=0.0,
-                             high=10.0, low_open=True)
+    beta: float = param(
+        0.98, "discount β of the visit-local returns G = β^(T−t+1)·R", low=0.0, high=1.0, low_open=True
+    )
+    sigma_min: float = param(
+        0.1, "floor of the anchor-wise std σ(s) that divides A", low=0.0, high=10.0, low_open=True
+    )
     w_group: float = param(1.0, "weight w_G of the trajectory-level GRPO advantage", low=0.0, high=100.0)
     w_step: float = param(5.0, "weight w_S of the step credit A^S", low=0.0, high=100.0)
-    min_actions: int = param(2, "gate: an anchor needs at least this many distinct observed "
-                             "actions to get step credit", low=1, high=1000)
+    min_actions: int = param(
+        2,
+        "gate: an anchor needs at least this many distinct observed actions to get step credit",
+        low=1,
+        high=1000,
+    )
 
 
 def _visit_local_returns(graph: AnchorGraph, beta: float) -> np.ndarray:
     """G_{i,t} = β^(T_i − t + 1)·R_i with 1-indexed t (the last step gets β·R) ``[S]``."""
     b = graph.batch
     steps_to_go = b.traj_len[b.step_traj] - b.step_pos  # T_i − t + 1 with 1-indexed t
-    return beta ** steps_to_go * b.traj_success[b.step_traj].astype(np.float64)
+    return beta**steps_to_go * b.traj_success[b.step_traj].astype(np.float64)
 
 
 def _closure_values(graph: AnchorGraph, beta: float, depth: float):
@@ -69,7 +91,7 @@ def _closure_values(graph: AnchorGraph, beta: float, depth: float):
     mu = pair_count / node_visits[graph.pair_node]
     nxt = graph.edge_next
 
-    def backup(V):             # Eq. 7: (B V)(s,a) = β Σ_x P(x|s,a) V(x), V(z+) = 1, V(z−) = 0
+    def backup(V):  # Eq. 7: (B V)(s,a) = β Σ_x P(x|s,a) V(x), V(z+) = 1, V(z−) = 0
         v_next = np.where(nxt >= 0, V[np.maximum(nxt, 0)] if N else 0.0, (nxt == SUCCESS) * 1.0)
         return beta * np.bincount(graph.edge_pair, weights=p_x * v_next, minlength=P)
 
@@ -85,33 +107,53 @@ def _closure_values(graph: AnchorGraph, beta: float, depth: float):
         V = np.bincount(graph.step_node, weights=G_ret, minlength=N) / node_visits
         Q = np.bincount(graph.step_pair, weights=G_ret, minlength=P) / pair_count
         for _ in range(int(depth)):
-            Q = backup(V)      # Q^(K) = B V^(K−1)
+            Q = backup(V)  # Q^(K) = B V^(K−1)
             V = np.bincount(graph.pair_node, weights=mu * Q, minlength=N)  # V^(K) = T V^(K−1)
     return V, Q, mu, residual
 
 
-def _closure_family(graph: AnchorGraph, name: str, params, *, beta, depth, sigma_min, w_group,
-                    w_step, min_actions) -> CreditResult:
+def _closure_family(
+    graph: AnchorGraph, name: str, params, *, beta, depth, sigma_min, w_group, w_step, min_actions
+) -> CreditResult:
     N = graph.num_nodes
     node_value, pair_q, pair_mu, residual = _closure_values(graph, beta, depth)
     # Eq. 13: A = Q − V; σ(s)² = Σ_a μ(a|s) A²; gate on ≥ min_actions distinct actions.
     pair_adv = pair_q - node_value[graph.pair_node]
-    sigma = np.sqrt(np.bincount(graph.pair_node, weights=pair_mu * pair_adv ** 2, minlength=N))
+    sigma = np.sqrt(np.bincount(graph.pair_node, weights=pair_mu * pair_adv**2, minlength=N))
     gate = graph.node_num_actions >= min_actions
-    pair_credit = np.where(gate[graph.pair_node],
-                           pair_adv / np.maximum(sigma, sigma_min)[graph.pair_node], 0.0)
+    pair_credit = np.where(
+        gate[graph.pair_node], pair_adv / np.maximum(sigma, sigma_min)[graph.pair_node], 0.0
+    )
     a_group = group_advantage(graph)[graph.batch.step_traj]
     credit = pair_credit[graph.step_pair]
     diagnostics = {"closure_residual": residual, "gated_fraction": float(np.mean(~gate)) if N else 0.0}
     if not math.isinf(depth):
         diagnostics.pop("closure_residual")
-    return CreditResult(name, params, graph, node_value[graph.step_node], pair_q[graph.step_pair],
-                        credit, w_group * a_group + w_step * credit, node_value=node_value,
-                        pair_q=pair_q, pair_credit=pair_credit, diagnostics=diagnostics)
+    return CreditResult(
+        name,
+        params,
+        graph,
+        node_value[graph.step_node],
+        pair_q[graph.step_pair],
+        credit,
+        w_group * a_group + w_step * credit,
+        node_value=node_value,
+        pair_q=pair_q,
+        pair_credit=pair_credit,
+        diagnostics=diagnostics,
+    )
 
 
-def crbc(graph: AnchorGraph, *, beta: float = 0.98, depth: float = math.inf, sigma_min: float = 0.1,
-         w_group: float = 1.0, w_step: float = 5.0, min_actions: int = 2) -> CreditResult:
+def crbc(
+    graph: AnchorGraph,
+    *,
+    beta: float = 0.98,
+    depth: float = math.inf,
+    sigma_min: float = 0.1,
+    w_group: float = 1.0,
+    w_step: float = 5.0,
+    min_actions: int = 2,
+) -> CreditResult:
     """CRBC: exact behaviour-policy Bellman closure on the merged anchor graph.
 
         M(s,s') = Σ_a μ(a|s) P(s'|s,a),   b(s) = β Σ_a μ(a|s) P(z+|s,a)
@@ -149,14 +191,31 @@ def crbc(graph: AnchorGraph, *, beta: float = 0.98, depth: float = math.inf, sig
     >>> [round(float(v), 4) for v in r.node_value]
     [0.4636, 0.4802, 0.6533, 0.0, 0.4659]
     """
-    params = CRBCParams(beta=beta, depth=depth, sigma_min=sigma_min, w_group=w_group, w_step=w_step,
-                        min_actions=min_actions)
-    return _closure_family(graph, "crbc", params, beta=beta, depth=depth, sigma_min=sigma_min,
-                           w_group=w_group, w_step=w_step, min_actions=min_actions)
+    params = CRBCParams(
+        beta=beta, depth=depth, sigma_min=sigma_min, w_group=w_group, w_step=w_step, min_actions=min_actions
+    )
+    return _closure_family(
+        graph,
+        "crbc",
+        params,
+        beta=beta,
+        depth=depth,
+        sigma_min=sigma_min,
+        w_group=w_group,
+        w_step=w_step,
+        min_actions=min_actions,
+    )
 
 
-def visit_local(graph: AnchorGraph, *, beta: float = 0.98, sigma_min: float = 0.1,
-                w_group: float = 1.0, w_step: float = 5.0, min_actions: int = 2) -> CreditResult:
+def visit_local(
+    graph: AnchorGraph,
+    *,
+    beta: float = 0.98,
+    sigma_min: float = 0.1,
+    w_group: float = 1.0,
+    w_step: float = 5.0,
+    min_actions: int = 2,
+) -> CreditResult:
     """Visit-local averaging: the depth-0 member of the CRBC family (GiGPO-style pooling).
 
         G_{i,t} = β^(T_i − t + 1) · R_i                (1-indexed t)
@@ -175,10 +234,20 @@ def visit_local(graph: AnchorGraph, *, beta: float = 0.98, sigma_min: float = 0.
     >>> round(float(r.pair_q[0] - r.node_value[0]), 4)
     0.0093
     """
-    params = VisitLocalParams(beta=beta, sigma_min=sigma_min, w_group=w_group, w_step=w_step,
-                              min_actions=min_actions)
-    return _closure_family(graph, "visit_local", params, beta=beta, depth=0, sigma_min=sigma_min,
-                           w_group=w_group, w_step=w_step, min_actions=min_actions)
+    params = VisitLocalParams(
+        beta=beta, sigma_min=sigma_min, w_group=w_group, w_step=w_step, min_actions=min_actions
+    )
+    return _closure_family(
+        graph,
+        "visit_local",
+        params,
+        beta=beta,
+        depth=0,
+        sigma_min=sigma_min,
+        w_group=w_group,
+        w_step=w_step,
+        min_actions=min_actions,
+    )
 
 
 def depth_bound(graph: AnchorGraph, beta: float, depth: int) -> float:
@@ -188,18 +257,29 @@ def depth_bound(graph: AnchorGraph, beta: float, depth: int) -> float:
     r0 = visit_local(graph, beta=beta)
     r1 = crbc(graph, beta=beta, depth=1)
     gap = np.max(np.abs(r1.node_value - r0.node_value)) if graph.num_nodes else 0.0
-    return float(2 * beta ** depth / (1 - beta) * gap)
+    return float(2 * beta**depth / (1 - beta) * gap)
 
 
-register(EstimatorSpec(
-    name="crbc", title="CRBC — Cross-Rollout Bellman Closure",
-    paper="Ren et al., Cross-Rollout Bellman Closure for Long-Horizon Agentic RL (arXiv 2609.35082)",
-    equation="(I − βM)V = b;  Q = BV;  A^S = 1{#a ≥ 2}·(Q − V)/max(σ(s), σ_min);  "
-             "A = w_G·A^G + w_S·A^S", section="§3",
-    fn=crbc, params_cls=CRBCParams))
-register(EstimatorSpec(
-    name="visit_local", title="Visit-local averaging (CRBC depth 0, GiGPO-style)",
-    paper="arXiv 2609.35082 Eq. 6; Feng et al., GiGPO (arXiv 2505.10978)",
-    equation="Q⁰(s,a) = mean G over (s,a);  V⁰(s) = mean G over s;  A = Q⁰ − V⁰, gated and "
-             "normalised as CRBC", section="§3.7",
-    fn=visit_local, params_cls=VisitLocalParams))
+register(
+    EstimatorSpec(
+        name="crbc",
+        title="CRBC — Cross-Rollout Bellman Closure",
+        paper="Ren et al., Cross-Rollout Bellman Closure for Long-Horizon Agentic RL (arXiv 2609.35082)",
+        equation="(I − βM)V = b;  Q = BV;  A^S = 1{#a ≥ 2}·(Q − V)/max(σ(s), σ_min);  A = w_G·A^G + w_S·A^S",
+        section="§3",
+        fn=crbc,
+        params_cls=CRBCParams,
+    )
+)
+register(
+    EstimatorSpec(
+        name="visit_local",
+        title="Visit-local averaging (CRBC depth 0, GiGPO-style)",
+        paper="arXiv 2609.35082 Eq. 6; Feng et al., GiGPO (arXiv 2505.10978)",
+        equation="Q⁰(s,a) = mean G over (s,a);  V⁰(s) = mean G over s;  A = Q⁰ − V⁰, gated and "
+        "normalised as CRBC",
+        section="§3.7",
+        fn=visit_local,
+        params_cls=VisitLocalParams,
+    )
+)

@@ -3,6 +3,7 @@
 The full text was not available: this is the spec's [I] reading of the abstract and
 summaries. Everything the sources leave open is a named parameter.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,17 +22,35 @@ __all__ = ["GatedBEPOParams", "gated_bepo", "trajectory_gae", "distinct_successo
 
 @dataclass(frozen=True)
 class GatedBEPOParams:
-    gamma: float = param(0.98, "discount γ of the values and TD residuals ([I]; unknown, CRBC's β)",
-                         low=0.0, high=1.0, low_open=True)
-    gae_lambda: float = param(0.95, "λ of the GAE along each sampled trajectory ([I]; unknown)",
-                              low=0.0, high=1.0)
-    rho: float = param(0.5, "fusion ratio ρ at gated-on states: (1−ρ)·A^E + ρ·norm(A^B). UNKNOWN "
-                       "in the paper ('adaptive mixing'); a slider", low=0.0, high=1.0)
-    min_successors: int = param(2, "confidence gate: a state needs at least this many distinct "
-                                "observed successors (boundaries count) for Bellman credit",
-                                low=1, high=1000)
-    bellman_norm: str = param("group_z", "norm(A^B) ([I]; unknown): 'group_z' = z-score over the "
-                              "rollout group's steps, 'none'", choices=("group_z", "none"))
+    gamma: float = param(
+        0.98,
+        "discount γ of the values and TD residuals ([I]; unknown, CRBC's β)",
+        low=0.0,
+        high=1.0,
+        low_open=True,
+    )
+    gae_lambda: float = param(
+        0.95, "λ of the GAE along each sampled trajectory ([I]; unknown)", low=0.0, high=1.0
+    )
+    rho: float = param(
+        0.5,
+        "fusion ratio ρ at gated-on states: (1−ρ)·A^E + ρ·norm(A^B). UNKNOWN "
+        "in the paper ('adaptive mixing'); a slider",
+        low=0.0,
+        high=1.0,
+    )
+    min_successors: int = param(
+        2,
+        "confidence gate: a state needs at least this many distinct "
+        "observed successors (boundaries count) for Bellman credit",
+        low=1,
+        high=1000,
+    )
+    bellman_norm: str = param(
+        "group_z",
+        "norm(A^B) ([I]; unknown): 'group_z' = z-score over the rollout group's steps, 'none'",
+        choices=("group_z", "none"),
+    )
     ddof: int = param(1, "std degrees of freedom of A^E and of the group z-score", low=0, high=1)
     eps: float = param(1e-6, "added to the std of A^E and of the group z-score", low=0.0, high=1.0)
 
@@ -39,7 +58,7 @@ class GatedBEPOParams:
 def distinct_successors(graph: AnchorGraph) -> np.ndarray:
     """Distinct observed successors of each node, SUCCESS / FAILURE included ``[N]``."""
     src = graph.pair_node[graph.edge_pair]
-    width = graph.num_nodes + 2                      # successors −2..N−1 shifted to 0..N+1
+    width = graph.num_nodes + 2  # successors −2..N−1 shifted to 0..N+1
     keys = np.unique(src * width + (graph.edge_next + 2))
     return np.bincount(keys // width, minlength=graph.num_nodes)
 
@@ -50,9 +69,17 @@ def trajectory_gae(graph: AnchorGraph, delta: np.ndarray, decay: float) -> np.nd
     return discounted_returns(graph, delta, decay)
 
 
-def gated_bepo(graph: AnchorGraph, *, gamma: float = 0.98, gae_lambda: float = 0.95,
-               rho: float = 0.5, min_successors: int = 2, bellman_norm: str = "group_z",
-               ddof: int = 1, eps: float = 1e-6) -> CreditResult:
+def gated_bepo(
+    graph: AnchorGraph,
+    *,
+    gamma: float = 0.98,
+    gae_lambda: float = 0.95,
+    rho: float = 0.5,
+    min_successors: int = 2,
+    bellman_norm: str = "group_z",
+    ddof: int = 1,
+    eps: float = 1e-6,
+) -> CreditResult:
     """Gated-BEPO: along-trajectory GAE of mean-backup TD residuals, gated by successor count.
 
         V          = empirical mean-backup fixed point (= CRBC / GRAFT V with discount γ)
@@ -90,18 +117,34 @@ def gated_bepo(graph: AnchorGraph, *, gamma: float = 0.98, gae_lambda: float = 0
     >>> [round(float(x), 4) for x in r.credit[:3]]
     [0.4392, 0.4642, 0.3267]
     """
-    return _gated_bepo(graph, mean_backup_values, trajectory_gae, gamma=gamma, gae_lambda=gae_lambda,
-                       rho=rho, min_successors=min_successors, bellman_norm=bellman_norm, ddof=ddof,
-                       eps=eps)
+    return _gated_bepo(
+        graph,
+        mean_backup_values,
+        trajectory_gae,
+        gamma=gamma,
+        gae_lambda=gae_lambda,
+        rho=rho,
+        min_successors=min_successors,
+        bellman_norm=bellman_norm,
+        ddof=ddof,
+        eps=eps,
+    )
 
 
-def _gated_bepo(graph, _values, _gae, *, gamma, gae_lambda, rho, min_successors, bellman_norm, ddof,
-                eps) -> CreditResult:
+def _gated_bepo(
+    graph, _values, _gae, *, gamma, gae_lambda, rho, min_successors, bellman_norm, ddof, eps
+) -> CreditResult:
     if bellman_norm not in ("group_z", "none"):
         raise ValueError(f"bellman_norm must be 'group_z' or 'none', got {bellman_norm!r}")
-    params = GatedBEPOParams(gamma=gamma, gae_lambda=gae_lambda, rho=rho,
-                             min_successors=min_successors, bellman_norm=bellman_norm, ddof=ddof,
-                             eps=eps)
+    params = GatedBEPOParams(
+        gamma=gamma,
+        gae_lambda=gae_lambda,
+        rho=rho,
+        min_successors=min_successors,
+        bellman_norm=bellman_norm,
+        ddof=ddof,
+        eps=eps,
+    )
     b = graph.batch
     V, residual = _values(graph, gamma)
     v_next = successor_values(graph, V)
@@ -120,15 +163,32 @@ def _gated_bepo(graph, _values, _gae, *, gamma, gae_lambda, rho, min_successors,
     gate = (distinct_successors(graph) >= min_successors)[graph.step_node]
     a_e = group_advantage(graph, ddof=ddof, eps=eps)[b.step_traj]
     adv = np.where(gate, (1.0 - rho) * a_e + rho * a_norm, a_e)
-    return CreditResult("gated_bepo", params, graph, v_cur, gamma * v_next, a_b, adv, node_value=V,
-                        diagnostics={"gated_fraction": float(np.mean(~gate)) if len(gate) else 0.0,
-                                     "closure_residual": residual})
+    return CreditResult(
+        "gated_bepo",
+        params,
+        graph,
+        v_cur,
+        gamma * v_next,
+        a_b,
+        adv,
+        node_value=V,
+        diagnostics={
+            "gated_fraction": float(np.mean(~gate)) if len(gate) else 0.0,
+            "closure_residual": residual,
+        },
+    )
 
 
-register(EstimatorSpec(
-    name="gated_bepo", title="Gated-BEPO — confidence-gated Bellman credit",
-    paper="Yan et al., Gated-BEPO: Confidence-Gated Bellman Credit Assignment for Large Language "
-          "Model Agents (arXiv 2608.06861; abstract and summaries only)",
-    equation="δ = γV(s′) − V(s);  A^B = GAE_γλ(δ);  A = g·[(1−ρ)A^E + ρ·norm(A^B)] + (1−g)·A^E  "
-             "([I] reading)",
-    section="§5", fn=gated_bepo, params_cls=GatedBEPOParams))
+register(
+    EstimatorSpec(
+        name="gated_bepo",
+        title="Gated-BEPO — confidence-gated Bellman credit",
+        paper="Yan et al., Gated-BEPO: Confidence-Gated Bellman Credit Assignment for Large Language "
+        "Model Agents (arXiv 2608.06861; abstract and summaries only)",
+        equation="δ = γV(s′) − V(s);  A^B = GAE_γλ(δ);  A = g·[(1−ρ)A^E + ρ·norm(A^B)] + (1−g)·A^E  "
+        "([I] reading)",
+        section="§5",
+        fn=gated_bepo,
+        params_cls=GatedBEPOParams,
+    )
+)

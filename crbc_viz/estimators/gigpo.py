@@ -1,4 +1,5 @@
 """GiGPO — Group-in-Group Policy Optimization (ESTIMATORS.md §2)."""
+
 from __future__ import annotations
 
 import difflib
@@ -19,29 +20,53 @@ __all__ = ["GiGPOParams", "gigpo", "similarity_clusters", "step_groups", "episod
 
 @dataclass(frozen=True)
 class GiGPOParams:
-    gamma: float = param(0.95, "discount γ of the step return R_{i,t} = r_{i,t} + γ·R_{i,t+1} "
-                         "(verl-agent default 1.0; the shipped ALFWorld/Sokoban scripts and the "
-                         "paper use 0.95)", low=0.0, high=1.0)
-    omega: float = param(1.0, "weight ω of the step advantage A^S in A = A^E + ω·A^S",
-                         low=0.0, high=100.0)
-    mode: str = param("mean_norm", "F_norm of both levels: 'mean_norm' = 1 (config default), "
-                      "'mean_std_norm' = std + eps (the shipped ALFWorld/Sokoban scripts)",
-                      choices=("mean_norm", "mean_std_norm"))
-    episode_stats: str = param("cross_steps", "statistics of A^E: 'cross_steps' = verl-agent's "
-                               "compute_mean_std_cross_steps (rollouts weigh by length, code "
-                               "default); 'trajectory' = one value per rollout",
-                               choices=("cross_steps", "trajectory"))
+    gamma: float = param(
+        0.95,
+        "discount γ of the step return R_{i,t} = r_{i,t} + γ·R_{i,t+1} "
+        "(verl-agent default 1.0; the shipped ALFWorld/Sokoban scripts and the "
+        "paper use 0.95)",
+        low=0.0,
+        high=1.0,
+    )
+    omega: float = param(1.0, "weight ω of the step advantage A^S in A = A^E + ω·A^S", low=0.0, high=100.0)
+    mode: str = param(
+        "mean_norm",
+        "F_norm of both levels: 'mean_norm' = 1 (config default), "
+        "'mean_std_norm' = std + eps (the shipped ALFWorld/Sokoban scripts)",
+        choices=("mean_norm", "mean_std_norm"),
+    )
+    episode_stats: str = param(
+        "cross_steps",
+        "statistics of A^E: 'cross_steps' = verl-agent's "
+        "compute_mean_std_cross_steps (rollouts weigh by length, code "
+        "default); 'trajectory' = one value per rollout",
+        choices=("cross_steps", "trajectory"),
+    )
     eps: float = param(1e-6, "added to the std in mean_std_norm", low=0.0, high=1.0)
-    step_reward: str = param("env", "rewards of the step return: 'env' = the logged per-step "
-                             "rewards (verl-agent); 'outcome' = R_i on the last step only",
-                             choices=("env", "outcome"))
-    outcome: str = param("success", "R_i of the episode advantage: success indicator or the "
-                         "logged episode return", choices=("success", "return"))
-    similarity: bool = param(False, "group steps by text similarity of the anchors instead of "
-                             "exact keys (config enable_similarity, default off)")
-    similarity_thresh: float = param(0.95, "difflib ratio a step needs with a cluster's first "
-                                     "member to join it; strictly in (0,1)", low=0.0, high=1.0,
-                                     low_open=True, high_open=True)
+    step_reward: str = param(
+        "env",
+        "rewards of the step return: 'env' = the logged per-step "
+        "rewards (verl-agent); 'outcome' = R_i on the last step only",
+        choices=("env", "outcome"),
+    )
+    outcome: str = param(
+        "success",
+        "R_i of the episode advantage: success indicator or the logged episode return",
+        choices=("success", "return"),
+    )
+    similarity: bool = param(
+        False,
+        "group steps by text similarity of the anchors instead of "
+        "exact keys (config enable_similarity, default off)",
+    )
+    similarity_thresh: float = param(
+        0.95,
+        "difflib ratio a step needs with a cluster's first member to join it; strictly in (0,1)",
+        low=0.0,
+        high=1.0,
+        low_open=True,
+        high_open=True,
+    )
 
 
 #: Work allowed to similarity mode per call: characters of anchor text compared, summed over
@@ -69,7 +94,8 @@ def _similarity_too_costly(budget: int, group: int) -> EstimatorInputError:
     return EstimatorInputError(
         f"GiGPO similarity mode: comparing anchor texts pairwise (difflib, quadratic in a group's "
         f"anchors) passed the work limit of {budget:,} characters in group {group}; use exact "
-        f"anchors (similarity=false), or set ${ENV_SIMILARITY_WORK} to raise the limit")
+        f"anchors (similarity=false), or set ${ENV_SIMILARITY_WORK} to raise the limit"
+    )
 
 
 def similarity_clusters(graph: AnchorGraph, thresh: float) -> np.ndarray:
@@ -116,21 +142,31 @@ def step_groups(graph: AnchorGraph, similarity: bool, thresh: float) -> tuple[np
     return node_cluster[graph.step_node], num
 
 
-def episode_advantage(graph: AnchorGraph, mode: str, stats: str, eps: float,
-                      outcome: str) -> np.ndarray:
+def episode_advantage(graph: AnchorGraph, mode: str, stats: str, eps: float, outcome: str) -> np.ndarray:
     """A^E per trajectory ``[T]`` through `group_advantage` in GiGPO's mode."""
     if mode not in ("mean_norm", "mean_std_norm"):
         raise ValueError(f"mode must be 'mean_norm' or 'mean_std_norm', got {mode!r}")
-    return group_advantage(graph, norm="mean" if mode == "mean_norm" else "std", ddof=1, eps=eps,
-                           stats=stats, outcome=outcome)
+    return group_advantage(
+        graph, norm="mean" if mode == "mean_norm" else "std", ddof=1, eps=eps, stats=stats, outcome=outcome
+    )
 
 
 # ---------------------------------------------------------------- the estimator
 
-def gigpo(graph: AnchorGraph, *, gamma: float = 0.95, omega: float = 1.0, mode: str = "mean_norm",
-          episode_stats: str = "cross_steps", eps: float = 1e-6, step_reward: str = "env",
-          outcome: str = "success", similarity: bool = False,
-          similarity_thresh: float = 0.95) -> CreditResult:
+
+def gigpo(
+    graph: AnchorGraph,
+    *,
+    gamma: float = 0.95,
+    omega: float = 1.0,
+    mode: str = "mean_norm",
+    episode_stats: str = "cross_steps",
+    eps: float = 1e-6,
+    step_reward: str = "env",
+    outcome: str = "success",
+    similarity: bool = False,
+    similarity_thresh: float = 0.95,
+) -> CreditResult:
     """GiGPO: episode advantage plus the z-scored discounted return within anchor-state groups.
 
         A^E_i     = (R_i − mean) / F_norm                       (Eq. 3; stats as §1)
@@ -172,24 +208,54 @@ def gigpo(graph: AnchorGraph, *, gamma: float = 0.95, omega: float = 1.0, mode: 
     >>> [round(float(x), 4) for x in r.advantage[:3]]
     [1.8183, 1.732, 1.4434]
     """
-    params = GiGPOParams(gamma=gamma, omega=omega, mode=mode, episode_stats=episode_stats, eps=eps,
-                         step_reward=step_reward, outcome=outcome, similarity=similarity,
-                         similarity_thresh=similarity_thresh)
+    params = GiGPOParams(
+        gamma=gamma,
+        omega=omega,
+        mode=mode,
+        episode_stats=episode_stats,
+        eps=eps,
+        step_reward=step_reward,
+        outcome=outcome,
+        similarity=similarity,
+        similarity_thresh=similarity_thresh,
+    )
     b = graph.batch
     a_ep = episode_advantage(graph, mode, episode_stats, eps, outcome)[b.step_traj]
     R = discounted_returns(graph, step_rewards(graph, step_reward, outcome), gamma)  # Eq. 5
-    seg, num = step_groups(graph, similarity, similarity_thresh)                     # Eq. 6
-    a_step, mean, _, cnt = segment_zscore(R, seg, num, ddof=1, eps=eps,             # Eq. 7
-                                          scale=(mode == "mean_std_norm"))
+    seg, num = step_groups(graph, similarity, similarity_thresh)  # Eq. 6
+    a_step, mean, _, cnt = segment_zscore(
+        R,
+        seg,
+        num,
+        ddof=1,
+        eps=eps,  # Eq. 7
+        scale=(mode == "mean_std_norm"),
+    )
     node_value = None if similarity else mean
-    return CreditResult("gigpo", params, graph, mean[seg], R, a_step, a_ep + omega * a_step,  # Eq. 8
-                        node_value=node_value,
-                        diagnostics={"singleton_fraction": float(np.mean(cnt[seg] < 2)) if len(seg)
-                                     else 0.0, "num_step_groups": int(np.count_nonzero(cnt))})
+    return CreditResult(
+        "gigpo",
+        params,
+        graph,
+        mean[seg],
+        R,
+        a_step,
+        a_ep + omega * a_step,  # Eq. 8
+        node_value=node_value,
+        diagnostics={
+            "singleton_fraction": float(np.mean(cnt[seg] < 2)) if len(seg) else 0.0,
+            "num_step_groups": int(np.count_nonzero(cnt)),
+        },
+    )
 
 
-register(EstimatorSpec(
-    name="gigpo", title="GiGPO — Group-in-Group Policy Optimization",
-    paper="Feng et al., Group-in-Group Policy Optimization for LLM Agent Training (arXiv 2505.10978)",
-    equation="R_t = r_t + γR_{t+1};  A^S = (R_t − mean_{G^S})/F_norm;  A = A^E + ω·A^S  (Eqs. 3, 5–8)",
-    section="§2", fn=gigpo, params_cls=GiGPOParams))
+register(
+    EstimatorSpec(
+        name="gigpo",
+        title="GiGPO — Group-in-Group Policy Optimization",
+        paper="Feng et al., Group-in-Group Policy Optimization for LLM Agent Training (arXiv 2505.10978)",
+        equation="R_t = r_t + γR_{t+1};  A^S = (R_t − mean_{G^S})/F_norm;  A = A^E + ω·A^S  (Eqs. 3, 5–8)",
+        section="§2",
+        fn=gigpo,
+        params_cls=GiGPOParams,
+    )
+)

@@ -3,6 +3,7 @@
 Its node values are the empirical mean-backup fixed point `crbc_viz.ops.mean_backup_values`,
 which Gated-BEPO (§5) shares.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,18 +20,31 @@ __all__ = ["GRAFTParams", "graft", "graph_gae_bonus", "gae_negligible", "gae_inp
 
 @dataclass(frozen=True)
 class GRAFTParams:
-    gamma: float = param(0.99, "discount γ of the node values and of the TD step", low=0.0,
-                         high=1.0, low_open=True)
-    gae_lambda: float = param(0.95, "λ of Graph GAE (0.95 ALFWorld, 0.8 WebShop, 0.6 SearchQA); "
-                              "has no effect under exact values (§4.4)", low=0.0, high=1.0)
-    normalize: bool = param(True, "z-score within the outgoing edges of φ(s_t) (Eq. 11; the "
-                            "ablation without it drops ALFWorld 96.10 → 71.33)")
-    ddof: int = param(1, "std degrees of freedom of the node z-score (unstated; torch's "
-                      "default, unbiased)", low=0, high=1)
+    gamma: float = param(
+        0.99, "discount γ of the node values and of the TD step", low=0.0, high=1.0, low_open=True
+    )
+    gae_lambda: float = param(
+        0.95,
+        "λ of Graph GAE (0.95 ALFWorld, 0.8 WebShop, 0.6 SearchQA); has no effect under exact values (§4.4)",
+        low=0.0,
+        high=1.0,
+    )
+    normalize: bool = param(
+        True,
+        "z-score within the outgoing edges of φ(s_t) (Eq. 11; the "
+        "ablation without it drops ALFWorld 96.10 → 71.33)",
+    )
+    ddof: int = param(
+        1, "std degrees of freedom of the node z-score (unstated; torch's default, unbiased)", low=0, high=1
+    )
     eps: float = param(1e-6, "added to the std of the node z-score", low=0.0, high=1.0)
-    singleton: str = param("sign", "a node with one outgoing edge occurrence: 'sign' = paper "
-                           "(mean 0, std |A| → ±1, with eps so 0 stays 0); 'zero'; 'raw' "
-                           "(unnormalised A)", choices=("sign", "zero", "raw"))
+    singleton: str = param(
+        "sign",
+        "a node with one outgoing edge occurrence: 'sign' = paper "
+        "(mean 0, std |A| → ±1, with eps so 0 stays 0); 'zero'; 'raw' "
+        "(unnormalised A)",
+        choices=("sign", "zero", "raw"),
+    )
 
 
 def gae_inputs(graph: AnchorGraph, td: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -47,8 +61,9 @@ GAE_NEGLIGIBLE = 1e-12
 _FRONTIER_FLOATS = 1 << 22
 
 
-def gae_negligible(graph: AnchorGraph, node_td: np.ndarray, remaining: np.ndarray, gamma: float,
-                   lam: float) -> bool:
+def gae_negligible(
+    graph: AnchorGraph, node_td: np.ndarray, remaining: np.ndarray, gamma: float, lam: float
+) -> bool:
     """Whether |bonus| ≤ `GAE_NEGLIGIBLE` at every step, from a bound that needs no walk.
 
     Ā_k(v) = Σ_F TD(u) / Σ_F N(u) is a weighted mean of the per-visit TD sums, so
@@ -61,7 +76,7 @@ def gae_negligible(graph: AnchorGraph, node_td: np.ndarray, remaining: np.ndarra
         return True
     per_visit = float(np.max(np.abs(node_td) / np.maximum(graph.node_visits, 1)))
     gl, H = gamma * lam, int(remaining.max())
-    tail = H if gl >= 1.0 else gl * (1.0 - gl ** H) / (1.0 - gl)
+    tail = H if gl >= 1.0 else gl * (1.0 - gl**H) / (1.0 - gl)
     return per_visit * tail <= GAE_NEGLIGIBLE
 
 
@@ -91,8 +106,9 @@ def graph_gae_bonus(graph: AnchorGraph, td: np.ndarray, gamma: float, lam: float
     for g in range(graph.num_groups):
         lo, hi = int(graph.group_node_offsets[g]), int(graph.group_node_offsets[g + 1])
         n = hi - lo
-        steps = np.flatnonzero((graph.step_node >= lo) & (graph.step_node < hi) &
-                               (graph.step_next >= 0) & (remaining > 0))
+        steps = np.flatnonzero(
+            (graph.step_node >= lo) & (graph.step_node < hi) & (graph.step_next >= 0) & (remaining > 0)
+        )
         if n == 0 or steps.size == 0:
             continue
         e = np.flatnonzero((src >= lo) & (src < hi) & (nxt >= 0))
@@ -107,7 +123,7 @@ def graph_gae_bonus(graph: AnchorGraph, td: np.ndarray, gamma: float, lam: float
             # frontier[i, u]: node u is the source of hop-k edges when starting from s_{t+1} = b0 + i.
             frontier = np.zeros((b1 - b0, n))
             frontier[np.arange(b1 - b0), np.arange(b0, b1)] = 1.0
-            acc = np.zeros(b1 - b0)                    # Σ_{j≤k} (γλ)^j Ā_j from each start
+            acc = np.zeros(b1 - b0)  # Σ_{j≤k} (γλ)^j Ā_j from each start
             for k in range(1, int(q_r[sel].max()) + 1):
                 cnt = frontier @ visits[lo:hi]
                 a_bar = np.where(cnt > 0, (frontier @ node_td[lo:hi]) / np.maximum(cnt, 1), 0.0)
@@ -118,9 +134,16 @@ def graph_gae_bonus(graph: AnchorGraph, td: np.ndarray, gamma: float, lam: float
     return out
 
 
-def graft(graph: AnchorGraph, *, gamma: float = 0.99, gae_lambda: float = 0.95,
-          normalize: bool = True, ddof: int = 1, eps: float = 1e-6,
-          singleton: str = "sign") -> CreditResult:
+def graft(
+    graph: AnchorGraph,
+    *,
+    gamma: float = 0.99,
+    gae_lambda: float = 0.95,
+    normalize: bool = True,
+    ddof: int = 1,
+    eps: float = 1e-6,
+    singleton: str = "sign",
+) -> CreditResult:
     """GRAFT: TD(0) on the mean-backup values of the trajectory graph, z-scored per node.
 
         V(f) = R(f) at sinks (SUCCESS 1, FAILURE 0)                        (Eq. 5)
@@ -158,44 +181,68 @@ def graft(graph: AnchorGraph, *, gamma: float = 0.99, gae_lambda: float = 0.95,
     >>> [round(float(v), 4) for v in r.node_value]
     [0.4815, 0.49, 0.66, 0.0, 0.4827]
     """
-    return _graft(graph, mean_backup_values, graph_gae_bonus, gamma=gamma, gae_lambda=gae_lambda,
-                  normalize=normalize, ddof=ddof, eps=eps, singleton=singleton)
+    return _graft(
+        graph,
+        mean_backup_values,
+        graph_gae_bonus,
+        gamma=gamma,
+        gae_lambda=gae_lambda,
+        normalize=normalize,
+        ddof=ddof,
+        eps=eps,
+        singleton=singleton,
+    )
 
 
 def _graft(graph, _values, _bonus, *, gamma, gae_lambda, normalize, ddof, eps, singleton) -> CreditResult:
     if singleton not in ("sign", "zero", "raw"):
         raise ValueError(f"singleton must be 'sign', 'zero' or 'raw', got {singleton!r}")
-    params = GRAFTParams(gamma=gamma, gae_lambda=gae_lambda, normalize=normalize, ddof=ddof,
-                         eps=eps, singleton=singleton)
-    V, residual = _values(graph, gamma)                           # Eqs. 5–6
+    params = GRAFTParams(
+        gamma=gamma, gae_lambda=gae_lambda, normalize=normalize, ddof=ddof, eps=eps, singleton=singleton
+    )
+    V, residual = _values(graph, gamma)  # Eqs. 5–6
     v_next = successor_values(graph, V)
     v_cur = V[graph.step_node]
-    td = gamma * v_next - v_cur                                   # Eq. 8
-    a_gae = td + _bonus(graph, td, gamma, gae_lambda)             # Eqs. 9–10
+    td = gamma * v_next - v_cur  # Eq. 8
+    a_gae = td + _bonus(graph, td, gamma, gae_lambda)  # Eqs. 9–10
     node = graph.step_node
     N = graph.num_nodes
     cnt = np.bincount(node, minlength=N)
     single = cnt[node] == 1
-    if normalize:                                                 # Eq. 11
+    if normalize:  # Eq. 11
         mean = np.bincount(node, weights=a_gae, minlength=N) / np.maximum(cnt, 1)
-        var = np.bincount(node, weights=(a_gae - mean[node]) ** 2, minlength=N) / \
-            np.maximum(cnt - ddof, 1)
+        var = np.bincount(node, weights=(a_gae - mean[node]) ** 2, minlength=N) / np.maximum(cnt - ddof, 1)
         a_hat = (a_gae - mean[node]) / (np.sqrt(var[node]) + eps)
-        sing = {"sign": a_gae / (np.abs(a_gae) + eps), "zero": np.zeros_like(a_gae),
-                "raw": a_gae}[singleton]
+        sing = {"sign": a_gae / (np.abs(a_gae) + eps), "zero": np.zeros_like(a_gae), "raw": a_gae}[singleton]
         a_hat = np.where(single, sing, a_hat)
     else:
         a_hat = a_gae
-    return CreditResult("graft", params, graph, v_cur, gamma * v_next, a_hat, a_hat.copy(),
-                        node_value=V,
-                        diagnostics={"closure_residual": residual,
-                                     "singleton_fraction": float(np.mean(single)) if len(node) else 0.0})
+    return CreditResult(
+        "graft",
+        params,
+        graph,
+        v_cur,
+        gamma * v_next,
+        a_hat,
+        a_hat.copy(),
+        node_value=V,
+        diagnostics={
+            "closure_residual": residual,
+            "singleton_fraction": float(np.mean(single)) if len(node) else 0.0,
+        },
+    )
 
 
-register(EstimatorSpec(
-    name="graft", title="GRAFT — trajectory-graph TD credit with Graph GAE",
-    paper="Yao et al., Back to the Definition: Estimating Step-Level Advantages via Trajectory "
-          "Graphs for Agentic RL (arXiv 2609.28963)",
-    equation="V(u) = Σ π̂ P̂ γV(v);  A_t = γV(s_{t+1}) − V(s_t) (+ Graph GAE);  Â = node z-score  "
-             "(Eqs. 5–11)",
-    section="§4", fn=graft, params_cls=GRAFTParams))
+register(
+    EstimatorSpec(
+        name="graft",
+        title="GRAFT — trajectory-graph TD credit with Graph GAE",
+        paper="Yao et al., Back to the Definition: Estimating Step-Level Advantages via Trajectory "
+        "Graphs for Agentic RL (arXiv 2609.28963)",
+        equation="V(u) = Σ π̂ P̂ γV(v);  A_t = γV(s_{t+1}) − V(s_t) (+ Graph GAE);  Â = node z-score  "
+        "(Eqs. 5–11)",
+        section="§4",
+        fn=graft,
+        params_cls=GRAFTParams,
+    )
+)

@@ -1,4 +1,5 @@
 """GRPO trajectory-level group advantage A^G (ESTIMATORS.md §1)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,20 +17,40 @@ __all__ = ["GRPOParams", "grpo"]
 
 @dataclass(frozen=True)
 class GRPOParams:
-    norm: str = param("std", "F_norm: 'std' divides by the group std (GRPO), 'mean' uses 1 "
-                      "(Dr.GRPO / RLOO-style mean_norm)", choices=("std", "mean"))
-    ddof: int = param(1, "std degrees of freedom: 1 = Bessel-corrected sample std (verl), "
-                      "0 = population std (TRACE)", low=0, high=1)
+    norm: str = param(
+        "std",
+        "F_norm: 'std' divides by the group std (GRPO), 'mean' uses 1 (Dr.GRPO / RLOO-style mean_norm)",
+        choices=("std", "mean"),
+    )
+    ddof: int = param(
+        1,
+        "std degrees of freedom: 1 = Bessel-corrected sample std (verl), 0 = population std (TRACE)",
+        low=0,
+        high=1,
+    )
     eps: float = param(1e-6, "added to the std", low=0.0, high=1.0)
-    stats: str = param("trajectory", "'trajectory': one value per rollout; 'cross_steps': "
-                       "verl-agent compute_mean_std_cross_steps (rollouts weigh by length)",
-                       choices=("trajectory", "cross_steps"))
-    outcome: str = param("success", "R_i: the success indicator (1/0) or the logged episode return",
-                         choices=("success", "return"))
+    stats: str = param(
+        "trajectory",
+        "'trajectory': one value per rollout; 'cross_steps': "
+        "verl-agent compute_mean_std_cross_steps (rollouts weigh by length)",
+        choices=("trajectory", "cross_steps"),
+    )
+    outcome: str = param(
+        "success",
+        "R_i: the success indicator (1/0) or the logged episode return",
+        choices=("success", "return"),
+    )
 
 
-def grpo(graph: AnchorGraph, *, norm: str = "std", ddof: int = 1, eps: float = 1e-6,
-         stats: str = "trajectory", outcome: str = "success") -> CreditResult:
+def grpo(
+    graph: AnchorGraph,
+    *,
+    norm: str = "std",
+    ddof: int = 1,
+    eps: float = 1e-6,
+    stats: str = "trajectory",
+    outcome: str = "success",
+) -> CreditResult:
     """GRPO: every step of a rollout gets its trajectory's group advantage.
 
         A^G_i = (R_i − mean_j R_j) / (std_j R_j + eps)
@@ -62,8 +83,14 @@ def grpo(graph: AnchorGraph, *, norm: str = "std", ddof: int = 1, eps: float = 1
     return CreditResult("grpo", params, graph, nan, nan.copy(), step_adv, step_adv.copy())
 
 
-register(EstimatorSpec(
-    name="grpo", title="GRPO trajectory-level group advantage",
-    paper="Shao et al., DeepSeekMath (arXiv 2402.03300); ESTIMATORS.md §1",
-    equation="A^G_i = (R_i − mean_j R_j) / (std_j R_j + eps)", section="§1",
-    fn=grpo, params_cls=GRPOParams))
+register(
+    EstimatorSpec(
+        name="grpo",
+        title="GRPO trajectory-level group advantage",
+        paper="Shao et al., DeepSeekMath (arXiv 2402.03300); ESTIMATORS.md §1",
+        equation="A^G_i = (R_i − mean_j R_j) / (std_j R_j + eps)",
+        section="§1",
+        fn=grpo,
+        params_cls=GRPOParams,
+    )
+)

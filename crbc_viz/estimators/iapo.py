@@ -1,4 +1,5 @@
 """IAPO — Influence-Aware Policy Optimization (ESTIMATORS.md §12)."""
+
 from __future__ import annotations
 
 import math
@@ -20,13 +21,16 @@ _FAILED = {"failed", "failed_utilization"}
 
 @dataclass(frozen=True)
 class IAPOParams:
-    beta_pos: float = param(0.05, "β₊ of the positive-rollout penalty exp(−β₊·ψ⁻) on error "
-                            "features", low=0.0, high=10.0)
-    clip: float = param(0.25, "clip c of the standardised features z ∈ [−c, c]", low=0.0,
-                        high=10.0, low_open=True)
+    beta_pos: float = param(
+        0.05, "β₊ of the positive-rollout penalty exp(−β₊·ψ⁻) on error features", low=0.0, high=10.0
+    )
+    clip: float = param(
+        0.25, "clip c of the standardised features z ∈ [−c, c]", low=0.0, high=10.0, low_open=True
+    )
     eps: float = param(1e-6, "added to the length-weighted std of the features", low=0.0, high=1.0)
-    ddof: int = param(1, "std degrees of freedom of the base advantage Â_τ (unstated; verl's "
-                      "unbiased std)", low=0, high=1)
+    ddof: int = param(
+        1, "std degrees of freedom of the base advantage Â_τ (unstated; verl's unbiased std)", low=0, high=1
+    )
     adv_eps: float = param(1e-6, "added to the std of the base advantage Â_τ", low=0.0, high=1.0)
 
 
@@ -39,8 +43,17 @@ def _length_standardized_exp(phi: np.ndarray, L: np.ndarray, c: float, eps: floa
     return ez / (np.dot(L, ez) / tot)
 
 
-def influence_weights(L, support_edges, failed_edges, is_error, direct_inputs, *,
-                      beta_pos: float = 0.05, clip: float = 0.25, eps: float = 1e-6):
+def influence_weights(
+    L,
+    support_edges,
+    failed_edges,
+    is_error,
+    direct_inputs,
+    *,
+    beta_pos: float = 0.05,
+    clip: float = 0.25,
+    eps: float = 1e-6,
+):
     """One rollout's features and weights.
 
     Args:
@@ -61,15 +74,21 @@ def influence_weights(L, support_edges, failed_edges, is_error, direct_inputs, *
     for i, _ in failed_edges:
         d_neg[i] += 1
     e = np.asarray(is_error, dtype=np.float64)
-    phi_pos = np.log1p(d_pos + d_in)                          # Eq. 3
+    phi_pos = np.log1p(d_pos + d_in)  # Eq. 3
     phi_neg = np.log1p(e * (1.0 + d_neg + d_in))
-    m_pos = _length_standardized_exp(phi_pos, L, clip, eps)   # Eq. 4
+    m_pos = _length_standardized_exp(phi_pos, L, clip, eps)  # Eq. 4
     m_neg = _length_standardized_exp(phi_neg, L, clip, eps)
     psi = phi_neg - np.dot(L, phi_neg) / L.sum()
     num = m_pos * np.exp(-beta_pos * psi)
-    w_pos = L.sum() * num / np.dot(L, num)                    # Eq. 5
-    return {"phi_pos": phi_pos, "phi_neg": phi_neg, "m_pos": m_pos, "m_neg": m_neg,
-            "w_pos": w_pos, "w_neg": m_neg}                   # Eq. 6: w⁻ = m⁻
+    w_pos = L.sum() * num / np.dot(L, num)  # Eq. 5
+    return {
+        "phi_pos": phi_pos,
+        "phi_neg": phi_neg,
+        "m_pos": m_pos,
+        "m_neg": m_neg,
+        "w_pos": w_pos,
+        "w_neg": m_neg,
+    }  # Eq. 6: w⁻ = m⁻
 
 
 def _read_rollout(graph: AnchorGraph, lo: int, hi: int, cols: dict):
@@ -83,8 +102,13 @@ def _read_rollout(graph: AnchorGraph, lo: int, hi: int, cols: dict):
     for k, s in enumerate(range(lo, hi)):
         where = step_location(graph, s)
         n = cols["num_tokens"][s]
-        if is_missing(n) or isinstance(n, (bool, np.bool_)) or not isinstance(
-                n, (int, float, np.integer, np.floating)) or not float(n).is_integer() or n < 1:
+        if (
+            is_missing(n)
+            or isinstance(n, (bool, np.bool_))
+            or not isinstance(n, (int, float, np.integer, np.floating))
+            or not float(n).is_integer()
+            or n < 1
+        ):
             raise ValueError(f"iapo: field 'num_tokens' must be an integer >= 1, got {n!r} at {where}")
         L[k] = float(n)
         v = cols["is_error"][s]
@@ -94,10 +118,15 @@ def _read_rollout(graph: AnchorGraph, lo: int, hi: int, cols: dict):
         if cols["direct_inputs"] is not None:
             u = cols["direct_inputs"][s]
             if not is_missing(u):
-                if isinstance(u, (bool, np.bool_)) or not isinstance(
-                        u, (int, float, np.integer, np.floating)) or not float(u).is_integer() or u < 0:
-                    raise ValueError(f"iapo: field 'direct_inputs' must be an integer >= 0, got "
-                                     f"{u!r} at {where}")
+                if (
+                    isinstance(u, (bool, np.bool_))
+                    or not isinstance(u, (int, float, np.integer, np.floating))
+                    or not float(u).is_integer()
+                    or u < 0
+                ):
+                    raise ValueError(
+                        f"iapo: field 'direct_inputs' must be an integer >= 0, got {u!r} at {where}"
+                    )
                 direct[k] = float(u)
         edges = cols["influence_edges"][s]
         if is_missing(edges):
@@ -108,29 +137,47 @@ def _read_rollout(graph: AnchorGraph, lo: int, hi: int, cols: dict):
             raise ValueError(f"iapo: field 'influence_edges' must be a list, got {edges!r} at {where}")
         for ed in edges:
             if not isinstance(ed, dict) or "to" not in ed or "type" not in ed:
-                raise ValueError(f"iapo: field 'influence_edges' items must be {{'to', 'type'}} "
-                                 f"objects, got {ed!r} at {where}")
+                raise ValueError(
+                    f"iapo: field 'influence_edges' items must be {{'to', 'type'}} "
+                    f"objects, got {ed!r} at {where}"
+                )
             to, typ = ed["to"], str(ed["type"]).strip().lower()
-            if isinstance(to, (bool, np.bool_)) or not isinstance(to, (int, np.integer)) or \
-                    not k < int(to) < T:
-                raise ValueError(f"iapo: field 'influence_edges' target {to!r} must be a later "
-                                 f"step_idx of the same rollout ({k + 1}..{T - 1}) at {where}")
+            if (
+                isinstance(to, (bool, np.bool_))
+                or not isinstance(to, (int, np.integer))
+                or not k < int(to) < T
+            ):
+                raise ValueError(
+                    f"iapo: field 'influence_edges' target {to!r} must be a later "
+                    f"step_idx of the same rollout ({k + 1}..{T - 1}) at {where}"
+                )
             if typ in _SUPPORT:
                 sup.add((k, int(to)))
             elif typ in _FAILED:
                 fail.add((k, int(to)))
             else:
-                raise ValueError(f"iapo: field 'influence_edges' type {ed['type']!r} must be "
-                                 f"'support' or 'failed' at {where}")
+                raise ValueError(
+                    f"iapo: field 'influence_edges' type {ed['type']!r} must be "
+                    f"'support' or 'failed' at {where}"
+                )
     for i, _ in fail:
         if not err[i]:
-            raise ValueError(f"iapo: action with a failed-use edge must have is_error = true "
-                             f"(d⁻ > 0 implies e = 1) at {step_location(graph, lo + i)}")
+            raise ValueError(
+                f"iapo: action with a failed-use edge must have is_error = true "
+                f"(d⁻ > 0 implies e = 1) at {step_location(graph, lo + i)}"
+            )
     return L, sup, fail, err, direct
 
 
-def iapo(graph: AnchorGraph, *, beta_pos: float = 0.05, clip: float = 0.25, eps: float = 1e-6,
-         ddof: int = 1, adv_eps: float = 1e-6) -> CreditResult:
+def iapo(
+    graph: AnchorGraph,
+    *,
+    beta_pos: float = 0.05,
+    clip: float = 0.25,
+    eps: float = 1e-6,
+    ddof: int = 1,
+    adv_eps: float = 1e-6,
+) -> CreditResult:
     """IAPO: route the rollout's advantage to its actions by their influence-graph features.
 
         Â_τ    = (R − μ_G) / (σ_G + eps)                                     (Eq. 2)
@@ -179,9 +226,10 @@ def iapo(graph: AnchorGraph, *, beta_pos: float = 0.05, clip: float = 0.25, eps:
     b = graph.batch
     steps = b.steps
     cols = {f: steps[f].to_numpy(dtype=object) for f in ("influence_edges", "is_error", "num_tokens")}
-    cols["direct_inputs"] = (steps["direct_inputs"].to_numpy(dtype=object)
-                             if "direct_inputs" in steps.columns else None)
-    a_tau = group_advantage(graph, ddof=ddof, eps=adv_eps)                    # Eq. 2
+    cols["direct_inputs"] = (
+        steps["direct_inputs"].to_numpy(dtype=object) if "direct_inputs" in steps.columns else None
+    )
+    a_tau = group_advantage(graph, ddof=ddof, eps=adv_eps)  # Eq. 2
     credit = np.ones(b.num_steps)
     for i, (lo, hi) in enumerate(zip(b.traj_offsets[:-1], b.traj_offsets[1:])):
         L, sup, fail, err, direct = _read_rollout(graph, int(lo), int(hi), cols)
@@ -189,16 +237,22 @@ def iapo(graph: AnchorGraph, *, beta_pos: float = 0.05, clip: float = 0.25, eps:
             continue
         w = influence_weights(L, sup, fail, err, direct, beta_pos=beta_pos, clip=clip, eps=eps)
         credit[lo:hi] = w["w_pos"] if a_tau[i] > 0 else w["w_neg"]
-    adv = a_tau[b.step_traj] * credit                                          # Eq. 7
+    adv = a_tau[b.step_traj] * credit  # Eq. 7
     nan = np.full(b.num_steps, np.nan)
     return CreditResult("iapo", params, graph, nan, nan.copy(), credit, adv)
 
 
-register(EstimatorSpec(
-    name="iapo", title="IAPO — Influence-Aware Policy Optimization",
-    paper="Ren et al., IAPO: Influence-Aware Policy Optimization for Credit Assignment in "
-          "Multi-Turn Service Agents (arXiv 2608.24588)",
-    equation="φ⁺ = log(1 + d⁺ + d^in), φ⁻ = log(1 + e(1 + d⁻ + d^in));  m = L-normalised "
-             "exp(clip z);  A_i = Â_τ·w_i  (Eqs. 2–7)",
-    section="§12", fn=iapo, params_cls=IAPOParams,
-    requires=("influence_edges", "is_error", "num_tokens")))
+register(
+    EstimatorSpec(
+        name="iapo",
+        title="IAPO — Influence-Aware Policy Optimization",
+        paper="Ren et al., IAPO: Influence-Aware Policy Optimization for Credit Assignment in "
+        "Multi-Turn Service Agents (arXiv 2608.24588)",
+        equation="φ⁺ = log(1 + d⁺ + d^in), φ⁻ = log(1 + e(1 + d⁻ + d^in));  m = L-normalised "
+        "exp(clip z);  A_i = Â_τ·w_i  (Eqs. 2–7)",
+        section="§12",
+        fn=iapo,
+        params_cls=IAPOParams,
+        requires=("influence_edges", "is_error", "num_tokens"),
+    )
+)

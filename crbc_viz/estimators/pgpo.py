@@ -1,4 +1,5 @@
 """PGPO — Potential-Guided Policy Optimization (ESTIMATORS.md §6)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,31 +18,51 @@ __all__ = ["PGPOParams", "pgpo", "anchor_potentials"]
 @dataclass(frozen=True)
 class PGPOParams:
     eta: float = param(0.95, "discount η of the GiGPO-style step return R_{i,t}", low=0.0, high=1.0)
-    gamma: float = param(1.0, "discount γ of the potential difference δ = γΦ(s̃n) − Φ(s̃m) "
-                         "(0.95 in the ablation)", low=0.0, high=1.0)
+    gamma: float = param(
+        1.0,
+        "discount γ of the potential difference δ = γΦ(s̃n) − Φ(s̃m) (0.95 in the ablation)",
+        low=0.0,
+        high=1.0,
+    )
     alpha: float = param(2.0, "exponent α of the task gate w = β·(1 − p_succ)^α", low=0.0, high=10.0)
     beta: float = param(1.0, "scale β of the task gate w = β·(1 − p_succ)^α", low=0.0, high=10.0)
     eps: float = param(1e-6, "added to the std of both z-scores", low=0.0, high=1.0)
-    ddof: int = param(1, "std degrees of freedom of both z-scores (GiGPO's unbiased std)",
-                      low=0, high=1)
-    potential: str = param("mean", "Φ: 'mean' = visit-local mean (Eq. 6); 'loo' = leave the "
-                           "scored sample out of both Φ's (ablation variant; empty → 0)",
-                           choices=("mean", "loo"))
-    step_reward: str = param("env", "rewards of R_{i,t} and r_final: 'env' = logged per-step "
-                             "rewards; 'outcome' = the success indicator on the last step",
-                             choices=("env", "outcome"))
+    ddof: int = param(1, "std degrees of freedom of both z-scores (GiGPO's unbiased std)", low=0, high=1)
+    potential: str = param(
+        "mean",
+        "Φ: 'mean' = visit-local mean (Eq. 6); 'loo' = leave the "
+        "scored sample out of both Φ's (ablation variant; empty → 0)",
+        choices=("mean", "loo"),
+    )
+    step_reward: str = param(
+        "env",
+        "rewards of R_{i,t} and r_final: 'env' = logged per-step "
+        "rewards; 'outcome' = the success indicator on the last step",
+        choices=("env", "outcome"),
+    )
 
 
 def anchor_potentials(graph: AnchorGraph, R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Φ(s̃) = mean of R_{j,l} over the visits of s̃ (Eq. 6): ``(sum [N], count [N])``."""
     N = graph.num_nodes
-    return (np.bincount(graph.step_node, weights=R, minlength=N),
-            np.bincount(graph.step_node, minlength=N).astype(np.float64))
+    return (
+        np.bincount(graph.step_node, weights=R, minlength=N),
+        np.bincount(graph.step_node, minlength=N).astype(np.float64),
+    )
 
 
-def pgpo(graph: AnchorGraph, *, eta: float = 0.95, gamma: float = 1.0, alpha: float = 2.0,
-         beta: float = 1.0, eps: float = 1e-6, ddof: int = 1, potential: str = "mean",
-         step_reward: str = "env") -> CreditResult:
+def pgpo(
+    graph: AnchorGraph,
+    *,
+    eta: float = 0.95,
+    gamma: float = 1.0,
+    alpha: float = 2.0,
+    beta: float = 1.0,
+    eps: float = 1e-6,
+    ddof: int = 1,
+    potential: str = "mean",
+    step_reward: str = "env",
+) -> CreditResult:
     """PGPO: GiGPO's anchor z-score plus a gated, z-scored difference of anchor potentials.
 
         R_{i,t}  = Σ_{l≥t} η^(l−t) · r_{i,l}                               (Eq. 1)
@@ -82,15 +103,23 @@ def pgpo(graph: AnchorGraph, *, eta: float = 0.95, gamma: float = 1.0, alpha: fl
     """
     if potential not in ("mean", "loo"):
         raise ValueError(f"potential must be 'mean' or 'loo', got {potential!r}")
-    params = PGPOParams(eta=eta, gamma=gamma, alpha=alpha, beta=beta, eps=eps, ddof=ddof,
-                        potential=potential, step_reward=step_reward)
+    params = PGPOParams(
+        eta=eta,
+        gamma=gamma,
+        alpha=alpha,
+        beta=beta,
+        eps=eps,
+        ddof=ddof,
+        potential=potential,
+        step_reward=step_reward,
+    )
     b = graph.batch
     N = graph.num_nodes
     r = step_rewards(graph, step_reward)
-    R = discounted_returns(graph, r, eta)                                       # Eq. 1
+    R = discounted_returns(graph, r, eta)  # Eq. 1
     node = graph.step_node
-    a_s, _, _, _ = segment_zscore(R, node, N, ddof=ddof, eps=eps)               # Eq. 3
-    phi_sum, phi_cnt = anchor_potentials(graph, R)                              # Eq. 6
+    a_s, _, _, _ = segment_zscore(R, node, N, ddof=ddof, eps=eps)  # Eq. 3
+    phi_sum, phi_cnt = anchor_potentials(graph, R)  # Eq. 6
     phi = phi_sum / np.maximum(phi_cnt, 1)
     nxt = graph.step_next
     terminal = nxt < 0
@@ -99,27 +128,45 @@ def pgpo(graph: AnchorGraph, *, eta: float = 0.95, gamma: float = 1.0, alpha: fl
         phi_m = phi[node]
         phi_n = phi[nxt_node]
     else:
+
         def loo(total, count):
             return np.where(count > 0, total / np.maximum(count, 1), 0.0)
+
         phi_m = loo(phi_sum[node] - R, phi_cnt[node] - 1)
         same = (nxt_node == node) & ~terminal
         phi_n = loo(phi_sum[nxt_node] - np.where(same, R, 0.0), phi_cnt[nxt_node] - same)
     r_final = r[b.traj_offsets[1:] - 1][b.step_traj]
-    delta = np.where(terminal, gamma * r_final, gamma * phi_n) - phi_m            # Eq. 7
-    a_phi, _, _, _ = segment_zscore(delta, node, N, ddof=ddof, eps=eps)         # Eq. 8
-    won = (r[b.traj_offsets[1:] - 1] > 0).astype(np.float64)                    # r_final > 0
-    p_succ = (np.bincount(b.traj_group, weights=won, minlength=b.num_groups) /
-              np.maximum(np.bincount(b.traj_group, minlength=b.num_groups), 1))
-    w = beta * (1.0 - p_succ) ** alpha                                          # Eqs. 9–10
-    adv = a_s + w[b.step_group] * a_phi                                         # Eq. 11
+    delta = np.where(terminal, gamma * r_final, gamma * phi_n) - phi_m  # Eq. 7
+    a_phi, _, _, _ = segment_zscore(delta, node, N, ddof=ddof, eps=eps)  # Eq. 8
+    won = (r[b.traj_offsets[1:] - 1] > 0).astype(np.float64)  # r_final > 0
+    p_succ = np.bincount(b.traj_group, weights=won, minlength=b.num_groups) / np.maximum(
+        np.bincount(b.traj_group, minlength=b.num_groups), 1
+    )
+    w = beta * (1.0 - p_succ) ** alpha  # Eqs. 9–10
+    adv = a_s + w[b.step_group] * a_phi  # Eq. 11
     nan = np.full(b.num_steps, np.nan)
-    return CreditResult("pgpo", params, graph, phi[node], nan, adv, adv.copy(), node_value=phi,
-                        diagnostics={"task_gate_mean": float(np.mean(w)) if len(w) else 0.0})
+    return CreditResult(
+        "pgpo",
+        params,
+        graph,
+        phi[node],
+        nan,
+        adv,
+        adv.copy(),
+        node_value=phi,
+        diagnostics={"task_gate_mean": float(np.mean(w)) if len(w) else 0.0},
+    )
 
 
-register(EstimatorSpec(
-    name="pgpo", title="PGPO — Potential-Guided Policy Optimization",
-    paper="Zheng et al., PGPO: Potential-Guided Policy Optimization for Multi-Turn Agentic Tasks "
-          "(arXiv 2609.02236)",
-    equation="δ = γΦ(s̃n) − Φ(s̃m);  A = A^S + β(1 − p_succ)^α · z_{s̃m}(δ)  (Eqs. 1–11)",
-    section="§6", fn=pgpo, params_cls=PGPOParams))
+register(
+    EstimatorSpec(
+        name="pgpo",
+        title="PGPO — Potential-Guided Policy Optimization",
+        paper="Zheng et al., PGPO: Potential-Guided Policy Optimization for Multi-Turn Agentic Tasks "
+        "(arXiv 2609.02236)",
+        equation="δ = γΦ(s̃n) − Φ(s̃m);  A = A^S + β(1 − p_succ)^α · z_{s̃m}(δ)  (Eqs. 1–11)",
+        section="§6",
+        fn=pgpo,
+        params_cls=PGPOParams,
+    )
+)

@@ -17,6 +17,7 @@ module never imports them: the package facade installs the one function that loa
 (``crbc_viz._hooks.kernel_loader``, which calls `crbc_viz.api.load_backends`), run the first
 time the table is read.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,18 +32,42 @@ from typing import Any
 from .._hooks import load_kernels
 from ..errors import EstimatorInputError, MissingSignalError, UnknownEstimatorError
 
-__all__ = ["param", "ParamInfo", "EstimatorSpec", "register", "get", "names", "specs",
-           "param_infos", "make_params", "check_params", "backends", "UnknownEstimatorError",
-           "MissingSignalError", "EstimatorInputError", "implements", "kernel", "kernels",
-           "BACKEND_ORDER"]
+__all__ = [
+    "param",
+    "ParamInfo",
+    "EstimatorSpec",
+    "register",
+    "get",
+    "names",
+    "specs",
+    "param_infos",
+    "make_params",
+    "check_params",
+    "backends",
+    "UnknownEstimatorError",
+    "MissingSignalError",
+    "EstimatorInputError",
+    "implements",
+    "kernel",
+    "kernels",
+    "BACKEND_ORDER",
+]
 
 
 def param(default, help: str, *, low=None, high=None, choices=None, low_open=False, high_open=False):
     """A params-dataclass field with its help text and bounds (``low_open`` / ``high_open``:
     the bound itself is excluded)."""
-    return field(default=default, metadata={"help": help, "low": low, "high": high,
-                                            "choices": choices, "low_open": low_open,
-                                            "high_open": high_open})
+    return field(
+        default=default,
+        metadata={
+            "help": help,
+            "low": low,
+            "high": high,
+            "choices": choices,
+            "low_open": low_open,
+            "high_open": high_open,
+        },
+    )
 
 
 @dataclass(frozen=True)
@@ -95,13 +120,17 @@ KERNELS: dict[tuple[str, str], Callable] = {}
 
 def implements(name: str, backend: str) -> Callable[[Callable], Callable]:
     """Register the decorated ``kernel(graph, params, *, device)`` as ``name``'s ``backend`` row."""
+
     def add(fn: Callable) -> Callable:
         old = KERNELS.get((name, backend))
         if old is not None and old is not fn:
-            raise ValueError(f"duplicate {backend} kernel for '{name}': {old.__module__}.{old.__name__} "
-                             f"and {fn.__module__}.{fn.__name__}")
+            raise ValueError(
+                f"duplicate {backend} kernel for '{name}': {old.__module__}.{old.__name__} "
+                f"and {fn.__module__}.{fn.__name__}"
+            )
         KERNELS[(name, backend)] = fn
         return fn
+
     return add
 
 
@@ -139,8 +168,10 @@ def register(spec: EstimatorSpec) -> EstimatorSpec:
     """
     if spec.name in _REGISTRY:
         old = _REGISTRY[spec.name]
-        raise ValueError(f"duplicate estimator name '{spec.name}': {old.fn.__module__}.{old.fn.__name__} "
-                         f"and {spec.fn.__module__}.{spec.fn.__name__}")
+        raise ValueError(
+            f"duplicate estimator name '{spec.name}': {old.fn.__module__}.{old.fn.__name__} "
+            f"and {spec.fn.__module__}.{spec.fn.__name__}"
+        )
     checked = dataclasses.replace(spec, fn=_checked(spec, spec.fn))
     raw = spec.fn
 
@@ -172,8 +203,7 @@ def get(name: str) -> EstimatorSpec:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise UnknownEstimatorError(
-            f"unknown estimator '{name}'; valid: {', '.join(_REGISTRY)}") from None
+        raise UnknownEstimatorError(f"unknown estimator '{name}'; valid: {', '.join(_REGISTRY)}") from None
 
 
 def param_infos(params_cls: type) -> list[ParamInfo]:
@@ -184,9 +214,19 @@ def param_infos(params_cls: type) -> list[ParamInfo]:
         typ = hints[f.name]
         if isinstance(typ, str):
             typ = {"float": float, "int": int, "bool": bool, "str": str}.get(typ, str)
-        out.append(ParamInfo(f.name, typ, f.default, md.get("help", ""), md.get("low"),
-                             md.get("high"), tuple(md["choices"]) if md.get("choices") else None,
-                             md.get("low_open", False), md.get("high_open", False)))
+        out.append(
+            ParamInfo(
+                f.name,
+                typ,
+                f.default,
+                md.get("help", ""),
+                md.get("low"),
+                md.get("high"),
+                tuple(md["choices"]) if md.get("choices") else None,
+                md.get("low_open", False),
+                md.get("high_open", False),
+            )
+        )
     return out
 
 
@@ -205,8 +245,7 @@ def _coerce(estimator: str, info: ParamInfo, value):
             try:
                 return int(s) if info.type is int else float(s)
             except ValueError:
-                raise _input_error(estimator, info,
-                                   f"expected {info.type.__name__}, got {value!r}") from None
+                raise _input_error(estimator, info, f"expected {info.type.__name__}, got {value!r}") from None
         return s
     if info.type is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
@@ -248,8 +287,10 @@ def _infos_by_name(params_cls: type) -> dict[str, ParamInfo]:
 def _reject_unknown(spec: EstimatorSpec, names, infos: dict[str, ParamInfo]) -> None:
     unknown = [n for n in names if n not in infos]
     if unknown:
-        raise EstimatorInputError(f"unknown parameter(s) {', '.join(unknown)} for estimator "
-                                  f"'{spec.name}'; valid: {', '.join(infos) or '(none)'}")
+        raise EstimatorInputError(
+            f"unknown parameter(s) {', '.join(unknown)} for estimator "
+            f"'{spec.name}'; valid: {', '.join(infos) or '(none)'}"
+        )
 
 
 def check_params(spec: EstimatorSpec, params: dict) -> None:
@@ -268,8 +309,11 @@ def _checked(spec: EstimatorSpec, fn: Callable) -> Callable:
     """``fn`` behind `check_params`. Keywords of ``fn``'s own that are not parameters
     (``graph``) pass unchecked."""
     defaults = {f.name: f.default for f in dataclasses.fields(spec.params_cls)}
-    own = frozenset(n for n, p in inspect.signature(fn).parameters.items()
-                    if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and n not in defaults)
+    own = frozenset(
+        n
+        for n, p in inspect.signature(fn).parameters.items()
+        if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and n not in defaults
+    )
 
     @functools.wraps(fn)
     def call(*args, **kw):

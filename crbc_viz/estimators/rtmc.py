@@ -1,4 +1,5 @@
 """RTMC — Rollout-Tree Monte Carlo step credit (ESTIMATORS.md §7)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,16 +16,22 @@ __all__ = ["RTMCParams", "rtmc", "first_visit_mask"]
 
 @dataclass(frozen=True)
 class RTMCParams:
-    gamma: float = param(0.99, "per-turn discount γ of the first-visit return γ^(T−1−t)·R",
-                         low=0.0, high=1.0)
-    n_prior: float = param(2.0, "prior pseudo-count of the smoothed state value V′ (paper Eq. 11 "
-                           "per the port; 0 = no smoothing)", low=0.0, high=1000.0)
-    normalize: bool = param(False, "divide every A in a group by the group's population std of A "
-                            "(no centering; only when the std > norm_eps)")
-    norm_eps: float = param(1e-8, "minimum group std for the optional normalisation", low=0.0,
-                            high=1.0)
-    outcome: str = param("success", "R: the success indicator or the logged episode return",
-                         choices=("success", "return"))
+    gamma: float = param(0.99, "per-turn discount γ of the first-visit return γ^(T−1−t)·R", low=0.0, high=1.0)
+    n_prior: float = param(
+        2.0,
+        "prior pseudo-count of the smoothed state value V′ (paper Eq. 11 per the port; 0 = no smoothing)",
+        low=0.0,
+        high=1000.0,
+    )
+    normalize: bool = param(
+        False,
+        "divide every A in a group by the group's population std of A "
+        "(no centering; only when the std > norm_eps)",
+    )
+    norm_eps: float = param(1e-8, "minimum group std for the optional normalisation", low=0.0, high=1.0)
+    outcome: str = param(
+        "success", "R: the success indicator or the logged episode return", choices=("success", "return")
+    )
 
 
 def first_visit_mask(graph: AnchorGraph) -> np.ndarray:
@@ -37,8 +44,15 @@ def first_visit_mask(graph: AnchorGraph) -> np.ndarray:
     return mask
 
 
-def rtmc(graph: AnchorGraph, *, gamma: float = 0.99, n_prior: float = 2.0, normalize: bool = False,
-         norm_eps: float = 1e-8, outcome: str = "success") -> CreditResult:
+def rtmc(
+    graph: AnchorGraph,
+    *,
+    gamma: float = 0.99,
+    n_prior: float = 2.0,
+    normalize: bool = False,
+    norm_eps: float = 1e-8,
+    outcome: str = "success",
+) -> CreditResult:
     """RTMC: first-visit Monte Carlo Q per (state, action), minus a prior-smoothed V.
 
         n(s,a) += 1;  sum(s,a) += γ^(T−1−t) · R     (first visit of (s,a) in each rollout, 0-indexed t)
@@ -76,8 +90,7 @@ def rtmc(graph: AnchorGraph, *, gamma: float = 0.99, n_prior: float = 2.0, norma
     >>> [round(float(x), 4) for x in r.credit[:3]]
     [-0.0001, 0.1633, 0.4]
     """
-    params = RTMCParams(gamma=gamma, n_prior=n_prior, normalize=normalize, norm_eps=norm_eps,
-                        outcome=outcome)
+    params = RTMCParams(gamma=gamma, n_prior=n_prior, normalize=normalize, norm_eps=norm_eps, outcome=outcome)
     b = graph.batch
     P, N = len(graph.pair_node), graph.num_nodes
     R = trajectory_outcome(graph, outcome)
@@ -89,9 +102,11 @@ def rtmc(graph: AnchorGraph, *, gamma: float = 0.99, n_prior: float = 2.0, norma
     n_s = np.bincount(graph.pair_node, weights=n_pair, minlength=N)
     s_s = np.bincount(graph.pair_node, weights=s_pair, minlength=N)
     G = b.num_groups
-    v_prior = (np.bincount(b.traj_group, weights=R, minlength=G) /
-               np.maximum(np.bincount(b.traj_group, minlength=G), 1))[graph.node_group]
-    v = (s_s + n_prior * v_prior) / np.maximum(n_s + n_prior, 1e-300)            # Eq. 11
+    v_prior = (
+        np.bincount(b.traj_group, weights=R, minlength=G)
+        / np.maximum(np.bincount(b.traj_group, minlength=G), 1)
+    )[graph.node_group]
+    v = (s_s + n_prior * v_prior) / np.maximum(n_s + n_prior, 1e-300)  # Eq. 11
     pair_adv = q - v[graph.pair_node]
     a = pair_adv[graph.step_pair]
     adv = a.copy()
@@ -101,15 +116,30 @@ def rtmc(graph: AnchorGraph, *, gamma: float = 0.99, n_prior: float = 2.0, norma
         mean = np.bincount(sg, weights=a, minlength=G) / np.maximum(cnt, 1)
         std = np.sqrt(np.bincount(sg, weights=(a - mean[sg]) ** 2, minlength=G) / np.maximum(cnt, 1))
         adv = np.where(std[sg] > norm_eps, a / np.where(std[sg] > norm_eps, std[sg], 1.0), a)
-    return CreditResult("rtmc", params, graph, v[graph.step_node], q[graph.step_pair], a, adv,
-                        node_value=v, pair_q=q, pair_credit=pair_adv,
-                        diagnostics={"singleton_state_fraction":
-                                     float(np.mean(n_s[graph.step_node] < 2)) if len(a) else 0.0})
+    return CreditResult(
+        "rtmc",
+        params,
+        graph,
+        v[graph.step_node],
+        q[graph.step_pair],
+        a,
+        adv,
+        node_value=v,
+        pair_q=q,
+        pair_credit=pair_adv,
+        diagnostics={"singleton_state_fraction": float(np.mean(n_s[graph.step_node] < 2)) if len(a) else 0.0},
+    )
 
 
-register(EstimatorSpec(
-    name="rtmc", title="RTMC — Rollout-Tree Monte Carlo",
-    paper="Wang, Zheng, Xu, RTMC: Step-Level Credit Assignment via Rollout Trees (arXiv 2604.11037)",
-    equation="Q = first-visit mean of γ^(T−1−t)R;  V′ = (n_s V̂ + n_prior v_prior)/(n_s + n_prior);  "
-             "A = Q − V′  (Eq. 11)",
-    section="§7", fn=rtmc, params_cls=RTMCParams))
+register(
+    EstimatorSpec(
+        name="rtmc",
+        title="RTMC — Rollout-Tree Monte Carlo",
+        paper="Wang, Zheng, Xu, RTMC: Step-Level Credit Assignment via Rollout Trees (arXiv 2604.11037)",
+        equation="Q = first-visit mean of γ^(T−1−t)R;  V′ = (n_s V̂ + n_prior v_prior)/(n_s + n_prior);  "
+        "A = Q − V′  (Eq. 11)",
+        section="§7",
+        fn=rtmc,
+        params_cls=RTMCParams,
+    )
+)

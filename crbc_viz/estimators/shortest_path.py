@@ -1,4 +1,5 @@
 """GraphGPO's shortest-path (distance-to-success) credit (ESTIMATORS.md §3a)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,15 +16,29 @@ __all__ = ["ShortestPathParams", "shortest_path", "distance_to_success"]
 
 @dataclass(frozen=True)
 class ShortestPathParams:
-    omega: float = param(0.1, "decay ω ∈ (0,1) of the graph reward r_succ·ω^(d+c) "
-                         "(0.1 ALFWorld, 0.2 WebShop, 0.8 Sokoban)", low=0.0, high=1.0, low_open=True)
+    omega: float = param(
+        0.1,
+        "decay ω ∈ (0,1) of the graph reward r_succ·ω^(d+c) (0.1 ALFWorld, 0.2 WebShop, 0.8 Sokoban)",
+        low=0.0,
+        high=1.0,
+        low_open=True,
+    )
     r_succ: float = param(10.0, "success reward r_succ", low=0.0, high=1000.0, low_open=True)
-    exponent: str = param("d+c", "graph-reward exponent: 'd+c' = d(s′)+1 (paper Eq. 4) or 'd' = d(s′) "
-                          "([C3] reference; a constant factor under unit cost)", choices=("d+c", "d"))
-    ddof: int = param(1, "std degrees of freedom in the per-source z-score (A^E always uses "
-                      "verl-agent's sample std)", low=0, high=1)
-    eps: float = param(1e-6, "added to the std of the per-source z-score (A^E always uses 1e-6)",
-                       low=0.0, high=1.0)
+    exponent: str = param(
+        "d+c",
+        "graph-reward exponent: 'd+c' = d(s′)+1 (paper Eq. 4) or 'd' = d(s′) "
+        "([C3] reference; a constant factor under unit cost)",
+        choices=("d+c", "d"),
+    )
+    ddof: int = param(
+        1,
+        "std degrees of freedom in the per-source z-score (A^E always uses verl-agent's sample std)",
+        low=0,
+        high=1,
+    )
+    eps: float = param(
+        1e-6, "added to the std of the per-source z-score (A^E always uses 1e-6)", low=0.0, high=1.0
+    )
     w_graph: float = param(1.0, "weight β_G of the graph advantage", low=0.0, high=100.0)
     w_group: float = param(1.0, "weight β_E of the episode (GRPO) advantage", low=0.0, high=100.0)
 
@@ -50,8 +65,11 @@ def distance_to_success(graph: AnchorGraph) -> tuple[np.ndarray, np.ndarray, np.
     hop = 1
     while frontier.size:
         hop += 1
-        nbrs = np.concatenate([rev_src[rev_off[v]:rev_off[v + 1]] for v in frontier]) \
-            if frontier.size else np.zeros(0, np.int64)
+        nbrs = (
+            np.concatenate([rev_src[rev_off[v] : rev_off[v + 1]] for v in frontier])
+            if frontier.size
+            else np.zeros(0, np.int64)
+        )
         nbrs = np.unique(nbrs)
         frontier = nbrs[d[nbrs] < 0]
         d[frontier] = hop
@@ -64,9 +82,17 @@ def distance_to_success(graph: AnchorGraph) -> tuple[np.ndarray, np.ndarray, np.
     return d, d_max + 1, reached
 
 
-def shortest_path(graph: AnchorGraph, *, omega: float = 0.1, r_succ: float = 10.0,
-                  exponent: str = "d+c", ddof: int = 1, eps: float = 1e-6, w_graph: float = 1.0,
-                  w_group: float = 1.0) -> CreditResult:
+def shortest_path(
+    graph: AnchorGraph,
+    *,
+    omega: float = 0.1,
+    r_succ: float = 10.0,
+    exponent: str = "d+c",
+    ddof: int = 1,
+    eps: float = 1e-6,
+    w_graph: float = 1.0,
+    w_group: float = 1.0,
+) -> CreditResult:
     """GraphGPO shortest-path credit: reward steps by their successor's distance to success.
 
         d(SUCCESS) = 0;  d(s) = min over out-edges (s,a,s′) of 1 + d(s′)   (reverse BFS)
@@ -101,16 +127,16 @@ def shortest_path(graph: AnchorGraph, *, omega: float = 0.1, r_succ: float = 10.
     >>> [int(v) for v in r.value[:3]], round(float(r.credit[0]), 4)
     ([3, 2, 1], 0.8659)
     """
-    params = ShortestPathParams(omega=omega, r_succ=r_succ, exponent=exponent, ddof=ddof, eps=eps,
-                                w_graph=w_graph, w_group=w_group)
+    params = ShortestPathParams(
+        omega=omega, r_succ=r_succ, exponent=exponent, ddof=ddof, eps=eps, w_graph=w_graph, w_group=w_group
+    )
     b = graph.batch
     d, d_unreachable, reached = distance_to_success(graph)
     G = graph.num_groups
     step_group = b.step_group
     nxt = graph.step_next
     # Successor distance: SUCCESS = 0, FAILURE = d_max + 1 (unreachable), else d(s′).
-    d_next = np.where(nxt == SUCCESS, 0,
-                      np.where(nxt >= 0, d[np.maximum(nxt, 0)], d_unreachable[step_group]))
+    d_next = np.where(nxt == SUCCESS, 0, np.where(nxt >= 0, d[np.maximum(nxt, 0)], d_unreachable[step_group]))
     power = d_next + (1 if exponent == "d+c" else 0)
     q = r_succ * omega ** power.astype(np.float64)
     # z-score within each source node's outgoing occurrences.
@@ -127,14 +153,28 @@ def shortest_path(graph: AnchorGraph, *, omega: float = 0.1, r_succ: float = 10.
     z = np.where(degenerate[node], 0.0, (q - mean[node]) / (np.sqrt(var[node]) + eps))
     z = np.where(reached[step_group], z, 0.0)
     a_group = group_advantage(graph)[b.step_traj]  # A^E: verl-agent's (sample std, eps 1e-6)
-    return CreditResult("shortest_path", params, graph, d[node].astype(np.float64), q, z,
-                        w_graph * z + w_group * a_group, node_value=d.astype(np.float64),
-                        diagnostics={"groups_without_success": int(G - reached.sum())})
+    return CreditResult(
+        "shortest_path",
+        params,
+        graph,
+        d[node].astype(np.float64),
+        q,
+        z,
+        w_graph * z + w_group * a_group,
+        node_value=d.astype(np.float64),
+        diagnostics={"groups_without_success": int(G - reached.sum())},
+    )
 
 
-register(EstimatorSpec(
-    name="shortest_path", title="GraphGPO shortest-path credit",
-    paper="Cheng et al., Beyond Trajectory-Level Attribution: Graph-Based Credit Assignment for "
-          "Agentic RL (arXiv 2605.26684)",
-    equation="R^G = r_succ·ω^(d(s′)+1);  A = z-score of R^G over s's out-occurrences + A^E",
-    section="§3a", fn=shortest_path, params_cls=ShortestPathParams))
+register(
+    EstimatorSpec(
+        name="shortest_path",
+        title="GraphGPO shortest-path credit",
+        paper="Cheng et al., Beyond Trajectory-Level Attribution: Graph-Based Credit Assignment for "
+        "Agentic RL (arXiv 2605.26684)",
+        equation="R^G = r_succ·ω^(d(s′)+1);  A = z-score of R^G over s's out-occurrences + A^E",
+        section="§3a",
+        fn=shortest_path,
+        params_cls=ShortestPathParams,
+    )
+)

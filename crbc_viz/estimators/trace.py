@@ -1,4 +1,5 @@
 """TRACE — turn-level reward from gold-answer log-probabilities (ESTIMATORS.md §8)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,28 +17,49 @@ __all__ = ["TRACEParams", "trace", "outcome_advantage", "turn_credit"]
 
 # ---------------------------------------------------------------- the estimator
 
+
 @dataclass(frozen=True)
 class TRACEParams:
     w_out: float = param(1.0, "weight of the outcome advantage A_out", low=0.0, high=100.0)
     w_turn: float = param(0.2, "weight of the turn credit r_t", low=0.0, high=100.0)
-    K: int = param(3, "window of the normalised TD credit (0 = no local credit: only the last "
-                   "transition gets the terminal fill)", low=0, high=1000)
-    gamma: float = param(0.8, "discount γ inside the window and of the terminal fill", low=0.0,
-                         high=1.0)
-    gap_eps: float = param(0.1, "gap offset ε of d_t = −ℓ_t + ε (not a numerical epsilon)",
-                           low=0.0, high=10.0, low_open=True)
-    terminal_scale: float = param(2.0, "scale c of the terminal fill c·γ^(T−t)·A_out",
-                                  low=0.0, high=100.0)
-    terminal_discount: bool = param(True, "multiply the terminal fill by γ^(T−t) (verl adaptation); "
-                                    "False = c·A_out (alphaXiv reproduction). The paper's factor "
-                                    "was not seen")
-    outcome_eps: float = param(1e-6, "A_out = (R − mean)/pop std, and 0 when pop std ≤ eps "
-                               "(all-equal and one-rollout groups give 0)", low=0.0, high=1.0)
+    K: int = param(
+        3,
+        "window of the normalised TD credit (0 = no local credit: only the last "
+        "transition gets the terminal fill)",
+        low=0,
+        high=1000,
+    )
+    gamma: float = param(0.8, "discount γ inside the window and of the terminal fill", low=0.0, high=1.0)
+    gap_eps: float = param(
+        0.1, "gap offset ε of d_t = −ℓ_t + ε (not a numerical epsilon)", low=0.0, high=10.0, low_open=True
+    )
+    terminal_scale: float = param(2.0, "scale c of the terminal fill c·γ^(T−t)·A_out", low=0.0, high=100.0)
+    terminal_discount: bool = param(
+        True,
+        "multiply the terminal fill by γ^(T−t) (verl adaptation); "
+        "False = c·A_out (alphaXiv reproduction). The paper's factor "
+        "was not seen",
+    )
+    outcome_eps: float = param(
+        1e-6,
+        "A_out = (R − mean)/pop std, and 0 when pop std ≤ eps (all-equal and one-rollout groups give 0)",
+        low=0.0,
+        high=1.0,
+    )
 
 
-def trace(graph: AnchorGraph, *, w_out: float = 1.0, w_turn: float = 0.2, K: int = 3,
-          gamma: float = 0.8, gap_eps: float = 0.1, terminal_scale: float = 2.0,
-          terminal_discount: bool = True, outcome_eps: float = 1e-6) -> CreditResult:
+def trace(
+    graph: AnchorGraph,
+    *,
+    w_out: float = 1.0,
+    w_turn: float = 0.2,
+    K: int = 3,
+    gamma: float = 0.8,
+    gap_eps: float = 0.1,
+    terminal_scale: float = 2.0,
+    terminal_discount: bool = True,
+    outcome_eps: float = 1e-6,
+) -> CreditResult:
     """TRACE: K-step normalised TD credit on log-gaps of the gold answer, plus the outcome.
 
         d_t     = −ℓ_t + ε;   V_t = log(d_0 / d_t);   δ_t = V_{t+1} − V_t
@@ -78,9 +100,16 @@ def trace(graph: AnchorGraph, *, w_out: float = 1.0, w_turn: float = 0.2, K: int
     >>> [round(float(x), 4) for x in turn_credit(np.array([-3, -2, -2, -0.5]), 1.0)]
     [1.5122, 1.8368, 2.8528]
     """
-    params = TRACEParams(w_out=w_out, w_turn=w_turn, K=K, gamma=gamma, gap_eps=gap_eps,
-                         terminal_scale=terminal_scale, terminal_discount=terminal_discount,
-                         outcome_eps=outcome_eps)
+    params = TRACEParams(
+        w_out=w_out,
+        w_turn=w_turn,
+        K=K,
+        gamma=gamma,
+        gap_eps=gap_eps,
+        terminal_scale=terminal_scale,
+        terminal_discount=terminal_discount,
+        outcome_eps=outcome_eps,
+    )
     ell = float_signal(graph, "trace", "gold_logprob", high=0.0)
     b = graph.batch
     a_out = outcome_advantage(graph, outcome_eps)
@@ -89,9 +118,15 @@ def trace(graph: AnchorGraph, *, w_out: float = 1.0, w_turn: float = 0.2, K: int
     for i, (lo, hi) in enumerate(zip(b.traj_offsets[:-1], b.traj_offsets[1:])):
         d = -ell[lo:hi] + gap_eps
         value[lo:hi] = np.log(d[0] / d)
-        credit[lo:hi - 1] = turn_credit(ell[lo:hi], a_out[i], K=K, gamma=gamma, gap_eps=gap_eps,
-                                        terminal_scale=terminal_scale,
-                                        terminal_discount=terminal_discount)
+        credit[lo : hi - 1] = turn_credit(
+            ell[lo:hi],
+            a_out[i],
+            K=K,
+            gamma=gamma,
+            gap_eps=gap_eps,
+            terminal_scale=terminal_scale,
+            terminal_discount=terminal_discount,
+        )
     adv = w_out * a_out[b.step_traj] + w_turn * credit
     nan = np.full(b.num_steps, np.nan)
     return CreditResult("trace", params, graph, value, nan, credit, adv)
@@ -108,9 +143,16 @@ def outcome_advantage(graph: AnchorGraph, eps: float = 1e-6) -> np.ndarray:
     return np.where(flat, 0.0, (R - mean[g]) / np.where(flat, 1.0, pop_std[g]))
 
 
-def turn_credit(ell: np.ndarray, a_out: float, *, K: int = 3, gamma: float = 0.8,
-                gap_eps: float = 0.1, terminal_scale: float = 2.0,
-                terminal_discount: bool = True) -> np.ndarray:
+def turn_credit(
+    ell: np.ndarray,
+    a_out: float,
+    *,
+    K: int = 3,
+    gamma: float = 0.8,
+    gap_eps: float = 0.1,
+    terminal_scale: float = 2.0,
+    terminal_discount: bool = True,
+) -> np.ndarray:
     """r_t for the T = len(ell) − 1 transitions of one trajectory ``[T]``."""
     d = -np.asarray(ell, dtype=np.float64) + gap_eps
     V = np.log(d[0] / d)
@@ -121,7 +163,7 @@ def turn_credit(ell: np.ndarray, a_out: float, *, K: int = 3, gamma: float = 0.8
         if K > 0:
             e = min(t + K - 1, T - 1)
             disc = gamma ** np.arange(e - t + 1)
-            r[t] = np.dot(disc, delta[t:e + 1]) / disc.sum()
+            r[t] = np.dot(disc, delta[t : e + 1]) / disc.sum()
             reaches_end = e == T - 1
         else:
             reaches_end = t == T - 1
@@ -130,10 +172,17 @@ def turn_credit(ell: np.ndarray, a_out: float, *, K: int = 3, gamma: float = 0.8
     return r
 
 
-register(EstimatorSpec(
-    name="trace", title="TRACE — turn-level credit from gold-answer log-probabilities",
-    paper="Tao et al., TRACE: Turn-level Reward Assignment via Credit Estimation for Long-Horizon "
-          "Agents (arXiv 2607.13988)",
-    equation="V_t = log(d_0/d_t), d_t = −ℓ_t + ε;  r_t = K-step normalised TD + c·γ^(T−t)·A_out;  "
-             "A = w_out·A_out + w_turn·r_t  (Alg. 1)",
-    section="§8", fn=trace, params_cls=TRACEParams, requires=("gold_logprob",)))
+register(
+    EstimatorSpec(
+        name="trace",
+        title="TRACE — turn-level credit from gold-answer log-probabilities",
+        paper="Tao et al., TRACE: Turn-level Reward Assignment via Credit Estimation for Long-Horizon "
+        "Agents (arXiv 2607.13988)",
+        equation="V_t = log(d_0/d_t), d_t = −ℓ_t + ε;  r_t = K-step normalised TD + c·γ^(T−t)·A_out;  "
+        "A = w_out·A_out + w_turn·r_t  (Alg. 1)",
+        section="§8",
+        fn=trace,
+        params_cls=TRACEParams,
+        requires=("gold_logprob",),
+    )
+)

@@ -1,4 +1,5 @@
 """TRCA — Transition-wise Rubric Credit Assignment (ESTIMATORS.md §11)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,17 +21,22 @@ CATEGORIES = ("evidence", "execution", "invalidity")
 
 @dataclass(frozen=True)
 class TRCAParams:
-    lam: float = param(0.8, "mix λ of r^TRCA = (1 − λ)·r^F + λ·r^B (λ = 1 drops ALFWorld 92.0 → 88.3)",
-                       low=0.0, high=1.0)
+    lam: float = param(
+        0.8, "mix λ of r^TRCA = (1 − λ)·r^F + λ·r^B (λ = 1 drops ALFWorld 92.0 → 88.3)", low=0.0, high=1.0
+    )
     gamma: float = param(0.95, "discount γ of the completion-aware return", low=0.0, high=1.0)
-    r_evidence: float = param(1.0, "category magnitude r^c of Evidence items ([I]; not given)",
-                              low=0.0, high=100.0)
-    r_execution: float = param(1.0, "category magnitude r^c of Execution items ([I]; not given)",
-                               low=0.0, high=100.0)
-    r_invalidity: float = param(1.0, "category magnitude |r^c| of Invalidity items ([I]; not given)",
-                                low=0.0, high=100.0)
-    ddof: int = param(1, "std degrees of freedom of the context-group z-score ([I]; not given)",
-                      low=0, high=1)
+    r_evidence: float = param(
+        1.0, "category magnitude r^c of Evidence items ([I]; not given)", low=0.0, high=100.0
+    )
+    r_execution: float = param(
+        1.0, "category magnitude r^c of Execution items ([I]; not given)", low=0.0, high=100.0
+    )
+    r_invalidity: float = param(
+        1.0, "category magnitude |r^c| of Invalidity items ([I]; not given)", low=0.0, high=100.0
+    )
+    ddof: int = param(
+        1, "std degrees of freedom of the context-group z-score ([I]; not given)", low=0, high=1
+    )
     eps: float = param(1e-6, "added to the std of the context-group z-score", low=0.0, high=1.0)
     w_step: float = param(1.0, "weight of A^S in A = A^E + w_step·A^S", low=0.0, high=100.0)
 
@@ -58,35 +64,48 @@ def _group_rubrics(graph: AnchorGraph) -> list[dict[str, str]]:
         rub: dict[str, str] = {}
         for it in items:
             if not isinstance(it, dict) or "id" not in it or "category" not in it:
-                raise ValueError(f"trca: field 'rubric' items must be {{'id', 'category'}} objects, "
-                                 f"got {it!r} at {step_location(graph, s)}")
+                raise ValueError(
+                    f"trca: field 'rubric' items must be {{'id', 'category'}} objects, "
+                    f"got {it!r} at {step_location(graph, s)}"
+                )
             cat = str(it["category"]).strip().lower()
             if cat not in CATEGORIES:
-                raise ValueError(f"trca: field 'rubric' item {it['id']!r} has category "
-                                 f"{it['category']!r}; expected one of {', '.join(CATEGORIES)} at "
-                                 f"{step_location(graph, s)}")
+                raise ValueError(
+                    f"trca: field 'rubric' item {it['id']!r} has category "
+                    f"{it['category']!r}; expected one of {', '.join(CATEGORIES)} at "
+                    f"{step_location(graph, s)}"
+                )
             rub[str(it["id"])] = cat
         g = int(sg[s])
         if out[g] is None:
             out[g] = rub
         elif out[g] != rub:
-            raise ValueError(f"trca: field 'rubric' differs between rows of one group at "
-                             f"{step_location(graph, s)}")
+            raise ValueError(
+                f"trca: field 'rubric' differs between rows of one group at {step_location(graph, s)}"
+            )
     for g, rub in enumerate(out):
         if rub is None:
-            raise ValueError(f"trca: field 'rubric' is absent from every row of group "
-                             f"'{b.group_label(g)}' (it must be on at least one row)")
+            raise ValueError(
+                f"trca: field 'rubric' is absent from every row of group "
+                f"'{b.group_label(g)}' (it must be on at least one row)"
+            )
     return out  # type: ignore[return-value]
 
 
-def rubric_rewards(graph: AnchorGraph, *, lam: float = 0.8, r_evidence: float = 1.0,
-                   r_execution: float = 1.0, r_invalidity: float = 1.0):
+def rubric_rewards(
+    graph: AnchorGraph,
+    *,
+    lam: float = 0.8,
+    r_evidence: float = 1.0,
+    r_execution: float = 1.0,
+    r_invalidity: float = 1.0,
+):
     """``(r^F [S], r^B [S], r^TRCA [S])`` from ``rubric`` and ``rubric_active``."""
     require_columns(graph, "trca", ["rubric_active", "rubric"])
     b = graph.batch
     rubrics = _group_rubrics(graph)
     mag = {"evidence": r_evidence, "execution": r_execution, "invalidity": -abs(r_invalidity)}
-    item_w = []   # per group: id → signed r^c / M_c
+    item_w = []  # per group: id → signed r^c / M_c
     for rub in rubrics:
         M = {c: sum(1 for v in rub.values() if v == c) for c in CATEGORIES}
         item_w.append({j: mag[c] / M[c] for j, c in rub.items()})
@@ -101,18 +120,29 @@ def rubric_rewards(graph: AnchorGraph, *, lam: float = 0.8, r_evidence: float = 
             ids = {str(j) for j in _as_list(active[s], "rubric_active", graph, s)}
             unknown = sorted(ids - rub.keys())
             if unknown:
-                raise ValueError(f"trca: field 'rubric_active' names item(s) {unknown} that are not "
-                                 f"in the group's rubric at {step_location(graph, s)}")
-            rF[s] = sum(w[j] for j in ids)                                      # r^F
+                raise ValueError(
+                    f"trca: field 'rubric_active' names item(s) {unknown} that are not "
+                    f"in the group's rubric at {step_location(graph, s)}"
+                )
+            rF[s] = sum(w[j] for j in ids)  # r^F
             new = {j for j in ids if rub[j] != "invalidity"} - covered
-            rB[s] = sum(w[j] for j in new)                  # r^B = Φ_t − Φ_{t−1}: first coverage
+            rB[s] = sum(w[j] for j in new)  # r^B = Φ_t − Φ_{t−1}: first coverage
             covered |= new
     return rF, rB, (1.0 - lam) * rF + lam * rB
 
 
-def trca(graph: AnchorGraph, *, lam: float = 0.8, gamma: float = 0.95, r_evidence: float = 1.0,
-         r_execution: float = 1.0, r_invalidity: float = 1.0, ddof: int = 1, eps: float = 1e-6,
-         w_step: float = 1.0) -> CreditResult:
+def trca(
+    graph: AnchorGraph,
+    *,
+    lam: float = 0.8,
+    gamma: float = 0.95,
+    r_evidence: float = 1.0,
+    r_execution: float = 1.0,
+    r_invalidity: float = 1.0,
+    ddof: int = 1,
+    eps: float = 1e-6,
+    w_step: float = 1.0,
+) -> CreditResult:
     """TRCA: rule-activated rubric rewards with first-coverage shaping, z-scored per context.
 
         q_{t,j}  = +r^c/M_c (Evidence, Execution active), −|r^c|/M_c (Invalidity active), else 0
@@ -153,24 +183,48 @@ def trca(graph: AnchorGraph, *, lam: float = 0.8, gamma: float = 0.95, r_evidenc
     >>> bool(np.all(r.advantage == r.credit + group_advantage(g)[g.batch.step_traj]))
     True
     """
-    params = TRCAParams(lam=lam, gamma=gamma, r_evidence=r_evidence, r_execution=r_execution,
-                        r_invalidity=r_invalidity, ddof=ddof, eps=eps, w_step=w_step)
-    _, _, r_trca = rubric_rewards(graph, lam=lam, r_evidence=r_evidence, r_execution=r_execution,
-                                  r_invalidity=r_invalidity)
+    params = TRCAParams(
+        lam=lam,
+        gamma=gamma,
+        r_evidence=r_evidence,
+        r_execution=r_execution,
+        r_invalidity=r_invalidity,
+        ddof=ddof,
+        eps=eps,
+        w_step=w_step,
+    )
+    _, _, r_trca = rubric_rewards(
+        graph, lam=lam, r_evidence=r_evidence, r_execution=r_execution, r_invalidity=r_invalidity
+    )
     b = graph.batch
     env = b.steps["reward"].to_numpy(dtype=np.float64)
     R = discounted_returns(graph, env + r_trca, gamma)
     a_s, mean, _, _ = segment_zscore(R, graph.step_node, graph.num_nodes, ddof=ddof, eps=eps)
     a_e = group_advantage(graph)[b.step_traj]
-    return CreditResult("trca", params, graph, mean[graph.step_node], R, a_s, a_e + w_step * a_s,
-                        node_value=mean,
-                        diagnostics={"mean_rubric_reward": float(np.mean(r_trca)) if len(R) else 0.0})
+    return CreditResult(
+        "trca",
+        params,
+        graph,
+        mean[graph.step_node],
+        R,
+        a_s,
+        a_e + w_step * a_s,
+        node_value=mean,
+        diagnostics={"mean_rubric_reward": float(np.mean(r_trca)) if len(R) else 0.0},
+    )
 
 
-register(EstimatorSpec(
-    name="trca", title="TRCA — Transition-wise Rubric Credit Assignment",
-    paper="Zhang et al., TRCA: Transition-wise Rubric Credit Assignment for Long-horizon LLM Agents "
-          "(arXiv 2608.16156)",
-    equation="r^TRCA = (1−λ)r^F + λ(Φ_t − Φ_{t−1});  R_t = Σγ^(k−t)(r_k + r^TRCA_k);  "
-             "A = A^E + z_ctx(R_t)",
-    section="§11", fn=trca, params_cls=TRCAParams, requires=("rubric_active", "rubric")))
+register(
+    EstimatorSpec(
+        name="trca",
+        title="TRCA — Transition-wise Rubric Credit Assignment",
+        paper="Zhang et al., TRCA: Transition-wise Rubric Credit Assignment for Long-horizon LLM Agents "
+        "(arXiv 2608.16156)",
+        equation="r^TRCA = (1−λ)r^F + λ(Φ_t − Φ_{t−1});  R_t = Σγ^(k−t)(r_k + r^TRCA_k);  "
+        "A = A^E + z_ctx(R_t)",
+        section="§11",
+        fn=trca,
+        params_cls=TRCAParams,
+        requires=("rubric_active", "rubric"),
+    )
+)

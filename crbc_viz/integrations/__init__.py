@@ -8,6 +8,7 @@ point) imports verl — it is verl that loads it, from ``import verl``.
 The shared step handling (de-duplication, ordering by an explicit step index, broadcast back
 to every row and over the response mask) is in `crbc_viz.integrations._core`.
 """
+
 from __future__ import annotations
 
 __all__ = ["verl_agent", "verl", "verl_plugin", "trl", "roll", "rllm"]

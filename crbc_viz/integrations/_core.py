@@ -17,6 +17,7 @@ duplicated (verl-agent's ``adjust_batch``, ROLL's ``batch_adjust_mode="copy"``) 
    (`crbc_viz.backends.torch.fused`), so the solve stays on the GPU;
 4. each unique step's advantage goes back to every row that carried it.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,8 +32,18 @@ from ..io.anchors import anchor_hash64
 from ..io.readers import RawTable
 from ..io.schema import build_batch
 
-__all__ = ["Steps", "IntegrationInputError", "canonical_steps", "score_steps", "ROW_REWARD",
-           "transition_actions", "token_steps", "trajectory_credit", "broadcast", "any_per_trajectory"]
+__all__ = [
+    "Steps",
+    "IntegrationInputError",
+    "canonical_steps",
+    "score_steps",
+    "ROW_REWARD",
+    "transition_actions",
+    "token_steps",
+    "trajectory_credit",
+    "broadcast",
+    "any_per_trajectory",
+]
 
 #: How a row's reward is read: ``step`` — the row carries its own step's reward (a trajectory's
 #: return is the sum over its steps); ``episode`` — every row carries its whole episode's return
@@ -61,8 +72,20 @@ class Steps:
 
     def canonical_rows(self) -> pd.DataFrame:
         """The unique steps as canonical rows (what ``crbc-viz score`` would read)."""
-        cols = [c for c in ("group_id", "traj_id", "step_idx", "reward", "anchor_key", "action",
-                            "success", "episode_return") if c in self.batch.steps]
+        cols = [
+            c
+            for c in (
+                "group_id",
+                "traj_id",
+                "step_idx",
+                "reward",
+                "anchor_key",
+                "action",
+                "success",
+                "episode_return",
+            )
+            if c in self.batch.steps
+        ]
         return self.batch.steps[cols].copy()
 
 
@@ -76,8 +99,9 @@ def _to_numpy(x, name: str, n: int | None = None) -> np.ndarray:
             items[i] = arr[i]
         arr = items
     if arr.ndim != 1:
-        raise IntegrationInputError(f"{name}: expected a 1-D array of one value per row, got shape "
-                                    f"{arr.shape}")
+        raise IntegrationInputError(
+            f"{name}: expected a 1-D array of one value per row, got shape {arr.shape}"
+        )
     if n is not None and arr.shape[0] != n:
         raise IntegrationInputError(f"{name}: expected {n} values (one per row), got {arr.shape[0]}")
     return arr
@@ -108,7 +132,8 @@ def _step_index(step, n: int) -> np.ndarray:
             "step_index is required: the trainer's rows are shuffled (and may be padded with "
             "copies), so a trajectory's order cannot be recovered without each row's step "
             "number; record it in the rollout loop (see crbc_viz/integrations/README or the "
-            "module docstring)")
+            "module docstring)"
+        )
     arr = _to_numpy(step, "step_index", n)
     if arr.dtype.kind in "iu":
         out = arr.astype(np.int64)
@@ -119,8 +144,10 @@ def _step_index(step, n: int) -> np.ndarray:
             raise IntegrationInputError("step_index: expected integers") from None
         bad = ~np.isfinite(f) | (f != np.round(f))
         if bad.any():
-            raise IntegrationInputError(f"step_index: row {int(np.flatnonzero(bad)[0])} is not an "
-                                        f"integer ({arr[np.flatnonzero(bad)[0]]!r})")
+            raise IntegrationInputError(
+                f"step_index: row {int(np.flatnonzero(bad)[0])} is not an "
+                f"integer ({arr[np.flatnonzero(bad)[0]]!r})"
+            )
         out = f.astype(np.int64)
     if n and out.min() < 0:
         raise IntegrationInputError(f"step_index: row {int(np.argmin(out))} is negative ({out.min()})")
@@ -131,8 +158,11 @@ def anchor_hashes(anchors: np.ndarray) -> np.ndarray:
     """uint64 anchor hash per row (`crbc_viz.io.anchors.anchor_hash64`); strings are hashed once
     per distinct value."""
     n = len(anchors)
-    if n and all(isinstance(a, str) for a in anchors[: min(n, 64)]) and \
-            pd.api.types.infer_dtype(anchors, skipna=False) == "string":
+    if (
+        n
+        and all(isinstance(a, str) for a in anchors[: min(n, 64)])
+        and pd.api.types.infer_dtype(anchors, skipna=False) == "string"
+    ):
         codes, uniques = pd.factorize(anchors)
         return np.fromiter((anchor_hash64(u) for u in uniques), np.uint64, len(uniques))[codes]
     out = np.empty(n, np.uint64)
@@ -142,13 +172,15 @@ def anchor_hashes(anchors: np.ndarray) -> np.ndarray:
         try:
             out[i] = anchor_hash64(a)
         except (RecursionError, ValueError, TypeError, OverflowError) as exc:
-            raise IntegrationInputError(f"anchor_obs: row {i} cannot be canonicalised "
-                                        f"({type(exc).__name__})") from None
+            raise IntegrationInputError(
+                f"anchor_obs: row {i} cannot be canonicalised ({type(exc).__name__})"
+            ) from None
     return out
 
 
-def transition_actions(traj_key: np.ndarray, step: np.ndarray, hashes: np.ndarray,
-                       success: np.ndarray) -> np.ndarray:
+def transition_actions(
+    traj_key: np.ndarray, step: np.ndarray, hashes: np.ndarray, success: np.ndarray
+) -> np.ndarray:
     """Actions keyed by their transition, for rows without an action: ``"->"`` + the next
     step's anchor key, or ``"->SUCCESS"`` / ``"->FAILURE"`` after a trajectory's last step.
 
@@ -180,11 +212,15 @@ def _conflicts(first: np.ndarray, u: np.ndarray, fields: dict[str, np.ndarray], 
         same = (a == b) if a.dtype.kind != "f" else ((a == b) | (np.isnan(a) & np.isnan(b)))
         for k in np.flatnonzero(~np.asarray(same, bool))[:_MAX_LISTED]:
             r, r0 = int(dup[k]), int(rep[k])
-            msgs.append(f"rows {r0} and {r} are both step {int(step[r])} of trajectory "
-                        f"{traj[r]!r} but differ in {name} ({col[r0]!r} vs {col[r]!r})")
+            msgs.append(
+                f"rows {r0} and {r} are both step {int(step[r])} of trajectory "
+                f"{traj[r]!r} but differ in {name} ({col[r0]!r} vs {col[r]!r})"
+            )
     if msgs:
-        raise IntegrationInputError(f"{source}: conflicting duplicate rows (only exact copies "
-                                    f"can be merged):\n  " + "\n  ".join(msgs[:_MAX_LISTED]))
+        raise IntegrationInputError(
+            f"{source}: conflicting duplicate rows (only exact copies "
+            f"can be merged):\n  " + "\n  ".join(msgs[:_MAX_LISTED])
+        )
     return len(dup)
 
 
@@ -196,14 +232,26 @@ def _per_traj_constant(values: np.ndarray, traj_code: np.ndarray, name: str, tra
     if len(bad):
         r = int(bad[0])
         r0 = int(first[traj_code[r]])
-        raise IntegrationInputError(f"{source}: {name} differs within trajectory {traj[r]!r} "
-                                    f"(row {r0}: {values[r0]!r}, row {r}: {values[r]!r}); it must "
-                                    f"be one value per trajectory")
+        raise IntegrationInputError(
+            f"{source}: {name} differs within trajectory {traj[r]!r} "
+            f"(row {r0}: {values[r0]!r}, row {r}: {values[r]!r}); it must "
+            f"be one value per trajectory"
+        )
     return values[first]
 
 
-def canonical_steps(group, traj, step, anchors, reward, *, actions=None, success=None,
-                    row_reward: str = "step", source: str = "trainer batch") -> Steps:
+def canonical_steps(
+    group,
+    traj,
+    step,
+    anchors,
+    reward,
+    *,
+    actions=None,
+    success=None,
+    row_reward: str = "step",
+    source: str = "trainer batch",
+) -> Steps:
     """Trainer rows -> unique canonical steps, assembled as a `RolloutBatch`.
 
     Args:
@@ -225,16 +273,16 @@ def canonical_steps(group, traj, step, anchors, reward, *, actions=None, success
             (from the loader, naming the row).
     """
     if row_reward not in ROW_REWARD:
-        raise IntegrationInputError(f"row_reward must be one of {', '.join(ROW_REWARD)}, got "
-                                    f"{row_reward!r}")
+        raise IntegrationInputError(f"row_reward must be one of {', '.join(ROW_REWARD)}, got {row_reward!r}")
     g = _ids(group, "index", len(group))
     n = len(g)
     t = _ids(traj, "traj_index", n)
     s = _step_index(step, n)
     r = _to_numpy(reward, "reward", n).astype(np.float64)
     if not np.isfinite(r).all():
-        raise IntegrationInputError(f"{source}: row {int(np.flatnonzero(~np.isfinite(r))[0])} has a "
-                                    f"non-finite reward")
+        raise IntegrationInputError(
+            f"{source}: row {int(np.flatnonzero(~np.isfinite(r))[0])} has a non-finite reward"
+        )
     h = anchor_hashes(_to_numpy(anchors, "anchor_obs", n).astype(object))
     a = None if actions is None else _to_numpy(actions, "actions", n).astype(str).astype(object)
     ok = None if success is None else _to_numpy(success, "success", n)
@@ -266,14 +314,20 @@ def canonical_steps(group, traj, step, anchors, reward, *, actions=None, success
         ret = np.bincount(ft, weights=r[first], minlength=int(ft.max()) + 1 if U else 0)
     traj_ok = ok[first][_first_of(ft)] if ok is not None else ret > 0.0
 
-    table = pd.DataFrame({"group_id": g[first], "traj_id": t[first], "step_idx": s[first],
-                          "reward": r[first], "anchor_key": [f"{x:016x}" for x in h[first]]})
+    table = pd.DataFrame(
+        {
+            "group_id": g[first],
+            "traj_id": t[first],
+            "step_idx": s[first],
+            "reward": r[first],
+            "anchor_key": [f"{x:016x}" for x in h[first]],
+        }
+    )
     if row_reward == "episode":
         last = _is_last(ft, s[first])
         table["reward"] = np.where(last, r[first], 0.0)
         table["episode_return"] = r[first]
-    table["action"] = (a[first] if a is not None
-                       else transition_actions(ft, s[first], h[first], traj_ok[ft]))
+    table["action"] = a[first] if a is not None else transition_actions(ft, s[first], h[first], traj_ok[ft])
     if ok is not None:
         table["success"] = ok[first]
     table["__u"] = np.arange(U)
@@ -339,8 +393,9 @@ def score_steps(steps: Steps, estimator: str = "crbc", *, device=None, **params)
             adv = _fused_crbc(batch, dev, p)
         else:
             backend = "torch" if spec.torch_fn is not None else "numpy"
-            res = score(batch, estimator, backend=backend,
-                        device=str(dev) if backend == "torch" else "cpu", **params)
+            res = score(
+                batch, estimator, backend=backend, device=str(dev) if backend == "torch" else "cpu", **params
+            )
             adv = torch.as_tensor(res.advantage, dtype=torch.float64, device=dev)
         return adv[torch.as_tensor(steps.row_step, device=dev)]
     from ..backends.numba import available
@@ -354,10 +409,22 @@ def _fused_crbc(batch: RolloutBatch, dev, p):
     from ..backends.torch.fused import crbc_step_credit_torch, to_device
 
     codes, _ = pd.factorize(batch.steps["action"].astype(str).to_numpy())
-    arrays = to_device(batch.step_anchor_hash, codes, batch.traj_offsets, batch.group_traj_offsets,
-                       batch.traj_success, device=str(dev))
-    out = crbc_step_credit_torch(*arrays, beta=p.beta, sigma_min=p.sigma_min, w_group=p.w_group,
-                                 w_step=p.w_step, min_actions=p.min_actions)
+    arrays = to_device(
+        batch.step_anchor_hash,
+        codes,
+        batch.traj_offsets,
+        batch.group_traj_offsets,
+        batch.traj_success,
+        device=str(dev),
+    )
+    out = crbc_step_credit_torch(
+        *arrays,
+        beta=p.beta,
+        sigma_min=p.sigma_min,
+        w_group=p.w_group,
+        w_step=p.w_step,
+        min_actions=p.min_actions,
+    )
     return out["advantage"]
 
 
@@ -390,8 +457,9 @@ def token_steps(mask, starts=None, *, what: str = "step starts"):
         for r, s in enumerate(starts):
             s = np.asarray(s, dtype=np.int64).reshape(-1)
             if len(s) and (s.min() < 0 or s.max() >= L or np.any(np.diff(s) <= 0)):
-                raise IntegrationInputError(f"{what}: row {r}: offsets must increase within "
-                                            f"0..{L - 1}, got {s.tolist()}")
+                raise IntegrationInputError(
+                    f"{what}: row {r}: offsets must increase within 0..{L - 1}, got {s.tolist()}"
+                )
             begin[r, torch.as_tensor(s)] = True
         begin = begin.to(m.device)
     n_steps = begin.sum(-1)
@@ -399,9 +467,21 @@ def token_steps(mask, starts=None, *, what: str = "step starts"):
     return tok_step, n_steps
 
 
-def trajectory_credit(index, token_rewards, tok_step, n_steps, anchors, *, actions=None,
-                      success=None, estimator: str = "crbc", device=None, source: str = "batch",
-                      names=("anchors", "actions"), **params):
+def trajectory_credit(
+    index,
+    token_rewards,
+    tok_step,
+    n_steps,
+    anchors,
+    *,
+    actions=None,
+    success=None,
+    estimator: str = "crbc",
+    device=None,
+    source: str = "batch",
+    names=("anchors", "actions"),
+    **params,
+):
     """Credit for rows that are whole trajectories (verl, TRL), per token ``[B, L]`` float64.
 
     Args:
@@ -429,8 +509,9 @@ def trajectory_credit(index, token_rewards, tok_step, n_steps, anchors, *, actio
             continue
         for r in range(B):
             if len(per_row[r]) != counts[r]:
-                raise IntegrationInputError(f"{source}: row {r}: {len(per_row[r])} {label} for "
-                                            f"{counts[r]} steps")
+                raise IntegrationInputError(
+                    f"{source}: row {r}: {len(per_row[r])} {label} for {counts[r]} steps"
+                )
     row = np.repeat(np.arange(B), counts)
     step = np.arange(len(row)) - np.repeat(np.cumsum(counts) - counts, counts)
     flat_anchor = np.empty(len(row), dtype=object)
@@ -443,8 +524,9 @@ def trajectory_credit(index, token_rewards, tok_step, n_steps, anchors, *, actio
         flat_a[:] = [str(a) for r in range(B) for a in actions[r]]
     flat_s = None if success is None else _to_numpy(success, "success", B).astype(bool)[row]
     grp = _ids(index, "index", B)[row]
-    steps = canonical_steps(grp, row, step, flat_anchor, flat_r, actions=flat_a, success=flat_s,
-                            source=source)
+    steps = canonical_steps(
+        grp, row, step, flat_anchor, flat_r, actions=flat_a, success=flat_s, source=source
+    )
     dev = rewards.device if device is None else torch.device(device)
     step_adv = score_steps(steps, estimator, device=dev, **params)
     grid = torch.zeros(B, K, dtype=torch.float64, device=dev)

@@ -21,6 +21,7 @@ trajectory succeeded when ``trajectory.reward`` > 0. ``anchor=`` / ``action=`` c
 order of ``trajectory.steps`` is the step index). Only attribute names are used, so importing
 this module imports no rLLM.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -45,9 +46,11 @@ def _steps_of(groups, anchor, action):
             for si, step in enumerate(traj.steps):
                 a = anchor(step)
                 if a is None:
-                    raise IntegrationInputError(f"rLLM group {gid!r}, trajectory {ti}, step {si}: no "
-                                                f"anchor (step.observation and step.input are empty; "
-                                                f"pass anchor=)")
+                    raise IntegrationInputError(
+                        f"rLLM group {gid!r}, trajectory {ti}, step {si}: no "
+                        f"anchor (step.observation and step.input are empty; "
+                        f"pass anchor=)"
+                    )
                 g.append(f"{gi}:{gid}")
                 t.append(f"{ti}:{getattr(traj, 'uid', ti)}")
                 k.append(si)
@@ -77,8 +80,12 @@ def assign_step_advantages(groups, *, estimator: str = "crbc", anchor=None, acti
     """
     anchor = anchor or _default_anchor
     if action == "auto":
-        every = all(getattr(s, "action", None) is not None
-                    for gr in groups for tr in gr.trajectories for s in tr.steps)
+        every = all(
+            getattr(s, "action", None) is not None
+            for gr in groups
+            for tr in gr.trajectories
+            for s in tr.steps
+        )
         action = (lambda s: s.action) if every else None
     g, t, k, anchors, actions, rew, ok, refs = _steps_of(groups, anchor, action)
     steps = canonical_steps(g, t, k, anchors, rew, actions=actions, success=ok, source="rLLM groups")
@@ -98,16 +105,26 @@ def register(names=None):
 
     out = {}
     for name in names or registry.names():
+
         def fn(rewards, algorithm_config=None, traj_groups=None, _name=name, **kw):
             if traj_groups is None:
-                raise IntegrationInputError("rLLM passed no traj_groups (needs rLLM with the "
-                                            "traj_groups keyword, as in its advantage.py)")
+                raise IntegrationInputError(
+                    "rLLM passed no traj_groups (needs rLLM with the "
+                    "traj_groups keyword, as in its advantage.py)"
+                )
             assign_step_advantages(traj_groups, estimator=_name)
-            res = [np.array([np.mean([s.advantage for s in tr.steps]) if tr.steps else 0.0
-                             for tr in gr.trajectories]) for gr in traj_groups]
+            res = [
+                np.array(
+                    [np.mean([s.advantage for s in tr.steps]) if tr.steps else 0.0 for tr in gr.trajectories]
+                )
+                for gr in traj_groups
+            ]
             return res, res
-        fn.__doc__ = (f"crbc-viz '{name}': mean step credit per trajectory (rLLM broadcasts one "
-                      f"scalar per trajectory; per-step: crbc_viz.integrations.rllm."
-                      f"assign_step_advantages)")
+
+        fn.__doc__ = (
+            f"crbc-viz '{name}': mean step credit per trajectory (rLLM broadcasts one "
+            f"scalar per trajectory; per-step: crbc_viz.integrations.rllm."
+            f"assign_step_advantages)"
+        )
         out[f"crbc_viz.{name}"] = register_rllm_adv_estimator(f"crbc_viz.{name}")(fn)
     return out

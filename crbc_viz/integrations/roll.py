@@ -15,6 +15,7 @@ computed on the unique (traj_id, step) rows and every row gets its step's credit
 else the trajectory's summed ``step_scores`` > 0. Actions: keyed by the transition (ROLL's rows
 carry no parsed action), unless ``non_tensor_batch["action"]`` is present.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -38,16 +39,25 @@ def response_level_advantages(batch, *, estimator: str = "crbc", device=None, **
     nt = batch.non_tensor_batch
     missing = [k for k in REQUIRED_KEYS if k not in nt]
     if missing:
-        raise IntegrationInputError(f"ROLL batch: non_tensor_batch has no {', '.join(missing)} (the "
-                                    f"agentic env manager writes them per step)")
+        raise IntegrationInputError(
+            f"ROLL batch: non_tensor_batch has no {', '.join(missing)} (the "
+            f"agentic env manager writes them per step)"
+        )
     success = None
     if "success" in nt:
         success = np.asarray(nt["success"]).astype(bool)
     elif "episode_scores" in nt:
         success = np.asarray(nt["episode_scores"], dtype=np.float64) > 0
-    steps = canonical_steps(nt["traj_group_id"], nt["traj_id"], nt["step"], nt["state_hash"],
-                            np.asarray(nt["step_scores"], dtype=np.float64),
-                            actions=nt.get("action"), success=success, source="ROLL batch")
+    steps = canonical_steps(
+        nt["traj_group_id"],
+        nt["traj_id"],
+        nt["step"],
+        nt["state_hash"],
+        np.asarray(nt["step_scores"], dtype=np.float64),
+        actions=nt.get("action"),
+        success=success,
+        source="ROLL batch",
+    )
     if device is None:
         try:
             device = next(iter(batch.batch.values())).device

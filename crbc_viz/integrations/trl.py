@@ -34,6 +34,7 @@ The statistics of a group need all its completions, which may sit on several pro
 process gathers every process's step lists (``accelerate.utils.gather_object``), computes the
 credit of the whole generation batch (identical on every process) and keeps its own slice.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -53,8 +54,11 @@ def __getattr__(name: str):
 def _local_steps(inputs, prompts, n: int, credit_steps, completions, completion_ids):
     """One dict per local completion: anchors, actions, success, starts."""
     if credit_steps is not None:
-        out = list(credit_steps(inputs=inputs, prompts=prompts, completions=completions,
-                                completion_ids=completion_ids))
+        out = list(
+            credit_steps(
+                inputs=inputs, prompts=prompts, completions=completions, completion_ids=completion_ids
+            )
+        )
         if len(out) != n:
             from ._core import IntegrationInputError
 
@@ -64,8 +68,14 @@ def _local_steps(inputs, prompts, n: int, credit_steps, completions, completion_
     for i in range(n):
         row = inputs[i] if i < len(inputs) else {}
         if row.get("crbc_anchors") is not None:
-            out.append({"anchors": list(row["crbc_anchors"]), "actions": row.get("crbc_actions"),
-                        "success": row.get("crbc_success"), "starts": row.get("crbc_step_starts")})
+            out.append(
+                {
+                    "anchors": list(row["crbc_anchors"]),
+                    "actions": row.get("crbc_actions"),
+                    "success": row.get("crbc_success"),
+                    "starts": row.get("crbc_step_starts"),
+                }
+            )
         else:  # one step from the prompt
             out.append({"anchors": [prompts[i]], "starts": [0]})
     return out
@@ -92,8 +102,14 @@ def build_trainer_class():
             credit_steps: optional callable giving each local completion's steps.
         """
 
-        def __init__(self, *args, credit_estimator: str = "crbc", credit_params: dict | None = None,
-                     credit_steps: Callable[..., list[dict[str, Any]]] | None = None, **kwargs):
+        def __init__(
+            self,
+            *args,
+            credit_estimator: str = "crbc",
+            credit_params: dict | None = None,
+            credit_steps: Callable[..., list[dict[str, Any]]] | None = None,
+            **kwargs,
+        ):
             resolve_params(credit_estimator, dict(credit_params or {}))  # bad names fail here
             self.credit_estimator = credit_estimator
             self.credit_params = dict(credit_params or {})
@@ -130,12 +146,21 @@ def build_trainer_class():
                     tok_step = torch.where(use[:, None], given_step, run_step)
                     n_steps = torch.where(use, given_n, run_n)
             counts = [int(c) for c in n_steps.cpu()]
-            mine = [{"anchors": list(d["anchors"]), "actions": d.get("actions"), "success": d.get("success"),
-                     "n": c} for d, c in zip(local, counts)]
+            mine = [
+                {
+                    "anchors": list(d["anchors"]),
+                    "actions": d.get("actions"),
+                    "success": d.get("success"),
+                    "n": c,
+                }
+                for d, c in zip(local, counts)
+            ]
             everyone = gather_object(mine)
             N = len(everyone)
             if rewards_per_func.shape[0] != N:
-                raise IntegrationInputError(f"{N} completions gathered but {rewards_per_func.shape[0]} rewards")
+                raise IntegrationInputError(
+                    f"{N} completions gathered but {rewards_per_func.shape[0]} rewards"
+                )
             w = self.reward_weights.to(rewards_per_func.device)
             unscorable = torch.isnan(rewards_per_func).all(dim=1)
             reward = (rewards_per_func * w.unsqueeze(0)).nansum(dim=1).double().cpu()
@@ -146,23 +171,34 @@ def build_trainer_class():
             g_rewards[torch.arange(N)[has], (g_counts - 1).clamp(min=0)[has]] = reward[has]
             succ = None
             if any(d["success"] is not None for d in everyone):
-                succ = [bool(d["success"]) if d["success"] is not None else bool(reward[i] > 0)
-                        for i, d in enumerate(everyone)]
+                succ = [
+                    bool(d["success"]) if d["success"] is not None else bool(reward[i] > 0)
+                    for i, d in enumerate(everyone)
+                ]
             acts = None
             if any(d["actions"] is not None for d in everyone):
                 if not all(d["actions"] is not None for d in everyone):
                     raise IntegrationInputError("actions given for some completions only")
                 acts = [list(d["actions"]) for d in everyone]
             grid = trajectory_credit(
-                [i // G for i in range(N)], g_rewards, torch.arange(K).expand(N, K), g_counts,
-                [d["anchors"] for d in everyone], actions=acts, success=succ,
-                estimator=self.credit_estimator, device=mask.device, source="TRL generation batch",
-                names=("anchors", "actions"), **self.credit_params)
+                [i // G for i in range(N)],
+                g_rewards,
+                torch.arange(K).expand(N, K),
+                g_counts,
+                [d["anchors"] for d in everyone],
+                actions=acts,
+                success=succ,
+                estimator=self.credit_estimator,
+                device=mask.device,
+                source="TRL generation batch",
+                names=("anchors", "actions"),
+                **self.credit_params,
+            )
             lo = self.accelerator.process_index * n
-            step_adv = grid[lo:lo + n]
+            step_adv = grid[lo : lo + n]
             adv = torch.gather(step_adv, 1, tok_step.clamp(max=K - 1).to(step_adv.device))
             adv = adv * mask.to(adv.dtype)
-            adv[unscorable[lo:lo + n].to(adv.device)] = 0.0
+            adv[unscorable[lo : lo + n].to(adv.device)] = 0.0
             output["advantages"] = adv.to(torch.float32)
             self._metrics[mode]["credit/abs_mean"].append(float(adv.abs().sum() / mask.sum().clamp(min=1)))
             return output

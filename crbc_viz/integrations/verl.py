@@ -34,12 +34,20 @@ and ``config`` — ``non_tensor_batch`` only to ``gdpo``. `tests/trainer_patches
 is the one-line change to ``verl/trainer/ppo/ray_trainer.py`` that also passes it to a function
 marked ``needs_non_tensor_batch`` (ours are); without it the estimator raises, saying so.
 """
+
 from __future__ import annotations
 
 from ._core import IntegrationInputError, token_steps, trajectory_credit
 
-__all__ = ["compute_advantage", "make_estimator", "ANCHORS", "ACTIONS", "SUCCESS", "STEP_STARTS",
-           "PARAMS_KEY"]
+__all__ = [
+    "compute_advantage",
+    "make_estimator",
+    "ANCHORS",
+    "ACTIONS",
+    "SUCCESS",
+    "STEP_STARTS",
+    "PARAMS_KEY",
+]
 
 ANCHORS, ACTIONS, SUCCESS, STEP_STARTS = "crbc_anchors", "crbc_actions", "crbc_success", "crbc_step_starts"
 #: ``algorithm.<PARAMS_KEY>``: the estimator's hyper-parameters in verl's config.
@@ -51,7 +59,8 @@ def _per_row(nt: dict, key: str, B: int, required: bool):
         if required:
             raise IntegrationInputError(
                 f"non_tensor_batch has no '{key}': put, per row, a list with the history-free "
-                f"state before each step there (an agent loop's extra_fields['{key}'])")
+                f"state before each step there (an agent loop's extra_fields['{key}'])"
+            )
         return None
     v = nt[key]
     if len(v) != B:
@@ -59,8 +68,17 @@ def _per_row(nt: dict, key: str, B: int, required: bool):
     return v
 
 
-def compute_advantage(token_level_rewards, response_mask, index=None, config=None, *,
-                      non_tensor_batch=None, estimator: str = "crbc", device=None, **params):
+def compute_advantage(
+    token_level_rewards,
+    response_mask,
+    index=None,
+    config=None,
+    *,
+    non_tensor_batch=None,
+    estimator: str = "crbc",
+    device=None,
+    **params,
+):
     """Step credit of a verl batch (rows = whole trajectories), broadcast over each step's tokens.
 
     Args:
@@ -86,7 +104,8 @@ def compute_advantage(token_level_rewards, response_mask, index=None, config=Non
             "verl passed no non_tensor_batch to this estimator: verl 0.9.1 passes it only to "
             "'gdpo'. Apply tests/trainer_patches/verl-0.9.1.patch (one line in "
             "verl/trainer/ppo/ray_trainer.py compute_advantage), or call this function with "
-            "non_tensor_batch=data.non_tensor_batch")
+            "non_tensor_batch=data.non_tensor_batch"
+        )
     rewards = torch.as_tensor(token_level_rewards)
     mask = torch.as_tensor(response_mask, device=rewards.device)
     B = rewards.shape[0]
@@ -94,8 +113,9 @@ def compute_advantage(token_level_rewards, response_mask, index=None, config=Non
     if index is None:
         index = nt.get("uid")
     if index is None:
-        raise IntegrationInputError("no group index: pass index=uid (verl does when "
-                                    "non_tensor_batch has 'uid')")
+        raise IntegrationInputError(
+            "no group index: pass index=uid (verl does when non_tensor_batch has 'uid')"
+        )
     anchors = _per_row(nt, ANCHORS, B, True)
     acts = _per_row(nt, ACTIONS, B, False)
     succ = _per_row(nt, SUCCESS, B, False)
@@ -104,9 +124,20 @@ def compute_advantage(token_level_rewards, response_mask, index=None, config=Non
     if config is not None and hasattr(config, "get") and config.get(PARAMS_KEY) is not None:
         cfg_params = {str(k): v for k, v in dict(config.get(PARAMS_KEY)).items()}
     tok_step, n_steps = token_steps(mask, starts, what=STEP_STARTS)
-    tok_adv = trajectory_credit(index, rewards, tok_step, n_steps, anchors, actions=acts, success=succ,
-                                estimator=estimator, device=device, source="verl batch",
-                                names=(ANCHORS, ACTIONS), **{**cfg_params, **params})
+    tok_adv = trajectory_credit(
+        index,
+        rewards,
+        tok_step,
+        n_steps,
+        anchors,
+        actions=acts,
+        success=succ,
+        estimator=estimator,
+        device=device,
+        source="verl batch",
+        names=(ANCHORS, ACTIONS),
+        **{**cfg_params, **params},
+    )
     dev = tok_adv.device
     dtype = rewards.dtype if rewards.is_floating_point() else torch.float32
     adv = tok_adv.to(dtype) * mask.to(dev).to(dtype)
@@ -115,10 +146,18 @@ def compute_advantage(token_level_rewards, response_mask, index=None, config=Non
 
 def make_estimator(estimator: str):
     """A verl-signature function for ``estimator`` (what the plugin registers)."""
+
     def fn(token_level_rewards, response_mask, index=None, config=None, non_tensor_batch=None, **kw):
         kw = {k: v for k, v in kw.items() if k not in ("reward_baselines", "batch")}
-        return compute_advantage(token_level_rewards, response_mask, index, config,
-                                 non_tensor_batch=non_tensor_batch, estimator=estimator, **kw)
+        return compute_advantage(
+            token_level_rewards,
+            response_mask,
+            index,
+            config,
+            non_tensor_batch=non_tensor_batch,
+            estimator=estimator,
+            **kw,
+        )
 
     fn.__name__ = f"compute_{estimator.replace('.', '_')}_advantage"
     fn.__qualname__ = fn.__name__

@@ -13,6 +13,7 @@ time advantages are computed, ``adjust_batch(mode="copy")`` has appended copies 
 the rows. Here the statistics are computed on the unique (traj_uid, step) rows — exact copies
 are dropped, differing copies raise — and every row, copies included, gets its step's credit.
 """
+
 from __future__ import annotations
 
 from ._core import any_per_trajectory, broadcast, canonical_steps, score_steps
@@ -20,9 +21,22 @@ from ._core import any_per_trajectory, broadcast, canonical_steps, score_steps
 __all__ = ["compute_advantage"]
 
 
-def compute_advantage(token_level_rewards, response_mask, anchor_obs, index, traj_index,
-                      step_index, *, actions=None, success=None, won=None, estimator: str = "crbc",
-                      device=None, row_reward: str = "step", **params):
+def compute_advantage(
+    token_level_rewards,
+    response_mask,
+    anchor_obs,
+    index,
+    traj_index,
+    step_index,
+    *,
+    actions=None,
+    success=None,
+    won=None,
+    estimator: str = "crbc",
+    device=None,
+    row_reward: str = "step",
+    **params,
+):
     """Step credit of a verl-agent batch, broadcast over each row's response tokens.
 
     Args:
@@ -77,9 +91,17 @@ def compute_advantage(token_level_rewards, response_mask, anchor_obs, index, tra
     row_reward_sum = (rewards.double() * mask.double()).sum(-1)
     if success is None and won is not None:
         success = any_per_trajectory(index, traj_index, won)
-    steps = canonical_steps(index, traj_index, step_index, anchor_obs, row_reward_sum,
-                            actions=actions, success=success, row_reward=row_reward,
-                            source="verl-agent batch")
+    steps = canonical_steps(
+        index,
+        traj_index,
+        step_index,
+        anchor_obs,
+        row_reward_sum,
+        actions=actions,
+        success=success,
+        row_reward=row_reward,
+        source="verl-agent batch",
+    )
     dev = rewards.device if device is None else torch.device(device)
     row_adv = score_steps(steps, estimator, device=dev, **params)
     dtype = rewards.dtype if rewards.is_floating_point() else torch.float32

@@ -6,6 +6,7 @@ one module of the package that imports verl. verl swallows a failing plugin at d
 `registered` lists what this import did, for a check such as
 ``python -c "import verl, crbc_viz.integrations.verl_plugin as p; print(p.registered)"``.
 """
+
 from __future__ import annotations
 
 from ..estimators import registry

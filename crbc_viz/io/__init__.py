@@ -1,4 +1,5 @@
 """Loading rollout logs into the canonical data model (SCHEMA.md)."""
+
 from __future__ import annotations
 
 import os
@@ -9,12 +10,22 @@ from .errors import LoadError, Problem
 from .readers import FORMATS, detect_format, read_table
 from .schema import REQUIRED, build_batch
 
-__all__ = ["load_rollouts", "LoadError", "Problem", "FORMATS", "REQUIRED", "anchor_key",
-           "anchor_hash64", "canonical_anchor_bytes", "detect_format"]
+__all__ = [
+    "load_rollouts",
+    "LoadError",
+    "Problem",
+    "FORMATS",
+    "REQUIRED",
+    "anchor_key",
+    "anchor_hash64",
+    "canonical_anchor_bytes",
+    "detect_format",
+]
 
 
-def load_rollouts(path: str | os.PathLike, *, fmt: str | None = None, lenient: bool = False,
-                  success_threshold: float = 0.0) -> RolloutBatch:
+def load_rollouts(
+    path: str | os.PathLike, *, fmt: str | None = None, lenient: bool = False, success_threshold: float = 0.0
+) -> RolloutBatch:
     """Load and validate a rollout log (JSONL, JSON, Parquet or CSV; ``.gz`` allowed).
 
     Args:

@@ -12,6 +12,7 @@ may expand to, each limit a setting with a clear error naming it (issue 14 item 
 
 Every limit error is one line: the file, what was exceeded, and the variable that raises it.
 """
+
 from __future__ import annotations
 
 import errno
@@ -24,9 +25,25 @@ from dataclasses import dataclass, field
 
 from .errors import LoadError, Problem
 
-__all__ = ["ENV_MAX_INPUT", "ENV_MAX_ROWS", "ENV_MAX_FIELDS", "ENV_MAX_PROBLEMS", "ENV_MAX_CELLS", "MAX_INPUT_MB",
-           "MAX_ROWS", "MAX_FIELDS", "MAX_PROBLEMS", "MAX_CELLS", "mib_setting", "count_setting",
-           "check_input_file", "open_input", "Budget", "first_line", "limit_error"]
+__all__ = [
+    "ENV_MAX_INPUT",
+    "ENV_MAX_ROWS",
+    "ENV_MAX_FIELDS",
+    "ENV_MAX_PROBLEMS",
+    "ENV_MAX_CELLS",
+    "MAX_INPUT_MB",
+    "MAX_ROWS",
+    "MAX_FIELDS",
+    "MAX_PROBLEMS",
+    "MAX_CELLS",
+    "mib_setting",
+    "count_setting",
+    "check_input_file",
+    "open_input",
+    "Budget",
+    "first_line",
+    "limit_error",
+]
 
 #: Largest input after decompression, in MiB (``$CRBC_VIZ_MAX_INPUT_MB``).
 MAX_INPUT_MB = 1024
@@ -73,8 +90,7 @@ def count_setting(env: str, default: int) -> int:
     return int(default if v is None else v)
 
 
-def limit_error(path: str, what: str, env: str, line: int | None = None,
-                where: str = "line") -> LoadError:
+def limit_error(path: str, what: str, env: str, line: int | None = None, where: str = "line") -> LoadError:
     """The one-line error for an exceeded limit: file (and line), what passed which limit, and
     the setting that raises it."""
     return LoadError([Problem(path, line, None, f"{what}; set ${env} to raise the limit", where)])
@@ -94,20 +110,38 @@ def check_input_file(path: str) -> os.stat_result:
     try:
         st = os.stat(path)
     except OSError as exc:
-        reason = {errno.ENOENT: "no such file", errno.ELOOP: "symbolic link loop (the link points "
-                  "back at itself)", errno.ENAMETOOLONG: "file name too long",
-                  errno.ENOTDIR: "no such file (a parent is not a folder)",
-                  errno.EACCES: "permission denied"}.get(exc.errno, exc.strerror or str(exc))
+        reason = {
+            errno.ENOENT: "no such file",
+            errno.ELOOP: "symbolic link loop (the link points back at itself)",
+            errno.ENAMETOOLONG: "file name too long",
+            errno.ENOTDIR: "no such file (a parent is not a folder)",
+            errno.EACCES: "permission denied",
+        }.get(exc.errno, exc.strerror or str(exc))
         raise LoadError([Problem(shown, None, None, reason)]) from None
     if stat.S_ISDIR(st.st_mode):
         raise LoadError([Problem(shown, None, None, "is a directory, expected a file")])
     if not stat.S_ISREG(st.st_mode):
-        kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode) else
-                "a character device" if stat.S_ISCHR(st.st_mode) else
-                "a block device" if stat.S_ISBLK(st.st_mode) else
-                "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
-        raise LoadError([Problem(shown, None, None, f"is {kind}; only regular files are read "
-                                 f"(copy the data to a file first)")])
+        kind = (
+            "a FIFO (named pipe)"
+            if stat.S_ISFIFO(st.st_mode)
+            else "a character device"
+            if stat.S_ISCHR(st.st_mode)
+            else "a block device"
+            if stat.S_ISBLK(st.st_mode)
+            else "a socket"
+            if stat.S_ISSOCK(st.st_mode)
+            else "not a regular file"
+        )
+        raise LoadError(
+            [
+                Problem(
+                    shown,
+                    None,
+                    None,
+                    f"is {kind}; only regular files are read (copy the data to a file first)",
+                )
+            ]
+        )
     return st
 
 
@@ -131,8 +165,9 @@ class _Capped(io.RawIOBase):
         self.count += n
         if self.count > self._cap:
             what = "decompressed gzip data" if self._gz else "the file"
-            raise limit_error(self._path, f"{what} is larger than the limit of "
-                              f"{self._cap / 2**20:g} MiB", self._env)
+            raise limit_error(
+                self._path, f"{what} is larger than the limit of {self._cap / 2**20:g} MiB", self._env
+            )
         return n
 
     def close(self) -> None:
@@ -142,8 +177,9 @@ class _Capped(io.RawIOBase):
             super().close()
 
 
-def open_input(path: str, cap: int | None = None, *, check: bool = True,
-               env: str | None = None) -> io.BufferedReader:
+def open_input(
+    path: str, cap: int | None = None, *, check: bool = True, env: str | None = None
+) -> io.BufferedReader:
     """The bytes of regular file ``path`` (gunzipped when it starts with the gzip magic), as a
     buffered stream that raises `LoadError` once more than ``$CRBC_VIZ_MAX_INPUT_MB`` bytes
     have been decompressed from it, or more than ``cap`` when that is smaller (its setting
@@ -200,28 +236,45 @@ class Budget:
     def rows(self, n: int, line: int | None = None) -> None:
         self.n_rows = n
         if n > self.max_rows:
-            raise limit_error(self.path, f"more than the limit of {self.max_rows:,} rows",
-                              ENV_MAX_ROWS, line, self.where)
+            raise limit_error(
+                self.path, f"more than the limit of {self.max_rows:,} rows", ENV_MAX_ROWS, line, self.where
+            )
         self._cells(line)
 
     def _cells(self, line) -> None:
         if self.n_rows * len(self.seen) > self.max_cells:
-            raise limit_error(self.path, f"{self.n_rows:,} rows x {len(self.seen):,} distinct "
-                              f"fields is more than the limit of {self.max_cells:,} table cells",
-                              ENV_MAX_CELLS, line, self.where)
+            raise limit_error(
+                self.path,
+                f"{self.n_rows:,} rows x {len(self.seen):,} distinct "
+                f"fields is more than the limit of {self.max_cells:,} table cells",
+                ENV_MAX_CELLS,
+                line,
+                self.where,
+            )
 
     def fields(self, keys, line: int | None = None) -> None:
         if self.seen.issuperset(keys):
             return
         self.seen.update(keys)
         if len(self.seen) > self.max_fields:
-            raise limit_error(self.path, f"more than the limit of {self.max_fields:,} distinct "
-                              f"field names (each becomes a column)", ENV_MAX_FIELDS, line, self.where)
+            raise limit_error(
+                self.path,
+                f"more than the limit of {self.max_fields:,} distinct field names (each becomes a column)",
+                ENV_MAX_FIELDS,
+                line,
+                self.where,
+            )
         self._cells(line)
 
     def problems(self, problems: list, line: int | None = None) -> None:
         if len(problems) > self.max_problems:
-            stop = Problem(self.path, line, None, f"more than {self.max_problems:,} problems; "
-                           f"stopped reading (is this a rollout log?); set ${ENV_MAX_PROBLEMS} to "
-                           f"raise the limit", self.where)
+            stop = Problem(
+                self.path,
+                line,
+                None,
+                f"more than {self.max_problems:,} problems; "
+                f"stopped reading (is this a rollout log?); set ${ENV_MAX_PROBLEMS} to "
+                f"raise the limit",
+                self.where,
+            )
             raise LoadError([stop] + problems[:20], total=len(problems) + 1)

@@ -19,6 +19,7 @@ One anchor has one identity whatever the file format carried it:
 The hash is BLAKE2b with an 8-byte digest; the key is its 16-digit hex form. Keys are
 scoped to a group by the graph layer, which merges anchors only within a group.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -79,8 +80,7 @@ def _number(v):
 def _key(k) -> str:
     if isinstance(k, str):
         return _nfc(k)
-    return json.dumps(_canonical(k), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      default=str)
+    return json.dumps(_canonical(k), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 def _canonical(v):
@@ -115,8 +115,9 @@ def canonical_anchor_bytes(value: Any) -> bytes:
         arr = _numeric_array(list(value)) if value else None
         if arr is not None:
             return _array_bytes(arr)
-    return b"j:" + json.dumps(_canonical(value), sort_keys=True, separators=(",", ":"),
-                              ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
+    return b"j:" + json.dumps(
+        _canonical(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+    ).encode("utf-8", "surrogatepass")
 
 
 def anchor_hash64(value: Any) -> int:

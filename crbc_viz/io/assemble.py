@@ -17,6 +17,7 @@ that into the batch's offset arrays without a per-step (or per-trajectory) Pytho
 
 Axis vocabulary (STYLE.md): ``S`` steps, ``T`` trajectories, ``G`` groups.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -74,8 +75,9 @@ def layout(group_codes: np.ndarray, traj_codes: np.ndarray) -> Layout:
     return Layout.of_lengths(np.diff(np.r_[starts, n]), g[starts])
 
 
-def sort_rows(group_codes: np.ndarray, traj_codes: np.ndarray,
-              step_idx: np.ndarray) -> tuple[np.ndarray, Layout]:
+def sort_rows(
+    group_codes: np.ndarray, traj_codes: np.ndarray, step_idx: np.ndarray
+) -> tuple[np.ndarray, Layout]:
     """(order, layout): the stable order group → trajectory → ``step_idx`` of the rows, and
     the `Layout` of the rows taken in that order. Groups and trajectories are ordered by their
     codes (first occurrence when they come from `row_codes`)."""
@@ -84,10 +86,20 @@ def sort_rows(group_codes: np.ndarray, traj_codes: np.ndarray,
     return order, layout(g[order], np.asarray(traj_codes)[order])
 
 
-def assemble(steps: pd.DataFrame, lay: Layout, *, step_anchor_hash: np.ndarray,
-             traj_success: np.ndarray, traj_truncated: np.ndarray, traj_return: np.ndarray,
-             source: str = "", warnings: Sequence[str] = (), skipped: Sequence[str] = (),
-             groups: pd.DataFrame | None = None, step_success: bool = True) -> RolloutBatch:
+def assemble(
+    steps: pd.DataFrame,
+    lay: Layout,
+    *,
+    step_anchor_hash: np.ndarray,
+    traj_success: np.ndarray,
+    traj_truncated: np.ndarray,
+    traj_return: np.ndarray,
+    source: str = "",
+    warnings: Sequence[str] = (),
+    skipped: Sequence[str] = (),
+    groups: pd.DataFrame | None = None,
+    step_success: bool = True,
+) -> RolloutBatch:
     """The `RolloutBatch` of ``steps`` (rows in `Layout` order, index reset by the caller or
     not: it is reset here). ``groups`` defaults to the `GROUP_KEY` columns of each group's
     first row; with ``step_success`` the ``success`` column becomes the trajectory's outcome
@@ -98,10 +110,17 @@ def assemble(steps: pd.DataFrame, lay: Layout, *, step_anchor_hash: np.ndarray,
     if groups is None:
         groups = steps.iloc[lay.group_first][list(GROUP_KEY)].reset_index(drop=True)
     return RolloutBatch(
-        steps=steps, step_traj=lay.step_traj, step_anchor_hash=step_anchor_hash,
-        traj_offsets=lay.traj_offsets, traj_group=lay.traj_group,
+        steps=steps,
+        step_traj=lay.step_traj,
+        step_anchor_hash=step_anchor_hash,
+        traj_offsets=lay.traj_offsets,
+        traj_group=lay.traj_group,
         traj_success=np.asarray(traj_success, dtype=bool),
         traj_truncated=np.asarray(traj_truncated, dtype=bool),
         traj_return=np.asarray(traj_return, dtype=np.float64),
-        group_traj_offsets=lay.group_traj_offsets, groups=groups, source=source,
-        warnings=tuple(warnings), skipped=tuple(skipped))
+        group_traj_offsets=lay.group_traj_offsets,
+        groups=groups,
+        source=source,
+        warnings=tuple(warnings),
+        skipped=tuple(skipped),
+    )

@@ -17,6 +17,7 @@ Hostile input (ISSUE 8) is handled here, at the boundary:
 - Lone UTF-16 surrogates from ``\\ud800``-style escapes (which cannot be encoded as UTF-8, so
   would break hashing, rendering and Parquet) are replaced by U+FFFD, with a warning.
 """
+
 from __future__ import annotations
 
 import io
@@ -34,8 +35,16 @@ import pandas as pd
 from . import _guards
 from .errors import LoadError, Problem
 
-__all__ = ["RawTable", "read_table", "detect_format", "FORMATS", "MAX_LINE_MB", "MAX_JSON_MB",
-           "max_line_bytes", "max_json_bytes"]
+__all__ = [
+    "RawTable",
+    "read_table",
+    "detect_format",
+    "FORMATS",
+    "MAX_LINE_MB",
+    "MAX_JSON_MB",
+    "max_line_bytes",
+    "max_json_bytes",
+]
 
 FORMATS = ("jsonl", "json", "parquet", "csv")
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -109,13 +118,26 @@ def detect_format(path: str | os.PathLike) -> str:
     name = Path(path).name.lower()
     if name.endswith(".gz"):
         name = name[:-3]
-    for ext, fmt in ((".jsonl", "jsonl"), (".ndjson", "jsonl"), (".json", "json"),
-                     (".parquet", "parquet"), (".pq", "parquet"), (".csv", "csv")):
+    for ext, fmt in (
+        (".jsonl", "jsonl"),
+        (".ndjson", "jsonl"),
+        (".json", "json"),
+        (".parquet", "parquet"),
+        (".pq", "parquet"),
+        (".csv", "csv"),
+    ):
         if name.endswith(ext):
             return fmt
-    raise LoadError([Problem(str(path), None, None,
-                             "unknown file type; expected one of .jsonl, .json, .parquet, .csv "
-                             "(optionally .gz)")])
+    raise LoadError(
+        [
+            Problem(
+                str(path),
+                None,
+                None,
+                "unknown file type; expected one of .jsonl, .json, .parquet, .csv (optionally .gz)",
+            )
+        ]
+    )
 
 
 def _open_binary(path: str):
@@ -129,8 +151,9 @@ def _open_binary(path: str):
         raise LoadError([Problem(path, None, None, "file name ends in .gz but the file is not gzip")])
     if _looks_binary(head):
         at = head.index(b"\x00")
-        raise LoadError([Problem(path, None, None,
-                                 f"binary file (NUL byte at byte {at}); expected UTF-8 text")])
+        raise LoadError(
+            [Problem(path, None, None, f"binary file (NUL byte at byte {at}); expected UTF-8 text")]
+        )
     return _guards.open_input(path, check=False)
 
 
@@ -240,8 +263,9 @@ def _guess_ids(text: str):
     return tuple(found)
 
 
-def _flatten(obj: dict, line: int, out_rows: list, out_lines: list, path: str,
-             problems: list, where: str) -> None:
+def _flatten(
+    obj: dict, line: int, out_rows: list, out_lines: list, path: str, problems: list, where: str
+) -> None:
     """Append one step row, or the steps of one trajectory row (``{"steps": [...]}``)."""
     steps = obj.get("steps")
     if steps is None:
@@ -249,8 +273,11 @@ def _flatten(obj: dict, line: int, out_rows: list, out_lines: list, path: str,
         out_lines.append(line)
         return
     if not isinstance(steps, list):
-        problems.append(Problem(path, line, "steps", f"expected a list of step objects, got "
-                                f"{type(steps).__name__}", where))
+        problems.append(
+            Problem(
+                path, line, "steps", f"expected a list of step objects, got {type(steps).__name__}", where
+            )
+        )
         return
     shared = {k: v for k, v in obj.items() if k != "steps"}
     for j, step in enumerate(steps):
@@ -279,14 +306,20 @@ def _iter_lines(fh, limit: int, path: str, problems: list) -> Iterator[tuple[int
                 size += len(more)
                 if not more or more.endswith(b"\n"):
                     break
-            problems.append(Problem(path, lineno, None,
-                                    f"line is longer than the limit of {limit / 2**20:g} MiB "
-                                    f"(at least {size / 2**20:.1f} MiB); set ${_ENV_MAX_LINE} to "
-                                    f"raise the limit"))
+            problems.append(
+                Problem(
+                    path,
+                    lineno,
+                    None,
+                    f"line is longer than the limit of {limit / 2**20:g} MiB "
+                    f"(at least {size / 2**20:.1f} MiB); set ${_ENV_MAX_LINE} to "
+                    f"raise the limit",
+                )
+            )
             yield lineno, None
             continue
         if lineno == 1 and raw.startswith(_BOM):
-            raw = raw[len(_BOM):]
+            raw = raw[len(_BOM) :]
         yield lineno, raw
 
 
@@ -312,8 +345,9 @@ def _read_jsonl(path: str, limit: int | None = None) -> RawTable:
                 try:
                     text = raw.decode("utf-8")
                 except UnicodeDecodeError as exc:
-                    problems.append(Problem(path, lineno, None,
-                                            f"not UTF-8 text ({exc.reason} at byte {exc.start})"))
+                    problems.append(
+                        Problem(path, lineno, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})")
+                    )
                     continue
                 try:
                     obj = _json_loads(text)
@@ -322,12 +356,14 @@ def _read_jsonl(path: str, limit: int | None = None) -> RawTable:
                     broken.append(_guess_ids(text))
                     continue
                 if not isinstance(obj, dict):
-                    problems.append(Problem(path, lineno, None,
-                                            f"expected a JSON object, got {_json_type(obj)}"))
+                    problems.append(
+                        Problem(path, lineno, None, f"expected a JSON object, got {_json_type(obj)}")
+                    )
                     continue
                 if _too_deep(text, obj):
-                    problems.append(Problem(path, lineno, None,
-                                            f"JSON nested deeper than {MAX_JSON_DEPTH} levels"))
+                    problems.append(
+                        Problem(path, lineno, None, f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+                    )
                     continue
                 if _SURROGATE_ESCAPE.search(text):
                     obj, n = _fix_surrogates(obj)
@@ -345,11 +381,21 @@ def _read_jsonl(path: str, limit: int | None = None) -> RawTable:
         problems.append(Problem(path, None, None, f"cannot read{after}: {_gzip_reason(exc)}"))
     notes = []
     if surrogate_lines:
-        notes.append(f"{path}: {surrogate_lines} line(s) contain lone UTF-16 surrogates "
-                     f"(\\ud800-\\udfff escapes); they were replaced by U+FFFD")
-    return RawTable(path, _frame(rows),
-                    np.asarray(lines, dtype=np.int64), "line", False, problems, nonfinite, notes,
-                    broken)
+        notes.append(
+            f"{path}: {surrogate_lines} line(s) contain lone UTF-16 surrogates "
+            f"(\\ud800-\\udfff escapes); they were replaced by U+FFFD"
+        )
+    return RawTable(
+        path,
+        _frame(rows),
+        np.asarray(lines, dtype=np.int64),
+        "line",
+        False,
+        problems,
+        nonfinite,
+        notes,
+        broken,
+    )
 
 
 #: Id fields that pandas would turn into float64 when some rows lack them (an integer
@@ -395,15 +441,19 @@ def _read_jsonl_fast(path: str, limit: int) -> RawTable | None:
     try:
         if os.path.getsize(path) > FAST_JSONL_MAX_BYTES:
             return None
-        with _open_binary(path) as fh:      # gzip, NUL sniff and the decompressed-size cap
+        with _open_binary(path) as fh:  # gzip, NUL sniff and the decompressed-size cap
             data = fh.read(FAST_JSONL_MAX_BYTES + 1)
     except LoadError:
         raise
     except (OSError, EOFError, zlib.error):
         return None
-    if (not data or len(data) > FAST_JSONL_MAX_BYTES or data.startswith(_BOM)
-            or data.find(b"\x00") >= 0
-            or (data.find(b"\\u") >= 0 and _SURROGATE_BYTES.search(data))):
+    if (
+        not data
+        or len(data) > FAST_JSONL_MAX_BYTES
+        or data.startswith(_BOM)
+        or data.find(b"\x00") >= 0
+        or (data.find(b"\\u") >= 0 and _SURROGATE_BYTES.search(data))
+    ):
         return None
     buf = np.frombuffer(data, dtype=np.uint8)
     ends = np.flatnonzero(buf == 10)
@@ -413,10 +463,10 @@ def _read_jsonl_fast(path: str, limit: int) -> RawTable | None:
     lengths = ends - starts
     if lengths.max() > limit or (lengths == 0).any():
         return None
-    last = ends - 1 - (buf[ends - 1] == 13)      # a line's last byte before "\r\n" / "\n"
-    if not ((buf[starts] == 123).all() and (buf[last] == 125).all()):   # "{" ... "}" per line
+    last = ends - 1 - (buf[ends - 1] == 13)  # a line's last byte before "\r\n" / "\n"
+    if not ((buf[starts] == 123).all() and (buf[last] == 125).all()):  # "{" ... "}" per line
         return None
-    if buf.max() >= 128:                           # pyarrow does not check UTF-8 itself
+    if buf.max() >= 128:  # pyarrow does not check UTF-8 itself
         try:
             data.decode("utf-8")
         except UnicodeDecodeError:
@@ -434,9 +484,13 @@ def _read_jsonl_fast(path: str, limit: int) -> RawTable | None:
         table = pj.read_json(pa.BufferReader(data), read_options=pj.ReadOptions(block_size=block))
     except Exception:  # noqa: BLE001 (pyarrow raises several types; the streaming path reports)
         return None
-    if (table.num_rows != len(ends) or table.num_columns > budget.max_fields
-            or table.num_rows * table.num_columns > budget.max_cells
-            or any(str(t) not in _FAST_TYPES for t in table.schema.types) or "steps" in table.column_names):
+    if (
+        table.num_rows != len(ends)
+        or table.num_columns > budget.max_fields
+        or table.num_rows * table.num_columns > budget.max_cells
+        or any(str(t) not in _FAST_TYPES for t in table.schema.types)
+        or "steps" in table.column_names
+    ):
         return None
     for name, typ in zip(table.column_names, table.schema.types):
         if str(typ) == "double":
@@ -444,11 +498,14 @@ def _read_jsonl_fast(path: str, limit: int) -> RawTable | None:
             v = col.to_numpy(zero_copy_only=False)
             # NaN / Infinity literals (json.loads tags them), integers past 2**53 or past the
             # float range (json.loads keeps them exact): all are the streaming path's to report.
-            if (np.isnan(v).sum() > col.null_count or np.isinf(v).any()
-                    or np.any((np.abs(v) >= 2.0**53) & (v == np.round(v)))):
+            if (
+                np.isnan(v).sum() > col.null_count
+                or np.isinf(v).any()
+                or np.any((np.abs(v) >= 2.0**53) & (v == np.round(v)))
+            ):
                 return None
     df = table.to_pandas()
-    for c in _ID_FIELDS:   # as `_frame`: integer ids with gaps keep their exact values
+    for c in _ID_FIELDS:  # as `_frame`: integer ids with gaps keep their exact values
         if c in df.columns and df[c].dtype.kind == "f" and str(table.schema.field(c).type) == "int64":
             df[c] = pd.Series(table.column(c).to_pylist(), index=df.index, dtype=object)
     return RawTable(path, df, np.arange(1, len(df) + 1, dtype=np.int64), "line", False)
@@ -463,8 +520,15 @@ def _gzip_reason(exc: Exception) -> str:
 
 
 def _json_type(obj) -> str:
-    return {list: "array", str: "string", bool: "boolean", type(None): "null", int: "number",
-            float: "number", _NonFinite: "number"}.get(type(obj), type(obj).__name__)
+    return {
+        list: "array",
+        str: "string",
+        bool: "boolean",
+        type(None): "null",
+        int: "number",
+        float: "number",
+        _NonFinite: "number",
+    }.get(type(obj), type(obj).__name__)
 
 
 def _read_json(path: str, limit: int | None = None) -> RawTable:
@@ -472,42 +536,51 @@ def _read_json(path: str, limit: int | None = None) -> RawTable:
     try:
         cap = max_json_bytes()
         with _open_text(path) as fh:
-            text = fh.read(cap + 1)     # characters ≤ bytes, so this bounds memory by the cap
+            text = fh.read(cap + 1)  # characters ≤ bytes, so this bounds memory by the cap
         if len(text) > cap:
-            raise LoadError([Problem(path, None, None,
-                                     f"JSON document is larger than the limit of {cap / 2**20:.0f} MiB; "
-                                     f"write JSONL (one row per line, streamed) for large logs, or set "
-                                     f"${_ENV_MAX_JSON}")])
+            raise LoadError(
+                [
+                    Problem(
+                        path,
+                        None,
+                        None,
+                        f"JSON document is larger than the limit of {cap / 2**20:.0f} MiB; "
+                        f"write JSONL (one row per line, streamed) for large logs, or set "
+                        f"${_ENV_MAX_JSON}",
+                    )
+                ]
+            )
         doc = _json_loads(text)
     except LoadError:
         raise
     except json.JSONDecodeError as exc:
-        raise LoadError([Problem(path, exc.lineno, None,
-                                 f"invalid JSON: {exc.msg} (column {exc.colno})")]) from None
+        raise LoadError(
+            [Problem(path, exc.lineno, None, f"invalid JSON: {exc.msg} (column {exc.colno})")]
+        ) from None
     except UnicodeDecodeError as exc:
-        raise LoadError([Problem(path, None, None, f"not UTF-8 text ({exc.reason} at byte "
-                                 f"{exc.start})")]) from None
+        raise LoadError(
+            [Problem(path, None, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})")]
+        ) from None
     except _GZIP_ERRORS as exc:
         raise LoadError([Problem(path, None, None, f"cannot read file: {_gzip_reason(exc)}")]) from None
     except (ValueError, RecursionError) as exc:
         raise LoadError([Problem(path, None, None, _parse_error(exc))]) from None
     if isinstance(doc, (dict, list)) and _too_deep(text, doc, MAX_JSON_DEPTH + 2):
-        raise LoadError([Problem(path, None, None,
-                                 f"JSON nested deeper than {MAX_JSON_DEPTH} levels")])
+        raise LoadError([Problem(path, None, None, f"JSON nested deeper than {MAX_JSON_DEPTH} levels")])
     notes = []
     if _SURROGATE_ESCAPE.search(text):
         doc, n = _fix_surrogates(doc)
         if n:
-            notes.append(f"{path}: lone UTF-16 surrogates (\\ud800-\\udfff escapes) were replaced "
-                         f"by U+FFFD")
+            notes.append(f"{path}: lone UTF-16 surrogates (\\ud800-\\udfff escapes) were replaced by U+FFFD")
     if isinstance(doc, dict) and isinstance(doc.get("steps"), list):
         items = doc["steps"]
         shared = {k: v for k, v in doc.items() if k != "steps"}
     elif isinstance(doc, list):
         items, shared = doc, {}
     else:
-        raise LoadError([Problem(path, None, None,
-                                 "expected a JSON array of rows, or an object with a 'steps' array")])
+        raise LoadError(
+            [Problem(path, None, None, "expected a JSON array of rows, or an object with a 'steps' array")]
+        )
     rows: list[dict] = []
     lines: list[int] = []
     budget = _guards.Budget(path, "item")
@@ -515,8 +588,7 @@ def _read_json(path: str, limit: int | None = None) -> RawTable:
     for i, obj in enumerate(items):
         budget.problems(problems, i)
         if not isinstance(obj, dict):
-            problems.append(Problem(path, i, None, f"expected a JSON object, got {_json_type(obj)}",
-                                    "item"))
+            problems.append(Problem(path, i, None, f"expected a JSON object, got {_json_type(obj)}", "item"))
             continue
         if shared:
             obj = {**shared, **obj}
@@ -527,8 +599,9 @@ def _read_json(path: str, limit: int | None = None) -> RawTable:
     nonfinite: dict = {}
     if "NaN" in text or "Infinity" in text:
         _note_nonfinite(rows, 0, nonfinite)
-    return RawTable(path, _frame(rows),
-                    np.asarray(lines, dtype=np.int64), "item", False, problems, nonfinite, notes)
+    return RawTable(
+        path, _frame(rows), np.asarray(lines, dtype=np.int64), "item", False, problems, nonfinite, notes
+    )
 
 
 def _read_parquet(path: str, limit: int | None = None) -> RawTable:
@@ -545,8 +618,7 @@ def _read_parquet(path: str, limit: int | None = None) -> RawTable:
     except LoadError:
         raise
     except Exception as exc:  # pyarrow raises several types for corrupt files
-        raise LoadError([Problem(path, None, None,
-                                 f"cannot read Parquet: {str(exc)[:300]}")]) from None
+        raise LoadError([Problem(path, None, None, f"cannot read Parquet: {str(exc)[:300]}")]) from None
     return RawTable(path, df, np.arange(len(df), dtype=np.int64), "row", False)
 
 
@@ -561,11 +633,21 @@ def _check_parquet_utf8(table, path: str) -> None:
         try:
             col.validate(full=True)
         except pa.ArrowInvalid:
-            row = next((i for i, v in enumerate(col.cast(pa.binary() if pa.types.is_string(col.type)
-                                                          else pa.large_binary()).to_pylist())
-                        if v is not None and not _utf8_ok(v)), None)
-            raise LoadError([Problem(path, row, str(name)[:200], "not valid UTF-8 text in a string "
-                                     "column", "row")]) from None
+            row = next(
+                (
+                    i
+                    for i, v in enumerate(
+                        col.cast(
+                            pa.binary() if pa.types.is_string(col.type) else pa.large_binary()
+                        ).to_pylist()
+                    )
+                    if v is not None and not _utf8_ok(v)
+                ),
+                None,
+            )
+            raise LoadError(
+                [Problem(path, row, str(name)[:200], "not valid UTF-8 text in a string column", "row")]
+            ) from None
 
 
 def _utf8_ok(b: bytes) -> bool:
@@ -585,16 +667,19 @@ def _check_parquet_size(meta, path: str) -> None:
     size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
     cap = _guards.mib_setting(_guards.ENV_MAX_INPUT, _guards.MAX_INPUT_MB)
     if size > cap:
-        raise _guards.limit_error(path, f"the data is {size / 2**20:,.0f} MiB uncompressed, more "
-                                  f"than the input limit of {cap / 2**20:g} MiB", _guards.ENV_MAX_INPUT)
+        raise _guards.limit_error(
+            path,
+            f"the data is {size / 2**20:,.0f} MiB uncompressed, more "
+            f"than the input limit of {cap / 2**20:g} MiB",
+            _guards.ENV_MAX_INPUT,
+        )
 
 
 def _read_csv(path: str, limit: int | None = None) -> RawTable:
     budget = _guards.Budget(path, "row")
     try:
         with _open_text(path) as fh:
-            df = pd.read_csv(fh, dtype=str, keep_default_na=False, na_values=[],
-                             nrows=budget.max_rows + 1)
+            df = pd.read_csv(fh, dtype=str, keep_default_na=False, na_values=[], nrows=budget.max_rows + 1)
         budget.rows(len(df))
         budget.fields([str(c) for c in df.columns])
     except LoadError:
@@ -602,13 +687,13 @@ def _read_csv(path: str, limit: int | None = None) -> RawTable:
     except pd.errors.EmptyDataError:
         df = pd.DataFrame()
     except UnicodeDecodeError as exc:
-        raise LoadError([Problem(path, None, None, f"not UTF-8 text ({exc.reason} at byte "
-                                 f"{exc.start})")]) from None
+        raise LoadError(
+            [Problem(path, None, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})")]
+        ) from None
     except _GZIP_ERRORS as exc:
         raise LoadError([Problem(path, None, None, f"cannot read file: {_gzip_reason(exc)}")]) from None
     except (pd.errors.ParserError, ValueError, OverflowError) as exc:
-        raise LoadError([Problem(path, None, None,
-                                 f"cannot parse CSV: {str(exc).strip()[:300]}")]) from None
+        raise LoadError([Problem(path, None, None, f"cannot parse CSV: {str(exc).strip()[:300]}")]) from None
     df = df.replace({"": None})
     # 1-based data row numbers (the header is not counted); exact even with quoted newlines.
     return RawTable(path, df, np.arange(1, len(df) + 1, dtype=np.int64), "row", True)
@@ -617,8 +702,9 @@ def _read_csv(path: str, limit: int | None = None) -> RawTable:
 _READERS = {"jsonl": _read_jsonl, "json": _read_json, "parquet": _read_parquet, "csv": _read_csv}
 
 
-def read_table(path: str | os.PathLike, fmt: str | None = None, *,
-               max_line_bytes: int | None = None) -> RawTable:
+def read_table(
+    path: str | os.PathLike, fmt: str | None = None, *, max_line_bytes: int | None = None
+) -> RawTable:
     """Parse ``path`` into a `RawTable` (no validation). Never modifies the file.
 
     Args:

@@ -11,6 +11,7 @@ naming the literal; one traj_id under several group_ids of a run and train_step 
 (SCHEMA.md: unique only within its group) and kept as separate trajectories — the usual
 convention (r0..r7 in every group), so it draws no warning.
 """
+
 from __future__ import annotations
 
 import math
@@ -95,8 +96,9 @@ def _as_float(v, from_text):
     if not math.isfinite(out):
         raise TypeError(f"expected a finite number, got {out}")
     if abs(out) > MAX_ABS_REWARD:
-        raise TypeError(f"magnitude {out:g} exceeds {MAX_ABS_REWARD:g} (sums and group statistics "
-                        f"would overflow)")
+        raise TypeError(
+            f"magnitude {out:g} exceeds {MAX_ABS_REWARD:g} (sums and group statistics would overflow)"
+        )
     return out
 
 
@@ -169,13 +171,20 @@ def _fast_column(name: str, col: pd.Series, from_text: bool):
     elif hasattr(col.dtype, "numpy_dtype") and not isinstance(col.dtype, pd.StringDtype):
         # Nullable pandas / Arrow dtypes (a Parquet bool or int column with nulls): plain
         # numpy when nothing is missing, else objects with None.
-        col = pd.Series(col.to_numpy(dtype=col.dtype.numpy_dtype) if present.all()
-                        else col.to_numpy(dtype=object, na_value=None), index=col.index)
+        col = pd.Series(
+            col.to_numpy(dtype=col.dtype.numpy_dtype)
+            if present.all()
+            else col.to_numpy(dtype=object, na_value=None),
+            index=col.index,
+        )
         kind = col.dtype.kind
     inferred = infer_dtype(col, skipna=True) if kind == "O" else None
-    if coerce in (_as_id, _as_text, _as_anchor) and isinstance(col.dtype, pd.StringDtype) and (
-            inferred in ("string", "empty")):
-        return col      # already a string column: kept as it is (no per-step objects)
+    if (
+        coerce in (_as_id, _as_text, _as_anchor)
+        and isinstance(col.dtype, pd.StringDtype)
+        and (inferred in ("string", "empty"))
+    ):
+        return col  # already a string column: kept as it is (no per-step objects)
     if coerce in (_as_id, _as_text) and (inferred in ("string", "empty")):
         return col.to_numpy(dtype=object)
     if coerce is _as_id and kind in "iu":
@@ -189,7 +198,11 @@ def _fast_column(name: str, col: pd.Series, from_text: bool):
             if len(arr) == 0 or (arr.min() >= lo and arr.max() <= hi):
                 return arr.astype(np.int64)
             return None
-        if kind == "f" or inferred in ("integer", "mixed-integer-float") or (from_text and inferred == "string"):
+        if (
+            kind == "f"
+            or inferred in ("integer", "mixed-integer-float")
+            or (from_text and inferred == "string")
+        ):
             try:
                 num = pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64)
             except (ValueError, TypeError, OverflowError):
@@ -202,8 +215,11 @@ def _fast_column(name: str, col: pd.Series, from_text: bool):
                 return out if not present.all() else num.astype(np.int64)
         return None
     if coerce is _as_float:
-        if kind in "fiu" or inferred in ("floating", "integer", "mixed-integer-float") or (
-                from_text and inferred == "string"):
+        if (
+            kind in "fiu"
+            or inferred in ("floating", "integer", "mixed-integer-float")
+            or (from_text and inferred == "string")
+        ):
             if inferred == "string" and not from_text:
                 return None
             try:
@@ -211,8 +227,11 @@ def _fast_column(name: str, col: pd.Series, from_text: bool):
             except (ValueError, TypeError, OverflowError):
                 return None
             good = num[present]
-            if (np.isfinite(good).all() and (np.abs(good) <= MAX_ABS_REWARD).all()
-                    and (present.all() or kind != "f")):
+            if (
+                np.isfinite(good).all()
+                and (np.abs(good) <= MAX_ABS_REWARD).all()
+                and (present.all() or kind != "f")
+            ):
                 out = num.astype(object) if not present.all() else num
                 if not present.all():
                     out[~present] = None
@@ -227,8 +246,9 @@ def _fast_column(name: str, col: pd.Series, from_text: bool):
     return None
 
 
-def _coerce_column(name, series: pd.Series, raw: RawTable, problems: list, bad: np.ndarray,
-                   nonfinite: dict[int, str]):
+def _coerce_column(
+    name, series: pd.Series, raw: RawTable, problems: list, bad: np.ndarray, nonfinite: dict[int, str]
+):
     """Coerce one known column; every bad value becomes a `Problem` and marks its row bad.
     ``nonfinite`` maps rows whose value was a ``NaN``/``Infinity`` literal to that literal."""
     coerce, required = _FIELDS[name]
@@ -238,8 +258,9 @@ def _coerce_column(name, series: pd.Series, raw: RawTable, problems: list, bad: 
             missing = pd.isna(series).to_numpy()
             for i in np.flatnonzero(missing):
                 if int(i) not in nonfinite:
-                    problems.append(Problem(raw.path, int(raw.line[i]), name,
-                                            "missing required field", raw.where))
+                    problems.append(
+                        Problem(raw.path, int(raw.line[i]), name, "missing required field", raw.where)
+                    )
             bad |= missing
         out = fast
     else:
@@ -252,8 +273,9 @@ def _coerce_column(name, series: pd.Series, raw: RawTable, problems: list, bad: 
             if _is_missing(v):
                 out[i] = None
                 if required:
-                    problems.append(Problem(raw.path, int(raw.line[i]), name,
-                                            "missing required field", raw.where))
+                    problems.append(
+                        Problem(raw.path, int(raw.line[i]), name, "missing required field", raw.where)
+                    )
                     bad[i] = True
                 continue
             try:
@@ -265,23 +287,36 @@ def _coerce_column(name, series: pd.Series, raw: RawTable, problems: list, bad: 
         if name == "step_idx":
             for i in np.flatnonzero(~bad):
                 if out[i] is not None and not 0 <= out[i] <= MAX_STEP_IDX:
-                    problems.append(Problem(raw.path, int(raw.line[i]), name,
-                                            f"expected an integer >= 0 and <= {MAX_STEP_IDX}, "
-                                            f"got {_short(out[i])}", raw.where))
+                    problems.append(
+                        Problem(
+                            raw.path,
+                            int(raw.line[i]),
+                            name,
+                            f"expected an integer >= 0 and <= {MAX_STEP_IDX}, got {_short(out[i])}",
+                            raw.where,
+                        )
+                    )
                     bad[i] = True
     if nonfinite:
         out = np.array(out, dtype=object)  # a copy: the fast path may return a read-only view
         for i, tok in sorted(nonfinite.items()):
             what = "a finite number" if coerce is _as_float else _EXPECTED[coerce]
-            problems.append(Problem(raw.path, int(raw.line[i]), name,
-                                    f"expected {what}, got {tok}", raw.where))
+            problems.append(
+                Problem(raw.path, int(raw.line[i]), name, f"expected {what}, got {tok}", raw.where)
+            )
             out[i] = None
             bad[i] = True
     return out
 
 
-_EXPECTED = {_as_id: "a string id", _as_int: "an integer", _as_float: "a finite number",
-             _as_bool: "true/false", _as_text: "a string", _as_anchor: "a string, array or object"}
+_EXPECTED = {
+    _as_id: "a string id",
+    _as_int: "an integer",
+    _as_float: "a finite number",
+    _as_bool: "true/false",
+    _as_text: "a string",
+    _as_anchor: "a string, array or object",
+}
 
 
 def validate(raw: RawTable, *, lenient: bool = False) -> tuple[pd.DataFrame, np.ndarray, list[Problem]]:
@@ -319,8 +354,16 @@ def validate(raw: RawTable, *, lenient: bool = False) -> tuple[pd.DataFrame, np.
 #: Optional per-estimator signals (SCHEMA.md): their numbers and booleans arrive as text from
 #: CSV and are read here; their lists and objects arrive as JSON text from any tabular cell.
 #: A value that does not read is left as logged, for the estimator that uses it to name.
-_SIGNAL_NUMBERS = ("gold_logprob", "turn_evidence", "teacher_logprob_sum", "student_logprob_sum",
-                   "judge_score", "advantage", "num_tokens", "direct_inputs")
+_SIGNAL_NUMBERS = (
+    "gold_logprob",
+    "turn_evidence",
+    "teacher_logprob_sum",
+    "student_logprob_sum",
+    "judge_score",
+    "advantage",
+    "num_tokens",
+    "direct_inputs",
+)
 _SIGNAL_BOOLS = ("is_error",)
 _SIGNAL_JSON = ("rubric", "rubric_active", "influence_edges")
 
@@ -402,10 +445,17 @@ def build_batch(raw: RawTable, *, lenient: bool = False, success_threshold: floa
     dup = np.r_[False, (t_sorted[1:] == t_sorted[:-1]) & (s_sorted[1:] == s_sorted[:-1])]
     for k in np.flatnonzero(dup & (s_sorted >= 0)):
         r = order[k]
-        problems.append(Problem(path, int(lines[r]), "step_idx",
-                                f"duplicate step_idx {s_sorted[k]} in trajectory "
-                                f"{_short(table['traj_id'].iat[r])} of group "
-                                f"{_short(table['group_id'].iat[r])}", where))
+        problems.append(
+            Problem(
+                path,
+                int(lines[r]),
+                "step_idx",
+                f"duplicate step_idx {s_sorted[k]} in trajectory "
+                f"{_short(table['traj_id'].iat[r])} of group "
+                f"{_short(table['group_id'].iat[r])}",
+                where,
+            )
+        )
         traj_bad[t_sorted[k]] = True
     # Contiguity is checked only on trajectories whose rows all parsed; report the first
     # out-of-place row of each.
@@ -418,10 +468,17 @@ def build_batch(raw: RawTable, *, lenient: bool = False, success_threshold: floa
             continue
         seen.add(t)
         r = order[k]
-        problems.append(Problem(path, int(lines[r]), "step_idx",
-                                f"not contiguous from 0: expected {pos[k]}, got {s_sorted[k]} "
-                                f"in trajectory {_short(table['traj_id'].iat[r])} of group "
-                                f"{_short(table['group_id'].iat[r])}", where))
+        problems.append(
+            Problem(
+                path,
+                int(lines[r]),
+                "step_idx",
+                f"not contiguous from 0: expected {pos[k]}, got {s_sorted[k]} "
+                f"in trajectory {_short(table['traj_id'].iat[r])} of group "
+                f"{_short(table['group_id'].iat[r])}",
+                where,
+            )
+        )
         traj_bad[t] = True
     if lenient and raw.broken_ids:
         # Lines that did not parse but name their trajectory: drop it rather than keep it with
@@ -437,14 +494,20 @@ def build_batch(raw: RawTable, *, lenient: bool = False, success_threshold: floa
             raise LoadError(problems[:MAX_LISTED], total=len(problems))
         skipped = [str(p) for p in problems]
         keep_rows = ~traj_bad[t_codes]
-        lenient_note = _lenient_summary(path, problems, int((~keep_rows).sum()),
-                                        int(traj_bad.sum()),
-                                        sum(k is None for k in raw.broken_ids))
+        lenient_note = _lenient_summary(
+            path,
+            problems,
+            int((~keep_rows).sum()),
+            int(traj_bad.sum()),
+            sum(k is None for k in raw.broken_ids),
+        )
         table = table[keep_rows]
         if table.empty:
-            raise LoadError(problems[:MAX_LISTED] + [Problem(path, None, None,
-                            "no valid trajectory left after skipping bad rows (--lenient)")],
-                            total=len(problems) + 1)
+            raise LoadError(
+                problems[:MAX_LISTED]
+                + [Problem(path, None, None, "no valid trajectory left after skipping bad rows (--lenient)")],
+                total=len(problems) + 1,
+            )
         g_codes = row_codes(*(table[c] for c in GROUP_KEY))
         t_codes = row_codes(g_codes, table["traj_id"])
 
@@ -455,7 +518,8 @@ def build_batch(raw: RawTable, *, lenient: bool = False, success_threshold: floa
 
     # Outcome (docs/schema.md, "Success and truncation").
     traj_success, traj_truncated, traj_return, outcome_notes = _outcomes(
-        table, lay.step_traj, lay.traj_offsets, success_threshold, path)
+        table, lay.step_traj, lay.traj_offsets, success_threshold, path
+    )
 
     # Anchors: precomputed key, else the hash of the canonical anchor_obs, else one per step.
     warnings: list[str] = list(raw.notes)
@@ -465,13 +529,22 @@ def build_batch(raw: RawTable, *, lenient: bool = False, success_threshold: floa
     table, step_hash = _anchor_hashes(table, warnings, path, where)
 
     table = table.drop(columns=[_BAD, _LINE], errors="ignore")
-    return assemble(table, lay, step_anchor_hash=step_hash, traj_success=traj_success,
-                    traj_truncated=traj_truncated, traj_return=traj_return, source=path,
-                    warnings=warnings, skipped=skipped)
+    return assemble(
+        table,
+        lay,
+        step_anchor_hash=step_hash,
+        traj_success=traj_success,
+        traj_truncated=traj_truncated,
+        traj_return=traj_return,
+        source=path,
+        warnings=warnings,
+        skipped=skipped,
+    )
 
 
-def _outcomes(table: pd.DataFrame, t_codes: np.ndarray, traj_offsets: np.ndarray,
-              success_threshold: float, path: str):
+def _outcomes(
+    table: pd.DataFrame, t_codes: np.ndarray, traj_offsets: np.ndarray, success_threshold: float, path: str
+):
     """(success [T], truncated [T], return [T], notes) of the trajectories of a sorted table.
 
     - return: the last logged ``episode_return``, else the sum of ``reward``;
@@ -485,8 +558,7 @@ def _outcomes(table: pd.DataFrame, t_codes: np.ndarray, traj_offsets: np.ndarray
     num_t = len(traj_offsets) - 1
     notes: list[str] = []
     step_reward = table["reward"].to_numpy(dtype=np.float64)
-    traj_return = (np.add.reduceat(step_reward, traj_offsets[:-1]) if len(step_reward)
-                   else np.zeros(0))
+    traj_return = np.add.reduceat(step_reward, traj_offsets[:-1]) if len(step_reward) else np.zeros(0)
     if "episode_return" in table:
         er = _last_non_null(table["episode_return"].to_numpy(dtype=object), t_codes, num_t)
         has = np.array([v is not None for v in er], dtype=bool)
@@ -501,9 +573,11 @@ def _outcomes(table: pd.DataFrame, t_codes: np.ndarray, traj_offsets: np.ndarray
         explicit_true = has & traj_success
         flips = _true_then_false(col, t_codes, num_t)
         if flips.any():
-            notes.append(f"{path}: {int(flips.sum())} trajectorie(s) log success=true on a row and "
-                         f"success=false on a later row (first: {_traj_label(table, traj_offsets, flips)}); "
-                         f"the last logged value is the trajectory's success")
+            notes.append(
+                f"{path}: {int(flips.sum())} trajectorie(s) log success=true on a row and "
+                f"success=false on a later row (first: {_traj_label(table, traj_offsets, flips)}); "
+                f"the last logged value is the trajectory's success"
+            )
     traj_truncated = np.zeros(num_t, dtype=bool)
     if "done" in table:
         dv = table["done"].to_numpy(dtype=object)[traj_offsets[1:] - 1]
@@ -511,9 +585,11 @@ def _outcomes(table: pd.DataFrame, t_codes: np.ndarray, traj_offsets: np.ndarray
     kept = traj_truncated & explicit_true
     traj_success &= ~traj_truncated | kept
     if kept.any():
-        notes.append(f"{path}: {int(kept.sum())} truncated trajectorie(s) (last row done=false) "
-                     f"log success=true (first: {_traj_label(table, traj_offsets, kept)}); the "
-                     f"logged success is kept, other truncated trajectories are failures")
+        notes.append(
+            f"{path}: {int(kept.sum())} truncated trajectorie(s) (last row done=false) "
+            f"log success=true (first: {_traj_label(table, traj_offsets, kept)}); the "
+            f"logged success is kept, other truncated trajectories are failures"
+        )
     return traj_success, traj_truncated, traj_return, notes
 
 
@@ -532,8 +608,7 @@ def _true_then_false(col: np.ndarray, t_codes: np.ndarray, num_t: int) -> np.nda
 
 def _traj_label(table: pd.DataFrame, traj_offsets: np.ndarray, mask: np.ndarray) -> str:
     r = traj_offsets[int(np.flatnonzero(mask)[0])]
-    return (f"trajectory {_short(table['traj_id'].iat[r])} of group "
-            f"{_short(table['group_id'].iat[r])}")
+    return f"trajectory {_short(table['traj_id'].iat[r])} of group {_short(table['group_id'].iat[r])}"
 
 
 def _last_non_null(values, t_codes: np.ndarray, num_t: int) -> np.ndarray:
@@ -554,18 +629,24 @@ def _kind(p: Problem) -> str:
     return f"{p.field}: {msg}" if p.field else msg
 
 
-def _lenient_summary(path: str, problems: list[Problem], rows: int, trajs: int,
-                     unattributed: int = 0) -> str:
+def _lenient_summary(path: str, problems: list[Problem], rows: int, trajs: int, unattributed: int = 0) -> str:
     """One line for the warnings: how much --lenient skipped, and of which kinds."""
     kinds: dict[str, int] = {}
     for p in problems:
         k = _kind(p)
         kinds[k] = kinds.get(k, 0) + 1
     listed = "; ".join(f"{k} x{n}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1])[:12])
-    return (f"{path}: lenient: skipped {len(problems)} problem(s): dropped {rows} row(s) in "
-            f"{trajs} trajectorie(s) (lines that did not parse are not counted as rows); by kind: "
-            f"{listed}" + (f". {unattributed} unparseable line(s) name no trajectory: a rollout "
-                           f"that lost its last step there now looks truncated" if unattributed else ""))
+    return (
+        f"{path}: lenient: skipped {len(problems)} problem(s): dropped {rows} row(s) in "
+        f"{trajs} trajectorie(s) (lines that did not parse are not counted as rows); by kind: "
+        f"{listed}"
+        + (
+            f". {unattributed} unparseable line(s) name no trajectory: a rollout "
+            f"that lost its last step there now looks truncated"
+            if unattributed
+            else ""
+        )
+    )
 
 
 def _anchor_hashes(table: pd.DataFrame, warnings: list, path: str, where: str = "line"):
@@ -574,8 +655,13 @@ def _anchor_hashes(table: pd.DataFrame, warnings: list, path: str, where: str = 
     per distinct key or (string) observation and gathered, not once per step."""
     n = len(table)
     obs_col = table["anchor_obs"] if "anchor_obs" in table else None
-    if (obs_col is not None and "anchor_key" not in table and "state_hash" not in table
-            and isinstance(obs_col.dtype, pd.StringDtype) and not obs_col.isna().any()):
+    if (
+        obs_col is not None
+        and "anchor_key" not in table
+        and "state_hash" not in table
+        and isinstance(obs_col.dtype, pd.StringDtype)
+        and not obs_col.isna().any()
+    ):
         # The usual case: every step has a string observation. Factorised in Arrow, one hash
         # per distinct string, the keys gathered as a string array (no per-step objects).
         codes, uniq = pd.factorize(obs_col)
@@ -586,8 +672,11 @@ def _anchor_hashes(table: pd.DataFrame, warnings: list, path: str, where: str = 
     given = None
     for col in ("anchor_key", "state_hash"):
         if col in table:
-            given = table[col].to_numpy(dtype=object) if given is None else np.where(
-                pd.isna(given), table[col].to_numpy(dtype=object), given)
+            given = (
+                table[col].to_numpy(dtype=object)
+                if given is None
+                else np.where(pd.isna(given), table[col].to_numpy(dtype=object), given)
+            )
     keyed_mask = ~pd.isna(given) if given is not None else np.zeros(n, dtype=bool)
     at = np.flatnonzero(keyed_mask)
     if at.size:
@@ -607,18 +696,25 @@ def _anchor_hashes(table: pd.DataFrame, warnings: list, path: str, where: str = 
         # No anchor: this step merges with nothing (a unique key per trajectory step).
         traj = table["traj_id"].to_numpy(dtype=object)[none_at]
         sidx = table["step_idx"].to_numpy()[none_at]
-        h = np.fromiter((anchor_hash64(["__no_anchor__", str(t), int(s)]) for t, s in zip(traj, sidx)),
-                        np.uint64, len(none_at))
+        h = np.fromiter(
+            (anchor_hash64(["__no_anchor__", str(t), int(s)]) for t, s in zip(traj, sidx)),
+            np.uint64,
+            len(none_at),
+        )
         hashes[none_at] = h
         keys[none_at] = [f"{x:016x}" for x in h.tolist()]
     keyed, missing = int(keyed_mask.sum()), int(none_at.size)
     if missing:
-        warnings.append(f"{path}: {missing} of {n} steps have no anchor_obs or anchor_key; "
-                        f"they are not merged with any other step")
+        warnings.append(
+            f"{path}: {missing} of {n} steps have no anchor_obs or anchor_key; "
+            f"they are not merged with any other step"
+        )
     if 0 < keyed < n and "anchor_obs" in table and n - keyed - missing > 0:
-        warnings.append(f"{path}: {keyed} of {n} steps carry a precomputed anchor_key/state_hash "
-                        f"and {n - keyed - missing} are keyed from anchor_obs; a precomputed key "
-                        f"merges only with equal keys (docs/schema.md, \"Anchor identity\")")
+        warnings.append(
+            f"{path}: {keyed} of {n} steps carry a precomputed anchor_key/state_hash "
+            f"and {n - keyed - missing} are keyed from anchor_obs; a precomputed key "
+            f"merges only with equal keys (docs/schema.md, \"Anchor identity\")"
+        )
     table = table.assign(anchor_key=keys)
     return table, hashes
 
@@ -631,8 +727,13 @@ def _obs_hashes(values: np.ndarray, rows: np.ndarray, table: pd.DataFrame, path:
 
     def fail(i, exc):
         line = int(table[_LINE].iat[int(rows[i])]) if _LINE in table else None
-        return LoadError([Problem(path, line, "anchor_obs",
-                                  f"cannot canonicalise the anchor ({type(exc).__name__})", where)])
+        return LoadError(
+            [
+                Problem(
+                    path, line, "anchor_obs", f"cannot canonicalise the anchor ({type(exc).__name__})", where
+                )
+            ]
+        )
 
     if infer_dtype(values, skipna=False) == "string":
         codes, uniq = pd.factorize(values)
@@ -655,8 +756,9 @@ def _obs_hashes(values: np.ndarray, rows: np.ndarray, table: pd.DataFrame, path:
     return out, np.array([f"{x:016x}" for x in out.tolist()], dtype=object)
 
 
-def _string_hashes(uniq, codes: np.ndarray, rows: np.ndarray, table: pd.DataFrame, path: str,
-                   where: str) -> tuple[np.ndarray, np.ndarray]:
+def _string_hashes(
+    uniq, codes: np.ndarray, rows: np.ndarray, table: pd.DataFrame, path: str, where: str
+) -> tuple[np.ndarray, np.ndarray]:
     """(hashes, hex keys) of the distinct anchor strings ``uniq`` (in first-occurrence order;
     ``codes`` map the values at table rows ``rows`` to them)."""
     uh = np.zeros(len(uniq), dtype=np.uint64)
@@ -666,8 +768,17 @@ def _string_hashes(uniq, codes: np.ndarray, rows: np.ndarray, table: pd.DataFram
         except (RecursionError, ValueError, TypeError, OverflowError) as exc:
             i = int(rows[int(np.argmax(codes == j))])
             line = int(table[_LINE].iat[i]) if _LINE in table else None
-            raise LoadError([Problem(path, line, "anchor_obs",
-                                     f"cannot canonicalise the anchor ({type(exc).__name__})", where)]) from None
+            raise LoadError(
+                [
+                    Problem(
+                        path,
+                        line,
+                        "anchor_obs",
+                        f"cannot canonicalise the anchor ({type(exc).__name__})",
+                        where,
+                    )
+                ]
+            ) from None
     return uh, np.array([f"{x:016x}" for x in uh.tolist()], dtype=object)
 
 

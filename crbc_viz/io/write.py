@@ -1,5 +1,6 @@
 """Atomic writers: every output goes to a temporary name in the target folder, then is
 renamed over the target, so a crash never leaves a half-written file."""
+
 from __future__ import annotations
 
 import contextlib
@@ -11,8 +12,15 @@ import pandas as pd
 
 from ..errors import CrbcVizError
 
-__all__ = ["write_frame", "atomic_path", "OUTPUT_FORMATS", "OutputError", "OutputFormatError",
-           "check_output", "csv_safe"]
+__all__ = [
+    "write_frame",
+    "atomic_path",
+    "OUTPUT_FORMATS",
+    "OutputError",
+    "OutputFormatError",
+    "check_output",
+    "csv_safe",
+]
 
 OUTPUT_FORMATS = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl"}
 
@@ -58,13 +66,16 @@ def check_output(path: str | os.PathLike, inputs=()) -> None:
     """
     out = Path(path)
     if out.is_dir():
-        raise OutputError(f"output {str(path)!r} is a folder; give a file name ending in "
-                          f"{', '.join(OUTPUT_FORMATS)}")
+        raise OutputError(
+            f"output {str(path)!r} is a folder; give a file name ending in {', '.join(OUTPUT_FORMATS)}"
+        )
     real = out.resolve()
     for folder in real.parents:
         if _is_store(folder):
-            raise OutputError(f"output {str(path)!r} lies inside the log store {str(folder)!r}; "
-                              f"writing there would corrupt the store; choose an output outside it")
+            raise OutputError(
+                f"output {str(path)!r} lies inside the log store {str(folder)!r}; "
+                f"writing there would corrupt the store; choose an output outside it"
+            )
     for inp in inputs:
         if inp is None:
             continue
@@ -74,11 +85,14 @@ def check_output(path: str | os.PathLike, inputs=()) -> None:
             with contextlib.suppress(OSError):
                 same = os.path.samefile(out, inp)
         if same:
-            raise OutputError(f"output {str(path)!r} is the input {str(inp)!r}; writing it would "
-                              f"replace the input; choose another output file")
+            raise OutputError(
+                f"output {str(path)!r} is the input {str(inp)!r}; writing it would "
+                f"replace the input; choose another output file"
+            )
         if src.is_dir() and src in real.parents:
-            raise OutputError(f"output {str(path)!r} lies inside the input folder {str(inp)!r}; "
-                              f"choose an output outside it")
+            raise OutputError(
+                f"output {str(path)!r} lies inside the input folder {str(inp)!r}; choose an output outside it"
+            )
 
 
 _FORMULA_LEAD = ("=", "+", "-", "@", "\t", "\r")
@@ -92,8 +106,13 @@ def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` with every text cell (and column name) that a spreadsheet would run as a formula
     (leading ``=``, ``+``, ``-``, ``@``, tab or CR) prefixed with ``'`` (OWASP CSV injection);
     numbers stay numbers. Returns a copy only when something changed."""
-    cols = [c for c in df.columns if df[c].dtype == object or isinstance(df[c].dtype, pd.StringDtype)
-            or isinstance(df[c].dtype, pd.CategoricalDtype)]
+    cols = [
+        c
+        for c in df.columns
+        if df[c].dtype == object
+        or isinstance(df[c].dtype, pd.StringDtype)
+        or isinstance(df[c].dtype, pd.CategoricalDtype)
+    ]
     out = df
     for c in cols:
         col = df[c].astype(object)
@@ -118,8 +137,10 @@ def write_frame(df: pd.DataFrame, path: str | os.PathLike) -> None:
     """
     suffix = Path(path).suffix.lower()
     if suffix not in OUTPUT_FORMATS:
-        raise OutputFormatError(f"output file {str(path)!r}: unknown extension {suffix!r}; "
-                                f"expected one of {', '.join(OUTPUT_FORMATS)}")
+        raise OutputFormatError(
+            f"output file {str(path)!r}: unknown extension {suffix!r}; "
+            f"expected one of {', '.join(OUTPUT_FORMATS)}"
+        )
     if Path(path).is_dir():
         raise OutputError(f"output {str(path)!r} is a folder; give a file name")
     for parent in Path(path).parents:

@@ -9,6 +9,7 @@ Every estimator module builds on these instead of importing a peer estimator:
   sparse LU, bounded iteration), the empirical mean backup and successor values;
 - `signals`: readers of the optional logged per-step signals, with their error messages.
 """
+
 from __future__ import annotations
 
 from .advantage import group_advantage
@@ -17,7 +18,20 @@ from .returns import discounted_returns, discounted_suffix_sums, step_rewards, t
 from .segments import segment_stats, segment_zscore
 from .signals import float_signal, is_missing, require_columns, step_location
 
-__all__ = ["group_advantage", "graph_entries", "mean_backup_values", "solve_closure",
-           "successor_values", "discounted_returns", "discounted_suffix_sums", "step_rewards",
-           "trajectory_outcome", "segment_stats", "segment_zscore", "float_signal", "is_missing",
-           "require_columns", "step_location"]
+__all__ = [
+    "group_advantage",
+    "graph_entries",
+    "mean_backup_values",
+    "solve_closure",
+    "successor_values",
+    "discounted_returns",
+    "discounted_suffix_sums",
+    "step_rewards",
+    "trajectory_outcome",
+    "segment_stats",
+    "segment_zscore",
+    "float_signal",
+    "is_missing",
+    "require_columns",
+    "step_location",
+]

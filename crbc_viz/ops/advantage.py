@@ -1,4 +1,5 @@
 """The GRPO group advantage A^G — the one copy every estimator and integration uses."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -10,8 +11,15 @@ from .segments import segment_stats
 __all__ = ["group_advantage"]
 
 
-def group_advantage(graph: AnchorGraph, *, norm: str = "std", ddof: int = 1, eps: float = 1e-6,
-                    stats: str = "trajectory", outcome: str = "success") -> np.ndarray:
+def group_advantage(
+    graph: AnchorGraph,
+    *,
+    norm: str = "std",
+    ddof: int = 1,
+    eps: float = 1e-6,
+    stats: str = "trajectory",
+    outcome: str = "success",
+) -> np.ndarray:
     """A^G_i = (R_i − mean_j R_j) / (F_norm + eps), one value per trajectory ``[T]``.
 
     ``norm='std'``: F_norm is the group std (GRPO); ``'mean'``: no division (Dr.GRPO / RLOO

@@ -20,14 +20,24 @@ iteratively, in memory that grows with the number of entries, not with (largest 
 I − βM is a nonsingular M-matrix (every anchor reaches a boundary under the empirical
 chain), so all three are stable.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 from ..graph import FAILURE, SUCCESS
 
-__all__ = ["solve_closure", "graph_entries", "sparse_solve", "mean_backup_values",
-           "successor_values", "DENSE_MAX", "CHUNK_BYTES", "SPARSE_LU_MAX", "ITER_TOL"]
+__all__ = [
+    "solve_closure",
+    "graph_entries",
+    "sparse_solve",
+    "mean_backup_values",
+    "successor_values",
+    "DENSE_MAX",
+    "CHUNK_BYTES",
+    "SPARSE_LU_MAX",
+    "ITER_TOL",
+]
 
 #: Largest group (anchors) solved densely by the reference; larger groups go to sparse LU.
 DENSE_MAX = 256
@@ -37,7 +47,6 @@ CHUNK_BYTES = 64 << 20
 SPARSE_LU_MAX = 20_000
 #: Proven bound on the error of an iterated group's values (∞-norm).
 ITER_TOL = 1e-13
-
 
 
 def graph_entries(graph):
@@ -51,8 +60,15 @@ def size_class(n: np.ndarray) -> np.ndarray:
     return np.maximum(8, 1 << np.ceil(np.log2(np.maximum(n, 1))).astype(np.int64))
 
 
-def solve_closure(src: np.ndarray, nxt: np.ndarray, w: np.ndarray, group_node_offsets: np.ndarray,
-                  beta: float, *, dense_max: int = DENSE_MAX) -> tuple[np.ndarray, float]:
+def solve_closure(
+    src: np.ndarray,
+    nxt: np.ndarray,
+    w: np.ndarray,
+    group_node_offsets: np.ndarray,
+    beta: float,
+    *,
+    dense_max: int = DENSE_MAX,
+) -> tuple[np.ndarray, float]:
     """V ``[N]`` and the residual ‖(I − βM)V − b‖∞ over all groups.
 
     Args:
@@ -68,7 +84,7 @@ def solve_closure(src: np.ndarray, nxt: np.ndarray, w: np.ndarray, group_node_of
     nxt = np.asarray(nxt, dtype=np.int64)
     w = np.asarray(w, dtype=np.float64)
     succ = nxt == SUCCESS
-    b = beta * np.bincount(src[succ], weights=w[succ], minlength=N)     # Eq. 8: b(s)
+    b = beta * np.bincount(src[succ], weights=w[succ], minlength=N)  # Eq. 8: b(s)
     inner = nxt >= 0
     i_src, i_dst, i_w = src[inner], nxt[inner], w[inner]
     V = np.zeros(N)
@@ -89,7 +105,7 @@ def solve_closure(src: np.ndarray, nxt: np.ndarray, w: np.ndarray, group_node_of
         slot_of = np.full(len(n_group), -1, dtype=np.int64)
         slot_of[groups] = np.arange(len(groups))
         e_sel = np.flatnonzero(slot_of[e_group] >= 0)
-        e_slot = slot_of[e_group[e_sel]]                 # increasing: entries are by group
+        e_slot = slot_of[e_group[e_sel]]  # increasing: entries are by group
         n_sel = np.flatnonzero(slot_of[node_group] >= 0)
         n_slot = slot_of[node_group[n_sel]]
         per_chunk = max(1, CHUNK_BYTES // (8 * m * m))
@@ -100,18 +116,22 @@ def solve_closure(src: np.ndarray, nxt: np.ndarray, w: np.ndarray, group_node_of
             na, nb = np.searchsorted(n_slot, [c0, c1])
             es, ns = e_sel[ea:eb], n_sel[na:nb]
             flat = ((e_slot[ea:eb] - c0) * m + local[i_src[es]]) * m + local[i_dst[es]]
-            A = np.bincount(flat, weights=-beta * i_w[es], minlength=k * m * m).astype(
-                np.float64, copy=False).reshape(k, m, m)
+            A = (
+                np.bincount(flat, weights=-beta * i_w[es], minlength=k * m * m)
+                .astype(np.float64, copy=False)
+                .reshape(k, m, m)
+            )
             A[:, np.arange(m), np.arange(m)] += 1.0
             rhs = np.zeros((k, m))
             rows, cols = n_slot[na:nb] - c0, local[ns]
             rhs[rows, cols] = b[ns]
-            sol = np.linalg.solve(A, rhs[..., None])[..., 0]   # Eq. 9: one solve per class
+            sol = np.linalg.solve(A, rhs[..., None])[..., 0]  # Eq. 9: one solve per class
             V[ns] = sol[rows, cols]
     large = ~dense & (n_group > 0)
     if large.any():
-        V = sparse_solve(large[node_group], i_src, i_dst, i_w, b, beta, V,
-                         iterate=(n_group > SPARSE_LU_MAX)[node_group])
+        V = sparse_solve(
+            large[node_group], i_src, i_dst, i_w, b, beta, V, iterate=(n_group > SPARSE_LU_MAX)[node_group]
+        )
     MV = np.bincount(i_src, weights=i_w * V[i_dst], minlength=N)
     return V, float(np.max(np.abs(V - beta * MV - b)))
 
@@ -181,5 +201,4 @@ def mean_backup_values(graph, gamma: float) -> tuple[np.ndarray, float]:
 def successor_values(graph, node_value: np.ndarray) -> np.ndarray:
     """V(s_{t+1}) per step ``[S]`` with V(SUCCESS) = 1 and V(FAILURE) = 0."""
     nxt = graph.step_next
-    return np.where(nxt == SUCCESS, 1.0,
-                    np.where(nxt == FAILURE, 0.0, node_value[np.maximum(nxt, 0)]))
+    return np.where(nxt == SUCCESS, 1.0, np.where(nxt == FAILURE, 0.0, node_value[np.maximum(nxt, 0)]))

@@ -1,4 +1,5 @@
 """Per-rollout outcomes, per-step rewards and discounted suffix sums within trajectories."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -45,7 +46,7 @@ def discounted_suffix_sums(x: np.ndarray, offsets: np.ndarray, gamma: float) -> 
         return out
     lengths = np.diff(offsets)
     longest = int(lengths.max())
-    if longest * 16 > x.size:            # few, long segments: the plain recurrence is cheaper
+    if longest * 16 > x.size:  # few, long segments: the plain recurrence is cheaper
         for lo, hi in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
             acc = 0.0
             for s in range(hi - 1, lo - 1, -1):
@@ -53,11 +54,11 @@ def discounted_suffix_sums(x: np.ndarray, offsets: np.ndarray, gamma: float) -> 
                 out[s] = acc
         return out
     seg = np.repeat(np.arange(len(lengths)), lengths)
-    back = offsets[1:][seg] - 1 - np.arange(x.size)      # steps left after each step
+    back = offsets[1:][seg] - 1 - np.arange(x.size)  # steps left after each step
     order = np.argsort(back, kind="stable")
     starts = np.searchsorted(back[order], np.arange(longest + 1))
     for k in range(1, longest):
-        idx = order[starts[k]:starts[k + 1]]
+        idx = order[starts[k] : starts[k + 1]]
         out[idx] += gamma * out[idx + 1]
     return out
 

@@ -1,4 +1,5 @@
 """Group-by statistics over integer segment ids: count, mean, std and the z-score."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -6,8 +7,9 @@ import numpy as np
 __all__ = ["segment_stats", "segment_zscore"]
 
 
-def segment_stats(x: np.ndarray, seg: np.ndarray, num: int, *, ddof: int = 1,
-                  weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def segment_stats(
+    x: np.ndarray, seg: np.ndarray, num: int, *, ddof: int = 1, weights: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(count [num], mean [num], std [num])`` of ``x`` per segment ``seg`` (ids in [0, num)).
 
     ``weights`` (optional, per element) weigh the count, the mean and the squared deviations
@@ -21,8 +23,16 @@ def segment_stats(x: np.ndarray, seg: np.ndarray, num: int, *, ddof: int = 1,
     return cnt, mean, np.sqrt(sq / np.maximum(cnt - ddof, 1))
 
 
-def segment_zscore(x: np.ndarray, seg: np.ndarray, num: int, *, ddof: int = 1,
-                   eps: float = 1e-6, center: bool = True, scale: bool = True):
+def segment_zscore(
+    x: np.ndarray,
+    seg: np.ndarray,
+    num: int,
+    *,
+    ddof: int = 1,
+    eps: float = 1e-6,
+    center: bool = True,
+    scale: bool = True,
+):
     """(x − mean_seg) / (std_seg + eps) per segment; segments with < 2 members or no
     spread give 0.
 

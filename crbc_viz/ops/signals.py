@@ -1,6 +1,7 @@
 """Readers of the optional logged per-step signals (SCHEMA.md, optional fields) that the
 signal-based estimators share: they raise `MissingSignalError` when a column is absent and a
 `ValueError` naming the field and the group / trajectory / step of a bad value."""
+
 from __future__ import annotations
 
 import math
@@ -18,10 +19,12 @@ def is_missing(v) -> bool:
 
 
 def step_location(graph: AnchorGraph, s: int) -> str:
-    """"group 'run/step/gid', traj 'tid', step k" of step row ``s``."""
+    """ "group 'run/step/gid', traj 'tid', step k" of step row ``s``."""
     b = graph.batch
-    return (f"group '{b.group_label(int(b.step_group[s]))}', traj "
-            f"'{b.steps['traj_id'].iat[s]}', step {int(b.steps['step_idx'].iat[s])}")
+    return (
+        f"group '{b.group_label(int(b.step_group[s]))}', traj "
+        f"'{b.steps['traj_id'].iat[s]}', step {int(b.steps['step_idx'].iat[s])}"
+    )
 
 
 def require_columns(graph: AnchorGraph, estimator: str, fields) -> None:
@@ -30,8 +33,9 @@ def require_columns(graph: AnchorGraph, estimator: str, fields) -> None:
         raise MissingSignalError(estimator, missing)
 
 
-def float_signal(graph: AnchorGraph, estimator: str, field: str, *, low: float | None = None,
-                 high: float | None = None) -> np.ndarray:
+def float_signal(
+    graph: AnchorGraph, estimator: str, field: str, *, low: float | None = None, high: float | None = None
+) -> np.ndarray:
     """A required numeric per-step signal ``[S]``, checked finite and within [low, high]."""
     require_columns(graph, estimator, [field])
     col = graph.batch.steps[field].to_numpy(dtype=object)
@@ -40,14 +44,16 @@ def float_signal(graph: AnchorGraph, estimator: str, field: str, *, low: float |
         if is_missing(v):
             raise ValueError(f"{estimator}: field '{field}' is missing at {step_location(graph, s)}")
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
-            raise ValueError(f"{estimator}: field '{field}' must be a number, got {v!r} at "
-                             f"{step_location(graph, s)}")
+            raise ValueError(
+                f"{estimator}: field '{field}' must be a number, got {v!r} at {step_location(graph, s)}"
+            )
         x = float(v)
-        bad = (not math.isfinite(x) or (low is not None and x < low) or
-               (high is not None and x > high))
+        bad = not math.isfinite(x) or (low is not None and x < low) or (high is not None and x > high)
         if bad:
             rng = f"in [{low if low is not None else '-inf'}, {high if high is not None else 'inf'}]"
-            raise ValueError(f"{estimator}: field '{field}' must be finite and {rng}, got {v!r} at "
-                             f"{step_location(graph, s)}")
+            raise ValueError(
+                f"{estimator}: field '{field}' must be finite and {rng}, got {v!r} at "
+                f"{step_location(graph, s)}"
+            )
         out[s] = x
     return out

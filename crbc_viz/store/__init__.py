@@ -4,15 +4,27 @@ lock), `query` (the read side: `LogStore`), `ingest` (the write side: `ingest`,
 
 Note: the package attribute ``crbc_viz.store.ingest`` is the `ingest` function; the module is
 ``sys.modules["crbc_viz.store.ingest"]`` (``importlib.import_module``)."""
+
 from __future__ import annotations
 
 from .ingest import IngestReport, drop_incomplete, ingest
 from .layout import CRASH_ENV, Part, StoreError
 from .query import LogStore, incomplete_sources, open_store, parse_group_label
 
-__all__ = ["LogStore", "Part", "IngestReport", "StoreError", "ingest", "open_store",
-           "search_steps", "find_trajectory", "CRASH_ENV", "parse_group_label", "incomplete_sources",
-           "drop_incomplete"]
+__all__ = [
+    "LogStore",
+    "Part",
+    "IngestReport",
+    "StoreError",
+    "ingest",
+    "open_store",
+    "search_steps",
+    "find_trajectory",
+    "CRASH_ENV",
+    "parse_group_label",
+    "incomplete_sources",
+    "drop_incomplete",
+]
 
 
 def search_steps(store, text: str, limit: int = 50):

@@ -1,5 +1,6 @@
 """The write side of a log store: `ingest` (whole-source or streamed, resumable, crash-safe)
 and `drop_incomplete`."""
+
 from __future__ import annotations
 
 import contextlib
@@ -35,6 +36,7 @@ __all__ = ["ingest", "IngestReport", "drop_incomplete", "file_digest"]
 
 log = logging.getLogger(__name__)
 
+
 @dataclass
 class IngestReport:
     """What an ingest did, per source: ``status`` is ``ingested``, ``resumed`` or ``skipped``."""
@@ -50,9 +52,12 @@ def _outcome_counts(batch: RolloutBatch) -> dict:
     """Per-source counts kept in its manifest (docs/schema.md, "Success and truncation")."""
     from ..analysis.summary import truncation_known
 
-    return {"trajectories": batch.num_trajectories, "truncated": int(batch.traj_truncated.sum()),
-            "truncated_success": int((batch.traj_truncated & batch.traj_success).sum()),
-            "done_logged": truncation_known(batch)}
+    return {
+        "trajectories": batch.num_trajectories,
+        "truncated": int(batch.traj_truncated.sum()),
+        "truncated_success": int((batch.traj_truncated & batch.traj_success).sum()),
+        "done_logged": truncation_known(batch),
+    }
 
 
 def file_digest(paths: Iterable[str], root: str | None = None) -> str:
@@ -90,14 +95,23 @@ def _arrow_column(name: str, values: pd.Series):
             else:
                 return name, pa.array(values.to_numpy(), from_pandas=True)
         inferred = pd.api.types.infer_dtype(values, skipna=True)
-        kind = {"string": "string", "boolean": "bool", "integer": "int64", "floating": "float64",
-                "mixed-integer-float": "float64", "empty": None}.get(inferred, "json")
+        kind = {
+            "string": "string",
+            "boolean": "bool",
+            "integer": "int64",
+            "floating": "float64",
+            "mixed-integer-float": "float64",
+            "empty": None,
+        }.get(inferred, "json")
         if kind is None:
             return name, None
     if kind == "json":
-        arr = [None if (v is None or (isinstance(v, float) and v != v)) else
-               json.dumps(v.tolist() if isinstance(v, np.ndarray) else v, ensure_ascii=False, default=str)
-               for v in values.to_numpy(dtype=object)]
+        arr = [
+            None
+            if (v is None or (isinstance(v, float) and v != v))
+            else json.dumps(v.tolist() if isinstance(v, np.ndarray) else v, ensure_ascii=False, default=str)
+            for v in values.to_numpy(dtype=object)
+        ]
         return name + _JSON_SUFFIX, pa.array(arr, type=pa.string())
     if kind == "string":
         obj = values.to_numpy(dtype=object)
@@ -137,8 +151,14 @@ def _write_parquet(table, path: Path, *, text: bool) -> None:
 
     with atomic_path(path) as tmp:
         if text:
-            pq.write_table(table, tmp, compression="zstd", row_group_size=4096,
-                           use_dictionary=["_row"], write_statistics=["_row"])
+            pq.write_table(
+                table,
+                tmp,
+                compression="zstd",
+                row_group_size=4096,
+                use_dictionary=["_row"],
+                write_statistics=["_row"],
+            )
         else:
             pq.write_table(table, tmp, compression="zstd", row_group_size=65536)
 
@@ -177,23 +197,36 @@ def _existing_traj_overlap(store: LogStore, batch: RolloutBatch, digest: str, pa
     if not parts:
         return []
     first = batch.steps.iloc[batch.traj_offsets[:-1]]
-    new = pd.DataFrame({"run_id": first["run_id"].astype(str).to_numpy(),
-                        "train_step": first["train_step"].to_numpy(np.int64),
-                        "group_id": first["group_id"].astype(str).to_numpy(),
-                        "traj_id": first["traj_id"].astype(str).to_numpy()})
+    new = pd.DataFrame(
+        {
+            "run_id": first["run_id"].astype(str).to_numpy(),
+            "train_step": first["train_step"].to_numpy(np.int64),
+            "group_id": first["group_id"].astype(str).to_numpy(),
+            "traj_id": first["traj_id"].astype(str).to_numpy(),
+        }
+    )
     store.con.register("__new_trajs", new)
     try:
         hit = store.con.execute(
             f"SELECT DISTINCT s.run_id, s.train_step, s.group_id, s.traj_id, s._source AS src FROM "
             f"{store._FROM} s JOIN __new_trajs n USING (run_id, train_step, group_id, traj_id) "
-            f"LIMIT 20", [store._files(parts)]).df()
+            f"LIMIT 20",
+            [store._files(parts)],
+        ).df()
     finally:
         store.con.unregister("__new_trajs")
     by_src = {d[:16]: m.get("path", d) for d, m in store.sources.items()}
-    return [Problem(path, None, "traj_id",
-                    f"trajectory '{r.traj_id}' of group '{r.run_id}/{r.train_step}/{r.group_id}' is "
-                    f"already in the store (from {by_src.get(r.src, r.src)}); remove one "
-                    f"copy or give the files distinct run ids (--run-id)") for r in hit.itertuples()]
+    return [
+        Problem(
+            path,
+            None,
+            "traj_id",
+            f"trajectory '{r.traj_id}' of group '{r.run_id}/{r.train_step}/{r.group_id}' is "
+            f"already in the store (from {by_src.get(r.src, r.src)}); remove one "
+            f"copy or give the files distinct run ids (--run-id)",
+        )
+        for r in hit.itertuples()
+    ]
 
 
 def drop_incomplete(root: str | os.PathLike) -> list[str]:
@@ -216,11 +249,18 @@ def drop_incomplete(root: str | os.PathLike) -> list[str]:
     return dropped
 
 
-def ingest(root: str | os.PathLike, paths, *, fmt: str = "auto", lenient: bool = False,
-           success_threshold: float = 0.0, run_id: str | None = None,
-           part_rows: int = DEFAULT_PART_ROWS,
-           progress: Callable[[dict], None] | None = None,
-           import_options: dict | None = None) -> IngestReport:
+def ingest(
+    root: str | os.PathLike,
+    paths,
+    *,
+    fmt: str = "auto",
+    lenient: bool = False,
+    success_threshold: float = 0.0,
+    run_id: str | None = None,
+    part_rows: int = DEFAULT_PART_ROWS,
+    progress: Callable[[dict], None] | None = None,
+    import_options: dict | None = None,
+) -> IngestReport:
     """Normalise every log in ``paths`` into the store at ``root`` (created when missing).
 
     Args:
@@ -255,13 +295,22 @@ def ingest(root: str | os.PathLike, paths, *, fmt: str = "auto", lenient: bool =
         (root / "manifest").mkdir(exist_ok=True)
         for src in sources:
             nbytes = sum(os.path.getsize(f) for f in src.files)
-            digest = _with_run_id(file_digest(src.files, src.path if len(src.files) > 1
-                                              or src.files[0] != src.path else None), run_id)
+            digest = _with_run_id(
+                file_digest(src.files, src.path if len(src.files) > 1 or src.files[0] != src.path else None),
+                run_id,
+            )
             man = store.sources.get(digest)
             if man is not None and man.get("complete"):
-                entry = {"path": src.path, "format": src.fmt, "status": "skipped", "rows": man["rows"],
-                         "bytes": nbytes, "parts": len(man["parts"]), "notes": man.get("notes", []),
-                         "warnings": []}
+                entry = {
+                    "path": src.path,
+                    "format": src.fmt,
+                    "status": "skipped",
+                    "rows": man["rows"],
+                    "bytes": nbytes,
+                    "parts": len(man["parts"]),
+                    "notes": man.get("notes", []),
+                    "warnings": [],
+                }
                 report.sources.append(entry)
                 if progress:
                     progress(entry)
@@ -272,15 +321,41 @@ def ingest(root: str | os.PathLike, paths, *, fmt: str = "auto", lenient: bool =
             had_manifest = mpath.exists()
             try:
                 man, notes, skipped, committed = _ingest_source(
-                    root, store, src, digest, man, rows_of, run_id, import_options, lenient,
-                    success_threshold, committed, crash_after, progress, stream=True)
+                    root,
+                    store,
+                    src,
+                    digest,
+                    man,
+                    rows_of,
+                    run_id,
+                    import_options,
+                    lenient,
+                    success_threshold,
+                    committed,
+                    crash_after,
+                    progress,
+                    stream=True,
+                )
             except _NotGroupContiguous:
                 # Groups recur later in the file: chunks cannot be cut at group boundaries.
                 _rollback(root, mpath, man, had_manifest)
                 man = store.sources.get(digest)
                 man, notes, skipped, committed = _ingest_source(
-                    root, store, src, digest, man, rows_of, run_id, import_options, lenient,
-                    success_threshold, committed, crash_after, progress, stream=False)
+                    root,
+                    store,
+                    src,
+                    digest,
+                    man,
+                    rows_of,
+                    run_id,
+                    import_options,
+                    lenient,
+                    success_threshold,
+                    committed,
+                    crash_after,
+                    progress,
+                    stream=False,
+                )
             except LoadError:
                 if _streams(src):
                     _rollback(root, mpath, store.sources.get(digest), had_manifest)
@@ -288,9 +363,17 @@ def ingest(root: str | os.PathLike, paths, *, fmt: str = "auto", lenient: bool =
             man["complete"] = True
             _write_json(mpath, man)
             store.refresh()
-            entry = {"path": src.path, "format": src.fmt, "status": "resumed" if resumed else "ingested",
-                     "rows": man["rows"], "bytes": nbytes, "parts": len(man["parts"]),
-                     "notes": notes, "warnings": list(man["warnings"]), "skipped": skipped}
+            entry = {
+                "path": src.path,
+                "format": src.fmt,
+                "status": "resumed" if resumed else "ingested",
+                "rows": man["rows"],
+                "bytes": nbytes,
+                "parts": len(man["parts"]),
+                "notes": notes,
+                "warnings": list(man["warnings"]),
+                "skipped": skipped,
+            }
             report.sources.append(entry)
             if progress:
                 progress(entry)
@@ -373,17 +456,17 @@ def _stream_raw_chunks(src, tmp_dir: Path):
         with _guards.open_input(path) as fh:
             out = open(tmp, "wb")
             size = lines = 0
-            last = last_key = None   # the chunk's last line; the group key it ends in
+            last = last_key = None  # the chunk's last line; the group key it ends in
             while True:
                 raw = fh.readline(limit + 1)
                 if raw and len(raw) > limit and not raw.endswith(b"\n"):
-                    raise _NotGroupContiguous()   # an over-long line: the whole-file reader reports it
+                    raise _NotGroupContiguous()  # an over-long line: the whole-file reader reports it
                 if raw and size >= STREAM_CHUNK_BYTES:
                     if last_key is None:
                         last_key = _chunk_key(last)
                     key = _chunk_key(raw)
                     if key is not None and key != last_key:
-                        raw_next = raw            # a new group past the chunk size: cut here
+                        raw_next = raw  # a new group past the chunk size: cut here
                     elif size + len(raw) > 4 * STREAM_CHUNK_BYTES:
                         raise _NotGroupContiguous()
                     else:
@@ -412,9 +495,15 @@ def _stream_raw_chunks(src, tmp_dir: Path):
 
 def _relabel(raw, tmp: str, path: str, offset: int):
     """``raw`` read from a chunk file as if read from ``path``: lines shifted by ``offset``."""
+
     def fix(p: Problem) -> Problem:
-        return Problem(path if p.path == tmp else p.path, None if p.line is None else p.line + offset,
-                       p.field, p.message.replace(tmp, path), p.where)
+        return Problem(
+            path if p.path == tmp else p.path,
+            None if p.line is None else p.line + offset,
+            p.field,
+            p.message.replace(tmp, path),
+            p.where,
+        )
 
     raw.path = path
     raw.line = raw.line + offset
@@ -446,11 +535,26 @@ def _source_batches(root: Path, src, run_id, import_options, lenient, success_th
             raise _NotGroupContiguous()
         seen |= groups
         yield batch, imp
-        del raw, batch, imp   # not held while the next chunk is read
+        del raw, batch, imp  # not held while the next chunk is read
 
 
-def _ingest_source(root, store, src, digest, man, rows_of, run_id, import_options, lenient,
-                   success_threshold, committed, crash_after, progress, *, stream):
+def _ingest_source(
+    root,
+    store,
+    src,
+    digest,
+    man,
+    rows_of,
+    run_id,
+    import_options,
+    lenient,
+    success_threshold,
+    committed,
+    crash_after,
+    progress,
+    *,
+    stream,
+):
     """Write one source's parts (chunk by chunk when it streams); returns the manifest, the
     import notes, the skipped rows of every chunk and the running count of committed parts.
     No chunk is referenced while the next one is read, so a streamed source's peak memory is
@@ -466,23 +570,32 @@ def _ingest_source(root, store, src, digest, man, rows_of, run_id, import_option
         if overlap:
             raise LoadError(overlap)
         if first:
-            man = man or {"digest": digest, "path": os.path.abspath(src.path), "format": src.fmt,
-                          "source_keys": imp.source_keys, "notes": list(imp.notes),
-                          "warnings": [], "skipped": 0, "rows": 0, "part_rows": rows_of, "parts": [],
-                          "started_at": _dt.datetime.now(_dt.UTC).isoformat(),
-                          "complete": False}
+            man = man or {
+                "digest": digest,
+                "path": os.path.abspath(src.path),
+                "format": src.fmt,
+                "source_keys": imp.source_keys,
+                "notes": list(imp.notes),
+                "warnings": [],
+                "skipped": 0,
+                "rows": 0,
+                "part_rows": rows_of,
+                "parts": [],
+                "started_at": _dt.datetime.now(_dt.UTC).isoformat(),
+                "complete": False,
+            }
             man["rows"], man["skipped"], man["warnings"] = 0, 0, []
             first = False
         notes = list(imp.notes)
         skipped += list(batch.skipped)
-        _write_batch_parts(root, batch, digest, man, mpath, rows_of, done_paths, state,
-                           crash_after, progress)
-        del batch, imp   # not held while the next chunk is read
+        _write_batch_parts(root, batch, digest, man, mpath, rows_of, done_paths, state, crash_after, progress)
+        del batch, imp  # not held while the next chunk is read
     return man, notes, skipped, state["committed"]
 
 
-def _write_batch_parts(root, batch, digest, man, mpath, rows_of, done_paths, state, crash_after,
-                       progress) -> None:
+def _write_batch_parts(
+    root, batch, digest, man, mpath, rows_of, done_paths, state, crash_after, progress
+) -> None:
     """Add one batch (a whole source or a chunk) to the source's manifest and write its parts."""
     man["rows"] += batch.num_steps
     man["skipped"] += len(batch.skipped)
@@ -510,8 +623,9 @@ def _write_batch_parts(root, batch, digest, man, mpath, rows_of, done_paths, sta
         del txt
         _write_parquet(hot, root / rel, text=False)
         del hot
-        man["parts"].append({"path": rel, "text": trel, "run_id": str(prun),
-                             "train_step": int(pstep), "rows": n})
+        man["parts"].append(
+            {"path": rel, "text": trel, "run_id": str(prun), "train_step": int(pstep), "rows": n}
+        )
         _write_json(mpath, man)
         state["committed"] += 1
         if progress:

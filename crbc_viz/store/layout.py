@@ -17,6 +17,7 @@ parts named by a manifest, so a crash leaves a readable store, and re-running th
 resumes the source where it stopped (part names are deterministic). A source whose content
 digest is already complete in the store is skipped.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -33,8 +34,16 @@ import pandas as pd
 from ..errors import StoreError  # noqa: F401  (re-exported)
 from ..io.write import atomic_path
 
-__all__ = ["StoreError", "Part", "STORE_FILE", "STORE_FORMAT", "STORE_VERSION", "TEXT_COLUMNS",
-           "CRASH_ENV", "DEFAULT_PART_ROWS"]
+__all__ = [
+    "StoreError",
+    "Part",
+    "STORE_FILE",
+    "STORE_FORMAT",
+    "STORE_VERSION",
+    "TEXT_COLUMNS",
+    "CRASH_ENV",
+    "DEFAULT_PART_ROWS",
+]
 
 STORE_FILE = "store.json"
 STORE_FORMAT = "crbc-viz-store"
@@ -47,10 +56,20 @@ _JSON_SUFFIX = "__json"
 # Columns the store adds; dropped from RolloutBatch.steps except the text join keys.
 _INTERNAL_DROP = ("_anchor_hash", "_traj_return", "_truncated")
 _CANONICAL_TYPES = {
-    "run_id": "string", "train_step": "int64", "group_id": "string", "traj_id": "string",
-    "step_idx": "int64", "reward": "float64", "action": "string", "anchor_key": "string",
-    "done": "bool", "success": "bool", "episode_return": "float64", "is_action_valid": "bool",
-    "env_name": "string", "split": "string",
+    "run_id": "string",
+    "train_step": "int64",
+    "group_id": "string",
+    "traj_id": "string",
+    "step_idx": "int64",
+    "reward": "float64",
+    "action": "string",
+    "anchor_key": "string",
+    "done": "bool",
+    "success": "bool",
+    "episode_return": "float64",
+    "is_action_valid": "bool",
+    "env_name": "string",
+    "split": "string",
 }
 _DROP_AT_INGEST = ("state_hash",)  # folded into anchor_key by build_batch
 
@@ -90,8 +109,10 @@ def _read_marker(marker: Path) -> dict:
     try:
         meta = json.loads(marker.read_text())
     except (OSError, ValueError, RecursionError) as exc:
-        raise StoreError(f"{marker}: not a valid store marker ({str(exc)[:200]}); expected "
-                         f'{{"format": "{STORE_FORMAT}", "version": {STORE_VERSION}}}') from None
+        raise StoreError(
+            f"{marker}: not a valid store marker ({str(exc)[:200]}); expected "
+            f'{{"format": "{STORE_FORMAT}", "version": {STORE_VERSION}}}'
+        ) from None
     if not isinstance(meta, dict):
         raise StoreError(f"{marker}: not a valid store marker (expected a JSON object)")
     return meta
@@ -103,8 +124,13 @@ def _confined_part(root: Path, manifest: Path, rel, top: str) -> None:
     bad = None
     if not isinstance(rel, str) or not rel:
         bad = "is not a path"
-    elif os.path.isabs(rel) or rel.startswith(("/", "\\")) or ".." in Path(rel).parts \
-            or Path(rel).parts[0] != top or "\x00" in rel:
+    elif (
+        os.path.isabs(rel)
+        or rel.startswith(("/", "\\"))
+        or ".." in Path(rel).parts
+        or Path(rel).parts[0] != top
+        or "\x00" in rel
+    ):
         bad = f"is outside the store's {top}/ folder"
     else:
         full = (root / rel).resolve()
@@ -113,9 +139,11 @@ def _confined_part(root: Path, manifest: Path, rel, top: str) -> None:
         elif not full.is_file():
             bad = "is missing (deleted or never written)"
     if bad:
-        raise StoreError(f"{manifest}: part {str(rel)[:300]!r} {bad}; the manifest is damaged or "
-                         f"tampered with: restore the file, or remove this manifest and re-ingest "
-                         f"its source")
+        raise StoreError(
+            f"{manifest}: part {str(rel)[:300]!r} {bad}; the manifest is damaged or "
+            f"tampered with: restore the file, or remove this manifest and re-ingest "
+            f"its source"
+        )
 
 
 def _check_manifest(root: Path, f: Path, m) -> None:
@@ -123,14 +151,21 @@ def _check_manifest(root: Path, f: Path, m) -> None:
     try:
         ok = isinstance(m, dict) and isinstance(m["digest"], str) and isinstance(m.get("parts", []), list)
         for p in m.get("parts", []) if ok else []:
-            ok = ok and isinstance(p, dict) and isinstance(p["run_id"], (str, int)) \
-                and not isinstance(p["train_step"], bool) and int(p["train_step"]) == p["train_step"] \
+            ok = (
+                ok
+                and isinstance(p, dict)
+                and isinstance(p["run_id"], (str, int))
+                and not isinstance(p["train_step"], bool)
+                and int(p["train_step"]) == p["train_step"]
                 and int(p["rows"]) >= 0
+            )
     except (KeyError, TypeError, ValueError):
         ok = False
     if not ok:
-        raise StoreError(f"{f}: damaged manifest (missing or mistyped digest/parts/run_id/"
-                         f"train_step/rows); remove it and re-ingest its source")
+        raise StoreError(
+            f"{f}: damaged manifest (missing or mistyped digest/parts/run_id/"
+            f"train_step/rows); remove it and re-ingest its source"
+        )
     for p in m.get("parts", []):
         _confined_part(root, f, p["path"], "steps")
         if p.get("text") is not None:

@@ -1,5 +1,6 @@
 """The read side of a log store: `LogStore` (manifests, DuckDB queries over the parts, batch
 assembly), group references, incomplete sources."""
+
 from __future__ import annotations
 
 import hashlib
@@ -30,6 +31,7 @@ from .layout import (
 
 __all__ = ["LogStore", "open_store", "parse_group_label", "incomplete_sources"]
 
+
 def parse_group_label(label: str) -> list[tuple[str | None, int | None, str]]:
     """Candidate (run_id, train_step, group_id) readings of a group reference: a bare group id,
     or ``run/train_step/group_id`` as ``RolloutBatch.group_label`` writes it."""
@@ -37,7 +39,7 @@ def parse_group_label(label: str) -> list[tuple[str | None, int | None, str]]:
     parts = label.split("/")
     for i in range(1, len(parts) - 1):
         if parts[i].lstrip("-").isdigit():
-            out.append(("/".join(parts[:i]), int(parts[i]), "/".join(parts[i + 1:])))
+            out.append(("/".join(parts[:i]), int(parts[i]), "/".join(parts[i + 1 :])))
     return out
 
 
@@ -57,18 +59,24 @@ class LogStore:
         marker = self.root / STORE_FILE
         if not marker.exists():
             if not create:
-                raise StoreError(f"{self.root}: not a crbc-viz store (no {STORE_FILE}); create one "
-                                 f"with `crbc-viz ingest LOG --store {self.root}`")
+                raise StoreError(
+                    f"{self.root}: not a crbc-viz store (no {STORE_FILE}); create one "
+                    f"with `crbc-viz ingest LOG --store {self.root}`"
+                )
             if self.root.exists() and any(p.name != ".lock" for p in self.root.iterdir()):
-                raise StoreError(f"{self.root}: folder is not empty and not a crbc-viz store; "
-                                 f"choose a new folder for the store")
+                raise StoreError(
+                    f"{self.root}: folder is not empty and not a crbc-viz store; "
+                    f"choose a new folder for the store"
+                )
             self.root.mkdir(parents=True, exist_ok=True)
             with atomic_path(marker) as tmp:
                 Path(tmp).write_text(json.dumps({"format": STORE_FORMAT, "version": STORE_VERSION}))
         meta = _read_marker(marker)
         if meta.get("format") != STORE_FORMAT or meta.get("version") != STORE_VERSION:
-            raise StoreError(f"{marker}: expected format {STORE_FORMAT!r} version {STORE_VERSION}, "
-                             f"got {meta.get('format')!r} version {meta.get('version')}")
+            raise StoreError(
+                f"{marker}: expected format {STORE_FORMAT!r} version {STORE_VERSION}, "
+                f"got {meta.get('format')!r} version {meta.get('version')}"
+            )
         self._con = None
         self.refresh()
 
@@ -82,16 +90,26 @@ class LogStore:
                 try:
                     m = json.loads(f.read_text())
                 except (OSError, ValueError, RecursionError) as exc:  # never half-written (atomic)
-                    raise StoreError(f"{f}: unreadable manifest ({str(exc)[:200]}); restore it "
-                                     f"or remove it and re-ingest its source") from None
+                    raise StoreError(
+                        f"{f}: unreadable manifest ({str(exc)[:200]}); restore it "
+                        f"or remove it and re-ingest its source"
+                    ) from None
                 _check_manifest(self.root, f, m)
                 self.sources[m["digest"]] = m
         parts = []
         for m in sorted(self.sources.values(), key=lambda m: (str(m.get("started_at", "")), m["digest"])):
             for k, p in enumerate(m.get("parts", [])):
-                parts.append(Part(path=p["path"], text=p.get("text"), source=m["digest"],
-                                  run_id=str(p["run_id"]), train_step=int(p["train_step"]),
-                                  rows=int(p["rows"]), order=(str(m.get("started_at", "")), m["digest"], k)))
+                parts.append(
+                    Part(
+                        path=p["path"],
+                        text=p.get("text"),
+                        source=m["digest"],
+                        run_id=str(p["run_id"]),
+                        train_step=int(p["train_step"]),
+                        rows=int(p["rows"]),
+                        order=(str(m.get("started_at", "")), m["digest"], k),
+                    )
+                )
         self.parts: list[Part] = parts
         self._rank = {Path(p.path).stem: i for i, p in enumerate(parts)}
 
@@ -116,6 +134,7 @@ class LogStore:
         a query failure (a corrupt or truncated part) is a `StoreError` naming the store."""
         if self._con is None:
             import duckdb
+
             self._con = _Connection(duckdb.connect(), self.root)
         return self._con
 
@@ -132,8 +151,11 @@ class LogStore:
 
     # -- selection -----------------------------------------------------------------------------
     def select_parts(self, run: str | None = None, train_step: int | None = None) -> list[Part]:
-        return [p for p in self.parts if (run is None or p.run_id == run)
-                and (train_step is None or p.train_step == int(train_step))]
+        return [
+            p
+            for p in self.parts
+            if (run is None or p.run_id == run) and (train_step is None or p.train_step == int(train_step))
+        ]
 
     # No SQL text ever comes from data: part paths travel as a bound list parameter (the ``?``
     # in `_FROM`, whose value is `_files`), values as parameters, and the only identifiers in any
@@ -145,12 +167,18 @@ class LogStore:
         return [self._abs(p.path) for p in parts]
 
     def _columns(self, parts: list[Part]) -> list[str]:
-        return [r[0] for r in self.con.execute(f"DESCRIBE SELECT * FROM {self._FROM}",
-                                               [self._files(parts)]).fetchall()]
+        return [
+            r[0]
+            for r in self.con.execute(f"DESCRIBE SELECT * FROM {self._FROM}", [self._files(parts)]).fetchall()
+        ]
 
     @staticmethod
-    def _where(group: tuple | None = None, env: str | None = None,
-               run: str | None = None, train_step: int | None = None) -> tuple[str, list]:
+    def _where(
+        group: tuple | None = None,
+        env: str | None = None,
+        run: str | None = None,
+        train_step: int | None = None,
+    ) -> tuple[str, list]:
         clauses, params = [], []
         if run is not None:
             clauses.append("run_id = ?")
@@ -173,12 +201,24 @@ class LogStore:
             params.append(env)
         return " AND ".join(clauses) or "TRUE", params
 
-    _SUCCESS = {"yes": "bool_or(coalesce(success, false))",
-                "no": "NOT bool_or(coalesce(success, false))",
-                "mixed": "bool_or(coalesce(success, false)) AND NOT bool_and(coalesce(success, false))"}
+    _SUCCESS = {
+        "yes": "bool_or(coalesce(success, false))",
+        "no": "NOT bool_or(coalesce(success, false))",
+        "mixed": "bool_or(coalesce(success, false)) AND NOT bool_and(coalesce(success, false))",
+    }
 
-    def _select(self, select: str, parts: list[Part], *, group=None, env=None, success=None,
-                run=None, train_step=None, tail: str = "") -> pd.DataFrame:
+    def _select(
+        self,
+        select: str,
+        parts: list[Part],
+        *,
+        group=None,
+        env=None,
+        success=None,
+        run=None,
+        train_step=None,
+        tail: str = "",
+    ) -> pd.DataFrame:
         """``SELECT <select> FROM <filtered steps> <tail>``; the group-level success filter keeps
         whole groups. ``select`` and ``tail`` are constant SQL written in this module."""
         where, params = self._where(group, env, run, train_step)
@@ -186,11 +226,12 @@ class LogStore:
         params = [self._files(parts), *params]
         if success is not None:
             if success not in self._SUCCESS:
-                raise ValueError(f"success filter must be one of {', '.join(self._SUCCESS)}, "
-                                 f"got {success!r}")
-            src = (f"(SELECT s.* FROM {src} s SEMI JOIN (SELECT run_id, train_step, group_id FROM "
-                   f"{src} GROUP BY ALL HAVING {self._SUCCESS[success]}) k "
-                   f"USING (run_id, train_step, group_id))")
+                raise ValueError(f"success filter must be one of {', '.join(self._SUCCESS)}, got {success!r}")
+            src = (
+                f"(SELECT s.* FROM {src} s SEMI JOIN (SELECT run_id, train_step, group_id FROM "
+                f"{src} GROUP BY ALL HAVING {self._SUCCESS[success]}) k "
+                f"USING (run_id, train_step, group_id))"
+            )
             params = params + params
         return self.con.execute(f"SELECT {select} FROM {src} AS src {tail}", params).df()
 
@@ -200,12 +241,20 @@ class LogStore:
         rows = {}
         for p in self.select_parts(run):
             rows[(p.run_id, p.train_step)] = rows.get((p.run_id, p.train_step), 0) + p.rows
-        return pd.DataFrame([{"run_id": r, "train_step": t, "steps": n} for (r, t), n in rows.items()],
-                            columns=["run_id", "train_step", "steps"]).sort_values(
-            ["run_id", "train_step"], ignore_index=True)
+        return pd.DataFrame(
+            [{"run_id": r, "train_step": t, "steps": n} for (r, t), n in rows.items()],
+            columns=["run_id", "train_step", "steps"],
+        ).sort_values(["run_id", "train_step"], ignore_index=True)
 
-    def groups(self, *, run: str | None = None, train_step: int | None = None, env: str | None = None,
-               success: str | None = None, group: str | None = None) -> pd.DataFrame:
+    def groups(
+        self,
+        *,
+        run: str | None = None,
+        train_step: int | None = None,
+        env: str | None = None,
+        success: str | None = None,
+        group: str | None = None,
+    ) -> pd.DataFrame:
         """One row per group: ids, ``env_name``, ``rollouts``, ``steps``, ``success_rate``."""
         parts = self.select_parts(run, train_step)
         cols = ["run_id", "train_step", "group_id", "env_name", "rollouts", "steps", "success_rate"]
@@ -215,20 +264,31 @@ class LogStore:
         frames = []
         if env is not None and not have_env:
             return pd.DataFrame(columns=cols)
-        select = (f"run_id, train_step, group_id, "
-                  f"{'any_value(env_name)' if have_env else 'NULL'} AS env_name, "
-                  f"count(DISTINCT traj_id) AS rollouts, count(*) AS steps, "
-                  f"count(DISTINCT traj_id) FILTER (WHERE success) / count(DISTINCT traj_id) AS success_rate")
-        for cand in (parse_group_label(group) if group else [None]):
-            frames.append(self._select(select, parts, group=cand, env=env, success=success, run=run,
-                                       train_step=train_step,
-                                       tail="GROUP BY run_id, train_step, group_id "
-                                            "ORDER BY run_id, train_step, group_id"))
+        select = (
+            f"run_id, train_step, group_id, "
+            f"{'any_value(env_name)' if have_env else 'NULL'} AS env_name, "
+            f"count(DISTINCT traj_id) AS rollouts, count(*) AS steps, "
+            f"count(DISTINCT traj_id) FILTER (WHERE success) / count(DISTINCT traj_id) AS success_rate"
+        )
+        for cand in parse_group_label(group) if group else [None]:
+            frames.append(
+                self._select(
+                    select,
+                    parts,
+                    group=cand,
+                    env=env,
+                    success=success,
+                    run=run,
+                    train_step=train_step,
+                    tail="GROUP BY run_id, train_step, group_id ORDER BY run_id, train_step, group_id",
+                )
+            )
         out = pd.concat(frames, ignore_index=True).drop_duplicates(["run_id", "train_step", "group_id"])
         return out.reset_index(drop=True)[cols]
 
-    def resolve_group(self, group: str, *, run: str | None = None,
-                      train_step: int | None = None) -> tuple[str, int, str]:
+    def resolve_group(
+        self, group: str, *, run: str | None = None, train_step: int | None = None
+    ) -> tuple[str, int, str]:
         """The one group a reference names (a bare id, or ``run/train_step/group_id``).
 
         Raises:
@@ -236,22 +296,35 @@ class LogStore:
         """
         found = self.groups(run=run, train_step=train_step, group=group)
         if found.empty:
-            scope = "".join([f" run '{run}'" if run else "",
-                             f" train_step {train_step}" if train_step is not None else ""])
+            scope = "".join(
+                [
+                    f" run '{run}'" if run else "",
+                    f" train_step {train_step}" if train_step is not None else "",
+                ]
+            )
             raise StoreError(f"{self.root}: no group '{group}'{scope} in the store")
         if len(found) > 1:
             labels = [f"{r.run_id}/{r.train_step}/{r.group_id}" for r in found.itertuples()]
-            raise StoreError(f"group '{group}' is ambiguous ({len(labels)} matches: "
-                             f"{', '.join(labels[:10])}{' ...' if len(labels) > 10 else ''}); "
-                             f"give run/train_step/group_id or --run / --train-step")
+            raise StoreError(
+                f"group '{group}' is ambiguous ({len(labels)} matches: "
+                f"{', '.join(labels[:10])}{' ...' if len(labels) > 10 else ''}); "
+                f"give run/train_step/group_id or --run / --train-step"
+            )
         r = found.iloc[0]
         return str(r["run_id"]), int(r["train_step"]), str(r["group_id"])
 
     # -- loading -------------------------------------------------------------------------------
-    def load_batch(self, *, run: str | None = None, train_step: int | None = None,
-                   group: str | tuple | None = None, env: str | None = None,
-                   success: str | None = None, anchor_obs: bool = True,
-                   text: bool = False) -> RolloutBatch:
+    def load_batch(
+        self,
+        *,
+        run: str | None = None,
+        train_step: int | None = None,
+        group: str | tuple | None = None,
+        env: str | None = None,
+        success: str | None = None,
+        anchor_obs: bool = True,
+        text: bool = False,
+    ) -> RolloutBatch:
         """The selected steps as a validated `RolloutBatch` (no re-validation: the store holds
         validated rows with their anchor hashes).
 
@@ -272,16 +345,17 @@ class LogStore:
             run, train_step = group[0], group[1]
         parts = self.select_parts(run, train_step)
         if not parts:
-            raise StoreError(f"{self.root}: no steps for run={run!r} train_step={train_step!r} "
-                             f"(runs: {', '.join(sorted({p.run_id for p in self.parts})) or 'none'})")
+            raise StoreError(
+                f"{self.root}: no steps for run={run!r} train_step={train_step!r} "
+                f"(runs: {', '.join(sorted({p.run_id for p in self.parts})) or 'none'})"
+            )
         cols = self._columns(parts)
         if env is not None and "env_name" not in cols:
             raise StoreError(f"{self.root}: no env_name recorded; cannot filter on env '{env}'")
         # Every column but the (constant) raw-anchor names: the log's own field names stay out of SQL.
         drop = [c for c in ("anchor_obs", "anchor_obs" + _JSON_SUFFIX) if not anchor_obs and c in cols]
         sel = f"* EXCLUDE ({', '.join(drop)})" if drop else "*"
-        df = self._select(sel, parts, group=group, env=env, success=success, run=run,
-                          train_step=train_step)
+        df = self._select(sel, parts, group=group, env=env, success=success, run=run, train_step=train_step)
         if df.empty:
             raise StoreError(f"{self.root}: no steps match the filters")
         if text:
@@ -303,8 +377,10 @@ class LogStore:
             if part is None or part.text is None:
                 continue
             lo, hi = int(rows.min()), int(rows.max())
-            t = self.con.execute("SELECT * FROM read_parquet(?, hive_partitioning=false) "
-                                 "WHERE _row BETWEEN ? AND ?", [self._abs(part.text), lo, hi]).df()
+            t = self.con.execute(
+                "SELECT * FROM read_parquet(?, hive_partitioning=false) WHERE _row BETWEEN ? AND ?",
+                [self._abs(part.text), lo, hi],
+            ).df()
             t = t[t["_row"].isin(rows.to_numpy())]
             t.insert(0, "_part", stem)
             frames.append(t)
@@ -330,21 +406,32 @@ class LogStore:
             probs = []
             for t in bad[:MAX_LISTED]:
                 r = starts[t]
-                probs.append(Problem(str(self.root), None, "step_idx",
-                                     f"trajectory '{df['traj_id'].iat[r]}' of group "
-                                     f"'{df['run_id'].iat[r]}/{df['train_step'].iat[r]}/{df['group_id'].iat[r]}' "
-                                     f"has duplicate or missing steps in the store (ingested from "
-                                     f"two sources?)", "row"))
+                probs.append(
+                    Problem(
+                        str(self.root),
+                        None,
+                        "step_idx",
+                        f"trajectory '{df['traj_id'].iat[r]}' of group "
+                        f"'{df['run_id'].iat[r]}/{df['train_step'].iat[r]}/{df['group_id'].iat[r]}' "
+                        f"has duplicate or missing steps in the store (ingested from "
+                        f"two sources?)",
+                        "row",
+                    )
+                )
             raise LoadError(probs, total=int(bad.size))
         first = df.iloc[starts]
         # A writeable copy: Arrow-backed arrays are read-only, which numba types differently
         # (a second compile of the CRBC kernel).
         step_hash = np.array(df["_anchor_hash"].to_numpy(np.uint64), dtype=np.uint64, copy=True)
         return assemble(
-            df.drop(columns=list(_INTERNAL_DROP)), lay, step_anchor_hash=step_hash,
+            df.drop(columns=list(_INTERNAL_DROP)),
+            lay,
+            step_anchor_hash=step_hash,
             traj_success=first["success"].astype(object).fillna(False).to_numpy(bool),
             traj_truncated=first["_truncated"].astype(object).fillna(False).to_numpy(bool),
-            traj_return=first["_traj_return"].to_numpy(np.float64), source=str(self.root))
+            traj_return=first["_traj_return"].to_numpy(np.float64),
+            source=str(self.root),
+        )
 
     # -- search --------------------------------------------------------------------------------
     def search_steps(self, text: str, limit: int = 50) -> pd.DataFrame:
@@ -353,12 +440,28 @@ class LogStore:
             return pd.DataFrame()
         cols = set(self._columns(self.parts))
         fields = [c for c in ("action", "anchor_obs", "anchor_obs" + _JSON_SUFFIX, "anchor_key") if c in cols]
-        shown = [c for c in ("run_id", "train_step", "group_id", "traj_id", "step_idx", "action",
-                             "anchor_key", "anchor_obs", "anchor_obs" + _JSON_SUFFIX, "reward", "success")
-                 if c in cols]
+        shown = [
+            c
+            for c in (
+                "run_id",
+                "train_step",
+                "group_id",
+                "traj_id",
+                "step_idx",
+                "action",
+                "anchor_key",
+                "anchor_obs",
+                "anchor_obs" + _JSON_SUFFIX,
+                "reward",
+                "success",
+            )
+            if c in cols
+        ]
         cond = " OR ".join(f'contains(lower("{c}"), lower(?))' for c in fields)
-        df = self.con.execute(f"SELECT {', '.join(shown)} FROM {self._FROM} WHERE {cond} LIMIT ?",
-                              [self._files(self.parts), *([text] * len(fields)), int(limit)]).df()
+        df = self.con.execute(
+            f"SELECT {', '.join(shown)} FROM {self._FROM} WHERE {cond} LIMIT ?",
+            [self._files(self.parts), *([text] * len(fields)), int(limit)],
+        ).df()
         return _decode_json(df)
 
     def find_trajectory(self, traj_id: str, *, text: bool = True) -> pd.DataFrame:
@@ -366,24 +469,27 @@ class LogStore:
         order, with the text columns joined."""
         if not self.parts:
             return pd.DataFrame()
-        df = self.con.execute(f"SELECT * FROM {self._FROM} WHERE traj_id = ?",
-                              [self._files(self.parts), str(traj_id)]).df()
+        df = self.con.execute(
+            f"SELECT * FROM {self._FROM} WHERE traj_id = ?", [self._files(self.parts), str(traj_id)]
+        ).df()
         if df.empty:
             return df
         if text:
             df = self._join_text(df)
-        df = _decode_json(df).sort_values(["run_id", "train_step", "group_id", "step_idx"],
-                                          ignore_index=True)
+        df = _decode_json(df).sort_values(["run_id", "train_step", "group_id", "step_idx"], ignore_index=True)
         return df.drop(columns=[c for c in _INTERNAL_DROP if c in df.columns])
 
     def summary(self) -> dict:
         """Counts from the manifest (no data read): sources, runs, train steps, parts, steps."""
         ts = self.train_steps()
         return {
-            "store": str(self.root), "sources": len(self.sources),
+            "store": str(self.root),
+            "sources": len(self.sources),
             "complete_sources": sum(1 for m in self.sources.values() if m.get("complete")),
             "runs": sorted(ts["run_id"].unique().tolist()),
-            "train_steps": int(len(ts)), "parts": len(self.parts), "steps": self.num_steps,
+            "train_steps": int(len(ts)),
+            "parts": len(self.parts),
+            "steps": self.num_steps,
             "formats": sorted({m.get("format", "?") for m in self.sources.values()}),
             **_sum_outcome_counts(self.sources.values()),
         }
@@ -398,12 +504,15 @@ class _Connection:
 
     def execute(self, *a, **k):
         import duckdb
+
         try:
             return self._raw.execute(*a, **k)
         except duckdb.Error as exc:
             msg = " ".join(str(exc).split("\nLINE ")[0].split())[:400]  # not the SQL text
-            raise StoreError(f"{self._root}: cannot read the store's data ({type(exc).__name__}: "
-                             f"{msg}); a part file may be corrupt: re-ingest its source") from None
+            raise StoreError(
+                f"{self._root}: cannot read the store's data ({type(exc).__name__}: "
+                f"{msg}); a part file may be corrupt: re-ingest its source"
+            ) from None
 
     def __getattr__(self, name):
         return getattr(self._raw, name)

@@ -3,6 +3,7 @@ confined to allowed roots (the repo's ``sample_rollouts`` and ``CRBC_VIZ_DATA_RO
 
 No streamlit here, so the rules are unit-testable.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -14,9 +15,22 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["REPO_ROOT", "SAMPLES_DIR", "UPLOAD_DIR", "MAX_UPLOAD_MB", "ALLOWED_SUFFIXES",
-           "allowed_roots", "discover_samples", "default_sample", "resolve_data_path",
-           "file_ref", "file_digest", "save_upload", "suffix_of", "prune_uploads"]
+__all__ = [
+    "REPO_ROOT",
+    "SAMPLES_DIR",
+    "UPLOAD_DIR",
+    "MAX_UPLOAD_MB",
+    "ALLOWED_SUFFIXES",
+    "allowed_roots",
+    "discover_samples",
+    "default_sample",
+    "resolve_data_path",
+    "file_ref",
+    "file_digest",
+    "save_upload",
+    "suffix_of",
+    "prune_uploads",
+]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SAMPLES_DIR = REPO_ROOT / "sample_rollouts"
@@ -48,8 +62,18 @@ def _private_upload_dir() -> Path:
 
 
 UPLOAD_DIR = _private_upload_dir()
-ALLOWED_SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet", ".pq", ".csv",
-                    ".jsonl.gz", ".ndjson.gz", ".json.gz", ".csv.gz")
+ALLOWED_SUFFIXES = (
+    ".jsonl",
+    ".ndjson",
+    ".json",
+    ".parquet",
+    ".pq",
+    ".csv",
+    ".jsonl.gz",
+    ".ndjson.gz",
+    ".json.gz",
+    ".csv.gz",
+)
 ENV_ROOTS = "CRBC_VIZ_DATA_ROOTS"
 
 
@@ -112,15 +136,17 @@ def _confined(ref: str) -> Path:
         raise ValueError(f"'{shown}': cannot open ({getattr(exc, 'strerror', None) or exc})") from None
     roots = allowed_roots()
     if not any(p == r or r in p.parents for r in roots):
-        raise ValueError(f"'{shown}' is outside the allowed data folders "
-                         f"({', '.join(str(r) for r in roots)}); add its folder to "
-                         f"{ENV_ROOTS} to open it")
+        raise ValueError(
+            f"'{shown}' is outside the allowed data folders "
+            f"({', '.join(str(r) for r in roots)}); add its folder to "
+            f"{ENV_ROOTS} to open it"
+        )
     return p
 
 
 def _shown(ref: str, limit: int = 200) -> str:
     """A reference as quoted in messages: bounded, head and tail kept."""
-    return ref if len(ref) <= limit else ref[: limit // 2] + "…" + ref[-limit // 3:]
+    return ref if len(ref) <= limit else ref[: limit // 2] + "…" + ref[-limit // 3 :]
 
 
 def resolve_data_dir(ref: str) -> Path:
@@ -140,7 +166,9 @@ def resolve_data_path(ref: str) -> Path:
     """
     p = _confined(ref)
     if suffix_of(p.name) is None:
-        raise ValueError(f"'{_shown(ref)}': unsupported file type; expected one of {', '.join(ALLOWED_SUFFIXES)}")
+        raise ValueError(
+            f"'{_shown(ref)}': unsupported file type; expected one of {', '.join(ALLOWED_SUFFIXES)}"
+        )
     if not p.is_file():
         raise ValueError(f"'{_shown(ref)}' does not exist or is not a regular file")
     return p
@@ -173,7 +201,9 @@ def save_upload(name: str, data: bytes) -> Path:
     """
     suf = suffix_of(name)
     if suf is None:
-        raise ValueError(f"'{_shown(name)}': unsupported file type; expected one of {', '.join(ALLOWED_SUFFIXES)}")
+        raise ValueError(
+            f"'{_shown(name)}': unsupported file type; expected one of {', '.join(ALLOWED_SUFFIXES)}"
+        )
     if len(data) > MAX_UPLOAD_MB * 1024 * 1024:
         raise ValueError(f"'{_shown(name)}' is {len(data) / 2**20:.1f} MB; the limit is {MAX_UPLOAD_MB} MB")
     folder = _upload_folder()
@@ -195,8 +225,10 @@ def _upload_folder() -> Path:
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     st = os.lstat(folder)
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
-        raise ValueError(f"the upload folder {folder} is not a private folder of this user "
-                         f"(a symlink, another owner, or open to others); refusing to use it")
+        raise ValueError(
+            f"the upload folder {folder} is not a private folder of this user "
+            f"(a symlink, another owner, or open to others); refusing to use it"
+        )
     return folder
 
 
@@ -204,8 +236,11 @@ def prune_uploads(keep: Path | None = None) -> None:
     """Remove the oldest files of the upload folder until at most `MAX_UPLOADS_KEPT` files and
     `MAX_UPLOADS_TOTAL_MB` remain (``keep`` is never removed)."""
     try:
-        files = [(p.stat().st_mtime, p.stat().st_size, p) for p in Path(UPLOAD_DIR).iterdir()
-                 if p.is_file() and not p.is_symlink()]
+        files = [
+            (p.stat().st_mtime, p.stat().st_size, p)
+            for p in Path(UPLOAD_DIR).iterdir()
+            if p.is_file() and not p.is_symlink()
+        ]
     except OSError:
         return
     files.sort(key=lambda t: t[0])

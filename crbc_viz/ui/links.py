@@ -6,6 +6,7 @@ run in the app's page, not in an iframe. The graph iframe posts ``{crbc: "pick",
 to its parent (see `crbc_viz.views.graph_view`); the bridge turns that into a trigger value,
 and `on_pick` / `on_key` update the shared selection before the rerun draws it.
 """
+
 from __future__ import annotations
 
 import streamlit as st
@@ -13,8 +14,16 @@ import streamlit as st
 from . import view
 from .selection import set_rollout, step_by
 
-__all__ = ["page_menu", "view_tools", "events", "on_pick", "on_key", "step_by", "export_config",
-           "pause_then_rerun"]
+__all__ = [
+    "page_menu",
+    "view_tools",
+    "events",
+    "on_pick",
+    "on_key",
+    "step_by",
+    "export_config",
+    "pause_then_rerun",
+]
 
 _COPY_HTML = """
 <div class="crbc-copy">
@@ -110,8 +119,13 @@ def page_menu(container, pages, current) -> None:
     q = view.nav_query()
     with container:
         for p in pages:
-            st.page_link(p, label=p.title, icon=p.icon, query_params=q or None,
-                         disabled=p.url_path == current.url_path and p.title == current.title)
+            st.page_link(
+                p,
+                label=p.title,
+                icon=p.icon,
+                query_params=q or None,
+                disabled=p.url_path == current.url_path and p.title == current.title,
+            )
         st.divider()
 
 
@@ -124,11 +138,14 @@ def view_tools(page) -> None:
         copy(key="crbc_copy_link", height="content")
         ref = view.value("file")
         if is_upload(ref):
-            st.caption("This view's file is an upload: the link names it by content and works on "
-                       "this server while the upload is kept; elsewhere, upload the same file again.")
+            st.caption(
+                "This view's file is an upload: the link names it by content and works on "
+                "this server while the upload is kept; elsewhere, upload the same file again."
+            )
         elif ref and ref.startswith("/"):
-            st.caption("This view's file is a path on this server: the link works where that "
-                       "path is readable.")
+            st.caption(
+                "This view's file is a path on this server: the link works where that path is readable."
+            )
 
 
 def _trigger(name: str):
@@ -180,8 +197,13 @@ def export_config(*parts: str) -> dict:
     import re
 
     name = "_".join(["crbc-viz", *parts])
-    return {"toImageButtonOptions": {"format": "svg", "scale": 2,
-                                     "filename": re.sub(r"[^A-Za-z0-9_.=,-]+", "_", name)[:180]}}
+    return {
+        "toImageButtonOptions": {
+            "format": "svg",
+            "scale": 2,
+            "filename": re.sub(r"[^A-Za-z0-9_.=,-]+", "_", name)[:180],
+        }
+    }
 
 
 def pause_then_rerun(seconds: float) -> None:

@@ -5,6 +5,7 @@ for bools, and slider + "∞" for a depth.
 Values persist per estimator in ``st.session_state["_params"]`` even while the estimator's
 widgets are not shown (Streamlit drops the state of widgets that are not drawn).
 """
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,17 @@ import streamlit as st
 
 from ..estimators import registry
 
-__all__ = ["param_widgets", "current_params", "set_params", "params_to_url", "params_from_url",
-           "DEPTH_OPTIONS", "INF_LABEL", "defaults", "estimator_names"]
+__all__ = [
+    "param_widgets",
+    "current_params",
+    "set_params",
+    "params_to_url",
+    "params_from_url",
+    "DEPTH_OPTIONS",
+    "INF_LABEL",
+    "defaults",
+    "estimator_names",
+]
 
 INF_LABEL = "∞"
 #: The finite-depth choices offered for a depth parameter (0 … 30, then the exact closure).
@@ -92,17 +102,32 @@ def param_widgets(name: str, *, container=None, key_prefix: str = "param") -> di
             lo = None if info.low is None else float(info.low)
             hi = None if info.high is None else float(info.high)
             default = float(info.default)
-            if lo is not None and hi is not None and hi - lo <= 10.0 and (
-                    default == 0.0 or abs(default) >= _slider_step(lo, hi)):
+            if (
+                lo is not None
+                and hi is not None
+                and hi - lo <= 10.0
+                and (default == 0.0 or abs(default) >= _slider_step(lo, hi))
+            ):
                 step = _slider_step(lo, hi)
-                val = c.slider(label, min_value=lo + (step if info.low_open else 0.0),
-                               max_value=hi - (step if info.high_open else 0.0),
-                               step=step, key=key, help=helptext)
+                val = c.slider(
+                    label,
+                    min_value=lo + (step if info.low_open else 0.0),
+                    max_value=hi - (step if info.high_open else 0.0),
+                    step=step,
+                    key=key,
+                    help=helptext,
+                )
             else:
                 fmt = "%.2e" if default != 0.0 and abs(default) < 1e-3 else "%g"
-                val = c.number_input(label, min_value=lo, max_value=hi, key=key, help=helptext,
-                                     format=fmt, step=None if lo is None or hi is None else
-                                     max((hi - lo) / 100.0, 1e-9))
+                val = c.number_input(
+                    label,
+                    min_value=lo,
+                    max_value=hi,
+                    key=key,
+                    help=helptext,
+                    format=fmt,
+                    step=None if lo is None or hi is None else max((hi - lo) / 100.0, 1e-9),
+                )
             val = float(val)
         else:
             val = c.text_input(label, key=key, help=helptext)

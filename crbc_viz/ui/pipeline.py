@@ -5,6 +5,7 @@ Heavy objects (batches, graphs, results) are immutable and live in ``st.cache_re
 returns its message as a string instead of raising, so a page can show it in place of that
 estimator's column (and the outcome is cached like a result).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,9 +23,23 @@ from ..graph import build_graph
 from . import sources
 from .files import file_digest
 
-__all__ = ["digest_of", "source_digest", "load_batch", "store_trends", "full_graph", "group_graph", "score_group", "score_full",
-           "overview", "depth_sweep", "depth_refusal", "all_estimators", "params_key", "run_label",
-           "DEPTH_MAX_PAIRS"]
+__all__ = [
+    "digest_of",
+    "source_digest",
+    "load_batch",
+    "store_trends",
+    "full_graph",
+    "group_graph",
+    "score_group",
+    "score_full",
+    "overview",
+    "depth_sweep",
+    "depth_refusal",
+    "all_estimators",
+    "params_key",
+    "run_label",
+    "DEPTH_MAX_PAIRS",
+]
 
 
 def params_key(params: dict) -> tuple:
@@ -85,8 +100,7 @@ def _score(graph, estimator: str, params: tuple, backend: str):
 
 
 @st.cache_resource(max_entries=512, show_spinner=False)
-def score_group(digest: str, _path: str, group: int, estimator: str, params: tuple,
-                backend: str = "auto"):
+def score_group(digest: str, _path: str, group: int, estimator: str, params: tuple, backend: str = "auto"):
     """`CreditResult` of ``estimator`` on the one-group graph, or the reason it could not run."""
     return _score(group_graph(digest, _path, group), estimator, params, backend)
 
@@ -98,8 +112,9 @@ def score_full(digest: str, _path: str, estimator: str, params: tuple, backend: 
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def overview(digest: str, _path: str, a: str, a_params: tuple, b: str, b_params: tuple,
-             backend: str = "auto") -> tuple[dict, pd.DataFrame]:
+def overview(
+    digest: str, _path: str, a: str, a_params: tuple, b: str, b_params: tuple, backend: str = "auto"
+) -> tuple[dict, pd.DataFrame]:
     """Batch summary and the group table with the disagreement 1 − Spearman(a, b) per group."""
     graph = full_graph(digest, _path)
     summary = batch_summary(graph)
@@ -126,9 +141,11 @@ def depth_refusal(digest: str, _path: str, group: int) -> str | None:
     graph = group_graph(digest, _path, group)
     n = int(graph.pair_node.shape[0])
     if n > DEPTH_MAX_PAIRS:
-        return (f"this group has {n:,} (anchor, action) pairs; the depth family is computed up to "
-                f"{DEPTH_MAX_PAIRS:,} per page view (use `crbc-viz score --estimator crbc --param "
-                f"depth=K` for one K)")
+        return (
+            f"this group has {n:,} (anchor, action) pairs; the depth family is computed up to "
+            f"{DEPTH_MAX_PAIRS:,} per page view (use `crbc-viz score --estimator crbc --param "
+            f"depth=K` for one K)"
+        )
     return None
 
 
@@ -139,21 +156,34 @@ def _depth_member(digest: str, _path: str, group: int, crbc_params: tuple, depth
     return crbc_fn(group_graph(digest, _path, group), **p, depth=depth)
 
 
-def depth_sweep(digest: str, _path: str, group: int, crbc_params: tuple, kmax: int = 30,
-                _progress=None) -> dict:
+def depth_sweep(
+    digest: str, _path: str, group: int, crbc_params: tuple, kmax: int = 30, _progress=None
+) -> dict:
     """`crbc_viz.analysis.depth.depth_family` on one group (K = 0..kmax and ∞, the observed gap
     and the Corollary-3 bound), with each member and the K = 0 bound cached, so a rerun only
     reassembles; plus the pairs' labels, counts and group-local nodes for the Compare page.
     ``_progress(f, text)`` is called as the work advances."""
     graph = group_graph(digest, _path, group)
     beta = float(dict(crbc_params).get("beta", 0.98))
-    fam = depth_family(graph, beta, kmax, member=lambda k: _depth_member(digest, _path, group, crbc_params, k),
-                       bound0=_bound0(digest, _path, group, beta), progress=_progress)
+    fam = depth_family(
+        graph,
+        beta,
+        kmax,
+        member=lambda k: _depth_member(digest, _path, group, crbc_params, k),
+        bound0=_bound0(digest, _path, group, beta),
+        progress=_progress,
+    )
     lo = int(graph.group_node_offsets[0])
-    labels = [f"s{int(graph.pair_node[j]) - lo} · {graph.action_names[graph.pair_action[j]]}"
-              for j in range(graph.pair_node.shape[0])]
-    return {**fam, "labels": labels, "pair_count": graph.pair_count.copy(),
-            "pair_node": (graph.pair_node - lo).copy()}
+    labels = [
+        f"s{int(graph.pair_node[j]) - lo} · {graph.action_names[graph.pair_action[j]]}"
+        for j in range(graph.pair_node.shape[0])
+    ]
+    return {
+        **fam,
+        "labels": labels,
+        "pair_count": graph.pair_count.copy(),
+        "pair_node": (graph.pair_node - lo).copy(),
+    }
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -162,8 +192,9 @@ def _bound0(digest: str, _path: str, group: int, beta: float) -> float:
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def all_estimators(digest: str, _path: str, group: int, params: tuple, backend: str,
-                   column: str = "credit") -> tuple[pd.DataFrame, dict]:
+def all_estimators(
+    digest: str, _path: str, group: int, params: tuple, backend: str, column: str = "credit"
+) -> tuple[pd.DataFrame, dict]:
     """Every registered estimator on one group: (step frame with one column per estimator
     that ran, {estimator: reason} for those that could not). ``params``: ((name, params key),
     …) for every estimator."""
@@ -181,10 +212,21 @@ def all_estimators(digest: str, _path: str, group: int, params: tuple, backend: 
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def graph_page(digest: str, _path: str, group: int, estimator: str, params: tuple, backend: str,
-               highlight_traj: int | None, max_nodes: int, show_labels: bool | None,
-               height_px: int, selected_node: int | None = None, focus: bool = False,
-               params_text: str = "") -> tuple[str, int, int]:
+def graph_page(
+    digest: str,
+    _path: str,
+    group: int,
+    estimator: str,
+    params: tuple,
+    backend: str,
+    highlight_traj: int | None,
+    max_nodes: int,
+    show_labels: bool | None,
+    height_px: int,
+    selected_node: int | None = None,
+    focus: bool = False,
+    params_text: str = "",
+) -> tuple[str, int, int]:
     """(pyvis HTML, anchors drawn, anchors in the group) for the Graph page. ``focus``: only
     the highlighted rollout's anchors and their one-step neighbourhood, laid out by the
     rollout's steps (large groups)."""
@@ -200,11 +242,20 @@ def graph_page(digest: str, _path: str, group: int, estimator: str, params: tupl
         nodes = neighbourhood(graph, keep)
     else:
         nodes = select_nodes(graph, 0, max_nodes, keep=keep)
-    page = graph_html(graph, res, group=0, highlight_traj=highlight_traj, nodes=nodes,
-                      height_px=height_px, show_action_labels=show_labels, estimator=estimator,
-                      selected_node=selected_node, params_text=params_text,
-                      graph_key=f"{digest[:12]}:{group}",
-                      by_step=bool(focus and highlight_traj is not None))
+    page = graph_html(
+        graph,
+        res,
+        group=0,
+        highlight_traj=highlight_traj,
+        nodes=nodes,
+        height_px=height_px,
+        show_action_labels=show_labels,
+        estimator=estimator,
+        selected_node=selected_node,
+        params_text=params_text,
+        graph_key=f"{digest[:12]}:{group}",
+        by_step=bool(focus and highlight_traj is not None),
+    )
     return page, int(nodes.size), int(graph.num_nodes)
 
 
@@ -254,17 +305,27 @@ def learn_result(key: tuple, name: str, params: tuple = ()):
 def learn_family(key: tuple, beta: float) -> dict:
     """The depth family K = 0 … `LEARN_KMAX` and ∞ of ``key``'s graph (each member the cached
     `learn_result` of crbc at that depth)."""
-    return depth_family(learn_graph(key), beta, LEARN_KMAX,
-                        member=lambda k: learn_result(key, "crbc", (("beta", beta), ("depth", float(k)))))
+    return depth_family(
+        learn_graph(key),
+        beta,
+        LEARN_KMAX,
+        member=lambda k: learn_result(key, "crbc", (("beta", beta), ("depth", float(k)))),
+    )
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def learn_graph_page(key: tuple, name: str, params: tuple, highlight: int | None, filename: str,
-                     label: str) -> str:
+def learn_graph_page(
+    key: tuple, name: str, params: tuple, highlight: int | None, filename: str, label: str
+) -> str:
     """The pyvis page of ``key``'s graph coloured by ``name``, with its ⤓ PNG button."""
     from ..views.graph_view import graph_html
     from ..views.learn import with_png_button
 
-    page = graph_html(learn_graph(key), learn_result(key, name, params), highlight_traj=highlight,
-                      height_px=LEARN_GRAPH_HEIGHT, estimator=label)
+    page = graph_html(
+        learn_graph(key),
+        learn_result(key, name, params),
+        highlight_traj=highlight,
+        height_px=LEARN_GRAPH_HEIGHT,
+        estimator=label,
+    )
     return with_png_button(page, filename)

@@ -2,6 +2,7 @@
 group, a step of it, and an anchor. Each is a URL field (`crbc_viz.ui.view`), so it stays
 chosen across pages and in links; clicks elsewhere (graph nodes, table rows, ← / →) write
 the same session keys."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -10,8 +11,21 @@ import streamlit as st
 from ..views.trajectories import outcome_label
 from . import view
 
-__all__ = ["step_by", "step_from_points", "selection_row", "rollout_ids", "pick_rollout", "pick_step", "pick_anchor", "chosen_rollout",
-           "chosen_step", "chosen_anchor", "set_rollout", "set_step", "step_buttons"]
+__all__ = [
+    "step_by",
+    "step_from_points",
+    "selection_row",
+    "rollout_ids",
+    "pick_rollout",
+    "pick_step",
+    "pick_anchor",
+    "chosen_rollout",
+    "chosen_step",
+    "chosen_anchor",
+    "set_rollout",
+    "set_step",
+    "step_buttons",
+]
 
 
 def rollout_ids(graph) -> list[str]:
@@ -79,15 +93,20 @@ def pick_rollout(container, graph, *, label: str = "Rollout", problems=None) -> 
     b = graph.batch
     ids = rollout_ids(graph)
     opts = [None] + ids
-    names = {rid: f"{rid} ({outcome_label(graph, t)}, {int(b.traj_len[t])} steps)"
-             for t, rid in enumerate(ids)}
+    names = {
+        rid: f"{rid} ({outcome_label(graph, t)}, {int(b.traj_len[t])} steps)" for t, rid in enumerate(ids)
+    }
     st.session_state["_rollout_ids"] = ids
     key = view.field("rollout", None, options=opts, problems=problems)
-    container.selectbox(label, opts, key=key, on_change=_on_rollout_change,
-                        placeholder="(none)",
-                        format_func=lambda r: "(none)" if r is None else names.get(r, r),
-                        help="shared by the Graph, Trajectories and Compare pages; ← / → step "
-                             "through it")
+    container.selectbox(
+        label,
+        opts,
+        key=key,
+        on_change=_on_rollout_change,
+        placeholder="(none)",
+        format_func=lambda r: "(none)" if r is None else names.get(r, r),
+        help="shared by the Graph, Trajectories and Compare pages; ← / → step through it",
+    )
     view.record("rollout")
     t = chosen_rollout(graph)
     if t is not None:
@@ -95,7 +114,7 @@ def pick_rollout(container, graph, *, label: str = "Rollout", problems=None) -> 
         n = int(b.traj_len[t])
         st.session_state["_rollout_len"] = n
         first = {}
-        for i, node in enumerate(graph.step_node[lo:lo + n].tolist()):
+        for i, node in enumerate(graph.step_node[lo : lo + n].tolist()):
             first.setdefault(str(int(node)), i)
         st.session_state["_rollout_anchors"] = first
     else:
@@ -114,10 +133,16 @@ def pick_step(container, graph, t: int | None, *, problems=None) -> int | None:
     acts = b.steps["action"].fillna("").astype(str).to_numpy() if "action" in b.steps else None
     opts = [None] + list(range(n))
     key = view.field("step", None, options=opts, decode=int, problems=problems)
-    container.selectbox("Step", opts, key=key, on_change=lambda: view.clear("anchor"),
-                        placeholder="(none: click a cell or a row)",
-                        format_func=lambda k: "(none)" if k is None else
-                        f"t{k}: {acts[lo + k] if acts is not None else ''}"[:80])
+    container.selectbox(
+        "Step",
+        opts,
+        key=key,
+        on_change=lambda: view.clear("anchor"),
+        placeholder="(none: click a cell or a row)",
+        format_func=lambda k: (
+            "(none)" if k is None else f"t{k}: {acts[lo + k] if acts is not None else ''}"[:80]
+        ),
+    )
     view.record("step")
     return chosen_step(graph)
 
@@ -148,9 +173,14 @@ def pick_anchor(container, graph, *, problems=None) -> int | None:
     opts = [None] + [f"s{i}" for i in range(n)]
     text = [" ".join(str(a).split())[:60] for a in graph.node_anchor_obs]
     key = view.field("anchor", None, options=opts, problems=problems)
-    container.selectbox("Anchor (type to search)", opts, key=key, placeholder="(none)",
-                        format_func=lambda a: "(none)" if a is None else f"{a} · {text[int(a[1:])]}",
-                        help="click a node in the graph, or type part of an anchor's id or text")
+    container.selectbox(
+        "Anchor (type to search)",
+        opts,
+        key=key,
+        placeholder="(none)",
+        format_func=lambda a: "(none)" if a is None else f"{a} · {text[int(a[1:])]}",
+        help="click a node in the graph, or type part of an anchor's id or text",
+    )
     view.record("anchor")
     return chosen_anchor(graph)
 

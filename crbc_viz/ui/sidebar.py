@@ -2,6 +2,7 @@
 the URL (``?file=…&group=…&estimator=…&p=…``, see `crbc_viz.ui.view`) so that a view can be
 shared as a link.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -16,9 +17,21 @@ from .files import default_sample, discover_samples
 from .sources import is_upload, link_ref, resolve_ref  # noqa: F401  (re-exported)
 from .text import md, md_lines
 
-__all__ = ["Selection", "render_sidebar", "selection", "require_selection", "set_file", "set_group",
-           "FILE_KEY", "GROUP_KEY", "ESTIMATOR_KEY", "BACKEND_KEY", "link_ref", "resolve_ref",
-           "is_upload"]
+__all__ = [
+    "Selection",
+    "render_sidebar",
+    "selection",
+    "require_selection",
+    "set_file",
+    "set_group",
+    "FILE_KEY",
+    "GROUP_KEY",
+    "ESTIMATOR_KEY",
+    "BACKEND_KEY",
+    "link_ref",
+    "resolve_ref",
+    "is_upload",
+]
 
 FILE_KEY = "file_ref"
 GROUP_KEY = "group_pick"
@@ -31,7 +44,7 @@ BACKENDS = ("auto", "numpy", "torch", "numba")
 @dataclass
 class Selection:
     ref: str | None = None
-    path: str | None = None      # the source's key (a file path or a store group): see ui.sources
+    path: str | None = None  # the source's key (a file path or a store group): see ui.sources
     name: str | None = None
     digest: str | None = None
     batch: object = None
@@ -52,8 +65,9 @@ class Selection:
 
     def result(self, name: str):
         """``name``'s result on the selected group (or the message why it could not run)."""
-        return pipeline.score_group(self.digest, self.path, self.group, name, self.params_of(name),
-                                    self.backend)
+        return pipeline.score_group(
+            self.digest, self.path, self.group, name, self.params_of(name), self.backend
+        )
 
     def graph(self):
         return pipeline.group_graph(self.digest, self.path, self.group)
@@ -121,8 +135,13 @@ def render_sidebar() -> Selection:
         labels = sel.batch.group_labels()  # unique, computed once per batch (200k groups: fast)
         if labels:
             key = view.field("group", labels[0], options=labels, problems=problems)
-            sel.group_label = sb.selectbox("Group", labels, key=key, on_change=_on_group_change,
-                                           help="rollouts of one task (run / train step / group id)")
+            sel.group_label = sb.selectbox(
+                "Group",
+                labels,
+                key=key,
+                on_change=_on_group_change,
+                help="rollouts of one task (run / train step / group id)",
+            )
             view.record("group")
             sel.group = labels.index(sel.group_label)
         else:
@@ -133,24 +152,33 @@ def render_sidebar() -> Selection:
     default_est = "crbc" if "crbc" in names else names[0]
     est_pending = view.is_pending("estimator")
     key = view.field("estimator", default_est, options=names, problems=problems)
-    sel.estimator = sb.selectbox("Estimator", names, key=key,
-                                 format_func=lambda n: f"{n} — {registry.get(n).title}",
-                                 help="colours the graph; the main method on every page")
+    sel.estimator = sb.selectbox(
+        "Estimator",
+        names,
+        key=key,
+        format_func=lambda n: f"{n} — {registry.get(n).title}",
+        help="colours the graph; the main method on every page",
+    )
     view.record("estimator")
     if view.is_pending("p") or est_pending:
         _apply_url_params(sel.estimator, view.value("p"), problems)
         st.session_state.get(view._PENDING, set()).discard("p")
     with sb.expander(f"Parameters of {sel.estimator}", expanded=False):
         sel.params = uparams.param_widgets(sel.estimator)
-        st.button("Reset to defaults", key=f"reset.{sel.estimator}", on_click=_reset_params,
-                  args=(sel.estimator,))
+        st.button(
+            "Reset to defaults", key=f"reset.{sel.estimator}", on_click=_reset_params, args=(sel.estimator,)
+        )
     view.set_value("p", uparams.params_to_url(sel.estimator, sel.params) or None)
     key = view.field("backend", "auto", options=BACKENDS)
-    sel.backend = sb.selectbox("Backend", BACKENDS, key=key,
-                               help="auto (default): the fastest exact implementation each estimator "
-                                    "has here (CUDA torch, else the compiled numba engine, else torch, "
-                                    "else numpy); numpy: the readable reference; torch / numba: force "
-                                    "that twin (an estimator without one says so)")
+    sel.backend = sb.selectbox(
+        "Backend",
+        BACKENDS,
+        key=key,
+        help="auto (default): the fastest exact implementation each estimator "
+        "has here (CUDA torch, else the compiled numba engine, else torch, "
+        "else numpy); numpy: the readable reference; torch / numba: force "
+        "that twin (an estimator without one says so)",
+    )
     view.record("backend")
     for msg in problems:
         sb.warning(md(msg))
@@ -173,7 +201,6 @@ def require_selection() -> Selection:
     """The selection, or stop the page with a pointer to the Data page when nothing is loaded."""
     sel = selection()
     if not sel.ok:
-        st.info("No rollout data loaded. Choose a sample, upload a file or give a path on the "
-                "**Data** page.")
+        st.info("No rollout data loaded. Choose a sample, upload a file or give a path on the **Data** page.")
         st.stop()
     return sel

@@ -10,6 +10,7 @@ group of a log store, each named by a reference that goes into the URL (``?file=
 and returns a `Source`; `open_batch` loads the `Source.key` it names; `open_store` opens a
 store folder for the Across-training page.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,9 +22,21 @@ from ..store import LogStore
 from . import files as _files
 from .files import file_ref, resolve_data_dir, resolve_data_path
 
-__all__ = ["Source", "resolve", "open_batch", "open_store", "store_group_ref", "default_store",
-           "link_ref", "resolve_ref", "is_upload", "UPLOAD_PREFIX", "STORE_PREFIX", "BUNDLED_STORE",
-           "STORE_ENV"]
+__all__ = [
+    "Source",
+    "resolve",
+    "open_batch",
+    "open_store",
+    "store_group_ref",
+    "default_store",
+    "link_ref",
+    "resolve_ref",
+    "is_upload",
+    "UPLOAD_PREFIX",
+    "STORE_PREFIX",
+    "BUNDLED_STORE",
+    "STORE_ENV",
+]
 
 #: Uploads are named in links by their content hash (``upload:<sha>.<suffix>``): the same
 #: bytes give the same link, but only the server that received them holds the file.
@@ -51,6 +64,7 @@ class Source:
         stamp: what changes when the content does: (mtime_ns, size) of a file, the store's
             fingerprint for a store group.
     """
+
     ref: str
     key: str
     name: str
@@ -86,13 +100,15 @@ def is_upload(ref: str | None) -> bool:
 def resolve_ref(ref: str) -> Path:
     """A file reference (a path or ``upload:…``) as a checked path (see `resolve_data_path`)."""
     if ref.startswith(UPLOAD_PREFIX):
-        name = ref[len(UPLOAD_PREFIX):]
+        name = ref[len(UPLOAD_PREFIX) :]
         if "/" in name or "\\" in name or not name:
             raise ValueError("the link names an upload with an invalid name")
         path = Path(_files.UPLOAD_DIR) / name
         if not path.exists():
-            raise ValueError("the link names an upload this server does not hold (uploads stay on "
-                             "the server that received them); upload the file again on the Data page")
+            raise ValueError(
+                "the link names an upload this server does not hold (uploads stay on "
+                "the server that received them); upload the file again on the Data page"
+            )
         return resolve_data_path(str(path))
     return resolve_data_path(ref)
 
@@ -105,27 +121,33 @@ def resolve(ref: str) -> Source:
             (the message names it); StoreError: the folder is not a store or lacks the group.
     """
     if ref.startswith(STORE_PREFIX):
-        folder, sep, label = ref[len(STORE_PREFIX):].partition(_SEP)
+        folder, sep, label = ref[len(STORE_PREFIX) :].partition(_SEP)
         if not sep or not label:
-            raise ValueError(f"'{ref[:200]}': a store reference reads "
-                             f"store:<folder>{_SEP}<run>/<train_step>/<group_id>")
+            raise ValueError(
+                f"'{ref[:200]}': a store reference reads store:<folder>{_SEP}<run>/<train_step>/<group_id>"
+            )
         store = open_store(folder)
         run, ts, gid = store.resolve_group(label)
         label = f"{run}/{ts}/{gid}"
-        return Source(ref=store_group_ref(store.root, run, ts, gid),
-                      key=f"{STORE_PREFIX}{store.root}{_SEP}{label}",
-                      name=f"{store.root.name}/{label}", path=store.root, group=label,
-                      stamp=(store.fingerprint,))
+        return Source(
+            ref=store_group_ref(store.root, run, ts, gid),
+            key=f"{STORE_PREFIX}{store.root}{_SEP}{label}",
+            name=f"{store.root.name}/{label}",
+            path=store.root,
+            group=label,
+            stamp=(store.fingerprint,),
+        )
     path = resolve_ref(ref)
     stat = os.stat(path)
-    return Source(ref=file_ref(path), key=str(path), name=path.name, path=path,
-                  stamp=(stat.st_mtime_ns, stat.st_size))
+    return Source(
+        ref=file_ref(path), key=str(path), name=path.name, path=path, stamp=(stat.st_mtime_ns, stat.st_size)
+    )
 
 
 def open_batch(key: str):
     """The `RolloutBatch` of a `Source.key` (already resolved: no confinement check here)."""
     if key.startswith(STORE_PREFIX):
-        folder, _, label = key[len(STORE_PREFIX):].partition(_SEP)
+        folder, _, label = key[len(STORE_PREFIX) :].partition(_SEP)
         return LogStore(folder).load_batch(group=label, text=True)
     return load_rollouts(key)
 
@@ -142,5 +164,8 @@ def open_store(ref: str) -> LogStore:
 def default_store(from_url: str | None) -> str:
     """The store the Across-training page opens: the URL's, else $CRBC_VIZ_STORE, else the
     bundled one when it is there, else none ("")."""
-    return from_url or os.environ.get(STORE_ENV, "") or (
-        BUNDLED_STORE if (_files.REPO_ROOT / BUNDLED_STORE / "store.json").is_file() else "")
+    return (
+        from_url
+        or os.environ.get(STORE_ENV, "")
+        or (BUNDLED_STORE if (_files.REPO_ROOT / BUNDLED_STORE / "store.json").is_file() else "")
+    )

@@ -14,6 +14,7 @@ emoji shortcodes and Streamlit's ``:red[…]`` / ``:material/…:`` directives. 
 ``.`` elsewhere stay as typed, so ids read naturally in the page source. Long values are cut
 (`MAX_CHARS`).
 """
+
 from __future__ import annotations
 
 import re
@@ -37,7 +38,7 @@ def _escape(line: str) -> str:
 
 
 def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit * 2 // 3] + " … " + text[-limit // 4:]
+    return text if len(text) <= limit else text[: limit * 2 // 3] + " … " + text[-limit // 4 :]
 
 
 def md(text: object, limit: int = MAX_CHARS) -> str:

@@ -15,6 +15,7 @@ How a run goes (``app.py``):
    per real change, none for reruns that change nothing. Page links carry the query string
    (`nav_query`), so a page switch is one entry too.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -22,10 +23,21 @@ from typing import Any
 
 import streamlit as st
 
-__all__ = ["FIELDS", "sync_in", "sync_out", "field", "record", "value", "set_value", "nav_query",
-           "view_link", "clear", "is_pending"]
+__all__ = [
+    "FIELDS",
+    "sync_in",
+    "sync_out",
+    "field",
+    "record",
+    "value",
+    "set_value",
+    "nav_query",
+    "view_link",
+    "clear",
+    "is_pending",
+]
 
-_VIEW = "_view"          # {url name: encoded value}, non-default values only
+_VIEW = "_view"  # {url name: encoded value}, non-default values only
 _WRITTEN = "_qs_written"  # the query dict this session last wrote (None before the first run)
 _PENDING = "_view_pending"  # names whose widget must take the URL's value on its next draw
 _DEFAULTS = "_view_defaults"  # {url name: encoded default} as last seen by the widget
@@ -33,24 +45,47 @@ _DEFAULTS = "_view_defaults"  # {url name: encoded default} as last seen by the 
 #: Every URL field: name -> session-state key of the control that holds it. Fields whose key
 #: is None are kept by the app itself (file, parameters).
 FIELDS: dict[str, str | None] = {
-    "file": None, "group": "group_pick", "estimator": "estimator_pick", "backend": "backend_pick",
+    "file": None,
+    "group": "group_pick",
+    "estimator": "estimator_pick",
+    "backend": "backend_pick",
     "p": None,
     # the shared selection (Graph, Trajectories, Compare)
-    "rollout": "rollout_pick", "step": "step_pick", "anchor": "anchor_pick",
+    "rollout": "rollout_pick",
+    "step": "step_pick",
+    "anchor": "anchor_pick",
     # Graph
-    "max_nodes": "graph_max_nodes", "labels": "graph_labels", "focus": "graph_focus",
+    "max_nodes": "graph_max_nodes",
+    "labels": "graph_labels",
+    "focus": "graph_focus",
     # Trajectories
     "est": "traj_estimators",
     # Compare
-    "a": "cmp_a", "b": "cmp_b", "q": "cmp_q", "k": "cmp_k", "depth": "cmp_depth_open",
+    "a": "cmp_a",
+    "b": "cmp_b",
+    "q": "cmp_q",
+    "k": "cmp_k",
+    "depth": "cmp_depth_open",
     "all": "cmp_all_open",
     # Across training
-    "store": None, "run": "training_run", "tstep": "training_step",
+    "store": None,
+    "run": "training_run",
+    "tstep": "training_step",
     # Learn (flip / drop are keyed per data set: their key is given at the call)
-    "lesson": "learn_lesson", "data": "learn_data", "lk": "learn_k", "hl": "learn_highlight",
-    "flip": None, "drop": None, "rr_jump": "learn_rr_jump", "rr_lucky": "learn_rr_lucky",
-    "rr_walk": "learn_rr_walk", "rr_ok": "learn_rr_walk_ok", "wg": "learn_wg", "ws": "learn_ws",
-    "smin": "learn_smin", "gate": "learn_gate",
+    "lesson": "learn_lesson",
+    "data": "learn_data",
+    "lk": "learn_k",
+    "hl": "learn_highlight",
+    "flip": None,
+    "drop": None,
+    "rr_jump": "learn_rr_jump",
+    "rr_lucky": "learn_rr_lucky",
+    "rr_walk": "learn_rr_walk",
+    "rr_ok": "learn_rr_walk_ok",
+    "wg": "learn_wg",
+    "ws": "learn_ws",
+    "smin": "learn_smin",
+    "gate": "learn_gate",
 }
 
 
@@ -80,7 +115,7 @@ def sync_in() -> bool:
     if written is not None and cur == written:
         return False
     if written is not None and not cur and not _history_step():
-        return False   # a page switch that dropped the query string: keep the view
+        return False  # a page switch that dropped the query string: keep the view
     st.session_state[_VIEW] = dict(cur)
     st.session_state[_PENDING] = set(FIELDS)
     return True
@@ -113,8 +148,15 @@ def clear(*names: str) -> None:
             st.session_state.pop(key, None)
 
 
-def field(name: str, default: Any, *, options=None, decode: Callable[[str], Any] = str,
-          problems: list | None = None, key: str | None = None) -> str:
+def field(
+    name: str,
+    default: Any,
+    *,
+    options=None,
+    decode: Callable[[str], Any] = str,
+    problems: list | None = None,
+    key: str | None = None,
+) -> str:
     """Prepare the control of field ``name`` before it is drawn; return its session key.
 
     The control takes the URL's value after a URL was applied, the view's value when it was
@@ -139,8 +181,9 @@ def field(name: str, default: Any, *, options=None, decode: Callable[[str], Any]
             v = None
         if v is None or not ok(v):
             if problems is not None:
-                problems.append(f"{name} = '{_view()[name]}' from the link is not available here; "
-                                f"showing the default")
+                problems.append(
+                    f"{name} = '{_view()[name]}' from the link is not available here; showing the default"
+                )
             _view().pop(name, None)
             return default
         return v

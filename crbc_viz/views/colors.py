@@ -4,23 +4,42 @@ boundary colours.
 
 Pure: no streamlit, no plotting library needed to compute a colour.
 """
+
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-__all__ = ["CREDIT_COLORSCALE", "VALUE_COLORSCALE", "SUCCESS_COLOR", "FAILURE_COLOR", "MISSING_COLOR",
-           "credit_limit", "credit_color", "value_color", "text_color_for", "interpolate"]
+__all__ = [
+    "CREDIT_COLORSCALE",
+    "VALUE_COLORSCALE",
+    "SUCCESS_COLOR",
+    "FAILURE_COLOR",
+    "MISSING_COLOR",
+    "credit_limit",
+    "credit_color",
+    "value_color",
+    "text_color_for",
+    "interpolate",
+]
 
 #: Diverging credit scale: red = negative, neutral grey = 0, blue = positive (RdBu ends; the
 #: midpoint is a mid grey rather than white so that zero-credit edges stay visible on white).
 CREDIT_COLORSCALE: list[list] = [
-    [0.0, "#b2182b"], [0.25, "#e0826a"], [0.5, "#c8c8c8"], [0.75, "#6fa8d6"], [1.0, "#2166ac"],
+    [0.0, "#b2182b"],
+    [0.25, "#e0826a"],
+    [0.5, "#c8c8c8"],
+    [0.75, "#6fa8d6"],
+    [1.0, "#2166ac"],
 ]
 #: Sequential value scale (viridis-like, low = dark purple, high = yellow).
 VALUE_COLORSCALE: list[list] = [
-    [0.0, "#440154"], [0.25, "#3b528b"], [0.5, "#21918c"], [0.75, "#5ec962"], [1.0, "#fde725"],
+    [0.0, "#440154"],
+    [0.25, "#3b528b"],
+    [0.5, "#21918c"],
+    [0.75, "#5ec962"],
+    [1.0, "#fde725"],
 ]
 SUCCESS_COLOR = "#1a9850"
 FAILURE_COLOR = "#4d4d4d"

@@ -2,6 +2,7 @@
 
 Pure: statistics as numbers / DataFrames, charts as plotly Figures.
 """
+
 from __future__ import annotations
 
 import math
@@ -15,10 +16,21 @@ from .colors import CREDIT_COLORSCALE, SUCCESS_COLOR
 
 FAILED_STEP_COLOR = "#762a83"
 
-__all__ = ["spearman", "sign_agreement", "agreement_by_group", "top_disagreements", "both_constant",
-           "depth_pair_order",
-           "scatter_figure", "depth_lines_figure", "depth_error_figure", "rank_matrix",
-           "rank_matrix_figure", "step_estimator_figure", "describe_rho"]
+__all__ = [
+    "spearman",
+    "sign_agreement",
+    "agreement_by_group",
+    "top_disagreements",
+    "both_constant",
+    "depth_pair_order",
+    "scatter_figure",
+    "depth_lines_figure",
+    "depth_error_figure",
+    "rank_matrix",
+    "rank_matrix_figure",
+    "step_estimator_figure",
+    "describe_rho",
+]
 
 
 def both_constant(df: pd.DataFrame, a: str, b: str) -> bool:
@@ -26,8 +38,9 @@ def both_constant(df: pd.DataFrame, a: str, b: str) -> bool:
     return all(np.ptp(df[x].to_numpy(float)) == 0 for x in (a, b)) if len(df) else True
 
 
-def depth_pair_order(pair_count: np.ndarray, pair_node: np.ndarray, focus_anchor: int | None,
-                     k: int = 40) -> tuple[np.ndarray, int]:
+def depth_pair_order(
+    pair_count: np.ndarray, pair_node: np.ndarray, focus_anchor: int | None, k: int = 40
+) -> tuple[np.ndarray, int]:
     """The ``k`` pairs the depth-lines chart draws: the most-taken, with the chosen anchor's pairs
     first when there is one; and how many pairs that anchor has."""
     order = np.argsort(-pair_count, kind="stable")[:k]
@@ -48,38 +61,71 @@ def top_disagreements(df: pd.DataFrame, a: str, b: str, k: int = 10) -> pd.DataF
     return out.sort_values("rank gap", ascending=False, kind="stable").head(k).reset_index(drop=True)
 
 
-def scatter_figure(df: pd.DataFrame, a: str, b: str, *, quantity: str = "credit",
-                   highlight: int | None = None, title: str = "") -> go.Figure:
+def scatter_figure(
+    df: pd.DataFrame,
+    a: str,
+    b: str,
+    *,
+    quantity: str = "credit",
+    highlight: int | None = None,
+    title: str = "",
+) -> go.Figure:
     """Per-step scatter of estimator ``a`` vs ``b`` (columns of ``df`` from ``step_frame``);
     successful rollouts' steps in green, failed in grey; ``highlight`` (a ``step`` id) ringed."""
     fig = go.Figure()
-    for ok, name, col in ((True, "step of a successful rollout", SUCCESS_COLOR),
-                          (False, "step of a failed rollout", FAILED_STEP_COLOR)):
+    for ok, name, col in (
+        (True, "step of a successful rollout", SUCCESS_COLOR),
+        (False, "step of a failed rollout", FAILED_STEP_COLOR),
+    ):
         d = df[df["success"] == ok]
-        fig.add_trace(go.Scattergl(
-            x=d[a], y=d[b], mode="markers", name=name,
-            marker={"color": col, "size": 7, "opacity": 0.7},
-            customdata=np.stack([d["traj_id"], d["t"], d["action"], d["anchor"], d["step"]], axis=-1)
-            if len(d) else None,
-            hovertemplate=("rollout %{customdata[0]} · t%{customdata[1]} · %{customdata[3]}<br>"
-                           "action %{customdata[2]}<br>" + f"{a}: " + "%{x:.4f}<br>" + f"{b}: "
-                           + "%{y:.4f}<extra></extra>")))
+        fig.add_trace(
+            go.Scattergl(
+                x=d[a],
+                y=d[b],
+                mode="markers",
+                name=name,
+                marker={"color": col, "size": 7, "opacity": 0.7},
+                customdata=np.stack([d["traj_id"], d["t"], d["action"], d["anchor"], d["step"]], axis=-1)
+                if len(d)
+                else None,
+                hovertemplate=(
+                    "rollout %{customdata[0]} · t%{customdata[1]} · %{customdata[3]}<br>"
+                    "action %{customdata[2]}<br>"
+                    + f"{a}: "
+                    + "%{x:.4f}<br>"
+                    + f"{b}: "
+                    + "%{y:.4f}<extra></extra>"
+                ),
+            )
+        )
     if highlight is not None and (df["step"] == highlight).any():
         d = df[df["step"] == highlight]
-        fig.add_trace(go.Scatter(x=d[a], y=d[b], mode="markers", name="selected step",
-                                 marker={"size": 16, "color": "rgba(0,0,0,0)",
-                                         "line": {"color": "#000", "width": 2}}))
+        fig.add_trace(
+            go.Scatter(
+                x=d[a],
+                y=d[b],
+                mode="markers",
+                name="selected step",
+                marker={"size": 16, "color": "rgba(0,0,0,0)", "line": {"color": "#000", "width": 2}},
+            )
+        )
     fig.add_hline(y=0, line_width=1, line_color="#bbb")
     fig.add_vline(x=0, line_width=1, line_color="#bbb")
-    fig.update_layout(xaxis_title=f"{a} {quantity}", yaxis_title=f"{b} {quantity}", height=420,
-                      title=title or None, clickmode="event+select",
-                      margin={"l": 10, "r": 10, "t": 30, "b": 10},
-                      legend={"orientation": "h", "y": 1.08})
+    fig.update_layout(
+        xaxis_title=f"{a} {quantity}",
+        yaxis_title=f"{b} {quantity}",
+        height=420,
+        title=title or None,
+        clickmode="event+select",
+        margin={"l": 10, "r": 10, "t": 30, "b": 10},
+        legend={"orientation": "h", "y": 1.08},
+    )
     return fig
 
 
-def depth_lines_figure(depths, pair_adv: np.ndarray, pair_adv_inf: np.ndarray, labels,
-                       selected_k: int | None = None) -> go.Figure:
+def depth_lines_figure(
+    depths, pair_adv: np.ndarray, pair_adv_inf: np.ndarray, labels, selected_k: int | None = None
+) -> go.Figure:
     """A^(K)(s,a) against K for each pair (one line each), with the closure value A^∞ as a
     dotted end mark; lines are coloured by the sign and size of A^∞ on the credit scale."""
     from .colors import credit_color, credit_limit
@@ -89,40 +135,76 @@ def depth_lines_figure(depths, pair_adv: np.ndarray, pair_adv_inf: np.ndarray, l
     fig = go.Figure()
     for j, lab in enumerate(labels):
         col = credit_color(pair_adv_inf[j], lim)
-        fig.add_trace(go.Scatter(x=depths, y=pair_adv[:, j], mode="lines", name=str(lab),
-                                 line={"color": col, "width": 1.5}, showlegend=len(labels) <= 12,
-                                 hovertemplate=f"{lab}" + "<br>K=%{x}: A=%{y:.4f}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=depths,
+                y=pair_adv[:, j],
+                mode="lines",
+                name=str(lab),
+                line={"color": col, "width": 1.5},
+                showlegend=len(labels) <= 12,
+                hovertemplate=f"{lab}" + "<br>K=%{x}: A=%{y:.4f}<extra></extra>",
+            )
+        )
     if len(labels):
-        fig.add_trace(go.Scatter(x=[depths[-1] + 1.5] * len(labels), y=pair_adv_inf, mode="markers",
-                                 name="A^∞ (closure)", marker={"symbol": "line-ew-open", "size": 14,
-                                                                "color": "#000"},
-                                 hovertemplate="A^∞ = %{y:.4f}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=[depths[-1] + 1.5] * len(labels),
+                y=pair_adv_inf,
+                mode="markers",
+                name="A^∞ (closure)",
+                marker={"symbol": "line-ew-open", "size": 14, "color": "#000"},
+                hovertemplate="A^∞ = %{y:.4f}<extra></extra>",
+            )
+        )
     if selected_k is not None:
         fig.add_vline(x=selected_k, line_dash="dash", line_color="#555")
-    fig.update_layout(xaxis_title="depth K (right: ∞)", yaxis_title="A^(K)(s,a) = Q^(K) − V^(K)",
-                      height=420, margin={"l": 10, "r": 10, "t": 30, "b": 10},
-                      legend={"orientation": "h", "y": 1.1})
+    fig.update_layout(
+        xaxis_title="depth K (right: ∞)",
+        yaxis_title="A^(K)(s,a) = Q^(K) − V^(K)",
+        height=420,
+        margin={"l": 10, "r": 10, "t": 30, "b": 10},
+        legend={"orientation": "h", "y": 1.1},
+    )
     return fig
 
 
-def depth_error_figure(depths, err: np.ndarray, bound: np.ndarray,
-                       selected_k: int | None = None) -> go.Figure:
+def depth_error_figure(
+    depths, err: np.ndarray, bound: np.ndarray, selected_k: int | None = None
+) -> go.Figure:
     """‖A^∞ − A^(K)‖∞ against K beside the Corollary-3 bound 2β^K/(1−β)·‖TV0 − V0‖∞ (log y)."""
     fig = go.Figure()
     floor = 1e-12
-    fig.add_trace(go.Scatter(x=list(depths), y=np.maximum(err, floor), mode="lines+markers",
-                             name="‖A^∞ − A^(K)‖∞ (observed)", line={"color": CREDIT_COLORSCALE[-1][1]}))
+    fig.add_trace(
+        go.Scatter(
+            x=list(depths),
+            y=np.maximum(err, floor),
+            mode="lines+markers",
+            name="‖A^∞ − A^(K)‖∞ (observed)",
+            line={"color": CREDIT_COLORSCALE[-1][1]},
+        )
+    )
     b = np.asarray(bound, dtype=np.float64)
     if np.isfinite(b).any():
-        fig.add_trace(go.Scatter(x=list(depths), y=np.where(np.isfinite(b), b, np.nan),
-                                 mode="lines", name="Corollary 3 bound",
-                                 line={"color": CREDIT_COLORSCALE[0][1], "dash": "dash"}))
+        fig.add_trace(
+            go.Scatter(
+                x=list(depths),
+                y=np.where(np.isfinite(b), b, np.nan),
+                mode="lines",
+                name="Corollary 3 bound",
+                line={"color": CREDIT_COLORSCALE[0][1], "dash": "dash"},
+            )
+        )
     if selected_k is not None:
         fig.add_vline(x=selected_k, line_dash="dash", line_color="#555")
     fig.update_yaxes(type="log", dtick=1, exponentformat="power")
-    fig.update_layout(xaxis_title="depth K", yaxis_title="sup-norm gap",
-                      height=420, margin={"l": 10, "r": 10, "t": 30, "b": 10},
-                      legend={"orientation": "h", "y": 1.1})
+    fig.update_layout(
+        xaxis_title="depth K",
+        yaxis_title="sup-norm gap",
+        height=420,
+        margin={"l": 10, "r": 10, "t": 30, "b": 10},
+        legend={"orientation": "h", "y": 1.1},
+    )
     return fig
 
 
@@ -132,8 +214,11 @@ def rank_matrix(df: pd.DataFrame, names: list[str]) -> pd.DataFrame:
     m = pd.DataFrame(np.nan, index=names, columns=names)
     for i, a in enumerate(names):
         for b in names[i:]:
-            r = spearman(df[a], df[b]) if a != b else (1.0 if np.ptp(df[a].to_numpy(dtype=float)) > 0
-                                                       else math.nan)
+            r = (
+                spearman(df[a], df[b])
+                if a != b
+                else (1.0 if np.ptp(df[a].to_numpy(dtype=float)) > 0 else math.nan)
+            )
             m.loc[a, b] = m.loc[b, a] = r
     return m
 
@@ -142,12 +227,26 @@ def rank_matrix_figure(m: pd.DataFrame, *, title: str = "") -> go.Figure:
     """The rank-correlation matrix as a labelled heatmap (−1 … 1; blank where undefined)."""
     z = m.to_numpy(dtype=np.float64)
     text = [["—" if not math.isfinite(v) else f"{v:.2f}" for v in row] for row in z]
-    fig = go.Figure(go.Heatmap(z=z, x=list(m.columns), y=list(m.index), zmin=-1, zmax=1,
-                               colorscale=CREDIT_COLORSCALE, text=text, texttemplate="%{text}",
-                               hovertemplate="%{y} vs %{x}: ρ = %{text}<extra></extra>",
-                               colorbar={"title": "ρ"}))
-    fig.update_layout(height=120 + 34 * len(m), margin={"l": 10, "r": 10, "t": 40, "b": 10},
-                      title=title or None, yaxis={"autorange": "reversed"})
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=list(m.columns),
+            y=list(m.index),
+            zmin=-1,
+            zmax=1,
+            colorscale=CREDIT_COLORSCALE,
+            text=text,
+            texttemplate="%{text}",
+            hovertemplate="%{y} vs %{x}: ρ = %{text}<extra></extra>",
+            colorbar={"title": "ρ"},
+        )
+    )
+    fig.update_layout(
+        height=120 + 34 * len(m),
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        title=title or None,
+        yaxis={"autorange": "reversed"},
+    )
     return fig
 
 
@@ -158,13 +257,27 @@ def step_estimator_figure(values: pd.DataFrame, *, title: str = "") -> go.Figure
     lim = np.nanmax(np.abs(z), axis=1, keepdims=True) if z.size else np.ones((0, 1))
     lim = np.where(np.isfinite(lim) & (lim > 0), lim, 1.0)
     text = [["—" if not math.isfinite(v) else f"{v:+.2f}" for v in row] for row in z]
-    fig = go.Figure(go.Heatmap(z=z / lim, x=list(values.index), y=list(values.columns), zmin=-1,
-                               zmax=1, colorscale=CREDIT_COLORSCALE, text=text,
-                               texttemplate="%{text}", showscale=False,
-                               hovertemplate="%{y} at %{x}: %{text}<extra></extra>"))
-    fig.update_layout(height=120 + 30 * values.shape[1], margin={"l": 10, "r": 10, "t": 40, "b": 10},
-                      title=title or None, yaxis={"autorange": "reversed"},
-                      xaxis={"type": "category"})
+    fig = go.Figure(
+        go.Heatmap(
+            z=z / lim,
+            x=list(values.index),
+            y=list(values.columns),
+            zmin=-1,
+            zmax=1,
+            colorscale=CREDIT_COLORSCALE,
+            text=text,
+            texttemplate="%{text}",
+            showscale=False,
+            hovertemplate="%{y} at %{x}: %{text}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        height=120 + 30 * values.shape[1],
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        title=title or None,
+        yaxis={"autorange": "reversed"},
+        xaxis={"type": "category"},
+    )
     return fig
 
 

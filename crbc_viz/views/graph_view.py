@@ -8,6 +8,7 @@ Layout (computed here, physics off): depth = BFS hops from the group's start anc
 depth, y spread within a depth (ordered by the mean position of each node's predecessors to
 reduce crossings); SUCCESS and FAILURE at the right.
 """
+
 from __future__ import annotations
 
 import html
@@ -29,9 +30,22 @@ from .colors import (
     value_color,
 )
 
-__all__ = ["layered_layout", "step_depths", "select_nodes", "neighbourhood", "value_meaning", "board_html",
-           "is_board", "graph_html", "node_values", "edge_credit",
-           "pair_values", "trajectory_path", "value_range", "esc"]
+__all__ = [
+    "layered_layout",
+    "step_depths",
+    "select_nodes",
+    "neighbourhood",
+    "value_meaning",
+    "board_html",
+    "is_board",
+    "graph_html",
+    "node_values",
+    "edge_credit",
+    "pair_values",
+    "trajectory_path",
+    "value_range",
+    "esc",
+]
 
 #: Boundary node ids in the drawn graph.
 SUCCESS_ID, FAILURE_ID = "SUCCESS", "FAILURE"
@@ -82,10 +96,16 @@ def pair_values(graph: AnchorGraph, result) -> tuple[np.ndarray, np.ndarray]:
     P = graph.pair_node.shape[0]
     if result is None:
         return np.full(P, np.nan), np.full(P, np.nan)
-    q = (np.asarray(result.pair_q, dtype=np.float64) if result.pair_q is not None
-         else _segment_mean(graph.step_pair, result.q_value, P))
-    c = (np.asarray(result.pair_credit, dtype=np.float64) if result.pair_credit is not None
-         else _segment_mean(graph.step_pair, result.credit, P))
+    q = (
+        np.asarray(result.pair_q, dtype=np.float64)
+        if result.pair_q is not None
+        else _segment_mean(graph.step_pair, result.q_value, P)
+    )
+    c = (
+        np.asarray(result.pair_credit, dtype=np.float64)
+        if result.pair_credit is not None
+        else _segment_mean(graph.step_pair, result.credit, P)
+    )
     return q, c
 
 
@@ -166,13 +186,20 @@ def step_depths(graph: AnchorGraph, traj: int, nodes) -> dict[int, int]:
             continue
         for a, b in ((s_, d_), (d_, s_)):
             if a in depth and b not in depth:
-                depth[b] = min(depth.get(b, 10 ** 9), depth[a] + 1)
+                depth[b] = min(depth.get(b, 10**9), depth[a] + 1)
     far = max(depth.values(), default=-1) + 1
     return {int(n): depth.get(int(n), far) for n in nodes}
 
 
-def layered_layout(graph: AnchorGraph, g: int = 0, *, nodes=None, x_gap: float = 180.0,
-                   y_gap: float = 90.0, depths: dict | None = None) -> dict:
+def layered_layout(
+    graph: AnchorGraph,
+    g: int = 0,
+    *,
+    nodes=None,
+    x_gap: float = 180.0,
+    y_gap: float = 90.0,
+    depths: dict | None = None,
+) -> dict:
     """Fixed positions ``{node id: (x, y)}`` for group ``g``'s anchors plus ``"SUCCESS"`` and
     ``"FAILURE"``.
 
@@ -203,6 +230,7 @@ def layered_layout(graph: AnchorGraph, g: int = 0, *, nodes=None, x_gap: float =
         def key(n):
             ps = [rank[p] for p in preds.get(n, ()) if p in rank]
             return (sum(ps) / len(ps) if ps else -1.0, -int(visits[n]), n)
+
         members.sort(key=key)
         k = len(members)
         for i, n in enumerate(members):
@@ -242,8 +270,16 @@ def neighbourhood(graph: AnchorGraph, nodes, g: int = 0) -> np.ndarray:
 # ---------------------------------------------------------------- HTML
 #: Sokoban text boards (the gym-sokoban / verl-agent rendering): wall, floor, box, target,
 #: box on target, player, player on target.
-_BOARD_COLOURS = {"#": "#5d4037", " ": "#f3efe6", "_": "#f3efe6", "$": "#e0a030", ".": "#f3efe6",
-                  "*": "#e0a030", "@": "#1565c0", "+": "#1565c0"}
+_BOARD_COLOURS = {
+    "#": "#5d4037",
+    " ": "#f3efe6",
+    "_": "#f3efe6",
+    "$": "#e0a030",
+    ".": "#f3efe6",
+    "*": "#e0a030",
+    "@": "#1565c0",
+    "+": "#1565c0",
+}
 _BOARD_MARKS = {".": "#d32f2f", "*": "#d32f2f", "+": "#d32f2f"}
 
 
@@ -252,9 +288,15 @@ def is_board(anchor) -> bool:
     walls and a player)."""
     text = str(anchor)
     rows = text.split("\n")
-    return (len(rows) >= 3 and len(rows) <= 40 and len({len(r) for r in rows}) == 1
-            and 3 <= len(rows[0]) <= 40 and set(text) <= set(_BOARD_COLOURS) | {"\n"}
-            and "#" in text and ("@" in text or "+" in text))
+    return (
+        len(rows) >= 3
+        and len(rows) <= 40
+        and len({len(r) for r in rows}) == 1
+        and 3 <= len(rows[0]) <= 40
+        and set(text) <= set(_BOARD_COLOURS) | {"\n"}
+        and "#" in text
+        and ("@" in text or "+" in text)
+    )
 
 
 def board_html(anchor, cell_px: int = 12) -> str:
@@ -267,13 +309,23 @@ def board_html(anchor, cell_px: int = 12) -> str:
         tds = []
         for ch in row:
             mark = _BOARD_MARKS.get(ch)
-            dot = (f"<div style='width:{cell_px // 2}px;height:{cell_px // 2}px;margin:auto;"
-                   f"border-radius:50%;background:{mark}'></div>") if mark else ""
-            tds.append(f"<td style='width:{cell_px}px;height:{cell_px}px;padding:0;"
-                       f"background:{_BOARD_COLOURS[ch]}'>{dot}</td>")
+            dot = (
+                (
+                    f"<div style='width:{cell_px // 2}px;height:{cell_px // 2}px;margin:auto;"
+                    f"border-radius:50%;background:{mark}'></div>"
+                )
+                if mark
+                else ""
+            )
+            tds.append(
+                f"<td style='width:{cell_px}px;height:{cell_px}px;padding:0;"
+                f"background:{_BOARD_COLOURS[ch]}'>{dot}</td>"
+            )
         cells.append("<tr>" + "".join(tds) + "</tr>")
-    return ("<table class='crbc-board' style='border-collapse:collapse;margin:4px 0' "
-            "title='wall brown · box amber · target red · player blue'>" + "".join(cells) + "</table>")
+    return (
+        "<table class='crbc-board' style='border-collapse:collapse;margin:4px 0' "
+        "title='wall brown · box amber · target red · player blue'>" + "".join(cells) + "</table>"
+    )
 
 
 def _short_label(anchor, local_id: int) -> str:
@@ -283,24 +335,36 @@ def _short_label(anchor, local_id: int) -> str:
     return f"s{local_id}"
 
 
-def _node_tip(graph: AnchorGraph, n: int, local_id: int, v: float, q: np.ndarray, c: np.ndarray,
-              estimator: str, is_start: bool) -> str:
+def _node_tip(
+    graph: AnchorGraph,
+    n: int,
+    local_id: int,
+    v: float,
+    q: np.ndarray,
+    c: np.ndarray,
+    estimator: str,
+    is_start: bool,
+) -> str:
     anchor = str(graph.node_anchor_obs[n])
     if len(anchor) > _MAX_TIP_CHARS:
         anchor = anchor[:_MAX_TIP_CHARS] + " …"
     rows = []
     p_lo, p_hi = int(graph.node_pair_offsets[n]), int(graph.node_pair_offsets[n + 1])
     for p in range(p_lo, min(p_hi, p_lo + 12)):
-        rows.append(f"<tr><td>{esc(graph.action_names[graph.pair_action[p]])}</td>"
-                    f"<td>{int(graph.pair_count[p])}</td><td>{_fmt_v(q[p])}</td>"
-                    f"<td>{_fmt(c[p])}</td></tr>")
+        rows.append(
+            f"<tr><td>{esc(graph.action_names[graph.pair_action[p]])}</td>"
+            f"<td>{int(graph.pair_count[p])}</td><td>{_fmt_v(q[p])}</td>"
+            f"<td>{_fmt(c[p])}</td></tr>"
+        )
     more = f"<div>… {p_hi - p_lo - 12} more actions</div>" if p_hi - p_lo > 12 else ""
-    return (f"<b>anchor s{local_id}</b>{' (start)' if is_start else ''}<br>"
-            f"visits N(s) = {int(graph.node_visits[n])} · distinct actions = "
-            f"{int(graph.node_num_actions[n])}<br>V(s) = {_fmt_v(v)} <i>({esc(estimator)})</i>"
-            f"{board_html(anchor) or ''}<pre class='crbc-anchor'>{esc(anchor)}</pre>"
-            f"<table class='crbc-tab'><tr><th>action</th><th>N(s,a)</th><th>Q</th><th>credit</th></tr>"
-            f"{''.join(rows)}</table>{more}")
+    return (
+        f"<b>anchor s{local_id}</b>{' (start)' if is_start else ''}<br>"
+        f"visits N(s) = {int(graph.node_visits[n])} · distinct actions = "
+        f"{int(graph.node_num_actions[n])}<br>V(s) = {_fmt_v(v)} <i>({esc(estimator)})</i>"
+        f"{board_html(anchor) or ''}<pre class='crbc-anchor'>{esc(anchor)}</pre>"
+        f"<table class='crbc-tab'><tr><th>action</th><th>N(s,a)</th><th>Q</th><th>credit</th></tr>"
+        f"{''.join(rows)}</table>{more}"
+    )
 
 
 _TIP_SCRIPT = """
@@ -415,10 +479,21 @@ def _gradient(scale) -> str:
     return "linear-gradient(to right, " + ", ".join(f"{c} {100 * t:.0f}%" for t, c in scale) + ")"
 
 
-def graph_html(graph: AnchorGraph, result=None, *, group: int = 0, highlight_traj: int | None = None,
-               nodes=None, height_px: int = 620, show_action_labels: bool | None = None,
-               estimator: str | None = None, selected_node: int | None = None,
-               params_text: str = "", graph_key: str = "", by_step: bool = False) -> str:
+def graph_html(
+    graph: AnchorGraph,
+    result=None,
+    *,
+    group: int = 0,
+    highlight_traj: int | None = None,
+    nodes=None,
+    height_px: int = 620,
+    show_action_labels: bool | None = None,
+    estimator: str | None = None,
+    selected_node: int | None = None,
+    params_text: str = "",
+    graph_key: str = "",
+    by_step: bool = False,
+) -> str:
     """The anchor graph of group ``group`` as a standalone HTML page (vis-network inlined).
 
     Args:
@@ -447,14 +522,24 @@ def graph_html(graph: AnchorGraph, result=None, *, group: int = 0, highlight_tra
     keep = np.arange(sl.start, sl.stop) if nodes is None else np.asarray(sorted(nodes), dtype=np.int64)
     keep_set = set(keep.tolist())
     # Spread layers vertically so the drawing's aspect roughly matches the canvas (~16:9).
-    depth = (_depths(graph, group) if not (by_step and highlight_traj is not None)
-             else step_depths(graph, int(highlight_traj), keep.tolist()))
+    depth = (
+        _depths(graph, group)
+        if not (by_step and highlight_traj is not None)
+        else step_depths(graph, int(highlight_traj), keep.tolist())
+    )
     layer_sizes = np.bincount([depth[n] for n in keep.tolist()]) if keep.size else np.ones(1, int)
     x_gap = 180.0
-    y_gap = float(np.clip(x_gap * (len(layer_sizes) + 1) * 0.55 / max(int(layer_sizes.max()), 1),
-                          70.0, 220.0))
-    pos = layered_layout(graph, group, nodes=keep, x_gap=x_gap, y_gap=y_gap,
-                         depths=depth if by_step and highlight_traj is not None else None)
+    y_gap = float(
+        np.clip(x_gap * (len(layer_sizes) + 1) * 0.55 / max(int(layer_sizes.max()), 1), 70.0, 220.0)
+    )
+    pos = layered_layout(
+        graph,
+        group,
+        nodes=keep,
+        x_gap=x_gap,
+        y_gap=y_gap,
+        depths=depth if by_step and highlight_traj is not None else None,
+    )
     nv = node_values(graph, result)
     q, c = pair_values(graph, result)
     ec = edge_credit(graph, result)
@@ -475,8 +560,9 @@ def graph_html(graph: AnchorGraph, result=None, *, group: int = 0, highlight_tra
             path_edges.setdefault(e, []).append(t)
     highlighting = highlight_traj is not None
 
-    net = Network(height=f"{int(height_px)}px", width="100%", directed=True, cdn_resources="in_line",
-                  heading="")
+    net = Network(
+        height=f"{int(height_px)}px", width="100%", directed=True, cdn_resources="in_line", heading=""
+    )
     vmax = max(int(graph.node_visits[keep].max()) if keep.size else 1, 1)
     for n in keep.tolist():
         local = n - sl.start
@@ -485,27 +571,54 @@ def graph_html(graph: AnchorGraph, result=None, *, group: int = 0, highlight_tra
         on_path = n in path_nodes
         fill = value_color(v, lo, hi) if higher_better else value_color(lo + hi - v, lo, hi)
         chosen = selected_node is not None and n == int(selected_node)
-        border = "#d81b60" if chosen else "#000000" if on_path else (
-            "#1f1f1f" if n in starts else "#888888" if fill == MISSING_COLOR else fill)
-        net.add_node(n, label=_short_label(graph.node_anchor_obs[n], local),
-                     title=_node_tip(graph, n, local, v, q, c, est, n in starts),
-                     x=float(x), y=float(y), physics=False, shape="dot",
-                     size=float(10 + 22 * math.sqrt(graph.node_visits[n] / vmax)),
-                     color={"background": fill, "border": border,
-                            "highlight": {"background": fill, "border": "#000000"}},
-                     borderWidth=7 if chosen else 4 if on_path else (2 if n in starts else 1),
-                     opacity=1.0 if (not highlighting or on_path) else 0.35,
-                     font={"size": 16, "color": "#222222"})
+        border = (
+            "#d81b60"
+            if chosen
+            else "#000000"
+            if on_path
+            else ("#1f1f1f" if n in starts else "#888888" if fill == MISSING_COLOR else fill)
+        )
+        net.add_node(
+            n,
+            label=_short_label(graph.node_anchor_obs[n], local),
+            title=_node_tip(graph, n, local, v, q, c, est, n in starts),
+            x=float(x),
+            y=float(y),
+            physics=False,
+            shape="dot",
+            size=float(10 + 22 * math.sqrt(graph.node_visits[n] / vmax)),
+            color={
+                "background": fill,
+                "border": border,
+                "highlight": {"background": fill, "border": "#000000"},
+            },
+            borderWidth=7 if chosen else 4 if on_path else (2 if n in starts else 1),
+            opacity=1.0 if (not highlighting or on_path) else 0.35,
+            font={"size": 16, "color": "#222222"},
+        )
     for bid, col, lab in ((SUCCESS_ID, SUCCESS_COLOR, succ_label), (FAILURE_ID, FAILURE_COLOR, fail_label)):
         x, y = pos[bid]
-        net.add_node(bid, label=lab, x=float(x), y=float(y), physics=False,
-                     shape="box", color={"background": col, "border": "#000000"},
-                     title=f"<b>{bid}</b>: absorbing boundary (a rollout ends here)",
-                     font={"size": 18, "color": "#ffffff"}, borderWidth=2, margin=8)
+        net.add_node(
+            bid,
+            label=lab,
+            x=float(x),
+            y=float(y),
+            physics=False,
+            shape="box",
+            color={"background": col, "border": "#000000"},
+            title=f"<b>{bid}</b>: absorbing boundary (a rollout ends here)",
+            font={"size": 18, "color": "#ffffff"},
+            borderWidth=2,
+            margin=8,
+        )
 
     edges = _group_edges(graph, group)
-    drawn = [e for e in edges.tolist() if graph.pair_node[graph.edge_pair[e]] in keep_set
-             and (graph.edge_next[e] < 0 or graph.edge_next[e] in keep_set)]
+    drawn = [
+        e
+        for e in edges.tolist()
+        if graph.pair_node[graph.edge_pair[e]] in keep_set
+        and (graph.edge_next[e] < 0 or graph.edge_next[e] in keep_set)
+    ]
     if show_action_labels is None:
         show_action_labels = len(drawn) <= 60
     cmax = max((int(graph.edge_count[e]) for e in drawn), default=1)
@@ -524,25 +637,45 @@ def graph_html(graph: AnchorGraph, result=None, *, group: int = 0, highlight_tra
         elif show_action_labels and not highlighting:
             label = action if len(action) <= 24 else action[:23] + "…"
         width = 1.0 + 6.0 * math.sqrt(graph.edge_count[e] / cmax)
-        title = (f"<b>action</b>: {esc(action)}<br>s{s - sl.start} → {esc(dst_name)}<br>"
-                 f"N(s,a,x) = {int(graph.edge_count[e])} of N(s,a) = {int(graph.pair_count[p])}<br>"
-                 f"Q(s,a) = {_fmt_v(q[p])} · credit = {_fmt(ec[e])} <i>({esc(est)})</i>")
+        title = (
+            f"<b>action</b>: {esc(action)}<br>s{s - sl.start} → {esc(dst_name)}<br>"
+            f"N(s,a,x) = {int(graph.edge_count[e])} of N(s,a) = {int(graph.pair_count[p])}<br>"
+            f"Q(s,a) = {_fmt_v(q[p])} · credit = {_fmt(ec[e])} <i>({esc(est)})</i>"
+        )
         # Direct append: pyvis's add_edge re-scans the node list per edge (quadratic).
-        net.edges.append({"id": f"{s}->{dst}#{e}", "from": s, "to": dst, "arrows": "to",
-                          "title": title, "label": label,
-                          "width": width * (1.8 if on_path else 1.0),
-                          "color": {"color": col, "highlight": col,
-                                    "opacity": 1.0 if (not highlighting or on_path) else 0.2},
-                          "font": {"size": 12, "align": "middle", "color": "#333333",
-                                   "strokeWidth": 3}})
+        net.edges.append(
+            {
+                "id": f"{s}->{dst}#{e}",
+                "from": s,
+                "to": dst,
+                "arrows": "to",
+                "title": title,
+                "label": label,
+                "width": width * (1.8 if on_path else 1.0),
+                "color": {
+                    "color": col,
+                    "highlight": col,
+                    "opacity": 1.0 if (not highlighting or on_path) else 0.2,
+                },
+                "font": {"size": 12, "align": "middle", "color": "#333333", "strokeWidth": 3},
+            }
+        )
     net.options = {
         "physics": {"enabled": False},
         # Curved edges: a straight edge between two columns can run through the nodes between
         # them and read as a path through them.
-        "edges": {"smooth": {"enabled": True, "type": "curvedCW", "roundness": 0.18}, "arrows": {"to": {"enabled": True, "scaleFactor": 0.6}},
-                  "selfReference": {"size": 14}},
-        "interaction": {"hover": True, "tooltipDelay": 80, "dragNodes": True,
-                        "navigationButtons": True, "keyboard": False},
+        "edges": {
+            "smooth": {"enabled": True, "type": "curvedCW", "roundness": 0.18},
+            "arrows": {"to": {"enabled": True, "scaleFactor": 0.6}},
+            "selfReference": {"size": 14},
+        },
+        "interaction": {
+            "hover": True,
+            "tooltipDelay": 80,
+            "dragNodes": True,
+            "navigationButtons": True,
+            "keyboard": False,
+        },
         "layout": {"improvedLayout": False},
     }
     page = net.generate_html()
@@ -551,19 +684,25 @@ def graph_html(graph: AnchorGraph, result=None, *, group: int = 0, highlight_tra
     page = re.sub(r"<script[^>]*bootstrap[^>]*>\s*</script>\s*", "", page, flags=re.S)
     page = re.sub(r"<center>\s*<h1>\s*</h1>\s*</center>\s*", "", page, flags=re.S)
     left, right = (lo, hi) if higher_better else (hi, lo)
-    legend = (f"<div id='crbc-legend'><b>{esc(est)}</b>"
-              f"{(' (' + esc(params_text) + ')') if params_text else ''} · {esc(v_title)}: {left:.2g}"
-              f"<span class='bar' style='background:{_gradient(VALUE_COLORSCALE)}'></span>{right:.2g}"
-              f"{' (near → far)' if not higher_better else ''}"
-              f" &nbsp; credit: {-limit:.2g}<span class='bar' style='background:"
-              f"{_gradient(CREDIT_COLORSCALE)}'></span>+{limit:.2g}"
-              f" &nbsp; <span style='color:{MISSING_COLOR}'>■</span> undefined</div>")
+    legend = (
+        f"<div id='crbc-legend'><b>{esc(est)}</b>"
+        f"{(' (' + esc(params_text) + ')') if params_text else ''} · {esc(v_title)}: {left:.2g}"
+        f"<span class='bar' style='background:{_gradient(VALUE_COLORSCALE)}'></span>{right:.2g}"
+        f"{' (near → far)' if not higher_better else ''}"
+        f" &nbsp; credit: {-limit:.2g}<span class='bar' style='background:"
+        f"{_gradient(CREDIT_COLORSCALE)}'></span>+{limit:.2g}"
+        f" &nbsp; <span style='color:{MISSING_COLOR}'>■</span> undefined</div>"
+    )
     page = page.replace('<div id="mynetwork"', legend + '<div id="mynetwork"', 1)
-    tools = ("<div id='crbc-tools'><button onclick=\"network.fit()\">Fit</button>"
-             "<button onclick=\"crbcExport('png')\">PNG</button>"
-             "<button onclick=\"crbcExport('svg')\">SVG</button></div>")
+    tools = (
+        "<div id='crbc-tools'><button onclick=\"network.fit()\">Fit</button>"
+        "<button onclick=\"crbcExport('png')\">PNG</button>"
+        "<button onclick=\"crbcExport('svg')\">SVG</button></div>"
+    )
     page = page.replace('<div id="mynetwork"', tools + '<div id="mynetwork"', 1)
     name = re.sub(r"[^A-Za-z0-9_.=-]+", "_", f"graph_{est}{('_' + params_text) if params_text else ''}")
-    page = page.replace("<body>", f"<body data-crbc-graph='{esc(graph_key)}' data-crbc-name='{esc(name)}'>", 1)
+    page = page.replace(
+        "<body>", f"<body data-crbc-graph='{esc(graph_key)}' data-crbc-name='{esc(name)}'>", 1
+    )
     page = page.replace("</body>", _TIP_SCRIPT + "</body>", 1)
     return page

@@ -3,6 +3,7 @@
 Pure: each function returns a plotly Figure or an HTML string; nothing imports streamlit.
 Colours come from `colors` (the one diverging credit scale of the app).
 """
+
 from __future__ import annotations
 
 import math
@@ -18,14 +19,42 @@ from ..graph import AnchorGraph
 from .colors import CREDIT_COLORSCALE, FAILURE_COLOR, SUCCESS_COLOR, credit_color, credit_limit
 from .graph_view import esc
 
-__all__ = ["FONT_SIZE", "export_config", "with_png_button", "grpo_figure", "visit_local_figure",
-           "depth_gap_figure", "rare_route_figure", "combination_figure", "LESSONS", "SOKOBAN_GROUP",
-           "TRAP_ACTION", "SAFE_ACTION", "TRAP_ANCHOR", "rollout_names", "node_of_key",
-           "default_combination_rollout", "traj_ids", "route_table", "superscripts", "anchor_name",
-           "good_steps_blamed", "rollout_options", "anchor_counts", "branching_anchors",
-           "default_anchor", "anchor_text", "pair_values", "visit_local_table", "anchor_visits",
-           "moved_anchors", "depth_table", "rare_route_numbers", "combination_steps",
-           "combination_table"]
+__all__ = [
+    "FONT_SIZE",
+    "export_config",
+    "with_png_button",
+    "grpo_figure",
+    "visit_local_figure",
+    "depth_gap_figure",
+    "rare_route_figure",
+    "combination_figure",
+    "LESSONS",
+    "SOKOBAN_GROUP",
+    "TRAP_ACTION",
+    "SAFE_ACTION",
+    "TRAP_ANCHOR",
+    "rollout_names",
+    "node_of_key",
+    "default_combination_rollout",
+    "traj_ids",
+    "route_table",
+    "superscripts",
+    "anchor_name",
+    "good_steps_blamed",
+    "rollout_options",
+    "anchor_counts",
+    "branching_anchors",
+    "default_anchor",
+    "anchor_text",
+    "pair_values",
+    "visit_local_table",
+    "anchor_visits",
+    "moved_anchors",
+    "depth_table",
+    "rare_route_numbers",
+    "combination_steps",
+    "combination_table",
+]
 
 # The lessons and their data sets (re-exported: the page imports views, not teaching).
 LESSONS = T.LESSONS
@@ -43,21 +72,33 @@ def export_config(filename: str, fmt: str = "svg") -> dict:
     2× scale) for slides."""
     if fmt not in ("svg", "png"):
         raise ValueError(f"export format must be 'svg' or 'png', got {fmt!r}")
-    return {"displaylogo": False,
-            "toImageButtonOptions": {"format": fmt, "filename": filename, "scale": 2},
-            "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
+    return {
+        "displaylogo": False,
+        "toImageButtonOptions": {"format": fmt, "filename": filename, "scale": 2},
+        "modeBarButtonsToRemove": ["lasso2d", "select2d"],
+    }
 
 
 def _style(fig: go.Figure, height: int, title: str | None = None) -> go.Figure:
     # Title on top, legend under the plot: they never overlap, whatever the width.
-    fig.update_layout(height=height, font={"size": FONT_SIZE, "color": "#222"},
-                      template="plotly_white",
-                      margin={"l": 10, "r": 10, "t": 70 if title else 30, "b": 10},
-                      title={"text": title, "x": 0.01, "xanchor": "left", "y": 0.98,
-                             "yanchor": "top", "font": {"size": FONT_SIZE + 4}} if title else None,
-                      legend={"orientation": "h", "y": -0.24, "yanchor": "top", "x": 0,
-                              "font": {"size": FONT_SIZE - 2}},
-                      hoverlabel={"font_size": FONT_SIZE - 2})
+    fig.update_layout(
+        height=height,
+        font={"size": FONT_SIZE, "color": "#222"},
+        template="plotly_white",
+        margin={"l": 10, "r": 10, "t": 70 if title else 30, "b": 10},
+        title={
+            "text": title,
+            "x": 0.01,
+            "xanchor": "left",
+            "y": 0.98,
+            "yanchor": "top",
+            "font": {"size": FONT_SIZE + 4},
+        }
+        if title
+        else None,
+        legend={"orientation": "h", "y": -0.24, "yanchor": "top", "x": 0, "font": {"size": FONT_SIZE - 2}},
+        hoverlabel={"font_size": FONT_SIZE - 2},
+    )
     return fig
 
 
@@ -107,8 +148,14 @@ def with_png_button(page: str, filename: str, projector: bool = True) -> str:
 
 
 # ---------------------------------------------------------------- lesson 1
-def grpo_figure(graph: AnchorGraph, group_adv: np.ndarray, bellman_adv: np.ndarray | None = None,
-                *, group: int = 0, max_steps: int = 16) -> go.Figure:
+def grpo_figure(
+    graph: AnchorGraph,
+    group_adv: np.ndarray,
+    bellman_adv: np.ndarray | None = None,
+    *,
+    group: int = 0,
+    max_steps: int = 16,
+) -> go.Figure:
     """Rollouts × steps heatmap of the GRPO advantage (one colour per row), each cell labelled
     with its action; ``▲`` marks steps of failed rollouts whose Bellman advantage
     ``bellman_adv [S]`` (Q − V) is positive — good moves blamed anyway."""
@@ -116,8 +163,11 @@ def grpo_figure(graph: AnchorGraph, group_adv: np.ndarray, bellman_adv: np.ndarr
     t_lo, t_hi = int(b.group_traj_offsets[group]), int(b.group_traj_offsets[group + 1])
     width = int(min(b.traj_len[t_lo:t_hi].max(initial=1), max_steps))
     ids = b.steps["traj_id"].astype(str).to_numpy()
-    acts = (b.steps["action"].fillna("").astype(str).to_numpy() if "action" in b.steps
-            else np.full(b.num_steps, ""))
+    acts = (
+        b.steps["action"].fillna("").astype(str).to_numpy()
+        if "action" in b.steps
+        else np.full(b.num_steps, "")
+    )
     z = np.full((t_hi - t_lo, width), np.nan)
     text = [[""] * width for _ in range(t_hi - t_lo)]
     ylab = []
@@ -133,11 +183,23 @@ def grpo_figure(graph: AnchorGraph, group_adv: np.ndarray, bellman_adv: np.ndarr
             a = acts[s] if len(acts[s]) <= 12 else acts[s][:11] + "…"
             text[row][i] = ("▲ " if good else "") + a
     lim = credit_limit(z)
-    fig = go.Figure(go.Heatmap(
-        z=z, x=[f"t{i}" for i in range(width)], y=ylab, text=text, texttemplate="%{text}",
-        textfont={"size": FONT_SIZE - 4}, colorscale=CREDIT_COLORSCALE, zmin=-lim, zmax=lim,
-        xgap=2, ygap=2, colorbar={"title": {"text": "A<sup>G</sup>"}, "thickness": 16},
-        hovertemplate="%{y} · %{x}<br>%{text}<br>A^G = %{z:+.3f}<extra></extra>"))
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=[f"t{i}" for i in range(width)],
+            y=ylab,
+            text=text,
+            texttemplate="%{text}",
+            textfont={"size": FONT_SIZE - 4},
+            colorscale=CREDIT_COLORSCALE,
+            zmin=-lim,
+            zmax=lim,
+            xgap=2,
+            ygap=2,
+            colorbar={"title": {"text": "A<sup>G</sup>"}, "thickness": 16},
+            hovertemplate="%{y} · %{x}<br>%{text}<br>A^G = %{z:+.3f}<extra></extra>",
+        )
+    )
     fig.update_yaxes(autorange="reversed", title=None)
     fig.update_xaxes(side="top", title=None)
     title = "GRPO: one number per rollout, copied to every step"
@@ -147,8 +209,9 @@ def grpo_figure(graph: AnchorGraph, group_adv: np.ndarray, bellman_adv: np.ndarr
 
 
 # ---------------------------------------------------------------- lesson 3
-def visit_local_figure(visits: dict, anchor_name: str, closure_q: dict | None = None,
-                       closure_v: float | None = None) -> go.Figure:
+def visit_local_figure(
+    visits: dict, anchor_name: str, closure_q: dict | None = None, closure_v: float | None = None
+) -> go.Figure:
     """The realized returns G of every visit of one anchor (dots, one column per action), their
     per-action means Q⁰(s,a) (bars) and the anchor mean V⁰(s) (dashed line); the closure's
     Q(s,a) and V(s) as hollow diamonds / dotted line when given (a preview of lesson 4)."""
@@ -158,45 +221,78 @@ def visit_local_figure(visits: dict, anchor_name: str, closure_q: dict | None = 
     q0 = [visits["q0"][a] for a in actions]
     lim = credit_limit([q - v0 for q in q0])
     xs_bar = list(range(len(actions)))
-    fig.add_trace(go.Bar(x=xs_bar, y=q0, name="Q⁰(s,a): mean of G",
-                         marker={"color": [credit_color(q - v0, lim) for q in q0]}, width=0.6,
-                         text=[f"A⁰ {q - v0:+.2f}" for q in q0], textposition="outside",
-                         textfont={"size": FONT_SIZE - 2}, customdata=actions,
-                         hovertemplate="%{customdata}<br>Q⁰ = %{y:.4f}<extra></extra>"))
+    fig.add_trace(
+        go.Bar(
+            x=xs_bar,
+            y=q0,
+            name="Q⁰(s,a): mean of G",
+            marker={"color": [credit_color(q - v0, lim) for q in q0]},
+            width=0.6,
+            text=[f"A⁰ {q - v0:+.2f}" for q in q0],
+            textposition="outside",
+            textfont={"size": FONT_SIZE - 2},
+            customdata=actions,
+            hovertemplate="%{customdata}<br>Q⁰ = %{y:.4f}<extra></extra>",
+        )
+    )
     # Dots spread evenly within each action's column.
     xs = np.zeros(len(visits["G"]))
     for j, a in enumerate(actions):
         idx = [i for i, x in enumerate(visits["action"]) if x == a]
         xs[idx] = j + (np.linspace(-0.22, 0.22, len(idx)) if len(idx) > 1 else 0.0)
-    fig.add_trace(go.Scatter(
-        x=xs, y=visits["G"], mode="markers", name="one visit's G = β<sup>T−t+1</sup>·R",
-        marker={"size": 16, "color": [SUCCESS_COLOR if s else FAILURE_COLOR for s in visits["success"]],
-                "line": {"width": 1.5, "color": "#fff"}},
-        customdata=np.stack([visits["traj"], visits["t"]], axis=1) if len(visits["G"]) else None,
-        hovertemplate="rollout %{customdata[0]} · t%{customdata[1]}<br>G = %{y:.4f}<extra></extra>"))
-    fig.add_hline(y=v0, line_dash="dash", line_color="#333", line_width=2,
-                  annotation_text=f"V⁰(s) = {v0:.3f}", annotation_position="top right",
-                  annotation_font_size=FONT_SIZE - 2)
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=visits["G"],
+            mode="markers",
+            name="one visit's G = β<sup>T−t+1</sup>·R",
+            marker={
+                "size": 16,
+                "color": [SUCCESS_COLOR if s else FAILURE_COLOR for s in visits["success"]],
+                "line": {"width": 1.5, "color": "#fff"},
+            },
+            customdata=np.stack([visits["traj"], visits["t"]], axis=1) if len(visits["G"]) else None,
+            hovertemplate="rollout %{customdata[0]} · t%{customdata[1]}<br>G = %{y:.4f}<extra></extra>",
+        )
+    )
+    fig.add_hline(
+        y=v0,
+        line_dash="dash",
+        line_color="#333",
+        line_width=2,
+        annotation_text=f"V⁰(s) = {v0:.3f}",
+        annotation_position="top right",
+        annotation_font_size=FONT_SIZE - 2,
+    )
     if closure_q:
-        fig.add_trace(go.Scatter(x=[actions.index(a) for a in actions if a in closure_q],
-                                 y=[closure_q[a] for a in actions if a in closure_q],
-                                 mode="markers", name="closure Q(s,a) (lesson 4)",
-                                 marker={"symbol": "diamond-open", "size": 20, "color": "#000",
-                                         "line": {"width": 3}}))
+        fig.add_trace(
+            go.Scatter(
+                x=[actions.index(a) for a in actions if a in closure_q],
+                y=[closure_q[a] for a in actions if a in closure_q],
+                mode="markers",
+                name="closure Q(s,a) (lesson 4)",
+                marker={"symbol": "diamond-open", "size": 20, "color": "#000", "line": {"width": 3}},
+            )
+        )
     if closure_v is not None and math.isfinite(closure_v):
-        fig.add_hline(y=closure_v, line_dash="dot", line_color="#777",
-                      annotation_text=f"closure V(s) = {closure_v:.3f}",
-                      annotation_position="bottom right", annotation_font_size=FONT_SIZE - 4)
-    fig.update_xaxes(tickmode="array", tickvals=list(range(len(actions))), ticktext=actions,
-                     title=None)
+        fig.add_hline(
+            y=closure_v,
+            line_dash="dot",
+            line_color="#777",
+            annotation_text=f"closure V(s) = {closure_v:.3f}",
+            annotation_position="bottom right",
+            annotation_font_size=FONT_SIZE - 4,
+        )
+    fig.update_xaxes(tickmode="array", tickvals=list(range(len(actions))), ticktext=actions, title=None)
     top = max([*visits["G"].tolist(), *q0, 0.0]) if len(visits["G"]) else 1.0
     fig.update_yaxes(title="realized return G", range=[-0.05, max(1.05, top * 1.25)])
     return _style(fig, 480, f"Visits of anchor {anchor_name}: what their own suffixes say")
 
 
 # ---------------------------------------------------------------- lesson 4
-def depth_gap_figure(depths, err: np.ndarray, bound: np.ndarray, selected_k: int | None,
-                     beta: float) -> go.Figure:
+def depth_gap_figure(
+    depths, err: np.ndarray, bound: np.ndarray, selected_k: int | None, beta: float
+) -> go.Figure:
     """Observed ‖A^∞ − A^(K)‖∞ and the Corollary-3 bound against K on a log axis, with the
     current K marked (K = ∞: gap 0, shown as a note)."""
     depths = list(depths)
@@ -204,21 +300,46 @@ def depth_gap_figure(depths, err: np.ndarray, bound: np.ndarray, selected_k: int
     fig = go.Figure()
     b = np.asarray(bound, dtype=np.float64)
     if np.isfinite(b).any():
-        fig.add_trace(go.Scatter(x=depths, y=np.where(np.isfinite(b), np.maximum(b, floor), np.nan),
-                                 mode="lines", name="Corollary-3 bound",
-                                 line={"color": _NEG, "dash": "dash", "width": 3}))
-    fig.add_trace(go.Scatter(x=depths, y=np.maximum(err, floor), mode="lines+markers",
-                             name="observed ‖A<sup>∞</sup> − A<sup>(K)</sup>‖<sub>∞</sub>", line={"color": _POS, "width": 3},
-                             marker={"size": 8}))
+        fig.add_trace(
+            go.Scatter(
+                x=depths,
+                y=np.where(np.isfinite(b), np.maximum(b, floor), np.nan),
+                mode="lines",
+                name="Corollary-3 bound",
+                line={"color": _NEG, "dash": "dash", "width": 3},
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=depths,
+            y=np.maximum(err, floor),
+            mode="lines+markers",
+            name="observed ‖A<sup>∞</sup> − A<sup>(K)</sup>‖<sub>∞</sub>",
+            line={"color": _POS, "width": 3},
+            marker={"size": 8},
+        )
+    )
     if selected_k is not None and 0 <= selected_k < len(depths):
-        fig.add_trace(go.Scatter(x=[selected_k], y=[max(err[selected_k], floor)], mode="markers",
-                                 name=f"K = {selected_k}", marker={"size": 20, "color": "#000",
-                                                                   "symbol": "circle-open",
-                                                                   "line": {"width": 3}}))
+        fig.add_trace(
+            go.Scatter(
+                x=[selected_k],
+                y=[max(err[selected_k], floor)],
+                mode="markers",
+                name=f"K = {selected_k}",
+                marker={"size": 20, "color": "#000", "symbol": "circle-open", "line": {"width": 3}},
+            )
+        )
         fig.add_vline(x=selected_k, line_dash="dot", line_color="#555")
     else:
-        fig.add_annotation(text="K = ∞: the closure itself (gap 0)", xref="paper", yref="paper",
-                           x=0.98, y=0.95, showarrow=False, font={"size": FONT_SIZE - 2})
+        fig.add_annotation(
+            text="K = ∞: the closure itself (gap 0)",
+            xref="paper",
+            yref="paper",
+            x=0.98,
+            y=0.95,
+            showarrow=False,
+            font={"size": FONT_SIZE - 2},
+        )
     fig.update_yaxes(type="log", dtick=2, exponentformat="power", title="sup-norm gap (log)")
     fig.update_xaxes(title="backup depth K", dtick=2)
     return _style(fig, 460, f"Gap to the closure shrinks like β<sup>K</sup> (β = {beta:g})")
@@ -232,38 +353,71 @@ def rare_route_figure(credits: dict, actions: tuple[str, str]) -> go.Figure:
     fig = go.Figure()
     for k, (act, col) in enumerate(zip(actions, ("#b35806", "#542788"))):
         vals = [credits[n][k] for n in names]
-        fig.add_trace(go.Bar(x=names, y=vals, name=act, marker={"color": col},
-                             text=[f"{v:+.2f}" for v in vals], textposition="outside",
-                             textfont={"size": FONT_SIZE}))
+        fig.add_trace(
+            go.Bar(
+                x=names,
+                y=vals,
+                name=act,
+                marker={"color": col},
+                text=[f"{v:+.2f}" for v in vals],
+                textposition="outside",
+                textfont={"size": FONT_SIZE},
+            )
+        )
     fig.add_hline(y=0, line_color="#000", line_width=1)
     lim = max([abs(v) for n in names for v in credits[n]] + [1e-9])
-    fig.update_yaxes(title="step credit at ‘start’", range=[-1.35 * lim, 1.35 * lim],
-                     zeroline=False)
+    fig.update_yaxes(title="step credit at ‘start’", range=[-1.35 * lim, 1.35 * lim], zeroline=False)
     fig.update_layout(barmode="group", bargap=0.3)
     return _style(fig, 460, "Same anchor, same data — opposite verdicts on the jump")
 
 
 # ---------------------------------------------------------------- lesson 6
-def combination_figure(labels: list[str], group_term: np.ndarray, step_term: np.ndarray,
-                       title: str) -> go.Figure:
+def combination_figure(
+    labels: list[str], group_term: np.ndarray, step_term: np.ndarray, title: str
+) -> go.Figure:
     """Per step: the trajectory term w_G·A^G and the step term w_S·A^S as bars side by side
     (stacked), with their sum — the advantage the policy loss uses — as a black diamond."""
     total = group_term + step_term
     lim = credit_limit(step_term)
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=labels, y=group_term, name="w<sub>G</sub>·A<sup>G</sup> (trajectory)",
-                         marker={"color": _GREY}))
+    fig.add_trace(
+        go.Bar(
+            x=labels, y=group_term, name="w<sub>G</sub>·A<sup>G</sup> (trajectory)", marker={"color": _GREY}
+        )
+    )
     # The step bars take the credit colour of their sign; the legend shows both colours.
-    fig.add_trace(go.Bar(x=labels, y=step_term, name="w<sub>S</sub>·A<sup>S</sup> (step)",
-                         marker={"color": [credit_color(v, lim) for v in step_term]},
-                         showlegend=False, legendgroup="step"))
-    fig.add_trace(go.Scatter(x=labels, y=total, mode="markers",
-                             name="A = w<sub>G</sub>·A<sup>G</sup> + w<sub>S</sub>·A<sup>S</sup>",
-                             marker={"symbol": "diamond", "size": 14, "color": "#000"}))
-    for name, v in (("w<sub>S</sub>·A<sup>S</sup> > 0 (step)", lim or 1.0),
-                    ("w<sub>S</sub>·A<sup>S</sup> < 0 (step)", -(lim or 1.0))):
-        fig.add_trace(go.Bar(x=[None], y=[None], name=name, legendgroup="step",
-                             marker={"color": credit_color(v, lim or 1.0)}))
+    fig.add_trace(
+        go.Bar(
+            x=labels,
+            y=step_term,
+            name="w<sub>S</sub>·A<sup>S</sup> (step)",
+            marker={"color": [credit_color(v, lim) for v in step_term]},
+            showlegend=False,
+            legendgroup="step",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=labels,
+            y=total,
+            mode="markers",
+            name="A = w<sub>G</sub>·A<sup>G</sup> + w<sub>S</sub>·A<sup>S</sup>",
+            marker={"symbol": "diamond", "size": 14, "color": "#000"},
+        )
+    )
+    for name, v in (
+        ("w<sub>S</sub>·A<sup>S</sup> > 0 (step)", lim or 1.0),
+        ("w<sub>S</sub>·A<sup>S</sup> < 0 (step)", -(lim or 1.0)),
+    ):
+        fig.add_trace(
+            go.Bar(
+                x=[None],
+                y=[None],
+                name=name,
+                legendgroup="step",
+                marker={"color": credit_color(v, lim or 1.0)},
+            )
+        )
     fig.update_layout(barmode="relative")
     fig.add_hline(y=0, line_color="#000", line_width=1)
     fig.update_xaxes(tickangle=-45, tickfont={"size": FONT_SIZE - 5})
@@ -274,8 +428,10 @@ def combination_figure(labels: list[str], group_term: np.ndarray, step_term: np.
 def outcome_badge(ok: bool) -> str:
     """A small coloured HTML badge for an outcome (escaped, inline style)."""
     col = SUCCESS_COLOR if ok else FAILURE_COLOR
-    return (f"<span style='background:{col};color:#fff;padding:1px 6px;border-radius:3px'>"
-            f"{esc('success' if ok else 'failure')}</span>")
+    return (
+        f"<span style='background:{col};color:#fff;padding:1px 6px;border-radius:3px'>"
+        f"{esc('success' if ok else 'failure')}</span>"
+    )
 
 
 # ---------------------------------------------------------------- what each lesson shows
@@ -311,8 +467,10 @@ def rollout_names(graph: AnchorGraph) -> list[str]:
 def rollout_options(graph: AnchorGraph) -> list[str]:
     """``"<traj_id> (success|failure)"`` per rollout, in rollout order."""
     b = graph.batch
-    return [f"{t_id} ({'success' if b.traj_success[t] else 'failure'})"
-            for t, t_id in enumerate(rollout_names(graph))]
+    return [
+        f"{t_id} ({'success' if b.traj_success[t] else 'failure'})"
+        for t, t_id in enumerate(rollout_names(graph))
+    ]
 
 
 def anchor_counts(graph: AnchorGraph) -> dict[str, int]:
@@ -320,16 +478,24 @@ def anchor_counts(graph: AnchorGraph) -> dict[str, int]:
     b = graph.batch
     pairs = np.unique(np.stack([graph.step_node, b.step_traj], 1), axis=0)
     shared = int(np.sum(np.bincount(pairs[:, 0], minlength=graph.num_nodes) >= 2))
-    return {"steps": int(b.num_steps), "anchors": int(graph.num_nodes), "shared": shared,
-            "branching": int(np.sum(graph.node_num_actions >= 2))}
+    return {
+        "steps": int(b.num_steps),
+        "anchors": int(graph.num_nodes),
+        "shared": shared,
+        "branching": int(np.sum(graph.node_num_actions >= 2)),
+    }
 
 
 def branching_anchors(graph: AnchorGraph) -> dict[str, str]:
     """{anchor key: label} of the anchors where ≥ 2 actions were observed (all anchors if none)."""
-    cand = [n for n in range(graph.num_nodes) if graph.node_num_actions[n] >= 2] or \
-        list(range(graph.num_nodes))
-    return {str(graph.node_anchor_key[n]): f"{anchor_name(graph, n)} · {int(graph.node_visits[n])} "
-            f"visits, {int(graph.node_num_actions[n])} actions" for n in cand}
+    cand = [n for n in range(graph.num_nodes) if graph.node_num_actions[n] >= 2] or list(
+        range(graph.num_nodes)
+    )
+    return {
+        str(graph.node_anchor_key[n]): f"{anchor_name(graph, n)} · {int(graph.node_visits[n])} "
+        f"visits, {int(graph.node_num_actions[n])} actions"
+        for n in cand
+    }
 
 
 def default_anchor(graph: AnchorGraph, beta: float) -> str:
@@ -355,13 +521,15 @@ def visit_local_table(graph: AnchorGraph, vl, n: int) -> pd.DataFrame:
     """Per action of anchor ``n``: visits, Q⁰, A⁰ = Q⁰ − V⁰ and the step credit (``vl`` = the
     visit-local result)."""
     ps = list(_pairs_of(graph, n))
-    return pd.DataFrame({
-        "action": [str(graph.action_names[graph.pair_action[p]]) for p in ps],
-        "visits N(s,a)": graph.pair_count[ps],
-        "Q⁰(s,a)": vl.pair_q[ps],
-        "A⁰ = Q⁰ − V⁰": vl.pair_q[ps] - vl.node_value[n],
-        "step credit A^S": vl.pair_credit[ps],
-    })
+    return pd.DataFrame(
+        {
+            "action": [str(graph.action_names[graph.pair_action[p]]) for p in ps],
+            "visits N(s,a)": graph.pair_count[ps],
+            "Q⁰(s,a)": vl.pair_q[ps],
+            "A⁰ = Q⁰ − V⁰": vl.pair_q[ps] - vl.node_value[n],
+            "step credit A^S": vl.pair_credit[ps],
+        }
+    )
 
 
 def moved_anchors(fam: dict, k: int | None) -> int:
@@ -375,8 +543,13 @@ def depth_table(graph: AnchorGraph, fam: dict, k: int | None, label: str) -> pd.
     """A^(K) next to A^∞ at the branching (anchor, action) pairs, and whether the signs agree."""
     gated = np.flatnonzero(graph.node_num_actions[graph.pair_node] >= 2)
     A_k = fam["pair_adv_inf"] if k is None else fam["pair_adv"][k]
-    table = pd.DataFrame({"anchor · action": [T.pair_label(graph, p) for p in gated],
-                          f"A^({label})": A_k[gated], "A^∞": fam["pair_adv_inf"][gated]})
+    table = pd.DataFrame(
+        {
+            "anchor · action": [T.pair_label(graph, p) for p in gated],
+            f"A^({label})": A_k[gated],
+            "A^∞": fam["pair_adv_inf"][gated],
+        }
+    )
     table["sign agrees"] = np.sign(table[f"A^({label})"].round(12)) == np.sign(table["A^∞"].round(12))
     return table
 
@@ -407,9 +580,12 @@ def rare_route_numbers(graph: AnchorGraph, results: dict, crbc, shortest_path) -
                 return str(int(shortest_path.node_value[n]))
         return "—"
 
-    return {"credits": {label: tuple(mean_credit(r, p) for p in pairs) for label, r in results.items()},
-            "q": tuple(_fmt(float("nan") if p is None else float(crbc.pair_q[p])) for p in pairs),
-            "d_ledge": hops("ledge"), "d_corridor": hops("corridor 1")}
+    return {
+        "credits": {label: tuple(mean_credit(r, p) for p in pairs) for label, r in results.items()},
+        "q": tuple(_fmt(float("nan") if p is None else float(crbc.pair_q[p])) for p in pairs),
+        "d_ledge": hops("ledge"),
+        "d_corridor": hops("corridor 1"),
+    }
 
 
 def combination_steps(graph: AnchorGraph, res, pick: str | None, w_step: float):
@@ -443,9 +619,13 @@ def combination_table(graph: AnchorGraph, res, gate: int) -> pd.DataFrame:
     the anchor is gated at ``gate`` actions, and the step credit A^S."""
     sp = anchor_spread(graph, res)
     branching = np.flatnonzero(graph.node_num_actions[graph.pair_node] >= 2)
-    return pd.DataFrame({
-        "anchor · action": [T.pair_label(graph, p) for p in branching],
-        "μ(a|s)": sp["mu"][branching], "A = Q − V": sp["adv"][branching],
-        "σ(s)": sp["sigma"][graph.pair_node[branching]],
-        "gated": graph.node_num_actions[graph.pair_node[branching]] < gate,
-        "A^S": res.pair_credit[branching]})
+    return pd.DataFrame(
+        {
+            "anchor · action": [T.pair_label(graph, p) for p in branching],
+            "μ(a|s)": sp["mu"][branching],
+            "A = Q − V": sp["adv"][branching],
+            "σ(s)": sp["sigma"][graph.pair_node[branching]],
+            "gated": graph.node_num_actions[graph.pair_node[branching]] < gate,
+            "A^S": res.pair_credit[branching],
+        }
+    )

@@ -6,14 +6,22 @@ its backends and the edge cases its docstring states, after a common introductio
 
 Pure: returns markdown text. ``tests/ui/test_app.py`` checks the committed file is current.
 """
+
 from __future__ import annotations
 
 import inspect
 import math
 import re
 
-__all__ = ["estimators_markdown", "anchor_of", "edge_cases", "specs", "spec_backends", "params_table",
-           "source_of"]
+__all__ = [
+    "estimators_markdown",
+    "anchor_of",
+    "edge_cases",
+    "specs",
+    "spec_backends",
+    "params_table",
+    "source_of",
+]
 
 INTRO = """\
 # Estimator reference
@@ -67,8 +75,9 @@ def edge_cases(fn) -> str:
 def _bounds(info, markdown: bool = True) -> str:
     """A parameter's choices or interval: markdown (a table cell) or plain text (app table)."""
     if info.choices is not None:
-        return (" \\| ".join(f"`{c}`" for c in info.choices) if markdown
-                else " | ".join(map(str, info.choices)))
+        return (
+            " \\| ".join(f"`{c}`" for c in info.choices) if markdown else " | ".join(map(str, info.choices))
+        )
     if info.low is None and info.high is None:
         return "—" if markdown else ""
     lo = "−∞" if info.low is None else f"{info.low:g}"
@@ -102,10 +111,18 @@ def params_table(spec):
 
     from ..estimators import registry
 
-    return pd.DataFrame([{"parameter": i.name, "type": getattr(i.type, "__name__", str(i.type)),
-                          "default": _default(i.default, False), "range": _bounds(i, False),
-                          "meaning": i.help}
-                         for i in registry.param_infos(spec.params_cls)])
+    return pd.DataFrame(
+        [
+            {
+                "parameter": i.name,
+                "type": getattr(i.type, "__name__", str(i.type)),
+                "default": _default(i.default, False),
+                "range": _bounds(i, False),
+                "meaning": i.help,
+            }
+            for i in registry.param_infos(spec.params_cls)
+        ]
+    )
 
 
 def source_of(spec) -> tuple[str | None, str | None]:
@@ -130,8 +147,10 @@ def estimators_markdown() -> str:
     out.append("\n")
     for s in specs:
         out.append(f"## {s.title}\n\n")
-        out.append(f"`{s.name}` · spec section {s.section} · backends: "
-                   f"{', '.join(registry.backends(s)) if hasattr(registry, 'backends') else 'numpy'}\n\n")
+        out.append(
+            f"`{s.name}` · spec section {s.section} · backends: "
+            f"{', '.join(registry.backends(s)) if hasattr(registry, 'backends') else 'numpy'}\n\n"
+        )
         out.append(f"**Source:** {s.paper}\n\n")
         out.append(f"```\n{s.equation}\n```\n\n")
         doc = (inspect.getdoc(s.fn) or "").split("\n\n")[0].replace("\n", " ")
@@ -141,14 +160,19 @@ def estimators_markdown() -> str:
         if infos:
             out.append("| parameter | default | range | meaning |\n| --- | --- | --- | --- |\n")
             for i in infos:
-                out.append(f"| `{i.name}` | {_default(i.default)} | {_bounds(i)} | "
-                           f"{_cell(i.help)} |\n")
+                out.append(f"| `{i.name}` | {_default(i.default)} | {_bounds(i)} | {_cell(i.help)} |\n")
             out.append("\n")
         else:
             out.append("No parameters.\n\n")
-        out.append("**Needs logged fields:** " + (", ".join(f"`{f}`" for f in s.requires)
-                                                 if s.requires else "none beyond the schema's "
-                                                 "required fields and the anchors") + "\n\n")
+        out.append(
+            "**Needs logged fields:** "
+            + (
+                ", ".join(f"`{f}`" for f in s.requires)
+                if s.requires
+                else "none beyond the schema's required fields and the anchors"
+            )
+            + "\n\n"
+        )
         notes = edge_cases(s.fn)
         if notes:
             out.append(f"**Edge cases:** {notes}\n\n")

@@ -1,4 +1,5 @@
 """Trends across training as a plotly figure (pure: no streamlit)."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -16,8 +17,13 @@ METRICS = {
 }
 
 
-def trends_figure(steps: pd.DataFrame, metrics: list[str] | None = None, *,
-                  highlight: int | None = None, title: str | None = None):
+def trends_figure(
+    steps: pd.DataFrame,
+    metrics: list[str] | None = None,
+    *,
+    highlight: int | None = None,
+    title: str | None = None,
+):
     """Per-train_step metrics, x = ``train_step``, a dashed vertical line at ``highlight``.
 
     One run: one line per metric on a shared axis (trace names = metric labels). Several runs:
@@ -36,8 +42,13 @@ def trends_figure(steps: pd.DataFrame, metrics: list[str] | None = None, *,
     runs = list(dict.fromkeys(steps["run_id"])) if "run_id" in steps else [None]
     several = len(runs) > 1 and len(metrics) > 0
     if several:
-        fig = make_subplots(rows=len(metrics), cols=1, shared_xaxes=True, vertical_spacing=0.04,
-                            subplot_titles=[METRICS.get(m, m) for m in metrics])
+        fig = make_subplots(
+            rows=len(metrics),
+            cols=1,
+            shared_xaxes=True,
+            vertical_spacing=0.04,
+            subplot_titles=[METRICS.get(m, m) for m in metrics],
+        )
     else:
         fig = go.Figure()
     palette = qualitative.Plotly
@@ -46,13 +57,24 @@ def trends_figure(steps: pd.DataFrame, metrics: list[str] | None = None, *,
         df = df.sort_values("train_step")
         for i, m in enumerate(metrics):
             label = METRICS.get(m, m)
-            tr = go.Scatter(x=df["train_step"], y=df[m], mode="lines+markers",
-                            name=str(run) if several else label, meta={"metric": m, "run_id": run},
-                            hovertemplate=(f"{run}<br>" if several else "") + "train_step %{x}<br>"
-                            + label + " %{y:.3f}<extra></extra>")
+            tr = go.Scatter(
+                x=df["train_step"],
+                y=df[m],
+                mode="lines+markers",
+                name=str(run) if several else label,
+                meta={"metric": m, "run_id": run},
+                hovertemplate=(f"{run}<br>" if several else "")
+                + "train_step %{x}<br>"
+                + label
+                + " %{y:.3f}<extra></extra>",
+            )
             if several:
-                tr.update(line_color=palette[k % len(palette)], legendgroup=str(run),
-                          showlegend=i == 0, marker_size=4)
+                tr.update(
+                    line_color=palette[k % len(palette)],
+                    legendgroup=str(run),
+                    showlegend=i == 0,
+                    marker_size=4,
+                )
                 fig.add_trace(tr, row=i + 1, col=1)
             else:
                 fig.add_trace(tr)
@@ -60,13 +82,22 @@ def trends_figure(steps: pd.DataFrame, metrics: list[str] | None = None, *,
         fig.add_vline(x=highlight, line_dash="dash", line_color="grey")
     if several:
         fig.update_xaxes(title_text="train_step", row=len(metrics), col=1)
-        fig.update_layout(height=160 * len(metrics) + 80, legend_title_text="run",
-                          hovermode="closest", title=title,
-                          margin=dict(l=40, r=20, t=40 if title else 30, b=40))
+        fig.update_layout(
+            height=160 * len(metrics) + 80,
+            legend_title_text="run",
+            hovermode="closest",
+            title=title,
+            margin=dict(l=40, r=20, t=40 if title else 30, b=40),
+        )
     else:
-        fig.update_layout(title=title, xaxis_title="train_step", yaxis_title="value",
-                          legend_title_text="metric", hovermode="x unified",
-                          margin=dict(l=40, r=20, t=40 if title else 20, b=40))
+        fig.update_layout(
+            title=title,
+            xaxis_title="train_step",
+            yaxis_title="value",
+            legend_title_text="metric",
+            hovermode="x unified",
+            margin=dict(l=40, r=20, t=40 if title else 20, b=40),
+        )
     return fig
 
 

@@ -4,6 +4,7 @@ estimators; and the alternatives taken from one step's anchor.
 Pure: `trajectory_table` returns an HTML string with inline styles only (it is shown with
 ``st.html``, which sanitises); every piece of logged text is HTML-escaped.
 """
+
 from __future__ import annotations
 
 import math
@@ -15,7 +16,16 @@ from ..graph import FAILURE, SUCCESS, AnchorGraph
 from .colors import credit_color, credit_limit, text_color_for
 from .graph_view import esc, pair_values
 
-__all__ = ["failed_frame", "chip_labels", "trajectory_table", "step_alternatives", "anchor_panel_frame", "worst_steps", "step_frame", "outcome_label"]
+__all__ = [
+    "failed_frame",
+    "chip_labels",
+    "trajectory_table",
+    "step_alternatives",
+    "anchor_panel_frame",
+    "worst_steps",
+    "step_frame",
+    "outcome_label",
+]
 
 
 def outcome_label(graph: AnchorGraph, traj: int) -> str:
@@ -41,9 +51,15 @@ def chip_labels(names: list[str]) -> dict[str, str]:
     return out
 
 
-def trajectory_table(graph: AnchorGraph, results: dict, *, group: int = 0,
-                     selected: tuple[int, int] | None = None, max_chars: int = 16,
-                     max_steps: int = 60) -> str:
+def trajectory_table(
+    graph: AnchorGraph,
+    results: dict,
+    *,
+    group: int = 0,
+    selected: tuple[int, int] | None = None,
+    max_chars: int = 16,
+    max_steps: int = 60,
+) -> str:
     """HTML table: one row per rollout of ``group``, one cell per step (action, reward) with one
     credit chip per estimator, coloured on the shared diverging scale.
 
@@ -72,28 +88,36 @@ def trajectory_table(graph: AnchorGraph, results: dict, *, group: int = 0,
     traj_ids = steps["traj_id"].astype(str).to_numpy()
     width = int(min(b.traj_len[t_lo:t_hi].max(initial=0), max_steps))
 
-    cell = ("border:1px solid #e3e3e3;padding:3px 4px;vertical-align:top;min-width:92px;"
-            "font-size:12px;")
+    cell = "border:1px solid #e3e3e3;padding:3px 4px;vertical-align:top;min-width:92px;font-size:12px;"
     out = ["<div style='overflow-x:auto;max-width:100%;font-family:sans-serif'>"]
     legend = []
     for k in results:
         if k in ok:
-            legend.append(f"<span style='margin-right:14px'><b>{esc(abbrev[k])}</b> = {esc(k)} "
-                          f"(±{limits[k]:.3g})</span>")
+            legend.append(
+                f"<span style='margin-right:14px'><b>{esc(abbrev[k])}</b> = {esc(k)} "
+                f"(±{limits[k]:.3g})</span>"
+            )
         else:
-            legend.append(f"<span style='margin-right:14px;color:#a33'><b>{esc(k)}</b>: "
-                          f"{esc(results[k])}</span>")
-    out.append("<div style='font-size:12px;margin-bottom:4px'>chips, top to bottom: "
-               + "".join(legend) + "</div>")
-    out.append("<table style='border-collapse:collapse'><tr>"
-               f"<th style='{cell}'>rollout</th><th style='{cell}'>outcome</th>"
-               + "".join(f"<th style='{cell}'>t{t}</th>" for t in range(width)) + "</tr>")
+            legend.append(
+                f"<span style='margin-right:14px;color:#a33'><b>{esc(k)}</b>: {esc(results[k])}</span>"
+            )
+    out.append(
+        "<div style='font-size:12px;margin-bottom:4px'>chips, top to bottom: " + "".join(legend) + "</div>"
+    )
+    out.append(
+        "<table style='border-collapse:collapse'><tr>"
+        f"<th style='{cell}'>rollout</th><th style='{cell}'>outcome</th>"
+        + "".join(f"<th style='{cell}'>t{t}</th>" for t in range(width))
+        + "</tr>"
+    )
     for t in range(t_lo, t_hi):
         s_lo, s_hi = int(b.traj_offsets[t]), int(b.traj_offsets[t + 1])
         outcome = outcome_label(graph, t)
         oc = {"success": "#1a9850", "failure": "#555", "truncated": "#b35806"}[outcome]
-        row = [f"<tr><td style='{cell}'><b>{esc(traj_ids[s_lo])}</b><br>{s_hi - s_lo} steps</td>"
-               f"<td style='{cell}color:{oc}'><b>{outcome}</b><br>R = {b.traj_return[t]:.3g}</td>"]
+        row = [
+            f"<tr><td style='{cell}'><b>{esc(traj_ids[s_lo])}</b><br>{s_hi - s_lo} steps</td>"
+            f"<td style='{cell}color:{oc}'><b>{outcome}</b><br>R = {b.traj_return[t]:.3g}</td>"
+        ]
         for i, s in enumerate(range(s_lo, min(s_hi, s_lo + width))):
             act = actions[s] if actions is not None else ""
             sel = selected is not None and selected[0] == t and selected[1] == i
@@ -103,13 +127,16 @@ def trajectory_table(graph: AnchorGraph, results: dict, *, group: int = 0,
                 x = float(r.credit[s])
                 bg = credit_color(x, limits[k])
                 txt = "—" if not math.isfinite(x) else f"{x:+.2f}"
-                chips.append(f"<div title='{esc(k)}' style='background:{bg};color:"
-                             f"{text_color_for(bg)};padding:0 3px;margin-top:1px;"
-                             f"border-radius:2px'><span style='opacity:.7'>{esc(abbrev[k])}</span>"
-                             f" {txt}</div>")
-            row.append(f"<td style='{style}' title='{esc(act)}' data-crbc-step='{t - t_lo}:{i}'><div><b>{esc(_short(act, max_chars))}"
-                       f"</b></div><div style='color:#666'>r = {rewards[s]:.3g}</div>"
-                       + "".join(chips) + "</td>")
+                chips.append(
+                    f"<div title='{esc(k)}' style='background:{bg};color:"
+                    f"{text_color_for(bg)};padding:0 3px;margin-top:1px;"
+                    f"border-radius:2px'><span style='opacity:.7'>{esc(abbrev[k])}</span>"
+                    f" {txt}</div>"
+                )
+            row.append(
+                f"<td style='{style}' title='{esc(act)}' data-crbc-step='{t - t_lo}:{i}'><div><b>{esc(_short(act, max_chars))}"
+                f"</b></div><div style='color:#666'>r = {rewards[s]:.3g}</div>" + "".join(chips) + "</td>"
+            )
         if s_hi - s_lo > width:
             row.append(f"<td style='{cell}'>… {s_hi - s_lo - width} more</td>")
         row.append("</tr>")
@@ -122,12 +149,12 @@ def step_alternatives(graph: AnchorGraph, results: dict, step: int) -> pd.DataFr
     """The actions observed at step ``step``'s anchor (over all rollouts of its group): one row
     per (anchor, action) pair with its count, the rollouts that took it, where it led, and each
     estimator's Q and credit (``NaN`` where an estimator could not run)."""
-    return anchor_panel_frame(graph, results, int(graph.step_node[step]),
-                              taken=int(graph.step_pair[step]))
+    return anchor_panel_frame(graph, results, int(graph.step_node[step]), taken=int(graph.step_pair[step]))
 
 
-def anchor_panel_frame(graph: AnchorGraph, results: dict, node: int,
-                       taken: int | None = None) -> pd.DataFrame:
+def anchor_panel_frame(
+    graph: AnchorGraph, results: dict, node: int, taken: int | None = None
+) -> pd.DataFrame:
     """The actions observed at anchor ``node`` (global id): one row per (anchor, action) pair
     with its count, the rollouts that took it, how those rollouts ended, where it led, and each
     estimator's Q and credit (``NaN`` where an estimator could not run). ``taken``: the pair of
@@ -142,17 +169,22 @@ def anchor_panel_frame(graph: AnchorGraph, results: dict, node: int,
     for p in range(p_lo, p_hi):
         occ = np.flatnonzero(graph.step_pair == p)
         nxt = graph.step_next[occ]
-        dests = sorted({"SUCCESS" if x == SUCCESS else "FAILURE" if x == FAILURE else f"s{x - lo}"
-                        for x in nxt.tolist()})
+        dests = sorted(
+            {"SUCCESS" if x == SUCCESS else "FAILURE" if x == FAILURE else f"s{x - lo}" for x in nxt.tolist()}
+        )
         trajs = list(dict.fromkeys(b.step_traj[occ].tolist()))
         wins = int(sum(bool(b.traj_success[t]) for t in trajs))
         row = {"action": str(graph.action_names[graph.pair_action[p]])}
         if taken is not None:
             row["taken here"] = p == taken
-        row.update({"N(s,a)": int(graph.pair_count[p]),
-                    "rollouts": ", ".join(dict.fromkeys(traj_ids[occ].tolist())),
-                    "of them succeeded": f"{wins} of {len(trajs)}",
-                    "leads to": ", ".join(dests)})
+        row.update(
+            {
+                "N(s,a)": int(graph.pair_count[p]),
+                "rollouts": ", ".join(dict.fromkeys(traj_ids[occ].tolist())),
+                "of them succeeded": f"{wins} of {len(trajs)}",
+                "leads to": ", ".join(dests),
+            }
+        )
         for k in results:
             q, c = vals[k] if k in vals else (None, None)
             row[f"Q [{k}]"] = float(q[p]) if q is not None else np.nan
@@ -161,32 +193,38 @@ def anchor_panel_frame(graph: AnchorGraph, results: dict, node: int,
     return pd.DataFrame(rows)
 
 
-def step_frame(graph: AnchorGraph, results: dict, *, group: int | None = None,
-               column: str = "credit") -> pd.DataFrame:
+def step_frame(
+    graph: AnchorGraph, results: dict, *, group: int | None = None, column: str = "credit"
+) -> pd.DataFrame:
     """One row per step (of ``group``, or all): ids, position, action, outcome, and
     ``column`` (``credit``, ``advantage``, ``value`` or ``q_value``) of each estimator."""
     b = graph.batch
     idx = np.arange(b.num_steps) if group is None else np.flatnonzero(b.step_group == group)
     steps = b.steps
-    df = pd.DataFrame({
-        "step": idx,
-        "group": b.step_group[idx],
-        "traj_id": steps["traj_id"].astype(str).to_numpy()[idx],
-        "t": b.step_pos[idx],
-        "action": (steps["action"].fillna("").astype(str).to_numpy()[idx] if "action" in steps
-                   else np.full(idx.size, "")),
-        "anchor": [f"s{int(graph.step_node[i] - graph.group_node_offsets[b.step_group[i]])}"
-                   for i in idx],
-        "success": b.traj_success[b.step_traj[idx]],
-    })
+    df = pd.DataFrame(
+        {
+            "step": idx,
+            "group": b.step_group[idx],
+            "traj_id": steps["traj_id"].astype(str).to_numpy()[idx],
+            "t": b.step_pos[idx],
+            "action": (
+                steps["action"].fillna("").astype(str).to_numpy()[idx]
+                if "action" in steps
+                else np.full(idx.size, "")
+            ),
+            "anchor": [
+                f"s{int(graph.step_node[i] - graph.group_node_offsets[b.step_group[i]])}" for i in idx
+            ],
+            "success": b.traj_success[b.step_traj[idx]],
+        }
+    )
     for k, r in results.items():
         if not isinstance(r, str):
             df[k] = np.asarray(getattr(r, column), dtype=np.float64)[idx]
     return df
 
 
-def worst_steps(graph: AnchorGraph, results: dict, traj: int, estimator: str,
-                k: int = 5) -> pd.DataFrame:
+def worst_steps(graph: AnchorGraph, results: dict, traj: int, estimator: str, k: int = 5) -> pd.DataFrame:
     """Why did rollout ``traj`` fail: its ``k`` most negative-credit steps under ``estimator``.
 
     One row per step: position ``t``, action, anchor, each estimator's credit, what the other
@@ -227,11 +265,14 @@ def worst_steps(graph: AnchorGraph, results: dict, traj: int, estimator: str,
             row[f"credit [{n}]"] = x
             if math.isfinite(x) and abs(x) > 1e-12:
                 signs.add(x > 0)
-        row["others there"] = (f"{len(o_trajs)} rollouts, {wins} succeeded" if o_trajs
-                               else "no other rollout")
-        row["their actions"] = ", ".join(
-            f"{a}: {w}/{v} succeeded"
-            for a, (w, v) in sorted(per_action.items(), key=lambda kv: -kv[1][1])) or "—"
+        row["others there"] = f"{len(o_trajs)} rollouts, {wins} succeeded" if o_trajs else "no other rollout"
+        row["their actions"] = (
+            ", ".join(
+                f"{a}: {w}/{v} succeeded"
+                for a, (w, v) in sorted(per_action.items(), key=lambda kv: -kv[1][1])
+            )
+            or "—"
+        )
         row["estimators disagree"] = "yes" if len(signs) > 1 else "no"
         rows.append(row)
     return pd.DataFrame(rows)
@@ -245,8 +286,12 @@ def failed_frame(graph: AnchorGraph, trajs: list[int], result, estimator: str) -
     rows = []
     for t in trajs:
         lo, hi = int(b.traj_offsets[t]), int(b.traj_offsets[t + 1])
-        row = {"rollout": ids[lo], "outcome": outcome_label(graph, t), "steps": hi - lo,
-               "return": float(b.traj_return[t])}
+        row = {
+            "rollout": ids[lo],
+            "outcome": outcome_label(graph, t),
+            "steps": hi - lo,
+            "return": float(b.traj_return[t]),
+        }
         if result is not None and not isinstance(result, str):
             c = np.asarray(result.credit, dtype=np.float64)[lo:hi]
             fin = np.flatnonzero(np.isfinite(c))

@@ -12,6 +12,7 @@ Interface (duck-typed)::
 The anchor text is the history-free state; the tabular policy is keyed by it, and it is
 logged as ``anchor_obs``.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -53,8 +54,7 @@ class SokobanTask:
 
     actions = SOKOBAN_ACTIONS
 
-    def __init__(self, task_id: str, room_seed: int, *, dim: tuple[int, int], num_boxes: int,
-                 max_steps: int):
+    def __init__(self, task_id: str, room_seed: int, *, dim: tuple[int, int], num_boxes: int, max_steps: int):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             from gym_sokoban.envs.sokoban_env import SokobanEnv
@@ -62,14 +62,13 @@ class SokobanTask:
         random.seed(room_seed)
         np.random.seed(room_seed)
         with contextlib.redirect_stdout(io.StringIO()):  # the generator prints retry notices
-            self.env = SokobanEnv(dim_room=tuple(dim), num_boxes=num_boxes, max_steps=max_steps,
-                                  reset=False)
+            self.env = SokobanEnv(dim_room=tuple(dim), num_boxes=num_boxes, max_steps=max_steps, reset=False)
             self.env.reset()
         self._start = self.env.room_state.copy()
         gen = sokoban_generator()
         self._render = gen.render_text
         solver = gen.Solver(self.env.room_state, self.env.room_fixed)
-        self.optimal = solver.dist.get(solver.start)   # shortest solution (None: unsolvable)
+        self.optimal = solver.dist.get(solver.start)  # shortest solution (None: unsolvable)
         self.num_states = len(solver.succ)
 
     def reset(self) -> str:
@@ -85,15 +84,28 @@ class SokobanTask:
         return self._render(self.env.room_state, self.env.room_fixed), float(reward), solved
 
 
-def sokoban_pool(seed: int, size: int, *, dim=(6, 6), num_boxes: int = 1, max_steps: int = 15,
-                 min_opt: int = 4, max_opt: int = 7) -> list[SokobanTask]:
+def sokoban_pool(
+    seed: int,
+    size: int,
+    *,
+    dim=(6, 6),
+    num_boxes: int = 1,
+    max_steps: int = 15,
+    min_opt: int = 4,
+    max_opt: int = 7,
+) -> list[SokobanTask]:
     """``size`` rooms for run seed ``seed``: room seeds ``seed * 1_000_003 + 7919 * k + j``
     (j = 0, 1, ...: the first whose shortest solution has ``min_opt..max_opt`` steps)."""
     pool = []
     for k in range(size):
         for j in range(500):
-            t = SokobanTask(f"room-{k:02d}", seed * 1_000_003 + 7919 * k + j, dim=dim,
-                            num_boxes=num_boxes, max_steps=max_steps)
+            t = SokobanTask(
+                f"room-{k:02d}",
+                seed * 1_000_003 + 7919 * k + j,
+                dim=dim,
+                num_boxes=num_boxes,
+                max_steps=max_steps,
+            )
             if t.optimal is not None and min_opt <= t.optimal <= max_opt:
                 pool.append(t)
                 break
@@ -115,8 +127,9 @@ class ChainTask:
         self.pos = 0
 
     def _text(self) -> str:
-        return "".join("@" if i == self.pos else ("G" if i == self.length else ".")
-                       for i in range(self.length + 1))
+        return "".join(
+            "@" if i == self.pos else ("G" if i == self.length else ".") for i in range(self.length + 1)
+        )
 
     def reset(self) -> str:
         self.pos = 0

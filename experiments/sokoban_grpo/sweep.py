@@ -11,6 +11,7 @@
 3. writes ``<out>/results.json`` and ``<out>/results.md``: success rate per train step and
    estimator, mean and 95% t-interval over the seeds, and the wall time.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,19 +50,37 @@ def _finished(run: Path, est: str, seed: int, steps: int) -> dict | None:
 
 def _train_one(est: str, seed: int, steps: int, out: Path, extra: list[str]) -> dict:
     run = out / "runs" / f"{est}-s{seed}"
-    cmd = [sys.executable, "-m", "experiments.sokoban_grpo.trainer", "-q", "-e", est,
-           "--seed", str(seed), "--steps", str(steps), "--out", str(run), *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "experiments.sokoban_grpo.trainer",
+        "-q",
+        "-e",
+        est,
+        "--seed",
+        str(seed),
+        "--steps",
+        str(steps),
+        "--out",
+        str(run),
+        *extra,
+    ]
     t0 = time.perf_counter()
     state = None if extra else _finished(run, est, seed, steps)
     trained = state is None
-    if trained:   # new or interrupted (the trainer resumes it), or other options
+    if trained:  # new or interrupted (the trainer resumes it), or other options
         res = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True)
         if res.returncode:
             raise RuntimeError(f"{' '.join(cmd)} failed ({res.returncode}):\n{res.stderr[-2000:]}")
         state = json.loads((run / "checkpoint.json").read_text(encoding="utf-8"))
-    return {"estimator": est, "seed": seed, "wall_s": time.perf_counter() - t0, "trained": trained,
-            "success": [m["success_rate"] for m in state["metrics"]],
-            "seconds": sum(m["seconds"] for m in state["metrics"])}
+    return {
+        "estimator": est,
+        "seed": seed,
+        "wall_s": time.perf_counter() - t0,
+        "trained": trained,
+        "success": [m["success_rate"] for m in state["metrics"]],
+        "seconds": sum(m["seconds"] for m in state["metrics"]),
+    }
 
 
 def build_store(runs: list[Path], dest: Path) -> dict:
@@ -94,8 +113,11 @@ def t_interval(x: np.ndarray) -> tuple[float, float]:
 
 
 def results_table(results: list[dict], steps: int) -> tuple[dict, str]:
-    by = {e: np.array([r["success"] for r in results if r["estimator"] == e])
-          for e in ESTIMATORS if any(r["estimator"] == e for r in results)}
+    by = {
+        e: np.array([r["success"] for r in results if r["estimator"] == e])
+        for e in ESTIMATORS
+        if any(r["estimator"] == e for r in results)
+    }
     cols = [s for s in TABLE_STEPS if s < steps]
     last = min(10, steps)
     summary, lines = {}, []
@@ -106,17 +128,30 @@ def results_table(results: list[dict], steps: int) -> tuple[dict, str]:
         m, h = t_interval(a)
         lm, lh = t_interval(a[:, -last:].mean(axis=1, keepdims=True))
         am, ah = t_interval(a.mean(axis=1, keepdims=True))
-        summary[e] = {"seeds": int(a.shape[0]), "mean": m.tolist(), "ci95": h.tolist(),
-                      "last_mean": float(lm[0]), "last_ci95": float(lh[0]),
-                      "auc_mean": float(am[0]), "auc_ci95": float(ah[0])}
-        cells = [e, str(a.shape[0])] + [f"{m[s]:.2f} ± {h[s]:.2f}" for s in cols] + \
-                [f"**{lm[0]:.3f} ± {lh[0]:.3f}**", f"{am[0]:.3f} ± {ah[0]:.3f}"]
+        summary[e] = {
+            "seeds": int(a.shape[0]),
+            "mean": m.tolist(),
+            "ci95": h.tolist(),
+            "last_mean": float(lm[0]),
+            "last_ci95": float(lh[0]),
+            "auc_mean": float(am[0]),
+            "auc_ci95": float(ah[0]),
+        }
+        cells = (
+            [e, str(a.shape[0])]
+            + [f"{m[s]:.2f} ± {h[s]:.2f}" for s in cols]
+            + [f"**{lm[0]:.3f} ± {lh[0]:.3f}**", f"{am[0]:.3f} ± {ah[0]:.3f}"]
+        )
         lines.append("| " + " | ".join(cells) + " |")
     if "crbc" in by:
-        lines += ["", "Paired over seeds (same rooms and the same first batch per seed): CRBC minus "
-                      "each baseline, mean ± 95% t-interval, and the seeds where CRBC is ahead.", "",
-                  f"| baseline | Δ last {last} steps | Δ all steps | CRBC ahead (all steps) |",
-                  "| --- | --- | --- | --- |"]
+        lines += [
+            "",
+            "Paired over seeds (same rooms and the same first batch per seed): CRBC minus "
+            "each baseline, mean ± 95% t-interval, and the seeds where CRBC is ahead.",
+            "",
+            f"| baseline | Δ last {last} steps | Δ all steps | CRBC ahead (all steps) |",
+            "| --- | --- | --- | --- |",
+        ]
         seeds = {e: [r["seed"] for r in results if r["estimator"] == e] for e in by}
         for e, a in by.items():
             if e == "crbc" or seeds[e] != seeds["crbc"]:
@@ -125,10 +160,16 @@ def results_table(results: list[dict], steps: int) -> tuple[dict, str]:
             dl = c[:, -last:].mean(axis=1) - a[:, -last:].mean(axis=1)
             da = c.mean(axis=1) - a.mean(axis=1)
             (ml, hl), (ma, ha) = (t_interval(dl[:, None]), t_interval(da[:, None]))
-            summary[e]["crbc_minus"] = {"last": float(ml[0]), "last_ci95": float(hl[0]),
-                                        "all": float(ma[0]), "all_ci95": float(ha[0])}
-            lines.append(f"| {e} | {ml[0]:+.3f} ± {hl[0]:.3f} | {ma[0]:+.3f} ± {ha[0]:.3f} | "
-                         f"{int((da > 0).sum())}/{len(da)} |")
+            summary[e]["crbc_minus"] = {
+                "last": float(ml[0]),
+                "last_ci95": float(hl[0]),
+                "all": float(ma[0]),
+                "all_ci95": float(ha[0]),
+            }
+            lines.append(
+                f"| {e} | {ml[0]:+.3f} ± {hl[0]:.3f} | {ma[0]:+.3f} ± {ha[0]:.3f} | "
+                f"{int((da > 0).sum())}/{len(da)} |"
+            )
     return summary, "\n".join(lines)
 
 
@@ -139,9 +180,10 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", default=str(DEFAULT_OUT), help="run folders and results")
-    ap.add_argument("--bundle", default=str(DEFAULT_BUNDLE),
-                    help="the store of every estimator's seed-0 run ('' to skip)")
-    a, extra = ap.parse_known_args(argv)   # other options go to every trainer
+    ap.add_argument(
+        "--bundle", default=str(DEFAULT_BUNDLE), help="the store of every estimator's seed-0 run ('' to skip)"
+    )
+    a, extra = ap.parse_known_args(argv)  # other options go to every trainer
     ests = [e.strip() for e in a.estimators.split(",") if e.strip()]
     out = Path(a.out)
     t0 = time.perf_counter()
@@ -161,18 +203,32 @@ def main(argv=None) -> int:
     summary, table = results_table(results, a.steps)
     wall = time.perf_counter() - t0
     cmd = "nice -n 10 .venv-experiments/bin/python -m experiments.sokoban_grpo.sweep " + shlex.join(
-        argv if argv is not None else sys.argv[1:])
-    meta = {"command": cmd.strip(), "wall_s": round(wall, 1), "train_wall_s": round(train_wall, 1),
-            "store_wall_s": round(store_wall, 1), "jobs": a.jobs, "steps": a.steps,
-            "seeds": a.seeds, "run_wall_s_median": round(float(np.median([r["wall_s"] for r in results])), 1)}
-    (out / "results.json").write_text(json.dumps({"meta": meta, "summary": summary,
-                                                  "runs": results}, indent=1), encoding="utf-8")
+        argv if argv is not None else sys.argv[1:]
+    )
+    meta = {
+        "command": cmd.strip(),
+        "wall_s": round(wall, 1),
+        "train_wall_s": round(train_wall, 1),
+        "store_wall_s": round(store_wall, 1),
+        "jobs": a.jobs,
+        "steps": a.steps,
+        "seeds": a.seeds,
+        "run_wall_s_median": round(float(np.median([r["wall_s"] for r in results])), 1),
+    }
+    (out / "results.json").write_text(
+        json.dumps({"meta": meta, "summary": summary, "runs": results}, indent=1), encoding="utf-8"
+    )
     fresh = sum(r["trained"] for r in results)
-    timing = (f"{wall / 60:.1f} min wall ({fresh} runs trained, {a.jobs} at a time; median run "
-              f"{meta['run_wall_s_median']} s)" if fresh else
-              f"every run reused from {out} (no training in this call)")
-    md = (f"{table}\n\nSuccess rate of the train step's own rollouts (8 tasks x 8 rollouts), mean ± "
-          f"95% t-interval over seeds. `{meta['command']}`: {timing}.\n")
+    timing = (
+        f"{wall / 60:.1f} min wall ({fresh} runs trained, {a.jobs} at a time; median run "
+        f"{meta['run_wall_s_median']} s)"
+        if fresh
+        else f"every run reused from {out} (no training in this call)"
+    )
+    md = (
+        f"{table}\n\nSuccess rate of the train step's own rollouts (8 tasks x 8 rollouts), mean ± "
+        f"95% t-interval over seeds. `{meta['command']}`: {timing}.\n"
+    )
     (out / "results.md").write_text(md, encoding="utf-8")
     print(md)
     return 0

@@ -21,6 +21,7 @@ One train step:
 Randomness is ``numpy.random.default_rng([seed, train_step])`` per step, so a resumed run is
 identical to an uninterrupted one.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,12 +49,12 @@ class Config:
     estimator: str = "crbc"
     seed: int = 0
     steps: int = 40
-    env: str = "sokoban"        # a key of `envs.POOLS`
-    pool: int = 16              # tasks in the run's pool
-    groups: int = 8             # tasks per train step
-    rollouts: int = 8           # rollouts per task
-    lr: float = 4.0             # norm of each policy update
-    params: dict = field(default_factory=dict)      # estimator hyper-parameters
+    env: str = "sokoban"  # a key of `envs.POOLS`
+    pool: int = 16  # tasks in the run's pool
+    groups: int = 8  # tasks per train step
+    rollouts: int = 8  # rollouts per task
+    lr: float = 4.0  # norm of each policy update
+    params: dict = field(default_factory=dict)  # estimator hyper-parameters
     env_kwargs: dict = field(default_factory=dict)  # pool options (max_steps, ...)
 
 
@@ -118,8 +119,7 @@ class TabularPolicy:
 # ---------------------------------------------------------------------------------------------
 def rollout_batch(policy: TabularPolicy, tasks, rollouts: int, rng: np.random.Generator) -> dict:
     """Play ``rollouts`` episodes of every task; per-step arrays (one entry per env step)."""
-    cols = {k: [] for k in ("group", "traj", "step", "anchor", "action", "reward", "done",
-                            "prob", "row")}
+    cols = {k: [] for k in ("group", "traj", "step", "anchor", "action", "reward", "done", "prob", "row")}
     success, returns = [], []
     for task in tasks:
         for r in range(rollouts):
@@ -131,9 +131,17 @@ def rollout_batch(policy: TabularPolicy, tasks, rollouts: int, rng: np.random.Ge
                 p = policy.probs([row])[0]
                 a = int(rng.choice(len(p), p=p))
                 nxt, reward, solved = task.step(a)
-                for k, v in (("group", task.task_id), ("traj", f"r{r}"), ("step", t), ("anchor", s),
-                             ("action", a), ("reward", reward), ("done", solved),
-                             ("prob", float(p[a])), ("row", row)):
+                for k, v in (
+                    ("group", task.task_id),
+                    ("traj", f"r{r}"),
+                    ("step", t),
+                    ("anchor", s),
+                    ("action", a),
+                    ("reward", reward),
+                    ("done", solved),
+                    ("prob", float(p[a])),
+                    ("row", row),
+                ):
                     cols[k].append(v)
                 ret += reward
                 s = nxt
@@ -159,10 +167,16 @@ def advantages(batch: dict, action_names, estimator: str, params: dict) -> np.nd
     B = len(batch["step"])
     adv, _ = compute_advantage(
         torch.as_tensor(batch["reward"], dtype=torch.float64).reshape(B, 1),
-        torch.ones(B, 1, dtype=torch.float64), batch["anchor"], batch["group"].astype(object),
+        torch.ones(B, 1, dtype=torch.float64),
+        batch["anchor"],
+        batch["group"].astype(object),
         np.array([f"{g}/{t}" for g, t in zip(batch["group"], batch["traj"])], dtype=object),
-        batch["step"], actions=np.asarray(action_names, dtype=object)[batch["action"]],
-        success=batch["success"], estimator=estimator, **params)
+        batch["step"],
+        actions=np.asarray(action_names, dtype=object)[batch["action"]],
+        success=batch["success"],
+        estimator=estimator,
+        **params,
+    )
     return adv[:, 0].double().numpy()
 
 
@@ -171,14 +185,25 @@ def step_rows(batch: dict, adv: np.ndarray, action_names, cfg: Config, train_ste
     run_id = run_id_of(cfg)
     names = list(action_names)
     for i in range(len(batch["step"])):
-        yield {"run_id": run_id, "train_step": train_step, "group_id": str(batch["group"][i]),
-               "traj_id": str(batch["traj"][i]), "step_idx": int(batch["step"][i]),
-               "action": names[int(batch["action"][i])], "reward": round(float(batch["reward"][i]), 6),
-               "done": bool(batch["done"][i]), "success": bool(batch["success"][i]),
-               "episode_return": round(float(batch["episode_return"][i]), 6),
-               "anchor_obs": str(batch["anchor"][i]), "advantage": float(adv[i]),
-               "action_prob": round(float(batch["prob"][i]), 6), "env_name": env_name,
-               "split": "train", "is_action_valid": True, "estimator": cfg.estimator}
+        yield {
+            "run_id": run_id,
+            "train_step": train_step,
+            "group_id": str(batch["group"][i]),
+            "traj_id": str(batch["traj"][i]),
+            "step_idx": int(batch["step"][i]),
+            "action": names[int(batch["action"][i])],
+            "reward": round(float(batch["reward"][i]), 6),
+            "done": bool(batch["done"][i]),
+            "success": bool(batch["success"][i]),
+            "episode_return": round(float(batch["episode_return"][i]), 6),
+            "anchor_obs": str(batch["anchor"][i]),
+            "advantage": float(adv[i]),
+            "action_prob": round(float(batch["prob"][i]), 6),
+            "env_name": env_name,
+            "split": "train",
+            "is_action_valid": True,
+            "estimator": cfg.estimator,
+        }
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -193,12 +218,15 @@ def _load_checkpoint(out: Path, cfg: Config):
         return None
     state = json.loads(ck.read_text(encoding="utf-8"))
     if state["config"] != json.loads(json.dumps(asdict(cfg))):
-        raise RunMismatch(f"{ck}: this folder holds a run with another configuration "
-                          f"({state['config']}); use another --out")
+        raise RunMismatch(
+            f"{ck}: this folder holds a run with another configuration ({state['config']}); use another --out"
+        )
     return state
 
 
-def train(cfg: Config, out: str | os.PathLike, *, progress: bool = True, stop_after: int | None = None) -> list[dict]:
+def train(
+    cfg: Config, out: str | os.PathLike, *, progress: bool = True, stop_after: int | None = None
+) -> list[dict]:
     """Run (or resume) ``cfg`` in folder ``out``: ``out/logs/train_step_NNNN.jsonl`` per step,
     ``out/checkpoint.json`` + ``out/policy-NNNN.npz`` after each. Returns the per-step metrics.
     ``stop_after``: return after this many new steps (tests use it to simulate a crash)."""
@@ -214,8 +242,15 @@ def train(cfg: Config, out: str | os.PathLike, *, progress: bool = True, stop_af
     else:
         policy = TabularPolicy.load(out / state["policy"], len(names))
         metrics, start = state["metrics"], state["train_step"] + 1
-    bar = tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, disable=not progress,
-               desc=run_id_of(cfg), unit="step", leave=False)
+    bar = tqdm(
+        range(start, cfg.steps),
+        initial=start,
+        total=cfg.steps,
+        disable=not progress,
+        desc=run_id_of(cfg),
+        unit="step",
+        leave=False,
+    )
     done_now = 0
     for ts in bar:
         t0 = time.perf_counter()
@@ -225,19 +260,30 @@ def train(cfg: Config, out: str | os.PathLike, *, progress: bool = True, stop_af
         adv = advantages(batch, names, cfg.estimator, cfg.params)
         rows = batch["row"]
         gnorm = policy.update(rows, batch["action"], adv, cfg.lr)
-        text = "".join(json.dumps(r, sort_keys=True) + "\n"
-                       for r in step_rows(batch, adv, names, cfg, ts, cfg.env))
+        text = "".join(
+            json.dumps(r, sort_keys=True) + "\n" for r in step_rows(batch, adv, names, cfg, ts, cfg.env)
+        )
         _write_atomic(out / LOG_DIR / f"train_step_{ts:04d}.jsonl", text)
         first = np.r_[True, (batch["step"][1:] == 0)]
-        m = {"train_step": ts, "success_rate": float(batch["success"][first].mean()),
-             "steps": int(len(rows)), "mean_len": float(len(rows) / first.sum()),
-             "states": len(policy.index), "grad_norm": gnorm,
-             "adv_abs_mean": float(np.abs(adv).mean()), "seconds": round(time.perf_counter() - t0, 3)}
+        m = {
+            "train_step": ts,
+            "success_rate": float(batch["success"][first].mean()),
+            "steps": int(len(rows)),
+            "mean_len": float(len(rows) / first.sum()),
+            "states": len(policy.index),
+            "grad_norm": gnorm,
+            "adv_abs_mean": float(np.abs(adv).mean()),
+            "seconds": round(time.perf_counter() - t0, 3),
+        }
         metrics.append(m)
         pol = f"policy-{ts:04d}.npz"
         policy.save(out / pol)
-        _write_atomic(out / CHECKPOINT, json.dumps({"config": asdict(cfg), "train_step": ts,
-                                                    "policy": pol, "metrics": metrics}, indent=1))
+        _write_atomic(
+            out / CHECKPOINT,
+            json.dumps(
+                {"config": asdict(cfg), "train_step": ts, "policy": pol, "metrics": metrics}, indent=1
+            ),
+        )
         for old in out.glob("policy-*.npz"):
             if old.name != pol:
                 old.unlink()
@@ -278,19 +324,30 @@ def main(argv=None) -> int:
 
     try:
         params = parse_params(a.param)
-        registry.make_params(registry.get(a.estimator), **params)   # unknown names fail here
+        registry.make_params(registry.get(a.estimator), **params)  # unknown names fail here
     except (CrbcVizError, ValueError, KeyError) as e:
-        ap.error(str(e).strip("'\""))     # exit 2
-    cfg = Config(estimator=a.estimator, seed=a.seed, steps=a.steps, env=a.env, pool=a.pool,
-                 groups=a.groups, rollouts=a.rollouts, lr=a.lr, params=params)
+        ap.error(str(e).strip("'\""))  # exit 2
+    cfg = Config(
+        estimator=a.estimator,
+        seed=a.seed,
+        steps=a.steps,
+        env=a.env,
+        pool=a.pool,
+        groups=a.groups,
+        rollouts=a.rollouts,
+        lr=a.lr,
+        params=params,
+    )
     try:
         metrics = train(cfg, a.out, progress=not a.quiet)
     except RunMismatch as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     last = metrics[-1] if metrics else {}
-    print(f"{run_id_of(cfg)}: {len(metrics)} train steps, last success rate "
-          f"{last.get('success_rate', float('nan')):.3f}")
+    print(
+        f"{run_id_of(cfg)}: {len(metrics)} train steps, last success rate "
+        f"{last.get('success_rate', float('nan')):.3f}"
+    )
     return 0
 
 

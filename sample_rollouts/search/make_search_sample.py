@@ -10,6 +10,7 @@ reproducible:
 
     python sample_rollouts/search/make_search_sample.py [--seed 0] [--out PATH]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,17 +19,33 @@ import random
 from pathlib import Path
 
 QUESTIONS = [
-    ("q-river", "Which river flows through the city where the 1936 Olympics were held?",
-     ["host city of 1936 Olympics", "Berlin", "Spree"], 4),
-    ("q-author", "Who wrote the novel adapted into the 1962 film with the mockingbird title?",
-     ["1962 film title", "novel source", "Harper Lee"], 6),
-    ("q-element", "Which element has the atomic number equal to the number of US states?",
-     ["number of US states", "atomic number 50", "tin"], 8),
+    (
+        "q-river",
+        "Which river flows through the city where the 1936 Olympics were held?",
+        ["host city of 1936 Olympics", "Berlin", "Spree"],
+        4,
+    ),
+    (
+        "q-author",
+        "Who wrote the novel adapted into the 1962 film with the mockingbird title?",
+        ["1962 film title", "novel source", "Harper Lee"],
+        6,
+    ),
+    (
+        "q-element",
+        "Which element has the atomic number equal to the number of US states?",
+        ["number of US states", "atomic number 50", "tin"],
+        8,
+    ),
 ]
 MAX_STEPS = 6
-RUBRIC = [{"id": "E1", "category": "evidence"}, {"id": "E2", "category": "evidence"},
-          {"id": "E3", "category": "evidence"}, {"id": "X1", "category": "execution"},
-          {"id": "I1", "category": "invalidity"}]
+RUBRIC = [
+    {"id": "E1", "category": "evidence"},
+    {"id": "E2", "category": "evidence"},
+    {"id": "E3", "category": "evidence"},
+    {"id": "X1", "category": "execution"},
+    {"id": "I1", "category": "invalidity"},
+]
 
 
 def rollout(rng: random.Random, clues: list[str]):
@@ -36,8 +53,12 @@ def rollout(rng: random.Random, clues: list[str]):
     found: list[int] = []
     steps = []
     for t in range(MAX_STEPS):
-        state = "found: " + (", ".join(clues[k] for k in sorted(found)) or "nothing") + \
-            " | stage: " + ("answering" if len(found) >= 2 else "searching")
+        state = (
+            "found: "
+            + (", ".join(clues[k] for k in sorted(found)) or "nothing")
+            + " | stage: "
+            + ("answering" if len(found) >= 2 else "searching")
+        )
         u = rng.random()
         if len(found) >= 2 and u < 0.6 or (t >= 3 and u < 0.35):
             steps.append({"state": state, "kind": "answer", "found": list(found)})
@@ -50,7 +71,7 @@ def rollout(rng: random.Random, clues: list[str]):
         steps.append({"state": state, "kind": "search", "clue": k, "new": new, "found": list(found)})
         if new:
             found.append(k)
-    return steps, False           # truncated at MAX_STEPS: a failure
+    return steps, False  # truncated at MAX_STEPS: a failure
 
 
 def rows_for(seed: int):
@@ -94,24 +115,34 @@ def rows_for(seed: int):
                     judge = 1.8 if s["new"] else 1.0
                     active = [f"E{s['clue'] + 1}"] if s["new"] or rng.random() < 0.5 else []
                     resp = f"Let me look up '{clues[s['clue']]}'."
-                out.append({
-                    "run_id": "search-synthetic", "train_step": 0, "group_id": gid,
-                    "traj_id": f"r{r}", "step_idx": t, "anchor_obs": s["state"],
-                    "observation": f"Question: {question}\n{s['state']}", "action": action,
-                    "response": resp, "reward": 1.0 if (last and success) else 0.0,
-                    "done": bool(last and answered), "success": success,
-                    "is_action_valid": s["kind"] != "error", "env_name": "search (synthetic)",
-                    "split": "train",
-                    "gold_logprob": round(ell_t, 4),
-                    "turn_evidence": round(evidence + rng.uniform(-0.05, 0.05), 4),
-                    "judge_score": round(min(2.0, max(0.0, judge)), 2),
-                    "rubric_active": active,
-                    "rubric": RUBRIC if t == 0 else None,
-                    "influence_edges": edge_lists[t],
-                    "is_error": s["kind"] == "error",
-                    "direct_inputs": 1 if t == 0 else 0,
-                    "num_tokens": 40 + 10 * len(s["found"]) + rng.randrange(0, 30),
-                })
+                out.append(
+                    {
+                        "run_id": "search-synthetic",
+                        "train_step": 0,
+                        "group_id": gid,
+                        "traj_id": f"r{r}",
+                        "step_idx": t,
+                        "anchor_obs": s["state"],
+                        "observation": f"Question: {question}\n{s['state']}",
+                        "action": action,
+                        "response": resp,
+                        "reward": 1.0 if (last and success) else 0.0,
+                        "done": bool(last and answered),
+                        "success": success,
+                        "is_action_valid": s["kind"] != "error",
+                        "env_name": "search (synthetic)",
+                        "split": "train",
+                        "gold_logprob": round(ell_t, 4),
+                        "turn_evidence": round(evidence + rng.uniform(-0.05, 0.05), 4),
+                        "judge_score": round(min(2.0, max(0.0, judge)), 2),
+                        "rubric_active": active,
+                        "rubric": RUBRIC if t == 0 else None,
+                        "influence_edges": edge_lists[t],
+                        "is_error": s["kind"] == "error",
+                        "direct_inputs": 1 if t == 0 else 0,
+                        "num_tokens": 40 + 10 * len(s["found"]) + rng.randrange(0, 30),
+                    }
+                )
     return out
 
 

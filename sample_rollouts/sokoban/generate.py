@@ -23,6 +23,7 @@ Usage (inside the generators' venv, see ../requirements.txt)::
     python sample_rollouts/sokoban/generate.py --seed 0 --out sample_rollouts/sokoban/sokoban.jsonl
     python sample_rollouts/sokoban/generate.py --seed 0 --task 3            # one task, stdout
 """
+
 from __future__ import annotations
 
 import argparse
@@ -100,7 +101,9 @@ class Solver:
         self.walls = {(r, c) for r, c in zip(*np.nonzero(room_fixed == 0))}
         self.targets = frozenset((int(r), int(c)) for r, c in zip(*np.nonzero(room_fixed == 2)))
         player = tuple(int(x) for x in np.argwhere(room_state == 5)[0])
-        boxes = frozenset((int(r), int(c)) for r, c in zip(*np.nonzero((room_state == 3) | (room_state == 4))))
+        boxes = frozenset(
+            (int(r), int(c)) for r, c in zip(*np.nonzero((room_state == 3) | (room_state == 4)))
+        )
         self.start = (player, boxes)
         # forward enumeration of the reachable graph
         succ, seen, order = {}, {self.start}, deque([self.start])
@@ -238,24 +241,26 @@ def generate_task(task_index: int, seed: int = DEFAULT_SEED) -> list[dict]:
             solved = solver.solved(env_state(env))
             reward = round(float(reward), 6)
             ret += reward
-            traj.append({
-                "group_id": group_id,
-                "traj_id": f"r{r}",
-                "step_idx": t,
-                "action": name,
-                "reward": reward,
-                "done": bool(solved),
-                "observation": text,
-                "anchor_obs": text,
-                "env_name": ENV_NAME,
-                "run_id": RUN_ID,
-                "train_step": 0,
-                "split": "train",
-                "is_action_valid": True,
-                "available_actions": list(ACTION_NAMES),
-                "policy_eps": p["eps"],
-                "max_steps": p["max_steps"],
-            })
+            traj.append(
+                {
+                    "group_id": group_id,
+                    "traj_id": f"r{r}",
+                    "step_idx": t,
+                    "action": name,
+                    "reward": reward,
+                    "done": bool(solved),
+                    "observation": text,
+                    "anchor_obs": text,
+                    "env_name": ENV_NAME,
+                    "run_id": RUN_ID,
+                    "train_step": 0,
+                    "split": "train",
+                    "is_action_valid": True,
+                    "available_actions": list(ACTION_NAMES),
+                    "policy_eps": p["eps"],
+                    "max_steps": p["max_steps"],
+                }
+            )
             if env_done:
                 break
         for row in traj:
@@ -286,9 +291,11 @@ def write_rows(rows, out):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    ap.add_argument("--out", default=None,
-                    help="output .jsonl or .jsonl.gz (default: sokoban.jsonl next to this script; "
-                         "stdout with --task)")
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="output .jsonl or .jsonl.gz (default: sokoban.jsonl next to this script; stdout with --task)",
+    )
     ap.add_argument("--task", type=int, default=None, help="only this task index")
     args = ap.parse_args(argv)
     if args.task is not None:

@@ -23,6 +23,7 @@ Usage (inside the generators' venv, see ../requirements.txt)::
     python sample_rollouts/textworld/generate.py --seed 0 --out sample_rollouts/textworld/textworld_cooking.jsonl.gz
     python sample_rollouts/textworld/generate.py --seed 0 --task 2              # one task, stdout
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,8 +59,15 @@ NUM_TASKS = len(TASKS)
 
 def task_params(task_index: int, seed: int = DEFAULT_SEED) -> dict:
     recipe, take, go, flags, max_steps, eps = TASKS[task_index]
-    return {"recipe": recipe, "take": take, "go": go, "flags": list(flags),
-            "max_steps": max_steps, "eps": eps, "game_seed": seed * 1000 + 17 * task_index + 1}
+    return {
+        "recipe": recipe,
+        "take": take,
+        "go": go,
+        "flags": list(flags),
+        "max_steps": max_steps,
+        "eps": eps,
+        "game_seed": seed * 1000 + 17 * task_index + 1,
+    }
 
 
 def _tw_make() -> str:
@@ -70,9 +78,25 @@ def _tw_make() -> str:
 def make_game(task_index: int, seed: int, folder: str) -> str:
     p = task_params(task_index, seed)
     out = os.path.join(folder, f"task{task_index:02d}.z8")
-    cmd = [_tw_make(), "tw-cooking", "--recipe", str(p["recipe"]), "--take", str(p["take"]),
-           "--go", str(p["go"]), *p["flags"], "--split", "train", "--seed", str(p["game_seed"]),
-           "--output", out, "-f", "--silent"]
+    cmd = [
+        _tw_make(),
+        "tw-cooking",
+        "--recipe",
+        str(p["recipe"]),
+        "--take",
+        str(p["take"]),
+        "--go",
+        str(p["go"]),
+        *p["flags"],
+        "--split",
+        "train",
+        "--seed",
+        str(p["game_seed"]),
+        "--output",
+        out,
+        "-f",
+        "--silent",
+    ]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return out
 
@@ -106,8 +130,15 @@ def generate_task(task_index: int, seed: int = DEFAULT_SEED, games_dir: str | No
         tmp = games_dir = tempfile.mkdtemp(prefix="crbc-tw-")
     try:
         game = make_game(task_index, seed, games_dir)
-        infos = textworld.EnvInfos(facts=True, admissible_commands=True, policy_commands=True,
-                                   won=True, lost=True, description=True, inventory=True)
+        infos = textworld.EnvInfos(
+            facts=True,
+            admissible_commands=True,
+            policy_commands=True,
+            won=True,
+            lost=True,
+            description=True,
+            inventory=True,
+        )
         env = textworld.start(game, request_infos=infos)
         group_id = f"textworld-task-{task_index:02d}"
         rows: list[dict] = []
@@ -183,16 +214,18 @@ def write_rows(rows, out):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    ap.add_argument("--out", default=None,
-                    help="output .jsonl or .jsonl.gz (default: textworld_cooking.jsonl.gz next to "
-                         "this script; stdout with --task)")
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="output .jsonl or .jsonl.gz (default: textworld_cooking.jsonl.gz next to "
+        "this script; stdout with --task)",
+    )
     ap.add_argument("--task", type=int, default=None, help="only this task index")
     args = ap.parse_args(argv)
     if args.task is not None:
         write_rows(generate_task(args.task, args.seed), args.out)
         return 0
-    out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                   "textworld_cooking.jsonl.gz")
+    out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "textworld_cooking.jsonl.gz")
     rows = []
     with tempfile.TemporaryDirectory(prefix="crbc-tw-") as games:
         for i in range(NUM_TASKS):

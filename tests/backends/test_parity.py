@@ -4,6 +4,7 @@ reference to 1e-9, on random graphs with cycles, self-loops, dead ends and trunc
 defaults and at one-field-at-a-time variations derived from the params dataclass's bounds and
 choices. Then the paths outside the table (the sparse fallback, the fused device path) and
 ``auto``'s choice."""
+
 import importlib.util
 import math
 
@@ -23,15 +24,17 @@ if HAVE_TORCH:
     CUDA = torch.cuda.is_available()
 needs_torch = pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed")
 needs_cuda = pytest.mark.skipif(not CUDA, reason="no CUDA device on this machine (CPU paths still tested)")
-DEVICES = {"torch": ["cpu"] + (["cuda"] if CUDA else []) if HAVE_TORCH else [],
-           "numba": ["cpu"] if HAVE_NUMBA else []}
+DEVICES = {
+    "torch": ["cpu"] + (["cuda"] if CUDA else []) if HAVE_TORCH else [],
+    "numba": ["cpu"] if HAVE_NUMBA else [],
+}
 
 CASES = [
     dict(num_groups=12, rollouts=8, max_steps=30, seed=0),
-    dict(num_groups=6, rollouts=5, max_steps=60, num_states=8, p_self=0.4, seed=1),       # dense cycles
+    dict(num_groups=6, rollouts=5, max_steps=60, num_states=8, p_self=0.4, seed=1),  # dense cycles
     dict(num_groups=9, rollouts=3, max_steps=10, num_states=30, p_progress=0.1, seed=2),  # mostly truncated
     dict(num_groups=4, rollouts=16, max_steps=40, num_states=12, p_back=0.5, p_stochastic=0.5, seed=3),
-    dict(num_groups=3, rollouts=1, max_steps=5, seed=4),                                  # one rollout per group
+    dict(num_groups=3, rollouts=1, max_steps=5, seed=4),  # one rollout per group
 ]
 COLUMNS = ("value", "q_value", "credit", "advantage")
 
@@ -69,7 +72,13 @@ def variants(spec) -> list[dict]:
             cands = [i.low, 3] if math.isinf(i.default) else [i.default * 0.5, i.high]
             seen = {i.default}
             for v in cands:
-                if v is None or v in seen or math.isinf(v) or (i.low_open and v == i.low) or (i.high_open and v == i.high):
+                if (
+                    v is None
+                    or v in seen
+                    or math.isinf(v)
+                    or (i.low_open and v == i.low)
+                    or (i.high_open and v == i.high)
+                ):
                     continue
                 if (i.low is not None and v < i.low) or (i.high is not None and v > i.high):
                     continue
@@ -87,9 +96,14 @@ def _runs():
             continue
         for device in DEVICES[backend] or [None]:
             for params in variants(registry.get(name)):
-                yield pytest.param(name, backend, device, params,
-                                   id=f"{name}-{backend}:{device}-{params or 'defaults'}",
-                                   marks=[pytest.mark.skipif(device is None, reason=f"{backend} is not installed")])
+                yield pytest.param(
+                    name,
+                    backend,
+                    device,
+                    params,
+                    id=f"{name}-{backend}:{device}-{params or 'defaults'}",
+                    marks=[pytest.mark.skipif(device is None, reason=f"{backend} is not installed")],
+                )
 
 
 def test_every_twin_is_covered():
@@ -124,8 +138,14 @@ def test_large_groups_take_the_sparse_path(graph):
     _all_close(crbc_torch(graph, p, device="cpu", dense_max=0).advantage, ref.advantage, "torch sparse")
     if HAVE_NUMBA:
         b = graph.batch
-        out = crbc_step_credit(b.step_anchor_hash, graph.step_action, b.traj_offsets, b.group_traj_offsets,
-                               b.traj_success, dense_max=0)
+        out = crbc_step_credit(
+            b.step_anchor_hash,
+            graph.step_action,
+            b.traj_offsets,
+            b.group_traj_offsets,
+            b.traj_success,
+            dense_max=0,
+        )
         _all_close(out["advantage"], ref.advantage, "numba sparse fallback")
 
 
@@ -136,8 +156,9 @@ def test_fused_device_path_matches_numpy(graph, device):
 
     b = graph.batch
     ref = crbc_viz.score(graph, "crbc", backend="numpy")
-    args = to_device(b.step_anchor_hash, graph.step_action, b.traj_offsets, b.group_traj_offsets,
-                     b.traj_success, device)
+    args = to_device(
+        b.step_anchor_hash, graph.step_action, b.traj_offsets, b.group_traj_offsets, b.traj_success, device
+    )
     out = crbc_step_credit_torch(*args)
     for col in COLUMNS:
         _all_close(out[col].cpu().numpy(), getattr(ref, col), f"fused {device} {col}")
@@ -150,10 +171,13 @@ def test_graph_gae_bonus_kernel_matches_reference(graph):
     from crbc_viz.backends.numba.graph import graph_gae_bonus_numba
     from crbc_viz.estimators.graft import graph_gae_bonus
 
-    td = np.random.default_rng(0).normal(size=graph.batch.num_steps)   # off the fixed point
+    td = np.random.default_rng(0).normal(size=graph.batch.num_steps)  # off the fixed point
     for gamma, lam in ((0.99, 0.95), (0.9, 0.5), (1.0, 1.0)):
-        _all_close(graph_gae_bonus_numba(graph, td, gamma, lam), graph_gae_bonus(graph, td, gamma, lam),
-                   f"gae γ={gamma} λ={lam}")
+        _all_close(
+            graph_gae_bonus_numba(graph, td, gamma, lam),
+            graph_gae_bonus(graph, td, gamma, lam),
+            f"gae γ={gamma} λ={lam}",
+        )
 
 
 @needs_cuda
@@ -175,12 +199,13 @@ def test_auto_on_cpu_picks_the_fastest_exact_engine(graph, monkeypatch):
         pytest.skip("auto picks CUDA here")
 
     def fake(steps, anchors):  # a built graph: only its sizes matter to the choice
-        return SimpleNamespace(batch=SimpleNamespace(num_steps=steps),
-                               group_node_offsets=np.r_[0, np.cumsum(anchors)])
+        return SimpleNamespace(
+            batch=SimpleNamespace(num_steps=steps), group_node_offsets=np.r_[0, np.cumsum(anchors)]
+        )
 
     monkeypatch.setattr(numba_backend, "loaded", lambda: False)
     crbc, sp = registry.get("crbc"), registry.get("shortest_path")
-    assert api._auto_backend(crbc, "auto", fake(10, [5])) == "numpy"       # load costs more than the job
+    assert api._auto_backend(crbc, "auto", fake(10, [5])) == "numpy"  # load costs more than the job
     assert api._auto_backend(crbc, "auto", fake(5_000_000, [40] * 4096)) == "numba"
     # Same steps, different anchors: 100 groups of 100 anchors stay on the reference, one
     # group of 150k anchors (a sparse solve of that size) goes to the engine.

@@ -1,5 +1,6 @@
 """Group size and rollout length: the sparse / chunked / blocked paths agree with an
 independent dense solve and with each other, and `score(batch)` needs no graph up front."""
+
 import math
 
 import numpy as np
@@ -21,8 +22,7 @@ def _close(a, b, what, tol=1e-9):
 def big():
     """One group of ~1,700 anchors (over every dense threshold: numpy 256, torch 512,
     numba 1024) beside three small groups."""
-    b = random_mdp_batch(num_groups=1, rollouts=48, max_steps=120, num_states=3000, p_progress=0.3,
-                         seed=5)
+    b = random_mdp_batch(num_groups=1, rollouts=48, max_steps=120, num_states=3000, p_progress=0.3, seed=5)
     assert crbc_viz.build_graph(b).num_nodes > 1100
     return b
 
@@ -53,7 +53,7 @@ def test_sparse_closure_matches_a_dense_solve(big):
 
     graph = crbc_viz.build_graph(big)
     oracle = _dense_oracle(graph, 0.97)
-    for dense_max in (0, 256, 10**6):   # all sparse, mixed, all dense
+    for dense_max in (0, 256, 10**6):  # all sparse, mixed, all dense
         V, res = solve_closure(*graph_entries(graph), graph.group_node_offsets, 0.97, dense_max=dense_max)
         _close(V, oracle, f"dense_max={dense_max}")
         assert res < 1e-10
@@ -64,14 +64,15 @@ def test_dense_chunks_match_one_block(monkeypatch):
 
     graph = crbc_viz.build_graph(random_mdp_batch(num_groups=40, rollouts=6, max_steps=30, seed=3))
     ref, _ = closure.solve_closure(*closure.graph_entries(graph), graph.group_node_offsets, 0.9)
-    monkeypatch.setattr(closure, "CHUNK_BYTES", 8 * 64 * 64 * 3)   # three groups per chunk
+    monkeypatch.setattr(closure, "CHUNK_BYTES", 8 * 64 * 64 * 3)  # three groups per chunk
     got, _ = closure.solve_closure(*closure.graph_entries(graph), graph.group_node_offsets, 0.9)
     _close(got, ref, "chunked")
     _close(ref, _dense_oracle(graph, 0.9), "oracle")
 
 
-@pytest.mark.parametrize("name", ["crbc", "visit_local", "graft", "gated_bepo", "gigpo", "rtmc", "pgpo",
-                                  "shortest_path"])
+@pytest.mark.parametrize(
+    "name", ["crbc", "visit_local", "graft", "gated_bepo", "gigpo", "rtmc", "pgpo", "shortest_path"]
+)
 def test_backends_agree_on_a_large_group(big, name):
     graph = crbc_viz.build_graph(big)
     ref = crbc_viz.score(graph, name, backend="numpy")
@@ -99,8 +100,9 @@ def test_torch_chunked_buckets_match(monkeypatch):
 @pytest.mark.parametrize("name", ["gigpo", "pgpo", "gated_bepo"])
 def test_blocked_discounted_sums_on_long_rollouts(name):
     """Rollouts of up to 300 steps span several 64-position blocks of the torch twin."""
-    graph = crbc_viz.build_graph(random_mdp_batch(num_groups=3, rollouts=4, max_steps=300, num_states=150,
-                                                  p_progress=0.3, seed=6))
+    graph = crbc_viz.build_graph(
+        random_mdp_batch(num_groups=3, rollouts=4, max_steps=300, num_states=150, p_progress=0.3, seed=6)
+    )
     assert graph.batch.traj_len.max() > 200
     ref = crbc_viz.score(graph, name, backend="numpy")
     got = crbc_viz.score(graph, name, backend="torch", device="cpu")
@@ -110,8 +112,11 @@ def test_blocked_discounted_sums_on_long_rollouts(name):
 def test_discounted_sum_by_hand():
     from crbc_viz.backends.torch.graph import _discounted
 
-    graph = crbc_viz.build_graph(random_mdp_batch(num_groups=1, rollouts=2, max_steps=150, num_states=200,
-                                                  p_progress=0.2, p_fail=0.0, seed=1))
+    graph = crbc_viz.build_graph(
+        random_mdp_batch(
+            num_groups=1, rollouts=2, max_steps=150, num_states=200, p_progress=0.2, p_fail=0.0, seed=1
+        )
+    )
     x = np.random.default_rng(0).normal(size=graph.batch.num_steps)
     got = _discounted(graph, torch.as_tensor(x), 0.9).numpy()
     want = np.zeros_like(x)
@@ -133,7 +138,7 @@ def test_gae_walk_blocked_matches_kernel(big, monkeypatch):
     graph = crbc_viz.build_graph(big.select_groups([0]))
     td = np.random.default_rng(1).normal(size=graph.batch.num_steps)
     want = graph_gae_bonus_numba(graph, td, 0.9, 0.8)
-    monkeypatch.setattr(graft, "_FRONTIER_FLOATS", 5 * graph.num_nodes)   # five start anchors a block
+    monkeypatch.setattr(graft, "_FRONTIER_FLOATS", 5 * graph.num_nodes)  # five start anchors a block
     _close(graft.graph_gae_bonus(graph, td, 0.9, 0.8), want, "blocked walk")
 
 
@@ -157,23 +162,25 @@ def test_score_on_a_batch_builds_no_graph_for_the_engine(big):
 
     r = crbc_viz.score(big, "crbc", backend="numba")
     assert not is_built(r.graph)
-    frame = r.to_frame()                       # the output table needs no graph either
+    frame = r.to_frame()  # the output table needs no graph either
     assert not is_built(r.graph) and len(frame) == big.num_steps
     ref = crbc_viz.score(crbc_viz.build_graph(big), "crbc", backend="numpy")
-    _close(r.node_value, ref.node_value, "deferred node values")   # now the graph is built
+    _close(r.node_value, ref.node_value, "deferred node values")  # now the graph is built
     _close(r.pair_q, ref.pair_q, "deferred pair Q")
     _close(r.pair_credit, ref.pair_credit, "deferred pair credit")
     assert is_built(r.graph) and r.graph.num_nodes == ref.graph.num_nodes
     assert r.diagnostics["gated_fraction"] == pytest.approx(ref.diagnostics["gated_fraction"])
     import pickle
+
     back = pickle.loads(pickle.dumps(r))
     _close(back.node_value, ref.node_value, "pickled")
 
 
 def test_group_of_17k_anchors_in_19k_steps_on_the_reference():
     """Issue 14 item 3: a 19k-step group of ~17k anchors (a dense solve would need 2.3 GB)."""
-    b = random_mdp_batch(num_groups=1, rollouts=160, max_steps=120, num_states=40000, p_progress=0.05,
-                         p_fail=0.0, seed=2)
+    b = random_mdp_batch(
+        num_groups=1, rollouts=160, max_steps=120, num_states=40000, p_progress=0.05, p_fail=0.0, seed=2
+    )
     graph = crbc_viz.build_graph(b)
     assert graph.num_nodes > 10_000
     r = crbc_viz.score(graph, "crbc", backend="numpy")

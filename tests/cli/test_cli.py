@@ -1,4 +1,5 @@
 """The command line: score / info / estimators, and clean errors for bad input."""
+
 import json
 import subprocess
 import sys
@@ -14,11 +15,28 @@ from helpers import ROOT, TOY
 @pytest.mark.parametrize("ext", ["parquet", "csv", "jsonl"])
 def test_score_writes_one_row_per_step_and_estimator(tmp_path, ext, capsys):
     out = tmp_path / f"scores.{ext}"
-    rc = main(["score", str(TOY), "-e", "crbc", "-e", "visit_local", "-e", "shortest_path", "-e", "grpo",
-               "--param", "crbc.beta=0.98", "--out", str(out)])
+    rc = main(
+        [
+            "score",
+            str(TOY),
+            "-e",
+            "crbc",
+            "-e",
+            "visit_local",
+            "-e",
+            "shortest_path",
+            "-e",
+            "grpo",
+            "--param",
+            "crbc.beta=0.98",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
-    df = {"parquet": pd.read_parquet, "csv": pd.read_csv,
-          "jsonl": lambda p: pd.read_json(p, lines=True)}[ext](out)
+    df = {"parquet": pd.read_parquet, "csv": pd.read_csv, "jsonl": lambda p: pd.read_json(p, lines=True)}[
+        ext
+    ](out)
     assert list(df.columns) == list(OUTPUT_COLUMNS)
     assert len(df) == 60
     crbc = df[df.estimator == "crbc"]
@@ -42,7 +60,7 @@ def test_info_json(capsys):
     info = json.loads(capsys.readouterr().out)
     assert info["groups"] == 1 and info["trajectories"] == 4 and info["steps"] == 15
     assert info["anchors"] == 5 and info["success_rate"] == 0.5
-    assert info["shared_step_fraction"] == pytest.approx(14 / 15)   # only s3 is unshared
+    assert info["shared_step_fraction"] == pytest.approx(14 / 15)  # only s3 is unshared
     assert info["singleton_anchor_fraction"] == pytest.approx(1 / 5)
 
 
@@ -56,14 +74,17 @@ def test_estimators_json(capsys):
     assert all(p["help"] for it in items for p in it["parameters"])
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["score", "NOFILE.jsonl", "--out", "x.csv"], "no such file"),
-    (["score", str(TOY), "-e", "nope", "--out", "x.csv"], "unknown estimator 'nope'; valid:"),
-    (["score", str(TOY), "--param", "beta=2", "--out", "x.csv"], "must be <= 1.0"),
-    (["score", str(TOY), "--param", "bogus=1", "--out", "x.csv"], "unknown parameter"),
-    (["score", str(TOY), "--out", "x.xlsx"], "unknown extension"),
-    (["score", str(TOY), "--device", "cuda", "--out", "x.csv"], "cuda"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["score", "NOFILE.jsonl", "--out", "x.csv"], "no such file"),
+        (["score", str(TOY), "-e", "nope", "--out", "x.csv"], "unknown estimator 'nope'; valid:"),
+        (["score", str(TOY), "--param", "beta=2", "--out", "x.csv"], "must be <= 1.0"),
+        (["score", str(TOY), "--param", "bogus=1", "--out", "x.csv"], "unknown parameter"),
+        (["score", str(TOY), "--out", "x.xlsx"], "unknown extension"),
+        (["score", str(TOY), "--device", "cuda", "--out", "x.csv"], "cuda"),
+    ],
+)
 def test_errors_are_one_clear_message(tmp_path, monkeypatch, capsys, argv, needle):
     import torch
 
@@ -77,10 +98,13 @@ def test_errors_are_one_clear_message(tmp_path, monkeypatch, capsys, argv, needl
 
 def test_bad_log_via_subprocess_has_no_traceback(tmp_path):
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"group_id": "g", "traj_id": "t", "step_idx": 0}\n{oops\n'
-                   '{"group_id": "g", "traj_id": "t", "step_idx": 1, "reward": 1}\n')
-    proc = subprocess.run([sys.executable, "-m", "crbc_viz", "info", str(bad)], capture_output=True,
-                          text=True, cwd=ROOT)
+    bad.write_text(
+        '{"group_id": "g", "traj_id": "t", "step_idx": 0}\n{oops\n'
+        '{"group_id": "g", "traj_id": "t", "step_idx": 1, "reward": 1}\n'
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "crbc_viz", "info", str(bad)], capture_output=True, text=True, cwd=ROOT
+    )
     assert proc.returncode == 2
     assert "bad.jsonl:line 1: field 'reward': missing required field" in proc.stderr
     assert "bad.jsonl:line 2: invalid JSON" in proc.stderr

@@ -1,6 +1,7 @@
 """The command table: every command has a summary and its own help; --help and the parser
 import no pandas; the store is a data source declared once (``--run`` without ``--store`` is
 refused); a requested backend that cannot run is one line, exit 2."""
+
 import importlib
 import subprocess
 import sys
@@ -30,17 +31,22 @@ def test_top_level_help_lists_the_table(capsys):
 
 @pytest.mark.parametrize("argv", [["--help"], ["score", "--help"], ["info", "--help"]])
 def test_help_imports_no_pandas(argv):
-    code = (f"import sys\nfrom crbc_viz.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
-            "print('PANDAS' if 'pandas' in sys.modules else 'CLEAN', file=sys.stderr)")
+    code = (
+        f"import sys\nfrom crbc_viz.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+        "print('PANDAS' if 'pandas' in sys.modules else 'CLEAN', file=sys.stderr)"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert proc.stderr.strip().splitlines()[-1] == "CLEAN", proc.stderr
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["info", str(TOY), "--run", "toy"], "--store"),
-    (["score", str(TOY), "--train-step", "0", "--out", "x.csv"], "--store"),
-    (["info"], "give a log file, or --store DIR"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["info", str(TOY), "--run", "toy"], "--store"),
+        (["score", str(TOY), "--train-step", "0", "--out", "x.csv"], "--store"),
+        (["info"], "give a log file, or --store DIR"),
+    ],
+)
 def test_store_filters_need_a_store(argv, needle, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
@@ -56,4 +62,3 @@ def test_a_backend_that_cannot_run_is_one_line(monkeypatch, capsys, tmp_path):
     err = capsys.readouterr().err
     assert rc == 2 and "numba" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1, err
-

@@ -1,5 +1,6 @@
 """One error hierarchy (issue 12): every error the package raises on purpose is a CrbcVizError
 and keeps its former built-in base, so old ``except ValueError`` callers still catch it."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,9 +15,17 @@ from helpers import ROOT
 TOY = ROOT / "sample_rollouts" / "toy" / "toy_group.jsonl"
 
 
-@pytest.mark.parametrize("cls, base", [(LoadError, ValueError), (StoreError, ValueError),
-                                       (MissingSignalError, ValueError), (UnknownEstimatorError, KeyError),
-                                       (EstimatorInputError, ValueError), (BackendUnavailable, RuntimeError)])
+@pytest.mark.parametrize(
+    "cls, base",
+    [
+        (LoadError, ValueError),
+        (StoreError, ValueError),
+        (MissingSignalError, ValueError),
+        (UnknownEstimatorError, KeyError),
+        (EstimatorInputError, ValueError),
+        (BackendUnavailable, RuntimeError),
+    ],
+)
 def test_every_error_is_a_crbc_viz_error_and_keeps_its_base(cls, base):
     assert issubclass(cls, CrbcVizError) and issubclass(cls, base)
 

@@ -1,5 +1,6 @@
 """One real run: `streamlit run app.py` driven by Debian's headless Chromium (Playwright's
 Python package, never `playwright install`). Screenshots go to ``test-output/``."""
+
 from __future__ import annotations
 
 import json
@@ -22,17 +23,30 @@ PAYLOAD_IMG = "<img src=x onerror=window.__xss=1>"
 PAYLOAD_SCRIPT = "</script><script>window.__xss=2</script>"
 
 if not os.path.exists(CHROMIUM):
-    pytest.skip(f"{CHROMIUM} is absent (apt-get install chromium); the browser test needs Debian's "
-                f"chromium", allow_module_level=True)
+    pytest.skip(
+        f"{CHROMIUM} is absent (apt-get install chromium); the browser test needs Debian's chromium",
+        allow_module_level=True,
+    )
 
 
 def write_xss_log(path: Path) -> Path:
     rows = []
     for traj, ok, acts in (("r0", True, [PAYLOAD_IMG, "go"]), ("r1", False, [PAYLOAD_SCRIPT, "stop"])):
         for i, act in enumerate(acts):
-            rows.append({"run_id": "xss", "train_step": 0, "group_id": PAYLOAD_IMG, "traj_id": traj,
-                         "step_idx": i, "reward": float(ok and i == 1), "done": i == 1, "success": ok,
-                         "action": act, "anchor_obs": PAYLOAD_SCRIPT if i == 0 else PAYLOAD_IMG + traj})
+            rows.append(
+                {
+                    "run_id": "xss",
+                    "train_step": 0,
+                    "group_id": PAYLOAD_IMG,
+                    "traj_id": traj,
+                    "step_idx": i,
+                    "reward": float(ok and i == 1),
+                    "done": i == 1,
+                    "success": ok,
+                    "action": act,
+                    "anchor_obs": PAYLOAD_SCRIPT if i == 0 else PAYLOAD_IMG + traj,
+                }
+            )
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
@@ -42,8 +56,9 @@ def server(tmp_path_factory):
     data = tmp_path_factory.mktemp("roots")
     xss = write_xss_log(data / "xss.jsonl")
     OUT.mkdir(exist_ok=True)
-    with streamlit_server(env={"CRBC_VIZ_DATA_ROOTS": str(data)},
-                          log_path=OUT / "streamlit-server.log") as url:
+    with streamlit_server(
+        env={"CRBC_VIZ_DATA_ROOTS": str(data)}, log_path=OUT / "streamlit-server.log"
+    ) as url:
         yield url, xss
 
 
@@ -122,9 +137,11 @@ def test_pages_render_and_deep_link(server, page):
     caption.wait_for(timeout=WAIT_MS)
     assert "visit_local" in caption.inner_text()
     sidebar = page.locator("[data-testid='stSidebar'] [data-testid='stSelectbox']")
-    shown = sidebar.first.evaluate("e => e.innerText + ' ' + Array.from(e.querySelectorAll("
-                                   "'input')).map(i => i.value + ' ' + (i.getAttribute("
-                                   "'aria-label') || '')).join(' ')")
+    shown = sidebar.first.evaluate(
+        "e => e.innerText + ' ' + Array.from(e.querySelectorAll("
+        "'input')).map(i => i.value + ' ' + (i.getAttribute("
+        "'aria-label') || '')).join(' ')"
+    )
     assert "toy/0/toy" in shown, shown
     q = urllib.parse.parse_qs(urllib.parse.urlparse(page.url).query)
     assert q.get("group", ["toy/0/toy"]) == ["toy/0/toy"] and q["estimator"] == ["visit_local"]
@@ -149,8 +166,10 @@ def test_injected_markup_stays_inert(server, page):
     for f in page.frames:
         if f.evaluate("() => typeof network !== 'undefined' && !!network"):
             inner = f
-    xy = inner.evaluate("() => { const p = network.getPositions(); const ks = Object.keys(p)"
-                        ".filter(k => !isNaN(Number(k))); return network.canvasToDOM(p[ks[0]]); }")
+    xy = inner.evaluate(
+        "() => { const p = network.getPositions(); const ks = Object.keys(p)"
+        ".filter(k => !isNaN(Number(k))); return network.canvasToDOM(p[ks[0]]); }"
+    )
     page.mouse.move(box["x"] + xy["x"], box["y"] + xy["y"])
     tip = frame.locator("div.vis-tooltip")
     tip.wait_for(state="visible", timeout=WAIT_MS)
@@ -184,9 +203,12 @@ def _query(pg) -> dict:
 
 
 def _wait_query(pg, **want) -> None:
-    pg.wait_for_function("(w) => { const q = new URLSearchParams(location.search); "
-                         "return Object.entries(w).every(([k, v]) => q.get(k) === v); }",
-                         arg={k: str(v) for k, v in want.items()}, timeout=WAIT_MS)
+    pg.wait_for_function(
+        "(w) => { const q = new URLSearchParams(location.search); "
+        "return Object.entries(w).every(([k, v]) => q.get(k) === v); }",
+        arg={k: str(v) for k, v in want.items()},
+        timeout=WAIT_MS,
+    )
     app_idle(pg)
 
 
@@ -244,8 +266,9 @@ def test_failed_rollout_to_blamed_step_to_graph_to_compare_and_back(server, brow
         # Copy link: the button fills (and copies) the link to this view.
         pg.get_by_role("button", name="Copy link").click()
         box = pg.locator("input.crbc-copy-link")
-        pg.wait_for_function("() => { const h = document.querySelector('[class*=\"crbc_copy\"]');"
-                             " return true; }")
+        pg.wait_for_function(
+            "() => { const h = document.querySelector('[class*=\"crbc_copy\"]'); return true; }"
+        )
         box.wait_for(state="visible", timeout=WAIT_MS)
         shared = box.input_value()
         assert shared == pg.url, (shared, pg.url)
@@ -276,8 +299,10 @@ def _network_frame(pg):
     for _ in range(200):
         for f in pg.frames:
             try:
-                if f.evaluate("() => typeof network !== 'undefined' && !!network && "
-                              "document.body.getAttribute('data-crbc-ready') === '1'"):
+                if f.evaluate(
+                    "() => typeof network !== 'undefined' && !!network && "
+                    "document.body.getAttribute('data-crbc-ready') === '1'"
+                ):
                     return f
             except Exception:  # a frame being replaced
                 pass
@@ -296,8 +321,9 @@ def test_graph_zoom_survives_a_redraw(server, page):
     # Another control redraws the graph (a new iframe): the zoom is restored there.
     page.locator(".st-key-graph_labels").click()
     page.get_by_role("option", name="off").click()
-    page.wait_for_function("() => new URLSearchParams(location.search).get('labels') === 'off'",
-                           timeout=WAIT_MS)
+    page.wait_for_function(
+        "() => new URLSearchParams(location.search).get('labels') === 'off'", timeout=WAIT_MS
+    )
     app_idle(page)
     page.wait_for_timeout(500)
     inner = _network_frame(page)
@@ -310,10 +336,10 @@ def test_cell_click_and_arrow_keys_step_through_a_rollout(server, page):
     page.goto(link(url, "trajectories", file=TOY))
     page.get_by_text("chips, top to bottom").wait_for(timeout=WAIT_MS)
     app_idle(page)
-    page.locator("[data-crbc-step='3:1']").click()          # rollout t4 (4th row), step t1
+    page.locator("[data-crbc-step='3:1']").click()  # rollout t4 (4th row), step t1
     _wait_query(page, rollout="t4", step="1")
     page.get_by_text("Step t1 of rollout t4").wait_for(timeout=WAIT_MS)
-    page.locator("h1").first.click()                        # focus on the page, not a widget
+    page.locator("h1").first.click()  # focus on the page, not a widget
     page.keyboard.press("ArrowRight")
     _wait_query(page, rollout="t4", step="2")
     page.keyboard.press("ArrowRight")
@@ -322,7 +348,6 @@ def test_cell_click_and_arrow_keys_step_through_a_rollout(server, page):
     _wait_query(page, step="2")
     page.get_by_text("Step t2 of rollout t4").wait_for(timeout=WAIT_MS)
     page.screenshot(path=str(OUT / "trajectories_keys.png"))
-
 
 
 def test_bundled_training_runs_click_and_drill_down(server, page):
@@ -347,8 +372,7 @@ def test_bundled_training_runs_click_and_drill_down(server, page):
         return {run: d.meta.run_id, x: r.left + xa.l2p(5), y: r.top + ya.l2p(d.y[k])};
     }""")
     page.mouse.click(box["x"], box["y"])
-    page.wait_for_function("() => new URL(location.href).searchParams.get('tstep') === '5'",
-                           timeout=WAIT_MS)
+    page.wait_for_function("() => new URL(location.href).searchParams.get('tstep') === '5'", timeout=WAIT_MS)
     app_idle(page)
     q = urllib.parse.parse_qs(urllib.parse.urlparse(page.url).query)
     assert q.get("tstep") == ["5"] and q.get("run") == [box["run"]], (q, box)
@@ -357,7 +381,8 @@ def test_bundled_training_runs_click_and_drill_down(server, page):
     graph_ready(page)
     app_idle(page)
     ref = urllib.parse.parse_qs(urllib.parse.urlparse(page.url).query).get("file", [""])[0]
-    assert "/graph" in page.url and ref.startswith("store:") and f"::{box['run']}/5/" in ref, \
-        page.url   # the group is read from the store: the link works on any server holding it
+    assert "/graph" in page.url and ref.startswith("store:") and f"::{box['run']}/5/" in ref, (
+        page.url
+    )  # the group is read from the store: the link works on any server holding it
     page.get_by_text(f"{box['run']}/5/").first.wait_for(timeout=WAIT_MS)  # the group's label
     page.screenshot(path=str(OUT / "training_drill_graph.png"))

@@ -1,6 +1,7 @@
 """The Learn page in a real `streamlit run app.py` driven by Debian's headless Chromium
 (Playwright's Python package, never `playwright install`): the deep link ``/learn?lesson=4``,
 the lesson selector keeping the URL, and screenshots of lessons 4 and 5 in ``test-output/``."""
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,10 @@ OUT = REPO / "test-output"
 
 
 if not os.path.exists(CHROMIUM):
-    pytest.skip(f"{CHROMIUM} is absent (apt-get install chromium); the browser test needs Debian's "
-                f"chromium", allow_module_level=True)
+    pytest.skip(
+        f"{CHROMIUM} is absent (apt-get install chromium); the browser test needs Debian's chromium",
+        allow_module_level=True,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +70,9 @@ def test_learn_lessons_4_and_5(server, page):
     page.locator(".js-plotly-plot .barlayer").first.wait_for(timeout=WAIT_MS)
     page.locator("[data-testid='stDataFrame']").first.wait_for(timeout=WAIT_MS)
     app_idle(page)
-    page.wait_for_function("() => new URLSearchParams(location.search).get('lesson') === '5'",
-                           timeout=WAIT_MS)
+    page.wait_for_function(
+        "() => new URLSearchParams(location.search).get('lesson') === '5'", timeout=WAIT_MS
+    )
     legend = page.locator(".js-plotly-plot .legendtext").all_text_contents()
     assert "jump the gap" in legend and "walk around" in legend
     page.screenshot(path=str(OUT / "learn_lesson5.png"), full_page=True)

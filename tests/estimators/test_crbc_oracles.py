@@ -1,6 +1,7 @@
 """CRBC against independent oracles: Monte Carlo simulation of the empirical chain, a
 dict + spsolve implementation, networkx value iteration, brute-force visit-local averages,
 and the depth family's convergence to the closure."""
+
 import math
 from collections import defaultdict
 
@@ -49,8 +50,11 @@ def test_values_match_monte_carlo_simulation():
                     if nxt == "-" or disc < 1e-9:
                         break
                     cur = nxt
-            node = next(n for n in range(graph.num_nodes)
-                        if graph.node_group[n] == g and batch.step_anchor_hash[graph.node_first_step[n]] == s)
+            node = next(
+                n
+                for n in range(graph.num_nodes)
+                if graph.node_group[n] == g and batch.step_anchor_hash[graph.node_first_step[n]] == s
+            )
             se = totals.std(ddof=1) / math.sqrt(n_sims)
             assert abs(r.node_value[node] - totals.mean()) <= 5 * se + 1e-3, (g, s)
 
@@ -119,13 +123,22 @@ def test_tree_values_equal_monte_carlo_return(tmp_path):
     rows = []
     for i, (T, w) in enumerate(zip(lengths, wins)):
         for t in range(T):
-            rows.append({"group_id": "g", "traj_id": f"r{i}", "step_idx": t, "reward": float(w and t == T - 1),
-                         "anchor_obs": "root" if t == 0 else f"r{i}-s{t}", "action": f"go{i}",
-                         "done": t == T - 1, "success": bool(w)})
+            rows.append(
+                {
+                    "group_id": "g",
+                    "traj_id": f"r{i}",
+                    "step_idx": t,
+                    "reward": float(w and t == T - 1),
+                    "anchor_obs": "root" if t == 0 else f"r{i}-s{t}",
+                    "action": f"go{i}",
+                    "done": t == T - 1,
+                    "success": bool(w),
+                }
+            )
     batch = crbc_viz.load_rollouts(write_jsonl(tmp_path / "tree.jsonl", rows))
     for beta in (1.0, 0.9):
         r = crbc_viz.score(batch, "crbc", beta=beta, backend="numpy")
-        mc = np.mean([beta ** T * w for T, w in zip(lengths, wins)])
+        mc = np.mean([beta**T * w for T, w in zip(lengths, wins)])
         assert r.value[0] == pytest.approx(mc, abs=1e-12)
 
 

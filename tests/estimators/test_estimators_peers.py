@@ -4,6 +4,7 @@ reductions / properties, numpy–torch parity on random graphs, and the registry
 Expected numbers are copied from ESTIMATORS.md §14 (and PGPO's Table 4, §6.5), never
 recomputed with the implementation's own sub-steps.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -26,6 +27,7 @@ TOL = 1e-4
 
 # ---------------------------------------------------------------- helpers
 
+
 @pytest.fixture(scope="module")
 def toy():
     return build_graph(load_rollouts(TOY))
@@ -43,9 +45,16 @@ def _traj(gid, tid, n, success, **per_step):
     """Rows of one trajectory; ``per_step`` maps a field to a list of n values."""
     rows = []
     for k in range(n):
-        row = {"group_id": gid, "traj_id": tid, "step_idx": k, "anchor_obs": f"{tid}-{k}",
-               "action": f"act{k}", "reward": 1.0 if (success and k == n - 1) else 0.0,
-               "done": k == n - 1, "success": success}
+        row = {
+            "group_id": gid,
+            "traj_id": tid,
+            "step_idx": k,
+            "anchor_obs": f"{tid}-{k}",
+            "action": f"act{k}",
+            "reward": 1.0 if (success and k == n - 1) else 0.0,
+            "done": k == n - 1,
+            "success": success,
+        }
         for f, vals in per_step.items():
             row[f] = vals[k]
         rows.append(row)
@@ -93,34 +102,51 @@ def random_batch(tmp_path, seed, *, groups=4, name=None):
                     break
                 s = int(rng.integers(0, n_states)) if stochastic else int(nxt[s, a])
             else:
-                outcome, done = False, False          # truncated: a failure
+                outcome, done = False, False  # truncated: a failure
             for k, (s_k, a_k) in enumerate(steps):
                 last = k == len(steps) - 1
                 reward = float(rng.choice([0.0, 0.0, 0.3]))
                 if last and outcome:
                     reward += 1.0
-                rows.append({"group_id": f"g{g}", "traj_id": f"t{t}", "step_idx": k,
-                             "anchor_obs": f"state {s_k}", "action": f"a{a_k}", "reward": reward,
-                             "done": bool(done and last), "success": outcome})
+                rows.append(
+                    {
+                        "group_id": f"g{g}",
+                        "traj_id": f"t{t}",
+                        "step_idx": k,
+                        "anchor_obs": f"state {s_k}",
+                        "action": f"a{a_k}",
+                        "reward": reward,
+                        "done": bool(done and last),
+                        "success": outcome,
+                    }
+                )
     return _batch(tmp_path, rows, name or f"rand{seed}.jsonl")
 
 
 # ---------------------------------------------------------------- §14.3 GiGPO
 
-GIGPO_AS_STD = {"t1": [0.9523, 0.8660, 0.5773], "t2": [-0.8638, -0.8660, 0.0],
-                "t3": [-0.8638, -1.1536, -0.8660, -1.1547],
-                "t4": [0.7752, 0.5324, 0.6211, 0.8660, 0.5773]}
-GIGPO_JOINT = {"t1": [1.8183, 1.7320, 1.4434], "t2": [-1.7298, -1.7320, -0.8660],
-               "t3": [-1.7298, -2.0196, -1.7320, -2.0207],
-               "t4": [1.6412, 1.3984, 1.4872, 1.7320, 1.4434]}
-GIGPO_AS_MEAN = {"t1": [0.4732, 0.4750, 0.3333], "t2": [-0.4293, -0.4750, 0.0],
-                 "t3": [-0.4293, -0.5866, -0.4750, -0.6667],
-                 "t4": [0.3853, 0.2707, 0.3159, 0.4750, 0.3333]}
+GIGPO_AS_STD = {
+    "t1": [0.9523, 0.8660, 0.5773],
+    "t2": [-0.8638, -0.8660, 0.0],
+    "t3": [-0.8638, -1.1536, -0.8660, -1.1547],
+    "t4": [0.7752, 0.5324, 0.6211, 0.8660, 0.5773],
+}
+GIGPO_JOINT = {
+    "t1": [1.8183, 1.7320, 1.4434],
+    "t2": [-1.7298, -1.7320, -0.8660],
+    "t3": [-1.7298, -2.0196, -1.7320, -2.0207],
+    "t4": [1.6412, 1.3984, 1.4872, 1.7320, 1.4434],
+}
+GIGPO_AS_MEAN = {
+    "t1": [0.4732, 0.4750, 0.3333],
+    "t2": [-0.4293, -0.4750, 0.0],
+    "t3": [-0.4293, -0.5866, -0.4750, -0.6667],
+    "t4": [0.3853, 0.2707, 0.3159, 0.4750, 0.3333],
+}
 
 
 def test_gigpo_spec_vector_mean_std_norm(toy):
-    r = score(toy, "gigpo", backend="numpy", gamma=0.95, mode="mean_std_norm",
-              episode_stats="trajectory")
+    r = score(toy, "gigpo", backend="numpy", gamma=0.95, mode="mean_std_norm", episode_stats="trajectory")
     for t in GIGPO_AS_STD:
         idx = _toy_steps(toy, t)
         np.testing.assert_allclose(r.credit[idx], GIGPO_AS_STD[t], atol=TOL)
@@ -137,7 +163,7 @@ def test_gigpo_spec_vector_mean_norm(toy):
 
 
 def test_gigpo_distinct_anchors_reduce_to_episode_term(tmp_path):
-    rows = (_traj("g", "a", 3, True) + _traj("g", "b", 2, False) + _traj("g", "c", 4, True))
+    rows = _traj("g", "a", 3, True) + _traj("g", "b", 2, False) + _traj("g", "c", 4, True)
     b = _batch(tmp_path, rows)
     for mode in ("mean_norm", "mean_std_norm"):
         r = score(b, "gigpo", backend="numpy", mode=mode, episode_stats="trajectory")
@@ -160,22 +186,39 @@ def test_gigpo_similarity_mode_merges_near_duplicates(tmp_path):
 
 # ---------------------------------------------------------------- §14.6 GRAFT
 
+
 def test_graft_spec_vector(toy):
     r = score(toy, "graft", backend="numpy", gamma=0.99, gae_lambda=0.95)
     V = dict(zip(toy.node_anchor_obs, r.node_value))
     for s, v in {"s0": 0.4815, "s1": 0.4900, "s2": 0.6600, "s3": 0.0, "s4": 0.4827}.items():
         assert V[s] == pytest.approx(v, abs=TOL)
     td = r.q_value - r.value
-    expect_td = {("s0", "a"): 0.0036, ("s0", "f"): -0.0036, ("s1", "b"): 0.1633,
-                 ("s1", "d"): -0.4900, ("s2", "c"): 0.3300, ("s2", "h"): -0.6600,
-                 ("s3", "e"): 0.0, ("s4", "g"): 0.0024, ("s4", "i"): -0.0048}
-    expect_z = {("s0", "a"): 0.8658, ("s0", "f"): -0.8658, ("s1", "b"): 0.5, ("s1", "d"): -1.5,
-                ("s2", "c"): 0.5773, ("s2", "h"): -1.1547, ("s3", "e"): 0.0,
-                ("s4", "g"): 0.5772, ("s4", "i"): -1.1544}
+    expect_td = {
+        ("s0", "a"): 0.0036,
+        ("s0", "f"): -0.0036,
+        ("s1", "b"): 0.1633,
+        ("s1", "d"): -0.4900,
+        ("s2", "c"): 0.3300,
+        ("s2", "h"): -0.6600,
+        ("s3", "e"): 0.0,
+        ("s4", "g"): 0.0024,
+        ("s4", "i"): -0.0048,
+    }
+    expect_z = {
+        ("s0", "a"): 0.8658,
+        ("s0", "f"): -0.8658,
+        ("s1", "b"): 0.5,
+        ("s1", "d"): -1.5,
+        ("s2", "c"): 0.5773,
+        ("s2", "h"): -1.1547,
+        ("s3", "e"): 0.0,
+        ("s4", "g"): 0.5772,
+        ("s4", "i"): -1.1544,
+    }
     for k in expect_td:
         assert _pair_value(toy, td, *k) == pytest.approx(expect_td[k], abs=TOL)
         assert _pair_value(toy, r.credit, *k) == pytest.approx(expect_z[k], abs=TOL)
-    np.testing.assert_array_equal(r.advantage, r.credit)      # no trajectory-level term
+    np.testing.assert_array_equal(r.advantage, r.credit)  # no trajectory-level term
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -207,10 +250,15 @@ def test_graft_singleton_rule(toy):
 
 # ---------------------------------------------------------------- §14.7 Gated-BEPO
 
+
 def test_gated_bepo_spec_vector(toy):
     r = score(toy, "gated_bepo", backend="numpy", gamma=0.98, gae_lambda=0.95)
-    gae = {"t1": [0.4392, 0.4642, 0.3267], "t2": [-0.4401, -0.4802, 0.0],
-           "t3": [-0.3911, -0.4126, -0.4482, -0.6533], "t4": [0.3630, 0.3974, 0.4368, 0.4642, 0.3267]}
+    gae = {
+        "t1": [0.4392, 0.4642, 0.3267],
+        "t2": [-0.4401, -0.4802, 0.0],
+        "t3": [-0.3911, -0.4126, -0.4482, -0.6533],
+        "t4": [0.3630, 0.3974, 0.4368, 0.4642, 0.3267],
+    }
     a_e = score(toy, "grpo", backend="numpy").advantage
     for t, v in gae.items():
         idx = _toy_steps(toy, t)
@@ -225,7 +273,8 @@ def test_gated_bepo_reductions(toy):
     a_e = score(toy, "grpo", backend="numpy").advantage
     np.testing.assert_allclose(score(toy, "gated_bepo", backend="numpy", rho=0.0).advantage, a_e)
     np.testing.assert_allclose(
-        score(toy, "gated_bepo", backend="numpy", min_successors=99, rho=1.0).advantage, a_e)
+        score(toy, "gated_bepo", backend="numpy", min_successors=99, rho=1.0).advantage, a_e
+    )
     r = score(toy, "gated_bepo", backend="numpy", rho=1.0, bellman_norm="none")
     on = np.flatnonzero(toy.node_anchor_obs[toy.step_node] != "s3")
     np.testing.assert_allclose(r.advantage[on], r.credit[on])
@@ -233,15 +282,19 @@ def test_gated_bepo_reductions(toy):
 
 # ---------------------------------------------------------------- §14.8 / §6.5 PGPO
 
+
 def test_pgpo_spec_vector(toy):
     r = score(toy, "pgpo", backend="numpy", eta=0.95, gamma=1.0)
     phi = dict(zip(toy.node_anchor_obs, r.node_value))
     for s, v in {"s0": 0.4293, "s1": 0.4750, "s2": 0.6667, "s3": 0.0, "s4": 0.5866}.items():
         assert phi[s] == pytest.approx(v, abs=TOL)
     assert r.diagnostics["task_gate_mean"] == pytest.approx(0.25)
-    final = {"t1": [0.7358, 0.9910, 0.7217], "t2": [-1.0803, -1.2410, 0.0],
-             "t3": [-0.6473, -1.2979, -0.7410, -1.4434],
-             "t4": [0.9917, 0.8211, 0.4768, 0.9910, 0.7217]}
+    final = {
+        "t1": [0.7358, 0.9910, 0.7217],
+        "t2": [-1.0803, -1.2410, 0.0],
+        "t3": [-0.6473, -1.2979, -0.7410, -1.4434],
+        "t4": [0.9917, 0.8211, 0.4768, 0.9910, 0.7217],
+    }
     for t, v in final.items():
         np.testing.assert_allclose(r.advantage[_toy_steps(toy, t)], v, atol=TOL)
 
@@ -254,18 +307,27 @@ def test_pgpo_table4_structure():
     delta = np.array([0.7009, -0.2002, -0.2358])
     w_aphi = np.array([0.7973, -0.6002, -0.6554])
     A = np.array([0.3324, -1.0650, -1.1202])
-    np.testing.assert_allclose(a_s + w_aphi, A, atol=2e-4)       # printed to 4 decimals
+    np.testing.assert_allclose(a_s + w_aphi, A, atol=2e-4)  # printed to 4 decimals
     slope = np.diff(w_aphi) / np.diff(delta)
     assert slope[0] == pytest.approx(slope[1], rel=2e-3)
 
 
 # ---------------------------------------------------------------- §14.9 RTMC
 
+
 def test_rtmc_spec_vector(toy):
     r = score(toy, "rtmc", backend="numpy", gamma=0.99, n_prior=2.0)
-    expect = {("s0", "a"): -0.0001, ("s0", "f"): -0.0098, ("s1", "b"): 0.1633, ("s1", "d"): -0.4967,
-              ("s2", "c"): 0.4000, ("s2", "h"): -0.6000, ("s3", "e"): -0.3333,
-              ("s4", "g"): -0.1000, ("s4", "i"): 0.3802}
+    expect = {
+        ("s0", "a"): -0.0001,
+        ("s0", "f"): -0.0098,
+        ("s1", "b"): 0.1633,
+        ("s1", "d"): -0.4967,
+        ("s2", "c"): 0.4000,
+        ("s2", "h"): -0.6000,
+        ("s3", "e"): -0.3333,
+        ("s4", "g"): -0.1000,
+        ("s4", "i"): 0.3802,
+    }
     for k, v in expect.items():
         assert _pair_value(toy, r.credit, *k) == pytest.approx(v, abs=TOL)
     np.testing.assert_array_equal(r.advantage, r.credit)
@@ -287,9 +349,11 @@ def test_rtmc_reductions(toy):
 
 # ---------------------------------------------------------------- §14.11 TRACE
 
+
 def _trace_batch(tmp_path):
-    rows = (_traj("q", "win", 4, True, gold_logprob=[-3.0, -2.0, -2.0, -0.5]) +
-            _traj("q", "lose", 3, False, gold_logprob=[-3.0, -3.5, -4.0]))
+    rows = _traj("q", "win", 4, True, gold_logprob=[-3.0, -2.0, -2.0, -0.5]) + _traj(
+        "q", "lose", 3, False, gold_logprob=[-3.0, -3.5, -4.0]
+    )
     return build_graph(_batch(tmp_path, rows))
 
 
@@ -313,17 +377,23 @@ def test_trace_k0_fills_only_the_last_transition(tmp_path):
 
 # ---------------------------------------------------------------- §14.12 AgentOPSD
 
+
 def _opsd_batch(tmp_path, use_pair=False):
     e = [0.5, -0.2, 2.0, 0.0]
     if use_pair:
-        main = _traj("q", "main", 4, True, teacher_logprob_sum=[x - 7.0 for x in e],
-                     student_logprob_sum=[-7.0] * 4)
+        main = _traj(
+            "q", "main", 4, True, teacher_logprob_sum=[x - 7.0 for x in e], student_logprob_sum=[-7.0] * 4
+        )
     else:
         main = _traj("q", "main", 4, True, turn_evidence=e)
     key = "teacher_logprob_sum" if use_pair else "turn_evidence"
     other = {key: [0.1, 0.2]} if not use_pair else {key: [0.0, 0.0], "student_logprob_sum": [0.0, 0.0]}
-    rows = (main + _traj("q", "b", 2, True, **other) + _traj("q", "c", 2, False, **other) +
-            _traj("q", "d", 2, False, **other))
+    rows = (
+        main
+        + _traj("q", "b", 2, True, **other)
+        + _traj("q", "c", 2, False, **other)
+        + _traj("q", "d", 2, False, **other)
+    )
     return build_graph(_batch(tmp_path, rows, f"opsd{int(use_pair)}.jsonl"))
 
 
@@ -340,27 +410,41 @@ def test_agentopsd_spec_vector(tmp_path, use_pair):
 
 
 def test_agentopsd_properties(tmp_path):
-    rows = (_traj("q", "a", 3, True, turn_evidence=[1.0, -2.0, 0.5]) +
-            _traj("q", "b", 1, False, turn_evidence=[3.0]) +
-            _traj("same", "c", 2, True, turn_evidence=[1.0, 1.0]) +
-            _traj("same", "d", 2, True, turn_evidence=[0.0, 2.0]))
+    rows = (
+        _traj("q", "a", 3, True, turn_evidence=[1.0, -2.0, 0.5])
+        + _traj("q", "b", 1, False, turn_evidence=[3.0])
+        + _traj("same", "c", 2, True, turn_evidence=[1.0, 1.0])
+        + _traj("same", "d", 2, True, turn_evidence=[0.0, 2.0])
+    )
     g = build_graph(_batch(tmp_path, rows))
     r = score(g, "agentopsd", backend="numpy")
     a_seq = score(g, "grpo", backend="numpy").advantage
     tid = g.batch.steps["traj_id"].to_numpy()
-    assert r.advantage[tid == "b"][0] == pytest.approx(a_seq[tid == "b"][0])   # one turn
-    np.testing.assert_array_equal(r.advantage[np.isin(tid, ["c", "d"])], 0.0)   # A_seq = 0
-    assert np.all(np.sign(r.advantage) == np.sign(a_seq))                      # sign kept
+    assert r.advantage[tid == "b"][0] == pytest.approx(a_seq[tid == "b"][0])  # one turn
+    np.testing.assert_array_equal(r.advantage[np.isin(tid, ["c", "d"])], 0.0)  # A_seq = 0
+    assert np.all(np.sign(r.advantage) == np.sign(a_seq))  # sign kept
 
 
 # ---------------------------------------------------------------- §14.13 IAPO
 
+
 def _iapo_rows(gid="svc"):
-    edges = [[{"to": 1, "type": "support"}, {"to": 3, "type": "support"},
-              {"to": 1, "type": "support"}],                                 # duplicate: once
-             [{"to": 3, "type": "support"}], [{"to": 3, "type": "failed"}], []]
-    sig = dict(num_tokens=[10, 20, 10, 20], influence_edges=edges,
-               is_error=[False, False, True, False], direct_inputs=[1, 0, 0, 0])
+    edges = [
+        [
+            {"to": 1, "type": "support"},
+            {"to": 3, "type": "support"},
+            {"to": 1, "type": "support"},
+        ],  # duplicate: once
+        [{"to": 3, "type": "support"}],
+        [{"to": 3, "type": "failed"}],
+        [],
+    ]
+    sig = dict(
+        num_tokens=[10, 20, 10, 20],
+        influence_edges=edges,
+        is_error=[False, False, True, False],
+        direct_inputs=[1, 0, 0, 0],
+    )
     return _traj(gid, "pos", 4, True, **sig) + _traj(gid, "neg", 4, False, **sig)
 
 
@@ -377,8 +461,7 @@ def test_iapo_spec_vector(tmp_path):
 def test_iapo_intermediate_features():
     from crbc_viz.estimators.iapo import influence_weights
 
-    w = influence_weights([10, 20, 10, 20], {(0, 1), (0, 3), (1, 3)}, {(2, 3)}, [0, 0, 1, 0],
-                          [1, 0, 0, 0])
+    w = influence_weights([10, 20, 10, 20], {(0, 1), (0, 3), (1, 3)}, {(2, 3)}, [0, 0, 1, 0], [1, 0, 0, 0])
     np.testing.assert_allclose(w["phi_pos"], [1.3863, 1.0986, 0.0, 1.0986], atol=TOL)
     np.testing.assert_allclose(w["phi_neg"], [0.0, 0.0, 1.0986, 0.0], atol=TOL)
     np.testing.assert_allclose(w["m_pos"], [1.0702, 1.0702, 0.6491, 1.0702], atol=TOL)
@@ -405,43 +488,48 @@ def test_iapo_mass_conservation_sign_and_uniform_fallback(seed):
 
 # ---------------------------------------------------------------- §14.14 ABC
 
+
 def _abc_graph(tmp_path):
-    rows = (_traj("q", "A", 4, True, judge_score=[1.8, 1.0, 0.2, 2.0]) +
-            _traj("q", "B", 3, False, judge_score=[1.0, 1.4, 0.0]))
+    rows = _traj("q", "A", 4, True, judge_score=[1.8, 1.0, 0.2, 2.0]) + _traj(
+        "q", "B", 3, False, judge_score=[1.0, 1.4, 0.0]
+    )
     return build_graph(_batch(tmp_path, rows))
 
 
 def test_abc_spec_vector(tmp_path):
     g = _abc_graph(tmp_path)
     r = score(g, "abc", backend="numpy", gamma=0.25)
-    np.testing.assert_allclose(r.credit[_toy_steps(g, "A")], [0.9140, -0.2816, -0.8234, 1.2494],
-                               atol=TOL)
+    np.testing.assert_allclose(r.credit[_toy_steps(g, "A")], [0.9140, -0.2816, -0.8234, 1.2494], atol=TOL)
     np.testing.assert_allclose(r.credit[_toy_steps(g, "B")], [-0.0497, 0.1041, -1.4008], atol=TOL)
     np.testing.assert_array_equal(r.advantage, r.credit)
     from crbc_viz.estimators.abc import sft_weight
 
-    np.testing.assert_allclose(sft_weight([1.8, 1.0, 0.2, 2.0]), [1.664, 1.0, 0.336, 1.7616],
-                               atol=TOL)
+    np.testing.assert_allclose(sft_weight([1.8, 1.0, 0.2, 2.0]), [1.664, 1.0, 0.336, 1.7616], atol=TOL)
 
 
 def test_abc_pooled_zscores_sum_to_zero(tmp_path):
     g = _abc_graph(tmp_path)
-    r = score(g, "abc", backend="numpy", gamma=0.0)     # γ = 0: A is the pooled z-score itself
+    r = score(g, "abc", backend="numpy", gamma=0.0)  # γ = 0: A is the pooled z-score itself
     assert r.credit.sum() == pytest.approx(0.0, abs=1e-12)
     assert np.std(r.credit, ddof=1) == pytest.approx(1.0, abs=1e-5)
 
 
 # ---------------------------------------------------------------- §14.15 TRCA
 
-RUBRIC = [{"id": "E1", "category": "evidence"}, {"id": "E2", "category": "evidence"},
-          {"id": "X1", "category": "execution"}, {"id": "I1", "category": "invalidity"}]
+RUBRIC = [
+    {"id": "E1", "category": "evidence"},
+    {"id": "E2", "category": "evidence"},
+    {"id": "X1", "category": "execution"},
+    {"id": "I1", "category": "invalidity"},
+]
 
 
 def test_trca_spec_vector(tmp_path):
     from crbc_viz.estimators.trca import rubric_rewards
 
-    rows = _traj("q", "a", 3, True, rubric_active=[["E1"], ["E1", "I1"], ["E2", "X1"]],
-                 rubric=[RUBRIC, None, None])
+    rows = _traj(
+        "q", "a", 3, True, rubric_active=[["E1"], ["E1", "I1"], ["E2", "X1"]], rubric=[RUBRIC, None, None]
+    )
     g = build_graph(_batch(tmp_path, rows))
     rF, rB, rT = rubric_rewards(g, lam=0.8)
     np.testing.assert_allclose(rF, [0.5, -0.5, 1.5], atol=TOL)
@@ -449,24 +537,25 @@ def test_trca_spec_vector(tmp_path):
     np.testing.assert_allclose(rT, [0.5, -0.1, 1.5], atol=TOL)
     # Completion-aware return with the env reward 1 on the last step, γ = 0.95.
     r = score(g, "trca", backend="numpy")
-    np.testing.assert_allclose(r.q_value, [0.5 - 0.095 + 0.9025 * 2.5, -0.1 + 0.95 * 2.5, 2.5],
-                               atol=TOL)
+    np.testing.assert_allclose(r.q_value, [0.5 - 0.095 + 0.9025 * 2.5, -0.1 + 0.95 * 2.5, 2.5], atol=TOL)
 
 
 def test_trca_coverage_pays_only_first_coverage(tmp_path):
     from crbc_viz.estimators.trca import rubric_rewards
 
-    rows = _traj("q", "a", 4, False, rubric_active=[["E1"], ["E1"], ["E1", "E2"], ["E2", "E1"]],
-                 rubric=[RUBRIC] * 4)
+    rows = _traj(
+        "q", "a", 4, False, rubric_active=[["E1"], ["E1"], ["E1", "E2"], ["E2", "E1"]], rubric=[RUBRIC] * 4
+    )
     rF, rB, _ = rubric_rewards(build_graph(_batch(tmp_path, rows)))
     np.testing.assert_allclose(rB, [0.5, 0.0, 0.5, 0.0])
     np.testing.assert_allclose(rF, [0.5, 0.5, 1.0, 1.0])
-    assert rB.sum() == pytest.approx(1.0)                # bounded: no re-farming
+    assert rB.sum() == pytest.approx(1.0)  # bounded: no re-farming
 
 
 def test_trca_combination_and_singletons(tmp_path):
-    rows = (_traj("q", "a", 2, True, rubric_active=[["E1"], []], rubric=[RUBRIC, None]) +
-            _traj("q", "b", 2, False, rubric_active=[[], ["I1"]]))
+    rows = _traj("q", "a", 2, True, rubric_active=[["E1"], []], rubric=[RUBRIC, None]) + _traj(
+        "q", "b", 2, False, rubric_active=[[], ["I1"]]
+    )
     for r_ in rows:
         r_["anchor_obs"] = f"s{r_['step_idx']}"
     g = build_graph(_batch(tmp_path, rows))
@@ -478,9 +567,17 @@ def test_trca_combination_and_singletons(tmp_path):
 
 # ---------------------------------------------------------------- signals: missing / bad
 
-@pytest.mark.parametrize("name,fields", [
-    ("trace", ["gold_logprob"]), ("agentopsd", ["turn_evidence"]), ("abc", ["judge_score"]),
-    ("trca", ["rubric_active", "rubric"]), ("iapo", ["influence_edges", "is_error", "num_tokens"])])
+
+@pytest.mark.parametrize(
+    "name,fields",
+    [
+        ("trace", ["gold_logprob"]),
+        ("agentopsd", ["turn_evidence"]),
+        ("abc", ["judge_score"]),
+        ("trca", ["rubric_active", "rubric"]),
+        ("iapo", ["influence_edges", "is_error", "num_tokens"]),
+    ],
+)
 def test_missing_signal_raises(toy, name, fields):
     assert list(get(name).requires) == fields
     with pytest.raises(MissingSignalError) as ei:
@@ -488,44 +585,77 @@ def test_missing_signal_raises(toy, name, fields):
     assert ei.value.estimator == name and set(ei.value.fields) <= set(fields)
 
 
-@pytest.mark.parametrize("name,field,bad", [
-    ("trace", "gold_logprob", 0.5), ("abc", "judge_score", 2.5), ("abc", "judge_score", None),
-    ("agentopsd", "turn_evidence", "x"), ("iapo", "num_tokens", 0), ("iapo", "is_error", "maybe"),
-    ("trca", "rubric_active", ["NOPE"])])
+@pytest.mark.parametrize(
+    "name,field,bad",
+    [
+        ("trace", "gold_logprob", 0.5),
+        ("abc", "judge_score", 2.5),
+        ("abc", "judge_score", None),
+        ("agentopsd", "turn_evidence", "x"),
+        ("iapo", "num_tokens", 0),
+        ("iapo", "is_error", "maybe"),
+        ("trca", "rubric_active", ["NOPE"]),
+    ],
+)
 def test_bad_signal_value_names_field_and_step(tmp_path, name, field, bad):
-    base = {"trace": dict(gold_logprob=[-1.0, -0.5, -0.2]), "abc": dict(judge_score=[1.0, 1.2, 0.4]),
-            "agentopsd": dict(turn_evidence=[0.1, 0.2, 0.3]),
-            "iapo": dict(num_tokens=[5, 5, 5], is_error=[False] * 3, influence_edges=[[], [], []]),
-            "trca": dict(rubric_active=[[], [], []], rubric=[RUBRIC, None, None])}[name]
+    base = {
+        "trace": dict(gold_logprob=[-1.0, -0.5, -0.2]),
+        "abc": dict(judge_score=[1.0, 1.2, 0.4]),
+        "agentopsd": dict(turn_evidence=[0.1, 0.2, 0.3]),
+        "iapo": dict(num_tokens=[5, 5, 5], is_error=[False] * 3, influence_edges=[[], [], []]),
+        "trca": dict(rubric_active=[[], [], []], rubric=[RUBRIC, None, None]),
+    }[name]
     base = {k: list(v) for k, v in base.items()}
     base[field][1] = bad
-    rows = _traj("grp", "tx", 3, True, **base) + _traj("grp", "ty", 3, False, **{
-        k: list(v) if k != field else [v[0]] * 3 for k, v in base.items()})
+    rows = _traj("grp", "tx", 3, True, **base) + _traj(
+        "grp", "ty", 3, False, **{k: list(v) if k != field else [v[0]] * 3 for k, v in base.items()}
+    )
     g = build_graph(_batch(tmp_path, rows))
     with pytest.raises(ValueError, match=rf"{field}.*traj 'tx', step 1"):
         score(g, name, backend="numpy")
 
 
 def test_iapo_failed_edge_needs_error_flag(tmp_path):
-    rows = _traj("g", "t", 2, True, num_tokens=[3, 3], is_error=[False, False],
-                 influence_edges=[[{"to": 1, "type": "failed"}], []])
+    rows = _traj(
+        "g",
+        "t",
+        2,
+        True,
+        num_tokens=[3, 3],
+        is_error=[False, False],
+        influence_edges=[[{"to": 1, "type": "failed"}], []],
+    )
     with pytest.raises(ValueError, match="is_error"):
         score(_batch(tmp_path, rows), "iapo", backend="numpy")
 
 
 # ---------------------------------------------------------------- parity numpy ↔ torch
 
+
 def _devices():
     torch = pytest.importorskip("torch")
     devs = [pytest.param("cpu", id="cpu")]
-    devs.append(pytest.param("cuda", id="cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(
-        not torch.cuda.is_available(), reason="torch sees no CUDA device on this machine")]))
+    devs.append(
+        pytest.param(
+            "cuda",
+            id="cuda",
+            marks=[
+                pytest.mark.cuda,
+                pytest.mark.skipif(
+                    not torch.cuda.is_available(), reason="torch sees no CUDA device on this machine"
+                ),
+            ],
+        )
+    )
     return devs
 
 
 PARITY_PARAMS = {
-    "gigpo": [{}, {"mode": "mean_std_norm", "episode_stats": "trajectory", "gamma": 0.8},
-              {"step_reward": "outcome"}],
+    "gigpo": [
+        {},
+        {"mode": "mean_std_norm", "episode_stats": "trajectory", "gamma": 0.8},
+        {"step_reward": "outcome"},
+    ],
     "rtmc": [{}, {"normalize": True, "n_prior": 0.5}],
     "graft": [{}, {"gae_lambda": 0.0, "singleton": "zero"}, {"normalize": False, "gamma": 0.9}],
     "gated_bepo": [{}, {"bellman_norm": "none", "rho": 0.3}],
@@ -547,11 +677,13 @@ def test_numpy_torch_parity_on_random_graphs(tmp_path, name, device):
                 if x is None:
                     assert y is None, f
                     continue
-                np.testing.assert_allclose(y, x, atol=1e-9, rtol=0, equal_nan=True,
-                                           err_msg=f"{name} {kw} seed {seed} field {f}")
+                np.testing.assert_allclose(
+                    y, x, atol=1e-9, rtol=0, equal_nan=True, err_msg=f"{name} {kw} seed {seed} field {f}"
+                )
 
 
 # ---------------------------------------------------------------- registry and sample
+
 
 def test_registry_has_all_fourteen():
     assert set(names()) == {"grpo", "crbc", "visit_local", "shortest_path", *PEERS}
@@ -563,9 +695,11 @@ def test_registry_has_all_fourteen():
         assert dataclasses.is_dataclass(spec.params_cls)
         infos = param_infos(spec.params_cls)
         assert all(i.help for i in infos), n
-        fn_defaults = {k: v.default for k, v in
-                       __import__("inspect").signature(spec.fn).parameters.items()
-                       if v.kind == v.KEYWORD_ONLY}
+        fn_defaults = {
+            k: v.default
+            for k, v in __import__("inspect").signature(spec.fn).parameters.items()
+            if v.kind == v.KEYWORD_ONLY
+        }
         assert fn_defaults == {i.name: i.default for i in infos}, n
     for n in GRAPH_WIDE:
         assert "torch" in registry.backends(get(n)), n

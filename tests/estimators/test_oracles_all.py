@@ -15,6 +15,7 @@ tests/backends/test_parity.py.
 The regression tests at the end pin issue 13's four estimator readings with numbers
 computed by hand from the spec (the arithmetic is written next to them).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -41,31 +42,37 @@ INF = math.inf
 
 # ================================================================ generated groups
 
+
 @dataclasses.dataclass
 class Traj:
     """One rollout as plain lists (one entry per step)."""
+
     obs: list
     act: list
     rew: list
-    success: bool                 # the truth: truncated => False
-    logged_success: object        # True / False / None (field absent)
+    success: bool  # the truth: truncated => False
+    logged_success: object  # True / False / None (field absent)
     truncated: bool = False
-    ell: list = None              # TRACE gold log-probs
-    ev: list = None               # AgentOPSD turn evidence
-    judge: list = None            # ABC judge scores
-    active: list = None           # TRCA active rubric ids per step
-    edges: list = None            # IAPO: per step a list of {"to", "type"}
-    err: list = None              # IAPO error flags
-    ntok: list = None             # IAPO token lengths
-    direct: list = None           # IAPO direct user inputs
+    ell: list = None  # TRACE gold log-probs
+    ev: list = None  # AgentOPSD turn evidence
+    judge: list = None  # ABC judge scores
+    active: list = None  # TRCA active rubric ids per step
+    edges: list = None  # IAPO: per step a list of {"to", "type"}
+    err: list = None  # IAPO error flags
+    ntok: list = None  # IAPO token lengths
+    direct: list = None  # IAPO direct user inputs
 
     @property
     def ret(self) -> float:
         return float(sum(self.rew))
 
 
-RUBRIC = [{"id": "E1", "category": "evidence"}, {"id": "E2", "category": "evidence"},
-          {"id": "X1", "category": "execution"}, {"id": "I1", "category": "invalidity"}]
+RUBRIC = [
+    {"id": "E1", "category": "evidence"},
+    {"id": "E2", "category": "evidence"},
+    {"id": "X1", "category": "execution"},
+    {"id": "I1", "category": "invalidity"},
+]
 
 
 def _signals(rng: random.Random, tr: Traj) -> Traj:
@@ -86,7 +93,7 @@ def _signals(rng: random.Random, tr: Traj) -> Traj:
             if tr.err[k] and rng.random() < 0.4:
                 out.append({"to": j, "type": "failed"})
         if out and rng.random() < 0.3:
-            out.append(dict(out[0]))          # a duplicate edge counts once
+            out.append(dict(out[0]))  # a duplicate edge counts once
         tr.edges.append(out)
     return tr
 
@@ -99,10 +106,11 @@ def _traj(rng, obs, act, success, *, truncated=False, logged=True, rew=None, win
             rew[-1] = win
         for k in range(n):
             if rng.random() < 0.2:
-                rew[k] -= 0.1                 # verl-agent's invalid-action penalty
+                rew[k] -= 0.1  # verl-agent's invalid-action penalty
     logged_success = None if (truncated or not logged) else success
-    return _signals(rng, Traj(list(obs), list(act), list(rew), success and not truncated,
-                              logged_success, truncated))
+    return _signals(
+        rng, Traj(list(obs), list(act), list(rew), success and not truncated, logged_success, truncated)
+    )
 
 
 def _random_group(rng, num_trajs, pool, actions, max_len):
@@ -117,7 +125,7 @@ def _random_group(rng, num_trajs, pool, actions, max_len):
         success = rng.random() < 0.5
         tr = _traj(rng, obs, act, success)
         if not success and rng.random() < 0.4:
-            tr.rew[-1] += 0.5                 # a WebShop-style partial score: r_final > 0, no success
+            tr.rew[-1] += 0.5  # a WebShop-style partial score: r_final > 0, no success
         trajs.append(tr)
     return trajs
 
@@ -126,42 +134,77 @@ def make_groups(seed: int = 13):
     rng = random.Random(seed)
     groups = []
     # §14.1's toy group (binary rewards).
-    toy = [("s0 s1 s2".split(), "a b c".split(), True), ("s0 s1 s3".split(), "a d e".split(), False),
-           ("s0 s4 s1 s2".split(), "f g b h".split(), False),
-           ("s0 s4 s4 s1 s2".split(), "f i g b c".split(), True)]
-    groups.append(("toy", [_traj(rng, o, a, s, win=1.0, rew=[0.0] * (len(o) - 1) + [float(s)])
-                           for o, a, s in toy]))
+    toy = [
+        ("s0 s1 s2".split(), "a b c".split(), True),
+        ("s0 s1 s3".split(), "a d e".split(), False),
+        ("s0 s4 s1 s2".split(), "f g b h".split(), False),
+        ("s0 s4 s4 s1 s2".split(), "f i g b c".split(), True),
+    ]
+    groups.append(
+        ("toy", [_traj(rng, o, a, s, win=1.0, rew=[0.0] * (len(o) - 1) + [float(s)]) for o, a, s in toy])
+    )
     # Random groups over a few anchors: cycles, self-loops, revisits, shared anchors.
     for g in range(4):
         pool = [f"room {k}" for k in range(rng.randint(3, 5))]
-        groups.append((f"rand{g}", _random_group(rng, rng.randint(3, 6), pool,
-                                                 ["north", "south", "take", "wait"], 6)))
+        groups.append(
+            (f"rand{g}", _random_group(rng, rng.randint(3, 6), pool, ["north", "south", "take", "wait"], 6))
+        )
     # Long trajectories that cycle through a few anchors many times.
     groups.append(("long", _random_group(rng, 8, [f"cell {k}" for k in range(6)], ["l", "r", "s"], 30)))
     # A truncated trajectory without a success field, with a positive reward sum (and a
     # positive last reward): it is a failure.
     trunc = _random_group(rng, 3, ["hall", "cellar", "attic"], ["go", "look"], 5)
-    tr = _traj(rng, ["hall", "cellar", "cellar", "hall", "attic"], ["go", "look", "go", "go", "look"],
-               False, truncated=True, rew=[0.0, 1.0, 0.0, 0.0, 0.5])
+    tr = _traj(
+        rng,
+        ["hall", "cellar", "cellar", "hall", "attic"],
+        ["go", "look", "go", "go", "look"],
+        False,
+        truncated=True,
+        rew=[0.0, 1.0, 0.0, 0.0, 0.5],
+    )
     groups.append(("trunc", trunc + [tr]))
     # One rollout (a success with a self-loop and a cycle).
     groups.append(("one", [_traj(rng, ["a", "b", "b", "a", "c"], ["x", "y", "y", "z", "x"], True)]))
     # All success / all failure (different lengths, shared anchors).
     # (These two reuse rand0's group_id in another train step / run: separate groups.)
-    groups.append(("oracle/1/rand0", [_traj(rng, o, a, True) for o, a in
-                              [(["p", "q"], ["u", "v"]), (["p", "p", "q"], ["w", "u", "v"]),
-                               (["p", "r", "q"], ["u", "u", "v"])]]))
-    groups.append(("runB/0/rand0", [_traj(rng, ["p", "q", "p"], ["u", "v", "u"], False),
-                               _traj(rng, ["p", "q"], ["w", "v"], False, logged=False),
-                               _traj(rng, ["p", "r", "r"], ["u", "w", "w"], False, truncated=True,
-                                     rew=[0.0, 0.0, 0.0])]))
+    groups.append(
+        (
+            "oracle/1/rand0",
+            [
+                _traj(rng, o, a, True)
+                for o, a in [
+                    (["p", "q"], ["u", "v"]),
+                    (["p", "p", "q"], ["w", "u", "v"]),
+                    (["p", "r", "q"], ["u", "u", "v"]),
+                ]
+            ],
+        )
+    )
+    groups.append(
+        (
+            "runB/0/rand0",
+            [
+                _traj(rng, ["p", "q", "p"], ["u", "v", "u"], False),
+                _traj(rng, ["p", "q"], ["w", "v"], False, logged=False),
+                _traj(rng, ["p", "r", "r"], ["u", "w", "w"], False, truncated=True, rew=[0.0, 0.0, 0.0]),
+            ],
+        )
+    )
     # Near-duplicate texts (similarity mode); "tide" before "diet" where ratio() is not
     # symmetric: ratio("diet", "tide") = 0.5, ratio("tide", "diet") = 0.25.
     kitchen = "You are in the kitchen. A fridge is here"
-    sim_obs = [[kitchen + ".", "tide", kitchen + "!"], [kitchen + "!", "diet"],
-               ["tide", kitchen + ".", "diet", "tide"], [kitchen + "?", "dirt"]]
-    groups.append(("sim", [_traj(rng, o, [rng.choice(["open", "close"]) for _ in o], rng.random() < 0.5)
-                           for o in sim_obs]))
+    sim_obs = [
+        [kitchen + ".", "tide", kitchen + "!"],
+        [kitchen + "!", "diet"],
+        ["tide", kitchen + ".", "diet", "tide"],
+        [kitchen + "?", "dirt"],
+    ]
+    groups.append(
+        (
+            "sim",
+            [_traj(rng, o, [rng.choice(["open", "close"]) for _ in o], rng.random() < 0.5) for o in sim_obs],
+        )
+    )
     # A group where every judge score is equal (ABC's zero-variance pool).
     flat = _random_group(rng, 3, ["u1", "u2"], ["k", "l"], 4)
     for tr in flat:
@@ -186,13 +229,26 @@ def rows_of(groups, *, with_success_everywhere=False):
             n = len(tr.obs)
             for k in range(n):
                 run, step, gid = group_key(gname)
-                row = {"run_id": run, "train_step": step, "group_id": gid, "traj_id": f"t{i}",
-                       "step_idx": k, "reward": tr.rew[k], "action": tr.act[k],
-                       "anchor_obs": tr.obs[k], "done": (k == n - 1) and not tr.truncated,
-                       "gold_logprob": tr.ell[k], "turn_evidence": tr.ev[k],
-                       "judge_score": tr.judge[k], "rubric_active": tr.active[k], "rubric": RUBRIC,
-                       "influence_edges": tr.edges[k], "is_error": tr.err[k],
-                       "num_tokens": tr.ntok[k], "direct_inputs": tr.direct[k]}
+                row = {
+                    "run_id": run,
+                    "train_step": step,
+                    "group_id": gid,
+                    "traj_id": f"t{i}",
+                    "step_idx": k,
+                    "reward": tr.rew[k],
+                    "action": tr.act[k],
+                    "anchor_obs": tr.obs[k],
+                    "done": (k == n - 1) and not tr.truncated,
+                    "gold_logprob": tr.ell[k],
+                    "turn_evidence": tr.ev[k],
+                    "judge_score": tr.judge[k],
+                    "rubric_active": tr.active[k],
+                    "rubric": RUBRIC,
+                    "influence_edges": tr.edges[k],
+                    "is_error": tr.err[k],
+                    "num_tokens": tr.ntok[k],
+                    "direct_inputs": tr.direct[k],
+                }
                 succ = tr.success if with_success_everywhere else tr.logged_success
                 if succ is not None:
                     row["success"] = succ
@@ -209,21 +265,27 @@ def batch_of(groups) -> RolloutBatch:
     steps["anchor_key"] = steps["anchor_obs"]
     steps["success"] = steps["success"].astype(object).where(steps["success"].notna(), None)
     hashes: dict[str, int] = {}
-    step_hash = np.array([hashes.setdefault(o, len(hashes) + 1) for o in steps["anchor_obs"]],
-                         dtype=np.uint64)
+    step_hash = np.array(
+        [hashes.setdefault(o, len(hashes) + 1) for o in steps["anchor_obs"]], dtype=np.uint64
+    )
     trajs = [tr for _, ts in groups for tr in ts]
     lens = np.array([len(tr.obs) for tr in trajs], dtype=np.int64)
     traj_group = np.repeat(np.arange(len(groups)), [len(ts) for _, ts in groups]).astype(np.int64)
     return RolloutBatch(
-        steps=steps, step_traj=np.repeat(np.arange(len(trajs)), lens), step_anchor_hash=step_hash,
-        traj_offsets=np.r_[0, np.cumsum(lens)].astype(np.int64), traj_group=traj_group,
+        steps=steps,
+        step_traj=np.repeat(np.arange(len(trajs)), lens),
+        step_anchor_hash=step_hash,
+        traj_offsets=np.r_[0, np.cumsum(lens)].astype(np.int64),
+        traj_group=traj_group,
         traj_success=np.array([tr.success for tr in trajs], dtype=bool),
         traj_truncated=np.array([tr.truncated for tr in trajs], dtype=bool),
         traj_return=np.array([tr.ret for tr in trajs], dtype=np.float64),
         group_traj_offsets=np.r_[0, np.cumsum([len(ts) for _, ts in groups])].astype(np.int64),
-        groups=pd.DataFrame([dict(zip(("run_id", "train_step", "group_id"), group_key(g)))
-                             for g, _ in groups]),
-        source="<oracle>")
+        groups=pd.DataFrame(
+            [dict(zip(("run_id", "train_step", "group_id"), group_key(g))) for g, _ in groups]
+        ),
+        source="<oracle>",
+    )
 
 
 GROUPS = make_groups()
@@ -235,6 +297,7 @@ def graph():
 
 
 # ================================================================ plain-Python statistics
+
 
 def mean(xs):
     return sum(xs) / len(xs)
@@ -278,8 +341,10 @@ def episode_adv(trajs, *, norm="std", ddof=1, eps=1e-6, stats="trajectory", kind
         m, s = 0.0, 1.0
     else:
         m, s = mean(rows), std(rows, ddof)
-    return [(outcome_of(tr, kind) - m) if norm == "mean" else (outcome_of(tr, kind) - m) / (s + eps)
-            for tr in trajs]
+    return [
+        (outcome_of(tr, kind) - m) if norm == "mean" else (outcome_of(tr, kind) - m) / (s + eps)
+        for tr in trajs
+    ]
 
 
 def pooled_step_result(trajs, pool_of, R, a_s, a_e, w):
@@ -315,8 +380,12 @@ def transitions(trajs):
     out = []
     for tr in trajs:
         n = len(tr.obs)
-        out.append([(tr.obs[k], tr.act[k],
-                     tr.obs[k + 1] if k + 1 < n else ("+" if tr.success else "-")) for k in range(n)])
+        out.append(
+            [
+                (tr.obs[k], tr.act[k], tr.obs[k + 1] if k + 1 < n else ("+" if tr.success else "-"))
+                for k in range(n)
+            ]
+        )
     return out
 
 
@@ -348,13 +417,15 @@ def mean_backup_V(trajs, gamma):
 # Each returns {"credit": [...], "advantage": [...], optional "value", "q_value"} per
 # step in batch order (group by group, trajectory by trajectory).
 
+
 def per_group(fn):
     def run(groups=None, **p):
         out = defaultdict(list)
-        for _, trajs in (GROUPS if groups is None else groups):
+        for _, trajs in GROUPS if groups is None else groups:
             for k, v in fn(trajs, **p).items():
                 out[k] += v
         return out
+
     return run
 
 
@@ -379,9 +450,12 @@ def _closure(trajs, beta, depth, sigma_min, w_group, w_step, min_actions):
     for (s, a, x), c in N_sax.items():
         succ[s, a].append((x, c))
 
-    def backup(V):                                  # (B V)(s,a) = β Σ_x P(x|s,a) V(x)
-        return {(s, a): beta * sum(c / N_sa[s, a] * (1.0 if x == "+" else 0.0 if x == "-" else V[x])
-                                   for x, c in succ[s, a]) for (s, a) in pairs}
+    def backup(V):  # (B V)(s,a) = β Σ_x P(x|s,a) V(x)
+        return {
+            (s, a): beta
+            * sum(c / N_sa[s, a] * (1.0 if x == "+" else 0.0 if x == "-" else V[x]) for x, c in succ[s, a])
+            for (s, a) in pairs
+        }
 
     if depth == INF:
         idx = {s: i for i, s in enumerate(states)}
@@ -389,7 +463,7 @@ def _closure(trajs, beta, depth, sigma_min, w_group, w_step, min_actions):
         A = [[Fraction(int(i == j)) for j in range(len(states))] for i in range(len(states))]
         rhs = [Fraction(0)] * len(states)
         for (s, a, x), c in N_sax.items():
-            w = Fraction(N_sa[s, a], N_s[s]) * Fraction(c, N_sa[s, a])   # μ(a|s) P(x|s,a)
+            w = Fraction(N_sa[s, a], N_s[s]) * Fraction(c, N_sa[s, a])  # μ(a|s) P(x|s,a)
             if x == "+":
                 rhs[idx[s]] += bF * w
             elif x != "-":
@@ -397,7 +471,7 @@ def _closure(trajs, beta, depth, sigma_min, w_group, w_step, min_actions):
         V = dict(zip(states, (float(v) for v in solve_exact(A, rhs))))
         Q = backup(V)
     else:
-        G = defaultdict(list)                       # G_{i,t} = β^(T−t+1) R (1-indexed t)
+        G = defaultdict(list)  # G_{i,t} = β^(T−t+1) R (1-indexed t)
         Gs = defaultdict(list)
         for tr in trajs:
             T = len(tr.obs)
@@ -411,11 +485,15 @@ def _closure(trajs, beta, depth, sigma_min, w_group, w_step, min_actions):
             Q = backup(V)
             V = {s: sum(N_sa[s2, a] / N_s[s] * Q[s2, a] for (s2, a) in pairs if s2 == s) for s in states}
     adv_pair = {(s, a): Q[s, a] - V[s] for (s, a) in pairs}
-    sigma = {s: math.sqrt(sum(N_sa[s2, a] / N_s[s] * adv_pair[s2, a] ** 2 for (s2, a) in pairs if s2 == s))
-             for s in states}
+    sigma = {
+        s: math.sqrt(sum(N_sa[s2, a] / N_s[s] * adv_pair[s2, a] ** 2 for (s2, a) in pairs if s2 == s))
+        for s in states
+    }
     n_actions = {s: len({a for (s2, a) in pairs if s2 == s}) for s in states}
-    cred = {(s, a): (adv_pair[s, a] / max(sigma[s], sigma_min) if n_actions[s] >= min_actions else 0.0)
-            for (s, a) in pairs}
+    cred = {
+        (s, a): (adv_pair[s, a] / max(sigma[s], sigma_min) if n_actions[s] >= min_actions else 0.0)
+        for (s, a) in pairs
+    }
     a_g = episode_adv(trajs)
     out = defaultdict(list)
     for i, tr in enumerate(trajs):
@@ -465,7 +543,7 @@ def o_shortest_path(trajs, omega, r_succ, exponent, ddof, eps, w_graph, w_group)
     z = {}
     for s, members in by_src.items():
         z.update(zscore_members(members, ddof, eps))
-    a_e = episode_adv(trajs)                       # verl-agent's A^E: ddof 1, eps 1e-6
+    a_e = episode_adv(trajs)  # verl-agent's A^E: ddof 1, eps 1e-6
     out = defaultdict(list)
     for i, tr in enumerate(trs):
         for t, (s, _, x) in enumerate(tr):
@@ -501,8 +579,9 @@ def gigpo_clusters(trajs, similarity, thresh):
 
 
 @per_group
-def o_gigpo(trajs, gamma, omega, mode, episode_stats, eps, step_reward, outcome, similarity,
-            similarity_thresh):
+def o_gigpo(
+    trajs, gamma, omega, mode, episode_stats, eps, step_reward, outcome, similarity, similarity_thresh
+):
     norm = "mean" if mode == "mean_norm" else "std"
     a_e = episode_adv(trajs, norm=norm, ddof=1, eps=eps, stats=episode_stats, kind=outcome)
     R = {}
@@ -548,9 +627,12 @@ def o_rtmc(trajs, gamma, n_prior, normalize, norm_eps, outcome):
         sd = std(A, 0)
         if sd > norm_eps:
             adv = [x / sd for x in A]
-    return {"value": [Vp[s] for tr in trajs for s in tr.obs],
-            "q_value": [Q[s, a] for tr in trajs for s, a in zip(tr.obs, tr.act)],
-            "credit": A, "advantage": adv}
+    return {
+        "value": [Vp[s] for tr in trajs for s in tr.obs],
+        "q_value": [Q[s, a] for tr in trajs for s, a in zip(tr.obs, tr.act)],
+        "credit": A,
+        "advantage": adv,
+    }
 
 
 @per_group
@@ -559,7 +641,7 @@ def o_graft(trajs, gamma, gae_lambda, normalize, ddof, eps, singleton):
     V = mean_backup_V(trajs, gamma)
     trs = transitions(trajs)
     td = {(i, t): gamma * V[x] - V[s] for i, tr in enumerate(trs) for t, (s, _, x) in enumerate(tr)}
-    occ = defaultdict(list)                         # raw edge instances by source
+    occ = defaultdict(list)  # raw edge instances by source
     for i, tr in enumerate(trs):
         for t, (s, _, x) in enumerate(tr):
             occ[s].append((i, t, x))
@@ -568,7 +650,7 @@ def o_graft(trajs, gamma, gae_lambda, normalize, ddof, eps, singleton):
         T = len(tr)
         for t, (s, _, x) in enumerate(tr):
             bonus, frontier = 0.0, ({x} if x not in ("+", "-") else set())
-            for k in range(1, T - t):               # k = 1 .. T − t (1-indexed t)
+            for k in range(1, T - t):  # k = 1 .. T − t (1-indexed t)
                 inst = [e for u in frontier for e in occ[u]]
                 if inst:
                     bonus += (gamma * gae_lambda) ** k * mean([td[e[0], e[1]] for e in inst])
@@ -588,9 +670,12 @@ def o_graft(trajs, gamma, gae_lambda, normalize, ddof, eps, singleton):
     else:
         a_hat = gae
     keys = [(i, t) for i, tr in enumerate(trs) for t in range(len(tr))]
-    return {"value": [V[s] for tr in trs for s, _, _ in tr],
-            "q_value": [gamma * V[x] for tr in trs for _, _, x in tr],
-            "credit": [a_hat[k] for k in keys], "advantage": [a_hat[k] for k in keys]}
+    return {
+        "value": [V[s] for tr in trs for s, _, _ in tr],
+        "q_value": [gamma * V[x] for tr in trs for _, _, x in tr],
+        "credit": [a_hat[k] for k in keys],
+        "advantage": [a_hat[k] for k in keys],
+    }
 
 
 @per_group
@@ -654,7 +739,7 @@ def o_pgpo(trajs, eta, gamma, alpha, beta, eps, ddof, potential, step_reward):
     for s, ks in visits.items():
         a_s.update(zscore_members({k: R[k] for k in ks}, ddof, eps))
         a_phi.update(zscore_members({k: delta[k] for k in ks}, ddof, eps))
-    p_succ = sum(1 for v in r_final if v > 0) / len(trajs)       # Eq. 9: r_final > 0
+    p_succ = sum(1 for v in r_final if v > 0) / len(trajs)  # Eq. 9: r_final > 0
     w = beta * (1 - p_succ) ** alpha
     keys = [(i, t) for i, tr in enumerate(trajs) for t in range(len(tr.obs))]
     adv = [a_s[k] + w * a_phi[k] for k in keys]
@@ -670,14 +755,14 @@ def o_trace(trajs, w_out, w_turn, K, gamma, gap_eps, terminal_scale, terminal_di
     for i, tr in enumerate(trajs):
         d = [-l + gap_eps for l in tr.ell]
         V = [math.log(d[0] / dt) for dt in d]
-        T = len(d) - 1                                 # transitions
+        T = len(d) - 1  # transitions
         delta = [V[t + 1] - V[t] for t in range(T)]
         r = []
         for t in range(T):
             if K > 0:
                 e = min(t + K - 1, T - 1)
-                num = sum(gamma ** j * delta[t + j] for j in range(e - t + 1))
-                den = sum(gamma ** j for j in range(e - t + 1))
+                num = sum(gamma**j * delta[t + j] for j in range(e - t + 1))
+                den = sum(gamma**j for j in range(e - t + 1))
                 local, fill = num / den, e == T - 1
             else:
                 local, fill = 0.0, t == T - 1
@@ -719,8 +804,11 @@ def o_agentopsd(trajs, gamma, b, lam, eps0, ddof, eps):
 
 @per_group
 def o_abc(trajs, gamma, pool, ddof, eps, w_outcome):
-    pools = ([{(i, t): s for i, tr in enumerate(trajs) for t, s in enumerate(tr.judge)}] if pool == "group"
-             else [{(i, t): s for t, s in enumerate(tr.judge)} for i, tr in enumerate(trajs)])
+    pools = (
+        [{(i, t): s for i, tr in enumerate(trajs) for t, s in enumerate(tr.judge)}]
+        if pool == "group"
+        else [{(i, t): s for t, s in enumerate(tr.judge)} for i, tr in enumerate(trajs)]
+    )
     r_hat = {}
     for p in pools:
         r_hat.update(zscore_members(p, ddof, eps))
@@ -744,9 +832,8 @@ def o_trca(trajs, lam, gamma, r_evidence, r_execution, r_invalidity, ddof, eps, 
     for i, tr in enumerate(trajs):
         covered, phi_prev, total = set(), 0.0, []
         for t, act in enumerate(tr.active):
-            rF = sum((-abs(mag[cat[j]]) if cat[j] == "invalidity" else mag[cat[j]]) / M[cat[j]]
-                     for j in act)
-            covered |= {j for j in act if cat[j] != "invalidity"}          # C_{t,j} = max_{u≤t} O
+            rF = sum((-abs(mag[cat[j]]) if cat[j] == "invalidity" else mag[cat[j]]) / M[cat[j]] for j in act)
+            covered |= {j for j in act if cat[j] != "invalidity"}  # C_{t,j} = max_{u≤t} O
             phi_t = sum(mag[cat[j]] / M[cat[j]] for j in covered)
             rB = phi_t - phi_prev
             phi_prev = phi_t
@@ -797,10 +884,22 @@ def o_iapo(trajs, beta_pos, clip, eps, ddof, adv_eps):
     return out
 
 
-ORACLES = {"grpo": o_grpo, "crbc": o_crbc, "visit_local": o_visit_local,
-           "shortest_path": o_shortest_path, "gigpo": o_gigpo, "rtmc": o_rtmc, "graft": o_graft,
-           "gated_bepo": o_gated_bepo, "pgpo": o_pgpo, "trace": o_trace, "agentopsd": o_agentopsd,
-           "abc": o_abc, "trca": o_trca, "iapo": o_iapo}
+ORACLES = {
+    "grpo": o_grpo,
+    "crbc": o_crbc,
+    "visit_local": o_visit_local,
+    "shortest_path": o_shortest_path,
+    "gigpo": o_gigpo,
+    "rtmc": o_rtmc,
+    "graft": o_graft,
+    "gated_bepo": o_gated_bepo,
+    "pgpo": o_pgpo,
+    "trace": o_trace,
+    "agentopsd": o_agentopsd,
+    "abc": o_abc,
+    "trca": o_trca,
+    "iapo": o_iapo,
+}
 
 
 # ================================================================ option grid
@@ -809,43 +908,108 @@ ORACLES = {"grpo": o_grpo, "crbc": o_crbc, "visit_local": o_visit_local,
 #: plus the COMBOS below). Enum choices and bools are filled in from the registry.
 NUMERIC = {
     "grpo": {"eps": [0.1]},
-    "crbc": {"beta": [0.5, 1.0], "depth": [0, 1, 3], "sigma_min": [0.5], "w_group": [0.0, 2.0],
-             "w_step": [1.0], "min_actions": [1, 3]},
-    "visit_local": {"beta": [0.5, 1.0], "sigma_min": [0.5], "w_group": [0.0], "w_step": [2.5],
-                    "min_actions": [1, 3]},
-    "shortest_path": {"omega": [0.5, 0.8], "r_succ": [1.0], "ddof": [0], "eps": [0.1],
-                      "w_graph": [0.0, 2.0], "w_group": [0.0]},
+    "crbc": {
+        "beta": [0.5, 1.0],
+        "depth": [0, 1, 3],
+        "sigma_min": [0.5],
+        "w_group": [0.0, 2.0],
+        "w_step": [1.0],
+        "min_actions": [1, 3],
+    },
+    "visit_local": {
+        "beta": [0.5, 1.0],
+        "sigma_min": [0.5],
+        "w_group": [0.0],
+        "w_step": [2.5],
+        "min_actions": [1, 3],
+    },
+    "shortest_path": {
+        "omega": [0.5, 0.8],
+        "r_succ": [1.0],
+        "ddof": [0],
+        "eps": [0.1],
+        "w_graph": [0.0, 2.0],
+        "w_group": [0.0],
+    },
     "gigpo": {"gamma": [1.0, 0.5], "omega": [0.0, 2.0], "eps": [0.1], "similarity_thresh": [0.4, 0.8]},
     "rtmc": {"gamma": [1.0, 0.5], "n_prior": [0.0, 5.0], "norm_eps": [0.5]},
     "graft": {"gamma": [0.9, 0.5], "gae_lambda": [0.0, 0.6], "ddof": [0], "eps": [0.1]},
-    "gated_bepo": {"gamma": [0.9, 1.0], "gae_lambda": [0.0, 1.0], "rho": [0.0, 1.0],
-                   "min_successors": [1, 3], "ddof": [0], "eps": [0.1]},
-    "pgpo": {"eta": [1.0, 0.5], "gamma": [0.95], "alpha": [0.0, 1.0], "beta": [0.5],
-             "eps": [0.1], "ddof": [0]},
-    "trace": {"w_out": [0.0, 2.0], "w_turn": [1.0], "K": [0, 1, 10], "gamma": [1.0, 0.5],
-              "gap_eps": [0.5], "terminal_scale": [0.0, 1.0], "outcome_eps": [0.6]},
-    "agentopsd": {"gamma": [1.0, 0.0], "b": [0.5], "lam": [0.0, 1.0], "eps0": [0.2], "ddof": [0],
-                  "eps": [0.1]},
+    "gated_bepo": {
+        "gamma": [0.9, 1.0],
+        "gae_lambda": [0.0, 1.0],
+        "rho": [0.0, 1.0],
+        "min_successors": [1, 3],
+        "ddof": [0],
+        "eps": [0.1],
+    },
+    "pgpo": {
+        "eta": [1.0, 0.5],
+        "gamma": [0.95],
+        "alpha": [0.0, 1.0],
+        "beta": [0.5],
+        "eps": [0.1],
+        "ddof": [0],
+    },
+    "trace": {
+        "w_out": [0.0, 2.0],
+        "w_turn": [1.0],
+        "K": [0, 1, 10],
+        "gamma": [1.0, 0.5],
+        "gap_eps": [0.5],
+        "terminal_scale": [0.0, 1.0],
+        "outcome_eps": [0.6],
+    },
+    "agentopsd": {
+        "gamma": [1.0, 0.0],
+        "b": [0.5],
+        "lam": [0.0, 1.0],
+        "eps0": [0.2],
+        "ddof": [0],
+        "eps": [0.1],
+    },
     "abc": {"gamma": [0.0, 1.0], "ddof": [0], "eps": [0.1], "w_outcome": [1.0]},
-    "trca": {"lam": [0.0, 1.0], "gamma": [1.0, 0.5], "r_evidence": [2.0], "r_execution": [0.5],
-             "r_invalidity": [3.0], "ddof": [0], "eps": [0.1], "w_step": [0.0, 2.0]},
-    "iapo": {"beta_pos": [0.0, 1.0], "clip": [0.125, 2.0], "eps": [0.1], "ddof": [0],
-             "adv_eps": [0.1]},
+    "trca": {
+        "lam": [0.0, 1.0],
+        "gamma": [1.0, 0.5],
+        "r_evidence": [2.0],
+        "r_execution": [0.5],
+        "r_invalidity": [3.0],
+        "ddof": [0],
+        "eps": [0.1],
+        "w_step": [0.0, 2.0],
+    },
+    "iapo": {"beta_pos": [0.0, 1.0], "clip": [0.125, 2.0], "eps": [0.1], "ddof": [0], "adv_eps": [0.1]},
 }
 COMBOS = {
-    "grpo": [dict(norm=n, ddof=d, stats=s, outcome=o) for n in ("std", "mean") for d in (0, 1)
-             for s in ("trajectory", "cross_steps") for o in ("success", "return")],
+    "grpo": [
+        dict(norm=n, ddof=d, stats=s, outcome=o)
+        for n in ("std", "mean")
+        for d in (0, 1)
+        for s in ("trajectory", "cross_steps")
+        for o in ("success", "return")
+    ],
     "crbc": [dict(beta=1.0, depth=2), dict(beta=0.5, depth=INF, min_actions=1)],
-    "gigpo": [dict(mode="mean_std_norm", episode_stats="trajectory", similarity=True,
-                   similarity_thresh=0.4),
-              dict(mode="mean_std_norm", step_reward="outcome", outcome="return", similarity=True,
-                   similarity_thresh=0.8),
-              dict(similarity=True, similarity_thresh=0.95, gamma=1.0)],
-    "graft": [dict(normalize=False, gae_lambda=1.0, gamma=0.9),
-              dict(singleton="zero", ddof=0), dict(singleton="raw", gamma=0.5)],
+    "gigpo": [
+        dict(mode="mean_std_norm", episode_stats="trajectory", similarity=True, similarity_thresh=0.4),
+        dict(
+            mode="mean_std_norm",
+            step_reward="outcome",
+            outcome="return",
+            similarity=True,
+            similarity_thresh=0.8,
+        ),
+        dict(similarity=True, similarity_thresh=0.95, gamma=1.0),
+    ],
+    "graft": [
+        dict(normalize=False, gae_lambda=1.0, gamma=0.9),
+        dict(singleton="zero", ddof=0),
+        dict(singleton="raw", gamma=0.5),
+    ],
     "gated_bepo": [dict(bellman_norm="none", rho=1.0, min_successors=1)],
-    "pgpo": [dict(potential="loo", step_reward="outcome", gamma=0.95),
-             dict(potential="loo", ddof=0, alpha=1.0)],
+    "pgpo": [
+        dict(potential="loo", step_reward="outcome", gamma=0.95),
+        dict(potential="loo", ddof=0, alpha=1.0),
+    ],
     "trace": [dict(K=0, terminal_discount=False), dict(K=1, terminal_discount=False, gamma=1.0)],
     "abc": [dict(pool="trajectory", ddof=0, w_outcome=1.0)],
 }
@@ -892,11 +1056,11 @@ def _compare(res, expect, where):
         got = getattr(res, field)
         mask = ~np.isnan(want)
         assert got.shape == want.shape, (where, field)
-        np.testing.assert_allclose(got[mask], want[mask], rtol=TOL, atol=TOL,
-                                   err_msg=f"{where}: {field}")
+        np.testing.assert_allclose(got[mask], want[mask], rtol=TOL, atol=TOL, err_msg=f"{where}: {field}")
 
 
 # ================================================================ the tests
+
 
 def test_generated_groups_have_the_required_shapes(graph):
     b = graph.batch
@@ -972,32 +1136,58 @@ def test_other_seeds_default_options(seed):
 
 #: Ten short texts with ten pairs whose ratio() is not symmetric (e.g. ratio("dacdb",
 #: "dbacbd") = 0.727 but ratio("dbacbd", "dacdb") = 0.364), plus "tide" / "diet".
-_WORDS = ["dabdbc", "dacdab", "adacdb", "cdbcda", "dacdb", "bcacbd", "bdccba", "dbacbd", "dbcabb",
-          "acbdcc", "tide", "diet"]
+_WORDS = [
+    "dabdbc",
+    "dacdab",
+    "adacdb",
+    "cdbcda",
+    "dacdb",
+    "bcacbd",
+    "bdccba",
+    "dbacbd",
+    "dbcabb",
+    "acbdcc",
+    "tide",
+    "diet",
+]
 
 
 @settings(max_examples=30, deadline=None, derandomize=True)
-@given(obs=st.lists(st.lists(st.sampled_from(_WORDS), min_size=1, max_size=4), min_size=1, max_size=5),
-       wins=st.lists(st.booleans(), min_size=5, max_size=5),
-       thresh=st.sampled_from([0.3, 0.4, 0.45, 0.6, 0.7]),
-       mode=st.sampled_from(["mean_norm", "mean_std_norm"]))
+@given(
+    obs=st.lists(st.lists(st.sampled_from(_WORDS), min_size=1, max_size=4), min_size=1, max_size=5),
+    wins=st.lists(st.booleans(), min_size=5, max_size=5),
+    thresh=st.sampled_from([0.3, 0.4, 0.45, 0.6, 0.7]),
+    mode=st.sampled_from(["mean_norm", "mean_std_norm"]),
+)
 def test_gigpo_similarity_clusters_property(obs, wins, thresh, mode):
     """Short texts whose ratio() is often not symmetric, at thresholds between the two orders."""
     rng = random.Random(0)
     groups = [("h", [_traj(rng, o, ["x"] * len(o), w) for o, w in zip(obs, wins)])]
     p = _full_params("gigpo", {"similarity": True, "similarity_thresh": thresh, "mode": mode})
-    _compare(score(build_graph(batch_of(groups)), "gigpo", backend="numpy", **p),
-             o_gigpo(groups, **p), f"gigpo {obs} {thresh}")
+    _compare(
+        score(build_graph(batch_of(groups)), "gigpo", backend="numpy", **p),
+        o_gigpo(groups, **p),
+        f"gigpo {obs} {thresh}",
+    )
 
 
 #: The options issue 13 changed, for the twins (the parity tests' synthetic groups have
 #: r_final > 0 exactly on successes and no similar texts, so they cannot see these).
-TWIN_CASES = [("shortest_path", {}), ("shortest_path", {"ddof": 0, "eps": 0.1}),
-              ("pgpo", {}), ("pgpo", {"potential": "loo"}), ("gigpo", {}),
-              ("gigpo", {"similarity": True, "similarity_thresh": 0.4}),
-              ("gigpo", {"similarity": True, "similarity_thresh": 0.8, "mode": "mean_std_norm"}),
-              ("grpo", {}), ("crbc", {}), ("visit_local", {}), ("rtmc", {}), ("graft", {}),
-              ("gated_bepo", {})]
+TWIN_CASES = [
+    ("shortest_path", {}),
+    ("shortest_path", {"ddof": 0, "eps": 0.1}),
+    ("pgpo", {}),
+    ("pgpo", {"potential": "loo"}),
+    ("gigpo", {}),
+    ("gigpo", {"similarity": True, "similarity_thresh": 0.4}),
+    ("gigpo", {"similarity": True, "similarity_thresh": 0.8, "mode": "mean_std_norm"}),
+    ("grpo", {}),
+    ("crbc", {}),
+    ("visit_local", {}),
+    ("rtmc", {}),
+    ("graft", {}),
+    ("gated_bepo", {}),
+]
 
 
 @pytest.mark.parametrize("backend", ["torch", "torch:cuda", "numba"])
@@ -1011,19 +1201,28 @@ def test_twins_match_oracle(graph, backend, name, over):
         pytest.skip("no CUDA device on this machine")
     p = _full_params(name, over)
     kw = {"device": device or "cpu"} if backend == "torch" else {}
-    _compare(score(graph, name, backend=backend, **kw, **p), ORACLES[name](**p),
-             f"{name} {over} {backend}")
+    _compare(score(graph, name, backend=backend, **kw, **p), ORACLES[name](**p), f"{name} {over} {backend}")
 
 
 # ================================================================ issue 13 regressions (hand-computed)
+
 
 def _one_group(tmp_path, trajs, name="r.jsonl"):
     rows = []
     for tid, (obs, rew, success) in trajs.items():
         for k, o in enumerate(obs):
-            rows.append({"group_id": "q", "traj_id": tid, "step_idx": k, "anchor_obs": o,
-                         "action": "act", "reward": rew[k], "done": k == len(obs) - 1,
-                         "success": success})
+            rows.append(
+                {
+                    "group_id": "q",
+                    "traj_id": tid,
+                    "step_idx": k,
+                    "anchor_obs": o,
+                    "action": "act",
+                    "reward": rew[k],
+                    "done": k == len(obs) - 1,
+                    "success": success,
+                }
+            )
     path = tmp_path / name
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return load_rollouts(path)
@@ -1040,9 +1239,19 @@ def test_trace_one_rollout_outcome_term_is_zero(tmp_path):
         A_0 = 1·0 + 0.2·0.389465 = 0.077893;  the answer row gets w_out·A_out = 0
     (GRPO's mean 0 / std 1 rule would give A_out = 1 and A_0 = 1 + 0.2·(0.3895 + 1.6) = 1.3979.)
     """
-    rows = [{"group_id": "q", "traj_id": "only", "step_idx": k, "reward": float(k == 1),
-             "done": k == 1, "success": True, "anchor_obs": f"s{k}", "gold_logprob": v}
-            for k, v in enumerate([-3.0, -2.0])]
+    rows = [
+        {
+            "group_id": "q",
+            "traj_id": "only",
+            "step_idx": k,
+            "reward": float(k == 1),
+            "done": k == 1,
+            "success": True,
+            "anchor_obs": f"s{k}",
+            "gold_logprob": v,
+        }
+        for k, v in enumerate([-3.0, -2.0])
+    ]
     path = tmp_path / "t.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     r = score(load_rollouts(path), "trace", backend="numpy")
@@ -1067,8 +1276,7 @@ def test_graphgpo_ddof_applies_to_the_source_zscore_only():
     r = score(g, "shortest_path", backend="numpy", ddof=0)
     t1 = np.flatnonzero(g.batch.steps["traj_id"].to_numpy() == "t1")[0]
     assert r.advantage[t1] == pytest.approx(1.86580, abs=1e-5)
-    assert r.advantage[t1] == pytest.approx(0.0045 / 0.004501 + 0.5 / (math.sqrt(1 / 3) + 1e-6),
-                                            abs=1e-9)
+    assert r.advantage[t1] == pytest.approx(0.0045 / 0.004501 + 0.5 / (math.sqrt(1 / 3) + 1e-6), abs=1e-9)
 
 
 def test_gigpo_similarity_compares_obs_to_representative(tmp_path):
@@ -1089,8 +1297,13 @@ def test_pgpo_task_gate_counts_positive_final_rewards(tmp_path):
     Three rollouts: a success (r_final = 10), a failure with a WebShop-style partial score
     (r_final = 0.5 > 0) and a failure with r_final = 0: p_succ = 2/3, w = (1 − 2/3)² = 1/9
     (the flag would give p_succ = 1/3 and w = 4/9)."""
-    b = _one_group(tmp_path, {"a": (["s", "x"], [0.0, 10.0], True),
-                              "b": (["s", "y"], [0.0, 0.5], False),
-                              "c": (["s", "z"], [0.0, 0.0], False)})
+    b = _one_group(
+        tmp_path,
+        {
+            "a": (["s", "x"], [0.0, 10.0], True),
+            "b": (["s", "y"], [0.0, 0.5], False),
+            "c": (["s", "z"], [0.0, 0.0], False),
+        },
+    )
     r = score(b, "pgpo", backend="numpy")
     assert r.diagnostics["task_gate_mean"] == pytest.approx(1 / 9, abs=1e-12)

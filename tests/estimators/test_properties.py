@@ -1,6 +1,7 @@
 """Estimator robustness (ISSUE 8): documented edge-case values (ESTIMATORS.md §1, §2.3, §3.9),
 finite results on every generated input, and invariance to row order, trajectory order and
 id renaming, for every registered estimator."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,12 @@ from strategies import rollout, step_tables, with_signals  # noqa: F401
 
 KEY = ["group_id", "traj_id", "step_idx"]
 COLS = ["value", "q_value", "credit", "advantage"]
-SETTINGS = settings(max_examples=25, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 
 
 def write(path: Path, rows: list[dict]) -> Path:
@@ -75,9 +80,11 @@ def test_single_rollout_group(tmp_path):
 
 @pytest.mark.parametrize("ok", [True, False])
 def test_all_success_and_all_failure_groups(tmp_path, ok):
-    rows = (rollout("g", "r0", ["s0", "s1"], ["a", "b"], ok)
-            + rollout("g", "r1", ["s0", "s2", "s3"], ["c", "d", "e"], ok)
-            + rollout("g", "r2", ["s0", "s1"], ["a", "b"], ok))
+    rows = (
+        rollout("g", "r0", ["s0", "s1"], ["a", "b"], ok)
+        + rollout("g", "r1", ["s0", "s2", "s3"], ["c", "d", "e"], ok)
+        + rollout("g", "r2", ["s0", "s1"], ["a", "b"], ok)
+    )
     res = score_all(load(tmp_path, with_signals(rows)))
     assert_finite(res, f"all {'success' if ok else 'failure'}")
     np.testing.assert_allclose(res["grpo"].advantage, 0.0, atol=1e-12)  # §1: std = 0 → A = 0
@@ -97,8 +104,9 @@ def test_all_success_and_all_failure_groups(tmp_path, ok):
 def test_single_step_and_self_loops(tmp_path):
     single = rollout("g", "r0", ["s"], ["a"], True) + rollout("g", "r1", ["s"], ["b"], False)
     assert_finite(score_all(load(tmp_path, with_signals(single), "one.jsonl")), "single step")
-    loops = (rollout("g", "r0", ["s"] * 4, ["stay", "stay", "stay", "go"], True)
-             + rollout("g", "r1", ["s"] * 3, ["stay", "stay", "stay"], False))
+    loops = rollout("g", "r0", ["s"] * 4, ["stay", "stay", "stay", "go"], True) + rollout(
+        "g", "r1", ["s"] * 3, ["stay", "stay", "stay"], False
+    )
     res = score_all(load(tmp_path, with_signals(loops), "loops.jsonl"))
     assert_finite(res, "self loops")
     assert crbc_viz.build_graph(load(tmp_path, loops, "l2.jsonl")).num_nodes == 1
@@ -106,17 +114,22 @@ def test_single_step_and_self_loops(tmp_path):
 
 @pytest.mark.parametrize("beta", [0.98, 1.0])
 def test_cycle_whose_only_exit_is_truncation(tmp_path, beta):
-    rows = (rollout("g", "r0", ["s0", "s1", "s0", "s1"], ["a", "b", "a", "b"], False, done=False)
-            + rollout("g", "r1", ["s0", "s1", "s0"], ["a", "b", "a"], False, done=False)
-            + rollout("g", "r2", ["s0", "s2"], ["c", "d"], True))
+    rows = (
+        rollout("g", "r0", ["s0", "s1", "s0", "s1"], ["a", "b", "a", "b"], False, done=False)
+        + rollout("g", "r1", ["s0", "s1", "s0"], ["a", "b", "a"], False, done=False)
+        + rollout("g", "r2", ["s0", "s2"], ["c", "d"], True)
+    )
     b = load(tmp_path, with_signals(rows))
     assert b.traj_truncated.tolist() == [True, True, False]
     res = score_all(b, crbc={"beta": beta}, visit_local={"beta": beta})
     assert_finite(res, f"cycle beta={beta}")
     assert "closure_residual" in res["crbc"].diagnostics
     only_loops = rows[:7]  # every rollout loops and is truncated: all-failure
-    res = score_all(load(tmp_path, with_signals(only_loops), "loops.jsonl"),
-                    crbc={"beta": beta}, visit_local={"beta": beta})
+    res = score_all(
+        load(tmp_path, with_signals(only_loops), "loops.jsonl"),
+        crbc={"beta": beta},
+        visit_local={"beta": beta},
+    )
     assert_finite(res, "loops only")
     np.testing.assert_allclose(res["crbc"].advantage, 0.0, atol=1e-12)
 
@@ -139,8 +152,14 @@ def test_huge_group(tmp_path):
     for t in range(1500):
         n = rng.randint(1, 6)
         path = [f"s{rng.randint(0, 8)}" for _ in range(n)]
-        rows += rollout("big", f"r{t}", path, [rng.choice("abc") for _ in range(n)], rng.random() < 0.4,
-                        done=rng.random() < 0.9)
+        rows += rollout(
+            "big",
+            f"r{t}",
+            path,
+            [rng.choice("abc") for _ in range(n)],
+            rng.random() < 0.4,
+            done=rng.random() < 0.9,
+        )
     res = score_all(load(tmp_path, with_signals(rows)))
     assert_finite(res, "huge group")
 
@@ -155,9 +174,14 @@ def frame_of(results: dict) -> pd.DataFrame:
 def assert_same(a: pd.DataFrame, b: pd.DataFrame, what: str) -> None:
     assert a[["estimator", *KEY]].equals(b[["estimator", *KEY]]), what
     for col in COLS:
-        np.testing.assert_allclose(a[col].to_numpy(float), b[col].to_numpy(float), atol=1e-9,
-                                   rtol=1e-9, equal_nan=True,
-                                   err_msg=f"{what}: column {col}")
+        np.testing.assert_allclose(
+            a[col].to_numpy(float),
+            b[col].to_numpy(float),
+            atol=1e-9,
+            rtol=1e-9,
+            equal_nan=True,
+            err_msg=f"{what}: column {col}",
+        )
 
 
 @SETTINGS
@@ -176,8 +200,7 @@ def test_permuting_rows_and_trajectories_changes_nothing(tmp_path, rows, seed):
     keys = list(trajs)
     rng.shuffle(keys)
     reordered = [r for k in keys for r in trajs[k]]
-    assert_same(frame_of(ref), frame_of(score_all(load(tmp_path, reordered, "c.jsonl"))),
-                "trajectory order")
+    assert_same(frame_of(ref), frame_of(score_all(load(tmp_path, reordered, "c.jsonl"))), "trajectory order")
 
 
 @SETTINGS

@@ -7,6 +7,7 @@ adapter's own steps; the adapter's batch is built here from the canonical rows t
 verl-agent builds its own (one row per env step, reward on the step's last response token,
 ``adjust_batch`` copies appended, rows shuffled).
 """
+
 from __future__ import annotations
 
 import json
@@ -48,8 +49,9 @@ def verl_agent_batch(rows, *, copies=300, L=12, seed=0, reward=lambda r: r["rewa
     n_tok = rng.integers(1, L + 1, len(idx))
     mask = (torch.arange(L)[None, :] < torch.as_tensor(n_tok)[:, None]).double()
     tlr = torch.zeros(len(idx), L, dtype=torch.float64)
-    tlr[torch.arange(len(idx)), torch.as_tensor(n_tok - 1)] = torch.tensor([reward(rows[i]) for i in idx],
-                                                                           dtype=torch.float64)
+    tlr[torch.arange(len(idx)), torch.as_tensor(n_tok - 1)] = torch.tensor(
+        [reward(rows[i]) for i in idx], dtype=torch.float64
+    )
 
     def col(f, dtype=object):
         return np.array([rows[i][f] for i in idx], dtype=dtype)
@@ -76,9 +78,17 @@ def test_duplicated_shuffled_batch_equals_cli(tmp_path):
     idx, tlr, mask, col = verl_agent_batch(rows)
     assert len(set(idx)) < len(idx)  # copies present
     for est in ("crbc", "visit_local", "gigpo"):
-        adv, ret = compute_advantage(tlr, mask, col("anchor_obs"), col("group_id"), col("traj_id"),
-                                     col("step_idx", np.int64), actions=col("action"),
-                                     success=col("success", bool), estimator=est)
+        adv, ret = compute_advantage(
+            tlr,
+            mask,
+            col("anchor_obs"),
+            col("group_id"),
+            col("traj_id"),
+            col("step_idx", np.int64),
+            actions=col("action"),
+            success=col("success", bool),
+            estimator=est,
+        )
         assert adv.shape == tlr.shape and adv.dtype == torch.float64 and ret is adv
         np.testing.assert_allclose(per_row(adv, mask), expected(df, rows, idx, est), atol=1e-9, rtol=0)
     # Every copy of a step carries its step's credit, and credit is not all zero.
@@ -91,9 +101,17 @@ def test_params_reach_the_estimator(tmp_path):
     rows = rows_of(SOKOBAN)
     df = cli_scores(SOKOBAN, ["crbc"], tmp_path, "crbc.beta=0.9", "crbc.w_step=2.0")
     idx, tlr, mask, col = verl_agent_batch(rows, seed=3)
-    adv, _ = compute_advantage(tlr.float(), mask.float(), col("anchor_obs"), col("group_id"),
-                               col("traj_id"), col("step_idx", np.int64), actions=col("action"),
-                               beta=0.9, w_step=2.0)
+    adv, _ = compute_advantage(
+        tlr.float(),
+        mask.float(),
+        col("anchor_obs"),
+        col("group_id"),
+        col("traj_id"),
+        col("step_idx", np.int64),
+        actions=col("action"),
+        beta=0.9,
+        w_step=2.0,
+    )
     assert adv.dtype == torch.float32
     np.testing.assert_allclose(per_row(adv.double(), mask), expected(df, rows, idx), atol=1e-5, rtol=0)
 
@@ -111,13 +129,22 @@ def test_without_actions_keys_transitions(tmp_path):
     for r in rows:
         nxt = by_traj[(r["group_id"], r["traj_id"])].get(r["step_idx"] + 1)
         act = ("next:" + nxt["anchor_obs"]) if nxt else ("end:" + str(r["success"]))
-        canon.append({k: r[k] for k in ("group_id", "traj_id", "step_idx", "reward", "anchor_obs",
-                                        "success")} | {"action": act})
+        canon.append(
+            {k: r[k] for k in ("group_id", "traj_id", "step_idx", "reward", "anchor_obs", "success")}
+            | {"action": act}
+        )
     path = write_jsonl(tmp_path / "transitions.jsonl", canon)
     df = cli_scores(path, ["crbc"], tmp_path)
     idx, tlr, mask, col = verl_agent_batch(rows, seed=1)
-    adv, _ = compute_advantage(tlr, mask, col("anchor_obs"), col("group_id"), col("traj_id"),
-                               col("step_idx", np.int64), success=col("success", bool))
+    adv, _ = compute_advantage(
+        tlr,
+        mask,
+        col("anchor_obs"),
+        col("group_id"),
+        col("traj_id"),
+        col("step_idx", np.int64),
+        success=col("success", bool),
+    )
     np.testing.assert_allclose(per_row(adv, mask), expected(df, rows, idx), atol=1e-9, rtol=0)
 
 
@@ -127,15 +154,29 @@ def test_episode_rewards_on_every_row(tmp_path):
     from crbc_viz.integrations.verl_agent import compute_advantage
 
     rows = rows_of(SOKOBAN)
-    canon = [{k: r[k] for k in ("group_id", "traj_id", "step_idx", "reward", "anchor_obs", "action",
-                                "episode_return")} for r in rows]
+    canon = [
+        {
+            k: r[k]
+            for k in ("group_id", "traj_id", "step_idx", "reward", "anchor_obs", "action", "episode_return")
+        }
+        for r in rows
+    ]
     path = write_jsonl(tmp_path / "episode.jsonl", canon)
     df = cli_scores(path, ["crbc", "grpo"], tmp_path, "grpo.outcome=return")
     idx, tlr, mask, col = verl_agent_batch(rows, seed=2, reward=lambda r: r["episode_return"])
     for est, extra in (("crbc", {}), ("grpo", {"outcome": "return"})):
-        adv, _ = compute_advantage(tlr, mask, col("anchor_obs"), col("group_id"), col("traj_id"),
-                                   col("step_idx", np.int64), actions=col("action"), estimator=est,
-                                   row_reward="episode", **extra)
+        adv, _ = compute_advantage(
+            tlr,
+            mask,
+            col("anchor_obs"),
+            col("group_id"),
+            col("traj_id"),
+            col("step_idx", np.int64),
+            actions=col("action"),
+            estimator=est,
+            row_reward="episode",
+            **extra,
+        )
         np.testing.assert_allclose(per_row(adv, mask), expected(df, rows, idx, est), atol=1e-9, rtol=0)
 
 
@@ -165,11 +206,19 @@ def test_refuses_missing_step_index_and_conflicting_copies():
     first = int(np.flatnonzero(col("traj_id") == "t1")[0])
     succ[first] = not succ[first]
     with pytest.raises(IntegrationInputError, match="differ"):
-        compute_advantage(tlr, mask, col("anchor_obs"), col("group_id"), col("traj_id"),
-                          col("step_idx", np.int64), success=succ)
+        compute_advantage(
+            tlr,
+            mask,
+            col("anchor_obs"),
+            col("group_id"),
+            col("traj_id"),
+            col("step_idx", np.int64),
+            success=succ,
+        )
     with pytest.raises(ValueError, match="unknown parameter"):
-        compute_advantage(tlr, mask, col("anchor_obs"), col("group_id"), col("traj_id"),
-                          col("step_idx", np.int64), bogus=1)
+        compute_advantage(
+            tlr, mask, col("anchor_obs"), col("group_id"), col("traj_id"), col("step_idx", np.int64), bogus=1
+        )
 
 
 def test_toy_group_spec_values():
@@ -178,9 +227,16 @@ def test_toy_group_spec_values():
     from crbc_viz.integrations.verl_agent import compute_advantage
 
     rows, idx, tlr, mask, col = _toy_batch()
-    adv, _ = compute_advantage(tlr, mask, col("anchor_obs"), col("group_id"), col("traj_id"),
-                               col("step_idx", np.int64), actions=col("action"),
-                               success=col("success", bool))
+    adv, _ = compute_advantage(
+        tlr,
+        mask,
+        col("anchor_obs"),
+        col("group_id"),
+        col("traj_id"),
+        col("step_idx", np.int64),
+        actions=col("action"),
+        success=col("success", bool),
+    )
     first = [k for k in range(len(idx)) if rows[idx[k]]["traj_id"] == "t1" and rows[idx[k]]["step_idx"] == 0]
     assert np.round(per_row(adv, mask)[first], 4).tolist() == [1.2155] * len(first)
 
@@ -197,17 +253,22 @@ def test_cuda_stays_on_device_and_matches_cpu():
     for est in ("crbc", "gigpo"):
         gpu, _ = compute_advantage(tlr.cuda(), mask.cuda(), *args, actions=col("action"), estimator=est)
         assert gpu.is_cuda
-        ref = cpu if est == "crbc" else compute_advantage(tlr, mask, *args, actions=col("action"),
-                                                          estimator=est)[0]
+        ref = (
+            cpu
+            if est == "crbc"
+            else compute_advantage(tlr, mask, *args, actions=col("action"), estimator=est)[0]
+        )
         np.testing.assert_allclose(gpu.cpu().numpy(), ref.numpy(), atol=1e-9, rtol=0)
 
 
 def test_importing_integrations_imports_no_trainer():
-    code = ("import sys, crbc_viz, crbc_viz.integrations, crbc_viz.integrations.verl_agent, "
-            "crbc_viz.integrations._core, crbc_viz.integrations.verl, crbc_viz.integrations.trl, "
-            "crbc_viz.integrations.roll, crbc_viz.integrations.rllm; "
-            "bad = [m for m in ('trl', 'verl', 'transformers', 'accelerate', 'ray', 'rllm', 'roll') "
-            "if m in sys.modules]; print(bad); assert not bad")
+    code = (
+        "import sys, crbc_viz, crbc_viz.integrations, crbc_viz.integrations.verl_agent, "
+        "crbc_viz.integrations._core, crbc_viz.integrations.verl, crbc_viz.integrations.trl, "
+        "crbc_viz.integrations.roll, crbc_viz.integrations.rllm; "
+        "bad = [m for m in ('trl', 'verl', 'transformers', 'accelerate', 'ray', 'rllm', 'roll') "
+        "if m in sys.modules]; print(bad); assert not bad"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=120)
 
 
@@ -221,10 +282,18 @@ def test_roll_rows_with_copies_equal_cli(tmp_path):
     rows = rows_of(SOKOBAN)
     df = cli_scores(SOKOBAN, ["crbc"], tmp_path)
     idx, tlr, mask, col = verl_agent_batch(rows, seed=5)
-    batch = SimpleNamespace(batch={"response_mask": mask}, non_tensor_batch={
-        "traj_group_id": col("group_id"), "traj_id": col("traj_id"), "step": col("step_idx", np.int64),
-        "state_hash": col("anchor_obs"), "step_scores": col("reward", np.float64),
-        "success": col("success", bool), "action": col("action")})
+    batch = SimpleNamespace(
+        batch={"response_mask": mask},
+        non_tensor_batch={
+            "traj_group_id": col("group_id"),
+            "traj_id": col("traj_id"),
+            "step": col("step_idx", np.int64),
+            "state_hash": col("anchor_obs"),
+            "step_scores": col("reward", np.float64),
+            "success": col("success", bool),
+            "action": col("action"),
+        },
+    )
     got = response_level_advantages(batch)
     assert got.shape == (len(idx),) and got.dtype == torch.float32
     np.testing.assert_allclose(got.numpy(), expected(df, rows, idx), atol=1e-5, rtol=0)
@@ -245,12 +314,29 @@ def test_rllm_step_advantages_equal_cli(tmp_path):
         trajs.setdefault(r["traj_id"], []).append(r)
     tg = []
     for gid, trajs in groups.items():
-        tg.append(SimpleNamespace(group_id=f"{gid}:solver", trajectories=[
-            SimpleNamespace(uid=tid, reward=1.0 if steps[-1]["success"] else 0.0, steps=[
-                SimpleNamespace(observation=s["anchor_obs"], input=None, action=s["action"],
-                                reward=s["reward"], advantage=None, key=(gid, tid, s["step_idx"]))
-                for s in sorted(steps, key=lambda s: s["step_idx"])])
-            for tid, steps in trajs.items()]))
+        tg.append(
+            SimpleNamespace(
+                group_id=f"{gid}:solver",
+                trajectories=[
+                    SimpleNamespace(
+                        uid=tid,
+                        reward=1.0 if steps[-1]["success"] else 0.0,
+                        steps=[
+                            SimpleNamespace(
+                                observation=s["anchor_obs"],
+                                input=None,
+                                action=s["action"],
+                                reward=s["reward"],
+                                advantage=None,
+                                key=(gid, tid, s["step_idx"]),
+                            )
+                            for s in sorted(steps, key=lambda s: s["step_idx"])
+                        ],
+                    )
+                    for tid, steps in trajs.items()
+                ],
+            )
+        )
     for est in ("crbc", "gigpo"):
         assign_step_advantages(tg, estimator=est)
         d = df[df["estimator"] == est].set_index(["group_id", "traj_id", "step_idx"])["advantage"]
@@ -260,9 +346,14 @@ def test_rllm_step_advantages_equal_cli(tmp_path):
 
 def test_integrations_bench_dry_run(tmp_path):
     """bench/integrations_bench.py runs (8k steps, one repeat) and writes its table."""
-    proc = subprocess.run([sys.executable, "-m", "bench.integrations_bench", "--sizes", "8k", "--repeats", "1"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={"PATH": "/usr/bin:/bin", "OUT": str(tmp_path), "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.integrations_bench", "--sizes", "8k", "--repeats", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={"PATH": "/usr/bin:/bin", "OUT": str(tmp_path), "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     table = (tmp_path / "integrations_cpu.md").read_text()
     for name in ("verl-agent crbc", "ROLL crbc", "verl crbc", "TRL crbc", "rLLM crbc"):
@@ -278,8 +369,15 @@ def test_fused_device_path_on_cpu_equals_cli(tmp_path):
     rows = rows_of(SOKOBAN)
     df = cli_scores(SOKOBAN, ["crbc"], tmp_path)
     idx, tlr, mask, col = verl_agent_batch(rows, seed=6)
-    steps = canonical_steps(col("group_id"), col("traj_id"), col("step_idx", np.int64), col("anchor_obs"),
-                            col("reward", np.float64), actions=col("action"), success=col("success", bool))
+    steps = canonical_steps(
+        col("group_id"),
+        col("traj_id"),
+        col("step_idx", np.int64),
+        col("anchor_obs"),
+        col("reward", np.float64),
+        actions=col("action"),
+        success=col("success", bool),
+    )
     assert steps.duplicates == len(idx) - len(set(idx))
     _, p = resolve_params("crbc", {})
     adv = _fused_crbc(steps.batch, torch.device("cpu"), p)[torch.as_tensor(steps.row_step)]

@@ -9,6 +9,7 @@ Without the network a test cannot fetch verl-agent or ROLL, so:
   without one that test skips, saying so. verl's patch is applied to the installed wheel by
   tests/integrations/test_integrations_trainers.py.
 """
+
 from __future__ import annotations
 
 import ast
@@ -26,13 +27,16 @@ from helpers import ROOT
 PATCHES = ROOT / "tests" / "trainer_patches"
 #: patch file -> (env var naming a checkout or git dir, files it touches, our function it calls)
 KNOWN = {
-    "verl-agent-796ed31.patch": ("CRBC_VIZ_SRC_VERL_AGENT",
-                                 {"verl/trainer/ppo/ray_trainer.py",
-                                  "agent_system/multi_turn_rollout/rollout_loop.py"},
-                                 "crbc_viz.integrations.verl_agent:compute_advantage"),
-    "roll-8eb27cc.patch": ("CRBC_VIZ_SRC_ROLL",
-                           {"roll/configs/base_config.py", "roll/pipeline/agentic/utils.py"},
-                           "crbc_viz.integrations.roll:response_level_advantages"),
+    "verl-agent-796ed31.patch": (
+        "CRBC_VIZ_SRC_VERL_AGENT",
+        {"verl/trainer/ppo/ray_trainer.py", "agent_system/multi_turn_rollout/rollout_loop.py"},
+        "crbc_viz.integrations.verl_agent:compute_advantage",
+    ),
+    "roll-8eb27cc.patch": (
+        "CRBC_VIZ_SRC_ROLL",
+        {"roll/configs/base_config.py", "roll/pipeline/agentic/utils.py"},
+        "crbc_viz.integrations.roll:response_level_advantages",
+    ),
     "verl-0.9.1.patch": (None, {"verl/trainer/ppo/ray_trainer.py"}, None),
 }
 
@@ -64,7 +68,9 @@ def test_patch_structure(name):
         assert added, f
         assert len(added) <= 12 and len(removed) <= 3, f"{name}: {f} is not a minimal change"
         text_added = "\n".join(added).lower()
-        assert "crbc" in text_added or "needs_non_tensor_batch" in text_added, f"{name}: {f} adds nothing of ours"
+        assert "crbc" in text_added or "needs_non_tensor_batch" in text_added, (
+            f"{name}: {f} adds nothing of ours"
+        )
         # A removed line is only ever modified (most of it kept), never dropped.
         for line in removed:
             keep = max(len(os.path.commonprefix([line, a])) for a in added)
@@ -99,8 +105,9 @@ def _source_tree(var: str, commit: str, files, dest: Path) -> Path:
     src = Path(os.environ[var])
     git_dir = src if (src / "objects").is_dir() else src / ".git"
     for f in files:
-        blob = subprocess.run(["git", "--git-dir", str(git_dir), "show", f"{commit}:{f}"],
-                              check=True, capture_output=True).stdout
+        blob = subprocess.run(
+            ["git", "--git-dir", str(git_dir), "show", f"{commit}:{f}"], check=True, capture_output=True
+        ).stdout
         (dest / f).parent.mkdir(parents=True, exist_ok=True)
         (dest / f).write_bytes(blob)
     return dest

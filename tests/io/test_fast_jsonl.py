@@ -1,5 +1,6 @@
 """The vectorised JSONL path (`readers._read_jsonl_fast`) reads exactly what the streaming
 reader reads, or declines: same batch, or the same error, on every JSONL input we have."""
+
 import glob
 from pathlib import Path
 
@@ -12,8 +13,12 @@ from crbc_viz.io import LoadError
 from crbc_viz.io.schema import build_batch
 
 ROOT = Path(__file__).resolve().parents[2]
-FILES = sorted({*glob.glob(str(ROOT / "tests" / "**" / "*.jsonl*"), recursive=True),
-                *glob.glob(str(ROOT / "sample_rollouts" / "**" / "*.jsonl*"), recursive=True)})
+FILES = sorted(
+    {
+        *glob.glob(str(ROOT / "tests" / "**" / "*.jsonl*"), recursive=True),
+        *glob.glob(str(ROOT / "sample_rollouts" / "**" / "*.jsonl*"), recursive=True),
+    }
+)
 
 
 def _load(path, fast: bool, monkeypatch):
@@ -36,8 +41,12 @@ def _same(a, b):
         x, y = a.steps[c].tolist(), b.steps[c].tolist()
         if any(not (u == v or (pd.isna(u) and pd.isna(v))) for u, v in zip(x, y)):
             return False
-    return (np.array_equal(a.step_anchor_hash, b.step_anchor_hash) and np.array_equal(a.traj_success, b.traj_success)
-            and np.array_equal(a.traj_offsets, b.traj_offsets) and a.warnings == b.warnings)
+    return (
+        np.array_equal(a.step_anchor_hash, b.step_anchor_hash)
+        and np.array_equal(a.traj_success, b.traj_success)
+        and np.array_equal(a.traj_offsets, b.traj_offsets)
+        and a.warnings == b.warnings
+    )
 
 
 @pytest.mark.parametrize("path", FILES, ids=[Path(f).name for f in FILES])
@@ -53,17 +62,20 @@ def test_fast_path_is_taken_on_a_clean_log():
 ROW = '{"group_id":"g","traj_id":"t","step_idx":%d,"reward":%s}'
 
 
-@pytest.mark.parametrize("text", [
-    ROW % (0, "NaN") + "\n",                               # non-finite literal
-    ROW % (0, "0") + "\n\n" + ROW % (1, "1") + "\n",       # blank line (line numbers shift)
-    ROW % (0, "0") + "\nnull\n",                           # not an object
-    ROW % (0, "0") + ROW % (1, "1") + "\n",                # two objects on one line
-    '{"group_id":"g","traj_id":"t","steps":[{"step_idx":0,"reward":1}]}\n',   # trajectory row
-    ROW % (0, "123456789012345678901234") + "\n",          # integer past int64
-    '{"group_id":"g","traj_id":"t","step_idx":0,"reward":0,"anchor_obs":[1,2]}\n',  # array
-    '{"group_id":"g","traj_id":"t","step_idx":0,"reward":0,"x":"\\ud800"}\n',        # lone surrogate
-    ROW % (0, "0") + "\n" + '{"group_id":1,"traj_id":"t","step_idx":1,"reward":0}\n',  # type change
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        ROW % (0, "NaN") + "\n",  # non-finite literal
+        ROW % (0, "0") + "\n\n" + ROW % (1, "1") + "\n",  # blank line (line numbers shift)
+        ROW % (0, "0") + "\nnull\n",  # not an object
+        ROW % (0, "0") + ROW % (1, "1") + "\n",  # two objects on one line
+        '{"group_id":"g","traj_id":"t","steps":[{"step_idx":0,"reward":1}]}\n',  # trajectory row
+        ROW % (0, "123456789012345678901234") + "\n",  # integer past int64
+        '{"group_id":"g","traj_id":"t","step_idx":0,"reward":0,"anchor_obs":[1,2]}\n',  # array
+        '{"group_id":"g","traj_id":"t","step_idx":0,"reward":0,"x":"\\ud800"}\n',  # lone surrogate
+        ROW % (0, "0") + "\n" + '{"group_id":1,"traj_id":"t","step_idx":1,"reward":0}\n',  # type change
+    ],
+)
 def test_fast_path_declines(tmp_path, text):
     p = tmp_path / "x.jsonl"
     p.write_text(text)

@@ -14,6 +14,7 @@
   read path (groups, load_batch, search, trajectory lookup, summary); names and values must
   come back as data, and no statement may run (a script in a name would write a sentinel file).
 """
+
 from __future__ import annotations
 
 import json
@@ -27,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-HERE = Path(__file__).resolve().parents[1]   # tests/
+HERE = Path(__file__).resolve().parents[1]  # tests/
 ROOT = HERE.parent
 ATHERIS_SECONDS = 15
 
@@ -57,19 +58,57 @@ def _check_file(path: str) -> None:
 
 
 #: Field names an attacker would try: DuckDB scripts, quotes, comments, and table functions.
-SQL_NAMES = ['a"b', '"', '""', "'", "a'b", "x; SELECT 1; --", '"); COPY (SELECT 1) TO \'{pwn}\'; --',
-             "') TO '{pwn}' (FORMAT csv); --", "read_text('/etc/passwd')", "* EXCLUDE (x)", "a\nb",
-             "SELECT", "FROM", "?", "$1", "\\", "`x`", "[x]", "x\x00y", "é", "\u202eevil"]
-_RESERVED = {"run_id", "train_step", "group_id", "traj_id", "step_idx", "reward", "action",
-             "anchor_obs", "anchor_key", "state_hash", "done", "success", "episode_return",
-             "is_action_valid", "env_name", "split", "observation", "response", "steps", "advantage"}
+SQL_NAMES = [
+    'a"b',
+    '"',
+    '""',
+    "'",
+    "a'b",
+    "x; SELECT 1; --",
+    '"); COPY (SELECT 1) TO \'{pwn}\'; --',
+    "') TO '{pwn}' (FORMAT csv); --",
+    "read_text('/etc/passwd')",
+    "* EXCLUDE (x)",
+    "a\nb",
+    "SELECT",
+    "FROM",
+    "?",
+    "$1",
+    "\\",
+    "`x`",
+    "[x]",
+    "x\x00y",
+    "é",
+    "\u202eevil",
+]
+_RESERVED = {
+    "run_id",
+    "train_step",
+    "group_id",
+    "traj_id",
+    "step_idx",
+    "reward",
+    "action",
+    "anchor_obs",
+    "anchor_key",
+    "state_hash",
+    "done",
+    "success",
+    "episode_return",
+    "is_action_valid",
+    "env_name",
+    "split",
+    "observation",
+    "response",
+    "steps",
+    "advantage",
+}
 
 
 def _usable_name(name: str) -> bool:
     """Field names the loader keeps as user columns (reserved names are schema fields; a
     leading ``_`` is the store's own namespace; a ``__json`` suffix is its encoding)."""
-    return bool(name) and name not in _RESERVED and not name.startswith("_") \
-        and not name.endswith("__json")
+    return bool(name) and name not in _RESERVED and not name.startswith("_") and not name.endswith("__json")
 
 
 def _store_round_trip(tmp: Path, fields: dict) -> None:
@@ -83,9 +122,21 @@ def _store_round_trip(tmp: Path, fields: dict) -> None:
     rows = []
     for traj, ok in (("r0", True), ("r1", False)):
         for i in range(2):
-            rows.append({"run_id": "fz", "train_step": 0, "group_id": "g", "traj_id": traj, "step_idx": i,
-                         "anchor_obs": "s0" if i == 0 else f"s1{traj}", "action": "a" if ok else "b",
-                         "reward": float(ok and i == 1), "done": i == 1, "success": ok, **fields})
+            rows.append(
+                {
+                    "run_id": "fz",
+                    "train_step": 0,
+                    "group_id": "g",
+                    "traj_id": traj,
+                    "step_idx": i,
+                    "anchor_obs": "s0" if i == 0 else f"s1{traj}",
+                    "action": "a" if ok else "b",
+                    "reward": float(ok and i == 1),
+                    "done": i == 1,
+                    "success": ok,
+                    **fields,
+                }
+            )
     log = tmp / "log.jsonl"
     log.write_text("".join(json.dumps(r) + "\n" for r in rows))
     root = tmp / "store"
@@ -114,17 +165,62 @@ if __name__ != "__main__":
 
     from strategies import step_tables
 
-    FUZZ = settings(max_examples=60, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-    HOSTILE = [b"NaN", b"Infinity", b"-1", b"1e400", b"null", b"true", b'"x"', b"[]", b"{}",
-               b"\\ud800", b"\x00", b"\xff", b"<img src=x onerror=alert(1)>", b"9" * 30,
-               b'"steps": 3', b"[" * 200, b"\n", b'"', b",", b"}"]
-    FIELDS = ["group_id", "traj_id", "step_idx", "reward", "done", "success", "anchor_obs", "action",
-              "train_step", "run_id", "episode_return", "anchor_key", "judge_score", "gold_logprob",
-              "influence_edges", "rubric_active", "steps"]
-    VALUES = st.one_of(st.none(), st.booleans(), st.integers(-3, 2**40), st.floats(allow_nan=True),
-                       st.text(max_size=8), st.lists(st.integers(0, 3), max_size=3),
-                       st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+    FUZZ = settings(
+        max_examples=60,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    )
+    HOSTILE = [
+        b"NaN",
+        b"Infinity",
+        b"-1",
+        b"1e400",
+        b"null",
+        b"true",
+        b'"x"',
+        b"[]",
+        b"{}",
+        b"\\ud800",
+        b"\x00",
+        b"\xff",
+        b"<img src=x onerror=alert(1)>",
+        b"9" * 30,
+        b'"steps": 3',
+        b"[" * 200,
+        b"\n",
+        b'"',
+        b",",
+        b"}",
+    ]
+    FIELDS = [
+        "group_id",
+        "traj_id",
+        "step_idx",
+        "reward",
+        "done",
+        "success",
+        "anchor_obs",
+        "action",
+        "train_step",
+        "run_id",
+        "episode_return",
+        "anchor_key",
+        "judge_score",
+        "gold_logprob",
+        "influence_edges",
+        "rubric_active",
+        "steps",
+    ]
+    VALUES = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-3, 2**40),
+        st.floats(allow_nan=True),
+        st.text(max_size=8),
+        st.lists(st.integers(0, 3), max_size=3),
+        st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+    )
 
     @st.composite
     def corrupted_jsonl(draw):
@@ -147,14 +243,16 @@ if __name__ != "__main__":
             elif kind == "insert":
                 data[at:at] = draw(st.sampled_from(HOSTILE))
             elif data:
-                del data[at:at + draw(st.integers(1, 40))]
+                del data[at : at + draw(st.integers(1, 40))]
         if draw(st.booleans()):
             data = data[: draw(st.integers(0, len(data)))]
         return bytes(data)
 
     @FUZZ
-    @given(rows=step_tables(max_groups=2, max_trajs=3, max_len=4),
-           fmt=st.sampled_from(["jsonl", "json", "csv", "parquet", "jsonl.gz"]))
+    @given(
+        rows=step_tables(max_groups=2, max_trajs=3, max_len=4),
+        fmt=st.sampled_from(["jsonl", "json", "csv", "parquet", "jsonl.gz"]),
+    )
     def test_valid_tables_load_in_every_format(tmp_path, rows, fmt):
         import gzip
 
@@ -167,8 +265,7 @@ if __name__ != "__main__":
         elif fmt == "json":
             path.write_text(json.dumps(rows))
         else:
-            df = pd.DataFrame([{k: v for k, v in r.items() if not isinstance(v, (list, dict))}
-                               for r in rows])
+            df = pd.DataFrame([{k: v for k, v in r.items() if not isinstance(v, (list, dict))} for r in rows])
             df.to_csv(path, index=False) if fmt == "csv" else df.to_parquet(path)
         from crbc_viz.io import load_rollouts
 
@@ -194,23 +291,32 @@ if __name__ != "__main__":
         _check_file(str(path))
 
     @FUZZ
-    @given(data=st.binary(max_size=400), fmt=st.sampled_from(["jsonl", "json", "csv", "parquet",
-                                                               "jsonl.gz"]))
+    @given(data=st.binary(max_size=400), fmt=st.sampled_from(["jsonl", "json", "csv", "parquet", "jsonl.gz"]))
     def test_random_bytes_fail_cleanly(tmp_path, data, fmt):
         path = tmp_path / f"r.{fmt}"
         path.write_bytes(data)
         _check_file(str(path))
 
-    FIELD_NAMES = st.one_of(st.sampled_from(SQL_NAMES),
-                            st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=24),
-                            st.text(alphabet='"\';()-*/\\ ?$`[]{}', min_size=1, max_size=12))
-    FIELD_VALUES = st.one_of(st.sampled_from(SQL_NAMES),
-                             st.text(st.characters(blacklist_categories=("Cs",)), max_size=24),
-                             st.integers(-2**40, 2**40), st.booleans(), st.none(),
-                             st.lists(st.text(max_size=4), max_size=3))
+    FIELD_NAMES = st.one_of(
+        st.sampled_from(SQL_NAMES),
+        st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=24),
+        st.text(alphabet='"\';()-*/\\ ?$`[]{}', min_size=1, max_size=12),
+    )
+    FIELD_VALUES = st.one_of(
+        st.sampled_from(SQL_NAMES),
+        st.text(st.characters(blacklist_categories=("Cs",)), max_size=24),
+        st.integers(-(2**40), 2**40),
+        st.booleans(),
+        st.none(),
+        st.lists(st.text(max_size=4), max_size=3),
+    )
 
-    @settings(max_examples=40, deadline=None, derandomize=True,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+    @settings(
+        max_examples=40,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    )
     @given(fields=st.dictionaries(FIELD_NAMES, FIELD_VALUES, min_size=1, max_size=4))
     def test_store_reads_field_names_and_values_as_data(tmp_path_factory, fields):
         _store_round_trip(tmp_path_factory.mktemp("st"), fields)
@@ -222,10 +328,21 @@ if __name__ != "__main__":
         """``python tests/io/test_fuzz.py <mode>`` for `ATHERIS_SECONDS`: it must end cleanly."""
         pytest.importorskip("atheris")
         proc = subprocess.run(
-            [sys.executable, str(Path(__file__)), mode, f"-max_total_time={ATHERIS_SECONDS}",
-             "-rss_limit_mb=3072", f"-artifact_prefix={tmp_path}/", *flags],
-            cwd=ROOT, capture_output=True, text=True, timeout=ATHERIS_SECONDS + timeout,
-            env={**os.environ, "CRBC_FUZZ_TMP": str(tmp_path)})
+            [
+                sys.executable,
+                str(Path(__file__)),
+                mode,
+                f"-max_total_time={ATHERIS_SECONDS}",
+                "-rss_limit_mb=3072",
+                f"-artifact_prefix={tmp_path}/",
+                *flags,
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=ATHERIS_SECONDS + timeout,
+            env={**os.environ, "CRBC_FUZZ_TMP": str(tmp_path)},
+        )
         tail = (proc.stdout + proc.stderr)[-4000:]
         assert proc.returncode == 0, tail
         assert "Traceback" not in proc.stderr, tail

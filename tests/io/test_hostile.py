@@ -5,6 +5,7 @@ The corpus ``tests/bad_inputs/`` (written by ``tests/make_bad_inputs.py``; ``MAN
 maps each file to the substring its error must contain, or ``"accept"``) is run through the
 real CLI, one subprocess per file. Big cases are generated here, at test time.
 """
+
 from __future__ import annotations
 
 import gzip as _gzip
@@ -35,8 +36,14 @@ PAYLOADS = ("<img src=x onerror=alert(1)>", "</script><script>alert(2)</script>"
 
 
 def run_cli(*args: str, env: dict | None = None, timeout: float = CLI_TIMEOUT):
-    return subprocess.run([sys.executable, "-m", "crbc_viz", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "crbc_viz", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -120,8 +127,14 @@ def test_lenient_drops_a_trajectory_whose_line_did_not_parse(tmp_path):
 def _peak_rss_mb(code: str, env: dict | None = None, timeout: float = 120) -> tuple[float, str]:
     """Run ``code`` in a fresh interpreter; its peak RSS (MiB) and its stdout."""
     wrapper = code + "\nimport resource; print('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
-    proc = subprocess.run([sys.executable, "-c", wrapper], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})})
+    proc = subprocess.run(
+        [sys.executable, "-c", wrapper],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     rss = float(re.search(r"RSS (\d+)", proc.stdout).group(1)) / 1024
     return rss, proc.stdout
@@ -144,8 +157,10 @@ def test_a_50mb_line_is_refused_in_bounded_memory(tmp_path):
     assert "big_line.jsonl:line 5: line is longer than the limit of 32 MiB" in proc.stderr
     proc = run_cli("info", "--lenient", str(path))
     assert proc.returncode == 0 and re.search(r"^trajectories\s+2$", proc.stdout, re.M), proc.stderr
-    code = ("from crbc_viz.io import load_rollouts, LoadError\n"
-            f"try:\n    load_rollouts({str(path)!r})\nexcept LoadError as e:\n    print(e)\n")
+    code = (
+        "from crbc_viz.io import load_rollouts, LoadError\n"
+        f"try:\n    load_rollouts({str(path)!r})\nexcept LoadError as e:\n    print(e)\n"
+    )
     small = tmp_path / "small.jsonl"
     small.write_bytes(ok)
     # Memory is bounded by the limit (at most one limit-sized read), not by the line.
@@ -170,8 +185,10 @@ def test_very_many_tiny_groups(tmp_path):
     path = tmp_path / "tiny.jsonl"
     with open(path, "w") as fh:
         for g in range(n):
-            fh.write(f'{{"group_id":"g{g}","traj_id":"t","step_idx":0,"reward":{g % 2},'
-                     f'"done":true,"anchor_obs":"s"}}\n')
+            fh.write(
+                f'{{"group_id":"g{g}","traj_id":"t","step_idx":0,"reward":{g % 2},'
+                f'"done":true,"anchor_obs":"s"}}\n'
+            )
     t0 = time.monotonic()
     b = load_rollouts(path)
     graph = crbc_viz.build_graph(b)
@@ -283,7 +300,7 @@ def test_failed_write_keeps_the_previous_file_and_no_temp(tmp_path, monkeypatch)
         assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
     # A real failure inside pyarrow (a column it cannot convert), not a mock.
     bad = pd.DataFrame({"x": [object(), object()]})
-    with pytest.raises(ValueError):          # pyarrow's ArrowInvalid
+    with pytest.raises(ValueError):  # pyarrow's ArrowInvalid
         write_frame(bad, tmp_path / "r.parquet")
     assert pd.read_parquet(tmp_path / "r.parquet")["a"].tolist() == [1.0, 2.0]
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
@@ -338,10 +355,17 @@ def test_server_paths_are_confined(tmp_path, monkeypatch):
     (root / "dirlink").symlink_to(outside, target_is_directory=True)
     monkeypatch.setenv(files.ENV_ROOTS, str(root))
     assert files.resolve_data_path(str(root / "good.jsonl")) == (root / "good.jsonl").resolve()
-    escapes = [str(root / "link.jsonl"), str(root / "dirlink" / "secret.jsonl"),
-               str(root / ".." / "outside" / "secret.jsonl"), str(outside / "secret.jsonl"),
-               "../../../../../../etc/passwd", "/etc/passwd", "sample_rollouts/../README.md",
-               str(root) + "/../outside/secret.jsonl", "~/../../etc/shadow"]
+    escapes = [
+        str(root / "link.jsonl"),
+        str(root / "dirlink" / "secret.jsonl"),
+        str(root / ".." / "outside" / "secret.jsonl"),
+        str(outside / "secret.jsonl"),
+        "../../../../../../etc/passwd",
+        "/etc/passwd",
+        "sample_rollouts/../README.md",
+        str(root) + "/../outside/secret.jsonl",
+        "~/../../etc/shadow",
+    ]
     for ref in escapes:
         with pytest.raises(ValueError):
             files.resolve_data_path(ref)
@@ -398,10 +422,23 @@ def _xss_log(path: Path) -> Path:
     rows = []
     for traj, ok in (("r0", True), (img, False)):
         for i in range(2):
-            rows.append({"run_id": "xss", "train_step": 0, "group_id": script, "traj_id": traj,
-                         "step_idx": i, "reward": float(ok and i == 1), "done": i == 1, "success": ok,
-                         "action": (img if i == 0 else script) + traj, "observation": img + script,
-                         "response": script + img, "my_note": img, "anchor_obs": script if i == 0 else img + traj})
+            rows.append(
+                {
+                    "run_id": "xss",
+                    "train_step": 0,
+                    "group_id": script,
+                    "traj_id": traj,
+                    "step_idx": i,
+                    "reward": float(ok and i == 1),
+                    "done": i == 1,
+                    "success": ok,
+                    "action": (img if i == 0 else script) + traj,
+                    "observation": img + script,
+                    "response": script + img,
+                    "my_note": img,
+                    "anchor_obs": script if i == 0 else img + traj,
+                }
+            )
     return write_jsonl(path, rows)
 
 
@@ -431,14 +468,22 @@ def test_compare_and_estimators_pages_and_url_params_stay_inert(tmp_path_factory
             assert f.evaluate("() => typeof window.__xss") == "undefined", f.url
         assert pg.locator("img[src='x']").count() == 0
 
-    with streamlit_server(env={"CRBC_VIZ_DATA_ROOTS": str(data)},
-                          log_path=out / "streamlit-hostile.log") as url, sync_playwright() as p:
+    with (
+        streamlit_server(
+            env={"CRBC_VIZ_DATA_ROOTS": str(data)}, log_path=out / "streamlit-hostile.log"
+        ) as url,
+        sync_playwright() as p,
+    ):
         br = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             pg = br.new_page(viewport={"width": 1400, "height": 1800})
             q = {"file": str(log), "group": group, "estimator": "crbc"}
-            for page, marker in (("compare", ".js-plotly-plot"), ("estimators", "text=registered estimators"),
-                                 ("trajectories", "text=chips, top to bottom"), ("", "[data-testid='stMetric']")):
+            for page, marker in (
+                ("compare", ".js-plotly-plot"),
+                ("estimators", "text=registered estimators"),
+                ("trajectories", "text=chips, top to bottom"),
+                ("", "[data-testid='stMetric']"),
+            ):
                 pg.goto(f"{url}/{page}?" + urllib.parse.urlencode(q))
                 pg.locator(marker).first.wait_for(timeout=wait)
                 idle(pg)
@@ -451,8 +496,11 @@ def test_compare_and_estimators_pages_and_url_params_stay_inert(tmp_path_factory
                 pg.screenshot(path=str(out / f"xss_{page or 'data'}.png"))
             # Reflected: hostile values in the URL itself.
             for page in ("graph", "compare", "estimators", ""):
-                bad = {"file": "<img src=x onerror=window.__xss=3>", "group": "</script><img src=x "
-                       "onerror=window.__xss=4>", "estimator": "<img src=x onerror=window.__xss=5>"}
+                bad = {
+                    "file": "<img src=x onerror=window.__xss=3>",
+                    "group": "</script><img src=x onerror=window.__xss=4>",
+                    "estimator": "<img src=x onerror=window.__xss=5>",
+                }
                 pg.goto(f"{url}/{page}?" + urllib.parse.urlencode(bad))
                 pg.wait_for_selector("[data-testid='stApp']", timeout=wait)
                 idle(pg)
@@ -494,8 +542,11 @@ def test_special_files_are_refused_before_reading(tmp_path, name):
     ends) and a symlink loop are refused from their file type, by `info` and by `ingest`."""
     kind, expect = make_bad_inputs.special_cases()[name]
     path = _make_special(tmp_path, name, kind)
-    for args in (("info", str(path)), ("info", "--lenient", str(path)),
-                 ("ingest", "-q", str(path), "--store", str(tmp_path / "s"))):
+    for args in (
+        ("info", str(path)),
+        ("info", "--lenient", str(path)),
+        ("ingest", "-q", str(path), "--store", str(tmp_path / "s")),
+    ):
         proc = run_cli(*args, timeout=60)  # a read of the FIFO would hang past this
         _clean_exit2(proc, expect, name)
     assert not (tmp_path / "s" / "steps").exists()
@@ -529,16 +580,19 @@ def test_gzip_is_capped_after_decompression_in_bounded_memory(tmp_path, fmt):
         csv = (BAD / "ok.csv").read_bytes()
         path = _gzip_bomb(tmp_path / "bomb.csv.gz", 40, csv, csv.split(b"\n", 1)[1])
     else:
-        path = _gzip_bomb(tmp_path / "bomb.json.gz", 40, b"[" + ok.replace(b"\n", b",")[:-1] + b"",
-                          b" " * 1024)
+        path = _gzip_bomb(
+            tmp_path / "bomb.json.gz", 40, b"[" + ok.replace(b"\n", b",")[:-1] + b"", b" " * 1024
+        )
     assert path.stat().st_size < 200_000
     env = {"CRBC_VIZ_MAX_INPUT_MB": "8"}
     proc = run_cli("info", str(path), env=env)
     _clean_exit2(proc, "bomb", "8 MiB", "CRBC_VIZ_MAX_INPUT_MB")
     proc = run_cli("ingest", "-q", str(path), "--store", str(tmp_path / "s"), env=env)
     _clean_exit2(proc, "bomb", "CRBC_VIZ_MAX_INPUT_MB")
-    code = ("from crbc_viz.io import load_rollouts, LoadError\n"
-            f"try:\n    load_rollouts({str(path)!r})\nexcept LoadError as e:\n    print(e)\n")
+    code = (
+        "from crbc_viz.io import load_rollouts, LoadError\n"
+        f"try:\n    load_rollouts({str(path)!r})\nexcept LoadError as e:\n    print(e)\n"
+    )
     base, _ = _peak_rss_mb(code.replace(str(path), str(BAD / "ok.jsonl")), env=env)
     peak, out = _peak_rss_mb(code, env=env)
     assert "CRBC_VIZ_MAX_INPUT_MB" in out
@@ -551,25 +605,42 @@ def test_row_field_and_cell_limits_are_settings(tmp_path):
     for g in range(1500):
         rows += [dict(r, group_id=f"g{g}") for r in _ok_rows()]
     path = write_jsonl(tmp_path / "rows.jsonl", rows)
-    _clean_exit2(run_cli("info", str(path), env={"CRBC_VIZ_MAX_ROWS": "1000"}),
-                 "rows.jsonl:line 1001", "more than the limit of 1,000 rows", "CRBC_VIZ_MAX_ROWS")
+    _clean_exit2(
+        run_cli("info", str(path), env={"CRBC_VIZ_MAX_ROWS": "1000"}),
+        "rows.jsonl:line 1001",
+        "more than the limit of 1,000 rows",
+        "CRBC_VIZ_MAX_ROWS",
+    )
     assert run_cli("info", str(path), env={"CRBC_VIZ_MAX_ROWS": "6000"}).returncode == 0
-    _clean_exit2(run_cli("info", str(path), env={"CRBC_VIZ_MAX_CELLS": "20000"}),
-                 "table cells", "CRBC_VIZ_MAX_CELLS")
+    _clean_exit2(
+        run_cli("info", str(path), env={"CRBC_VIZ_MAX_CELLS": "20000"}), "table cells", "CRBC_VIZ_MAX_CELLS"
+    )
     wide = pd.DataFrame(_ok_rows())
     for k in range(40):
         wide[f"extra{k}"] = k
     wide.to_csv(tmp_path / "wide.csv", index=False)
     wide.to_parquet(tmp_path / "wide.parquet")
     for name in ("wide.csv", "wide.parquet"):
-        _clean_exit2(run_cli("info", str(tmp_path / name), env={"CRBC_VIZ_MAX_FIELDS": "30"}),
-                     name, "more than the limit of 30 distinct field names", "CRBC_VIZ_MAX_FIELDS")
+        _clean_exit2(
+            run_cli("info", str(tmp_path / name), env={"CRBC_VIZ_MAX_FIELDS": "30"}),
+            name,
+            "more than the limit of 30 distinct field names",
+            "CRBC_VIZ_MAX_FIELDS",
+        )
         assert run_cli("info", str(tmp_path / name)).returncode == 0
 
 
-@pytest.mark.parametrize("setting", ["CRBC_VIZ_MAX_LINE_MB=inf", "CRBC_VIZ_MAX_JSON_MB=nan",
-                                     "CRBC_VIZ_MAX_INPUT_MB=-1", "CRBC_VIZ_MAX_ROWS=0",
-                                     "CRBC_VIZ_MAX_FIELDS=lots", "CRBC_VIZ_MAX_PROBLEMS=inf"])
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "CRBC_VIZ_MAX_LINE_MB=inf",
+        "CRBC_VIZ_MAX_JSON_MB=nan",
+        "CRBC_VIZ_MAX_INPUT_MB=-1",
+        "CRBC_VIZ_MAX_ROWS=0",
+        "CRBC_VIZ_MAX_FIELDS=lots",
+        "CRBC_VIZ_MAX_PROBLEMS=inf",
+    ],
+)
 def test_limit_settings_that_are_not_finite_positive_numbers(tmp_path, setting):
     """Item 9: ``CRBC_VIZ_MAX_*=inf`` was an OverflowError traceback."""
     var, val = setting.split("=")
@@ -595,13 +666,17 @@ def test_outputs_that_are_inputs_or_in_a_store_are_refused(tmp_path):
     snap = {p: p.read_bytes() for p in parts}
     _clean_exit2(run_cli("export", "--store", str(store), "-o", str(parts[0])), "inside the log store")
     _clean_exit2(run_cli("export", "--store", str(store), "-o", str(store / "x.csv")), "inside the log store")
-    _clean_exit2(run_cli("score", "--store", str(store), "-o", str(store / "cache" / "x.parquet")),
-                 "inside the log store")
+    _clean_exit2(
+        run_cli("score", "--store", str(store), "-o", str(store / "cache" / "x.parquet")),
+        "inside the log store",
+    )
     _clean_exit2(run_cli("score", str(BAD / "ok.jsonl"), "-o", str(parts[0])), "inside the log store")
     assert {p: p.read_bytes() for p in sorted(store.rglob("*.parquet"))} == snap
     _clean_exit2(run_cli("score", str(log), "-o", str(tmp_path)), "is a folder")
     (tmp_path / "afile").write_text("x")
-    _clean_exit2(run_cli("score", str(log), "-o", str(tmp_path / "afile" / "o.csv")), "is a file, not a folder")
+    _clean_exit2(
+        run_cli("score", str(log), "-o", str(tmp_path / "afile" / "o.csv")), "is a file, not a folder"
+    )
     if os.geteuid() != 0:  # root writes anywhere
         ro = tmp_path / "ro"
         ro.mkdir()
@@ -638,8 +713,9 @@ def _manifest(store: Path) -> Path:
     return m
 
 
-@pytest.mark.parametrize("attack", ["dotdot", "absolute", "text_dotdot", "symlink_out", "missing",
-                                    "not_a_list", "garbage"])
+@pytest.mark.parametrize(
+    "attack", ["dotdot", "absolute", "text_dotdot", "symlink_out", "missing", "not_a_list", "garbage"]
+)
 def test_store_manifests_naming_files_outside_the_store_are_refused(tmp_path, attack):
     """Item 6 (and 9): a manifest naming a part outside the store (../, absolute, a symlinked
     part), a missing part or a damaged manifest: StoreError naming the manifest, exit 2."""
@@ -668,10 +744,13 @@ def test_store_manifests_naming_files_outside_the_store_are_refused(tmp_path, at
     elif attack != "symlink_out" and attack != "missing":
         mpath.write_text(json.dumps(man))
     expect = "unreadable manifest" if attack == "garbage" else mpath.name
-    for args in (("info", "--store", str(store)), ("info", "--store", str(store), "--group", "g"),
-                 ("score", "--store", str(store), "-o", str(tmp_path / "o.parquet")),
-                 ("trends", "-q", "--store", str(store)),
-                 ("export", "--store", str(store), "-o", str(tmp_path / "e.parquet"))):
+    for args in (
+        ("info", "--store", str(store)),
+        ("info", "--store", str(store), "--group", "g"),
+        ("score", "--store", str(store), "-o", str(tmp_path / "o.parquet")),
+        ("trends", "-q", "--store", str(store)),
+        ("export", "--store", str(store), "-o", str(tmp_path / "e.parquet")),
+    ):
         _clean_exit2(run_cli(*args), expect)
     assert not (tmp_path / "o.parquet").exists() and not (tmp_path / "e.parquet").exists()
 
@@ -681,8 +760,9 @@ def test_damaged_store_files_are_named(tmp_path):
     store = _ingest(tmp_path, BAD / "ok.jsonl")
     part = next(store.rglob("steps/**/*.parquet"))
     part.write_bytes(part.read_bytes()[:60])
-    _clean_exit2(run_cli("info", "--store", str(store), "--group", "g"), "cannot read the store's data",
-                 "re-ingest")
+    _clean_exit2(
+        run_cli("info", "--store", str(store), "--group", "g"), "cannot read the store's data", "re-ingest"
+    )
     (store / "store.json").write_text("garbage")
     _clean_exit2(run_cli("info", "--store", str(store)), "store.json", "not a valid store marker")
 
@@ -692,10 +772,12 @@ def test_path_like_ids_stay_inside_the_store(tmp_path):
     store writes (parts, manifests, trends cache) lies under the store folder."""
     escape = Path("/tmp/crbc-escape")
     store = _ingest(tmp_path, BAD / "traversal_ids.jsonl", BAD / "long_unicode_run_id.jsonl")
-    for args in (("trends", "-q", "--store", str(store)),
-                 ("trends", "-q", "--store", str(store), "--run", "../../../../tmp/crbc-escape"),
-                 ("export", "--store", str(store), "-o", str(tmp_path / "e.parquet")),
-                 ("info", "--store", str(store), "--group", "../../g")):
+    for args in (
+        ("trends", "-q", "--store", str(store)),
+        ("trends", "-q", "--store", str(store), "--run", "../../../../tmp/crbc-escape"),
+        ("export", "--store", str(store), "-o", str(tmp_path / "e.parquet")),
+        ("info", "--store", str(store), "--group", "../../g"),
+    ):
         proc = run_cli(*args)
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, (args, proc.stderr)
     root = store.resolve()
@@ -731,8 +813,7 @@ def test_interrupted_ingest_is_reported_and_can_be_dropped(tmp_path):
         rows += [dict(r, group_id=f"g{g}") for r in _ok_rows()]
     log = write_jsonl(tmp_path / "run.jsonl", rows)
     store = tmp_path / "store"
-    proc = run_cli("ingest", "-q", str(log), "--store", str(store), "--part-rows", "20",
-                   env={CRASH_ENV: "2"})
+    proc = run_cli("ingest", "-q", str(log), "--store", str(store), "--part-rows", "20", env={CRASH_ENV: "2"})
     assert proc.returncode == 17
     info = run_cli("info", "--store", str(store))
     assert info.returncode == 0
@@ -784,11 +865,13 @@ def test_terminal_escapes_in_ids_are_not_printed_raw(tmp_path):
     """Item 11: ESC / C1 control characters from a log are printed as \\x1b escapes."""
     store = _ingest(tmp_path, BAD / "terminal_escapes.jsonl")
     group = make_bad_inputs.TERMINAL[0] + "g"
-    outs = [run_cli("info", "--store", str(store), "--group", group),
-            run_cli("info", "--store", str(store)),
-            run_cli("trends", "-q", "--store", str(store), "--train-step", "0"),
-            run_cli("info", str(BAD / "terminal_escapes.jsonl")),
-            run_cli("info", "--store", str(store), "--group", group + "\x1b[5m nope")]
+    outs = [
+        run_cli("info", "--store", str(store), "--group", group),
+        run_cli("info", "--store", str(store)),
+        run_cli("trends", "-q", "--store", str(store), "--train-step", "0"),
+        run_cli("info", str(BAD / "terminal_escapes.jsonl")),
+        run_cli("info", "--store", str(store), "--group", group + "\x1b[5m nope"),
+    ]
     for proc in outs:
         for text in (proc.stdout, proc.stderr):
             assert "\x1b" not in text and "\x9b" not in text and "\x07" not in text, text
@@ -811,14 +894,25 @@ def test_depth_and_similarity_work_are_bounded(tmp_path):
     """Item 10: depth=1e12 is refused up front (it looped in compiled code); GiGPO's
     quadratic similarity mode stops at a work limit with a message naming the setting."""
     out = str(tmp_path / "o.csv")
-    _clean_exit2(run_cli("score", str(BAD / "ok.jsonl"), "-o", out, "-p", "depth=1e12"),
-                 "depth", "<= 10000")
+    _clean_exit2(run_cli("score", str(BAD / "ok.jsonl"), "-o", out, "-p", "depth=1e12"), "depth", "<= 10000")
     for d in ("inf", "10000", "3"):
         assert run_cli("score", str(BAD / "ok.jsonl"), "-o", out, "-p", f"depth={d}").returncode == 0
     sim = str(BAD / "similarity_anchors.jsonl")
-    _clean_exit2(run_cli("score", sim, "-e", "gigpo", "-o", out, "-p", "similarity=true",
-                         env={"CRBC_VIZ_MAX_SIMILARITY_WORK": "100000"}),
-                 "similarity", "CRBC_VIZ_MAX_SIMILARITY_WORK")
+    _clean_exit2(
+        run_cli(
+            "score",
+            sim,
+            "-e",
+            "gigpo",
+            "-o",
+            out,
+            "-p",
+            "similarity=true",
+            env={"CRBC_VIZ_MAX_SIMILARITY_WORK": "100000"},
+        ),
+        "similarity",
+        "CRBC_VIZ_MAX_SIMILARITY_WORK",
+    )
     assert run_cli("score", sim, "-e", "gigpo", "-o", out, "-p", "similarity=true").returncode == 0
 
 
@@ -843,11 +937,14 @@ def test_sql_field_names_through_every_store_command(tmp_path):
         pwned.unlink()
     src = BAD / "sql_field_names.jsonl"
     store = _ingest(tmp_path, src)
-    for args in (("info", "--store", str(store)), ("info", "--store", str(store), "--group", "g"),
-                 ("info", "--store", str(store), "--group", "bad/0/g", "--json"),
-                 ("score", "--store", str(store), "-o", str(tmp_path / "o.parquet")),
-                 ("trends", "-q", "--store", str(store)),
-                 ("export", "--store", str(store), "-o", str(tmp_path / "e.csv"))):
+    for args in (
+        ("info", "--store", str(store)),
+        ("info", "--store", str(store), "--group", "g"),
+        ("info", "--store", str(store), "--group", "bad/0/g", "--json"),
+        ("score", "--store", str(store), "-o", str(tmp_path / "o.parquet")),
+        ("trends", "-q", "--store", str(store)),
+        ("export", "--store", str(store), "-o", str(tmp_path / "e.csv")),
+    ):
         proc = run_cli(*args)
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, (args, proc.stderr[-3000:])
     assert not pwned.exists()
@@ -888,8 +985,12 @@ def test_upload_folder_is_private_and_bounded(tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------- issue 14: the app
-EVIL = ("[click](http://evil.invalid/x)", "![img](http://evil.invalid/a.png)",
-        "<img src=http://evil.invalid/b.png>", "www.evil.invalid :red[red] **bold**")
+EVIL = (
+    "[click](http://evil.invalid/x)",
+    "![img](http://evil.invalid/a.png)",
+    "<img src=http://evil.invalid/b.png>",
+    "www.evil.invalid :red[red] **bold**",
+)
 _LINK = re.compile(r"(?<!\\)!?\[[^\]]*(?<!\\)\]\(|(?<!\\)<img|https?://evil|(?<!\\)www\.evil")
 
 
@@ -924,15 +1025,17 @@ def _shown(at) -> list[str]:
 def test_app_url_values_and_load_errors_render_as_text(evil):
     """Item 5: ?file= / ?group= / ?estimator= / ?store= values and the load errors quoting
     them reach st.error / st.warning escaped: no link, image or HTML of the sender's choice."""
-    pages = [(None, {"file": evil + ".jsonl", "estimator": evil}),
-             (None, {"group": evil, "estimator": evil}),
-             ("app_pages/training.py", {"store": evil})]
+    pages = [
+        (None, {"file": evil + ".jsonl", "estimator": evil}),
+        (None, {"group": evil, "estimator": evil}),
+        ("app_pages/training.py", {"store": evil}),
+    ]
     for page, q in pages:
         at = _app(q, page)
         texts = _shown(at)
         assert any("evil" in t for t in texts), texts  # the value is shown ...
         for t in texts:
-            assert not _LINK.search(t), t             # ... as text
+            assert not _LINK.search(t), t  # ... as text
 
 
 def test_app_log_values_render_as_text_and_tables_are_formula_safe(tmp_path):
@@ -960,8 +1063,11 @@ def test_app_log_values_render_as_text_and_tables_are_formula_safe(tmp_path):
 
 def test_app_long_or_odd_file_paths_are_short_errors():
     """Item 9: a very long ?file= (ENAMETOOLONG) is a short error, not an exception box."""
-    for ref in ("/tmp/" + "a" * 5000 + ".jsonl", "/tmp/" + "b" * 300 + "/x.jsonl",
-                "sample_rollouts/" + "../" * 50 + "etc/passwd"):
+    for ref in (
+        "/tmp/" + "a" * 5000 + ".jsonl",
+        "/tmp/" + "b" * 300 + "/x.jsonl",
+        "sample_rollouts/" + "../" * 50 + "etc/passwd",
+    ):
         at = _app({"file": ref})
         errors = [str(e.value) for e in at.sidebar.error]
         assert errors and all(len(e) < 1500 for e in errors), errors
@@ -988,18 +1094,33 @@ def test_url_values_in_the_browser_fetch_nothing_and_link_nowhere(tmp_path_facto
     log.write_bytes((BAD / "markdown_ids.jsonl").read_bytes())
     out = ROOT / "test-output"
     out.mkdir(exist_ok=True)
-    with streamlit_server(env={"CRBC_VIZ_DATA_ROOTS": str(data)},
-                          log_path=out / "streamlit-hostile-md.log") as url, sync_playwright() as p:
+    with (
+        streamlit_server(
+            env={"CRBC_VIZ_DATA_ROOTS": str(data)}, log_path=out / "streamlit-hostile-md.log"
+        ) as url,
+        sync_playwright() as p,
+    ):
         br = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             pg = br.new_page(viewport={"width": 1400, "height": 1600})
             asked, shown = [], []
-            pg.on("request", lambda r: asked.append(r.url)
-                  if "evil.invalid" in (urllib.parse.urlparse(r.url).hostname or "") else None)
-            visits = [("", {"file": EVIL[0] + ".jsonl", "group": EVIL[1], "estimator": EVIL[2]}),
-                      ("training", {"store": EVIL[1]}), ("training", {"store": EVIL[0]}),
-                      ("", {"file": str(log)}), ("graph", {"file": str(log)}),
-                      ("trajectories", {"file": str(log)}), ("compare", {"file": str(log)})]
+            pg.on(
+                "request",
+                lambda r: (
+                    asked.append(r.url)
+                    if "evil.invalid" in (urllib.parse.urlparse(r.url).hostname or "")
+                    else None
+                ),
+            )
+            visits = [
+                ("", {"file": EVIL[0] + ".jsonl", "group": EVIL[1], "estimator": EVIL[2]}),
+                ("training", {"store": EVIL[1]}),
+                ("training", {"store": EVIL[0]}),
+                ("", {"file": str(log)}),
+                ("graph", {"file": str(log)}),
+                ("trajectories", {"file": str(log)}),
+                ("compare", {"file": str(log)}),
+            ]
             for page, q in visits:
                 pg.goto(f"{url}/{page}?" + urllib.parse.urlencode(q))
                 pg.wait_for_selector("[data-testid='stApp']", timeout=wait)
@@ -1008,10 +1129,12 @@ def test_url_values_in_the_browser_fetch_nothing_and_link_nowhere(tmp_path_facto
                 idle(pg)
                 shown.append(pg.locator("[data-testid='stApp']").inner_text())
                 for f in pg.frames:  # links to this app may carry the query; none leaves it
-                    hosts = f.evaluate("() => [...document.querySelectorAll('a[href], img[src], "
-                                       "link[href], iframe[src]')].map(e => { try { return new "
-                                       "URL(e.href || e.src, location.href).hostname } catch (x) "
-                                       "{ return 'bad' } })")
+                    hosts = f.evaluate(
+                        "() => [...document.querySelectorAll('a[href], img[src], "
+                        "link[href], iframe[src]')].map(e => { try { return new "
+                        "URL(e.href || e.src, location.href).hostname } catch (x) "
+                        "{ return 'bad' } })"
+                    )
                     assert not [h for h in hosts if "evil" in h or h == "bad"], (page, q, hosts)
                 pg.screenshot(path=str(out / f"md_{page or 'data'}.png"))
             assert not asked, asked

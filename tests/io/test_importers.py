@@ -4,6 +4,7 @@ importer or names the file and what was expected.
 
 Expected values below are read off the fixture files by hand, not recomputed by the code.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,9 +39,17 @@ def per_traj(batch):
     return dict(zip(tr["traj_id"], zip(tr["num_steps"], tr["success"])))
 
 
-@pytest.mark.parametrize("path,fmt", [(VERL_AGENT, "verl-agent"), (VERL, "verl"), (ROLL, "roll"),
-                                      (RLLM, "rllm"), (TRL, "trl"),
-                                      (ROOT / "sample_rollouts" / "toy" / "toy_group.jsonl", "canonical")])
+@pytest.mark.parametrize(
+    "path,fmt",
+    [
+        (VERL_AGENT, "verl-agent"),
+        (VERL, "verl"),
+        (ROLL, "roll"),
+        (RLLM, "rllm"),
+        (TRL, "trl"),
+        (ROOT / "sample_rollouts" / "toy" / "toy_group.jsonl", "canonical"),
+    ],
+)
 def test_detect(path, fmt):
     assert detect(str(path)) == fmt
 
@@ -76,7 +85,10 @@ def test_verl_agent_dump():
     t1 = b.steps[b.steps["traj_id"] == "t1"]
     assert t1["action"].tolist() == ["go to fridge 1", "open fridge 1", "take apple 1"]
     assert t1["reward"].tolist() == [0.0, 0.0, 10.0]
-    assert b.steps.loc[(b.steps["traj_id"] == "t2") & (b.steps["step_idx"] == 1), "is_action_valid"].item() is False
+    assert (
+        b.steps.loc[(b.steps["traj_id"] == "t2") & (b.steps["step_idx"] == 1), "is_action_valid"].item()
+        is False
+    )
     # anchors: u-a has start, at fridge 1, fridge 1 open, at counter 1 -> 4 nodes; u-b 2.
     g = build_graph(b)
     assert np.diff(g.group_node_offsets).tolist() == [4, 2]
@@ -144,8 +156,12 @@ def test_rllm_episode_folder():
     assert src.fmt == "rllm" and len(src.files) == 3
     _, imp, b = load(RLLM)
     assert b.groups["group_id"].tolist() == ["task-7:solver", "task-9:solver"]
-    assert per_traj(b) == {"task-7:0": (2, True), "task-7:1": (2, False), "task-9:0": (1, False),
-                           "task-9:1": (2, True)}
+    assert per_traj(b) == {
+        "task-7:0": (2, True),
+        "task-7:1": (2, False),
+        "task-9:0": (1, False),
+        "task-9:1": (2, True),
+    }
     assert set(b.steps["train_step"]) == {2} and set(b.steps["run_id"]) == {"rllm_run"}
     assert b.steps["action"].tolist()[:2] == ["2", "1"]
     assert b.steps["response"].iloc[0] == "I move 2"

@@ -5,6 +5,7 @@ The expected counts are the generators' truth.json: what the environments / rewa
 recorded while the trainers ran, never re-derived from the dump files. The trainer packages
 are not needed here: only the committed outputs are read.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -60,8 +61,13 @@ def _info(capsys, store, step):
     assert main(["info", "--store", str(store), "--train-step", str(step), "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     t = d["trajectories"]
-    return {"groups": d["groups"], "trajectories": t, "steps": d["steps"],
-            "successes": round(d["success_rate"] * t), "truncated": round(d["truncated_rate"] * t)}
+    return {
+        "groups": d["groups"],
+        "trajectories": t,
+        "steps": d["steps"],
+        "successes": round(d["success_rate"] * t),
+        "truncated": round(d["truncated_rate"] * t),
+    }
 
 
 @pytest.mark.parametrize("fixture,path,section,fmt,lost", CASES, ids=[c[1] for c in CASES])
@@ -121,8 +127,9 @@ def test_verl_agent_conflicting_duplicate_names_both_lines(tmp_path):
 def test_verl_agent_shuffled_rows_without_step_are_an_error(tmp_path):
     rows = (VA / "crbc_dump" / "crbc_step_000002.jsonl").read_text().splitlines()
     p = tmp_path / "crbc_step_000002.jsonl"
-    p.write_text("".join(json.dumps({k: v for k, v in json.loads(x).items() if k != "step"}) + "\n"
-                         for x in rows))
+    p.write_text(
+        "".join(json.dumps({k: v for k, v in json.loads(x).items() if k != "step"}) + "\n" for x in rows)
+    )
     with pytest.raises(LoadError, match="cannot be put back in order"):
         _load(p)
 
@@ -133,36 +140,45 @@ def test_verl_agent_rows_are_shuffled_and_step_orders_them():
     assert order != sorted(order, key=lambda k: (k[0], k[1]))  # _balance_batch reordered them
     _, b = _load(VA / "crbc_dump" / "crbc_step_000001.jsonl")
     for t in range(b.num_trajectories):
-        s = b.steps["step_idx"].to_numpy()[b.traj_offsets[t]:b.traj_offsets[t + 1]]
+        s = b.steps["step_idx"].to_numpy()[b.traj_offsets[t] : b.traj_offsets[t + 1]]
         assert s.tolist() == list(range(len(s)))
 
 
 # -- the verl-agent hook (our code), on a DataProto-shaped batch -------------------------------
 def _hook_batch(rows, with_step=True):
     import torch
+
     texts = [r["response"] for r in rows]
-    nt = {k: np.array([r[k] for r in rows], dtype=object)
-          for k in ("uid", "traj_uid", "anchor_obs", "rewards", "active_masks", "won", "data_source")}
+    nt = {
+        k: np.array([r[k] for r in rows], dtype=object)
+        for k in ("uid", "traj_uid", "anchor_obs", "rewards", "active_masks", "won", "data_source")
+    }
     if with_step:
         nt["step"] = np.array([r["step"] for r in rows], dtype=np.int64)
         nt["dones"] = np.array([r["done"] for r in rows], dtype=object)
     resp = torch.tensor([[i, 0] for i in range(len(rows))])
     adv = torch.tensor([[1.0, 3.0]] * len(rows))
-    return (SimpleNamespace(batch={"responses": resp, "advantages": adv,
-                                   "response_mask": torch.tensor([[1, 1]] * len(rows))},
-                            non_tensor_batch=nt),
-            SimpleNamespace(batch_decode=lambda ids, skip_special_tokens=True: [texts[int(r[0])] for r in ids]))
+    return (
+        SimpleNamespace(
+            batch={"responses": resp, "advantages": adv, "response_mask": torch.tensor([[1, 1]] * len(rows))},
+            non_tensor_batch=nt,
+        ),
+        SimpleNamespace(batch_decode=lambda ids, skip_special_tokens=True: [texts[int(r[0])] for r in ids]),
+    )
 
 
 def test_hook_dedupes_writes_step_and_done_and_refuses_conflicts(tmp_path, capsys):
     from crbc_viz.io.importers.verl_agent_hook import HookError, dump_crbc_steps
+
     rows = [json.loads(x) for x in (VA / "crbc_dump" / "crbc_step_000001.jsonl").read_text().splitlines()]
     padded = rows + [rows[3], rows[10]]  # what adjust_batch(mode="copy") appends
     batch, tok = _hook_batch(padded)
     info = dump_crbc_steps(batch, tok, 7, str(tmp_path / "run" / "crbc_dump"))
     assert info["rows"] == len(rows) and info["duplicates_dropped"] == 2
     back = [json.loads(x) for x in open(info["path"])]
-    assert [(r["traj_uid"], r["step"], r["done"]) for r in back] == [(r["traj_uid"], r["step"], r["done"]) for r in rows]
+    assert [(r["traj_uid"], r["step"], r["done"]) for r in back] == [
+        (r["traj_uid"], r["step"], r["done"]) for r in rows
+    ]
     assert {r["advantage"] for r in back} == {2.0} and {r["global_step"] for r in back} == {7}
     truth = _truth("verl_agent_real", "train_steps", "1")
     _ingest(capsys, tmp_path / "st", tmp_path / "run" / "crbc_dump")
@@ -178,8 +194,11 @@ def test_hook_dedupes_writes_step_and_done_and_refuses_conflicts(tmp_path, capsy
 def test_hook_doc_calls_the_hook_module():
     doc = (ROOT / "docs" / "verl_agent_hook.md").read_text()
     assert "from crbc_viz.io.importers.verl_agent_hook import dump_crbc_steps" in doc
-    for line in ("batch.non_tensor_batch['step']", "batch.non_tensor_batch['dones']",
-                 "batch.non_tensor_batch['won']"):
+    for line in (
+        "batch.non_tensor_batch['step']",
+        "batch.non_tensor_batch['dones']",
+        "batch.non_tensor_batch['won']",
+    ):
         assert line in doc
 
 
@@ -190,8 +209,15 @@ TRL = FIX / "trl_real" / "trl_run" / "completions"
 def test_trl_rewards_exclude_logged_extras_and_success_is_reward_won():
     imp, b = _load(TRL / "completions_00002.parquet")
     df = pd.read_parquet(TRL / "completions_00002.parquet")
-    assert list(df.columns) == ["step", "prompt", "completion", "reward_won", "format_reward",
-                                "num_turns", "advantage"]
+    assert list(df.columns) == [
+        "step",
+        "prompt",
+        "completion",
+        "reward_won",
+        "format_reward",
+        "num_turns",
+        "advantage",
+    ]
     assert np.allclose(b.steps["reward"], df["reward_won"] + df["format_reward"])
     assert "num_turns" in b.steps.columns and "reward_num_turns" not in b.steps.columns
     assert b.traj_success.sum() == _truth("trl_real", "train_steps", "2")["successes"]
@@ -202,18 +228,25 @@ def test_trl_rewards_exclude_logged_extras_and_success_is_reward_won():
 
 
 def test_trl_declared_columns_win(tmp_path, capsys):
-    imp, b = _load(TRL / "completions_00002.parquet", reward_columns=["reward_won"],
-                   success_column="reward_won")
+    imp, b = _load(
+        TRL / "completions_00002.parquet", reward_columns=["reward_won"], success_column="reward_won"
+    )
     df = pd.read_parquet(TRL / "completions_00002.parquet")
     assert np.allclose(b.steps["reward"], df["reward_won"])
     with pytest.raises(LoadError, match="success column holds"):
         _load(TRL / "completions_00002.parquet", success_column="num_turns")
     with pytest.raises(LoadError, match="--reward-columns names a column"):
         _load(TRL / "completions_00002.parquet", reward_columns=["nope"])
-    out = _ingest(capsys, tmp_path / "st", TRL, extra=("--reward-columns", "reward_won,format_reward",
-                                                       "--success-column", "reward_won"))
+    out = _ingest(
+        capsys,
+        tmp_path / "st",
+        TRL,
+        extra=("--reward-columns", "reward_won,format_reward", "--success-column", "reward_won"),
+    )
     assert "[trl] (auto-detected)" in out.out
-    assert _info(capsys, tmp_path / "st", 3)["successes"] == _truth("trl_real", "train_steps", "3")["successes"]
+    assert (
+        _info(capsys, tmp_path / "st", 3)["successes"] == _truth("trl_real", "train_steps", "3")["successes"]
+    )
 
 
 def test_trl_without_advantage_asks_for_reward_columns(tmp_path):
@@ -293,7 +326,9 @@ def test_swift_bad_step_names_line(tmp_path):
     obj["step"][3] = "three"
     p = tmp_path / "completions.jsonl"
     p.write_text(lines[0] + "\n" + json.dumps(obj) + "\n")
-    with pytest.raises(LoadError, match=r"completions.jsonl:line 2: field 'step': not a step number: 'three'"):
+    with pytest.raises(
+        LoadError, match=r"completions.jsonl:line 2: field 'step': not a step number: 'three'"
+    ):
         _load(p, "ms-swift")
 
 

@@ -10,6 +10,7 @@ Expected values are written as numbers (hand computation next to them) or, for t
 four-format property, come from the generator's own state ids (the number of distinct
 states it drew), never from the loader's own steps.
 """
+
 from __future__ import annotations
 
 import csv
@@ -43,8 +44,14 @@ def steps(traj, rewards, done=None, **per_row):
     """Rows of one trajectory in group g; ``done`` / extra fields given per step (None = absent)."""
     rows = []
     for k, r in enumerate(rewards):
-        row = {"group_id": "g", "traj_id": traj, "step_idx": k, "reward": r,
-               "anchor_obs": f"s{k}", "action": "a"}
+        row = {
+            "group_id": "g",
+            "traj_id": traj,
+            "step_idx": k,
+            "reward": r,
+            "anchor_obs": f"s{k}",
+            "action": "a",
+        }
         if done is not None and done[k] is not None:
             row["done"] = done[k]
         for f, vals in per_row.items():
@@ -56,16 +63,19 @@ def steps(traj, rewards, done=None, **per_row):
 
 # ================================================================ 1. truncation is failure
 
+
 def test_truncated_without_success_is_a_failure(tmp_path):
-    rows = (steps("t0", [0.0, 1.0], [False, True])      # ended, reward sum 1 > 0: success
-            + steps("t1", [0.0, 1.0], [False, False])   # truncated, reward sum 1: failure
-            + steps("t2", [0.0, 0.0], [False, True]))   # ended, reward sum 0: failure
+    rows = (
+        steps("t0", [0.0, 1.0], [False, True])  # ended, reward sum 1 > 0: success
+        + steps("t1", [0.0, 1.0], [False, False])  # truncated, reward sum 1: failure
+        + steps("t2", [0.0, 0.0], [False, True])
+    )  # ended, reward sum 0: failure
     b = load_rollouts(write_jsonl(tmp_path / "t.jsonl", rows))
     assert b.traj_truncated.tolist() == [False, True, False]
     assert b.traj_success.tolist() == [True, False, False]
-    assert b.traj_return.tolist() == [1.0, 1.0, 0.0]   # the raw return is kept as logged
+    assert b.traj_return.tolist() == [1.0, 1.0, 0.0]  # the raw return is kept as logged
     g = crbc_viz.build_graph(b)
-    assert g.step_next[3] == FAILURE                     # t1's last step ends at FAILURE
+    assert g.step_next[3] == FAILURE  # t1's last step ends at FAILURE
     # GRPO (ddof=1, eps=1e-6): R = [1, 0, 0], mean 1/3, sample std sqrt((4/9 + 1/9 + 1/9)/2)
     # = sqrt(1/3) = 0.5773503; A = [(2/3)/0.5773503, -(1/3)/0.5773503, same] (before eps).
     a = crbc_viz.score(g, "grpo", backend="numpy").advantage
@@ -73,9 +83,11 @@ def test_truncated_without_success_is_a_failure(tmp_path):
 
 
 def test_explicit_success_on_a_truncated_row_wins_with_a_note(tmp_path):
-    rows = (steps("t0", [0.0, 0.0], [False, False], success=[None, True])  # trainer says success
-            + steps("t1", [0.0, 2.0], [False, False], episode_return=[None, 2.0])  # inferred: no
-            + steps("t2", [0.0, 0.0], [False, True], success=[False, False]))
+    rows = (
+        steps("t0", [0.0, 0.0], [False, False], success=[None, True])  # trainer says success
+        + steps("t1", [0.0, 2.0], [False, False], episode_return=[None, 2.0])  # inferred: no
+        + steps("t2", [0.0, 0.0], [False, True], success=[False, False])
+    )
     b = load_rollouts(write_jsonl(tmp_path / "e.jsonl", rows))
     assert b.traj_truncated.tolist() == [True, True, False]
     assert b.traj_success.tolist() == [True, False, False]
@@ -90,10 +102,10 @@ def test_no_done_field_means_not_logged(tmp_path):
     rows = steps("t0", [0.0, 1.0]) + steps("t1", [0.0, 0.0])
     b = load_rollouts(write_jsonl(tmp_path / "n.jsonl", rows))
     assert b.traj_truncated.tolist() == [False, False]
-    assert b.traj_success.tolist() == [True, False]         # reward sums 1 and 0
+    assert b.traj_success.tolist() == [True, False]  # reward sums 1 and 0
     info = batch_summary(crbc_viz.build_graph(b))
     assert (info["truncated"], info["truncation_known"]) == (0, False)
-    assert group_table(crbc_viz.build_graph(b))["truncated"].isna().all()   # unknown, not 0
+    assert group_table(crbc_viz.build_graph(b))["truncated"].isna().all()  # unknown, not 0
 
 
 def test_done_missing_on_the_last_row_says_nothing(tmp_path):
@@ -105,9 +117,12 @@ def test_done_missing_on_the_last_row_says_nothing(tmp_path):
 
 
 def test_truncation_in_info_text_json_store_and_group_table(tmp_path, capsys):
-    rows = (steps("t0", [0.0, 1.0], [False, True]) + steps("t1", [0.0, 1.0], [False, False])
-            + steps("t2", [1.0], [False], success=[True])
-            + [dict(r, group_id="h") for r in steps("u0", [1.0], [True])])
+    rows = (
+        steps("t0", [0.0, 1.0], [False, True])
+        + steps("t1", [0.0, 1.0], [False, False])
+        + steps("t2", [1.0], [False], success=[True])
+        + [dict(r, group_id="h") for r in steps("u0", [1.0], [True])]
+    )
     f = write_jsonl(tmp_path / "i.jsonl", rows)
     assert main(["info", str(f)]) == 0
     out = capsys.readouterr().out
@@ -116,13 +131,17 @@ def test_truncation_in_info_text_json_store_and_group_table(tmp_path, capsys):
     assert main(["info", "--json", str(f)]) == 0
     info = json.loads(capsys.readouterr().out)
     assert (info["truncated"], info["truncated_success"], info["truncation_known"]) == (2, 1, True)
-    assert info["success_rate"] == 0.75                      # t0, t2, u0 of 4
+    assert info["success_rate"] == 0.75  # t0, t2, u0 of 4
     table = group_table(crbc_viz.build_graph(load_rollouts(f)))
-    assert table["truncated"].tolist() == [2, 0]             # group g: t1, t2; group h: none
+    assert table["truncated"].tolist() == [2, 0]  # group g: t1, t2; group h: none
     ingest(tmp_path / "s", [f])
     summ = LogStore(tmp_path / "s").summary()
-    assert (summ["trajectories"], summ["truncated"], summ["truncated_success"],
-            summ["truncation_known"]) == (4, 2, 1, True)
+    assert (summ["trajectories"], summ["truncated"], summ["truncated_success"], summ["truncation_known"]) == (
+        4,
+        2,
+        1,
+        True,
+    )
     assert LogStore(tmp_path / "s").load_batch().traj_truncated.sum() == 2
     nodone = write_jsonl(tmp_path / "nd.jsonl", steps("t0", [1.0]))
     assert main(["info", str(nodone)]) == 0
@@ -131,23 +150,32 @@ def test_truncation_in_info_text_json_store_and_group_table(tmp_path, capsys):
 
 def test_parquet_nullable_columns(tmp_path):
     # success only on the last row, done and num_tokens with nulls: pandas' nullable dtypes
-    df = pd.DataFrame({"group_id": ["g"] * 3, "traj_id": ["a", "a", "b"], "step_idx": [0, 1, 0],
-                       "reward": [0.0, 0.0, 0.0], "anchor_obs": ["s0", "s1", "s0"],
-                       "success": pd.array([None, True, None], dtype="boolean"),
-                       "done": pd.array([None, False, True], dtype="boolean"),
-                       "num_tokens": pd.array([3, None, 4], dtype="Int64")})
+    df = pd.DataFrame(
+        {
+            "group_id": ["g"] * 3,
+            "traj_id": ["a", "a", "b"],
+            "step_idx": [0, 1, 0],
+            "reward": [0.0, 0.0, 0.0],
+            "anchor_obs": ["s0", "s1", "s0"],
+            "success": pd.array([None, True, None], dtype="boolean"),
+            "done": pd.array([None, False, True], dtype="boolean"),
+            "num_tokens": pd.array([3, None, 4], dtype="Int64"),
+        }
+    )
     df.to_parquet(tmp_path / "n.parquet")
     b = load_rollouts(tmp_path / "n.parquet")
-    assert b.traj_success.tolist() == [True, False]      # a: logged true (kept though truncated)
+    assert b.traj_success.tolist() == [True, False]  # a: logged true (kept though truncated)
     assert b.traj_truncated.tolist() == [True, False]
 
 
 def test_contradictory_success_rows(tmp_path):
-    rows = (steps("t0", [0.0, 0.0, 0.0], success=[True, False, None])     # true then false
-            + steps("t1", [0.0, 1.0], success=[False, True])              # per-step "won": fine
-            + steps("t2", [1.0, 1.0], success=[None, None]))              # inferred: sum 2 > 0
+    rows = (
+        steps("t0", [0.0, 0.0, 0.0], success=[True, False, None])  # true then false
+        + steps("t1", [0.0, 1.0], success=[False, True])  # per-step "won": fine
+        + steps("t2", [1.0, 1.0], success=[None, None])
+    )  # inferred: sum 2 > 0
     b = load_rollouts(write_jsonl(tmp_path / "c.jsonl", rows))
-    assert b.traj_success.tolist() == [False, True, True]    # the last logged value
+    assert b.traj_success.tolist() == [False, True, True]  # the last logged value
     note = [w for w in b.warnings if "success=true on a row" in w]
     assert len(note) == 1 and note[0].split(": ", 1)[1].startswith("1 trajectorie(s)") and "'t0'" in note[0]
     quiet = load_rollouts(write_jsonl(tmp_path / "q.jsonl", rows[3:]))
@@ -155,6 +183,7 @@ def test_contradictory_success_rows(tmp_path):
 
 
 # ================================================================ 2/4. one anchor identity
+
 
 def blake(b: bytes) -> str:
     return hashlib.blake2b(b, digest_size=8).hexdigest()
@@ -166,18 +195,22 @@ def test_canonical_bytes_written_out():
     assert canonical_anchor_bytes(nfd) == b"s:caf\xc3\xa9"
     assert anchor_key(nfd) == blake(b"s:caf\xc3\xa9") == anchor_key("caf\u00e9")
     # objects: sorted compact JSON, numbers by value (1.0 -> 1, true -> 1), keys NFC
-    assert canonical_anchor_bytes({"b": 1.0, "a": True, "e\u0301": [0.5, -0.0]}) == \
-        b'j:{"a":1,"b":1,"\xc3\xa9":[0.5,0]}'
-    assert anchor_key({"a": 1}) == anchor_key({"a": 1.0}) == anchor_key({"a": True}) \
-        == blake(b'j:{"a":1}')
+    assert (
+        canonical_anchor_bytes({"b": 1.0, "a": True, "e\u0301": [0.5, -0.0]})
+        == b'j:{"a":1,"b":1,"\xc3\xa9":[0.5,0]}'
+    )
+    assert anchor_key({"a": 1}) == anchor_key({"a": 1.0}) == anchor_key({"a": True}) == blake(b'j:{"a":1}')
     # arrays: shape + float64 little-endian bytes; true = 1.0, -0.0 = 0.0
     two = b"a:(2,):" + struct.pack("<2d", 1.0, 0.0)
     assert canonical_anchor_bytes([True, False]) == two
     assert anchor_key([1, 0]) == anchor_key([True, False]) == anchor_key([1.0, -0.0]) == blake(two)
     assert canonical_anchor_bytes([[1, 2]]) == b"a:(1, 2):" + struct.pack("<2d", 1.0, 2.0)
     # JSON text of an array / object is that array / object (what a CSV cell carries)
-    assert anchor_key(' {"b": [1, 2], "a": "x"} ') == anchor_key({"a": "x", "b": [1, 2]}) \
+    assert (
+        anchor_key(' {"b": [1, 2], "a": "x"} ')
+        == anchor_key({"a": "x", "b": [1, 2]})
         == blake(b'j:{"a":"x","b":[1,2]}')
+    )
     assert anchor_key("[[1, 2]]") == anchor_key(np.array([[1.0, 2.0]]))
     # text that is not JSON stays text
     assert canonical_anchor_bytes("[Room] kitchen") == b"s:[Room] kitchen"
@@ -190,8 +223,11 @@ def test_csv_object_anchors_merge_like_jsonl(tmp_path):
     # 2 rollouts visit the same object state with permuted keys, then differ.
     a = [{"x": 1, "y": [1, 2]}, "end a"]
     b = [{"y": [1.0, 2.0], "x": 1.0}, "end b"]
-    rows = [{"group_id": "g", "traj_id": t, "step_idx": k, "reward": 0.0, "action": "go",
-             "anchor_obs": o} for t, obs in (("a", a), ("b", b)) for k, o in enumerate(obs)]
+    rows = [
+        {"group_id": "g", "traj_id": t, "step_idx": k, "reward": 0.0, "action": "go", "anchor_obs": o}
+        for t, obs in (("a", a), ("b", b))
+        for k, o in enumerate(obs)
+    ]
     j = load_rollouts(write_jsonl(tmp_path / "o.jsonl", rows))
     c = load_rollouts(write_csv(tmp_path / "o.csv", rows))
     p = load_rollouts(write_parquet(tmp_path / "o.parquet", rows))
@@ -202,15 +238,28 @@ def test_csv_object_anchors_merge_like_jsonl(tmp_path):
 
 def test_nfc_and_nfd_spellings_are_one_anchor(tmp_path):
     s = "Caf\u00e9 counter"
-    rows = [{"group_id": "g", "traj_id": t, "step_idx": 0, "reward": 0.0, "action": "go",
-             "anchor_obs": o} for t, o in (("a", s), ("b", unicodedata.normalize("NFD", s)))]
+    rows = [
+        {"group_id": "g", "traj_id": t, "step_idx": 0, "reward": 0.0, "action": "go", "anchor_obs": o}
+        for t, o in (("a", s), ("b", unicodedata.normalize("NFD", s)))
+    ]
     assert crbc_viz.build_graph(load_rollouts(write_jsonl(tmp_path / "u.jsonl", rows))).num_nodes == 1
 
 
 def test_csv_signals_are_read_as_numbers_and_lists(tmp_path):
-    rows = [{"group_id": "g", "traj_id": "a", "step_idx": 0, "reward": 1.0, "anchor_obs": "s",
-             "num_tokens": 3, "gold_logprob": -0.25, "is_error": True,
-             "influence_edges": [], "rubric_active": ["E1"]}]
+    rows = [
+        {
+            "group_id": "g",
+            "traj_id": "a",
+            "step_idx": 0,
+            "reward": 1.0,
+            "anchor_obs": "s",
+            "num_tokens": 3,
+            "gold_logprob": -0.25,
+            "is_error": True,
+            "influence_edges": [],
+            "rubric_active": ["E1"],
+        }
+    ]
     b = load_rollouts(write_csv(tmp_path / "s.csv", rows))
     r = b.steps.iloc[0]
     assert (r["num_tokens"], r["gold_logprob"], r["is_error"]) == (3, -0.25, True)
@@ -219,16 +268,23 @@ def test_csv_signals_are_read_as_numbers_and_lists(tmp_path):
 
 # ================================================================ 3. mixed precomputed keys
 
+
 def test_rows_with_and_without_precomputed_keys_mix(tmp_path):
     rows = [
         {"group_id": "g", "traj_id": "a", "step_idx": 0, "reward": 0, "anchor_obs": "s0", "anchor_key": "k0"},
         {"group_id": "g", "traj_id": "a", "step_idx": 1, "reward": 1, "anchor_obs": "s1"},
-        {"group_id": "g", "traj_id": "b", "step_idx": 0, "reward": 0, "anchor_obs": "s0",
-         "state_hash": 9007199254740993},          # 2**53 + 1: not exact as a float64
+        {
+            "group_id": "g",
+            "traj_id": "b",
+            "step_idx": 0,
+            "reward": 0,
+            "anchor_obs": "s0",
+            "state_hash": 9007199254740993,
+        },  # 2**53 + 1: not exact as a float64
         {"group_id": "g", "traj_id": "b", "step_idx": 1, "reward": 0, "anchor_obs": "s1"},
         {"group_id": "g", "traj_id": "c", "step_idx": 0, "reward": 0, "state_hash": "k0"},
-        {"group_id": "g", "traj_id": "c", "step_idx": 1, "reward": 0},   # no anchor at all
-        {"group_id": "g", "traj_id": "d", "step_idx": 0, "reward": 0},   # no anchor at all
+        {"group_id": "g", "traj_id": "c", "step_idx": 1, "reward": 0},  # no anchor at all
+        {"group_id": "g", "traj_id": "d", "step_idx": 0, "reward": 0},  # no anchor at all
     ]
     for write in (write_jsonl, write_csv, write_parquet):
         b = load_rollouts(write(tmp_path / f"k.{write.__name__[6:]}", rows))
@@ -240,6 +296,7 @@ def test_rows_with_and_without_precomputed_keys_mix(tmp_path):
 
 
 # ================================================================ the same log in four formats
+
 
 def write_csv(path: Path, rows: list[dict]) -> Path:
     """A CSV as a spreadsheet or pandas would write it: JSON text for arrays and objects."""
@@ -269,14 +326,17 @@ def write_parquet(path: Path, rows: list[dict]) -> Path:
         present = [v for v in vals if v is not None]
         if all(isinstance(v, bool) for v in present):
             cols[f] = pd.array(vals, dtype="boolean")
-        elif all(isinstance(v, int) and not isinstance(v, bool) for v in present) and \
-                all(abs(v) < 2**62 for v in present):
+        elif all(isinstance(v, int) and not isinstance(v, bool) for v in present) and all(
+            abs(v) < 2**62 for v in present
+        ):
             cols[f] = pd.array(vals, dtype="Int64")
         elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
             cols[f] = pd.array([None if v is None else float(v) for v in vals], dtype="Float64")
         else:
-            cols[f] = pd.array([None if v is None else v if isinstance(v, str) else json.dumps(v)
-                                for v in vals], dtype="string")
+            cols[f] = pd.array(
+                [None if v is None else v if isinstance(v, str) else json.dumps(v) for v in vals],
+                dtype="string",
+            )
     pd.DataFrame(cols).to_parquet(path)
     return path
 
@@ -288,8 +348,7 @@ def write_traj_jsonl(path: Path, rows: list[dict]) -> Path:
     for r in rows:
         k = tuple(r[i] for i in ids)
         trajs.setdefault(k, []).append({f: v for f, v in r.items() if f not in ids})
-    lines = [{**dict(zip(ids, k)), "steps": sorted(s, key=lambda x: x["step_idx"])}
-             for k, s in trajs.items()]
+    lines = [{**dict(zip(ids, k)), "steps": sorted(s, key=lambda x: x["step_idx"])} for k, s in trajs.items()]
     return write_jsonl(path, lines)
 
 
@@ -305,19 +364,25 @@ def spellings(rng: random.Random, kind: str, k: int):
         base = f"caf\u00e9 room {k}"
         return rng.choice([base, base + "  ", base + "\n", unicodedata.normalize("NFD", base)])
     if kind == "obj":
-        items = [("x", k if rng.random() < 0.5 else float(k)), ("y", [k, 1]),
-                 ("n", "s\u00e9" if rng.random() < 0.5 else "se\u0301")]
+        items = [
+            ("x", k if rng.random() < 0.5 else float(k)),
+            ("y", [k, 1]),
+            ("n", "s\u00e9" if rng.random() < 0.5 else "se\u0301"),
+        ]
         rng.shuffle(items)
         return dict(items)
     if kind == "arr":
         grid = [[k, 0], [1, k]]
         return [[float(x) for x in r] for r in grid] if rng.random() < 0.5 else grid
-    bits = [k % 2 == 1, True, False, k >= 2]           # booleans or their 0/1 numbers
+    bits = [k % 2 == 1, True, False, k >= 2]  # booleans or their 0/1 numbers
     return [int(b) for b in bits] if rng.random() < 0.5 else bits
 
 
-RUBRIC = [{"id": "E1", "category": "evidence"}, {"id": "X1", "category": "execution"},
-          {"id": "I1", "category": "invalidity"}]
+RUBRIC = [
+    {"id": "E1", "category": "evidence"},
+    {"id": "X1", "category": "execution"},
+    {"id": "I1", "category": "invalidity"},
+]
 
 
 def generated_log(seed: int):
@@ -344,10 +409,10 @@ def generated_log(seed: int):
                     if won:
                         rew[-1] = 1.0
                     if rng.random() < 0.3:
-                        rew[0] += 0.5                    # shaping: a truncated reward sum > 0
+                        rew[0] += 0.5  # shaping: a truncated reward sum > 0
                     ret = sum(rew)
                     if logged in ("last", "every"):
-                        truth = won                      # an explicit flag wins over truncation
+                        truth = won  # an explicit flag wins over truncation
                     else:
                         truth = (ret > 0) and not truncated
                     traj = f"r{ti}"
@@ -355,36 +420,51 @@ def generated_log(seed: int):
                     for k, s in enumerate(path):
                         seen.add(s)
                         later = list(range(k + 1, n))
-                        edges = [{"to": t, "type": rng.choice(["support", "failed"])}
-                                 for t in later[:2]]
-                        row = {"run_id": run, "train_step": ts, "group_id": gid, "traj_id": traj,
-                               "step_idx": k, "reward": rew[k],
-                               "action": rng.choice(["push", "left", "wait"]),
-                               "anchor_obs": spellings(rng, kind, s),
-                               "done": (k == n - 1) and not truncated,
-                               "gold_logprob": -round(rng.uniform(0.1, 5.0), 3),
-                               "turn_evidence": round(rng.uniform(-1, 1), 3),
-                               "judge_score": rng.choice([0.0, 1.0, 2.0]),
-                               "rubric_active": rng.sample(["E1", "X1", "I1"], rng.randint(0, 2)),
-                               "rubric": RUBRIC, "influence_edges": edges,
-                               "is_error": any(e["type"] == "failed" for e in edges) or rng.random() < 0.3,
-                               "direct_inputs": rng.randint(0, 2), "num_tokens": rng.randint(1, 50)}
+                        edges = [{"to": t, "type": rng.choice(["support", "failed"])} for t in later[:2]]
+                        row = {
+                            "run_id": run,
+                            "train_step": ts,
+                            "group_id": gid,
+                            "traj_id": traj,
+                            "step_idx": k,
+                            "reward": rew[k],
+                            "action": rng.choice(["push", "left", "wait"]),
+                            "anchor_obs": spellings(rng, kind, s),
+                            "done": (k == n - 1) and not truncated,
+                            "gold_logprob": -round(rng.uniform(0.1, 5.0), 3),
+                            "turn_evidence": round(rng.uniform(-1, 1), 3),
+                            "judge_score": rng.choice([0.0, 1.0, 2.0]),
+                            "rubric_active": rng.sample(["E1", "X1", "I1"], rng.randint(0, 2)),
+                            "rubric": RUBRIC,
+                            "influence_edges": edges,
+                            "is_error": any(e["type"] == "failed" for e in edges) or rng.random() < 0.3,
+                            "direct_inputs": rng.randint(0, 2),
+                            "num_tokens": rng.randint(1, 50),
+                        }
                         if logged == "every" or (logged == "last" and k == n - 1):
                             row["success"] = won
                         if logged == "return" and k == n - 1:
                             row["episode_return"] = ret
                         rows.append(row)
                 states_of[(run, ts, gid)] = len(seen)
-    rng.shuffle(rows)                       # step rows in any order (SCHEMA: sorted at load)
+    rng.shuffle(rows)  # step rows in any order (SCHEMA: sorted at load)
     return rows, {"states": states_of, "success": success_of}
 
 
-FOUR = {"steps.jsonl": write_jsonl, "trajs.jsonl": write_traj_jsonl, "log.csv": write_csv,
-        "log.parquet": write_parquet}
+FOUR = {
+    "steps.jsonl": write_jsonl,
+    "trajs.jsonl": write_traj_jsonl,
+    "log.csv": write_csv,
+    "log.parquet": write_parquet,
+}
 
 
-@settings(max_examples=6, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=6,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(seed=st.integers(0, 2**31 - 1))
 def test_one_log_scores_identically_in_four_formats(tmp_path, seed):
     rows, truth = generated_log(seed)
@@ -408,8 +488,9 @@ def test_one_log_scores_identically_in_four_formats(tmp_path, seed):
             if want is None:
                 want = frame
             else:
-                np.testing.assert_allclose(frame, want, rtol=0, atol=1e-9,
-                                           err_msg=f"{spec.name}: {name} differs from steps.jsonl")
+                np.testing.assert_allclose(
+                    frame, want, rtol=0, atol=1e-9, err_msg=f"{spec.name}: {name} differs from steps.jsonl"
+                )
         ran += 1
     assert ran == len(estimators.specs()) >= 14
     assert math.isfinite(float(np.abs(want).sum()))

@@ -1,4 +1,5 @@
 """Loaders: every format, every validation error named with file, line/row and field."""
+
 import gzip
 import json
 
@@ -33,8 +34,9 @@ def test_toy_loads_in_every_format(tmp_path):
     # Trajectory rows: one object per trajectory with a "steps" list.
     trajs = {}
     for r in rows_ok():
-        t = trajs.setdefault(r["traj_id"], {"group_id": r["group_id"], "traj_id": r["traj_id"],
-                                            "run_id": "toy", "steps": []})
+        t = trajs.setdefault(
+            r["traj_id"], {"group_id": r["group_id"], "traj_id": r["traj_id"], "run_id": "toy", "steps": []}
+        )
         t["steps"].append({k: v for k, v in r.items() if k not in ("group_id", "traj_id", "run_id")})
     write_jsonl(tmp_path / "traj.jsonl", list(trajs.values()))
     want = crbc_viz.score(ref, "crbc").advantage
@@ -66,17 +68,20 @@ def test_required_column_absent_everywhere(tmp_path):
     assert probs[0].field == "traj_id" and "every row" in probs[0].message
 
 
-@pytest.mark.parametrize("field,value,expect", [
-    ("reward", "1.0", "expected a number"),
-    ("reward", True, "bool"),
-    ("step_idx", 1.5, "expected an integer"),
-    ("step_idx", "0", "expected an integer"),
-    ("group_id", 1.5, "expected a string id"),
-    ("traj_id", None, "missing"),
-    ("done", "maybe", "expected true/false"),
-    ("action", 3, "expected a string"),
-    ("anchor_obs", 3.5, "expected a string, array or object"),
-])
+@pytest.mark.parametrize(
+    "field,value,expect",
+    [
+        ("reward", "1.0", "expected a number"),
+        ("reward", True, "bool"),
+        ("step_idx", 1.5, "expected an integer"),
+        ("step_idx", "0", "expected an integer"),
+        ("group_id", 1.5, "expected a string id"),
+        ("traj_id", None, "missing"),
+        ("done", "maybe", "expected true/false"),
+        ("action", 3, "expected a string"),
+        ("anchor_obs", 3.5, "expected a string, array or object"),
+    ],
+)
 def test_wrong_types(tmp_path, field, value, expect):
     rows = rows_ok()
     rows[4][field] = value
@@ -90,14 +95,16 @@ def test_non_finite_reward(tmp_path, value):
     lines[6] = lines[6].replace('"reward": 0.0', f'"reward": {value}')
     (tmp_path / "nf.jsonl").write_text("\n".join(lines) + "\n")
     probs, _ = problems_of(tmp_path / "nf.jsonl")
-    assert any(p.line == 7 and p.field == "reward" and ("finite" in p.message or "missing" in p.message)
-               for p in probs)
+    assert any(
+        p.line == 7 and p.field == "reward" and ("finite" in p.message or "missing" in p.message)
+        for p in probs
+    )
 
 
 def test_duplicate_and_gapped_step_idx(tmp_path):
     rows = rows_ok()
-    rows[1]["step_idx"] = 0          # t1: 0, 0, 2 → duplicate
-    rows[7]["step_idx"] = 5          # t3: 0, 5, 2, 3 → not contiguous
+    rows[1]["step_idx"] = 0  # t1: 0, 0, 2 → duplicate
+    rows[7]["step_idx"] = 5  # t3: 0, 5, 2, 3 → not contiguous
     probs, _ = problems_of(write_jsonl(tmp_path / "d.jsonl", rows))
     assert any(p.field == "step_idx" and "duplicate" in p.message and p.line in (1, 2) for p in probs)
     assert any(p.field == "step_idx" and "contiguous" in p.message for p in probs)
@@ -161,7 +168,7 @@ def test_parquet_row_numbers(tmp_path):
 
 def test_lenient_skips_bad_rows_and_their_trajectories(tmp_path):
     rows = rows_ok()
-    rows[4]["reward"] = "bad"     # inside t2
+    rows[4]["reward"] = "bad"  # inside t2
     b = load_rollouts(write_jsonl(tmp_path / "l.jsonl", rows), lenient=True)
     assert b.num_trajectories == 3 and "t2" not in set(b.steps["traj_id"])
     assert len(b.skipped) == 1 and "line 5" in b.skipped[0]
@@ -172,8 +179,8 @@ def test_success_from_return_and_truncation(tmp_path):
     for r in rows:
         r.pop("success")
     b = load_rollouts(write_jsonl(tmp_path / "s.jsonl", rows))
-    assert list(b.traj_success) == [True, False, False, True]   # sum of rewards > 0
-    rows[2]["done"] = False                                     # t1 truncated
+    assert list(b.traj_success) == [True, False, False, True]  # sum of rewards > 0
+    rows[2]["done"] = False  # t1 truncated
     b = load_rollouts(write_jsonl(tmp_path / "s2.jsonl", rows))
     assert b.traj_truncated[0] and not b.traj_truncated[1]
 
@@ -182,7 +189,7 @@ def test_anchor_keys_canonical_and_precomputed(tmp_path):
     assert anchor_key("room  \n") == anchor_key("room")
     assert anchor_key({"b": 1, "a": 2}) == anchor_key({"a": 2, "b": 1})
     assert anchor_key([[1, 2], [3, 4]]) == anchor_key(np.array([[1.0, 2.0], [3.0, 4.0]]))
-    assert anchor_key([[1, 2], [3, 4]]) != anchor_key([1, 2, 3, 4])   # shape is hashed
+    assert anchor_key([[1, 2], [3, 4]]) != anchor_key([1, 2, 3, 4])  # shape is hashed
     assert len(anchor_key("x")) == 16
     rows = rows_ok()
     for r in rows:
@@ -213,7 +220,7 @@ def test_unknown_fields_are_kept(tmp_path):
 
 def test_json_array_with_lone_surrogate_loads_with_a_note(tmp_path):
     rows = rows_ok()
-    text = json.dumps(rows).replace('"a"', '"a\\ud800"', 1)   # a lone UTF-16 surrogate escape
+    text = json.dumps(rows).replace('"a"', '"a\\ud800"', 1)  # a lone UTF-16 surrogate escape
     (tmp_path / "sur.json").write_text(text)
     b = load_rollouts(tmp_path / "sur.json")
     assert b.num_steps == 15 and "a\ufffd" in set(b.steps["action"])
@@ -221,10 +228,10 @@ def test_json_array_with_lone_surrogate_loads_with_a_note(tmp_path):
 
 
 def test_json_document_over_the_size_limit_is_refused(tmp_path, monkeypatch):
-    (tmp_path / "big.json").write_text(json.dumps(rows_ok() * 2000))   # ~3 MiB
+    (tmp_path / "big.json").write_text(json.dumps(rows_ok() * 2000))  # ~3 MiB
     monkeypatch.setenv("CRBC_VIZ_MAX_JSON_MB", "1")
     probs, text = problems_of(tmp_path / "big.json")
     assert "larger than the limit of 1 MiB" in text and "JSONL" in text
     monkeypatch.setenv("CRBC_VIZ_MAX_JSON_MB", "8")
-    with pytest.raises(LoadError, match="duplicate step_idx"):   # within the limit it parses
+    with pytest.raises(LoadError, match="duplicate step_idx"):  # within the limit it parses
         load_rollouts(tmp_path / "big.json")

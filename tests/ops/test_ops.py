@@ -1,5 +1,6 @@
 """The ``ops`` primitives against independent oracles: brute-force double loops, per-segment
 ``numpy`` statistics and ESTIMATORS.md's hand-computed toy vector (never the primitives' own steps)."""
+
 from pathlib import Path
 
 import numpy as np
@@ -28,15 +29,21 @@ def brute_suffix(x, offsets, gamma):
 
 
 @pytest.mark.parametrize("gamma", [0.0, 0.5, 0.97, 1.0])
-@pytest.mark.parametrize("lengths", [[1, 3, 7, 2, 5] * 20,      # many short: the by-position path
-                                     [200, 1, 3],               # one long: the recurrence fallback
-                                     [4]])
+@pytest.mark.parametrize(
+    "lengths",
+    [
+        [1, 3, 7, 2, 5] * 20,  # many short: the by-position path
+        [200, 1, 3],  # one long: the recurrence fallback
+        [4],
+    ],
+)
 def test_discounted_suffix_sums_equal_the_double_loop(gamma, lengths):
     rng = np.random.default_rng(len(lengths))
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     x = rng.normal(size=offsets[-1])
-    np.testing.assert_allclose(discounted_suffix_sums(x, offsets, gamma), brute_suffix(x, offsets, gamma),
-                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        discounted_suffix_sums(x, offsets, gamma), brute_suffix(x, offsets, gamma), rtol=1e-12, atol=1e-12
+    )
 
 
 def test_discounted_suffix_sums_of_nothing_is_empty():
@@ -46,10 +53,10 @@ def test_discounted_suffix_sums_of_nothing_is_empty():
 def test_segment_stats_and_zscore_match_per_segment_numpy():
     rng = np.random.default_rng(3)
     seg = rng.integers(0, 9, size=300)
-    seg[seg == 4] = 5                           # segment 4 empty
-    seg[np.flatnonzero(seg == 7)[1:]] = 8       # segment 7 has one member
+    seg[seg == 4] = 5  # segment 4 empty
+    seg[np.flatnonzero(seg == 7)[1:]] = 8  # segment 7 has one member
     x = rng.normal(size=300)
-    x[seg == 2] = 1.25                          # segment 2 has no spread
+    x[seg == 2] = 1.25  # segment 2 has no spread
     cnt, mean, std = segment_stats(x, seg, 9)
     z, *_ = segment_zscore(x, seg, 9)
     for k in range(9):
@@ -61,8 +68,11 @@ def test_segment_stats_and_zscore_match_per_segment_numpy():
         assert mean[k] == pytest.approx(x[m].mean(), abs=1e-12)
         if m.sum() >= 2:
             assert std[k] == pytest.approx(x[m].std(ddof=1), abs=1e-12)
-        want = (np.zeros(m.sum()) if m.sum() < 2 or np.ptp(x[m]) == 0
-                else (x[m] - x[m].mean()) / (x[m].std(ddof=1) + 1e-6))
+        want = (
+            np.zeros(m.sum())
+            if m.sum() < 2 or np.ptp(x[m]) == 0
+            else (x[m] - x[m].mean()) / (x[m].std(ddof=1) + 1e-6)
+        )
         np.testing.assert_allclose(z[m], want, atol=1e-12)
 
 

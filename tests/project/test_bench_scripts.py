@@ -1,4 +1,5 @@
 """The prepared benchmark scripts run (dry runs on tiny inputs; figures live in bench/RESULTS.md)."""
+
 import subprocess
 import sys
 
@@ -6,9 +7,14 @@ from helpers import ROOT
 
 
 def test_gpu_bench_cpu_dry_run(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "bench.gpu_bench", "--device", "cpu", "--workloads", "a",
-                           "--repeats", "1"], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={"PATH": "/usr/bin:/bin", "OUT": str(tmp_path), "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.gpu_bench", "--device", "cpu", "--workloads", "a", "--repeats", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PATH": "/usr/bin:/bin", "OUT": str(tmp_path), "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     table = (tmp_path / "gpu_results.md").read_text()
     assert "| a | 368 | float64 |" in table and "| a | 368 | float32 |" in table
@@ -21,13 +27,26 @@ def test_gpu_script_is_one_prepared_command():
 
 
 def test_user_path_quick_renders_every_issue17_row():
-    proc = subprocess.run([sys.executable, "-m", "bench.user_path", "--quick"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.user_path", "--quick"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     block = proc.stdout
-    for label in ('`score(batch, "crbc")`, auto →', "baseline `bench.baselines.crbc_dict_spsolve`",
-                  "`python -m crbc_viz score b80k.jsonl -o out.parquet`", "**Group size**", "**Ingest**",
-                  "**CRBC fused on the GPU**", "Machine:", "load average", "Targets met:"):
+    for label in (
+        '`score(batch, "crbc")`, auto →',
+        "baseline `bench.baselines.crbc_dict_spsolve`",
+        "`python -m crbc_viz score b80k.jsonl -o out.parquet`",
+        "**Group size**",
+        "**Ingest**",
+        "**CRBC fused on the GPU**",
+        "Machine:",
+        "load average",
+        "Targets met:",
+    ):
         assert label in block, label
     gpu = "no GPU on this machine" not in block  # with a GPU its row gets a table too
     assert block.count("| met |") == 3 + gpu and "met (≤ 10 s, ≤ 2 GB)" in block  # + the sweep's

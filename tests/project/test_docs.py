@@ -1,4 +1,5 @@
 """The README stays true to the registry and the set-up rules."""
+
 from crbc_viz.estimators import names
 from helpers import ROOT
 

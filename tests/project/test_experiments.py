@@ -5,6 +5,7 @@ into a log store, the advantage hand-off (the logged advantage equals `crbc-viz 
 logged rows, and GRPO's equals the formula computed here by hand), resuming, and that the
 policy learns the known right credit of the corridor (``right`` at every cell).
 """
+
 import json
 import math
 import subprocess
@@ -22,8 +23,17 @@ from experiments.sokoban_grpo.trainer import Config, RunMismatch, TabularPolicy,
 from helpers import ROOT
 
 STEPS = 6
-CFG = Config(estimator="crbc", seed=0, steps=STEPS, env="chain", pool=4, groups=4, rollouts=8,
-             lr=0.5, env_kwargs={"length": 3, "max_steps": 6})
+CFG = Config(
+    estimator="crbc",
+    seed=0,
+    steps=STEPS,
+    env="chain",
+    pool=4,
+    groups=4,
+    rollouts=8,
+    lr=0.5,
+    env_kwargs={"length": 3, "max_steps": 6},
+)
 
 
 def rows_of(path):
@@ -40,7 +50,7 @@ def run(tmp_path_factory):
 def test_chain_task_dynamics():
     t = ChainTask("c", length=2, max_steps=4)
     assert t.reset() == "@.G"
-    assert t.step(1) == ("@.G", 0.0, False)        # left at 0 stays at 0
+    assert t.step(1) == ("@.G", 0.0, False)  # left at 0 stays at 0
     assert t.step(0) == (".@G", 0.0, False)
     assert t.step(2) == (".@G", 0.0, False)
     assert t.step(0) == ("..@", 1.0, True)
@@ -84,8 +94,12 @@ def test_logged_advantage_equals_crbc_viz_score(run, tmp_path):
     for k in (0, STEPS - 1):
         f = out / "logs" / f"train_step_{k:04d}.jsonl"
         dest = tmp_path / f"scored{k}.parquet"
-        subprocess.run([sys.executable, "-m", "crbc_viz", "score", str(f), "-e", "crbc",
-                        "--out", str(dest)], check=True, cwd=ROOT, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "crbc_viz", "score", str(f), "-e", "crbc", "--out", str(dest)],
+            check=True,
+            cwd=ROOT,
+            capture_output=True,
+        )
         scored = pd.read_parquet(dest)
         logged = pd.DataFrame(rows_of(f))
         m = logged.merge(scored, on=["group_id", "traj_id", "step_idx"], suffixes=("_log", ""))
@@ -101,7 +115,7 @@ def test_grpo_advantage_is_the_group_formula(tmp_path):
         rows = pd.DataFrame(rows_of(tmp_path / "grpo" / "logs" / f"train_step_{k:04d}.jsonl"))
         for _, g in rows.groupby("group_id"):
             R = g.groupby("traj_id")["success"].first().astype(float)
-            sd = R.std(ddof=1)      # GRPO: (R - mean) / (sample std + 1e-6); constant R -> 0
+            sd = R.std(ddof=1)  # GRPO: (R - mean) / (sample std + 1e-6); constant R -> 0
             want = ((R - R.mean()) / (sd + 1e-6)).to_dict()
             got = g["advantage"].to_numpy()
             np.testing.assert_allclose(got, [want[t] for t in g["traj_id"]], atol=1e-9)
@@ -112,7 +126,7 @@ def test_grpo_advantage_is_the_group_formula(tmp_path):
 def test_resume_continues_exactly(run, tmp_path):
     out, metrics = run
     part = tmp_path / "crbc-s0"
-    train(CFG, part, progress=False, stop_after=2)          # "crash" after two steps
+    train(CFG, part, progress=False, stop_after=2)  # "crash" after two steps
     assert json.loads((part / "checkpoint.json").read_text())["train_step"] == 1
     again = train(CFG, part, progress=False)
     assert [m["success_rate"] for m in again] == [m["success_rate"] for m in metrics]
@@ -164,12 +178,23 @@ def test_across_training_opens_the_bundled_store_without_a_path(monkeypatch):
     assert not at.exception and not at.error
     assert at.text_input(key="training_store").value == "sample_rollouts/training/store"
     assert sorted(at.multiselect(key="training_runs").value) == [
-        "crbc-s0", "gigpo-s0", "grpo-s0", "shortest_path-s0", "visit_local-s0"]
+        "crbc-s0",
+        "gigpo-s0",
+        "grpo-s0",
+        "shortest_path-s0",
+        "visit_local-s0",
+    ]
     fig = at.get("plotly_chart")[0].proto.spec
     spec = json.loads(fig)
     names = {t["name"] for t in spec["data"]}
     assert names == {"crbc-s0", "gigpo-s0", "grpo-s0", "shortest_path-s0", "visit_local-s0"}
     metrics = {t["meta"]["metric"] for t in spec["data"]}
-    assert {"success_rate", "shared_step_fraction", "nonzero_credit_fraction", "credit_abs_mean",
-            "trainer_adv_abs_mean", "disagreement"} <= metrics
+    assert {
+        "success_rate",
+        "shared_step_fraction",
+        "nonzero_credit_fraction",
+        "credit_abs_mean",
+        "trainer_adv_abs_mean",
+        "disagreement",
+    } <= metrics
     assert any("train_step 39" in s.value for s in at.subheader)

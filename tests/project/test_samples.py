@@ -1,5 +1,6 @@
 """Bundled samples: every file loads and validates, meets the sharing bar, and the Sokoban
 generator reproduces a task's rows from its seed."""
+
 import gzip
 import json
 import os
@@ -50,8 +51,21 @@ def test_sokoban_generator_reproduces_a_task(tmp_path):
         pytest.skip("no Sokoban generator environment (make test builds .venv-sokoban)")
     data = ROOT / "sample_rollouts" / "sokoban" / "sokoban.jsonl"
     out = tmp_path / "task3.jsonl"
-    subprocess.run([python, str(ROOT / "sample_rollouts" / "sokoban" / "generate.py"), "--seed", "0",
-                    "--task", "3", "--out", str(out)], check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [
+            python,
+            str(ROOT / "sample_rollouts" / "sokoban" / "generate.py"),
+            "--seed",
+            "0",
+            "--task",
+            "3",
+            "--out",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     regenerated = _rows(out)
     group = regenerated[0]["group_id"]
     assert regenerated == [r for r in _rows(data) if r["group_id"] == group]

@@ -1,6 +1,7 @@
 """Streamed ingest holds one chunk at a time: when the next chunk is read, nothing of the
 previous one (its raw table, its batch, its Arrow tables) is still referenced, so peak memory
 is one chunk's whatever the file's size (the RSS figures are in bench/RESULTS.md)."""
+
 import gc
 import importlib
 import json

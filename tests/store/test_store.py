@@ -1,6 +1,7 @@
 """The log store: ingest round-trips to the same batch as loading the file directly, is
 idempotent and resumable after a crash, rejects duplicate trajectories, and its queries,
 trends, export and CLI commands give the values the inputs imply."""
+
 from __future__ import annotations
 
 import json
@@ -61,6 +62,7 @@ def test_roundtrip_equals_direct_load(tmp_path):
     parts = list((tmp_path / "s" / "steps").rglob("*.parquet"))
     assert len(parts) == 1 and "run_id=synthetic/train_step=0" in parts[0].as_posix()
     import pyarrow.parquet as pq
+
     assert "observation" not in pq.read_schema(parts[0]).names
     assert pq.ParquetFile(parts[0]).metadata.row_group(0).column(0).compression == "ZSTD"
 
@@ -80,8 +82,10 @@ def _ingest_subprocess(store, files, crash_after=None, part_rows=60):
     env.pop(CRASH_ENV, None)
     if crash_after is not None:
         env[CRASH_ENV] = str(crash_after)
-    code = ("import sys; from crbc_viz.store import ingest; "
-            f"ingest({str(store)!r}, {[str(f) for f in files]!r}, part_rows={part_rows})")
+    code = (
+        "import sys; from crbc_viz.store import ingest; "
+        f"ingest({str(store)!r}, {[str(f) for f in files]!r}, part_rows={part_rows})"
+    )
     return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
 
 
@@ -107,8 +111,9 @@ def test_crash_mid_ingest_leaves_readable_store_and_resumes(tmp_path):
     st = LogStore(store)
     assert st.num_steps == total
     assert all(m["complete"] for m in st.sources.values())
-    df = st.con.execute(f"SELECT run_id, train_step, group_id, traj_id, step_idx FROM {st._FROM}",
-                        [st._files(st.parts)]).df()
+    df = st.con.execute(
+        f"SELECT run_id, train_step, group_id, traj_id, step_idx FROM {st._FROM}", [st._files(st.parts)]
+    ).df()
     assert len(df) == total and not df.duplicated().any()
     expected = pd.concat([load_rollouts(f).steps for f in files])
     assert rows_key(df) == rows_key(expected)
@@ -227,12 +232,14 @@ def test_store_trends_cached_and_drill_down(tmp_path):
     for f, t in zip(files, (0, 1)):
         direct = load_rollouts(f)
         assert tr.steps.loc[tr.steps["train_step"] == t, "success_rate"].item() == pytest.approx(
-            direct.traj_success.mean())
+            direct.traj_success.mean()
+        )
         assert len(tr.groups_of(t)) == direct.num_groups
     assert list((tmp_path / "s" / "cache").glob("trends-*.steps.parquet"))
     again = store_trends(LogStore(tmp_path / "s"))
     pd.testing.assert_frame_equal(again.steps, tr.steps)
     from crbc_viz.views.training import trends_figure
+
     fig = trends_figure(tr.steps, ["success_rate", "disagreement"], highlight=1)
     assert [t.name for t in fig.data] == ["success rate", "disagreement (1 − Spearman)"]
     assert list(fig.data[0].x) == [0, 1]
@@ -242,7 +249,9 @@ def test_export_keeps_trainer_keys_and_advantage(tmp_path):
     src = FIX / "verl_agent" / "crbc_step_000003.jsonl"
     ingest(tmp_path / "s", [src])
     out = tmp_path / "adv.parquet"
-    assert store_cli(["export", "--store", str(tmp_path / "s"), "--estimator", "crbc", "--out", str(out)]) == 0
+    assert (
+        store_cli(["export", "--store", str(tmp_path / "s"), "--estimator", "crbc", "--out", str(out)]) == 0
+    )
     df = pd.read_parquet(out)
     raw = [json.loads(x) for x in src.read_text().splitlines()]
     active = [r for r in raw if r["active_masks"]]
@@ -255,8 +264,12 @@ def test_export_keeps_trainer_keys_and_advantage(tmp_path):
 
 def test_cli_ingest_info_score_trends(tmp_path, capsys):
     s = str(tmp_path / "s")
-    assert store_cli(["ingest", str(FIX / "roll_run" / "roll_steps.jsonl"), str(FIX / "trl_run"),
-                      "--store", s, "-q"]) == 0
+    assert (
+        store_cli(
+            ["ingest", str(FIX / "roll_run" / "roll_steps.jsonl"), str(FIX / "trl_run"), "--store", s, "-q"]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "ingested" in out and "[roll]" in out and "[trl]" in out
     assert store_cli(["ingest", str(FIX / "trl_run"), "--store", s, "-q"]) == 0

@@ -1,6 +1,7 @@
 """No SQL from data (issue 14, item 1): a log's field names and values and the store's part paths
 never become SQL text. A field named as a DuckDB script is data, not a statement, on every read
 path (CLI and API), and a field named with a double quote reads back like any other field."""
+
 from __future__ import annotations
 
 import subprocess
@@ -29,8 +30,15 @@ def evil_log(tmp_path: Path) -> tuple[Path, Path, list[str]]:
     rows = []
     for t in range(3):
         for s in range(2):
-            r = {"group_id": "g'; DROP TABLE x; --", "traj_id": f't"{t}', "step_idx": s,
-                 "reward": float(t == 0 and s == 1), "anchor_obs": f"s{s}", "action": "a", "done": s == 1}
+            r = {
+                "group_id": "g'; DROP TABLE x; --",
+                "traj_id": f't"{t}',
+                "step_idx": s,
+                "reward": float(t == 0 and s == 1),
+                "anchor_obs": f"s{s}",
+                "action": "a",
+                "done": s == 1,
+            }
             r.update({n: f"v{t}{s}" for n in names})
             rows.append(r)
     return write_jsonl(tmp_path / "evil.jsonl", rows), out, names
@@ -52,19 +60,27 @@ def test_field_names_never_reach_sql(tmp_path):
     assert not out.exists()
 
 
-@pytest.mark.parametrize("cmd", [
-    ["info", "--group", "g'; DROP TABLE x; --"],
-    ["score", "-e", "crbc", "--out", "{tmp}/o.parquet"],
-    ["trends"],
-    ["export", "-e", "crbc", "--out", "{tmp}/e.parquet"],
-])
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        ["info", "--group", "g'; DROP TABLE x; --"],
+        ["score", "-e", "crbc", "--out", "{tmp}/o.parquet"],
+        ["trends"],
+        ["export", "-e", "crbc", "--out", "{tmp}/e.parquet"],
+    ],
+)
 def test_cli_reads_of_a_hostile_store_run_no_sql(tmp_path, cmd):
     log, out, _ = evil_log(tmp_path)
     store = tmp_path / "store"
     ingest(store, [log])
     args = [a.format(tmp=tmp_path) for a in cmd]
-    r = subprocess.run([sys.executable, "-m", "crbc_viz", args[0], "--store", str(store), *args[1:]],
-                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "crbc_viz", args[0], "--store", str(store), *args[1:]],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr
     assert not out.exists()

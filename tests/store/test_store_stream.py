@@ -1,5 +1,6 @@
 """Streamed ingest: a large canonical JSONL file is read in chunks cut at group boundaries
 (memory independent of the file's size) and gives the same store as a whole-file read."""
+
 import importlib
 import json
 
@@ -43,6 +44,7 @@ def test_streamed_store_equals_whole_file(tmp_path, rows, monkeypatch):
         for raw in real(src, tmp_dir):
             chunks.append(len(raw.records))
             yield raw
+
     _small_chunks(monkeypatch)
     monkeypatch.setattr(st, "_stream_raw_chunks", counting)
     rep = ingest(tmp_path / "streamed", [log])
@@ -77,4 +79,6 @@ def test_groups_that_recur_fall_back_to_a_whole_file_read(tmp_path, rows, monkey
     assert rep.rows == len(rows) + 1
     a, _ = _table(tmp_path / "whole")
     b, _ = _table(tmp_path / "streamed")
-    assert a[["group_id", "traj_id", "step_idx", "reward"]].equals(b[["group_id", "traj_id", "step_idx", "reward"]])
+    assert a[["group_id", "traj_id", "step_idx", "reward"]].equals(
+        b[["group_id", "traj_id", "step_idx", "reward"]]
+    )

@@ -1,5 +1,6 @@
 """The teaching material (crbc_viz.teaching, crbc_viz.views.learn): the rare-route trap, edits on
 an in-memory copy, the depth family against the spec's numbers, and the figures' structure."""
+
 from __future__ import annotations
 
 import json
@@ -53,22 +54,24 @@ def test_rare_route_shortest_path_and_crbc_disagree_in_sign():
     cr = score(graph, "crbc", backend="numpy")
     jump = trap_steps(graph)
     assert jump.size == 4
-    assert np.all(sp.credit[jump] > 0), sp.credit[jump]   # rewarded: the lucky route is shortest
-    assert np.all(cr.credit[jump] < 0), cr.credit[jump]   # penalised: it lands 1 time in 4
+    assert np.all(sp.credit[jump] > 0), sp.credit[jump]  # rewarded: the lucky route is shortest
+    assert np.all(cr.credit[jump] < 0), cr.credit[jump]  # penalised: it lands 1 time in 4
     walk = trap_steps(graph, T.SAFE_ACTION)
     assert np.all(sp.credit[walk] < 0) and np.all(cr.credit[walk] > 0)
     # The closure's Q is the discounted success rate of each route as taken (a tree: exact).
     taken, ok, length = routes[T.TRAP_ACTION]
-    q_jump = BETA ** length * ok / taken
+    q_jump = BETA**length * ok / taken
     taken, ok, length = routes[T.SAFE_ACTION]
-    q_walk = BETA ** length * ok / taken
+    q_walk = BETA**length * ok / taken
     assert cr.q_value[jump][0] == pytest.approx(q_jump, abs=1e-12)
     assert cr.q_value[walk][0] == pytest.approx(q_walk, abs=1e-12)
     assert q_jump < q_walk
 
 
-@pytest.mark.parametrize("n_jump,n_lucky,n_walk,n_ok,crbc_sign", [
-    (4, 1, 4, 3, -1), (6, 1, 3, 2, -1), (5, 2, 5, 4, -1), (4, 4, 4, 3, +1), (3, 2, 6, 1, +1)])
+@pytest.mark.parametrize(
+    "n_jump,n_lucky,n_walk,n_ok,crbc_sign",
+    [(4, 1, 4, 3, -1), (6, 1, 3, 2, -1), (5, 2, 5, 4, -1), (4, 4, 4, 3, +1), (3, 2, 6, 1, +1)],
+)
 def test_shortest_path_ignores_how_often_the_jump_lands(n_jump, n_lucky, n_walk, n_ok, crbc_sign):
     graph = build_graph(T.batch_from_rows(T.rare_route_rows(n_jump, n_lucky, n_walk, n_ok)))
     sp = score(graph, "shortest_path", backend="numpy").credit[trap_steps(graph)]
@@ -87,14 +90,14 @@ def test_edits_apply_to_a_copy_and_never_touch_the_file(tmp_path, monkeypatch):
     rows = T.read_rows(T.TOY_PATH)
     snapshot = json.dumps(rows, sort_keys=True)
     edited = T.apply_edits(rows, flip=["t2"], drop=["t3"])
-    assert json.dumps(rows, sort_keys=True) == snapshot           # input untouched
+    assert json.dumps(rows, sort_keys=True) == snapshot  # input untouched
     assert T.traj_ids(edited) == ["t1", "t2", "t4"]
     t2 = [r for r in edited if r["traj_id"] == "t2"]
     assert all(r["success"] for r in t2)
     assert t2[-1]["reward"] == 1.0 and t2[-1]["done"] is True
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     batch = T.batch_from_rows(edited)
-    assert list(tmp_path.iterdir()) == []                          # the temporary JSONL is gone
+    assert list(tmp_path.iterdir()) == []  # the temporary JSONL is gone
     assert batch.num_trajectories == 3 and bool(np.all(batch.traj_success))
     assert T.TOY_PATH.read_bytes() == before
     back = T.apply_edits(edited, flip=["t2"])
@@ -145,8 +148,8 @@ def test_visit_local_returns_by_hand_and_teaching_anchor():
     s0 = int(np.flatnonzero(graph.node_anchor_obs == "s0")[0])
     v = T.anchor_visits(graph, s0, BETA)
     # τ1 (T = 3) and τ4 (T = 5) succeed from t = 1: G = β³ and β⁵; τ2 and τ3 fail: G = 0.
-    assert sorted(np.round(v["G"], 12)) == sorted(np.round([BETA ** 3, 0, 0, BETA ** 5], 12))
-    assert v["q0"]["a"] == pytest.approx(BETA ** 3 / 2)
+    assert sorted(np.round(v["G"], 12)) == sorted(np.round([BETA**3, 0, 0, BETA**5], 12))
+    assert v["q0"]["a"] == pytest.approx(BETA**3 / 2)
     assert v["v0"] - v["q0"]["a"] == pytest.approx(-0.0093, abs=1e-4)
     # s4 is where K = 0 rewards the self-loop and the closure penalises it (§14.5).
     assert str(graph.node_anchor_obs[T.teaching_anchor(graph, BETA)]) == "s4"
@@ -156,8 +159,11 @@ def test_route_table_matches_the_independent_count():
     rows = T.rare_route_rows(5, 2, 3, 1)
     table = {d["action"]: d for d in T.route_table(rows, "start")}
     for action, (taken, ok, length) in routes_from_rows(rows).items():
-        assert (table[action]["taken"], table[action]["succeeded"],
-                table[action]["shortest success (steps)"]) == (taken, ok, length)
+        assert (
+            table[action]["taken"],
+            table[action]["succeeded"],
+            table[action]["shortest success (steps)"],
+        ) == (taken, ok, length)
 
 
 def test_lessons_are_ordered_and_short():
@@ -185,7 +191,7 @@ def test_graph_export_fits_the_whole_graph_first():
     from crbc_viz.views.graph_view import graph_html
 
     page = graph_html(build_graph(load_rollouts(T.TOY_PATH)), estimator="crbc", params_text="beta=0.9")
-    js = page[page.index("window.crbcExport"):]
+    js = page[page.index("window.crbcExport") :]
     assert js.index("network.fit(") > js.index("afterDrawing") and "toDataURL" in js
     assert "network.moveTo" in js and "data-crbc-name='graph_crbc_beta=0.9'" in page
 
@@ -200,8 +206,9 @@ def test_learn_figures_structure():
     marked = sum(cell.startswith("▲") for row in hm.text for cell in row)
     assert marked == 3 and "▲ = good step in a failed rollout: 3" in fig.layout.title.text
     assert fig.layout.font.size == V.FONT_SIZE
-    rr = V.rare_route_figure({"shortest_path": (0.9, -0.9), "crbc": (-1.0, 1.0)},
-                             (T.TRAP_ACTION, T.SAFE_ACTION))
+    rr = V.rare_route_figure(
+        {"shortest_path": (0.9, -0.9), "crbc": (-1.0, 1.0)}, (T.TRAP_ACTION, T.SAFE_ACTION)
+    )
     assert [t.name for t in rr.data] == [T.TRAP_ACTION, T.SAFE_ACTION]
     assert list(rr.data[0].y) == [0.9, -1.0]
     fam = T.depth_family(graph, kmax=5)

@@ -10,6 +10,7 @@ and, in result_<rank>.json, the advantages the trainer used (per completion and 
 the parameters moved. Under ``accelerate launch --num_processes 2`` with ``--per-device 6`` a
 group of 4 completions straddles the two processes, so local-only statistics would be wrong.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,12 +57,27 @@ def main() -> None:
     tk = Tokenizer(models.BPE())
     tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tk.decoder = decoders.ByteLevel()
-    tk.train_from_iterator(prompts + ["left right up down"], trainers.BpeTrainer(
-        vocab_size=280, special_tokens=["<pad>", "<eos>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tk.train_from_iterator(
+        prompts + ["left right up down"],
+        trainers.BpeTrainer(
+            vocab_size=280,
+            special_tokens=["<pad>", "<eos>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        ),
+    )
     tok = PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", eos_token="<eos>")
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
-                      pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, bos_token_id=None)
+    cfg = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+        bos_token_id=None,
+    )
     model = LlamaForCausalLM(cfg)
     before = {k: v.detach().clone() for k, v in model.named_parameters()}
     seen = {}
@@ -77,13 +93,32 @@ def main() -> None:
             seen["mask"] = out["completion_mask"].detach().clone()
             return out
 
-    conf = GRPOConfig(output_dir=os.path.join(a.out, "trl_out"),
-                      per_device_train_batch_size=a.per_device, num_generations=4, max_completion_length=8,
-                      max_steps=1, logging_steps=1, report_to=[], save_strategy="no", use_cpu=True,
-                      bf16=False, learning_rate=1e-2, seed=0, temperature=1.0, beta=0.0)
-    trainer = Recording(model=model, reward_funcs=[reward_reach], args=conf,
-                        train_dataset=Dataset.from_dict({"prompt": prompts * 4}), processing_class=tok,
-                        credit_estimator="crbc", credit_params={"beta": 0.95}, credit_steps=credit_steps)
+    conf = GRPOConfig(
+        output_dir=os.path.join(a.out, "trl_out"),
+        per_device_train_batch_size=a.per_device,
+        num_generations=4,
+        max_completion_length=8,
+        max_steps=1,
+        logging_steps=1,
+        report_to=[],
+        save_strategy="no",
+        use_cpu=True,
+        bf16=False,
+        learning_rate=1e-2,
+        seed=0,
+        temperature=1.0,
+        beta=0.0,
+    )
+    trainer = Recording(
+        model=model,
+        reward_funcs=[reward_reach],
+        args=conf,
+        train_dataset=Dataset.from_dict({"prompt": prompts * 4}),
+        processing_class=tok,
+        credit_estimator="crbc",
+        credit_params={"beta": 0.95},
+        credit_steps=credit_steps,
+    )
     trainer.train()
     moved = max(float((p.detach() - before[k]).abs().max()) for k, p in model.named_parameters())
 
@@ -95,18 +130,34 @@ def main() -> None:
         i = rank * len(ids) + li
         anchors, actions, ok = walk(c)
         for k, (s, act) in enumerate(zip(anchors, actions)):
-            rows.append({"group_id": f"g{i // G}", "traj_id": f"c{i}", "step_idx": k, "anchor_obs": s,
-                         "action": act, "reward": (1.0 if ok else 0.0) if k == len(c) - 1 else 0.0,
-                         "success": ok})
+            rows.append(
+                {
+                    "group_id": f"g{i // G}",
+                    "traj_id": f"c{i}",
+                    "step_idx": k,
+                    "anchor_obs": s,
+                    "action": act,
+                    "reward": (1.0 if ok else 0.0) if k == len(c) - 1 else 0.0,
+                    "success": ok,
+                }
+            )
             assert mask[li, k] == 1
             used.append([f"g{i // G}", f"c{i}", k, float(adv[li, k])])
         assert torch.all(adv[li][mask[li] == 0] == 0)
     with open(os.path.join(a.out, f"rows_{rank}.jsonl"), "w", encoding="utf-8") as f:
         f.write("".join(json.dumps(r) + "\n" for r in rows))
     with open(os.path.join(a.out, f"result_{rank}.json"), "w", encoding="utf-8") as f:
-        json.dump({"moved": moved, "shape": list(adv.shape), "steps": used, "processes":
-                   trainer.accelerator.num_processes, "successes": sum(walk(c)[2] for c in ids),
-                   "completions": len(ids)}, f)
+        json.dump(
+            {
+                "moved": moved,
+                "shape": list(adv.shape),
+                "steps": used,
+                "processes": trainer.accelerator.num_processes,
+                "successes": sum(walk(c)[2] for c in ids),
+                "completions": len(ids),
+            },
+            f,
+        )
     print(json.dumps({"rank": rank, "moved": moved}))
 
 

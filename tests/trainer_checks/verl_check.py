@@ -8,6 +8,7 @@ step, some model tokens (mask 1) then some env/tool tokens (mask 0); the step's 
 its last model token; rows are shuffled (as _balance_batch does). non_tensor_batch carries
 uid, crbc_anchors, crbc_actions and crbc_success (what an agent loop puts in extra_fields).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,7 +34,9 @@ def main() -> None:
     if a.patched_verl:
         assert verl.__file__.startswith(a.patched_verl), verl.__file__
     fn = core_algos.get_adv_estimator_fn("crbc")
-    registry = sorted(n for n in core_algos.ADV_ESTIMATOR_REGISTRY if n == "crbc" or n.startswith("crbc_viz."))
+    registry = sorted(
+        n for n in core_algos.ADV_ESTIMATOR_REGISTRY if n == "crbc" or n.startswith("crbc_viz.")
+    )
 
     rows = [json.loads(line) for line in open(a.rollouts, encoding="utf-8")]
     trajs: dict = {}
@@ -60,7 +63,7 @@ def main() -> None:
     for b, (k, spans) in enumerate(zip(keys, layout)):
         steps = sorted(trajs[k], key=lambda r: r["step_idx"])
         for (lo, hi), r in zip(spans, steps):
-            mask[b, lo:hi + 1] = 1
+            mask[b, lo : hi + 1] = 1
             tlr[b, hi] = r["reward"]
 
     def obj(values):
@@ -81,27 +84,42 @@ def main() -> None:
         from verl import DataProto
         from verl.trainer.ppo.ray_trainer import compute_advantage
 
-        data = DataProto.from_dict(tensors={"token_level_rewards": tlr, "response_mask": mask},
-                                   non_tensors=non_tensors)
+        data = DataProto.from_dict(
+            tensors={"token_level_rewards": tlr, "response_mask": mask}, non_tensors=non_tensors
+        )
         cfg = OmegaConf.create({"adv_estimator": "crbc", "crbc_params": params})
         adv = compute_advantage(data, adv_estimator="crbc", config=cfg).batch["advantages"]
     else:
         from verl.trainer.config import AlgoConfig
 
-        adv, ret = fn(token_level_rewards=tlr, response_mask=mask, config=AlgoConfig(adv_estimator="crbc"),
-                      index=non_tensors["uid"], non_tensor_batch=non_tensors, **params)
+        adv, ret = fn(
+            token_level_rewards=tlr,
+            response_mask=mask,
+            config=AlgoConfig(adv_estimator="crbc"),
+            index=non_tensors["uid"],
+            non_tensor_batch=non_tensors,
+            **params,
+        )
         assert ret is adv
     assert adv.shape == (B, L) and adv.dtype == torch.float32
     assert torch.all(adv[mask == 0] == 0), "advantage outside the response mask"
     out = []
     for b, (k, spans) in enumerate(zip(keys, layout)):
         for s, (lo, hi) in enumerate(spans):
-            vals = adv[b, lo:hi + 1]
+            vals = adv[b, lo : hi + 1]
             assert torch.all(vals == vals[0]), "one value per step"
             out.append([k[0], k[1], s, float(vals[0])])
-    print(json.dumps({"registered": registry, "fn": f"{fn.__module__}.{fn.__qualname__}",
-                      "crbc_viz_estimator": getattr(fn, "crbc_viz_estimator", None),
-                      "verl": verl.__version__, "steps": out}))
+    print(
+        json.dumps(
+            {
+                "registered": registry,
+                "fn": f"{fn.__module__}.{fn.__qualname__}",
+                "crbc_viz_estimator": getattr(fn, "crbc_viz_estimator", None),
+                "verl": verl.__version__,
+                "steps": out,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

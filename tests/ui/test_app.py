@@ -1,4 +1,5 @@
 """The app through `streamlit.testing.v1.AppTest`: every page, the key interactions, the URL."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,8 +14,13 @@ from crbc_viz.ui.files import default_sample
 
 REPO = Path(__file__).resolve().parents[2]
 TOY = "sample_rollouts/toy/toy_group.jsonl"
-PAGES = ("app_pages/graph.py", "app_pages/trajectories.py", "app_pages/compare.py",
-         "app_pages/estimators.py", "app_pages/data.py")
+PAGES = (
+    "app_pages/graph.py",
+    "app_pages/trajectories.py",
+    "app_pages/compare.py",
+    "app_pages/estimators.py",
+    "app_pages/data.py",
+)
 TIMEOUT = 120
 
 
@@ -30,8 +36,12 @@ def ok(at: AppTest) -> None:
 
 
 def text_of(at: AppTest) -> str:
-    parts = [m.value for m in at.markdown] + [c.value for c in at.caption] + \
-        [t.value for t in at.title] + [h.value for h in at.subheader]
+    parts = (
+        [m.value for m in at.markdown]
+        + [c.value for c in at.caption]
+        + [t.value for t in at.title]
+        + [h.value for h in at.subheader]
+    )
     return "\n".join(str(p) for p in parts)
 
 
@@ -189,9 +199,16 @@ def _needs_signal(graph, **_):
 
 @pytest.fixture
 def signal_estimator():
-    spec = registry.EstimatorSpec(name="needs_gold", title="Test: needs a logged signal",
-                                  paper="—", equation="—", section="test", fn=_needs_signal,
-                                  params_cls=_NoParams, requires=("gold_logprob",))
+    spec = registry.EstimatorSpec(
+        name="needs_gold",
+        title="Test: needs a logged signal",
+        paper="—",
+        equation="—",
+        section="test",
+        fn=_needs_signal,
+        params_cls=_NoParams,
+        requires=("gold_logprob",),
+    )
     registry.register(spec)
     try:
         yield spec
@@ -267,8 +284,16 @@ def test_every_control_is_in_the_link_and_restores_it():
     at.toggle(key="cmp_all_open").set_value(True).run()
     ok(at)
     link = dict(at.query_params)
-    assert link == {"file": TOY, "rollout": "t3", "step": "3", "b": "grpo", "q": "advantage",
-                    "depth": "True", "k": "4", "all": "True"}
+    assert link == {
+        "file": TOY,
+        "rollout": "t3",
+        "step": "3",
+        "b": "grpo",
+        "q": "advantage",
+        "depth": "True",
+        "k": "4",
+        "all": "True",
+    }
     at.switch_page("app_pages/trajectories.py").run()
     at.multiselect(key="traj_estimators").set_value(["grpo", "crbc"]).run()
     ok(at)
@@ -296,7 +321,7 @@ def test_history_step_restores_the_previous_view():
     at.selectbox(key="graph_labels").select("off").run()
     assert at.query_params["labels"] == "off"
     at.query_params.clear()
-    at.query_params.update(before)       # what the browser sends after Back
+    at.query_params.update(before)  # what the browser sends after Back
     at.run()
     ok(at)
     assert at.selectbox(key="rollout_pick").value == "t2"
@@ -314,7 +339,7 @@ def test_page_switch_keeps_the_view_and_the_selection():
         ok(at)
         assert at.selectbox(key="rollout_pick").value == "t2", page
         assert at.selectbox(key="step_pick").value == 1, page
-    at.query_params.clear()              # a page switch that dropped the query string
+    at.query_params.clear()  # a page switch that dropped the query string
     at.switch_page("app_pages/graph.py").run()
     assert at.selectbox(key="rollout_pick").value == "t2"
 
@@ -339,7 +364,7 @@ def test_step_buttons_and_keys_walk_the_rollout():
     assert at.selectbox(key="step_pick").value == 1
     for _ in range(6):
         at.button(key="step_next").click().run()
-    assert at.selectbox(key="step_pick").value == 4      # t4 has 5 steps: clamped at t4
+    assert at.selectbox(key="step_pick").value == 4  # t4 has 5 steps: clamped at t4
     ok(at)
     assert callable(links.on_key) and callable(links.on_pick)
 
@@ -348,8 +373,13 @@ def test_graph_click_and_cell_click_choose_the_selection(monkeypatch):
     """The click bridge's callbacks, given the trigger values the browser sends."""
     from crbc_viz.ui import links
 
-    state = {"_rollout_anchors": {"0": 0, "1": 1}, "_rollout_ids": ["t1", "t2", "t3", "t4"],
-             "step_pick": 0, "rollout_pick": "t2", "_rollout_len": 3}
+    state = {
+        "_rollout_anchors": {"0": 0, "1": 1},
+        "_rollout_ids": ["t1", "t2", "t3", "t4"],
+        "step_pick": 0,
+        "rollout_pick": "t2",
+        "_rollout_len": 3,
+    }
     monkeypatch.setattr(links.st, "session_state", state)
     state["crbc_events"] = {"pick": {"kind": "node", "id": "1"}}
     links.on_pick()
@@ -364,7 +394,7 @@ def test_graph_click_and_cell_click_choose_the_selection(monkeypatch):
     links.on_key()
     assert state["step_pick"] == 2
     state["crbc_events"] = {"pick": {"kind": "node", "id": "SUCCESS"}}
-    links.on_pick()                      # a boundary is not an anchor: nothing changes
+    links.on_pick()  # a boundary is not an anchor: nothing changes
     assert state["step_pick"] == 2
 
 
@@ -387,7 +417,7 @@ def test_compare_all_estimators_marks_the_unrunnable():
     at.switch_page("app_pages/compare.py").run()
     ok(at)
     charts = at.get("plotly_chart")
-    assert len(charts) == 3           # scatter, rank matrix, step × estimator heatmap
+    assert len(charts) == 3  # scatter, rank matrix, step × estimator heatmap
     warned = " ".join(w.value for w in at.warning)
     for name in ("trace", "abc", "iapo"):
         assert f"**{name}** cannot run" in warned
@@ -396,9 +426,21 @@ def test_compare_all_estimators_marks_the_unrunnable():
 def test_constant_group_has_no_nan_text(tmp_path, monkeypatch):
     from helpers import write_jsonl
 
-    rows = [{"run_id": "c", "train_step": 0, "group_id": "g", "traj_id": f"r{i}", "step_idx": 0,
-             "reward": 0.0, "done": True, "success": False, "action": "x", "anchor_obs": "s"}
-            for i in range(3)]
+    rows = [
+        {
+            "run_id": "c",
+            "train_step": 0,
+            "group_id": "g",
+            "traj_id": f"r{i}",
+            "step_idx": 0,
+            "reward": 0.0,
+            "done": True,
+            "success": False,
+            "action": "x",
+            "anchor_obs": "s",
+        }
+        for i in range(3)
+    ]
     path = write_jsonl(tmp_path / "const.jsonl", rows)
     monkeypatch.setenv("CRBC_VIZ_DATA_ROOTS", str(tmp_path))
     at = app(file=str(path))
@@ -431,9 +473,9 @@ def test_sokoban_anchor_is_drawn_as_a_board():
     board = "#####\n#@$.#\n#####"
     html = board_html(board)
     assert is_board(board) and html.count("<tr>") == 3 and html.count("<td") == 15
-    assert "#1565c0" in html and "#e0a030" in html and "#d32f2f" in html   # player, box, target
+    assert "#1565c0" in html and "#e0a030" in html and "#d32f2f" in html  # player, box, target
     assert board_html("corridor 2") == "" and board_html("<img src=x>\n#@#\n###") == ""
-    at = app(rollout="r0", step="0")          # the default view: the Sokoban sample
+    at = app(rollout="r0", step="0")  # the default view: the Sokoban sample
     at.switch_page("app_pages/trajectories.py").run()
     ok(at)
     assert any("crbc-board" in h.proto.body for h in at.get("html"))
@@ -477,8 +519,7 @@ def test_compare_exports_are_named_with_parameters():
     at = app(file=TOY, estimator="crbc", p="beta=0.9", depth="True")
     at.switch_page("app_pages/compare.py").run()
     ok(at)
-    names = [json.loads(c.proto.config)["toImageButtonOptions"]["filename"]
-             for c in at.get("plotly_chart")]
+    names = [json.loads(c.proto.config)["toImageButtonOptions"]["filename"] for c in at.get("plotly_chart")]
     assert any("crbc_beta=0.9_" in n and "shortest_path" in n for n in names), names
     assert any("depth-gap" in n for n in names)
 
@@ -504,16 +545,20 @@ def test_large_group_focuses_on_the_chosen_rollout(tmp_path, monkeypatch):
 
     from crbc_viz.synthetic import batch_to_rows, random_mdp_batch
 
-    batch = random_mdp_batch(num_groups=1, rollouts=16, max_steps=40, num_states=600,
-                             p_fail=0.01, seed=3, text=True)
+    batch = random_mdp_batch(
+        num_groups=1, rollouts=16, max_steps=40, num_states=600, p_fail=0.01, seed=3, text=True
+    )
     path = tmp_path / "big.jsonl"
     path.write_text("".join(json.dumps(r, default=str) + "\n" for r in batch_to_rows(batch)))
     monkeypatch.setenv("CRBC_VIZ_DATA_ROOTS", str(tmp_path))
     at = app(file=str(path))
     at.switch_page("app_pages/graph.py").run()
     ok(at)
-    total = int(next(c.value for c in at.caption if "anchors · estimator" in c.value)
-                .split(" anchors")[0].split("· ")[-1])
+    total = int(
+        next(c.value for c in at.caption if "anchors · estimator" in c.value)
+        .split(" anchors")[0]
+        .split("· ")[-1]
+    )
     assert total > 150
     assert any("choose a rollout or an anchor" in i.value for i in at.info)
     rid = at.selectbox(key="rollout_pick").options[1]

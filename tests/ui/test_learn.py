@@ -1,5 +1,6 @@
 """The Learn page through `streamlit.testing.v1.AppTest`: every lesson, the deep link, the K
 control, flipping an outcome, dropping a rollout, the rare-route sliders and the weights."""
+
 from __future__ import annotations
 
 import base64
@@ -71,7 +72,7 @@ def test_every_lesson_on_both_data_sets():
     at = learn()
     assert at.radio(key="learn_lesson").value == 1
     for n in range(1, 7):
-        for data in (("toy", "sokoban") if n != 5 else (None,)):
+        for data in ("toy", "sokoban") if n != 5 else (None,):
             go(at, n, data)
             assert at.header[0].value.startswith(f"{n}. {T.LESSONS[n - 1].title}")
             assert any(T.LESSONS[n - 1].try_it in m.value for m in at.markdown)
@@ -103,7 +104,7 @@ def test_lesson1_flip_an_outcome_moves_the_blame():
     assert after["successes"] == "3"
     heat2 = figures(at)[0]["data"][0]["z"]
     assert heat2 != heat
-    assert heat2[2][0] > 0 > heat[2][0]       # t3's row turned from blame to praise
+    assert heat2[2][0] > 0 > heat[2][0]  # t3's row turned from blame to praise
     at.button(key="learn_reset_toy").click().run()
     ok(at)
     assert metrics(at)["successes"] == "2"
@@ -118,14 +119,16 @@ def test_lesson2_highlight_and_drop_a_rollout():
     at.multiselect(key="learn_drop_toy").select("t4").run()
     ok(at)
     assert metrics(at)["steps"] == "10"
-    assert at.selectbox(key="learn_highlight").value == "(none)" or len(
-        at.selectbox(key="learn_highlight").options) == 4
+    assert (
+        at.selectbox(key="learn_highlight").value == "(none)"
+        or len(at.selectbox(key="learn_highlight").options) == 4
+    )
 
 
 def test_lesson3_anchor_preview_and_flip():
     at = go(learn(), 3)
     anchor = at.selectbox(key="learn_anchor_toy")
-    assert anchor.format_func(anchor.value).startswith("s4")   # K = 0 and ∞ disagree there
+    assert anchor.format_func(anchor.value).startswith("s4")  # K = 0 and ∞ disagree there
     table = at.dataframe[0].value
     a0 = dict(zip(table["action"], table["A⁰ = Q⁰ − V⁰"]))
     assert a0["i"] == pytest.approx(0.3012, abs=1e-4)
@@ -133,10 +136,9 @@ def test_lesson3_anchor_preview_and_flip():
     ok(at)
     names = [t.get("name") for t in figures(at)[0]["data"]]
     assert "closure Q(s,a) (lesson 4)" in names
-    at.multiselect(key="learn_flip_toy").select("t3").run()   # g now succeeds too: i loses
+    at.multiselect(key="learn_flip_toy").select("t3").run()  # g now succeeds too: i loses
     ok(at)
-    a0_after = dict(zip(at.dataframe[0].value["action"],
-                        at.dataframe[0].value["A⁰ = Q⁰ − V⁰"]))
+    a0_after = dict(zip(at.dataframe[0].value["action"], at.dataframe[0].value["A⁰ = Q⁰ − V⁰"]))
     assert a0_after["i"] < 0 < a0["i"]
 
 
@@ -178,8 +180,7 @@ def _jump_credit(at: AppTest) -> dict[str, float]:
     bars = figures(at)[0]["data"][0]
     assert bars["name"] == T.TRAP_ACTION
     by_label = dict(zip(bars["x"], bars["y"]))
-    return {"shortest_path": by_label["shortest path (GraphGPO)"],
-            "crbc": by_label["CRBC closure (K = ∞)"]}
+    return {"shortest_path": by_label["shortest path (GraphGPO)"], "crbc": by_label["CRBC closure (K = ∞)"]}
 
 
 def test_lesson5_rare_route_trap_and_sliders():
@@ -188,18 +189,18 @@ def test_lesson5_rare_route_trap_and_sliders():
     assert c["shortest_path"] > 0 > c["crbc"]
     routes = at.dataframe[0].value
     assert list(routes["taken"]) == [4, 4] and list(routes["succeeded"]) == [1, 3]
-    at.slider(key="learn_rr_lucky").set_value(4).run()      # the jump now always lands
+    at.slider(key="learn_rr_lucky").set_value(4).run()  # the jump now always lands
     ok(at)
     c = _jump_credit(at)
     assert c["shortest_path"] > 0 and c["crbc"] > 0
-    at.slider(key="learn_rr_jump").set_value(2).run()       # lucky is clamped to 2
+    at.slider(key="learn_rr_jump").set_value(2).run()  # lucky is clamped to 2
     ok(at)
     assert at.slider(key="learn_rr_lucky").value == 2
     at.slider(key="learn_rr_lucky").set_value(1).run()
-    at.multiselect(key="learn_drop_rare_route").select("j1").run()   # drop the failed jump
+    at.multiselect(key="learn_drop_rare_route").select("j1").run()  # drop the failed jump
     ok(at)
     c = _jump_credit(at)
-    assert c["crbc"] > 0                                     # now it always landed
+    assert c["crbc"] > 0  # now it always landed
     at.multiselect(key="learn_flip_rare_route").select("j0").run()
     ok(at)
     assert _jump_credit(at)["crbc"] < 0
@@ -210,19 +211,19 @@ def test_lesson6_weights_sigma_and_gate():
     fig = figures(at)[0]
     group_term, step_term, total = (fig["data"][i]["y"] for i in range(3))
     assert any(abs(s) > 1e-9 for s in step_term)
-    at.slider(key="learn_ws").set_value(0.0).run()          # w_S = 0: back to GRPO
+    at.slider(key="learn_ws").set_value(0.0).run()  # w_S = 0: back to GRPO
     ok(at)
     fig = figures(at)[0]
     assert fig["data"][2]["y"] == pytest.approx(fig["data"][0]["y"])
     at.slider(key="learn_ws").set_value(5.0).run()
     table = at.dataframe[0].value
     s0a = table[table["anchor · action"] == "s0 · a"]["A^S"].iloc[0]
-    assert s0a == pytest.approx(0.0699, abs=1e-4)           # §14.4, σ_min = 0.1
+    assert s0a == pytest.approx(0.0699, abs=1e-4)  # §14.4, σ_min = 0.1
     at.select_slider(key="learn_smin").set_value(0.001).run()
     ok(at)
     table = at.dataframe[0].value
     assert table[table["anchor · action"] == "s0 · a"]["A^S"].iloc[0] == pytest.approx(1.0, abs=1e-3)
-    at.slider(key="learn_gate").set_value(3).run()          # no toy anchor has 3 actions
+    at.slider(key="learn_gate").set_value(3).run()  # no toy anchor has 3 actions
     ok(at)
     assert all(abs(v) < 1e-12 for v in at.dataframe[0].value["A^S"])
     at.radio(key="learn_data").set_value("sokoban").run()
@@ -263,7 +264,7 @@ def test_play_backs_up_to_the_closure_and_next_lesson_button():
     assert at.select_slider(key="learn_k").value == "3"
     at.session_state["learn_k"] = "20"
     at.run()
-    at.button(key="learn_k_next").click().run()      # 20 → ∞ stops a play
+    at.button(key="learn_k_next").click().run()  # 20 → ∞ stops a play
     assert at.select_slider(key="learn_k").value == "∞"
     assert at.toggle(key="learn_play").value is False
     at.button(key="learn_next").click().run()
@@ -271,7 +272,7 @@ def test_play_backs_up_to_the_closure_and_next_lesson_button():
     assert at.radio(key="learn_lesson").value == 5
     at.button(key="learn_next").click().run()
     assert at.radio(key="learn_lesson").value == 6
-    assert not [b for b in at.button if b.key == "learn_next"]   # the last lesson has none
+    assert not [b for b in at.button if b.key == "learn_next"]  # the last lesson has none
 
 
 def test_lesson6_labels_steps_apart_from_rollout_names_and_legend_shows_both_signs():

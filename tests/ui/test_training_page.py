@@ -1,5 +1,6 @@
 """The Across-training page: a store under an allowed root opens, trends and drill-down render,
 search and trajectory lookup work; a store outside the allowed roots is refused."""
+
 import re
 import subprocess
 import sys
@@ -14,8 +15,21 @@ from helpers import ROOT
 def store(tmp_path_factory):
     root = tmp_path_factory.mktemp("stores")
     st_dir = root / "store"
-    subprocess.run([sys.executable, "-m", "crbc_viz", "ingest", str(ROOT / "sample_rollouts/sokoban/sokoban.jsonl"),
-                    "--store", str(st_dir), "-q"], check=True, cwd=ROOT, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "crbc_viz",
+            "ingest",
+            str(ROOT / "sample_rollouts/sokoban/sokoban.jsonl"),
+            "--store",
+            str(st_dir),
+            "-q",
+        ],
+        check=True,
+        cwd=ROOT,
+        capture_output=True,
+    )
     return root, st_dir
 
 
@@ -35,8 +49,8 @@ def test_trends_search_and_lookup(store, monkeypatch):
     assert not at.exception and not at.error
     assert at.query_params["store"] == str(st_dir)
     assert any("train_step 0" in s.value for s in at.subheader)
-    at.text_input(key="training_search").set_value("PUSH LEFT").run()   # case-insensitive
-    assert any(re.match(r"[1-9]\d* step\(s\)", c.value) for c in at.caption)   # found some
+    at.text_input(key="training_search").set_value("PUSH LEFT").run()  # case-insensitive
+    assert any(re.match(r"[1-9]\d* step\(s\)", c.value) for c in at.caption)  # found some
     at.text_input(key="training_traj").set_value("r3").run()
     assert any("of trajectory id 'r3'" in c.value for c in at.caption)
     assert not at.exception
@@ -44,7 +58,7 @@ def test_trends_search_and_lookup(store, monkeypatch):
 
 def test_store_outside_allowed_roots_is_refused(store, monkeypatch, tmp_path):
     _, st_dir = store
-    at = _app(monkeypatch, tmp_path)          # the store's folder is not an allowed root
+    at = _app(monkeypatch, tmp_path)  # the store's folder is not an allowed root
     at.text_input(key="training_store").set_value(str(st_dir)).run()
     assert at.error and "outside the allowed data folders" in at.error[0].value
 
@@ -93,9 +107,14 @@ def test_a_store_group_opens_from_its_link_with_the_file_s_credit(store, monkeyp
     assert not list((ROOT / "tests").glob("**/store-group-*.parquet"))
 
 
-@pytest.mark.parametrize("ref, why", [("store:nowhere", "a store reference reads"),
-                                      ("store:{st}::no/0/such", "no group"),
-                                      ("store:/etc::a/0/b", "outside the allowed data folders")])
+@pytest.mark.parametrize(
+    "ref, why",
+    [
+        ("store:nowhere", "a store reference reads"),
+        ("store:{st}::no/0/such", "no group"),
+        ("store:/etc::a/0/b", "outside the allowed data folders"),
+    ],
+)
 def test_a_bad_store_link_says_why(store, monkeypatch, ref, why):
     root, st_dir = store
     monkeypatch.setenv("CRBC_VIZ_DATA_ROOTS", str(root))

@@ -1,4 +1,5 @@
 """Logged ids shown in markdown are escaped (no formatting, no remote images)."""
+
 import re
 
 from crbc_viz.ui.text import md
@@ -9,7 +10,7 @@ def test_markdown_specials_are_escaped():
     out = md(raw)
     # Every special character is preceded by a backslash; unescaping gives the input back.
     assert re.sub(r"\\(.)", r"\1", out).replace("\u2060", "") == raw
-    assert re.search(r"(?<!\\)[*`!\[\]<>$]", out) is None   # no special left unescaped
+    assert re.search(r"(?<!\\)[*`!\[\]<>$]", out) is None  # no special left unescaped
 
 
 def test_newlines_cannot_start_markdown_blocks():
@@ -21,8 +22,13 @@ def test_autolinks_and_block_starts_are_broken():
     already resolved): an invisible word joiner breaks each pattern; nothing else changes."""
     from crbc_viz.ui.text import md_lines
 
-    for raw in ("http://evil.invalid/x", "[a](https://evil.invalid)", "www.evil.invalid",
-                "bob@evil.invalid", "mailto:bob@evil.invalid"):
+    for raw in (
+        "http://evil.invalid/x",
+        "[a](https://evil.invalid)",
+        "www.evil.invalid",
+        "bob@evil.invalid",
+        "mailto:bob@evil.invalid",
+    ):
         out = md(raw)
         assert not re.search(r"https?://|www\.|\w@", out), out
         assert re.sub(r"\\(.)", r"\1", out).replace("\u2060", "") == raw

@@ -1,4 +1,5 @@
 """Views are tested without rendering: the structure of the HTML / figures they return."""
+
 from __future__ import annotations
 
 import json
@@ -42,10 +43,20 @@ def write_xss_log(path: Path) -> Path:
     rows = []
     for traj, ok, acts in (("r0", True, [PAYLOAD_IMG, "go"]), ("r1", False, [PAYLOAD_SCRIPT, "stop"])):
         for i, act in enumerate(acts):
-            rows.append({"run_id": "xss", "train_step": 0, "group_id": "g<b>1</b>", "traj_id": traj,
-                         "step_idx": i, "reward": float(ok and i == 1), "done": i == 1,
-                         "success": ok, "action": act,
-                         "anchor_obs": PAYLOAD_SCRIPT if i == 0 else PAYLOAD_IMG + traj})
+            rows.append(
+                {
+                    "run_id": "xss",
+                    "train_step": 0,
+                    "group_id": "g<b>1</b>",
+                    "traj_id": traj,
+                    "step_idx": i,
+                    "reward": float(ok and i == 1),
+                    "done": i == 1,
+                    "success": ok,
+                    "action": act,
+                    "anchor_obs": PAYLOAD_SCRIPT if i == 0 else PAYLOAD_IMG + traj,
+                }
+            )
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
@@ -157,8 +168,8 @@ def test_neighbourhood_and_worst_steps(toy):
     g, res = toy
     nodes = {str(g.node_anchor_obs[n]): n for n in range(g.num_nodes)}
     near = {str(g.node_anchor_obs[n]) for n in neighbourhood(g, [nodes["s3"]])}
-    assert near == {"s1", "s3"}             # s3's only predecessor is s1; it ends at FAILURE
-    ws = worst_steps(g, {"crbc": res["crbc"]}, 1, "crbc", k=2)   # τ2 = s0 -a→ s1 -d→ s3 -e→ ✗
+    assert near == {"s1", "s3"}  # s3's only predecessor is s1; it ends at FAILURE
+    ws = worst_steps(g, {"crbc": res["crbc"]}, 1, "crbc", k=2)  # τ2 = s0 -a→ s1 -d→ s3 -e→ ✗
     assert ws["action"].tolist() == ["d", "e"] and ws.iloc[0]["anchor"] == "s1"
     assert worst_steps(g, {"crbc": "cannot run"}, 1, "crbc").empty
 
@@ -168,8 +179,9 @@ def test_graph_html_highlight_path(toy):
     page = graph_html(g, res["crbc"], highlight_traj=3)
     edges = dataset(page, 1)
     labelled = [e for e in edges if e["label"].startswith("t")]
-    assert sorted(sum((e["label"][1:].split(",") for e in labelled), [])) == \
-        sorted(str(i) for i in range(int(g.batch.traj_len[3])))
+    assert sorted(sum((e["label"][1:].split(",") for e in labelled), [])) == sorted(
+        str(i) for i in range(int(g.batch.traj_len[3]))
+    )
     faded = [e for e in edges if e["color"]["opacity"] < 1]
     assert faded and len(faded) + len(labelled) == len(edges)
 
@@ -205,8 +217,9 @@ def test_graph_html_escapes_payloads(tmp_path):
 # ---------------------------------------------------------------- trajectories
 def test_trajectory_table_rows_chips_and_messages(toy):
     g, res = toy
-    page = trajectory_table(g, {**res, "needs_signal": "estimator 'x' needs logged field(s) 'y'"},
-                            selected=(0, 1))
+    page = trajectory_table(
+        g, {**res, "needs_signal": "estimator 'x' needs logged field(s) 'y'"}, selected=(0, 1)
+    )
     assert page.count("<tr>") == 1 + g.batch.num_trajectories
     assert page.count("title='crbc'") == g.batch.num_steps
     assert "needs logged field(s)" in page
@@ -263,7 +276,7 @@ def test_spearman_matches_scipy_with_ties():
     from crbc_viz.views.compare import spearman
 
     rng = np.random.default_rng(1)
-    a = rng.integers(0, 4, 60).astype(float)      # many ties
+    a = rng.integers(0, 4, 60).astype(float)  # many ties
     b = a + rng.normal(size=60)
     assert spearman(a, b) == pytest.approx(spearmanr(a, b).statistic, abs=1e-12)
 
@@ -273,6 +286,6 @@ def test_step_depths_put_the_rollout_in_step_order(toy):
 
     g, _ = toy
     nodes = {str(g.node_anchor_obs[n]): n for n in range(g.num_nodes)}
-    d = step_depths(g, 3, list(range(g.num_nodes)))   # τ4 = s0 -f→ s4 -i→ s4 -g→ s1 -b→ s2 -c→ ✓
+    d = step_depths(g, 3, list(range(g.num_nodes)))  # τ4 = s0 -f→ s4 -i→ s4 -g→ s1 -b→ s2 -c→ ✓
     assert [d[nodes[k]] for k in ("s0", "s4", "s1", "s2")] == [0, 1, 3, 4]
-    assert d[nodes["s3"]] == 4                         # off the path: one after its neighbour s1
+    assert d[nodes["s3"]] == 4  # off the path: one after its neighbour s1

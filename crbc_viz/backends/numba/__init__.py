@@ -1,6 +1,7 @@
 """The numba backend: the compiled CPU engine (`crbc_viz.backends.numba.crbc`, merge + solve +
 credit per group) and its peers' kernels (`...numba.graph`). Importing this package registers
 the kernels (`...numba.kernels`) and does not import numba."""
+
 from __future__ import annotations
 
 import importlib.util

@@ -11,6 +11,7 @@ SciPy's sparse LU after the kernel (the numpy reference's path: no dense n² mat
 numba compiles this on first use (cached on disk); `crbc_numba` falls back to raising
 ImportError if numba is absent, and `crbc_viz.api.score` then uses the torch or numpy path.
 """
+
 from __future__ import annotations
 
 import math
@@ -51,10 +52,31 @@ def intern(keys, vals, h, count, shift, cap):
             return vals[slot], count
         slot = (slot + 1) & (cap - 1)
 
+
 @_njit(cache=True, nogil=True)
-def group_kernel(g, hashes, actions, traj_off, group_traj_off, success, beta, depth_inf, depth,
-                 sigma_min, w_group, w_step, min_actions, dense_max,
-                 out_v, out_q, out_credit, out_adv, large_flag, residual, node_stats):
+def group_kernel(
+    g,
+    hashes,
+    actions,
+    traj_off,
+    group_traj_off,
+    success,
+    beta,
+    depth_inf,
+    depth,
+    sigma_min,
+    w_group,
+    w_step,
+    min_actions,
+    dense_max,
+    out_v,
+    out_q,
+    out_credit,
+    out_adv,
+    large_flag,
+    residual,
+    node_stats,
+):
     t_lo, t_hi = group_traj_off[g], group_traj_off[g + 1]
     lo, hi = traj_off[t_lo], traj_off[t_hi]
     n_steps = hi - lo
@@ -121,7 +143,7 @@ def group_kernel(g, hashes, actions, traj_off, group_traj_off, success, beta, de
                 A[s, x] -= w
             elif x == -1:
                 rhs[s] += w
-        for c in range(n):                       # elimination without pivoting
+        for c in range(n):  # elimination without pivoting
             piv = A[c, c]
             for r in range(c + 1, n):
                 f = A[r, c]
@@ -203,16 +225,55 @@ def group_kernel(g, hashes, actions, traj_off, group_traj_off, success, beta, de
             out_credit[lo + k] = c
             out_adv[lo + k] = w_group * ag + w_step * c
 
+
 @_njit(cache=True, parallel=True, nogil=True)
-def all_groups(hashes, actions, traj_off, group_traj_off, success, beta, depth_inf, depth,
-               sigma_min, w_group, w_step, min_actions, dense_max,
-               out_v, out_q, out_credit, out_adv, large_flag, residual, node_stats):
+def all_groups(
+    hashes,
+    actions,
+    traj_off,
+    group_traj_off,
+    success,
+    beta,
+    depth_inf,
+    depth,
+    sigma_min,
+    w_group,
+    w_step,
+    min_actions,
+    dense_max,
+    out_v,
+    out_q,
+    out_credit,
+    out_adv,
+    large_flag,
+    residual,
+    node_stats,
+):
     G = group_traj_off.shape[0] - 1
     for g in _prange(G):
-        group_kernel(g, hashes, actions, traj_off, group_traj_off, success, beta, depth_inf,
-                     depth, sigma_min, w_group, w_step, min_actions, dense_max,
-                     out_v, out_q, out_credit, out_adv, large_flag, residual, node_stats)
-
+        group_kernel(
+            g,
+            hashes,
+            actions,
+            traj_off,
+            group_traj_off,
+            success,
+            beta,
+            depth_inf,
+            depth,
+            sigma_min,
+            w_group,
+            w_step,
+            min_actions,
+            dense_max,
+            out_v,
+            out_q,
+            out_credit,
+            out_adv,
+            large_flag,
+            residual,
+            node_stats,
+        )
 
 
 def _compiled():
@@ -221,10 +282,21 @@ def _compiled():
     return all_groups
 
 
-def crbc_step_credit(step_anchor_hash: np.ndarray, step_action: np.ndarray, traj_offsets: np.ndarray,
-                     group_traj_offsets: np.ndarray, traj_success: np.ndarray, *, beta: float = 0.98,
-                     depth: float = math.inf, sigma_min: float = 0.1, w_group: float = 1.0,
-                     w_step: float = 5.0, min_actions: int = 2, dense_max: int = DENSE_MAX):
+def crbc_step_credit(
+    step_anchor_hash: np.ndarray,
+    step_action: np.ndarray,
+    traj_offsets: np.ndarray,
+    group_traj_offsets: np.ndarray,
+    traj_success: np.ndarray,
+    *,
+    beta: float = 0.98,
+    depth: float = math.inf,
+    sigma_min: float = 0.1,
+    w_group: float = 1.0,
+    w_step: float = 5.0,
+    min_actions: int = 2,
+    dense_max: int = DENSE_MAX,
+):
     """CRBC per step straight from raw step arrays (the training-loop entry point).
 
     Args:
@@ -247,25 +319,64 @@ def crbc_step_credit(step_anchor_hash: np.ndarray, step_action: np.ndarray, traj
     residual = np.zeros(G)
     node_stats = np.zeros((G, 2), np.int64)
     depth_inf = math.isinf(depth)
-    fn(np.ascontiguousarray(step_anchor_hash, dtype=np.uint64),
-       np.ascontiguousarray(step_action, dtype=np.int64),
-       np.ascontiguousarray(traj_offsets, dtype=np.int64),
-       np.ascontiguousarray(group_traj_offsets, dtype=np.int64),
-       np.ascontiguousarray(traj_success, dtype=np.bool_), float(beta), depth_inf,
-       0 if depth_inf else int(depth), float(sigma_min), float(w_group), float(w_step),
-       int(min_actions), int(dense_max), out["value"], out["q_value"], out["credit"],
-       out["advantage"], large, residual, node_stats)
+    fn(
+        np.ascontiguousarray(step_anchor_hash, dtype=np.uint64),
+        np.ascontiguousarray(step_action, dtype=np.int64),
+        np.ascontiguousarray(traj_offsets, dtype=np.int64),
+        np.ascontiguousarray(group_traj_offsets, dtype=np.int64),
+        np.ascontiguousarray(traj_success, dtype=np.bool_),
+        float(beta),
+        depth_inf,
+        0 if depth_inf else int(depth),
+        float(sigma_min),
+        float(w_group),
+        float(w_step),
+        int(min_actions),
+        int(dense_max),
+        out["value"],
+        out["q_value"],
+        out["credit"],
+        out["advantage"],
+        large,
+        residual,
+        node_stats,
+    )
     if large.any():
-        _solve_large_groups(np.flatnonzero(large), out, residual, step_anchor_hash, step_action,
-                            traj_offsets, group_traj_offsets, traj_success, beta, sigma_min,
-                            w_group, w_step, min_actions)
+        _solve_large_groups(
+            np.flatnonzero(large),
+            out,
+            residual,
+            step_anchor_hash,
+            step_action,
+            traj_offsets,
+            group_traj_offsets,
+            traj_success,
+            beta,
+            sigma_min,
+            w_group,
+            w_step,
+            min_actions,
+        )
     out["closure_residual"] = float(residual.max()) if (depth_inf and G) else float("nan")
     out["num_nodes"], out["gated_nodes"] = (int(x) for x in node_stats.sum(axis=0))
     return out
 
 
-def _solve_large_groups(groups, out, residual, hashes, actions, traj_off, gto, success, beta,
-                        sigma_min, w_group, w_step, min_actions):
+def _solve_large_groups(
+    groups,
+    out,
+    residual,
+    hashes,
+    actions,
+    traj_off,
+    gto,
+    success,
+    beta,
+    sigma_min,
+    w_group,
+    w_step,
+    min_actions,
+):
     """Groups over ``dense_max`` anchors: the numpy reference, whose closure solve takes
     sparse LU for them (`crbc_viz.ops.closure`; no dense n² matrix, no torch)."""
     import pandas as pd
@@ -277,16 +388,28 @@ def _solve_large_groups(groups, out, residual, hashes, actions, traj_off, gto, s
     for g in groups:
         t_lo, t_hi = gto[g], gto[g + 1]
         lo, hi = traj_off[t_lo], traj_off[t_hi]
-        lens = np.diff(traj_off[t_lo:t_hi + 1])
+        lens = np.diff(traj_off[t_lo : t_hi + 1])
         steps = pd.DataFrame({"action": pd.Categorical(actions[lo:hi]), "anchor_key": ""})
-        sub = RolloutBatch(steps=steps, step_traj=np.repeat(np.arange(t_hi - t_lo), lens),
-                           step_anchor_hash=hashes[lo:hi], traj_offsets=traj_off[t_lo:t_hi + 1] - lo,
-                           traj_group=np.zeros(t_hi - t_lo, np.int64), traj_success=success[t_lo:t_hi],
-                           traj_truncated=np.zeros(t_hi - t_lo, bool),
-                           traj_return=success[t_lo:t_hi].astype(float),
-                           group_traj_offsets=np.array([0, t_hi - t_lo]), groups=pd.DataFrame({"g": [g]}))
-        r = crbc(build_graph(sub), beta=beta, sigma_min=sigma_min, w_group=w_group, w_step=w_step,
-                 min_actions=min_actions)
+        sub = RolloutBatch(
+            steps=steps,
+            step_traj=np.repeat(np.arange(t_hi - t_lo), lens),
+            step_anchor_hash=hashes[lo:hi],
+            traj_offsets=traj_off[t_lo : t_hi + 1] - lo,
+            traj_group=np.zeros(t_hi - t_lo, np.int64),
+            traj_success=success[t_lo:t_hi],
+            traj_truncated=np.zeros(t_hi - t_lo, bool),
+            traj_return=success[t_lo:t_hi].astype(float),
+            group_traj_offsets=np.array([0, t_hi - t_lo]),
+            groups=pd.DataFrame({"g": [g]}),
+        )
+        r = crbc(
+            build_graph(sub),
+            beta=beta,
+            sigma_min=sigma_min,
+            w_group=w_group,
+            w_step=w_step,
+            min_actions=min_actions,
+        )
         out["value"][lo:hi], out["q_value"][lo:hi] = r.value, r.q_value
         out["credit"][lo:hi], out["advantage"][lo:hi] = r.credit, r.advantage
         residual[g] = r.diagnostics["closure_residual"]

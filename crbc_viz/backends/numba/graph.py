@@ -9,6 +9,7 @@ whose successor is anchor v with r steps left in its trajectory,
 where F_1(v) = {v} and F_{k+1}(v) is the set of non-terminal successors of F_k(v). Frontiers
 are index lists with a visit stamp for de-duplication; groups run in parallel.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -17,9 +18,11 @@ from .crbc import _nb, _njit, _prange
 
 __all__ = ["graph_gae_bonus_numba", "mean_backup_values_numba", "discounted_suffix_sum_numba"]
 
+
 @_njit(cache=True, parallel=True, nogil=True)
-def gae_bonus_kernel(group_node_off, q_group_off, q_off, q_rem, q_step, node_td, visits,
-                     succ_off, succ, gl, out):
+def gae_bonus_kernel(
+    group_node_off, q_group_off, q_off, q_rem, q_step, node_td, visits, succ_off, succ, gl, out
+):
     """Per start anchor v, walk the frontiers up to the longest horizon asked of v and write
     the running sum at each asked horizon (queries of v sorted by horizon): O(steps + anchors)
     memory, no (anchor × horizon) table."""
@@ -31,7 +34,7 @@ def gae_bonus_kernel(group_node_off, q_group_off, q_off, q_rem, q_step, node_td,
             continue
         cur = np.empty(n, np.int64)
         nxt = np.empty(n, np.int64)
-        stamp = np.zeros(n, np.int64)   # stamp[x] == tick: x already in the next frontier
+        stamp = np.zeros(n, np.int64)  # stamp[x] == tick: x already in the next frontier
         tick = 0
         for v in range(lo, hi):
             qa, qb = q_off[v], q_off[v + 1]
@@ -111,10 +114,19 @@ def graph_gae_bonus_numba(graph, td: np.ndarray, gamma: float, lam: float) -> np
     succ_src = graph.pair_node[graph.edge_pair][inner]
     succ = graph.edge_next[inner]
     succ_off = np.searchsorted(succ_src, np.arange(N + 1)).astype(np.int64)
-    gae_bonus_kernel(graph.group_node_offsets.astype(np.int64), q_group_off, q_off,
-                     remaining[q].astype(np.int64), q.astype(np.int64), node_td,
-                     graph.node_visits.astype(np.float64), succ_off, succ.astype(np.int64),
-                     float(gamma * lam), out)
+    gae_bonus_kernel(
+        graph.group_node_offsets.astype(np.int64),
+        q_group_off,
+        q_off,
+        remaining[q].astype(np.int64),
+        q.astype(np.int64),
+        node_td,
+        graph.node_visits.astype(np.float64),
+        succ_off,
+        succ.astype(np.int64),
+        float(gamma * lam),
+        out,
+    )
     return out
 
 
@@ -124,8 +136,14 @@ def mean_backup_values_numba(graph, gamma: float):
     from .crbc import crbc_step_credit
 
     b = graph.batch
-    out = crbc_step_credit(b.step_anchor_hash, graph.step_action, b.traj_offsets,
-                           b.group_traj_offsets, b.traj_success, beta=gamma)
+    out = crbc_step_credit(
+        b.step_anchor_hash,
+        graph.step_action,
+        b.traj_offsets,
+        b.group_traj_offsets,
+        b.traj_success,
+        beta=gamma,
+    )
     V = np.zeros(graph.num_nodes)
     V[graph.step_node] = out["value"]
     return V, out["closure_residual"]
@@ -146,6 +164,10 @@ def discounted_suffix_sum_numba(graph, values: np.ndarray, decay: float) -> np.n
     if _nb is None:
         raise ImportError("numba is not installed; use backend='numpy' or 'torch'")
     out = np.empty(graph.batch.num_steps)
-    _suffix_sum(np.ascontiguousarray(values, dtype=np.float64), graph.batch.traj_offsets.astype(np.int64),
-                float(decay), out)
+    _suffix_sum(
+        np.ascontiguousarray(values, dtype=np.float64),
+        graph.batch.traj_offsets.astype(np.int64),
+        float(decay),
+        out,
+    )
     return out

@@ -1,6 +1,7 @@
 """The numba rows of the kernel table. Importing this module does not import numba: each
 kernel loads the compiled engine (`crbc_viz.backends.numba.crbc`, `...numba.graph`) when it
 runs. Every kernel takes the already-checked params object."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -22,9 +23,19 @@ def _family(name: str, graph, params, depth: float):
     from .crbc import crbc_step_credit
 
     b = graph.batch
-    out = crbc_step_credit(b.step_anchor_hash, action_ids(b)[0], b.traj_offsets, b.group_traj_offsets,
-                           b.traj_success, beta=params.beta, depth=depth, sigma_min=params.sigma_min,
-                           w_group=params.w_group, w_step=params.w_step, min_actions=params.min_actions)
+    out = crbc_step_credit(
+        b.step_anchor_hash,
+        action_ids(b)[0],
+        b.traj_offsets,
+        b.group_traj_offsets,
+        b.traj_success,
+        beta=params.beta,
+        depth=depth,
+        sigma_min=params.sigma_min,
+        w_group=params.w_group,
+        w_step=params.w_step,
+        min_actions=params.min_actions,
+    )
     n = out["num_nodes"]
     diagnostics = {"gated_fraction": out["gated_nodes"] / n if n else 0.0}
     if math.isinf(depth):
@@ -39,9 +50,18 @@ def _family(name: str, graph, params, depth: float):
         pair_credit[graph.step_pair] = out["credit"]
         return {"node_value": node_value, "pair_q": pair_q, "pair_credit": pair_credit}
 
-    return deferred_result(fill, estimator=name, params=params, graph=graph, value=out["value"],
-                           q_value=out["q_value"], credit=out["credit"], advantage=out["advantage"],
-                           diagnostics=diagnostics, backend="numba")
+    return deferred_result(
+        fill,
+        estimator=name,
+        params=params,
+        graph=graph,
+        value=out["value"],
+        q_value=out["q_value"],
+        credit=out["credit"],
+        advantage=out["advantage"],
+        diagnostics=diagnostics,
+        backend="numba",
+    )
 
 
 @implements("crbc", "numba")

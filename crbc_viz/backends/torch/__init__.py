@@ -1,14 +1,14 @@
 """The torch backend: batched twins (`core`, `crbc`, `graph`) on a CPU or a CUDA device, and
 the fused device path for training loops (`fused`). torch is imported lazily, only when a
 torch path runs: importing this package registers the kernels and does not import torch."""
+
 from __future__ import annotations
 
 import sys
 
 from ._device import available, cuda_available, resolve_device, torch_available
 
-__all__ = ["resolve_device", "torch_available", "available", "cuda_available", "should_run",
-           "TORCH_IMPORT_S"]
+__all__ = ["resolve_device", "torch_available", "available", "cuda_available", "should_run", "TORCH_IMPORT_S"]
 
 #: Importing torch on a CPU core (``python -m bench --write``).
 TORCH_IMPORT_S = 1.0

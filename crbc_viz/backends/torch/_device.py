@@ -1,5 +1,6 @@
 """Where torch runs: is it installed, is a CUDA device usable, which device a request means.
 torch is imported only to answer when it must be."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -33,8 +34,10 @@ def resolve_device(device: str = "auto") -> str:
     if str(device).startswith("cuda") and not torch.cuda.is_available():
         from ...errors import BackendUnavailable
 
-        raise BackendUnavailable("device='cuda' was asked for but torch sees no CUDA device "
-                                 f"(torch {torch.__version__}); use device='cpu' or 'auto'")
+        raise BackendUnavailable(
+            "device='cuda' was asked for but torch sees no CUDA device "
+            f"(torch {torch.__version__}); use device='cpu' or 'auto'"
+        )
     return str(device)
 
 

@@ -1,5 +1,6 @@
 """Batched torch twins of the vectorised core estimators `grpo` and `shortest_path`
 (same signatures plus ``device=``), so every core estimator runs on CUDA too."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,18 +13,23 @@ from ._device import resolve_device
 __all__ = ["grpo_torch", "shortest_path_torch", "group_advantage_t"]
 
 
-def group_advantage_t(graph: AnchorGraph, dev, *, norm="std", ddof=1, eps=1e-6, stats="trajectory",
-                      outcome="success"):
+def group_advantage_t(
+    graph: AnchorGraph, dev, *, norm="std", ddof=1, eps=1e-6, stats="trajectory", outcome="success"
+):
     """A^G per trajectory ``[T]`` as a float64 tensor (the rules of `grpo.group_advantage`)."""
     import torch
 
     b = graph.batch
     if outcome not in ("success", "return"):
         raise ValueError(f"outcome must be 'success' or 'return', got {outcome!r}")
-    R = torch.as_tensor(b.traj_success if outcome == "success" else b.traj_return, device=dev,
-                        dtype=torch.float64)
-    w = (torch.as_tensor(b.traj_len, device=dev, dtype=torch.float64) if stats == "cross_steps"
-         else torch.ones_like(R))
+    R = torch.as_tensor(
+        b.traj_success if outcome == "success" else b.traj_return, device=dev, dtype=torch.float64
+    )
+    w = (
+        torch.as_tensor(b.traj_len, device=dev, dtype=torch.float64)
+        if stats == "cross_steps"
+        else torch.ones_like(R)
+    )
     g = torch.as_tensor(b.traj_group, device=dev)
     G = b.num_groups
     zeros = torch.zeros(G, device=dev, dtype=torch.float64)
@@ -53,8 +59,9 @@ def grpo_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditRes
     adv = group_advantage_t(graph, dev, norm=norm, ddof=ddof, eps=eps, stats=stats, outcome=outcome)
     step_adv = _np(adv[torch.as_tensor(graph.batch.step_traj, device=dev)])
     nan = np.full_like(step_adv, np.nan)
-    return CreditResult("grpo", params, graph, nan, nan.copy(), step_adv, step_adv.copy(),
-                        backend=f"torch:{dev.type}")
+    return CreditResult(
+        "grpo", params, graph, nan, nan.copy(), step_adv, step_adv.copy(), backend=f"torch:{dev.type}"
+    )
 
 
 @implements("shortest_path", "torch")
@@ -64,8 +71,15 @@ def shortest_path_torch(graph: AnchorGraph, params, *, device: str = "auto") -> 
     import torch
 
     p = params
-    omega, r_succ, exponent, ddof, eps, w_graph, w_group = (p.omega, p.r_succ, p.exponent, p.ddof,
-                                                            p.eps, p.w_graph, p.w_group)
+    omega, r_succ, exponent, ddof, eps, w_graph, w_group = (
+        p.omega,
+        p.r_succ,
+        p.exponent,
+        p.ddof,
+        p.eps,
+        p.w_graph,
+        p.w_group,
+    )
     dev = torch.device(resolve_device(device))
     N, G = graph.num_nodes, graph.num_groups
     src = torch.as_tensor(graph.pair_node[graph.edge_pair], device=dev)
@@ -87,13 +101,17 @@ def shortest_path_torch(graph: AnchorGraph, params, *, device: str = "auto") -> 
     reached = torch.zeros(G, dtype=torch.bool, device=dev)
     reached[node_group[d > 0]] = True
     d_max = torch.zeros(G, dtype=torch.int64, device=dev).scatter_reduce(
-        0, node_group, d.clamp(min=0), reduce="amax", include_self=True)
+        0, node_group, d.clamp(min=0), reduce="amax", include_self=True
+    )
     d = torch.where(d < 0, d_max[node_group] + 1, d)
     b = graph.batch
     step_group = torch.as_tensor(b.step_group, device=dev)
     nxt = torch.as_tensor(graph.step_next, device=dev)
-    d_next = torch.where(nxt == SUCCESS, torch.zeros_like(nxt),
-                         torch.where(nxt >= 0, d[nxt.clamp(min=0)], d_max[step_group] + 1))
+    d_next = torch.where(
+        nxt == SUCCESS,
+        torch.zeros_like(nxt),
+        torch.where(nxt >= 0, d[nxt.clamp(min=0)], d_max[step_group] + 1),
+    )
     power = (d_next + (1 if exponent == "d+c" else 0)).to(torch.float64)
     q = r_succ * torch.pow(torch.tensor(omega, dtype=torch.float64, device=dev), power)
     node = torch.as_tensor(graph.step_node, device=dev)
@@ -108,7 +126,15 @@ def shortest_path_torch(graph: AnchorGraph, params, *, device: str = "auto") -> 
     z = torch.where(reached[step_group], z, torch.zeros_like(z))
     a_group = group_advantage_t(graph, dev)[torch.as_tensor(b.step_traj, device=dev)]  # A^E: verl's
     d_np = _np(d).astype(np.float64)
-    return CreditResult("shortest_path", params, graph, d_np[graph.step_node], _np(q), _np(z),
-                        _np(w_graph * z + w_group * a_group), node_value=d_np,
-                        diagnostics={"groups_without_success": int(G - int(reached.sum()))},
-                        backend=f"torch:{dev.type}")
+    return CreditResult(
+        "shortest_path",
+        params,
+        graph,
+        d_np[graph.step_node],
+        _np(q),
+        _np(z),
+        _np(w_graph * z + w_group * a_group),
+        node_value=d_np,
+        diagnostics={"groups_without_success": int(G - int(reached.sum()))},
+        backend=f"torch:{dev.type}",
+    )

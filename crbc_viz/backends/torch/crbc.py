@@ -7,6 +7,7 @@ sparse direct solve (SciPy SuperLU on the block-diagonal system, on the CPU), so
 n² matrix is ever built for a large group. I − βM is a nonsingular M-matrix, so LU without
 pivoting problems is stable; torch's partial pivoting is used anyway.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,8 +32,9 @@ def _bucket_size(n: np.ndarray) -> np.ndarray:
     return np.maximum(8, 1 << np.ceil(np.log2(np.maximum(n, 1))).astype(np.int64))
 
 
-def closure_values_torch(graph: AnchorGraph, beta: float, *, device: str = "auto",
-                         dtype=None, dense_max: int = DENSE_MAX):
+def closure_values_torch(
+    graph: AnchorGraph, beta: float, *, device: str = "auto", dtype=None, dense_max: int = DENSE_MAX
+):
     """Solve (I − βM)V = b for every group of ``graph`` at once.
 
     Returns:
@@ -44,14 +46,22 @@ def closure_values_torch(graph: AnchorGraph, beta: float, *, device: str = "auto
     dev = torch.device(resolve_device(device))
     dtype = dtype or torch.float64
     src = graph.pair_node[graph.edge_pair]
-    w = graph.edge_count / graph.node_visits[src].astype(np.float64)   # μ(a|s)·P(x|s,a) = N(s,a,x)/N(s)
+    w = graph.edge_count / graph.node_visits[src].astype(np.float64)  # μ(a|s)·P(x|s,a) = N(s,a,x)/N(s)
     t = lambda a, dt=None: torch.as_tensor(a, device=dev, dtype=dt)  # noqa: E731
-    return solve_closure(t(src), t(graph.edge_next), t(w, dtype), t(graph.node_group),
-                         graph.group_node_offsets, beta, dense_max=dense_max)
+    return solve_closure(
+        t(src),
+        t(graph.edge_next),
+        t(w, dtype),
+        t(graph.node_group),
+        graph.group_node_offsets,
+        beta,
+        dense_max=dense_max,
+    )
 
 
-def solve_closure(e_src, e_next, e_w, node_group, group_node_offsets: np.ndarray, beta: float, *,
-                  dense_max: int = DENSE_MAX):
+def solve_closure(
+    e_src, e_next, e_w, node_group, group_node_offsets: np.ndarray, beta: float, *, dense_max: int = DENSE_MAX
+):
     """The closure from transition weights, all tensors on one device.
 
     Args:
@@ -70,7 +80,7 @@ def solve_closure(e_src, e_next, e_w, node_group, group_node_offsets: np.ndarray
     N = node_group.shape[0]
     b = torch.zeros(N, device=dev, dtype=dtype)
     succ = e_next == SUCCESS
-    b.index_add_(0, e_src[succ], beta * e_w[succ])                # Eq. 8: b(s)
+    b.index_add_(0, e_src[succ], beta * e_w[succ])  # Eq. 8: b(s)
     inner = e_next >= 0
     i_src, i_dst, i_w = e_src[inner], e_next[inner], e_w[inner]
     V = torch.zeros(N, device=dev, dtype=dtype)
@@ -84,8 +94,8 @@ def solve_closure(e_src, e_next, e_w, node_group, group_node_offsets: np.ndarray
         m = int(m)
         bucket = np.flatnonzero(size == m)
         per_chunk = max(1, CHUNK_BYTES // (e_w.element_size() * m * m))
-        for c0 in range(0, len(bucket), per_chunk):   # bounded: ≤ CHUNK_BYTES of matrices at once
-            groups = bucket[c0:c0 + per_chunk]
+        for c0 in range(0, len(bucket), per_chunk):  # bounded: ≤ CHUNK_BYTES of matrices at once
+            groups = bucket[c0 : c0 + per_chunk]
             slot_np = np.full(len(n_group), -1, dtype=np.int64)
             slot_np[groups] = np.arange(len(groups))
             slot = torch.as_tensor(slot_np, device=dev)
@@ -94,8 +104,9 @@ def solve_closure(e_src, e_next, e_w, node_group, group_node_offsets: np.ndarray
             A[:, diag, diag] = 1.0
             e_slot = slot[i_group]
             sel = e_slot >= 0
-            A.index_put_((e_slot[sel], local[i_src[sel]], local[i_dst[sel]]), -beta * i_w[sel],
-                         accumulate=True)
+            A.index_put_(
+                (e_slot[sel], local[i_src[sel]], local[i_dst[sel]]), -beta * i_w[sel], accumulate=True
+            )
             n_slot = slot[node_group]
             nodes = torch.nonzero(n_slot >= 0).squeeze(1)
             rhs = torch.zeros((len(groups), m), device=dev, dtype=dtype)
@@ -120,10 +131,16 @@ def _sparse_solve_large(large: np.ndarray, node_group, i_src, i_dst, i_w, beta, 
 
     ng = node_group.cpu().numpy()
     n_group = np.bincount(ng, minlength=len(large))
-    out = sparse_solve(large[ng], i_src.cpu().numpy(), i_dst.cpu().numpy(),
-                       i_w.to("cpu", torch.float64).numpy(), b.to("cpu", torch.float64).numpy(), beta,
-                       V.to("cpu", torch.float64).numpy().copy(),
-                       iterate=(n_group > SPARSE_LU_MAX)[ng])
+    out = sparse_solve(
+        large[ng],
+        i_src.cpu().numpy(),
+        i_dst.cpu().numpy(),
+        i_w.to("cpu", torch.float64).numpy(),
+        b.to("cpu", torch.float64).numpy(),
+        beta,
+        V.to("cpu", torch.float64).numpy().copy(),
+        iterate=(n_group > SPARSE_LU_MAX)[ng],
+    )
     return torch.as_tensor(out, device=V.device, dtype=V.dtype)
 
 
@@ -132,7 +149,10 @@ def group_advantage_torch(traj_success, traj_group, num_groups: int, eps: float 
     gets mean 0 and std 1), from tensors."""
     import torch
 
-    dev, dtype = traj_success.device, torch.float64 if traj_success.dtype == torch.bool else traj_success.dtype
+    dev, dtype = (
+        traj_success.device,
+        torch.float64 if traj_success.dtype == torch.bool else traj_success.dtype,
+    )
     R = traj_success.to(dtype)
     g = traj_group
     cnt = torch.zeros(num_groups, device=dev, dtype=dtype).index_add_(0, g, torch.ones_like(R))
@@ -152,15 +172,29 @@ def readout(V, Q, pair_node, mu, node_num_actions, *, sigma_min: float, min_acti
     import torch
 
     adv = Q - V[pair_node]
-    sigma = torch.sqrt(torch.zeros_like(V).index_add_(0, pair_node, mu * adv ** 2))
+    sigma = torch.sqrt(torch.zeros_like(V).index_add_(0, pair_node, mu * adv**2))
     gate = node_num_actions >= min_actions
-    pair_credit = torch.where(gate[pair_node], adv / sigma.clamp(min=sigma_min)[pair_node],
-                              torch.zeros_like(adv))
+    pair_credit = torch.where(
+        gate[pair_node], adv / sigma.clamp(min=sigma_min)[pair_node], torch.zeros_like(adv)
+    )
     return pair_credit, gate
 
 
-def _family_torch(graph: AnchorGraph, name: str, params, *, device, beta, depth, sigma_min,
-                  w_group, w_step, min_actions, dtype=None, dense_max=DENSE_MAX) -> CreditResult:
+def _family_torch(
+    graph: AnchorGraph,
+    name: str,
+    params,
+    *,
+    device,
+    beta,
+    depth,
+    sigma_min,
+    w_group,
+    w_step,
+    min_actions,
+    dtype=None,
+    dense_max=DENSE_MAX,
+) -> CreditResult:
     import torch
 
     dev = torch.device(resolve_device(device))
@@ -175,14 +209,14 @@ def _family_torch(graph: AnchorGraph, name: str, params, *, device, beta, depth,
     p_x = torch.as_tensor(graph.edge_count, device=dev, dtype=dtype) / pair_count[edge_pair]
 
     def backup(V):  # Eq. 7: Q(s,a) = β Σ_x P(x|s,a) V(x), V(z+) = 1, V(z−) = 0
-        v_next = torch.where(nxt >= 0, V[nxt.clamp(min=0)],
-                             (nxt == SUCCESS).to(dtype))
+        v_next = torch.where(nxt >= 0, V[nxt.clamp(min=0)], (nxt == SUCCESS).to(dtype))
         return torch.zeros(P, device=dev, dtype=dtype).index_add_(0, edge_pair, beta * p_x * v_next)
 
     diagnostics = {}
     if math.isinf(depth):
-        V, residual = closure_values_torch(graph, beta, device=dev.type if dev.index is None else str(dev),
-                                           dtype=dtype, dense_max=dense_max)
+        V, residual = closure_values_torch(
+            graph, beta, device=dev.type if dev.index is None else str(dev), dtype=dtype, dense_max=dense_max
+        )
         Q = backup(V)
         diagnostics["closure_residual"] = residual
     else:
@@ -191,20 +225,30 @@ def _family_torch(graph: AnchorGraph, name: str, params, *, device, beta, depth,
         step_pair = torch.as_tensor(graph.step_pair, device=dev)
         to_go = torch.as_tensor(b.traj_len[b.step_traj] - b.step_pos, device=dev, dtype=dtype)
         R = torch.as_tensor(b.traj_success[b.step_traj], device=dev, dtype=dtype)
-        G_ret = beta ** to_go * R                                  # Eq. 6: G = β^(T−t+1)·R
+        G_ret = beta**to_go * R  # Eq. 6: G = β^(T−t+1)·R
         V = torch.zeros(N, device=dev, dtype=dtype).index_add_(0, step_node, G_ret) / visits
         Q = torch.zeros(P, device=dev, dtype=dtype).index_add_(0, step_pair, G_ret) / pair_count
         for _ in range(int(depth)):
-            Q = backup(V)                                          # Q^(K) = B V^(K−1)
+            Q = backup(V)  # Q^(K) = B V^(K−1)
             V = torch.zeros(N, device=dev, dtype=dtype).index_add_(0, pair_node, mu * Q)
-    pair_credit, gate = readout(V, Q, pair_node, mu, torch.as_tensor(graph.node_num_actions, device=dev),
-                                sigma_min=sigma_min, min_actions=min_actions)
+    pair_credit, gate = readout(
+        V,
+        Q,
+        pair_node,
+        mu,
+        torch.as_tensor(graph.node_num_actions, device=dev),
+        sigma_min=sigma_min,
+        min_actions=min_actions,
+    )
     b = graph.batch
     step_traj = torch.as_tensor(b.step_traj, device=dev)
     step_pair = torch.as_tensor(graph.step_pair, device=dev)
     step_node = torch.as_tensor(graph.step_node, device=dev)
-    a_group = group_advantage_torch(torch.as_tensor(b.traj_success, device=dev),
-                                    torch.as_tensor(b.traj_group, device=dev), graph.num_groups)
+    a_group = group_advantage_torch(
+        torch.as_tensor(b.traj_success, device=dev),
+        torch.as_tensor(b.traj_group, device=dev),
+        graph.num_groups,
+    )
     credit = pair_credit[step_pair]
     advantage = w_group * a_group.to(dtype)[step_traj] + w_step * credit
     diagnostics["gated_fraction"] = float((~gate).to(dtype).mean()) if N else 0.0
@@ -212,24 +256,57 @@ def _family_torch(graph: AnchorGraph, name: str, params, *, device, beta, depth,
     def np_(t):
         return t.detach().to("cpu", torch.float64).numpy()
 
-    return CreditResult(name, params, graph, np_(V[step_node]), np_(Q[step_pair]), np_(credit),
-                        np_(advantage), node_value=np_(V), pair_q=np_(Q), pair_credit=np_(pair_credit),
-                        diagnostics=diagnostics, backend=f"torch:{dev.type}")
+    return CreditResult(
+        name,
+        params,
+        graph,
+        np_(V[step_node]),
+        np_(Q[step_pair]),
+        np_(credit),
+        np_(advantage),
+        node_value=np_(V),
+        pair_q=np_(Q),
+        pair_credit=np_(pair_credit),
+        diagnostics=diagnostics,
+        backend=f"torch:{dev.type}",
+    )
 
 
 @implements("crbc", "torch")
-def crbc_torch(graph: AnchorGraph, params, *, device: str = "auto", dtype=None,
-               dense_max: int = DENSE_MAX) -> CreditResult:
+def crbc_torch(
+    graph: AnchorGraph, params, *, device: str = "auto", dtype=None, dense_max: int = DENSE_MAX
+) -> CreditResult:
     """Batched `crbc_viz.estimators.crbc.crbc` (same math, same outputs); ``params`` is the
     checked `CRBCParams`."""
-    return _family_torch(graph, "crbc", params, device=device, beta=params.beta, depth=params.depth,
-                         sigma_min=params.sigma_min, w_group=params.w_group, w_step=params.w_step,
-                         min_actions=params.min_actions, dtype=dtype, dense_max=dense_max)
+    return _family_torch(
+        graph,
+        "crbc",
+        params,
+        device=device,
+        beta=params.beta,
+        depth=params.depth,
+        sigma_min=params.sigma_min,
+        w_group=params.w_group,
+        w_step=params.w_step,
+        min_actions=params.min_actions,
+        dtype=dtype,
+        dense_max=dense_max,
+    )
 
 
 @implements("visit_local", "torch")
 def visit_local_torch(graph: AnchorGraph, params, *, device: str = "auto", dtype=None) -> CreditResult:
     """Batched `crbc_viz.estimators.crbc.visit_local` (``params``: `VisitLocalParams`)."""
-    return _family_torch(graph, "visit_local", params, device=device, beta=params.beta, depth=0,
-                         sigma_min=params.sigma_min, w_group=params.w_group, w_step=params.w_step,
-                         min_actions=params.min_actions, dtype=dtype)
+    return _family_torch(
+        graph,
+        "visit_local",
+        params,
+        device=device,
+        beta=params.beta,
+        depth=0,
+        sigma_min=params.sigma_min,
+        w_group=params.w_group,
+        w_step=params.w_step,
+        min_actions=params.min_actions,
+        dtype=dtype,
+    )

@@ -7,6 +7,7 @@ run-length pass; (node, action) pairs by ``torch.unique``. The closure reuses
 accumulate into M), so no edge table is materialised. Everything stays on the device
 except the per-group node counts (one small host copy, to size the buckets).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,16 +25,30 @@ def to_device(step_anchor_hash, step_action, traj_offsets, group_traj_offsets, t
 
     dev = torch.device(resolve_device(device))
     h = np.ascontiguousarray(step_anchor_hash, dtype=np.uint64).view(np.int64)
-    return (torch.as_tensor(h, device=dev), torch.as_tensor(np.asarray(step_action, np.int64), device=dev),
-            torch.as_tensor(np.asarray(traj_offsets, np.int64), device=dev),
-            torch.as_tensor(np.asarray(group_traj_offsets, np.int64), device=dev),
-            torch.as_tensor(np.asarray(traj_success, bool), device=dev))
+    return (
+        torch.as_tensor(h, device=dev),
+        torch.as_tensor(np.asarray(step_action, np.int64), device=dev),
+        torch.as_tensor(np.asarray(traj_offsets, np.int64), device=dev),
+        torch.as_tensor(np.asarray(group_traj_offsets, np.int64), device=dev),
+        torch.as_tensor(np.asarray(traj_success, bool), device=dev),
+    )
 
 
-def crbc_step_credit_torch(step_hash, step_action, traj_offsets, group_traj_offsets, traj_success, *,
-                           beta: float = 0.98, sigma_min: float = 0.1, w_group: float = 1.0,
-                           w_step: float = 5.0, min_actions: int = 2, dtype=None,
-                           dense_max: int = DENSE_MAX):
+def crbc_step_credit_torch(
+    step_hash,
+    step_action,
+    traj_offsets,
+    group_traj_offsets,
+    traj_success,
+    *,
+    beta: float = 0.98,
+    sigma_min: float = 0.1,
+    w_group: float = 1.0,
+    w_step: float = 5.0,
+    min_actions: int = 2,
+    dtype=None,
+    dense_max: int = DENSE_MAX,
+):
     """Exact CRBC per step; inputs are tensors from `to_device` (all on one device).
 
     Returns:
@@ -49,8 +64,9 @@ def crbc_step_credit_torch(step_hash, step_action, traj_offsets, group_traj_offs
     T = traj_offsets.shape[0] - 1
     G = group_traj_offsets.shape[0] - 1
     traj_len = traj_offsets[1:] - traj_offsets[:-1]
-    traj_group = torch.repeat_interleave(torch.arange(G, device=dev), group_traj_offsets[1:] - group_traj_offsets[:-1],
-                                         output_size=T)
+    traj_group = torch.repeat_interleave(
+        torch.arange(G, device=dev), group_traj_offsets[1:] - group_traj_offsets[:-1], output_size=T
+    )
     step_traj = torch.repeat_interleave(torch.arange(T, device=dev), traj_len, output_size=S)
     step_group = traj_group[step_traj]
     # Merge: sort by (group, hash) with two stable sorts, then number the runs.
@@ -76,15 +92,28 @@ def crbc_step_credit_torch(step_hash, step_action, traj_offsets, group_traj_offs
     visits = torch.bincount(step_node, minlength=N).to(dtype)
     pair_count = torch.bincount(step_pair, minlength=pair_keys.shape[0]).to(dtype)
     # Closure with one entry per step: Σ over occurrences of 1/N(s) = N(s→x)/N(s).
-    V, residual = solve_closure(step_node, step_next, 1.0 / visits[step_node], node_group,
-                                group_node_offsets, beta, dense_max=dense_max)
+    V, residual = solve_closure(
+        step_node,
+        step_next,
+        1.0 / visits[step_node],
+        node_group,
+        group_node_offsets,
+        beta,
+        dense_max=dense_max,
+    )
     v_next = torch.where(step_next >= 0, V[step_next.clamp(min=0)], (step_next == SUCCESS).to(dtype))
     Q = torch.zeros(pair_keys.shape[0], device=dev, dtype=dtype).index_add_(
-        0, step_pair, beta * v_next / pair_count[step_pair])
+        0, step_pair, beta * v_next / pair_count[step_pair]
+    )
     mu = pair_count / visits[pair_node]
     n_act = torch.bincount(pair_node, minlength=N)
     pair_credit, _ = readout(V, Q, pair_node, mu, n_act, sigma_min=sigma_min, min_actions=min_actions)
     credit = pair_credit[step_pair]
     a_group = group_advantage_torch(traj_success, traj_group, G).to(dtype)[step_traj]
-    return {"value": V[step_node], "q_value": Q[step_pair], "credit": credit,
-            "advantage": w_group * a_group + w_step * credit, "closure_residual": residual}
+    return {
+        "value": V[step_node],
+        "q_value": Q[step_pair],
+        "credit": credit,
+        "advantage": w_group * a_group + w_step * credit,
+        "closure_residual": residual,
+    }

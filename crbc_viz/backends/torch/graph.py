@@ -10,6 +10,7 @@ block), so memory is linear in steps whatever the rollout length; group-by reduc
 GAE is 0 under exact values (`gae_negligible`), else walked on the CPU in linear memory. GRPO's trajectory advantage is
 O(T) and reuses the numpy `group_advantage`.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,6 +24,7 @@ __all__ = ["gigpo_torch", "rtmc_torch", "graft_torch", "gated_bepo_torch", "pgpo
 
 
 # ---------------------------------------------------------------- helpers
+
 
 def _t(x, dev, dtype=None):
     import torch
@@ -57,21 +59,24 @@ def _discounted(graph: AnchorGraph, x, decay: float):
     pad = torch.zeros((int(blk_off[-1]), B), dtype=x.dtype, device=dev)
     pad[row, col] = x
     idx = torch.arange(B, device=dev)
-    diff = idx[:, None] - idx[None, :]                 # l − t
+    diff = idx[:, None] - idx[None, :]  # l − t
     dec = torch.tensor(float(decay), dtype=x.dtype, device=dev)
-    U = torch.where(diff >= 0, dec ** diff.clamp(min=0).to(x.dtype), torch.zeros((), dtype=x.dtype, device=dev))
-    local = pad @ U                                    # suffix sums within each block
+    U = torch.where(
+        diff >= 0, dec ** diff.clamp(min=0).to(x.dtype), torch.zeros((), dtype=x.dtype, device=dev)
+    )
+    local = pad @ U  # suffix sums within each block
     carry = torch.zeros(int(blk_off[-1]) + 1, dtype=x.dtype, device=dev)  # sum from a block's start on
-    decB = dec ** B
-    for j in range(int(nblk.max()) - 1, -1, -1):       # block index, last first (not steps)
+    decB = dec**B
+    for j in range(int(nblk.max()) - 1, -1, -1):  # block index, last first (not steps)
         t = np.flatnonzero(nblk > j)
         ids = _t(blk_off[t] + j, dev)
         has_next = _t(nblk[t] > j + 1, dev)
         nxt = torch.where(has_next, carry[ids + 1], torch.zeros((), dtype=x.dtype, device=dev))
         carry[ids] = local[ids, 0] + decB * nxt
     last_blk = _t(pos // B == nblk[b.step_traj] - 1, dev)
-    tail = torch.where(last_blk, torch.zeros((), dtype=x.dtype, device=dev),
-                       dec ** (B - col).to(x.dtype) * carry[row + 1])
+    tail = torch.where(
+        last_blk, torch.zeros((), dtype=x.dtype, device=dev), dec ** (B - col).to(x.dtype) * carry[row + 1]
+    )
     return local[row, col] + tail
 
 
@@ -81,8 +86,9 @@ def _seg_stats(x, seg, num: int, ddof: int):
     cnt = torch.zeros(num, dtype=x.dtype, device=x.device).index_add_(0, seg, torch.ones_like(x))
     mean = torch.zeros(num, dtype=x.dtype, device=x.device).index_add_(0, seg, x) / cnt.clamp(min=1)
     dev2 = (x - mean[seg]) ** 2
-    var = torch.zeros(num, dtype=x.dtype, device=x.device).index_add_(0, seg, dev2) / \
-        (cnt - ddof).clamp(min=1)
+    var = torch.zeros(num, dtype=x.dtype, device=x.device).index_add_(0, seg, dev2) / (cnt - ddof).clamp(
+        min=1
+    )
     return cnt, mean, var.sqrt()
 
 
@@ -92,9 +98,11 @@ def _seg_zscore(x, seg, num: int, *, ddof: int = 1, eps: float = 1e-6, scale: bo
 
     cnt, mean, std = _seg_stats(x, seg, num, ddof)
     xmax = torch.full((num,), -torch.inf, dtype=x.dtype, device=x.device).scatter_reduce(
-        0, seg, x, reduce="amax")
+        0, seg, x, reduce="amax"
+    )
     xmin = torch.full((num,), torch.inf, dtype=x.dtype, device=x.device).scatter_reduce(
-        0, seg, x, reduce="amin")
+        0, seg, x, reduce="amin"
+    )
     degenerate = (cnt < 2) | (xmax == xmin)
     z = x - mean[seg]
     if scale:
@@ -117,23 +125,31 @@ def _values_and_successors(graph: AnchorGraph, gamma: float, dev):
     V = V.to(dev)
     nxt = _t(graph.step_next, dev)
     node = _t(graph.step_node, dev)
-    v_next = torch.where(nxt == SUCCESS, torch.ones((), dtype=V.dtype, device=dev),
-                         torch.where(nxt == FAILURE, torch.zeros((), dtype=V.dtype, device=dev),
-                                     V[nxt.clamp(min=0)] if V.numel() else
-                                     torch.zeros(nxt.shape, dtype=V.dtype, device=dev)))
+    v_next = torch.where(
+        nxt == SUCCESS,
+        torch.ones((), dtype=V.dtype, device=dev),
+        torch.where(
+            nxt == FAILURE,
+            torch.zeros((), dtype=V.dtype, device=dev),
+            V[nxt.clamp(min=0)] if V.numel() else torch.zeros(nxt.shape, dtype=V.dtype, device=dev),
+        ),
+    )
     return V, V[node], v_next, float(residual)
 
 
 def _result(name, params, graph, value, q, credit, adv, **kw):
     def np_(x):
         return x.detach().cpu().numpy() if hasattr(x, "detach") else x
+
     extra = {k: (np_(v) if v is not None and k != "diagnostics" else v) for k, v in kw.items()}
     where = next((x.device.type for x in (value, q, credit, adv) if hasattr(x, "device")), "cpu")
-    return CreditResult(name, params, graph, np_(value), np_(q), np_(credit), np_(adv),
-                        backend=f"torch:{where}", **extra)
+    return CreditResult(
+        name, params, graph, np_(value), np_(q), np_(credit), np_(adv), backend=f"torch:{where}", **extra
+    )
 
 
 # ---------------------------------------------------------------- GiGPO
+
 
 @implements("gigpo", "torch")
 def gigpo_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditResult:
@@ -143,24 +159,36 @@ def gigpo_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditRe
 
     p = params
     gamma, omega, mode, episode_stats, eps = p.gamma, p.omega, p.mode, p.episode_stats, p.eps
-    step_reward, outcome, similarity, similarity_thresh = (p.step_reward, p.outcome, p.similarity,
-                                                           p.similarity_thresh)
+    step_reward, outcome, similarity, similarity_thresh = (
+        p.step_reward,
+        p.outcome,
+        p.similarity,
+        p.similarity_thresh,
+    )
     dev = resolve_device(device)
     b = graph.batch
     a_ep = _t(episode_advantage(graph, mode, episode_stats, eps, outcome)[b.step_traj], dev)
     r = _t(step_rewards(graph, step_reward, outcome), dev, None)
-    R = _discounted(graph, r, gamma)                                          # Eq. 5
-    seg_np, num = step_groups(graph, similarity, similarity_thresh)          # Eq. 6
+    R = _discounted(graph, r, gamma)  # Eq. 5
+    seg_np, num = step_groups(graph, similarity, similarity_thresh)  # Eq. 6
     seg = _t(seg_np, dev)
     a_s, mean, _, cnt = _seg_zscore(R, seg, num, ddof=1, eps=eps, scale=(mode == "mean_std_norm"))
     sing = float((cnt[seg] < 2).double().mean()) if len(seg_np) else 0.0
-    return _result("gigpo", params, graph, mean[seg], R, a_s, a_ep + omega * a_s,
-                   node_value=None if similarity else mean,
-                   diagnostics={"singleton_fraction": sing,
-                                "num_step_groups": int((cnt > 0).sum())})
+    return _result(
+        "gigpo",
+        params,
+        graph,
+        mean[seg],
+        R,
+        a_s,
+        a_ep + omega * a_s,
+        node_value=None if similarity else mean,
+        diagnostics={"singleton_fraction": sing, "num_step_groups": int((cnt > 0).sum())},
+    )
 
 
 # ---------------------------------------------------------------- RTMC
+
 
 @implements("rtmc", "torch")
 def rtmc_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditResult:
@@ -184,8 +212,9 @@ def rtmc_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditRes
     key = traj * max(P, 1) + pair
     _, inv = torch.unique(key, return_inverse=True)
     ar = torch.arange(S, device=dev)
-    first_idx = torch.full((int(inv.max()) + 1 if S else 0,), S, dtype=ar.dtype,
-                           device=dev).scatter_reduce(0, inv, ar, reduce="amin")
+    first_idx = torch.full((int(inv.max()) + 1 if S else 0,), S, dtype=ar.dtype, device=dev).scatter_reduce(
+        0, inv, ar, reduce="amin"
+    )
     first = ar == first_idx[inv]
     fw = first.to(f64)
     n_pair = torch.zeros(P, dtype=f64, device=dev).index_add_(0, pair, fw)
@@ -196,9 +225,9 @@ def rtmc_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditRes
     s_s = torch.zeros(N, dtype=f64, device=dev).index_add_(0, pn, s_pair)
     tg = _t(b.traj_group, dev)
     g_cnt = torch.zeros(G, dtype=f64, device=dev).index_add_(0, tg, torch.ones_like(R))
-    v_prior = (torch.zeros(G, dtype=f64, device=dev).index_add_(0, tg, R) / g_cnt.clamp(min=1))
+    v_prior = torch.zeros(G, dtype=f64, device=dev).index_add_(0, tg, R) / g_cnt.clamp(min=1)
     v_prior = v_prior[_t(graph.node_group, dev)]
-    v = (s_s + n_prior * v_prior) / (n_s + n_prior).clamp(min=1e-300)           # Eq. 11
+    v = (s_s + n_prior * v_prior) / (n_s + n_prior).clamp(min=1e-300)  # Eq. 11
     pair_adv = q - v[pn]
     a = pair_adv[pair]
     adv = a.clone()
@@ -209,11 +238,23 @@ def rtmc_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditRes
         adv = torch.where(ok, a / torch.where(ok, std[sg], torch.ones_like(a)), a)
     node = _t(graph.step_node, dev)
     sing = float((n_s[node] < 2).double().mean()) if S else 0.0
-    return _result("rtmc", params, graph, v[node], q[pair], a, adv, node_value=v, pair_q=q,
-                   pair_credit=pair_adv, diagnostics={"singleton_state_fraction": sing})
+    return _result(
+        "rtmc",
+        params,
+        graph,
+        v[node],
+        q[pair],
+        a,
+        adv,
+        node_value=v,
+        pair_q=q,
+        pair_credit=pair_adv,
+        diagnostics={"singleton_state_fraction": sing},
+    )
 
 
 # ---------------------------------------------------------------- GRAFT
+
 
 def _graph_gae_bonus(graph: AnchorGraph, td, gamma: float, lam: float):
     """Twin of `crbc_viz.estimators.graft.graph_gae_bonus`: 0 where `gae_negligible` proves
@@ -233,6 +274,7 @@ def _graph_gae_bonus(graph: AnchorGraph, td, gamma: float, lam: float):
         return out
     try:
         from ..numba.graph import graph_gae_bonus_numba
+
         bonus = graph_gae_bonus_numba(graph, td_np, gamma, lam)
     except ImportError:
         bonus = graph_gae_bonus(graph, td_np, gamma, lam)
@@ -245,29 +287,48 @@ def graft_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditRe
     import torch
 
     p = params
-    gamma, gae_lambda, normalize, ddof, eps, singleton = (p.gamma, p.gae_lambda, p.normalize, p.ddof,
-                                                          p.eps, p.singleton)
+    gamma, gae_lambda, normalize, ddof, eps, singleton = (
+        p.gamma,
+        p.gae_lambda,
+        p.normalize,
+        p.ddof,
+        p.eps,
+        p.singleton,
+    )
     dev = resolve_device(device)
     V, v_cur, v_next, residual = _values_and_successors(graph, gamma, dev)
-    td = gamma * v_next - v_cur                                               # Eq. 8
-    a_gae = td + _graph_gae_bonus(graph, td, gamma, gae_lambda)               # Eqs. 9–10
+    td = gamma * v_next - v_cur  # Eq. 8
+    a_gae = td + _graph_gae_bonus(graph, td, gamma, gae_lambda)  # Eqs. 9–10
     node = _t(graph.step_node, dev)
     N = graph.num_nodes
     cnt, mean, std = _seg_stats(a_gae, node, N, ddof)
     single = cnt[node] == 1
-    if normalize:                                                             # Eq. 11
+    if normalize:  # Eq. 11
         a_hat = (a_gae - mean[node]) / (std[node] + eps)
-        sing = {"sign": lambda: a_gae / (a_gae.abs() + eps), "zero": lambda: torch.zeros_like(a_gae),
-                "raw": lambda: a_gae}[singleton]()
+        sing = {
+            "sign": lambda: a_gae / (a_gae.abs() + eps),
+            "zero": lambda: torch.zeros_like(a_gae),
+            "raw": lambda: a_gae,
+        }[singleton]()
         a_hat = torch.where(single, sing, a_hat)
     else:
         a_hat = a_gae
     sf = float(single.double().mean()) if graph.batch.num_steps else 0.0
-    return _result("graft", params, graph, v_cur, gamma * v_next, a_hat, a_hat.clone(),
-                   node_value=V, diagnostics={"closure_residual": residual, "singleton_fraction": sf})
+    return _result(
+        "graft",
+        params,
+        graph,
+        v_cur,
+        gamma * v_next,
+        a_hat,
+        a_hat.clone(),
+        node_value=V,
+        diagnostics={"closure_residual": residual, "singleton_fraction": sf},
+    )
 
 
 # ---------------------------------------------------------------- Gated-BEPO
+
 
 @implements("gated_bepo", "torch")
 def gated_bepo_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditResult:
@@ -283,7 +344,7 @@ def gated_bepo_torch(graph: AnchorGraph, params, *, device: str = "auto") -> Cre
     b = graph.batch
     V, v_cur, v_next, residual = _values_and_successors(graph, gamma, dev)
     delta = gamma * v_next - v_cur
-    a_b = _discounted(graph, delta, gamma * gae_lambda)                        # GAE along τ
+    a_b = _discounted(graph, delta, gamma * gae_lambda)  # GAE along τ
     if bellman_norm == "group_z":
         sg, G = _group_ids(graph, dev)
         cnt, mean, std = _seg_stats(a_b, sg, G, ddof)
@@ -298,11 +359,21 @@ def gated_bepo_torch(graph: AnchorGraph, params, *, device: str = "auto") -> Cre
     a_e = _t(group_advantage(graph, ddof=ddof, eps=eps)[b.step_traj], dev)
     adv = torch.where(gate, (1.0 - rho) * a_e + rho * a_norm, a_e)
     gf = float((~gate).double().mean()) if b.num_steps else 0.0
-    return _result("gated_bepo", params, graph, v_cur, gamma * v_next, a_b, adv, node_value=V,
-                   diagnostics={"gated_fraction": gf, "closure_residual": residual})
+    return _result(
+        "gated_bepo",
+        params,
+        graph,
+        v_cur,
+        gamma * v_next,
+        a_b,
+        adv,
+        node_value=V,
+        diagnostics={"gated_fraction": gf, "closure_residual": residual},
+    )
 
 
 # ---------------------------------------------------------------- PGPO
+
 
 @implements("pgpo", "torch")
 def pgpo_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditResult:
@@ -319,10 +390,10 @@ def pgpo_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditRes
     f64 = torch.float64
     N, G = graph.num_nodes, b.num_groups
     r = _t(step_rewards(graph, step_reward), dev, f64)
-    R = _discounted(graph, r, eta)                                            # Eq. 1
+    R = _discounted(graph, r, eta)  # Eq. 1
     node = _t(graph.step_node, dev)
-    a_s, _, _, _ = _seg_zscore(R, node, N, ddof=ddof, eps=eps)                # Eq. 3
-    phi_sum = torch.zeros(N, dtype=f64, device=dev).index_add_(0, node, R)    # Eq. 6
+    a_s, _, _, _ = _seg_zscore(R, node, N, ddof=ddof, eps=eps)  # Eq. 3
+    phi_sum = torch.zeros(N, dtype=f64, device=dev).index_add_(0, node, R)  # Eq. 6
     phi_cnt = torch.zeros(N, dtype=f64, device=dev).index_add_(0, node, torch.ones_like(R))
     phi = phi_sum / phi_cnt.clamp(min=1)
     nxt = _t(graph.step_next, dev)
@@ -331,22 +402,33 @@ def pgpo_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditRes
     if potential == "mean":
         phi_m, phi_n = phi[node], phi[nn] if N else torch.zeros_like(R)
     else:
+
         def loo(total, count):
             return torch.where(count > 0, total / count.clamp(min=1), torch.zeros_like(total))
+
         phi_m = loo(phi_sum[node] - R, phi_cnt[node] - 1)
         same = (nn == node) & ~terminal
-        phi_n = loo(phi_sum[nn] - torch.where(same, R, torch.zeros_like(R)),
-                    phi_cnt[nn] - same.to(f64))
+        phi_n = loo(phi_sum[nn] - torch.where(same, R, torch.zeros_like(R)), phi_cnt[nn] - same.to(f64))
     last = _t(b.traj_offsets[1:] - 1, dev)
     r_final = r[last][_t(b.step_traj, dev)]
-    delta = torch.where(terminal, gamma * r_final, gamma * phi_n) - phi_m       # Eq. 7
-    a_phi, _, _, _ = _seg_zscore(delta, node, N, ddof=ddof, eps=eps)          # Eq. 8
+    delta = torch.where(terminal, gamma * r_final, gamma * phi_n) - phi_m  # Eq. 7
+    a_phi, _, _, _ = _seg_zscore(delta, node, N, ddof=ddof, eps=eps)  # Eq. 8
     tg = _t(b.traj_group, dev)
-    succ = (r[last] > 0).to(f64)                                              # r_final > 0
-    p_succ = (torch.zeros(G, dtype=f64, device=dev).index_add_(0, tg, succ) /
-              torch.zeros(G, dtype=f64, device=dev).index_add_(0, tg, torch.ones_like(succ)).clamp(min=1))
-    w = beta * (1.0 - p_succ) ** alpha                                        # Eqs. 9–10
-    adv = a_s + w[_t(b.step_group, dev)] * a_phi                              # Eq. 11
+    succ = (r[last] > 0).to(f64)  # r_final > 0
+    p_succ = torch.zeros(G, dtype=f64, device=dev).index_add_(0, tg, succ) / torch.zeros(
+        G, dtype=f64, device=dev
+    ).index_add_(0, tg, torch.ones_like(succ)).clamp(min=1)
+    w = beta * (1.0 - p_succ) ** alpha  # Eqs. 9–10
+    adv = a_s + w[_t(b.step_group, dev)] * a_phi  # Eq. 11
     nan = torch.full_like(R, float("nan"))
-    return _result("pgpo", params, graph, phi[node], nan, adv, adv.clone(), node_value=phi,
-                   diagnostics={"task_gate_mean": float(w.mean()) if G else 0.0})
+    return _result(
+        "pgpo",
+        params,
+        graph,
+        phi[node],
+        nan,
+        adv,
+        adv.clone(),
+        node_value=phi,
+        diagnostics={"task_gate_mean": float(w.mean()) if G else 0.0},
+    )

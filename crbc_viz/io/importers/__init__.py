@@ -12,6 +12,7 @@ its dumps into canonical step rows (SCHEMA.md), ready for ``build_batch``.
 `detect` picks one from a file's fields; `expand_sources` turns command-line paths (files or
 folders) into sources, each ingested as a unit.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,8 +32,18 @@ _MODULES = {m.NAME: m for m in (canonical, verl_agent, rllm, roll, ms_swift, trl
 FORMATS = tuple(_MODULES)
 # Detection order: the most specific signature first.
 _DETECT = (canonical, verl_agent, roll, rllm, ms_swift, trl, verl)
-_SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet", ".pq", ".csv", ".jsonl.gz", ".ndjson.gz",
-             ".json.gz", ".csv.gz")
+_SUFFIXES = (
+    ".jsonl",
+    ".ndjson",
+    ".json",
+    ".parquet",
+    ".pq",
+    ".csv",
+    ".jsonl.gz",
+    ".ndjson.gz",
+    ".json.gz",
+    ".csv.gz",
+)
 
 
 @dataclass(frozen=True)
@@ -58,15 +69,33 @@ def detect(path: str) -> str:
         files = rllm.episode_files(path)
         if files and rllm.sniff(peek_fields(files[0])):
             return rllm.NAME
-        raise LoadError([Problem(path, None, None, "a folder is read as rLLM episodes, but its first "
-                                 f"JSON file has no {', '.join(rllm.SIGNATURE)}")])
+        raise LoadError(
+            [
+                Problem(
+                    path,
+                    None,
+                    None,
+                    "a folder is read as rLLM episodes, but its first "
+                    f"JSON file has no {', '.join(rllm.SIGNATURE)}",
+                )
+            ]
+        )
     fields = peek_fields(path)
     for m in _DETECT:
         if m.sniff(fields):
             return m.NAME
     seen = ", ".join(sorted(fields)[:20]) or "nothing readable"
-    raise LoadError([Problem(path, None, None, f"cannot detect the log format: the first record has "
-                             f"fields [{seen}]; expected one of: {_expected()}")])
+    raise LoadError(
+        [
+            Problem(
+                path,
+                None,
+                None,
+                f"cannot detect the log format: the first record has "
+                f"fields [{seen}]; expected one of: {_expected()}",
+            )
+        ]
+    )
 
 
 def _natural(s: str):
@@ -104,9 +133,14 @@ def expand_sources(paths, fmt: str = "auto") -> list[Source]:
                 for d in sorted(by_dir, key=_natural):
                     out.append(Source(d, rllm.NAME, tuple(by_dir[d])))
                 continue
-            files = sorted((str(f) for f in Path(p).rglob("*") if f.is_file()
-                            and f.name.lower().endswith(_SUFFIXES) and not f.name.startswith(".")),
-                           key=_natural)
+            files = sorted(
+                (
+                    str(f)
+                    for f in Path(p).rglob("*")
+                    if f.is_file() and f.name.lower().endswith(_SUFFIXES) and not f.name.startswith(".")
+                ),
+                key=_natural,
+            )
             if not files:
                 problems.append(Problem(p, None, None, f"folder holds no log files ({', '.join(_SUFFIXES)})"))
             paths_fmt = [(f, fmt) for f in files]

@@ -1,4 +1,5 @@
 """Shared helpers of the importers: peeking at a file's fields, stable ids, renaming."""
+
 from __future__ import annotations
 
 import hashlib
@@ -14,8 +15,16 @@ from .. import _guards
 from ..errors import MAX_LISTED, LoadError, Problem
 from ..readers import RawTable, detect_format, max_json_bytes, max_line_bytes
 
-__all__ = ["Imported", "peek_fields", "text_id", "to_text", "run_from_dir", "step_from_path",
-           "rename", "cumcount"]
+__all__ = [
+    "Imported",
+    "peek_fields",
+    "text_id",
+    "to_text",
+    "run_from_dir",
+    "step_from_path",
+    "rename",
+    "cumcount",
+]
 
 
 @dataclass
@@ -44,8 +53,9 @@ def _first_json_line(path: str) -> dict | None:
     try:
         obj = json.loads(line.decode("utf-8", errors="replace"))
     except RecursionError:
-        raise LoadError([Problem(path, None, None, "invalid JSON: the first record is nested too "
-                                 "deeply to read")]) from None
+        raise LoadError(
+            [Problem(path, None, None, "invalid JSON: the first record is nested too deeply to read")]
+        ) from None
     except ValueError:
         return None
     return obj if isinstance(obj, dict) else None
@@ -72,10 +82,15 @@ def peek_fields(path: str) -> set[str]:
             first = doc[0] if isinstance(doc, list) and doc else doc
             if isinstance(first, dict):
                 keys = set(first)
-                if isinstance(first.get("steps"), list) and first["steps"] and isinstance(first["steps"][0], dict):
+                if (
+                    isinstance(first.get("steps"), list)
+                    and first["steps"]
+                    and isinstance(first["steps"][0], dict)
+                ):
                     keys |= set(first["steps"][0])
         elif fmt == "parquet":
             import pyarrow.parquet as pq
+
             keys = set(pq.read_schema(path).names)
         elif fmt == "csv":
             head = _guards.first_line(path, max_line_bytes()) or b""
@@ -89,8 +104,11 @@ def peek_fields(path: str) -> set[str]:
 
 def text_id(value, prefix: str = "p") -> str:
     """A short deterministic id of a value (a prompt): ``prefix`` + 12 hex digits of BLAKE2b."""
-    s = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str,
-                                                          ensure_ascii=False)
+    s = (
+        value
+        if isinstance(value, str)
+        else json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+    )
     return prefix + hashlib.blake2b(s.encode("utf-8", "surrogatepass"), digest_size=6).hexdigest()
 
 
@@ -105,8 +123,17 @@ def to_text(value):
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-_RUN_SKIP = {"completions", "rollout", "rollouts", "rollout_data", "rollout_data_dir", "generations",
-             "dumps", "episodes", "crbc_dump"}
+_RUN_SKIP = {
+    "completions",
+    "rollout",
+    "rollouts",
+    "rollout_data",
+    "rollout_data_dir",
+    "generations",
+    "dumps",
+    "episodes",
+    "crbc_dump",
+}
 
 
 def run_from_dir(path: str) -> str:
@@ -116,8 +143,9 @@ def run_from_dir(path: str) -> str:
         name = parent.name
         if not name:
             break
-        if name.lower() in _RUN_SKIP or re.fullmatch(r"(global_|train_|val_)?step[_-]?\d+(_epoch_\d+)?|\d+",
-                                                     name.lower()):
+        if name.lower() in _RUN_SKIP or re.fullmatch(
+            r"(global_|train_|val_)?step[_-]?\d+(_epoch_\d+)?|\d+", name.lower()
+        ):
             continue
         return name
     return Path(path).stem
@@ -153,7 +181,9 @@ def rename(df: pd.DataFrame, mapping: dict[str, str]) -> pd.DataFrame:
 
 def cumcount(keys: np.ndarray) -> np.ndarray:
     """0, 1, 2 ... within each distinct key, in row order."""
-    return pd.Series(np.arange(len(keys))).groupby(pd.Series(keys, dtype=object)).cumcount().to_numpy(np.int64)
+    return (
+        pd.Series(np.arange(len(keys))).groupby(pd.Series(keys, dtype=object)).cumcount().to_numpy(np.int64)
+    )
 
 
 def require(raw: RawTable, fields: tuple[str, ...], fmt: str, hint: str) -> None:
@@ -162,8 +192,14 @@ def require(raw: RawTable, fields: tuple[str, ...], fmt: str, hint: str) -> None
         return
     missing = [f for f in fields if f not in raw.records.columns]
     if missing:
-        raise LoadError([Problem(raw.path, None, f, f"missing in every row; a {fmt} file has "
-                                 f"{', '.join(fields)} ({hint})") for f in missing])
+        raise LoadError(
+            [
+                Problem(
+                    raw.path, None, f, f"missing in every row; a {fmt} file has {', '.join(fields)} ({hint})"
+                )
+                for f in missing
+            ]
+        )
 
 
 def _cell(v) -> str:
@@ -173,9 +209,15 @@ def _cell(v) -> str:
     return t if isinstance(t, str) else json.dumps(t, default=str)
 
 
-def drop_exact_duplicates(df: pd.DataFrame, line: np.ndarray, keys: tuple[str, ...], path: str,
-                          where: str = "line", why: str = "", ignore: tuple[str, ...] = ()
-                          ) -> tuple[pd.DataFrame, np.ndarray, str | None]:
+def drop_exact_duplicates(
+    df: pd.DataFrame,
+    line: np.ndarray,
+    keys: tuple[str, ...],
+    path: str,
+    where: str = "line",
+    why: str = "",
+    ignore: tuple[str, ...] = (),
+) -> tuple[pd.DataFrame, np.ndarray, str | None]:
     """Rows that share ``keys`` (a trajectory and its step): exact copies (every field equal)
     are dropped, keeping the first, with a counted note; copies that differ are an error naming
     both lines and the fields that differ.
@@ -203,17 +245,27 @@ def drop_exact_duplicates(df: pd.DataFrame, line: np.ndarray, keys: tuple[str, .
             continue
         diff = [c for c in cols if _cell(df[c].iat[i]) != _cell(df[c].iat[j])]
         if diff:
-            shown = ", ".join(f"{c}={_cell(df[c].iat[j])[:40]} vs {_cell(df[c].iat[i])[:40]}" for c in diff[:3])
+            shown = ", ".join(
+                f"{c}={_cell(df[c].iat[j])[:40]} vs {_cell(df[c].iat[i])[:40]}" for c in diff[:3]
+            )
             here = "".join(f" ({c} {df[c].iat[j]} and {df[c].iat[i]})" for c in ignore if c in df.columns)
-            problems.append(Problem(path, int(line[i]), diff[0],
-                                    f"same {' / '.join(f'{c}={v}' for c, v in zip(keys, k))} as "
-                                    f"{where} {int(line[j])}{here} but different: {shown}", where))
+            problems.append(
+                Problem(
+                    path,
+                    int(line[i]),
+                    diff[0],
+                    f"same {' / '.join(f'{c}={v}' for c, v in zip(keys, k))} as "
+                    f"{where} {int(line[j])}{here} but different: {shown}",
+                    where,
+                )
+            )
         else:
             drop[i] = True
     if problems:
         raise LoadError(problems[:MAX_LISTED], total=len(problems))
     n = int(drop.sum())
-    note = (f"dropped {n} exact duplicate row(s) (same {', '.join(keys)} and content)"
-            + (f": {why}" if why else ""))
+    note = f"dropped {n} exact duplicate row(s) (same {', '.join(keys)} and content)" + (
+        f": {why}" if why else ""
+    )
     keep = ~drop
     return df[keep].reset_index(drop=True), line[keep], note

@@ -1,4 +1,5 @@
 """The canonical schema itself (SCHEMA.md): JSONL, JSON, Parquet or CSV step rows."""
+
 from __future__ import annotations
 
 from ..readers import read_table

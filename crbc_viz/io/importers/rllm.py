@@ -28,6 +28,7 @@ anchors, and the import says so. Training step: ``training_step``, else ``info``
 (one episode in two files) are dropped with a note; conflicting ones are an error naming both
 files. Trainer keys kept: ``episode_id``, ``trajectory_uid``, ``step``.
 """
+
 from __future__ import annotations
 
 import io
@@ -48,8 +49,7 @@ SIGNATURE = ("id", "trajectories")
 _DEFAULT_NAMES = {None, "", "default_traj_name"}
 #: Files rLLM writes beside the episodes (EpisodeLogger, EvalEpisodeStore): not episodes.
 SIDE_FILES = ("batch_summary.json", "meta.json")
-_TRUNCATING = {"max_turns_exceeded", "max_prompt_length_exceeded", "max_response_length_exceeded",
-               "timeout"}
+_TRUNCATING = {"max_turns_exceeded", "max_prompt_length_exceeded", "max_response_length_exceeded", "timeout"}
 
 
 def sniff(fields: set[str]) -> bool:
@@ -62,8 +62,11 @@ def episode_files(folder: str) -> list[str]:
     for root, _, files in os.walk(folder):
         for f in files:
             low = f.lower()
-            if low.endswith((".json", ".jsonl", ".json.gz", ".jsonl.gz")) and not f.startswith(".") \
-                    and low not in SIDE_FILES:
+            if (
+                low.endswith((".json", ".jsonl", ".json.gz", ".jsonl.gz"))
+                and not f.startswith(".")
+                and low not in SIDE_FILES
+            ):
                 out.append(os.path.join(root, f))
     return sorted(out)
 
@@ -147,9 +150,16 @@ def read(path: str) -> Imported:
         for idx, ep in _load(f, problems):
             eid = ep.get("id", ep.get("episode_id")) if isinstance(ep, dict) else None
             if not isinstance(eid, str) or not isinstance(ep.get("trajectories"), list):
-                problems.append(Problem(f, idx, "id" if isinstance(ep, dict) else None,
-                                        "expected an rLLM Episode object with a string 'id' (or "
-                                        "'episode_id') and a 'trajectories' list", where))
+                problems.append(
+                    Problem(
+                        f,
+                        idx,
+                        "id" if isinstance(ep, dict) else None,
+                        "expected an rLLM Episode object with a string 'id' (or "
+                        "'episode_id') and a 'trajectories' list",
+                        where,
+                    )
+                )
                 continue
             task_id = eid.split(":")[0]
             tstep = _train_step(ep, f)
@@ -160,8 +170,9 @@ def read(path: str) -> Imported:
                     continue
                 if not all(isinstance(st, dict) for st in tr["steps"]):
                     s_bad = next(k for k, st in enumerate(tr["steps"]) if not isinstance(st, dict))
-                    problems.append(Problem(f, idx, f"trajectories[{j}].steps[{s_bad}]",
-                                            "expected a step object", where))
+                    problems.append(
+                        Problem(f, idx, f"trajectories[{j}].steps[{s_bad}]", "expected a step object", where)
+                    )
                     continue
                 name = tr.get("name")
                 group = task_id if name in _DEFAULT_NAMES else f"{task_id}:{name}"
@@ -173,37 +184,59 @@ def read(path: str) -> Imported:
                     anchor, src = _anchor(st)
                     anchors_from[src] = anchors_from.get(src, 0) + 1
                     adv = st.get("advantage")
-                    rows.append({
-                        "run_id": run, "train_step": tstep, "group_id": group, "traj_id": traj,
-                        "step_idx": s, "reward": st.get("reward"), "done": ends[s],
-                        "action": to_text(st.get("action")),
-                        "response": to_text(st.get("model_response") or st.get("output")),
-                        "observation": to_text(st.get("observation")), "anchor_obs": to_text(anchor),
-                        "success": bool(ep.get("is_correct", False)),
-                        "episode_return": tr.get("reward"),
-                        "termination_reason": to_text(ep.get("termination_reason")),
-                        "advantage": adv if isinstance(adv, (int, float)) and not isinstance(adv, bool) else None,
-                        "src_episode_id": eid, "src_traj_uid": to_text(tr.get("uid")),
-                        "src_file": os.path.relpath(f, path) if os.path.isdir(path) else Path(f).name,
-                    })
+                    rows.append(
+                        {
+                            "run_id": run,
+                            "train_step": tstep,
+                            "group_id": group,
+                            "traj_id": traj,
+                            "step_idx": s,
+                            "reward": st.get("reward"),
+                            "done": ends[s],
+                            "action": to_text(st.get("action")),
+                            "response": to_text(st.get("model_response") or st.get("output")),
+                            "observation": to_text(st.get("observation")),
+                            "anchor_obs": to_text(anchor),
+                            "success": bool(ep.get("is_correct", False)),
+                            "episode_return": tr.get("reward"),
+                            "termination_reason": to_text(ep.get("termination_reason")),
+                            "advantage": adv
+                            if isinstance(adv, (int, float)) and not isinstance(adv, bool)
+                            else None,
+                            "src_episode_id": eid,
+                            "src_traj_uid": to_text(tr.get("uid")),
+                            "src_file": os.path.relpath(f, path) if os.path.isdir(path) else Path(f).name,
+                        }
+                    )
                     lines.append(int(idx))
     if problems:
         raise LoadError(problems[:MAX_LISTED], total=len(problems))
     df = pd.DataFrame.from_records(rows) if rows else pd.DataFrame()
     line = np.asarray(lines, dtype=np.int64)
-    df, line, dup_note = drop_exact_duplicates(df, line, ("traj_id", "step_idx"), path, "item",
-                                               "one episode written twice", ignore=("src_file",))
+    df, line, dup_note = drop_exact_duplicates(
+        df, line, ("traj_id", "step_idx"), path, "item", "one episode written twice", ignore=("src_file",)
+    )
     notes = [dup_note] if dup_note else []
     if anchors_from.get("chat"):
-        notes.append(f"{anchors_from['chat']} step(s) have no observation (rLLM's agent-flow "
-                     "engine leaves it empty): their anchor is the last user message of "
-                     "chat_completions")
+        notes.append(
+            f"{anchors_from['chat']} step(s) have no observation (rLLM's agent-flow "
+            "engine leaves it empty): their anchor is the last user message of "
+            "chat_completions"
+        )
     if anchors_from.get(None):
-        notes.append(f"{anchors_from[None]} step(s) carry no observation, chat_completions or "
-                     "info anchor: they have no anchor (nothing merges there)")
+        notes.append(
+            f"{anchors_from[None]} step(s) carry no observation, chat_completions or "
+            "info anchor: they have no anchor (nothing merges there)"
+        )
     if no_done:
-        notes.append(f"{no_done} trajectory(ies) have neither a termination_reason nor a step "
-                     "'done': truncation unknown, taken as ended")
+        notes.append(
+            f"{no_done} trajectory(ies) have neither a termination_reason nor a step "
+            "'done': truncation unknown, taken as ended"
+        )
     raw = RawTable(path, df, line, "item", False)
-    return Imported(raw, NAME, {"episode_id": "src_episode_id", "trajectory_uid": "src_traj_uid",
-                                "step": "step_idx"}, tuple(notes))
+    return Imported(
+        raw,
+        NAME,
+        {"episode_id": "src_episode_id", "trajectory_uid": "src_traj_uid", "step": "step_idx"},
+        tuple(notes),
+    )

@@ -28,6 +28,7 @@ orders them; without it the file is refused); exact duplicate rows are dropped w
 conflicting ones are an error naming both. Success = ``episode_scores`` > success_threshold
 unless ``success`` is present; without an ``action`` the response text is the edge label.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -41,9 +42,15 @@ NAME = "roll"
 SIGNATURE = ("traj_group_id", "traj_id")
 PREFIX = "crbc_"  # docs/roll_recipe.md: copies that ROLL's dump may pop from the batch
 _AGENT_NATIVE = {"trajectory_data", "messages", "tools"}
-FIELD_MAP = {"traj_group_id": "group_id", "step": "step_idx", "state_hash": "anchor_key",
-             "episode_scores": "episode_return", "tags": "env_name", "global_step": "train_step",
-             "response_text": "response"}
+FIELD_MAP = {
+    "traj_group_id": "group_id",
+    "step": "step_idx",
+    "state_hash": "anchor_key",
+    "episode_scores": "episode_return",
+    "tags": "env_name",
+    "global_step": "train_step",
+    "response_text": "response",
+}
 
 
 def sniff(fields: set[str]) -> bool:
@@ -60,15 +67,27 @@ def _unroll(raw: RawTable) -> tuple[RawTable, str | None]:
         row = df.iloc[i]
         lens = {len(v) for v in row if isinstance(v, (list, np.ndarray))}
         if len(lens) != 1 or not all(isinstance(v, (list, np.ndarray)) for v in row):
-            raise LoadError([Problem(raw.path, int(raw.line[i]), None, "a ROLL dump line is one "
-                                     "object of equal-length lists (one element per row); this "
-                                     f"one has lists of lengths {sorted(lens)}", raw.where)])
+            raise LoadError(
+                [
+                    Problem(
+                        raw.path,
+                        int(raw.line[i]),
+                        None,
+                        "a ROLL dump line is one "
+                        "object of equal-length lists (one element per row); this "
+                        f"one has lists of lengths {sorted(lens)}",
+                        raw.where,
+                    )
+                ]
+            )
         parts.append(pd.DataFrame({k: list(v) for k, v in row.items()}))
         lines.append(np.arange(lens.pop()))
     out = pd.concat(parts, ignore_index=True)
     line = np.concatenate(lines) if len(lines) == 1 else np.arange(len(out))
-    return (RawTable(raw.path, out, line.astype(np.int64), "item", False, raw.problems),
-            f"ROLL column file: {len(out)} rows unrolled from {len(df)} object(s) of lists")
+    return (
+        RawTable(raw.path, out, line.astype(np.int64), "item", False, raw.problems),
+        f"ROLL column file: {len(out)} rows unrolled from {len(df)} object(s) of lists",
+    )
 
 
 def _scalar(v, idx=None):
@@ -97,18 +116,37 @@ def read(path: str) -> Imported:
     raw, note = _unroll(read_table(path))
     notes = [note] if note else []
     cols = set(raw.records.columns)
-    strip = {c: c[len(PREFIX):] for c in cols if c.startswith(PREFIX) and c[len(PREFIX):] not in cols}
+    strip = {c: c[len(PREFIX) :] for c in cols if c.startswith(PREFIX) and c[len(PREFIX) :] not in cols}
     if strip:
-        raw = RawTable(raw.path, raw.records.rename(columns=strip), raw.line, raw.where,
-                       raw.from_text, raw.problems)
+        raw = RawTable(
+            raw.path, raw.records.rename(columns=strip), raw.line, raw.where, raw.from_text, raw.problems
+        )
     if not raw.records.empty and _AGENT_NATIVE & cols and "traj_id" not in raw.records.columns:
-        raise LoadError([Problem(raw.path, None, None, "ROLL's agent-native dump (trajectory_data / "
-                                 "messages / tools) has no step rows; use the step-wise recipe of "
-                                 "docs/roll_recipe.md")])
+        raise LoadError(
+            [
+                Problem(
+                    raw.path,
+                    None,
+                    None,
+                    "ROLL's agent-native dump (trajectory_data / "
+                    "messages / tools) has no step rows; use the step-wise recipe of "
+                    "docs/roll_recipe.md",
+                )
+            ]
+        )
     if not raw.records.empty and "step" not in raw.records.columns:
-        raise LoadError([Problem(raw.path, None, "step", "missing in every row: ROLL's rollouts "
-                                 "come back in completion order, so without the turn index the "
-                                 "rows cannot be ordered (docs/roll_recipe.md writes crbc_step)")])
+        raise LoadError(
+            [
+                Problem(
+                    raw.path,
+                    None,
+                    "step",
+                    "missing in every row: ROLL's rollouts "
+                    "come back in completion order, so without the turn index the "
+                    "rows cannot be ordered (docs/roll_recipe.md writes crbc_step)",
+                )
+            ]
+        )
     require(raw, SIGNATURE + ("step", "step_scores"), "ROLL step-wise dump", "see docs/roll_recipe.md")
     df = raw.records.copy()
     if df.empty:
@@ -118,16 +156,18 @@ def read(path: str) -> Imported:
         notes.append(dup)
     raw = RawTable(raw.path, df, line, raw.where, raw.from_text, raw.problems)
     steps = df["step"].to_numpy(dtype=object)
-    df["reward"] = [_scalar(v, s if isinstance(s, (int, np.integer)) else None)
-                    for v, s in zip(df["step_scores"], steps)]
+    df["reward"] = [
+        _scalar(v, s if isinstance(s, (int, np.integer)) else None) for v, s in zip(df["step_scores"], steps)
+    ]
     df = df.drop(columns=["step_scores"])
     if "episode_scores" in df.columns:
         df["episode_scores"] = df["episode_scores"].map(_scalar)
     if "done" not in df.columns and "terminated" in df.columns:
         df["done"] = df["terminated"]
     if "done" in df.columns:
-        df["done"] = df["done"].map(lambda v: None if v is None or (isinstance(v, float) and np.isnan(v))
-                                    else bool(v))
+        df["done"] = df["done"].map(
+            lambda v: None if v is None or (isinstance(v, float) and np.isnan(v)) else bool(v)
+        )
     else:
         notes.append("no done / terminated field: truncation unknown (docs/roll_recipe.md writes crbc_done)")
     if "messages_list" in df.columns:
@@ -143,5 +183,6 @@ def read(path: str) -> Imported:
     if "train_step" not in out.columns:
         out["train_step"] = step_from_path(path) or 0
     keys = {"traj_group_id": "group_id", "traj_id": "traj_id", "step": "step_idx"}
-    return Imported(RawTable(raw.path, out, raw.line, raw.where, raw.from_text, raw.problems),
-                    NAME, keys, tuple(notes))
+    return Imported(
+        RawTable(raw.path, out, raw.line, raw.where, raw.from_text, raw.problems), NAME, keys, tuple(notes)
+    )

@@ -20,6 +20,7 @@ column names do; noted); with no ``advantage`` column they must be declared. Suc
 (completion cut by ``max_completion_length``) is not in the file: every row is taken as ended.
 Trainer keys kept: ``step`` and the row within the file (``src_row``).
 """
+
 from __future__ import annotations
 
 import math
@@ -34,8 +35,17 @@ from ._common import Imported, require, run_from_dir, step_from_path, text_id, t
 
 NAME = "trl"
 SIGNATURE = ("prompt", "completion")
-_NOT_REWARD = {"step", "advantage", "advantages", "prompt", "completion", "image", "images",
-               "solution", "global_step"}
+_NOT_REWARD = {
+    "step",
+    "advantage",
+    "advantages",
+    "prompt",
+    "completion",
+    "image",
+    "images",
+    "solution",
+    "global_step",
+}
 _SUCCESS_NAME = re.compile(r"won|success|succeed|correct|accura|solved|pass", re.I)
 
 
@@ -44,8 +54,13 @@ def sniff(fields: set[str]) -> bool:
 
 
 def _numeric(df: pd.DataFrame) -> list[str]:
-    return [c for c in df.columns if c not in _NOT_REWARD and pd.api.types.is_numeric_dtype(df[c])
-            and not pd.api.types.is_bool_dtype(df[c])]
+    return [
+        c
+        for c in df.columns
+        if c not in _NOT_REWARD
+        and pd.api.types.is_numeric_dtype(df[c])
+        and not pd.api.types.is_bool_dtype(df[c])
+    ]
 
 
 def group_runs(step: np.ndarray, prompt: pd.Series) -> tuple[np.ndarray, str | None]:
@@ -61,8 +76,10 @@ def group_runs(step: np.ndarray, prompt: pd.Series) -> tuple[np.ndarray, str | N
     codes, _ = pd.factorize(pd.Series(list(zip(run, chunk))))
     note = None
     if (lengths > g).any():
-        note = (f"{int((lengths > g).sum())} run(s) of one prompt longer than the group size {g} "
-                "were split into groups of {g} (the same prompt sampled twice)").replace("{g}", str(g))
+        note = (
+            f"{int((lengths > g).sum())} run(s) of one prompt longer than the group size {g} "
+            "were split into groups of {g} (the same prompt sampled twice)"
+        ).replace("{g}", str(g))
     return codes.astype(np.int64), note
 
 
@@ -87,8 +104,9 @@ def _matches(reward: np.ndarray, adv: np.ndarray, groups: np.ndarray) -> bool:
 _REWARD_NAME = re.compile(r"reward|score|acc|format|correct|won|success|solved|pass", re.I)
 
 
-def reward_columns_from_advantage(df: pd.DataFrame, cand: list[str], groups: np.ndarray,
-                                  adv_col: str = "advantage") -> tuple[list[str] | None, bool]:
+def reward_columns_from_advantage(
+    df: pd.DataFrame, cand: list[str], groups: np.ndarray, adv_col: str = "advantage"
+) -> tuple[list[str] | None, bool]:
     """(reward columns, whether the advantage alone decided) from the logged advantage.
 
     TRL writes the reward columns first, then the ``log_extra`` columns, so the rewards are a
@@ -103,86 +121,180 @@ def reward_columns_from_advantage(df: pd.DataFrame, cand: list[str], groups: np.
     if not ok:
         return None, False
     if len(ok) == 1:
-        return cand[:ok[0]], True
+        return cand[: ok[0]], True
     named = [k for k in ok if _REWARD_NAME.search(cand[k - 1])]
-    return cand[:(named[-1] if named else ok[0])], False
+    return cand[: (named[-1] if named else ok[0])], False
 
 
-def outcome_columns(df: pd.DataFrame, path: str, groups: np.ndarray, *, reward_columns=None,
-                    success_column=None, adv_col: str = "advantage", fmt: str = "TRL"):
+def outcome_columns(
+    df: pd.DataFrame,
+    path: str,
+    groups: np.ndarray,
+    *,
+    reward_columns=None,
+    success_column=None,
+    adv_col: str = "advantage",
+    fmt: str = "TRL",
+):
     """(reward columns, success column or None, notes) of a completions table."""
     notes: list[str] = []
     cand = _numeric(df)
     if reward_columns:
         missing = [c for c in reward_columns if c not in df.columns]
         if missing:
-            raise LoadError([Problem(path, None, c, f"--reward-columns names a column the file does "
-                                     f"not have; numeric columns: {', '.join(cand) or 'none'}")
-                             for c in missing])
+            raise LoadError(
+                [
+                    Problem(
+                        path,
+                        None,
+                        c,
+                        f"--reward-columns names a column the file does "
+                        f"not have; numeric columns: {', '.join(cand) or 'none'}",
+                    )
+                    for c in missing
+                ]
+            )
         rcols = list(reward_columns)
     else:
         if not cand:
-            raise LoadError([Problem(path, None, None, f"no reward column: a {fmt} completions file "
-                                     "has one numeric column per reward function")])
+            raise LoadError(
+                [
+                    Problem(
+                        path,
+                        None,
+                        None,
+                        f"no reward column: a {fmt} completions file "
+                        "has one numeric column per reward function",
+                    )
+                ]
+            )
         if adv_col not in df.columns:
-            raise LoadError([Problem(path, None, None, f"cannot tell reward-function columns from "
-                                     f"logged extras without an '{adv_col}' column; numeric columns: "
-                                     f"{', '.join(cand)}; name the rewards with --reward-columns")])
+            raise LoadError(
+                [
+                    Problem(
+                        path,
+                        None,
+                        None,
+                        f"cannot tell reward-function columns from "
+                        f"logged extras without an '{adv_col}' column; numeric columns: "
+                        f"{', '.join(cand)}; name the rewards with --reward-columns",
+                    )
+                ]
+            )
         rcols, decided = reward_columns_from_advantage(df, cand, groups, adv_col)
         if rcols is None:
-            raise LoadError([Problem(path, None, adv_col, "no set of numeric columns ("
-                                     f"{', '.join(cand)}) sums to a reward that reproduces the logged "
-                                     "advantage (reward_weights other than 1?); name them with "
-                                     "--reward-columns")])
+            raise LoadError(
+                [
+                    Problem(
+                        path,
+                        None,
+                        adv_col,
+                        "no set of numeric columns ("
+                        f"{', '.join(cand)}) sums to a reward that reproduces the logged "
+                        "advantage (reward_weights other than 1?); name them with "
+                        "--reward-columns",
+                    )
+                ]
+            )
         left = [c for c in cand if c not in rcols]
-        how = ("the columns that reproduce the logged advantage" if decided else
-               "the advantage fits several column sets here; chosen by column order and name")
-        notes.append(f"reward = {' + '.join(rcols)} ({how})"
-                     + (f"; not rewards (logged extras): {', '.join(left)}" if left else "")
-                     + "; --reward-columns overrides")
+        how = (
+            "the columns that reproduce the logged advantage"
+            if decided
+            else "the advantage fits several column sets here; chosen by column order and name"
+        )
+        notes.append(
+            f"reward = {' + '.join(rcols)} ({how})"
+            + (f"; not rewards (logged extras): {', '.join(left)}" if left else "")
+            + "; --reward-columns overrides"
+        )
     if success_column:
         if success_column not in df.columns:
-            raise LoadError([Problem(path, None, success_column, "--success-column names a column "
-                                     "the file does not have")])
+            raise LoadError(
+                [
+                    Problem(
+                        path, None, success_column, "--success-column names a column the file does not have"
+                    )
+                ]
+            )
         scol = success_column
     else:
-        binary = [c for c in rcols if pd.api.types.is_numeric_dtype(df[c])
-                  and set(pd.to_numeric(df[c], errors="coerce").dropna().unique()) <= {0.0, 1.0}]
+        binary = [
+            c
+            for c in rcols
+            if pd.api.types.is_numeric_dtype(df[c])
+            and set(pd.to_numeric(df[c], errors="coerce").dropna().unique()) <= {0.0, 1.0}
+        ]
         named = [c for c in binary if _SUCCESS_NAME.search(c)]
         pick = named if len(named) == 1 else binary if len(binary) == 1 else []
         scol = pick[0] if pick else None
         if scol:
             notes.append(f"success = {scol} (the 0/1 reward column); --success-column overrides")
         else:
-            notes.append("no 0/1 reward column: success = reward > the success threshold; name one "
-                         "with --success-column")
+            notes.append(
+                "no 0/1 reward column: success = reward > the success threshold; name one "
+                "with --success-column"
+            )
     if scol is not None:
         v = pd.to_numeric(df[scol], errors="coerce")
         bad = np.flatnonzero(~v.isin([0, 1]).to_numpy())
         if len(bad):
-            raise LoadError([Problem(path, int(bad[0]), scol, f"success column holds "
-                                     f"{df[scol].iat[bad[0]]!r}; expected 0 or 1", "row")])
+            raise LoadError(
+                [
+                    Problem(
+                        path,
+                        int(bad[0]),
+                        scol,
+                        f"success column holds {df[scol].iat[bad[0]]!r}; expected 0 or 1",
+                        "row",
+                    )
+                ]
+            )
     return rcols, scol, notes
 
 
-def completion_rows(raw: RawTable, df: pd.DataFrame, step: np.ndarray, *, reward_columns=None,
-                    success_column=None, adv_col: str = "advantage", fmt: str = "TRL"):
+def completion_rows(
+    raw: RawTable,
+    df: pd.DataFrame,
+    step: np.ndarray,
+    *,
+    reward_columns=None,
+    success_column=None,
+    adv_col: str = "advantage",
+    fmt: str = "TRL",
+):
     """Canonical one-step rows of a completions table (TRL, ms-swift): (frame, notes)."""
     prompt = df["prompt"].map(to_text)
     completion = df["completion"].map(to_text)
     groups, split_note = group_runs(step, prompt)
-    rcols, scol, notes = outcome_columns(df, raw.path, groups, reward_columns=reward_columns,
-                                         success_column=success_column, adv_col=adv_col, fmt=fmt)
+    rcols, scol, notes = outcome_columns(
+        df,
+        raw.path,
+        groups,
+        reward_columns=reward_columns,
+        success_column=success_column,
+        adv_col=adv_col,
+        fmt=fmt,
+    )
     reward = df[rcols].apply(pd.to_numeric, errors="coerce").astype(np.float64).sum(axis=1, min_count=1)
     gid = np.array([text_id(p) for p in prompt], dtype=object)
     first_chunk = pd.Series(groups).groupby(pd.Series(gid)).transform("min").to_numpy()
     gid = np.where(groups == first_chunk, gid, [f"{g}#{k}" for g, k in zip(gid, groups)])
-    out = pd.DataFrame({
-        "run_id": run_from_dir(raw.path), "train_step": step, "group_id": gid,
-        "traj_id": [f"r{k}" for k in range(len(df))], "step_idx": 0, "reward": reward.to_numpy(),
-        "anchor_obs": prompt, "observation": prompt, "action": completion,
-        "response": completion, "done": True, "src_row": np.arange(len(df), dtype=np.int64),
-    })
+    out = pd.DataFrame(
+        {
+            "run_id": run_from_dir(raw.path),
+            "train_step": step,
+            "group_id": gid,
+            "traj_id": [f"r{k}" for k in range(len(df))],
+            "step_idx": 0,
+            "reward": reward.to_numpy(),
+            "anchor_obs": prompt,
+            "observation": prompt,
+            "action": completion,
+            "response": completion,
+            "done": True,
+            "src_row": np.arange(len(df), dtype=np.int64),
+        }
+    )
     if scol is not None:
         out["success"] = pd.to_numeric(df[scol]).to_numpy() == 1
     for c in _numeric(df):
@@ -202,9 +314,11 @@ def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
     df = raw.records
     if df.empty:
         return Imported(raw, NAME)
-    step = (df["step"].to_numpy() if "step" in df.columns
-            else np.full(len(df), step_from_path(path) or 0))
-    out, notes = completion_rows(raw, df, step, reward_columns=reward_columns,
-                                 success_column=success_column)
-    return Imported(RawTable(raw.path, out, raw.line, raw.where, raw.from_text, raw.problems),
-                    NAME, {"step": "train_step", "row": "src_row"}, tuple(notes))
+    step = df["step"].to_numpy() if "step" in df.columns else np.full(len(df), step_from_path(path) or 0)
+    out, notes = completion_rows(raw, df, step, reward_columns=reward_columns, success_column=success_column)
+    return Imported(
+        RawTable(raw.path, out, raw.line, raw.where, raw.from_text, raw.problems),
+        NAME,
+        {"step": "train_step", "row": "src_row"},
+        tuple(notes),
+    )

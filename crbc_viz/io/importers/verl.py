@@ -21,6 +21,7 @@ and ``response``; ``score`` -> ``reward`` (success = score > success_threshold);
 ``train_step``; the run is the dump folder's parent folder name. Trainer keys kept for
 export: ``step`` and the file line (``src_line``).
 """
+
 from __future__ import annotations
 
 import re
@@ -50,29 +51,50 @@ def read(path: str, *, anchors: bool = True) -> Imported:
     group = [text_id(p) for p in prompt]
     out = df.drop(columns=[c for c in ("input", "output", "score", "step") if c in df.columns])
     out = out.assign(
-        run_id=run_from_dir(path), train_step=step.to_numpy(), group_id=group,
-        traj_id=[f"l{int(x)}" for x in raw.line], step_idx=0, reward=df["score"].to_numpy(),
-        action=df["output"].map(to_text), response=df["output"].map(to_text),
-        observation=prompt, done=True, src_line=raw.line,
+        run_id=run_from_dir(path),
+        train_step=step.to_numpy(),
+        group_id=group,
+        traj_id=[f"l{int(x)}" for x in raw.line],
+        step_idx=0,
+        reward=df["score"].to_numpy(),
+        action=df["output"].map(to_text),
+        response=df["output"].map(to_text),
+        observation=prompt,
+        done=True,
+        src_line=raw.line,
     )
     if anchors:
         out["anchor_obs"] = prompt
     keyed = _session_keys(df)
     if keyed is None:
-        return Imported(RawTable(raw.path, out, raw.line, raw.where, raw.from_text, raw.problems),
-                        NAME, {"step": "train_step", "line": "src_line"})
+        return Imported(
+            RawTable(raw.path, out, raw.line, raw.where, raw.from_text, raw.problems),
+            NAME,
+            {"step": "train_step", "line": "src_line"},
+        )
     uid, traj, index = keyed
-    out, line, note = drop_exact_duplicates(out.assign(src_uid=df["uid"].to_numpy()), raw.line,
-                                            ("src_uid",), raw.path, raw.where)
+    out, line, note = drop_exact_duplicates(
+        out.assign(src_uid=df["uid"].to_numpy()), raw.line, ("src_uid",), raw.path, raw.where
+    )
     keep = np.isin(raw.line, line)
     uid, traj, index = uid[keep], traj[keep], index[keep]
     last = pd.Series(index).groupby(pd.Series(traj)).transform("max").to_numpy() == index
     score = out["reward"].to_numpy(dtype=np.float64)
     ret = pd.Series(np.where(last, score, np.nan)).groupby(pd.Series(traj)).transform("max").to_numpy()
-    out = out.assign(group_id=uid, traj_id=traj, step_idx=index, reward=np.where(last, score, 0.0),
-                     episode_return=ret, src_line=line)
-    return Imported(RawTable(raw.path, out, line, raw.where, raw.from_text, raw.problems), NAME,
-                    {"uid": "src_uid", "step": "train_step"}, (note,) if note else ())
+    out = out.assign(
+        group_id=uid,
+        traj_id=traj,
+        step_idx=index,
+        reward=np.where(last, score, 0.0),
+        episode_return=ret,
+        src_line=line,
+    )
+    return Imported(
+        RawTable(raw.path, out, line, raw.where, raw.from_text, raw.problems),
+        NAME,
+        {"uid": "src_uid", "step": "train_step"},
+        (note,) if note else (),
+    )
 
 
 _KEY = re.compile(r"^(.+)_(\d+)_(\d+)$")

@@ -38,6 +38,7 @@ prompt convention), else the whole response.
 lacking anchors**: every line becomes its own one-step trajectory, grouped by identical
 prompt, with no anchor (so nothing merges and step credit is uninformative).
 """
+
 from __future__ import annotations
 
 import re
@@ -53,16 +54,23 @@ NAME = "verl-agent"
 SIGNATURE = ("uid", "traj_uid")
 
 FIELD_MAP = {
-    "uid": "group_id", "traj_uid": "traj_id", "step": "step_idx", "rewards": "reward",
-    "won": "success", "episode_rewards": "episode_return", "global_step": "train_step",
+    "uid": "group_id",
+    "traj_uid": "traj_id",
+    "step": "step_idx",
+    "rewards": "reward",
+    "won": "success",
+    "episode_rewards": "episode_return",
+    "global_step": "train_step",
     "data_source": "env_name",
 }
 _ACTION = re.compile(r"<action>(.*?)</action>", re.S | re.I)
 
-NO_ANCHOR_NOTE = ("verl-agent rollout_data_dir has no uid / traj_uid / anchor_obs: imported as a "
-                  "trajectory view only, lacking anchors (each line is a one-step trajectory "
-                  "grouped by identical prompt). Use the dump hook in docs/verl_agent_hook.md "
-                  "for step-level credit.")
+NO_ANCHOR_NOTE = (
+    "verl-agent rollout_data_dir has no uid / traj_uid / anchor_obs: imported as a "
+    "trajectory view only, lacking anchors (each line is a one-step trajectory "
+    "grouped by identical prompt). Use the dump hook in docs/verl_agent_hook.md "
+    "for step-level credit."
+)
 
 
 def sniff(fields: set[str]) -> bool:
@@ -87,25 +95,44 @@ def read(path: str) -> Imported:
     notes = []
     line = raw.line
     if "active_masks" in df.columns:
-        keep = df["active_masks"].map(lambda v: v is None or bool(v) if not isinstance(v, float)
-                                      else not np.isnan(v) and bool(v)).to_numpy(bool)
+        keep = (
+            df["active_masks"]
+            .map(lambda v: v is None or bool(v) if not isinstance(v, float) else not np.isnan(v) and bool(v))
+            .to_numpy(bool)
+        )
         df, line = df[keep].reset_index(drop=True), line[keep]
         df = df.drop(columns=["active_masks"])
     if "step" not in df.columns:
-        raise LoadError([Problem(raw.path, None, "step", "missing in every row: verl-agent's "
-                                 "_balance_batch reorders the rows of a trajectory, so without the "
-                                 "turn index they cannot be put back in order; dump with the hook "
-                                 "of docs/verl_agent_hook.md, which writes step")])
-    df, line, note = drop_exact_duplicates(df, line, ("traj_uid", "step"), raw.path, raw.where,
-                                           "verl-agent's adjust_batch(mode='copy') pads the batch "
-                                           "with copies of random rows")
+        raise LoadError(
+            [
+                Problem(
+                    raw.path,
+                    None,
+                    "step",
+                    "missing in every row: verl-agent's "
+                    "_balance_batch reorders the rows of a trajectory, so without the "
+                    "turn index they cannot be put back in order; dump with the hook "
+                    "of docs/verl_agent_hook.md, which writes step",
+                )
+            ]
+        )
+    df, line, note = drop_exact_duplicates(
+        df,
+        line,
+        ("traj_uid", "step"),
+        raw.path,
+        raw.where,
+        "verl-agent's adjust_batch(mode='copy') pads the batch with copies of random rows",
+    )
     if note:
         notes.append(note)
     if "done" not in df.columns and "dones" in df.columns:
         df = df.rename(columns={"dones": "done"})
     if "done" not in df.columns:
-        notes.append("no 'done' field: truncation is unknown (a trajectory cut at env.max_steps "
-                     "looks ended); the hook of docs/verl_agent_hook.md writes done")
+        notes.append(
+            "no 'done' field: truncation is unknown (a trajectory cut at env.max_steps "
+            "looks ended); the hook of docs/verl_agent_hook.md writes done"
+        )
     if "action" not in df.columns and "response" in df.columns:
         df = df.assign(action=df["response"].map(parse_action))
     out = rename(df, FIELD_MAP)
@@ -114,5 +141,6 @@ def read(path: str) -> Imported:
     if "train_step" not in out.columns:
         out["train_step"] = step_from_path(path) or 0
     keys = {"uid": "group_id", "traj_uid": "traj_id", "step": "step_idx"}
-    return Imported(RawTable(raw.path, out, line, raw.where, raw.from_text, raw.problems), NAME,
-                    keys, tuple(notes))
+    return Imported(
+        RawTable(raw.path, out, line, raw.where, raw.from_text, raw.problems), NAME, keys, tuple(notes)
+    )

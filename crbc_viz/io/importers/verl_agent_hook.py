@@ -13,6 +13,7 @@ It needs the rollout loop to have put ``step``, ``dones`` and ``won`` on each st
 rather than leave rows that cannot be ordered. Only numpy is imported; ``batch`` is verl's
 ``DataProto`` (anything with ``.batch`` tensors and a ``.non_tensor_batch`` dict of arrays).
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,20 @@ __all__ = ["dump_crbc_steps", "HookError", "KEYS"]
 
 #: non_tensor_batch keys written when present (verl-agent's TrajectoryCollector names, plus the
 #: three the rollout-loop patch adds: step, dones, won).
-KEYS = ("uid", "traj_uid", "step", "dones", "anchor_obs", "rewards", "active_masks",
-        "is_action_valid", "won", "episode_rewards", "episode_lengths", "data_source")
+KEYS = (
+    "uid",
+    "traj_uid",
+    "step",
+    "dones",
+    "anchor_obs",
+    "rewards",
+    "active_masks",
+    "is_action_valid",
+    "won",
+    "episode_rewards",
+    "episode_lengths",
+    "data_source",
+)
 
 
 class HookError(ValueError):
@@ -56,8 +69,10 @@ def dump_crbc_steps(batch, tokenizer, global_steps: int, out_dir: str) -> dict:
     nt, b = batch.non_tensor_batch, batch.batch
     missing = [k for k in ("uid", "traj_uid", "step") if k not in nt]
     if missing:
-        raise HookError(f"non_tensor_batch has no {', '.join(missing)}: add the rollout-loop lines "
-                        "of docs/verl_agent_hook.md (step, dones, won) before dumping")
+        raise HookError(
+            f"non_tensor_batch has no {', '.join(missing)}: add the rollout-loop lines "
+            "of docs/verl_agent_hook.md (step, dones, won) before dumping"
+        )
     responses = b["responses"]
     n = int(responses.shape[0])
     adv = [None] * n
@@ -65,7 +80,7 @@ def dump_crbc_steps(batch, tokenizer, global_steps: int, out_dir: str) -> dict:
         if "response_mask" in b.keys():
             mask = b["response_mask"]
         else:
-            mask = b["attention_mask"][:, -responses.shape[1]:]
+            mask = b["attention_mask"][:, -responses.shape[1] :]
         mask = mask.to(b["advantages"].dtype)
         adv = ((b["advantages"] * mask).sum(-1) / mask.sum(-1).clamp(min=1)).tolist()
     texts = tokenizer.batch_decode(responses, skip_special_tokens=True)
@@ -83,8 +98,10 @@ def dump_crbc_steps(batch, tokenizer, global_steps: int, out_dir: str) -> dict:
             if first_text == text:
                 dropped += 1
                 continue
-            raise HookError(f"batch rows {first} and {i} are both traj_uid={key[0]!r} step={key[1]} "
-                            "but differ; refusing to pick one")
+            raise HookError(
+                f"batch rows {first} and {i} are both traj_uid={key[0]!r} step={key[1]} "
+                "but differ; refusing to pick one"
+            )
         seen[key] = (i, text)
         lines.append(text)
     os.makedirs(out_dir, exist_ok=True)
