@@ -143,6 +143,16 @@ def cli(workdir: Path, runs: int) -> tuple[str, bool]:
             str(out),
         ],
         "`python -c pass` (interpreter start alone)": [sys.executable, "-c", "pass"],
+        "`python -c 'import pandas'` (the floor while batches are pandas frames)": [
+            sys.executable,
+            "-c",
+            "import pandas",
+        ],
+        "`python -c 'import crbc_viz.cli.score, crbc_viz.io, crbc_viz.api'` (every import)": [
+            sys.executable,
+            "-c",
+            "import crbc_viz.cli.score, crbc_viz.io, crbc_viz.api, pyarrow.parquet",
+        ],
     }
     try:  # the first run of each warms the page cache and is not counted
         walls = {label: [_wall(cmd) for _ in range(runs + 1)][1:] for label, cmd in cmds.items()}

@@ -1,5 +1,7 @@
 """The prepared benchmark scripts run (dry runs on tiny inputs; figures live in bench/RESULTS.md)."""
 
+import os
+import re
 import subprocess
 import sys
 
@@ -24,6 +26,23 @@ def test_gpu_script_is_one_prepared_command():
     text = (ROOT / "bench" / "gpu.sh").read_text()
     assert "tests/backends/test_parity.py" in text and "bench.gpu_bench --device cuda" in text
     assert "--dry-run" in text
+    for path in re.findall(r"tests/[\w/]+\.py", text):  # survives a move of the tests
+        assert (ROOT / path).is_file(), f"bench/gpu.sh names {path}, which does not exist"
+
+
+def test_gpu_script_dry_run_runs_on_the_cpu(tmp_path):
+    """``bench/gpu.sh --dry-run``: the same steps as on the H200 (parity tests, the fused-path
+    benchmark, the trainer-adapter benchmark), small and on the CPU, as one command."""
+    proc = subprocess.run(
+        ["bash", str(ROOT / "bench" / "gpu.sh"), "--dry-run"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "PYTHON": sys.executable, "OUT": str(tmp_path)},
+    )
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    assert " passed" in proc.stdout and (tmp_path / "gpu_results.md").is_file()
 
 
 def test_user_path_quick_renders_every_issue17_row():
