@@ -319,42 +319,27 @@ def ingest(
             rows_of = man.get("part_rows", part_rows) if man else part_rows
             mpath = root / "manifest" / f"{digest}.json"
             had_manifest = mpath.exists()
+
+            rest = (
+                rows_of,
+                run_id,
+                import_options,
+                lenient,
+                success_threshold,
+                committed,
+                crash_after,
+                progress,
+            )
             try:
                 man, notes, skipped, committed = _ingest_source(
-                    root,
-                    store,
-                    src,
-                    digest,
-                    man,
-                    rows_of,
-                    run_id,
-                    import_options,
-                    lenient,
-                    success_threshold,
-                    committed,
-                    crash_after,
-                    progress,
-                    stream=True,
+                    root, store, src, digest, man, *rest, stream=True
                 )
             except _NotGroupContiguous:
                 # Groups recur later in the file: chunks cannot be cut at group boundaries.
                 _rollback(root, mpath, man, had_manifest)
                 man = store.sources.get(digest)
                 man, notes, skipped, committed = _ingest_source(
-                    root,
-                    store,
-                    src,
-                    digest,
-                    man,
-                    rows_of,
-                    run_id,
-                    import_options,
-                    lenient,
-                    success_threshold,
-                    committed,
-                    crash_after,
-                    progress,
-                    stream=False,
+                    root, store, src, digest, man, *rest, stream=False
                 )
             except LoadError:
                 if _streams(src):
