@@ -1,4 +1,5 @@
-"""Ingest memory vs file size: ``python -m bench.ingest_bench [--sizes-mb 100,800,3000]``.
+"""Ingest memory vs file size: ``python -m bench.ingest_bench [--sizes-mb 100,800,3000]
+[--format jsonl|parquet]`` (parquet: the same rows as that many MB of JSONL, in one Parquet file).
 
 For each size, one canonical JSONL file of about that many MB is generated under
 ``--workdir`` (default /tmp/crbc_ingest_bench; steps ~750 bytes: ids, action, a ~150-char
@@ -12,6 +13,7 @@ Targets (issue 17): 800 MB / 1.06M steps ≤ 30 s and ≤ 1.2 GB; RSS independen
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -22,9 +24,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def generate(path: Path, target_mb: float, seed: int = 0) -> int:
-    """Write about ``target_mb`` MB of step rows, group after group; returns the steps."""
+def generate(path: Path, target_mb: float, seed: int = 0, fmt: str = "jsonl") -> int:
+    """Write about ``target_mb`` MB of step rows (as JSONL; a Parquet file holds the same
+    rows, one row group per block), group after group; returns the steps."""
     import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
     from crbc_viz.synthetic import batch_to_rows, random_mdp_batch
 
@@ -35,10 +41,11 @@ def generate(path: Path, target_mb: float, seed: int = 0) -> int:
         "go to examine heat clean arrive nothing happens".split(),
         dtype=object,
     )
-    steps, block = 0, 0
-    with open(path, "w") as fh:
-        while fh.tell() < target_mb * 1e6:
+    steps, block, written, writer = 0, 0, 0, None
+    with open(path, "w") if fmt == "jsonl" else contextlib.nullcontext() as fh:
+        while written < target_mb * 1e6:
             b = random_mdp_batch(200, 8, 45, seed=seed * 100_000 + block, run_id="bench-run")
+            rows = []
             for r in batch_to_rows(b):
                 r["group_id"] = f"{block}-{r['group_id']}"
                 r["anchor_obs"] = f"{r['group_id']}: you are at {r['anchor_obs']}. " + " ".join(
@@ -49,9 +56,20 @@ def generate(path: Path, target_mb: float, seed: int = 0) -> int:
                 r["response"] = (
                     "<think>" + " ".join(words[k[35:]]) + "</think><action>" + r["action"] + "</action>"
                 )
-                fh.write(json.dumps(r) + "\n")
+                line = json.dumps(r) + "\n"
+                written += len(line)
+                if fmt == "jsonl":
+                    fh.write(line)
+                else:
+                    rows.append(r)
                 steps += 1
+            if fmt == "parquet":
+                table = pa.Table.from_pandas(pd.DataFrame(rows), preserve_index=False)
+                writer = writer or pq.ParquetWriter(path, table.schema)
+                writer.write_table(table)
             block += 1
+    if writer is not None:
+        writer.close()
     return steps
 
 
@@ -66,11 +84,13 @@ print(json.dumps({{"rows": rep.rows, "wall_s": wall, "peak_rss_mb": int(hwm) / 1
 """
 
 
-def run_one(workdir: Path, mb: float) -> dict:
+def run_one(workdir: Path, mb: float, fmt: str = "jsonl") -> dict:
+    """Ingest one generated file of ``mb`` MB of JSONL rows (``fmt='parquet'``: the same rows
+    as one Parquet file) in a fresh process."""
     workdir.mkdir(parents=True, exist_ok=True)
-    log, store = workdir / f"log_{int(mb)}mb.jsonl", workdir / f"store_{int(mb)}mb"
+    log, store = workdir / f"log_{int(mb)}mb.{fmt}", workdir / f"store_{int(mb)}mb"
     shutil.rmtree(store, ignore_errors=True)
-    steps = generate(log, mb)
+    steps = generate(log, mb, fmt=fmt)
     size = log.stat().st_size
     env = dict(
         os.environ,
@@ -91,7 +111,7 @@ def run_one(workdir: Path, mb: float) -> dict:
     finally:
         log.unlink(missing_ok=True)
         shutil.rmtree(store, ignore_errors=True)
-    return {"target_mb": mb, "file_mb": size / 1e6, "steps": steps, **out}
+    return {"target_mb": mb, "format": fmt, "file_mb": size / 1e6, "steps": steps, **out}
 
 
 def render(rows) -> str:
@@ -105,11 +125,12 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m bench.ingest_bench")
     ap.add_argument("--sizes-mb", default="100,800,3000")
     ap.add_argument("--workdir", default="/tmp/crbc_ingest_bench")
+    ap.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     rows = []
     for mb in (float(x) for x in args.sizes_mb.split(",")):
-        rows.append(run_one(Path(args.workdir), mb))
+        rows.append(run_one(Path(args.workdir), mb, args.format))
         print(rows[-1], file=sys.stderr, flush=True)
     print(json.dumps(rows) if args.json else render(rows))
 

@@ -366,11 +366,13 @@ def ingest(
     return report
 
 
-#: Canonical JSONL sources larger than one chunk are ingested in chunks of about
+#: Canonical JSONL and Parquet sources larger than one chunk are ingested in chunks of about
 #: `STREAM_CHUNK_BYTES` cut at group boundaries, one chunk in memory at a time, so peak
 #: memory does not grow with the file (bench/ingest_bench.py: ~0.5 GB at any size).
 STREAM_MIN_BYTES = 48 << 20
 STREAM_CHUNK_BYTES = 48 << 20
+#: Rows per record batch read from a streamed Parquet source (chunks gather whole batches).
+PARQUET_BATCH_ROWS = 4096
 
 
 class _NotGroupContiguous(Exception):
@@ -378,15 +380,27 @@ class _NotGroupContiguous(Exception):
 
 
 def _streams(src) -> bool:
-    """Whether ``src`` is ingested chunk by chunk (a large canonical JSONL file)."""
+    """Whether ``src`` is ingested chunk by chunk (a large canonical JSONL or Parquet file)."""
+    return _stream_format(src) is not None
+
+
+def _fits_whole(src) -> bool:
+    """Whether the source is within the whole-file readers' input limit."""
+    from ..io import _guards
+
+    return os.path.getsize(src.files[0]) <= _guards.mib_setting(_guards.ENV_MAX_INPUT, _guards.MAX_INPUT_MB)
+
+
+def _stream_format(src) -> str | None:
     from ..io.readers import detect_format
 
     if src.fmt != "canonical" or len(src.files) != 1 or os.path.getsize(src.files[0]) < STREAM_MIN_BYTES:
-        return False
+        return None
     try:
-        return detect_format(src.files[0]) == "jsonl"
+        fmt = detect_format(src.files[0])
     except LoadError:
-        return False
+        return None
+    return fmt if fmt in ("jsonl", "parquet") else None
 
 
 def _rollback(root: Path, mpath: Path, man: dict | None, had_manifest: bool) -> None:
@@ -431,6 +445,9 @@ def _stream_raw_chunks(src, tmp_dir: Path):
     from ..io import _guards
     from ..io.readers import max_line_bytes, read_table
 
+    if _stream_format(src) == "parquet":
+        yield from _stream_parquet_chunks(src, tmp_dir)
+        return
     path = src.files[0]
     limit = max_line_bytes()
     tmp_dir.mkdir(parents=True, exist_ok=True)
@@ -478,6 +495,84 @@ def _stream_raw_chunks(src, tmp_dir: Path):
             tmp.unlink()
 
 
+def _stream_parquet_chunks(src, tmp_dir: Path):
+    """A Parquet source's rows as `RawTable` chunks of about `STREAM_CHUNK_BYTES` decoded, cut
+    where the group key changes: record batches are gathered, the chunk is written to a chunk
+    file and read by the ordinary Parquet reader (its guards and messages apply), and its rows
+    are relabelled as the source's. A file pyarrow cannot iterate, or a group longer than four
+    chunks, is left to the whole-file reader (`_NotGroupContiguous`)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ..io.readers import read_table
+
+    path = src.files[0]
+    try:
+        pf = pq.ParquetFile(path)
+        meta, schema = pf.metadata, pf.schema_arrow
+    except Exception:  # noqa: BLE001  (pyarrow raises several types; the whole-file reader names it)
+        raise _NotGroupContiguous() from None
+    keys = [k for k in GROUP_KEY if k in schema.names]
+    if "group_id" not in keys or meta.num_rows == 0:
+        raise _NotGroupContiguous()
+    per_chunk = None  # rows a chunk holds: from the first batch's decoded (Arrow) size
+    tmp_dir.mkdir(parents=True, exist_ok=True)
+    tmp = tmp_dir / "chunk.parquet"
+    pending: list = []
+    rows = offset = 0
+
+    def read(table):
+        pq.write_table(table, tmp)
+        return _relabel(read_table(str(tmp), "parquet"), str(tmp), path, offset)
+
+    try:
+        batches = pf.iter_batches(batch_size=PARQUET_BATCH_ROWS)
+        while True:
+            try:
+                rb = next(batches, None)
+            except Exception:  # noqa: BLE001  (a corrupt page: the whole-file reader reports it)
+                raise _NotGroupContiguous() from None
+            if rb is not None:
+                if per_chunk is None:
+                    per_chunk = max(1, STREAM_CHUNK_BYTES * rb.num_rows // max(rb.nbytes, 1))
+                pending.append(rb)
+                rows += rb.num_rows
+                if rows < per_chunk:
+                    continue
+            if not rows:
+                break
+            table = pa.Table.from_batches(pending, schema=schema)
+            cut = rows if rb is None else _last_group_start(table, keys)
+            if cut == 0:
+                if rows > 4 * per_chunk:
+                    raise _NotGroupContiguous()
+                continue
+            raw = read(table.slice(0, cut))
+            offset += cut
+            yield raw
+            del raw
+            tail = table.slice(cut)
+            pending, rows = tail.combine_chunks().to_batches(), tail.num_rows
+            del table, tail
+            pa.default_memory_pool().release_unused()  # the pool keeps freed chunks otherwise
+            if rb is None:
+                break
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def _last_group_start(table, keys: list[str]) -> int:
+    """The first row of the run of rows at the end of ``table`` that share its last row's group
+    key (0 when every row does)."""
+    same = np.ones(table.num_rows, dtype=bool)
+    for k in keys:
+        col = table.column(k).to_numpy(zero_copy_only=False)
+        same &= col == col[-1]
+    differ = np.flatnonzero(~same)
+    return int(differ[-1]) + 1 if differ.size else 0
+
+
 def _relabel(raw, tmp: str, path: str, offset: int):
     """``raw`` read from a chunk file as if read from ``path``: lines shifted by ``offset``."""
 
@@ -514,7 +609,15 @@ def _source_batches(root: Path, src, run_id, import_options, lenient, success_th
     keys = {k: k for k in ("group_id", "traj_id", "step_idx")}
     seen: set = set()
     for raw in _stream_raw_chunks(src, root / ".ingest-tmp"):
-        batch, imp = batch_of(Imported(raw, "canonical", keys))
+        try:
+            batch, imp = batch_of(Imported(raw, "canonical", keys))
+        except LoadError:
+            # A trajectory split across chunks (the file is not group-contiguous) reads as
+            # bad steps here: within the whole-file reader's limit, that reader decides (and
+            # names a real problem exactly as it would); beyond it, the chunk's message stands.
+            if _fits_whole(src):
+                raise _NotGroupContiguous() from None
+            raise
         groups = set(batch.groups[list(GROUP_KEY)].astype(str).itertuples(index=False, name=None))
         if groups & seen:
             raise _NotGroupContiguous()
