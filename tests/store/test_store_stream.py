@@ -19,6 +19,13 @@ def _write(path, rows):
     return path
 
 
+def _parquet(path, rows):
+    import pandas as pd
+
+    pd.DataFrame(rows).to_parquet(path, row_group_size=97)
+    return path
+
+
 @pytest.fixture
 def rows():
     return batch_to_rows(random_mdp_batch(num_groups=30, rollouts=4, max_steps=20, seed=3))
@@ -34,8 +41,9 @@ def _table(root):
     return b.steps.sort_values(["group_id", "traj_id", "step_idx"]).reset_index(drop=True), b
 
 
-def test_streamed_store_equals_whole_file(tmp_path, rows, monkeypatch):
-    log = _write(tmp_path / "log.jsonl", rows)
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_streamed_store_equals_whole_file(tmp_path, rows, monkeypatch, fmt):
+    log = (_write if fmt == "jsonl" else _parquet)(tmp_path / f"log.{fmt}", rows)
     ingest(tmp_path / "whole", [log])
     chunks = []
     real = st._stream_raw_chunks
@@ -45,7 +53,8 @@ def test_streamed_store_equals_whole_file(tmp_path, rows, monkeypatch):
             chunks.append(len(raw.records))
             yield raw
 
-    _small_chunks(monkeypatch)
+    _small_chunks(monkeypatch, 20_000 if fmt == "jsonl" else 4_000)
+    monkeypatch.setattr(st, "PARQUET_BATCH_ROWS", 64)
     monkeypatch.setattr(st, "_stream_raw_chunks", counting)
     rep = ingest(tmp_path / "streamed", [log])
     assert len(chunks) > 3 and sum(chunks) == len(rows) and rep.rows == len(rows)
@@ -83,37 +92,6 @@ def test_groups_that_recur_fall_back_to_a_whole_file_read(tmp_path, rows, monkey
     assert a[["group_id", "traj_id", "step_idx", "reward"]].equals(
         b[["group_id", "traj_id", "step_idx", "reward"]]
     )
-
-
-def _parquet(path, rows):
-    import pandas as pd
-
-    pd.DataFrame(rows).to_parquet(path, row_group_size=97)
-    return path
-
-
-def test_streamed_parquet_equals_the_whole_file_read(tmp_path, rows, monkeypatch):
-    log = _parquet(tmp_path / "log.parquet", rows)
-    ingest(tmp_path / "whole", [log])
-    chunks = []
-    real = st._stream_raw_chunks
-
-    def counting(src, tmp_dir):
-        for raw in real(src, tmp_dir):
-            chunks.append(len(raw.records))
-            yield raw
-
-    _small_chunks(monkeypatch, 4_000)
-    monkeypatch.setattr(st, "PARQUET_BATCH_ROWS", 64)
-    monkeypatch.setattr(st, "_stream_raw_chunks", counting)
-    rep = ingest(tmp_path / "streamed", [log])
-    assert len(chunks) > 3 and sum(chunks) == len(rows) and rep.rows == len(rows)
-    a, ba = _table(tmp_path / "whole")
-    b, bb = _table(tmp_path / "streamed")
-    cols = ["group_id", "traj_id", "step_idx", "reward", "action", "anchor_obs", "success"]
-    assert a[cols].equals(b[cols])
-    assert np.array_equal(np.sort(ba.step_anchor_hash), np.sort(bb.step_anchor_hash))
-    assert not any((tmp_path / "streamed" / ".ingest-tmp").iterdir())
 
 
 def test_a_bad_row_of_a_later_parquet_chunk_reads_as_the_whole_file_says(tmp_path, rows, monkeypatch):
