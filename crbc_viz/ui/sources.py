@@ -59,7 +59,6 @@ class Source:
         key: what `open_batch` loads (the file's resolved path, or ``store:<abs folder>::label``);
             the pipeline's caches take it beside the content digest.
         name: shown in the sidebar (the file name, or ``store/label``).
-        path: the file, or the store folder.
         group: the store group's label (``run/train_step/group_id``), None for a file.
         stamp: what changes when the content does: (mtime_ns, size) of a file, the store's
             fingerprint for a store group.
@@ -68,7 +67,6 @@ class Source:
     ref: str
     key: str
     name: str
-    path: Path
     group: str | None = None
     stamp: tuple = ()
 
@@ -133,15 +131,12 @@ def resolve(ref: str) -> Source:
             ref=store_group_ref(store.root, run, ts, gid),
             key=f"{STORE_PREFIX}{store.root}{_SEP}{label}",
             name=f"{store.root.name}/{label}",
-            path=store.root,
             group=label,
             stamp=(store.fingerprint,),
         )
     path = resolve_ref(ref)
     stat = os.stat(path)
-    return Source(
-        ref=file_ref(path), key=str(path), name=path.name, path=path, stamp=(stat.st_mtime_ns, stat.st_size)
-    )
+    return Source(ref=file_ref(path), key=str(path), name=path.name, stamp=(stat.st_mtime_ns, stat.st_size))
 
 
 def open_batch(key: str):

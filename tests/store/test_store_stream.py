@@ -80,9 +80,11 @@ def test_bad_line_in_a_later_chunk_names_the_file_and_line_and_leaves_nothing(tm
     assert not list(store.glob("steps/**/*.parquet")) and not list(store.glob("manifest/*.json"))
 
 
-def test_groups_that_recur_fall_back_to_a_whole_file_read(tmp_path, rows, monkeypatch):
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_groups_that_recur_fall_back_to_a_whole_file_read(tmp_path, rows, monkeypatch, fmt):
     half = len(rows) // 2
-    log = _write(tmp_path / "log.jsonl", rows[half:] + rows[:half] + [rows[0] | {"traj_id": "extra"}])
+    recurring = rows[half:] + rows[:half] + [rows[0] | {"traj_id": "extra"}]
+    log = (_write if fmt == "jsonl" else _parquet)(tmp_path / f"log.{fmt}", recurring)
     ingest(tmp_path / "whole", [log])
     _small_chunks(monkeypatch, 2_000)
     rep = ingest(tmp_path / "streamed", [log])
@@ -115,18 +117,6 @@ def test_a_bad_row_of_a_later_parquet_chunk_reads_as_the_whole_file_says(tmp_pat
     assert f"{log}:row" in str(streamed.value) and "step_idx" in str(streamed.value)
     store = tmp_path / "store"
     assert not list(store.glob("steps/**/*.parquet")) and not list(store.glob("manifest/*.json"))
-
-
-def test_parquet_groups_that_recur_fall_back_to_a_whole_file_read(tmp_path, rows, monkeypatch):
-    half = len(rows) // 2
-    log = _parquet(tmp_path / "log.parquet", rows[half:] + rows[:half] + [rows[0] | {"traj_id": "extra"}])
-    ingest(tmp_path / "whole", [log])
-    _small_chunks(monkeypatch, 2_000)
-    rep = ingest(tmp_path / "streamed", [log])
-    assert rep.rows == len(rows) + 1
-    a, _ = _table(tmp_path / "whole")
-    b, _ = _table(tmp_path / "streamed")
-    assert a[["group_id", "traj_id", "step_idx"]].equals(b[["group_id", "traj_id", "step_idx"]])
 
 
 def test_a_trajectory_split_across_jsonl_chunks_is_read_whole(tmp_path, monkeypatch):
