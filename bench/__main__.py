@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 def _graph_args(batch):
     from crbc_viz.graph import _factorize_actions
 
-    actions, _ = _factorize_actions(batch.steps, batch.num_steps)  # as the loader's ids
+    actions, _ = _factorize_actions(batch)  # as the loader's ids
     return (batch.step_anchor_hash, actions, batch.traj_offsets, batch.group_traj_offsets, batch.traj_success)
 
 

@@ -33,7 +33,7 @@ def measure(workloads, device: str = "cuda", repeats: int = 20) -> list[dict]:
     rows = []
     for w in workloads:
         batch = load(w)
-        actions, _ = _factorize_actions(batch.steps, batch.num_steps)
+        actions, _ = _factorize_actions(batch)
         host = (
             batch.step_anchor_hash,
             actions,

@@ -9,7 +9,7 @@ from .errors import BackendUnavailable, EstimatorInputError
 from .graph import AnchorGraph, lazy_graph
 from .result import CreditResult
 
-__all__ = ["score", "score_frame", "BACKENDS", "AUTO_ORDER", "load_backends"]
+__all__ = ["score", "score_frame", "score_all", "BACKENDS", "AUTO_ORDER", "load_backends"]
 
 BACKENDS = ("auto", "numpy", "torch", "numba")
 
@@ -128,9 +128,23 @@ def score_frame(
     Returns:
         ``(frame, results)``: the concatenated rows and each estimator's `CreditResult`.
     """
-    import dataclasses
-
     import pandas as pd
+
+    results = score_all(graph, names, params, device=device, backend=backend)
+    return pd.concat([r.to_frame() for r in results.values()], ignore_index=True), results
+
+
+def score_all(
+    data: RolloutBatch | AnchorGraph,
+    names: list[str],
+    params: dict[str, dict],
+    *,
+    device: str = "auto",
+    backend: str = "auto",
+) -> dict[str, CreditResult]:
+    """Each of ``names`` on ``data`` (`score`), with ``params`` shared as in `score_frame`:
+    ``{name: CreditResult}``. The graph of a batch is built once, and only if a kernel needs it."""
+    import dataclasses
 
     from .estimators import registry
 
@@ -139,9 +153,10 @@ def score_frame(
     unused = set(shared) - set().union(*fields.values())
     if unused:
         raise EstimatorInputError(f"unknown parameter(s) {', '.join(sorted(unused))} for {', '.join(names)}")
+    graph = lazy_graph(data)
     results = {}
     for n in names:
         kw = {k: v for k, v in shared.items() if k in fields[n]}
         kw.update(params.get(n, {}))
         results[n] = score(graph, n, device=device, backend=backend, **kw)
-    return pd.concat([r.to_frame() for r in results.values()], ignore_index=True), results
+    return results

@@ -8,14 +8,68 @@ trajectories keep their first-occurrence order in the input, so ids are determin
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
-__all__ = ["RolloutBatch", "GROUP_KEY", "Layout", "ranges"]
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+
+__all__ = ["RolloutBatch", "GROUP_KEY", "Layout", "ranges", "ArrowRows"]
 
 #: A group's identity (SCHEMA.md conventions).
 GROUP_KEY = ("run_id", "train_step", "group_id")
+
+
+class ArrowRows:
+    """Rows held as an Arrow table until someone asks for the pandas frame.
+
+    The loaders' columnar lane (`crbc_viz.io.columnar`) gives a `RolloutBatch` its ``steps``
+    and ``groups`` this way, so scoring a file (which reads a few columns as arrays) never
+    imports pandas; the first read of ``batch.steps`` converts the table once (Arrow strings
+    stay Arrow-backed ``str`` columns) and keeps the frame.
+    """
+
+    __slots__ = ("table",)
+
+    def __init__(self, table: pa.Table):
+        self.table = table
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    def to_pandas(self) -> pd.DataFrame:
+        """The frame the schema path builds: lists (``available_actions``) as Python lists in
+        object columns, as `json.loads` gives them, not the numpy arrays pyarrow would."""
+        import pandas as pd
+        import pyarrow as pa
+
+        df = self.table.to_pandas()
+        for name, typ in zip(self.table.column_names, self.table.schema.types):
+            if pa.types.is_list(typ):
+                df[name] = pd.Series(self.table.column(name).to_pylist(), index=df.index, dtype=object)
+        return df
+
+
+class _FrameField:
+    """A `RolloutBatch` field that holds a pandas frame or `ArrowRows` (turned into the frame
+    on first read). A data descriptor, so the frozen dataclass's ``__init__`` stores through it
+    and the field keeps no default."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name, self.slot = name, f"_{name}_rows"
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            raise AttributeError(self.name)  # dataclasses: no default value
+        rows = obj.__dict__[self.slot]
+        if isinstance(rows, ArrowRows):
+            rows = obj.__dict__[self.slot] = rows.to_pandas()
+        return rows
+
+    def __set__(self, obj, value) -> None:
+        obj.__dict__[self.slot] = value
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,7 +94,7 @@ class RolloutBatch:
         warnings: non-fatal notes from loading (e.g. no anchors in the file).
     """
 
-    steps: pd.DataFrame
+    steps: pd.DataFrame = _FrameField()  # noqa: RUF009 (a descriptor field, no default)
     step_traj: np.ndarray
     step_anchor_hash: np.ndarray
     traj_offsets: np.ndarray
@@ -49,7 +103,7 @@ class RolloutBatch:
     traj_truncated: np.ndarray
     traj_return: np.ndarray
     group_traj_offsets: np.ndarray
-    groups: pd.DataFrame
+    groups: pd.DataFrame = _FrameField()  # noqa: RUF009 (a descriptor field, no default)
     source: str = ""
     warnings: tuple[str, ...] = field(default=())
     skipped: tuple[str, ...] = field(default=())
@@ -64,7 +118,34 @@ class RolloutBatch:
 
     @property
     def num_groups(self) -> int:
-        return int(self.groups.shape[0])
+        return int(self.group_traj_offsets.shape[0] - 1)
+
+    @property
+    def arrow_steps(self) -> pa.Table | None:
+        """The step rows as the Arrow table they were loaded as, while no pandas frame has been
+        asked for (None once ``steps`` was read, or when the batch was built from a frame)."""
+        rows = self.__dict__["_steps_rows"]  # as stored by `_FrameField`: not converted here
+        return rows.table if isinstance(rows, ArrowRows) else None
+
+    def has_step_column(self, name: str) -> bool:
+        """Whether the step rows have column ``name`` (without building the pandas frame)."""
+        arrow = self.arrow_steps
+        return name in arrow.column_names if arrow is not None else name in self.steps.columns
+
+    def step_column(self, name: str, dtype=None) -> np.ndarray:
+        """Step column ``name`` as a numpy array ``[S]`` (without building the pandas frame
+        when the rows are still Arrow). For numeric and boolean columns; text columns come back
+        as object arrays."""
+        arrow = self.arrow_steps
+        if arrow is None:
+            return self.steps[name].to_numpy(dtype=dtype)
+        from ._arrow import NUMERIC_TYPES, numbers
+
+        col = arrow.column(name)
+        if col.null_count or str(col.type) not in NUMERIC_TYPES:
+            return self.steps[name].to_numpy(dtype=dtype)  # nulls or text: the frame's rules
+        out = numbers(col)
+        return out if dtype is None else out.astype(dtype, copy=False)
 
     @property
     def traj_len(self) -> np.ndarray:
@@ -84,6 +165,8 @@ class RolloutBatch:
     @property
     def trajectories(self) -> pd.DataFrame:
         """One row per trajectory ``[T]``: ids, length, success, truncation, return."""
+        import pandas as pd
+
         first = self.steps.iloc[self.traj_offsets[:-1]]
         return pd.DataFrame(
             {

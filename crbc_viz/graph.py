@@ -16,11 +16,14 @@ import dataclasses
 import weakref
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from .data import RolloutBatch
+
+if TYPE_CHECKING:
+    pass
 
 __all__ = ["AnchorGraph", "build_graph", "lazy_graph", "action_ids", "SUCCESS", "FAILURE"]
 
@@ -97,6 +100,8 @@ class AnchorGraph:
     @cached_property
     def node_anchor_obs(self) -> np.ndarray:
         """The raw anchor of each node, for display (the anchor key where none was logged)."""
+        import pandas as pd
+
         if "anchor_obs" in self.batch.steps:
             obs = self.batch.steps["anchor_obs"].to_numpy(dtype=object)[self.node_first_step]
             return np.where(pd.isna(obs), self.node_anchor_key, obs)
@@ -158,11 +163,24 @@ def _first_occurrence_ids(keys_sorted_order: np.ndarray, is_new: np.ndarray, n: 
     return rank[ids], np.sort(first)
 
 
-def _factorize_actions(steps: pd.DataFrame, S: int) -> tuple[np.ndarray, np.ndarray]:
+def _factorize_actions(batch: RolloutBatch) -> tuple[np.ndarray, np.ndarray]:
     """Action ids in first-occurrence order; a missing action is the empty string."""
-    if "action" not in steps:
+    S = batch.num_steps
+    if not batch.has_step_column("action"):
         return np.zeros(S, dtype=np.int64), np.array([""], dtype=object)
-    col = steps["action"]
+    arrow = batch.arrow_steps
+    if arrow is not None:  # rows still in Arrow (the columnar lane): strings, nulls allowed
+        import pyarrow.compute as pc
+
+        from ._arrow import numbers, texts
+
+        empty = texts([""])[0]  # an Arrow scalar: `pa.scalar` would import pandas
+        enc = pc.dictionary_encode(pc.fill_null(arrow.column("action"), empty).combine_chunks())
+        codes = numbers(enc.indices).astype(np.int64)
+        return codes, np.asarray(enc.dictionary.to_pylist(), dtype=object)
+    import pandas as pd
+
+    col = batch.steps["action"]
     if isinstance(col.dtype, pd.CategoricalDtype):
         col = col.cat.add_categories([""]) if "" not in col.cat.categories else col
         codes, uniques = pd.factorize(col.fillna(""), sort=False)
@@ -179,7 +197,7 @@ def action_ids(batch: RolloutBatch) -> tuple[np.ndarray, np.ndarray]:
     graph and the compiled kernels share them)."""
     got = _ACTION_IDS.get(batch)
     if got is None:
-        got = _factorize_actions(batch.steps, batch.num_steps)
+        got = _factorize_actions(batch)
         _ACTION_IDS[batch] = got
     return got
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from .graph import AnchorGraph
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
 
 __all__ = ["CreditResult", "OUTPUT_COLUMNS", "deferred_result"]
 
@@ -63,6 +66,8 @@ class CreditResult:
 
     def to_frame(self) -> pd.DataFrame:
         """One row per step with `OUTPUT_COLUMNS`."""
+        import pandas as pd
+
         steps = self.graph.batch.steps
         S = len(steps)
         action = steps["action"] if "action" in steps else pd.Series([None] * S)
@@ -84,6 +89,33 @@ class CreditResult:
             },
             columns=list(OUTPUT_COLUMNS),
         )
+
+    def to_arrow(self) -> pa.Table:
+        """`to_frame` as an Arrow table (the table pandas would write to Parquet: strings as
+        ``large_string``, a missing ``action`` column as nulls). Rows still in Arrow (the
+        columnar lane) are taken as they are: no pandas."""
+        import pyarrow as pa
+
+        from ._arrow import array, take, texts
+
+        arrow = self.graph.batch.arrow_steps
+        if arrow is None:
+            return pa.Table.from_pandas(self.to_frame(), preserve_index=False).replace_schema_metadata()
+        S = arrow.num_rows
+        text = pa.large_string()
+        action = arrow.column("action").cast(text) if "action" in arrow.column_names else pa.nulls(S)
+        cols = {
+            "run_id": arrow.column("run_id").cast(text),
+            "train_step": arrow.column("train_step").cast(pa.int64()),
+            "group_id": arrow.column("group_id").cast(text),
+            "traj_id": arrow.column("traj_id").cast(text),
+            "step_idx": arrow.column("step_idx").cast(pa.int64()),
+            "anchor_key": arrow.column("anchor_key").cast(text),
+            "action": action,
+            "estimator": take(texts([self.estimator]).cast(text), np.zeros(S, np.int64)),
+            **{c: array(np.asarray(getattr(self, c), dtype=np.float64)) for c in OUTPUT_COLUMNS[-4:]},
+        }
+        return pa.table(cols)
 
     def params_dict(self) -> dict:
         return dataclasses.asdict(self.params) if dataclasses.is_dataclass(self.params) else dict(self.params)

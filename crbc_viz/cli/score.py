@@ -36,15 +36,33 @@ def run(args) -> int:
 
 
 def score_and_write(batch, names: list[str], params: dict, args) -> int:
-    """Score ``batch`` with ``names``, log diagnostics, write ``args.out`` atomically."""
-    from ..api import score_frame
-    from ..graph import build_graph
-    from ..io.write import write_frame
+    """Score ``batch`` with ``names``, log diagnostics, write ``args.out`` atomically.
 
-    out, results = score_frame(build_graph(batch), names, params, device=args.device, backend=args.backend)
+    A Parquet output is written from Arrow tables (`CreditResult.to_arrow`): for a log the
+    columnar lane read, the whole command runs without pandas."""
+    from pathlib import Path
+
+    from ..api import score_all
+
+    results = score_all(batch, names, params, device=args.device, backend=args.backend)
     for n, result in results.items():
         for k, v in result.diagnostics.items():
             log.info("%s: %s = %s", n, k, v)
-    write_frame(out, args.out)
-    print(f"wrote {len(out)} rows ({batch.num_steps} steps x {len(names)} estimator(s)) to {args.out}")
+    if Path(args.out).suffix.lower() == ".parquet":
+        import pyarrow as pa
+
+        from ..io.write import write_table
+
+        out = pa.concat_tables([r.to_arrow() for r in results.values()])
+        write_table(out, args.out)
+        rows = out.num_rows
+    else:
+        import pandas as pd
+
+        from ..io.write import write_frame
+
+        out = pd.concat([r.to_frame() for r in results.values()], ignore_index=True)
+        write_frame(out, args.out)
+        rows = len(out)
+    print(f"wrote {rows} rows ({batch.num_steps} steps x {len(names)} estimator(s)) to {args.out}")
     return 0

@@ -7,8 +7,8 @@ import os
 from ..data import RolloutBatch
 from .anchors import anchor_hash64, anchor_key, canonical_anchor_bytes
 from .errors import LoadError, Problem
+from .fields import REQUIRED
 from .readers import FORMATS, detect_format, read_table
-from .schema import REQUIRED, build_batch
 
 __all__ = [
     "load_rollouts",
@@ -39,5 +39,17 @@ def load_rollouts(
     Raises:
         LoadError: listing every problem with file, line (or row) and field.
     """
-    raw = read_table(path, fmt)
+    from .columnar import batch_from_arrow, has_lists, read_columnar
+
+    path = str(path)
+    table = read_columnar(path, fmt)
+    if table is not None:
+        batch = batch_from_arrow(table, path, success_threshold=success_threshold)
+        if batch is not None:  # a clean canonical file, read without pandas
+            return batch
+    from .readers import raw_from_arrow
+    from .schema import build_batch  # every guard and message of the schema
+
+    whole = table is not None and not has_lists(table)  # lists: the streaming reader's to read
+    raw = raw_from_arrow(path, table) if whole else read_table(path, fmt)
     return build_batch(raw, lenient=lenient, success_threshold=success_threshold)

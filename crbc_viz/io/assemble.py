@@ -21,16 +21,21 @@ Axis vocabulary (STYLE.md): ``S`` steps, ``T`` trajectories, ``G`` groups.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from ..data import GROUP_KEY, Layout, RolloutBatch, ranges
+
+if TYPE_CHECKING:  # `sort_rows` and `layout` run without pandas (the columnar lane uses them)
+    import pandas as pd
 
 __all__ = ["row_codes", "sort_rows", "Layout", "layout", "assemble", "ranges"]
 
 
 def _column_codes(col) -> np.ndarray:
+    import pandas as pd
+
     if isinstance(col, np.ndarray) and col.dtype.kind in "iu" and col.ndim == 1:
         values = col
     else:
@@ -45,6 +50,8 @@ def row_codes(*columns) -> np.ndarray:
     ``NaN`` are one missing value with a code of its own). Each column is factorised once; the
     codes of a pair of columns combine as ``a * (max(b) + 1) + b`` and are factorised again,
     so the order of first occurrence is kept."""
+    import pandas as pd
+
     if not columns:
         raise ValueError("row_codes needs at least one column")
     codes = _column_codes(columns[0])

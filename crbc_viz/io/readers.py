@@ -28,12 +28,16 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from . import _guards
 from .errors import LoadError, Problem
+
+if TYPE_CHECKING:  # pandas is imported where a frame is made: the columnar lane never needs it
+    import pandas as pd
+    import pyarrow as pa
 
 __all__ = [
     "RawTable",
@@ -44,6 +48,8 @@ __all__ = [
     "MAX_JSON_MB",
     "max_line_bytes",
     "max_json_bytes",
+    "read_jsonl_arrow",
+    "raw_from_arrow",
 ]
 
 FORMATS = ("jsonl", "json", "parquet", "csv")
@@ -405,6 +411,8 @@ _ID_FIELDS = ("group_id", "traj_id", "run_id", "anchor_key", "state_hash")
 
 def _frame(rows: list[dict]) -> pd.DataFrame:
     """The parsed rows as a table; id columns with missing values keep their exact values."""
+    import pandas as pd
+
     if not rows:
         return pd.DataFrame()
     df = pd.DataFrame.from_records(rows)
@@ -422,11 +430,33 @@ FAST_JSONL_MAX_BYTES = 256 << 20
 _SURROGATE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
 _FAST_TYPES = ("string", "int64", "double", "bool", "null")
 _FAST_BLOCK = 1 << 22
+_STRING_LIST = "list<item: string>"
 
 
 def _read_jsonl_fast(path: str, limit: int) -> RawTable | None:
-    """The whole file parsed at once by pyarrow's JSON reader, or None when the streaming
-    reader must run instead.
+    """The whole file parsed at once by pyarrow's JSON reader (`read_jsonl_arrow`), as a
+    `RawTable`; None when the streaming reader must run instead."""
+    table = read_jsonl_arrow(path, limit)
+    return None if table is None else raw_from_arrow(path, table)
+
+
+def raw_from_arrow(path: str, table: pa.Table) -> RawTable:
+    """The `RawTable` of a JSONL file's `read_jsonl_arrow` table (what `read_table` returns
+    for that file)."""
+    import pandas as pd
+
+    df = table.to_pandas()
+    for c in _ID_FIELDS:  # as `_frame`: integer ids with gaps keep their exact values
+        if c in df.columns and df[c].dtype.kind == "f" and str(table.schema.field(c).type) == "int64":
+            df[c] = pd.Series(table.column(c).to_pylist(), index=df.index, dtype=object)
+    return RawTable(path, df, np.arange(1, len(df) + 1, dtype=np.int64), "line", False)
+
+
+def read_jsonl_arrow(path: str, limit: int, *, lists: bool = False) -> pa.Table | None:
+    """The whole JSONL file parsed at once by pyarrow's JSON reader (row ``i`` is line
+    ``i + 1``), or None when the streaming reader must run instead. With ``lists``, fields
+    that are lists of strings on every row (``available_actions``) are taken too (as Arrow
+    lists; the columnar lane turns them back into Python lists).
 
     Taken only for files where both readers provably agree: at most
     `FAST_JSONL_MAX_BYTES` after decompression, every line under ``limit`` and non-blank,
@@ -452,7 +482,7 @@ def _read_jsonl_fast(path: str, limit: int) -> RawTable | None:
         or len(data) > FAST_JSONL_MAX_BYTES
         or data.startswith(_BOM)
         or data.find(b"\x00") >= 0
-        or (data.find(b"\\u") >= 0 and _SURROGATE_BYTES.search(data))
+        or (data.find(b"\\") >= 0 and _SURROGATE_BYTES.search(data))  # memchr first: fast
     ):
         return None
     buf = np.frombuffer(data, dtype=np.uint8)
@@ -488,27 +518,25 @@ def _read_jsonl_fast(path: str, limit: int) -> RawTable | None:
         table.num_rows != len(ends)
         or table.num_columns > budget.max_fields
         or table.num_rows * table.num_columns > budget.max_cells
-        or any(str(t) not in _FAST_TYPES for t in table.schema.types)
+        or any(str(t) not in _FAST_TYPES and not (lists and str(t) == _STRING_LIST) for t in table.schema.types)
         or "steps" in table.column_names
     ):
         return None
+    import pyarrow.compute as pc
+
+    from .._arrow import numbers  # not `to_numpy`: that would import pandas
+
     for name, typ in zip(table.column_names, table.schema.types):
         if str(typ) == "double":
             col = table.column(name)
-            v = col.to_numpy(zero_copy_only=False)
+            v = numbers(col)
+            if col.null_count:
+                v = v[numbers(pc.is_valid(col))]
             # NaN / Infinity literals (json.loads tags them), integers past 2**53 or past the
             # float range (json.loads keeps them exact): all are the streaming path's to report.
-            if (
-                np.isnan(v).sum() > col.null_count
-                or np.isinf(v).any()
-                or np.any((np.abs(v) >= 2.0**53) & (v == np.round(v)))
-            ):
+            if not np.isfinite(v).all() or np.any((np.abs(v) >= 2.0**53) & (v == np.round(v))):
                 return None
-    df = table.to_pandas()
-    for c in _ID_FIELDS:  # as `_frame`: integer ids with gaps keep their exact values
-        if c in df.columns and df[c].dtype.kind == "f" and str(table.schema.field(c).type) == "int64":
-            df[c] = pd.Series(table.column(c).to_pylist(), index=df.index, dtype=object)
-    return RawTable(path, df, np.arange(1, len(df) + 1, dtype=np.int64), "line", False)
+    return table
 
 
 def _gzip_reason(exc: Exception) -> str:
@@ -676,6 +704,8 @@ def _check_parquet_size(meta, path: str) -> None:
 
 
 def _read_csv(path: str, limit: int | None = None) -> RawTable:
+    import pandas as pd
+
     budget = _guards.Budget(path, "row")
     try:
         with _open_text(path) as fh:

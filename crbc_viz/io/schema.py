@@ -27,19 +27,13 @@ from ..data import GROUP_KEY, RolloutBatch
 from .anchors import anchor_hash64, parse_json_text
 from .assemble import assemble, row_codes, sort_rows
 from .errors import MAX_LISTED, LoadError, Problem
+from .fields import BAD_COLUMN as _BAD
+from .fields import FIELD_KINDS, MAX_ABS_REWARD, MAX_STEP_IDX, REQUIRED, SIGNAL_JSON
+from .fields import INT_LIMIT as _INT_LIMIT
+from .fields import LINE_COLUMN as _LINE
 from .readers import RawTable
 
-__all__ = ["REQUIRED", "validate", "build_batch"]
-
-REQUIRED = ("group_id", "traj_id", "step_idx", "reward")
-#: Largest accepted ``step_idx`` (contiguity from 0 makes larger values impossible anyway).
-MAX_STEP_IDX = 2**31 - 1
-#: Largest accepted |reward| / |episode_return|: beyond it, sums and group statistics could
-#: overflow to inf, and such values are a logging bug in every environment we know.
-MAX_ABS_REWARD = 1e15
-_INT_LIMIT = 2**62
-# Internal columns (names no log uses, so a user's "_line" field is kept, not clobbered).
-_LINE, _BAD = "__crbc_line", "__crbc_bad"
+__all__ = ["REQUIRED", "MAX_STEP_IDX", "MAX_ABS_REWARD", "validate", "build_batch"]
 _REPR = reprlib.Repr()
 _REPR.maxstring, _REPR.maxother, _REPR.maxlist, _REPR.maxdict, _REPR.maxlevel = 40, 40, 4, 4, 2
 _TRUE = {"true", "1", "yes", "t", "y"}
@@ -134,26 +128,17 @@ def _short(v, n: int = 40) -> str:
     return s if len(s) <= n else s[: n - 3] + "..."
 
 
-# field -> (coercer, required)
+_COERCERS = {
+    "id": _as_id,
+    "int": _as_int,
+    "float": _as_float,
+    "bool": _as_bool,
+    "text": _as_text,
+    "anchor": _as_anchor,
+}
+# field -> (coercer, required), from the one table of fields (`crbc_viz.io.fields`).
 _FIELDS: dict[str, tuple[Callable, bool]] = {
-    "group_id": (_as_id, True),
-    "traj_id": (_as_id, True),
-    "step_idx": (_as_int, True),
-    "reward": (_as_float, True),
-    "run_id": (_as_id, False),
-    "train_step": (_as_int, False),
-    "action": (_as_text, False),
-    "anchor_obs": (_as_anchor, False),
-    "anchor_key": (_as_id, False),
-    "state_hash": (_as_id, False),
-    "done": (_as_bool, False),
-    "success": (_as_bool, False),
-    "episode_return": (_as_float, False),
-    "is_action_valid": (_as_bool, False),
-    "observation": (_as_text, False),
-    "response": (_as_text, False),
-    "env_name": (_as_text, False),
-    "split": (_as_text, False),
+    name: (_COERCERS[kind], name in REQUIRED) for name, kind in FIELD_KINDS.items()
 }
 
 
@@ -365,7 +350,7 @@ _SIGNAL_NUMBERS = (
     "direct_inputs",
 )
 _SIGNAL_BOOLS = ("is_error",)
-_SIGNAL_JSON = ("rubric", "rubric_active", "influence_edges")
+_SIGNAL_JSON = SIGNAL_JSON
 
 
 def _text_number(s: str):

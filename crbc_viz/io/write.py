@@ -7,13 +7,17 @@ import contextlib
 import os
 import tempfile
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from ..errors import CrbcVizError
 
+if TYPE_CHECKING:  # pandas is imported by the writers of frames only (`write_table` needs none)
+    import pandas as pd
+    import pyarrow as pa
+
 __all__ = [
     "write_frame",
+    "write_table",
     "atomic_path",
     "OUTPUT_FORMATS",
     "OutputError",
@@ -106,6 +110,8 @@ def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` with every text cell (and column name) that a spreadsheet would run as a formula
     (leading ``=``, ``+``, ``-``, ``@``, tab or CR) prefixed with ``'`` (OWASP CSV injection);
     numbers stay numbers. Returns a copy only when something changed."""
+    import pandas as pd
+
     cols = [
         c
         for c in df.columns
@@ -135,6 +141,47 @@ def write_frame(df: pd.DataFrame, path: str | os.PathLike) -> None:
         OutputError: the output is a folder or cannot be written (read-only folder, parent is
             a file, disk full ...); the previous file, if any, is kept.
     """
+    suffix = _target_suffix(path)
+
+    def write(tmp: str) -> None:
+        if suffix == ".parquet":
+            df.to_parquet(tmp, index=False, compression=PARQUET_COMPRESSION)
+        elif suffix == ".csv":
+            # CRLF rows (RFC 4180): pandas quotes a cell holding a bare CR only then, so
+            # a CR in a value cannot start a new row in a spreadsheet.
+            csv_safe(df).to_csv(tmp, index=False, lineterminator="\r\n")
+        else:
+            df.to_json(tmp, orient="records", lines=True, force_ascii=False)
+
+    _write_atomic(path, write)
+
+
+#: Parquet outputs' compression (both writers).
+PARQUET_COMPRESSION = "zstd"
+
+
+def write_table(table: pa.Table, path: str | os.PathLike) -> None:
+    """Write an Arrow table as Parquet (zstd), atomically, with the checks of `write_frame`
+    and without pandas (``crbc-viz score -o out.parquet`` on a log the columnar lane read).
+    Reading it back with pandas gives the frame `write_frame` would have written.
+
+    Raises:
+        OutputFormatError: the name does not end in ``.parquet``.
+        OutputError: as `write_frame`.
+    """
+    suffix = _target_suffix(path)
+    if suffix != ".parquet":
+        raise OutputFormatError(
+            f"output file {str(path)!r}: write_table writes .parquet only, got {suffix!r}"
+        )
+    import pyarrow.parquet as pq
+
+    _write_atomic(path, lambda tmp: pq.write_table(table, tmp, compression=PARQUET_COMPRESSION))
+
+
+def _target_suffix(path: str | os.PathLike) -> str:
+    """The output's format suffix, after refusing a name no writer takes or a path that
+    cannot be a file."""
     suffix = Path(path).suffix.lower()
     if suffix not in OUTPUT_FORMATS:
         raise OutputFormatError(
@@ -146,16 +193,15 @@ def write_frame(df: pd.DataFrame, path: str | os.PathLike) -> None:
     for parent in Path(path).parents:
         if parent.exists() and not parent.is_dir():
             raise OutputError(f"cannot write {str(path)!r}: {str(parent)!r} is a file, not a folder")
+    return suffix
+
+
+def _write_atomic(path: str | os.PathLike, write) -> None:
+    """``write(tmp)`` to a temporary name beside ``path``, renamed over it on success; an OS
+    error (read-only folder, disk full ...) becomes an `OutputError` naming the path."""
     try:
         with atomic_path(path) as tmp:
-            if suffix == ".parquet":
-                df.to_parquet(tmp, index=False, compression="zstd")
-            elif suffix == ".csv":
-                # CRLF rows (RFC 4180): pandas quotes a cell holding a bare CR only then, so
-                # a CR in a value cannot start a new row in a spreadsheet.
-                csv_safe(df).to_csv(tmp, index=False, lineterminator="\r\n")
-            else:
-                df.to_json(tmp, orient="records", lines=True, force_ascii=False)
+            write(tmp)
     except OutputError:
         raise
     except OSError as exc:

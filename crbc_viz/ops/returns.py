@@ -24,7 +24,7 @@ def step_rewards(graph: AnchorGraph, kind: str = "env", outcome: str = "success"
     trajectory's last step and 0 elsewhere ('outcome')."""
     b = graph.batch
     if kind == "env":
-        return b.steps["reward"].to_numpy(dtype=np.float64).copy()
+        return np.array(b.step_column("reward"), dtype=np.float64)  # a copy
     if kind == "outcome":
         r = np.zeros(b.num_steps)
         r[b.traj_offsets[1:] - 1] = trajectory_outcome(graph, outcome)

@@ -1,0 +1,89 @@
+"""numpy <-> Arrow without pandas.
+
+pyarrow imports pandas (when installed) the first time it converts a Python or numpy object:
+``pa.array(ndarray)``, ``pa.scalar``, ``Array.to_numpy`` and ``take`` with a numpy index all
+ask its pandas shim whether the object is a pandas one. That import is about half of a short
+``crbc-viz score`` run, so the columnar lane (`crbc_viz.io.columnar`) and the Arrow output
+(`crbc_viz.result.CreditResult.to_arrow`) move data through the buffers instead, with these.
+``tests/io/test_columnar.py`` checks that scoring a clean log leaves pandas unimported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+__all__ = ["array", "texts", "numbers", "take", "NUMERIC_TYPES"]
+
+_TYPES = {
+    np.dtype(np.int64): pa.int64(),
+    np.dtype(np.int32): pa.int32(),
+    np.dtype(np.uint64): pa.uint64(),
+    np.dtype(np.float64): pa.float64(),
+}
+
+
+_NUMPY = {str(t): d for d, t in _TYPES.items()} | {
+    "int8": np.dtype(np.int8),
+    "int16": np.dtype(np.int16),
+    "uint8": np.dtype(np.uint8),
+    "uint16": np.dtype(np.uint16),
+    "uint32": np.dtype(np.uint32),
+    "float": np.dtype(np.float32),
+}
+
+#: Arrow types `numbers` converts (by name).
+NUMERIC_TYPES = frozenset(_NUMPY) | {"bool"}
+
+
+def array(values: np.ndarray) -> pa.Array:
+    """The Arrow array of a 1-d numpy int64 / int32 / uint64 / float64 / bool array (no nulls)."""
+    values = np.ascontiguousarray(values).reshape(-1)
+    n = len(values)
+    if values.dtype == np.bool_:
+        bits = np.packbits(values, bitorder="little")
+        return pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(bits)])
+    typ = _TYPES.get(values.dtype)
+    if typ is None:
+        raise TypeError(f"no Arrow conversion here for dtype {values.dtype}")
+    return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(values)])
+
+
+def texts(values: Sequence[str]) -> pa.Array:
+    """The Arrow string array of Python strings (no nulls)."""
+    encoded = [v.encode("utf-8", "surrogatepass") for v in values]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=offsets[1:])
+    data = pa.py_buffer(b"".join(encoded))
+    if offsets[-1] < 2**31:
+        return pa.Array.from_buffers(
+            pa.string(), len(encoded), [None, pa.py_buffer(offsets.astype(np.int32)), data]
+        )
+    return pa.Array.from_buffers(pa.large_string(), len(encoded), [None, pa.py_buffer(offsets), data])
+
+
+def numbers(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A numeric or boolean Arrow column as numpy (int64 / float64 / ... / bool). Null slots
+    hold whatever their buffer holds: check ``col.null_count`` first where it matters."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    n, off = len(col), col.offset
+    buf = col.buffers()[1]
+    if pa.types.is_boolean(col.type):
+        if buf is None:
+            return np.zeros(n, dtype=bool)
+        bits = np.unpackbits(np.frombuffer(buf, dtype=np.uint8), bitorder="little")
+        return bits[off : off + n].astype(bool)
+    dtype = _NUMPY.get(str(col.type))
+    if dtype is None:
+        raise TypeError(f"no numpy conversion here for Arrow type {col.type}")
+    if buf is None:
+        return np.zeros(n, dtype=dtype)
+    return np.frombuffer(buf, dtype=dtype)[off : off + n]
+
+
+def take(data, indices: np.ndarray):
+    """``data.take(indices)`` (an Arrow array, chunked array or table) for numpy indices."""
+    return data.take(array(np.asarray(indices, dtype=np.int64)))

@@ -1,0 +1,212 @@
+"""The columnar lane: a clean canonical JSONL log to a `RolloutBatch` in Arrow and numpy.
+
+`crbc_viz.io.load_rollouts` tries this lane first. It takes only files it can prove clean and
+builds for them exactly the batch the schema path (`crbc_viz.io.schema.build_batch`) builds:
+the same rows in the same order, the same columns and dtypes once ``batch.steps`` is read, the
+same anchors, outcomes and offsets (``tests/io/test_columnar.py`` compares the two on generated
+and bundled logs). For anything else it returns None and the schema path reads the file, so
+every error message and every warning still comes from one place.
+
+Clean means: pyarrow's JSON reader took the file (`crbc_viz.io.readers.read_jsonl_arrow`: flat
+fields, no ``NaN``/``Infinity``, within the input caps); every required field is on every row;
+ids (``group_id``, ``traj_id``, ``run_id``) and ``anchor_obs`` are strings on every row;
+``step_idx`` and ``train_step`` integers in range; ``reward`` a finite number within
+`MAX_ABS_REWARD`; ``done`` / ``success`` / ``is_action_valid`` booleans on every row; text
+fields strings (or missing); each trajectory's steps exactly 0..n-1; no ``anchor_key``,
+``state_hash``, ``episode_return`` or JSON-text signal columns; and nothing that the schema path
+would warn about (a success flag that turns false, a truncated rollout logged as a success).
+
+Nothing here imports pandas: a file scored from the command line never loads it (its import is
+about half of a short run). The pandas frame is made from the Arrow table when ``batch.steps``
+is first read (`crbc_viz.data.ArrowRows`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .._arrow import array, numbers, take, texts
+from ..data import GROUP_KEY, ArrowRows, RolloutBatch
+from . import _guards
+from .anchors import anchor_hash64
+from .assemble import layout
+from .fields import (
+    BAD_COLUMN,
+    FIELD_KINDS,
+    INT_LIMIT,
+    LINE_COLUMN,
+    MAX_ABS_REWARD,
+    MAX_STEP_IDX,
+    REQUIRED,
+    SIGNAL_JSON,
+)
+from .readers import detect_format, max_line_bytes, read_jsonl_arrow
+
+__all__ = ["read_columnar", "batch_from_arrow"]
+
+#: Columns that send a file to the schema path: precomputed keys (their mixing rules and notes
+#: live there), JSON-text signals (decoded there), internal names.
+_DECLINED = frozenset({"anchor_key", "state_hash", *SIGNAL_JSON, LINE_COLUMN, BAD_COLUMN})
+_INT_RANGE = {"step_idx": (0, MAX_STEP_IDX), "train_step": (-INT_LIMIT, INT_LIMIT)}
+
+
+def read_columnar(path: str, fmt: str | None = None) -> pa.Table | None:
+    """The Arrow table of a JSONL log that pyarrow's reader takes (`read_jsonl_arrow`), or None
+    (another format, or a file only the streaming reader may read). Raises what
+    `crbc_viz.io.readers.read_table` raises for a file that cannot be read at all."""
+    _guards.check_input_file(path)
+    if (fmt or detect_format(path)) != "jsonl":
+        return None
+    return read_jsonl_arrow(path, max_line_bytes(), lists=True)
+
+
+def has_lists(table: pa.Table) -> bool:
+    """Whether ``table`` has list columns (which only the lane takes from `read_columnar`)."""
+    return any(pa.types.is_list(t) for t in table.schema.types)
+
+
+def batch_from_arrow(table: pa.Table, path: str, *, success_threshold: float = 0.0) -> RolloutBatch | None:
+    """The `RolloutBatch` of a clean canonical table (see the module's docstring), or None when
+    the schema path must validate it."""
+    S = table.num_rows
+    names = table.column_names
+    if S == 0 or any(f not in names for f in REQUIRED) or "anchor_obs" not in names:
+        return None
+    if _DECLINED.intersection(names) or not all(_clean(n, table.column(n)) for n in names):
+        return None
+    table = table.combine_chunks()
+    for name in ("reward", "episode_return"):  # the schema path reads integers as float64
+        if name in names and pa.types.is_int64(table.schema.field(name).type):
+            at = names.index(name)
+            table = table.set_column(at, name, array(numbers(table.column(at)).astype(np.float64)))
+    run_default = Path(path).name.split(".")[0]
+    if "run_id" not in names:
+        table = table.append_column("run_id", take(texts([run_default]), np.zeros(S, np.int64)))
+    if "train_step" not in names:
+        table = table.append_column("train_step", array(np.zeros(S, np.int64)))
+
+    # Groups and trajectories numbered in order of first occurrence; rows sorted group ->
+    # trajectory -> step, which must run exactly 0..n-1 in every trajectory.
+    g = _codes(table.column("run_id"))
+    for c in GROUP_KEY[1:]:
+        g = _pair_codes(g, _codes(table.column(c)))
+    t = _pair_codes(g, _codes(table.column("traj_id")))
+    sidx = numbers(table.column("step_idx"))
+    order = np.lexsort((sidx, t, g))
+    t_sorted = t[order]
+    rows = np.arange(S)
+    starts = np.r_[True, t_sorted[1:] != t_sorted[:-1]]
+    pos = rows - np.maximum.accumulate(np.where(starts, rows, 0))
+    if not np.array_equal(sidx[order], pos):
+        return None  # duplicate or missing steps: the schema path names them
+    lay = layout(g[order], t_sorted)
+    if not np.array_equal(order, rows):
+        table = take(table, order)
+
+    outcome = _outcomes(table, lay, success_threshold)
+    if outcome is None:
+        return None
+    traj_success, traj_truncated, traj_return = outcome
+    hashes = _anchor_hashes(table.column("anchor_obs"))
+    if hashes is None:
+        return None
+    step_hash, keys = hashes
+    table = table.append_column("anchor_key", keys)
+    success = array(np.repeat(traj_success, lay.traj_len))
+    if "success" in table.column_names:
+        table = table.set_column(table.column_names.index("success"), "success", success)
+    else:
+        table = table.append_column("success", success)
+    return RolloutBatch(
+        steps=ArrowRows(table),
+        step_traj=lay.step_traj,
+        step_anchor_hash=step_hash,
+        traj_offsets=lay.traj_offsets,
+        traj_group=lay.traj_group,
+        traj_success=traj_success,
+        traj_truncated=traj_truncated,
+        traj_return=traj_return,
+        group_traj_offsets=lay.group_traj_offsets,
+        groups=ArrowRows(take(table.select(list(GROUP_KEY)), lay.group_first)),
+        source=path,
+    )
+
+
+def _clean(name: str, col: pa.ChunkedArray) -> bool:
+    """Whether column ``name`` is one the schema path would keep exactly as read (or, for
+    ``reward``, as float64) without a message."""
+    kind = FIELD_KINDS.get(name)
+    typ = col.type
+    if pa.types.is_list(typ):  # lists of strings on every row: another field's, kept as lists
+        return kind is None and col.null_count == 0
+    if kind is None:
+        return True  # another field: kept as read by both paths
+    if kind in ("id", "anchor"):
+        return pa.types.is_string(typ) and col.null_count == 0
+    if kind == "text":
+        return pa.types.is_string(typ)
+    if kind == "bool":
+        return pa.types.is_boolean(typ) and col.null_count == 0
+    if col.null_count or not (pa.types.is_int64(typ) or (kind == "float" and pa.types.is_float64(typ))):
+        return False
+    if kind == "int":
+        lo, hi = _INT_RANGE[name]
+        mm = pc.min_max(col)
+        return lo <= mm["min"].as_py() and mm["max"].as_py() <= hi
+    v = numbers(col).astype(np.float64, copy=False)
+    return bool(np.isfinite(v).all() and (np.abs(v) <= MAX_ABS_REWARD).all())
+
+
+def _codes(col) -> np.ndarray:
+    """Codes ``[S]`` of a column's values, numbered in order of first occurrence."""
+    enc = pc.dictionary_encode(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col)
+    return numbers(enc.indices).astype(np.int64, copy=False)
+
+
+def _pair_codes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Codes of the pairs ``(a[i], b[i])`` in order of first occurrence."""
+    return _codes(array(a * (int(b.max()) + 1) + b))
+
+
+def _outcomes(table: pa.Table, lay, success_threshold: float):
+    """(success [T], truncated [T], return [T]) of a sorted clean table, by the schema path's
+    rules (`crbc_viz.io.schema._outcomes`); None where that path would add a note."""
+    ends = lay.traj_offsets[1:] - 1
+    reward = numbers(table.column("reward")).astype(np.float64, copy=False)
+    traj_return = np.add.reduceat(reward, lay.traj_offsets[:-1])
+    if "episode_return" in table.column_names:  # logged on every row (else declined): the last
+        traj_return = numbers(table.column("episode_return"))[ends].astype(np.float64)
+    traj_success = traj_return > success_threshold
+    explicit = np.zeros(len(ends), dtype=bool)
+    if "success" in table.column_names:
+        flag = numbers(table.column("success"))
+        # A trajectory that logs success=true and later false gets a note there.
+        trues = np.cumsum(flag)
+        before = np.repeat(trues[lay.traj_offsets[:-1]] - flag[lay.traj_offsets[:-1]], lay.traj_len)
+        if np.any(~flag & (trues - before > 0)):
+            return None
+        traj_success = flag[ends].astype(bool)
+        explicit = traj_success.copy()
+    traj_truncated = np.zeros(len(ends), dtype=bool)
+    if "done" in table.column_names:
+        traj_truncated = ~numbers(table.column("done"))[ends]
+    if np.any(traj_truncated & explicit):
+        return None  # a truncated rollout logged as a success: a note there
+    return traj_success & ~traj_truncated, traj_truncated, traj_return
+
+
+def _anchor_hashes(obs: pa.ChunkedArray):
+    """(step hashes ``[S]`` uint64, anchor keys as an Arrow string array): one BLAKE2b hash
+    per distinct observation string (`anchor_hash64`, as the schema path); None when one
+    cannot be canonicalised (the schema path names its line)."""
+    enc = pc.dictionary_encode(obs.combine_chunks())
+    try:
+        uh = np.array([anchor_hash64(o) for o in enc.dictionary.to_pylist()], dtype=np.uint64)
+    except (RecursionError, ValueError, TypeError, OverflowError):
+        return None
+    keys = texts([f"{x:016x}" for x in uh.tolist()]).take(enc.indices)
+    return uh[numbers(enc.indices)], keys
