@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from ..graph import AnchorGraph
+
+if TYPE_CHECKING:  # `batch_summary` (``crbc-viz info``) runs without pandas
+    import pandas as pd
 
 __all__ = ["batch_summary", "group_table", "truncation_known"]
 
@@ -46,12 +50,19 @@ def batch_summary(graph: AnchorGraph) -> dict:
 def truncation_known(batch) -> bool:
     """Whether the batch logs ``done`` at all: without it no trajectory can be seen to be
     truncated, and a truncated count of 0 means "not logged", not "none"."""
-    return "done" in batch.steps.columns and bool(batch.steps["done"].notna().any())
+    if not batch.has_step_column("done"):
+        return False
+    arrow = batch.arrow_steps
+    if arrow is not None:
+        return arrow.column("done").null_count < arrow.num_rows
+    return bool(batch.steps["done"].notna().any())
 
 
 def group_table(graph: AnchorGraph) -> pd.DataFrame:
     """One row per group: ids, rollouts, steps, anchors, success rate, truncated rollouts,
     shared-step fraction."""
+    import pandas as pd
+
     b = graph.batch
     G = b.num_groups
     step_group = b.step_group
