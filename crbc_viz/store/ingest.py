@@ -508,7 +508,9 @@ def _stream_parquet_chunks(src, tmp_dir: Path):
 
     path = src.files[0]
     try:
-        pf = pq.ParquetFile(path)
+        # pre_buffer=False: with it, pyarrow keeps every row group's bytes it has read until the
+        # file is closed (peak 646 MB for a 3.9M-step file against 209 MB without, at any size).
+        pf = pq.ParquetFile(path, pre_buffer=False)
         meta, schema = pf.metadata, pf.schema_arrow
     except Exception:  # noqa: BLE001  (pyarrow raises several types; the whole-file reader names it)
         raise _NotGroupContiguous() from None
