@@ -43,13 +43,18 @@ def load_rollouts(
 
     path = str(path)
     table = read_columnar(path, fmt)
+    parquet = table is not None and (fmt or detect_format(path)) == "parquet"
     if table is not None:
-        batch = batch_from_arrow(table, path, success_threshold=success_threshold)
+        batch = batch_from_arrow(table, path, success_threshold=success_threshold, lists=not parquet)
         if batch is not None:  # a clean canonical file, read without pandas
             return batch
-    from .readers import raw_from_arrow
+    from .readers import raw_from_arrow, raw_from_parquet
     from .schema import build_batch  # every guard and message of the schema
 
-    whole = table is not None and not has_lists(table)  # lists: the streaming reader's to read
-    raw = raw_from_arrow(path, table) if whole else read_table(path, fmt)
+    if parquet:
+        raw = raw_from_parquet(path, table)
+    elif table is not None and not has_lists(table):  # lists: the streaming reader's to read
+        raw = raw_from_arrow(path, table)
+    else:
+        raw = read_table(path, fmt)
     return build_batch(raw, lenient=lenient, success_threshold=success_threshold)

@@ -44,7 +44,7 @@ from .fields import (
     REQUIRED,
     SIGNAL_JSON,
 )
-from .readers import detect_format, max_line_bytes, read_jsonl_arrow
+from .readers import detect_format, max_line_bytes, read_jsonl_arrow, read_parquet_arrow
 
 __all__ = ["read_columnar", "batch_from_arrow"]
 
@@ -59,7 +59,10 @@ def read_columnar(path: str, fmt: str | None = None) -> pa.Table | None:
     (another format, or a file only the streaming reader may read). Raises what
     `crbc_viz.io.readers.read_table` raises for a file that cannot be read at all."""
     _guards.check_input_file(path)
-    if (fmt or detect_format(path)) != "jsonl":
+    fmt = fmt or detect_format(path)
+    if fmt == "parquet":
+        return read_parquet_arrow(path)
+    if fmt != "jsonl":
         return None
     return read_jsonl_arrow(path, max_line_bytes(), lists=True)
 
@@ -69,14 +72,19 @@ def has_lists(table: pa.Table) -> bool:
     return any(pa.types.is_list(t) for t in table.schema.types)
 
 
-def batch_from_arrow(table: pa.Table, path: str, *, success_threshold: float = 0.0) -> RolloutBatch | None:
+def batch_from_arrow(
+    table: pa.Table, path: str, *, success_threshold: float = 0.0, lists: bool = True
+) -> RolloutBatch | None:
     """The `RolloutBatch` of a clean canonical table (see the module's docstring), or None when
-    the schema path must validate it."""
+    the schema path must validate it. ``lists=False`` declines list columns (a Parquet source:
+    its frame holds them as pyarrow converts them, which only the schema path reproduces)."""
     S = table.num_rows
     names = table.column_names
     if S == 0 or any(f not in names for f in REQUIRED) or "anchor_obs" not in names:
         return None
-    if _DECLINED.intersection(names) or not all(_clean(n, table.column(n)) for n in names):
+    if _DECLINED.intersection(names) or any(n.startswith("__index_level_") for n in names):
+        return None
+    if not all(_clean(n, table.column(n), lists) for n in names):
         return None
     table = table.combine_chunks()
     for name in ("reward", "episode_return"):  # the schema path reads integers as float64
@@ -136,19 +144,19 @@ def batch_from_arrow(table: pa.Table, path: str, *, success_threshold: float = 0
     )
 
 
-def _clean(name: str, col: pa.ChunkedArray) -> bool:
+def _clean(name: str, col: pa.ChunkedArray, lists: bool = True) -> bool:
     """Whether column ``name`` is one the schema path would keep exactly as read (or, for
     ``reward``, as float64) without a message."""
     kind = FIELD_KINDS.get(name)
     typ = col.type
     if pa.types.is_list(typ):  # lists of strings on every row: another field's, kept as lists
-        return kind is None and col.null_count == 0
+        return lists and kind is None and col.null_count == 0 and pa.types.is_string(typ.value_type)
     if kind is None:
         return True  # another field: kept as read by both paths
     if kind in ("id", "anchor"):
-        return pa.types.is_string(typ) and col.null_count == 0
+        return _is_text(typ) and col.null_count == 0
     if kind == "text":
-        return pa.types.is_string(typ)
+        return _is_text(typ)
     if kind == "bool":
         return pa.types.is_boolean(typ) and col.null_count == 0
     if col.null_count or not (pa.types.is_int64(typ) or (kind == "float" and pa.types.is_float64(typ))):
@@ -159,6 +167,10 @@ def _clean(name: str, col: pa.ChunkedArray) -> bool:
         return lo <= mm["min"].as_py() and mm["max"].as_py() <= hi
     v = numbers(col).astype(np.float64, copy=False)
     return bool(np.isfinite(v).all() and (np.abs(v) <= MAX_ABS_REWARD).all())
+
+
+def _is_text(typ) -> bool:
+    return pa.types.is_string(typ) or pa.types.is_large_string(typ)
 
 
 def _codes(col) -> np.ndarray:

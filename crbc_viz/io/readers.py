@@ -50,6 +50,8 @@ __all__ = [
     "max_json_bytes",
     "read_jsonl_arrow",
     "raw_from_arrow",
+    "read_parquet_arrow",
+    "raw_from_parquet",
 ]
 
 FORMATS = ("jsonl", "json", "parquet", "csv")
@@ -518,7 +520,9 @@ def read_jsonl_arrow(path: str, limit: int, *, lists: bool = False) -> pa.Table 
         table.num_rows != len(ends)
         or table.num_columns > budget.max_fields
         or table.num_rows * table.num_columns > budget.max_cells
-        or any(str(t) not in _FAST_TYPES and not (lists and str(t) == _STRING_LIST) for t in table.schema.types)
+        or any(
+            str(t) not in _FAST_TYPES and not (lists and str(t) == _STRING_LIST) for t in table.schema.types
+        )
         or "steps" in table.column_names
     ):
         return None
@@ -633,19 +637,34 @@ def _read_json(path: str, limit: int | None = None) -> RawTable:
 
 
 def _read_parquet(path: str, limit: int | None = None) -> RawTable:
+    return raw_from_parquet(path, read_parquet_arrow(path))
+
+
+def read_parquet_arrow(path: str) -> pa.Table:
+    """A Parquet file as an Arrow table, after its magic bytes, its footer's sizes (the input
+    caps) and its string cells (valid UTF-8) are checked; every failure is a `LoadError`."""
     import pyarrow.parquet as pq  # local: only needed for Parquet input
 
     try:
         with open(path, "rb") as fh:
             if fh.read(4) != _PARQUET_MAGIC:
                 raise LoadError([Problem(path, None, None, "not a Parquet file (bad magic bytes)")])
-        _check_parquet_size(pq.ParquetFile(path).metadata, path)
-        table = pq.read_table(path)
+        pf = pq.ParquetFile(path)
+        _check_parquet_size(pf.metadata, path)
+        table = pf.read()  # not pq.read_table: its dataset layer imports pandas
         _check_parquet_utf8(table, path)
-        df = table.to_pandas()
     except LoadError:
         raise
     except Exception as exc:  # pyarrow raises several types for corrupt files
+        raise LoadError([Problem(path, None, None, f"cannot read Parquet: {str(exc)[:300]}")]) from None
+    return table
+
+
+def raw_from_parquet(path: str, table: pa.Table) -> RawTable:
+    """The `RawTable` of a Parquet file's `read_parquet_arrow` table."""
+    try:
+        df = table.to_pandas()
+    except Exception as exc:  # noqa: BLE001 (an extension type pandas cannot hold, ...)
         raise LoadError([Problem(path, None, None, f"cannot read Parquet: {str(exc)[:300]}")]) from None
     return RawTable(path, df, np.arange(len(df), dtype=np.int64), "row", False)
 

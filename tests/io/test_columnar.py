@@ -57,7 +57,8 @@ def _schema_path(path: str, **kw):
 
 def _lane(path: str, **kw):
     table = read_columnar(path)
-    return None if table is None else batch_from_arrow(table, path, **kw)
+    lists = not path.endswith(".parquet")
+    return None if table is None else batch_from_arrow(table, path, lists=lists, **kw)
 
 
 def assert_same_batch(lane, ref) -> None:
@@ -126,10 +127,26 @@ def canonical_logs(draw):
     return [out[i] for i in perm]
 
 
+def _write_any(folder: Path, rows: list[dict], fmt: str) -> str:
+    """``rows`` as JSONL, as Parquet written by pandas (``DataFrame.to_parquet``: pandas
+    metadata, ``large_string``) or by pyarrow (``Table.from_pylist``: missing keys are nulls)."""
+    if fmt == "jsonl":
+        return _write(folder, rows)
+    p = folder / f"log_{fmt}.parquet"
+    if fmt == "pandas-parquet":
+        pd.DataFrame(rows).to_parquet(p)
+    else:
+        pq.write_table(pa.Table.from_pylist(rows), p)
+    return str(p)
+
+
+FORMATS = ("jsonl", "pandas-parquet", "arrow-parquet")
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(rows=canonical_logs(), threshold=st.sampled_from([0.0, 0.5]))
-def test_lane_equals_the_schema_path_on_generated_logs(rows, threshold, tmp_path_factory):
-    path = _write(tmp_path_factory.mktemp("lane"), rows)
+@given(rows=canonical_logs(), threshold=st.sampled_from([0.0, 0.5]), fmt=st.sampled_from(FORMATS))
+def test_lane_equals_the_schema_path_on_generated_logs(rows, threshold, fmt, tmp_path_factory):
+    path = _write_any(tmp_path_factory.mktemp("lane"), rows, fmt)
     ref = _schema_path(path, success_threshold=threshold)
     lane = _lane(path, success_threshold=threshold)
     if lane is None:  # declined (a note the schema path writes): load_rollouts gives its batch
@@ -138,10 +155,12 @@ def test_lane_equals_the_schema_path_on_generated_logs(rows, threshold, tmp_path
     assert_same_batch(lane, ref)
 
 
-def test_lane_takes_the_benchmark_workload(tmp_path):
-    """The CLI benchmark's log (256 groups x 8 rollouts, cycles) is read by the lane."""
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_lane_takes_the_benchmark_workload(fmt, tmp_path):
+    """The CLI benchmark's log (groups x 8 rollouts, cycles) is read by the lane, as JSONL and
+    as Parquet from either writer."""
     rows = batch_to_rows(random_mdp_batch(16, 8, 30, num_states=20, p_fail=0.05, seed=3))
-    path = _write(tmp_path, rows)
+    path = _write_any(tmp_path, rows, fmt)
     lane = load_rollouts(path)
     assert lane.arrow_steps is not None
     assert_same_batch(lane, _schema_path(path))
@@ -250,6 +269,21 @@ def test_lane_declines_what_the_schema_path_must_see(kind, tmp_path):
     assert_same_batch(batch, ref)
 
 
+def test_parquet_with_a_stored_index_or_lists_goes_to_the_schema_path(tmp_path):
+    """A pandas index written as a column, or list columns (which pyarrow converts to numpy
+    arrays in the schema path's frame), are the schema path's to read."""
+    rows = _rows()
+    indexed = tmp_path / "indexed.parquet"
+    pd.DataFrame(rows).set_index("traj_id", drop=False).to_parquet(indexed)
+    listed = tmp_path / "listed.parquet"
+    pd.DataFrame([dict(r, menu=["a", "b"]) for r in rows]).to_parquet(listed)
+    for p in (str(indexed), str(listed)):
+        assert _lane(p) is None
+        batch = load_rollouts(p)
+        assert batch.arrow_steps is None
+        assert_same_batch(batch, _schema_path(p))
+
+
 def test_clean_mutation_base_is_taken(tmp_path):
     """The base of the declined cases is itself clean (so each case tests its one change)."""
     assert _lane(_write(tmp_path, _rows())) is not None
@@ -265,9 +299,10 @@ sys.exit(rc)
 """
 
 
-def test_score_cli_on_a_clean_log_never_imports_pandas(tmp_path):
+@pytest.mark.parametrize("fmt", ["jsonl", "arrow-parquet"])
+def test_score_cli_on_a_clean_log_never_imports_pandas(fmt, tmp_path):
     rows = batch_to_rows(random_mdp_batch(8, 4, 20, num_states=10, p_fail=0.05, seed=5))
-    log, out = _write(tmp_path, rows), tmp_path / "out.parquet"
+    log, out = _write_any(tmp_path, rows, fmt), tmp_path / "out.parquet"
     proc = subprocess.run(
         [sys.executable, "-c", SCRIPT, log, str(out)], capture_output=True, text=True, cwd=ROOT
     )
