@@ -1,4 +1,5 @@
-"""The columnar lane: a clean canonical JSONL log to a `RolloutBatch` in Arrow and numpy.
+"""The columnar lane: a clean canonical JSONL or Parquet log to a `RolloutBatch` in Arrow and
+numpy.
 
 `crbc_viz.io.load_rollouts` tries this lane first. It takes only files it can prove clean and
 builds for them exactly the batch the schema path (`crbc_viz.io.schema.build_batch`) builds:
@@ -8,7 +9,9 @@ and bundled logs). For anything else it returns None and the schema path reads t
 every error message and every warning still comes from one place.
 
 Clean means: pyarrow's JSON reader took the file (`crbc_viz.io.readers.read_jsonl_arrow`: flat
-fields, no ``NaN``/``Infinity``, within the input caps); every required field is on every row;
+fields or lists of strings, no ``NaN``/``Infinity``, within the input caps), or the Parquet
+reader's checks passed (`read_parquet_arrow`; no list columns, no stored pandas index); every
+required field is on every row;
 ids (``group_id``, ``traj_id``, ``run_id``) and ``anchor_obs`` are strings on every row;
 ``step_idx`` and ``train_step`` integers in range; ``reward`` a finite number within
 `MAX_ABS_REWARD`; ``done`` / ``success`` / ``is_action_valid`` booleans on every row; text
