@@ -6,6 +6,11 @@ ask its pandas shim whether the object is a pandas one. That import is about hal
 ``crbc-viz score`` run, so the columnar lane (`crbc_viz.io.columnar`) and the Arrow output
 (`crbc_viz.result.CreditResult.to_arrow`) move data through the buffers instead, with these.
 ``tests/io/test_columnar.py`` checks that scoring a clean log leaves pandas unimported.
+
+Compute functions go through `call` and `cast` rather than ``pyarrow.compute`` (or the array
+methods ``take``/``cast``/``dictionary_encode`` that import it): importing that module builds a
+wrapper and a docstring for every kernel, ~60 ms of a short run; the kernels themselves live in
+``pyarrow._compute``.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["array", "texts", "numbers", "take", "NUMERIC_TYPES"]
+__all__ = ["array", "texts", "numbers", "take", "call", "cast", "NUMERIC_TYPES"]
 
 _TYPES = {
     np.dtype(np.int64): pa.int64(),
@@ -84,6 +89,25 @@ def numbers(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return np.frombuffer(buf, dtype=dtype)[off : off + n]
 
 
-def take(data, indices: np.ndarray):
-    """``data.take(indices)`` (an Arrow array, chunked array or table) for numpy indices."""
-    return data.take(array(np.asarray(indices, dtype=np.int64)))
+def take(data, indices):
+    """``data.take(indices)`` (an Arrow array, chunked array or table) for numpy or Arrow
+    indices."""
+    if isinstance(indices, np.ndarray | list):
+        indices = array(np.asarray(indices, dtype=np.int64))
+    return call("take", data, indices)
+
+
+def call(name: str, *args, options=None):
+    """The Arrow compute function ``name`` on ``args`` (``pyarrow.compute.<name>``)."""
+    from pyarrow._compute import call_function
+
+    return call_function(name, list(args), options)
+
+
+def cast(data, typ: pa.DataType):
+    """``data`` (array, chunked array or scalar) cast to ``typ`` (a checked cast)."""
+    if data.type == typ:
+        return data
+    from pyarrow._compute import CastOptions
+
+    return call("cast", data, options=CastOptions.safe(typ))

@@ -170,12 +170,11 @@ def _factorize_actions(batch: RolloutBatch) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros(S, dtype=np.int64), np.array([""], dtype=object)
     arrow = batch.arrow_steps
     if arrow is not None:  # rows still in Arrow (the columnar lane): strings, nulls allowed
-        import pyarrow.compute as pc
+        from ._arrow import call, cast, numbers, texts
 
-        from ._arrow import numbers, texts
-
-        empty = texts([""])[0]  # an Arrow scalar: `pa.scalar` would import pandas
-        enc = pc.dictionary_encode(pc.fill_null(arrow.column("action"), empty).combine_chunks())
+        col = arrow.column("action")
+        empty = cast(texts([""]), col.type)[0]  # an Arrow scalar: `pa.scalar` would import pandas
+        enc = call("dictionary_encode", call("coalesce", col, empty).combine_chunks())
         codes = numbers(enc.indices).astype(np.int64)
         return codes, np.asarray(enc.dictionary.to_pylist(), dtype=object)
     import pandas as pd

@@ -96,23 +96,23 @@ class CreditResult:
         columnar lane) are taken as they are: no pandas."""
         import pyarrow as pa
 
-        from ._arrow import array, take, texts
+        from ._arrow import array, cast, take, texts
 
         arrow = self.graph.batch.arrow_steps
         if arrow is None:
             return pa.Table.from_pandas(self.to_frame(), preserve_index=False).replace_schema_metadata()
         S = arrow.num_rows
         text = pa.large_string()
-        action = arrow.column("action").cast(text) if "action" in arrow.column_names else pa.nulls(S)
+        action = cast(arrow.column("action"), text) if "action" in arrow.column_names else pa.nulls(S)
         cols = {
-            "run_id": arrow.column("run_id").cast(text),
-            "train_step": arrow.column("train_step").cast(pa.int64()),
-            "group_id": arrow.column("group_id").cast(text),
-            "traj_id": arrow.column("traj_id").cast(text),
-            "step_idx": arrow.column("step_idx").cast(pa.int64()),
-            "anchor_key": arrow.column("anchor_key").cast(text),
+            "run_id": cast(arrow.column("run_id"), text),
+            "train_step": cast(arrow.column("train_step"), pa.int64()),
+            "group_id": cast(arrow.column("group_id"), text),
+            "traj_id": cast(arrow.column("traj_id"), text),
+            "step_idx": cast(arrow.column("step_idx"), pa.int64()),
+            "anchor_key": cast(arrow.column("anchor_key"), text),
             "action": action,
-            "estimator": take(texts([self.estimator]).cast(text), np.zeros(S, np.int64)),
+            "estimator": take(cast(texts([self.estimator]), text), np.zeros(S, np.int64)),
             **{c: array(np.asarray(getattr(self, c), dtype=np.float64)) for c in OUTPUT_COLUMNS[-4:]},
         }
         return pa.table(cols)

@@ -24,7 +24,7 @@ import argparse
 import importlib
 import logging
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+__all__ = ["COMMANDS", "build_parser", "main", "console"]
 
 #: command name -> module (``HELP``, ``add_arguments(parser)``, ``run(args) -> int``).
 COMMANDS: dict[str, str] = {
@@ -74,3 +74,18 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s"
     )
     return run_guarded(args.func, args)
+
+
+def console() -> None:
+    """The program (``crbc-viz``, ``python -m crbc_viz``): `main`, then exit.
+
+    The objects alive at the end are frozen first (``gc.freeze``), so the interpreter's final
+    garbage collection does not walk numpy's and pyarrow's module state: 60-80 ms of a 0.6 s
+    ``score`` run on 2 cores. Files are closed and renamed by then; atexit handlers still
+    run. Only here, never in `main` (which tests and embedders call in process)."""
+    import gc
+    import sys
+
+    rc = main()
+    gc.freeze()
+    sys.exit(rc)

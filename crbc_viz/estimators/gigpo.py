@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 
 import numpy as np
@@ -108,6 +107,8 @@ def similarity_clusters(graph: AnchorGraph, thresh: float) -> np.ndarray:
     stand for their steps: a repeated text meets the same earlier representatives, so it
     lands where its first occurrence did. Ids are global and in first-occurrence order.
     """
+    import difflib
+
     if not 0.0 < thresh < 1.0:
         raise ValueError(f"similarity_thresh must lie strictly in (0, 1), got {thresh}")
     texts = [str(o) for o in graph.node_anchor_obs]

@@ -158,10 +158,10 @@ class _Capped(io.RawIOBase):
     def readinto(self, b) -> int:
         want = min(len(b), self._cap + 1 - self.count)
         if want <= 0:
-            want = 1
-        data = self._inner.read(want)
-        n = len(data)
-        b[:n] = data
+            want = min(len(b), 1)
+        # Straight into the caller's buffer: a large read (the fast JSONL reader reads the
+        # whole file at once) is then one copy, not two.
+        n = self._inner.readinto(memoryview(b).cast("B")[:want]) or 0
         self.count += n
         if self.count > self._cap:
             what = "decompressed gzip data" if self._gz else "the file"

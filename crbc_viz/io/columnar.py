@@ -30,9 +30,8 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from .._arrow import array, numbers, take, texts
+from .._arrow import array, call, numbers, take, texts
 from ..data import GROUP_KEY, ArrowRows, RolloutBatch
 from . import _guards
 from .anchors import anchor_hash64
@@ -166,7 +165,7 @@ def _clean(name: str, col: pa.ChunkedArray, lists: bool = True) -> bool:
         return False
     if kind == "int":
         lo, hi = _INT_RANGE[name]
-        mm = pc.min_max(col)
+        mm = call("min_max", col)
         return lo <= mm["min"].as_py() and mm["max"].as_py() <= hi
     v = numbers(col).astype(np.float64, copy=False)
     return bool(np.isfinite(v).all() and (np.abs(v) <= MAX_ABS_REWARD).all())
@@ -178,7 +177,7 @@ def _is_text(typ) -> bool:
 
 def _codes(col) -> np.ndarray:
     """Codes ``[S]`` of a column's values, numbered in order of first occurrence."""
-    enc = pc.dictionary_encode(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col)
+    enc = call("dictionary_encode", col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col)
     return numbers(enc.indices).astype(np.int64, copy=False)
 
 
@@ -218,10 +217,10 @@ def _anchor_hashes(obs: pa.ChunkedArray):
     """(step hashes ``[S]`` uint64, anchor keys as an Arrow string array): one BLAKE2b hash
     per distinct observation string (`anchor_hash64`, as the schema path); None when one
     cannot be canonicalised (the schema path names its line)."""
-    enc = pc.dictionary_encode(obs.combine_chunks())
+    enc = call("dictionary_encode", obs.combine_chunks())
     try:
         uh = np.array([anchor_hash64(o) for o in enc.dictionary.to_pylist()], dtype=np.uint64)
     except (RecursionError, ValueError, TypeError, OverflowError):
         return None
-    keys = texts([f"{x:016x}" for x in uh.tolist()]).take(enc.indices)
+    keys = take(texts([f"{x:016x}" for x in uh.tolist()]), enc.indices)
     return uh[numbers(enc.indices)], keys

@@ -526,16 +526,14 @@ def read_jsonl_arrow(path: str, limit: int, *, lists: bool = False) -> pa.Table 
         or "steps" in table.column_names
     ):
         return None
-    import pyarrow.compute as pc
-
-    from .._arrow import numbers  # not `to_numpy`: that would import pandas
+    from .._arrow import call, numbers  # not `to_numpy`: that would import pandas
 
     for name, typ in zip(table.column_names, table.schema.types):
         if str(typ) == "double":
             col = table.column(name)
             v = numbers(col)
             if col.null_count:
-                v = v[numbers(pc.is_valid(col))]
+                v = v[numbers(call("is_valid", col))]
             # NaN / Infinity literals (json.loads tags them), integers past 2**53 or past the
             # float range (json.loads keeps them exact): all are the streaming path's to report.
             if not np.isfinite(v).all() or np.any((np.abs(v) >= 2.0**53) & (v == np.round(v))):

@@ -295,6 +295,8 @@ import sys
 from crbc_viz.cli import main
 rc = main(["score", sys.argv[1], "-o", sys.argv[2]])
 print("pandas imported" if "pandas" in sys.modules else "no pandas")
+# pyarrow.compute builds a wrapper per kernel on import (~60 ms): the lane calls the kernels.
+print("compute imported" if "pyarrow.compute" in sys.modules else "no compute")
 sys.exit(rc)
 """
 
@@ -308,6 +310,7 @@ def test_score_cli_on_a_clean_log_never_imports_pandas(fmt, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert "no pandas" in proc.stdout
+    assert "no compute" in proc.stdout
     # The file pandas reads back is the frame the pandas writer would have written.
     want = score(_schema_path(log), "crbc").to_frame()
     pd.testing.assert_frame_equal(pd.read_parquet(out), want)
@@ -339,3 +342,26 @@ def test_arrow_texts_and_take():
     assert _arrow.take(arr, np.array([4, 0, 2])).to_pylist() == [words[4], words[0], words[2]]
     with pytest.raises(TypeError, match="no Arrow conversion"):
         _arrow.array(np.zeros(2, dtype=np.float16))
+
+
+def test_arrow_call_and_cast_match_pyarrow_compute():
+    """`call` / `cast` (the kernels without importing pyarrow.compute) give what the public
+    pyarrow.compute functions give."""
+    import pyarrow.compute as pc
+
+    words = pa.chunked_array([["b", None, "a"], ["b", "c", None]])
+    got, want = _arrow.call("dictionary_encode", words.combine_chunks()), pc.dictionary_encode(words)
+    assert got.indices.to_pylist() == want.combine_chunks().indices.to_pylist()
+    assert got.dictionary.to_pylist() == ["b", "a", "c"]
+    filled = _arrow.call("coalesce", words, _arrow.texts(["?"])[0])
+    assert filled.to_pylist() == pc.fill_null(words, "?").to_pylist()
+    ints = pa.chunked_array([[3, -7], [12]])
+    assert _arrow.call("min_max", ints).as_py() == {"min": -7, "max": 12}
+    wide = _arrow.cast(words, pa.large_string())
+    assert wide.type == pa.large_string() and wide.to_pylist() == words.to_pylist()
+    assert _arrow.cast(words, pa.string()) is words  # already that type: untouched
+    with pytest.raises(pa.ArrowInvalid):  # a checked cast, as pc.cast
+        _arrow.cast(pa.array([2**40]), pa.int32())
+    table = pa.table({"x": [10, 20, 30]})
+    assert _arrow.take(table, np.array([2, 0])).column("x").to_pylist() == [30, 10]
+    assert _arrow.take(table, pa.array([1])).column("x").to_pylist() == [20]

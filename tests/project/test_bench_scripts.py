@@ -69,3 +69,25 @@ def test_user_path_quick_renders_every_issue17_row():
         assert label in block, label
     gpu = "no GPU on this machine" not in block  # with a GPU its row gets a table too
     assert block.count("| met |") == 3 + gpu and "met (≤ 10 s, ≤ 2 GB)" in block  # + the sweep's
+
+
+def test_user_path_cli_baseline_is_the_tree_the_issue_measured(tmp_path):
+    """The CLI row's baseline runs the commit issue 17 measured (before the columnar lane),
+    extracted from git; a checkout without that commit says so instead of timing nothing."""
+    import pytest
+
+    sys.path.insert(0, str(ROOT))
+    from bench import user_path
+
+    tree = user_path._baseline_tree(tmp_path)
+    if isinstance(tree, str):
+        pytest.skip(tree)  # a shallow clone or no git: the block's row says the same
+    assert (tree / "crbc_viz" / "cli.py").is_file()  # one module then, a package now
+    assert not (tree / "crbc_viz" / "io" / "columnar.py").exists()
+    proc = subprocess.run(
+        [sys.executable, "-c", "import crbc_viz, sys; print(crbc_viz.__file__)"],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.stdout.strip() == str(tree / "crbc_viz" / "__init__.py")  # `-m` from there runs it
