@@ -5,6 +5,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from helpers import ROOT
 
 
@@ -71,12 +73,10 @@ def test_user_path_quick_renders_every_issue17_row():
     assert block.count("| met |") == 3 + gpu and "met (≤ 10 s, ≤ 2 GB)" in block  # + the sweep's
 
 
-def test_user_path_cli_baseline_is_the_tree_the_issue_measured(tmp_path):
+def test_user_path_cli_baseline_is_the_tree_the_issue_measured(tmp_path, monkeypatch):
     """The CLI row's baseline runs the commit issue 17 measured (before the columnar lane),
     extracted from git; a checkout without that commit says so instead of timing nothing."""
-    import pytest
-
-    sys.path.insert(0, str(ROOT))
+    monkeypatch.syspath_prepend(str(ROOT))
     from bench import user_path
 
     tree = user_path._baseline_tree(tmp_path)
