@@ -7,3 +7,6 @@ from pathlib import Path
 _TESTS = str(Path(__file__).resolve().parent)
 if _TESTS not in sys.path:
     sys.path.insert(0, _TESTS)
+
+# Pristine copies of trainer files (tests/fixtures/trainer_sources/): patched by a test, never imported.
+collect_ignore_glob = ["fixtures/trainer_sources/*"]

@@ -1,22 +1,25 @@
-"""The trainer patches of tests/trainer_patches/ (ours; the trainers' code is not committed).
+"""The trainer patches of tests/trainer_patches/ (ours), checked on every run.
 
-Without the network a test cannot fetch verl-agent or ROLL, so:
-- always: each patch is a well-formed unified diff touching only the files it names, every
-  added line is ours (it mentions crbc), and the calls it adds match our functions' signatures;
-- when a checkout (or a bare git mirror) of the trainer is named by an environment variable —
-  ``CRBC_VIZ_SRC_VERL_AGENT``, ``CRBC_VIZ_SRC_ROLL`` — the patch is applied to the files of the
-  commit its name carries (``git apply --check``, then applied to a copy, which must compile);
-  without one that test skips, saying so. verl's patch is applied to the installed wheel by
-  tests/integrations/test_integrations_trainers.py.
+- each patch is a well-formed unified diff touching only the files it names, every added line is
+  ours (it mentions crbc), and the calls it adds match our functions' signatures;
+- each patch applies (``git apply --check``, then applied to a copy that must compile and hold our
+  call) to pristine copies of exactly the files it touches, at the commit or release its name
+  carries: tests/fixtures/trainer_sources/, whose SOURCES.json gives each file's upstream git blob
+  id or wheel RECORD hash — checked here, so a copy edited by hand fails. verl's patch is also
+  applied to the installed wheel by tests/integrations/test_integrations_trainers.py.
 """
 
 from __future__ import annotations
 
 import ast
+import base64
+import hashlib
 import inspect
+import json
 import os
 import py_compile
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -25,19 +28,17 @@ import pytest
 from helpers import ROOT
 
 PATCHES = ROOT / "tests" / "trainer_patches"
-#: patch file -> (env var naming a checkout or git dir, files it touches, our function it calls)
+#: patch file -> (files it touches, our function it calls)
 KNOWN = {
     "verl-agent-796ed31.patch": (
-        "CRBC_VIZ_SRC_VERL_AGENT",
         {"verl/trainer/ppo/ray_trainer.py", "agent_system/multi_turn_rollout/rollout_loop.py"},
         "crbc_viz.integrations.verl_agent:compute_advantage",
     ),
     "roll-8eb27cc.patch": (
-        "CRBC_VIZ_SRC_ROLL",
         {"roll/configs/base_config.py", "roll/pipeline/agentic/utils.py"},
         "crbc_viz.integrations.roll:response_level_advantages",
     ),
-    "verl-0.9.1.patch": (None, {"verl/trainer/ppo/ray_trainer.py"}, None),
+    "verl-0.9.1.patch": ({"verl/trainer/ppo/ray_trainer.py"}, None),
 }
 
 
@@ -63,7 +64,7 @@ def test_every_patch_is_known():
 def test_patch_structure(name):
     text = (PATCHES / name).read_text(encoding="utf-8")
     files = hunks(text)
-    assert set(files) == KNOWN[name][1]
+    assert set(files) == KNOWN[name][0]
     for f, (added, removed) in files.items():
         assert added, f
         assert len(added) <= 12 and len(removed) <= 3, f"{name}: {f} is not a minimal change"
@@ -80,12 +81,12 @@ def test_patch_structure(name):
             assert re.match(r"@@ -\d+(,\d+)? \+\d+(,\d+)? @@", line), line
 
 
-@pytest.mark.parametrize("name", [n for n, (_, _, fn) in KNOWN.items() if fn])
+@pytest.mark.parametrize("name", [n for n, (_, fn) in KNOWN.items() if fn])
 def test_patched_calls_match_our_signatures(name):
     """The keyword arguments the patch passes exist in our function (a rename breaks this)."""
     import importlib
 
-    mod, fn = KNOWN[name][2].split(":")
+    mod, fn = KNOWN[name][1].split(":")
     sig = inspect.signature(getattr(importlib.import_module(mod), fn))
     added = "\n".join(a for f, (adds, _) in hunks((PATCHES / name).read_text()).items() for a in adds)
     call = re.search(r"(crbc_advantage|response_level_advantages)\((.*?)\)\n", added + "\n", re.S)
@@ -100,30 +101,47 @@ def test_patched_calls_match_our_signatures(name):
     assert len(node.args) <= len(positional)
 
 
-def _source_tree(var: str, commit: str, files, dest: Path) -> Path:
-    """The patch's files at ``commit`` from a checkout or a bare git mirror, copied into dest."""
-    src = Path(os.environ[var])
-    git_dir = src if (src / "objects").is_dir() else src / ".git"
+SOURCES = ROOT / "tests" / "fixtures" / "trainer_sources"
+
+
+def _tree_of(name: str) -> Path:
+    return SOURCES / name.removesuffix(".patch")
+
+
+def _git_blob_id(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+@pytest.mark.parametrize("name", sorted(KNOWN))
+def test_vendored_sources_are_pristine(name):
+    """Each copy is byte for byte the upstream file SOURCES.json names, with its licence beside it."""
+    spec = json.loads((SOURCES / "SOURCES.json").read_text())[_tree_of(name).name]
+    assert set(spec["files"]) == KNOWN[name][0]
+    assert "Apache License" in (_tree_of(name) / "LICENSE").read_text(encoding="utf-8")
+    for f, ident in spec["files"].items():
+        data = (_tree_of(name) / f).read_bytes()
+        if "git_blob" in ident:
+            assert _git_blob_id(data) == ident["git_blob"], f"{name}: {f} is not the file at {spec['commit']}"
+        else:
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            assert digest == ident["wheel_record_sha256"], f"{name}: {f} is not the wheel's file"
+
+
+@pytest.mark.parametrize("name", sorted(KNOWN))
+def test_patch_applies_to_pristine_source(name, tmp_path):
+    files = KNOWN[name][0]
+    tree = tmp_path / "src"
     for f in files:
-        blob = subprocess.run(
-            ["git", "--git-dir", str(git_dir), "show", f"{commit}:{f}"], check=True, capture_output=True
-        ).stdout
-        (dest / f).parent.mkdir(parents=True, exist_ok=True)
-        (dest / f).write_bytes(blob)
-    return dest
-
-
-@pytest.mark.parametrize("name", [n for n, (var, _, _) in KNOWN.items() if var])
-def test_patch_applies_to_fetched_source(name, tmp_path):
-    var, files, _ = KNOWN[name]
-    if not os.environ.get(var):
-        pytest.skip(f"{var} is not set (a checkout or git mirror of the trainer; no network here)")
-    commit = re.search(r"-([0-9a-f]{7,40})\.patch$", name).group(1)
-    tree = _source_tree(var, commit, files, tmp_path / "src")
+        (tree / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(_tree_of(name) / f, tree / f)
     subprocess.run(["git", "init", "-q"], cwd=tree, check=True)
     patch = PATCHES / name
-    subprocess.run(["git", "apply", "--check", str(patch)], cwd=tree, check=True)
-    subprocess.run(["git", "apply", str(patch)], cwd=tree, check=True)
+    subprocess.run(["git", "apply", "--check", str(patch)], cwd=tree, check=True, capture_output=True)
+    subprocess.run(["git", "apply", str(patch)], cwd=tree, check=True, capture_output=True)
     for f in files:
+        before = (_tree_of(name) / f).read_text(encoding="utf-8")
+        after = (tree / f).read_text(encoding="utf-8")
+        assert after != before, f"{name} changed nothing in {f}"
         py_compile.compile(str(tree / f), doraise=True)
-        assert "crbc" in (tree / f).read_text(encoding="utf-8")
+        added = set(after.splitlines()) - set(before.splitlines())
+        assert any("crbc" in line.lower() or "needs_non_tensor_batch" in line for line in added), f
