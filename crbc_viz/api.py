@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 
 from .data import RolloutBatch
@@ -12,6 +13,8 @@ from .result import CreditResult
 __all__ = ["score", "score_frame", "score_all", "BACKENDS", "AUTO_ORDER", "load_backends"]
 
 BACKENDS = ("auto", "numpy", "torch", "numba")
+
+log = logging.getLogger(__name__)
 
 
 def score(
@@ -74,11 +77,16 @@ def _auto_backend(spec, device: str, graph: AnchorGraph, params=None) -> str:
     from .estimators import registry
 
     params = params if params is not None else spec.check()
+    passed = []  # (backend:device, why not) of each backend asked before the one chosen
     for backend, where in AUTO_ORDER:
         if device not in ("auto", where) or registry.kernel(spec.name, backend) is None:
             continue
-        if backend == "numpy" or _package(backend).should_run(spec, graph, where, params) is True:
+        verdict = True if backend == "numpy" else _package(backend).should_run(spec, graph, where, params)
+        if verdict is True:
+            why = "; ".join(f"not {b}: {reason}" for b, reason in passed) or "the first backend asked"
+            log.info("auto: %s runs on %s:%s (%s)", spec.name, backend, where, why)
             return backend
+        passed.append((f"{backend}:{where}", verdict))
     raise BackendUnavailable(
         f"device='{device}': no backend of estimator '{spec.name}' runs there "
         f"(CUDA needs torch and a CUDA device)"

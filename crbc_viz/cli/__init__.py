@@ -56,6 +56,10 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     for name, module in COMMANDS.items():
         mod = importlib.import_module(module)
         sp = sub.add_parser(name, help=mod.HELP, description=mod.HELP[:1].upper() + mod.HELP[1:] + ".")
+        # -v after the command too (``crbc-viz score -v``); SUPPRESS keeps a -v given before it.
+        sp.add_argument(
+            "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+        )
         if argv is None or name == chosen:
             mod.add_arguments(sp)
         sp.set_defaults(func=mod.run)
