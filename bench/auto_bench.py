@@ -1,0 +1,94 @@
+"""``auto`` in a long-running process: the time of each of the first calls of
+``crbc_viz.score(batch, name)`` in a fresh process, beside the compiled engine's time on the
+same batch once loaded (``backend="numba"``, median of the repeats).
+
+    python -m bench.auto_bench [--workload b] [--calls 5] [--repeats 7] [--write]
+
+Target: by the third call ``auto`` is within 1.5x the engine. Each run is a fresh process
+(what is loaded in it is the state measured); ``--write`` replaces the block in bench/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+START, END = "<!-- auto-bench:begin -->", "<!-- auto-bench:end -->"
+
+CHILD = """
+import json, sys, time
+import crbc_viz
+from bench.workloads import load
+batch = load(sys.argv[1])
+name, calls, repeats = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+auto = []
+for _ in range(calls):
+    t = time.perf_counter(); r = crbc_viz.score(batch, name); auto.append([time.perf_counter() - t, r.backend])
+crbc_viz.score(batch, name, backend="numba")
+eng = []
+for _ in range(repeats):
+    t = time.perf_counter(); crbc_viz.score(batch, name, backend="numba"); eng.append(time.perf_counter() - t)
+print(json.dumps({"auto": auto, "engine": eng}))
+"""
+
+
+def measure(workload: str, name: str, calls: int, repeats: int) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, workload, name, str(calls), str(repeats)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    res = json.loads(out.strip().splitlines()[-1])
+    res["engine_median"] = statistics.median(res["engine"])
+    return res
+
+
+def table(workload: str, name: str, res: dict) -> str:
+    eng = res["engine_median"]
+    rows = [
+        "| call | backend | ms | × engine |",
+        "| ---: | --- | ---: | ---: |",
+    ]
+    for i, (s, backend) in enumerate(res["auto"], 1):
+        rows.append(f"| {i} | {backend} | {s * 1e3:.1f} | {s / eng:.2f} |")
+    third = res["auto"][2][0] / eng if len(res["auto"]) >= 3 else float("nan")
+    met = "yes" if third <= 1.5 else "no"
+    return (
+        "**auto in a long-running process** (`crbc_viz.score` called again in one process).\n"
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPU cores, Python {platform.python_version()}. "
+        f"Command: `python -m bench.auto_bench --workload {workload} --write`; one fresh process; "
+        f"engine (`backend=\"numba\"`, loaded): median {eng * 1e3:.1f} ms of {len(res['engine'])}.\n\n"
+        + "\n".join(rows)
+        + f"\n\nThird call within 1.5× the engine: {met} ({third:.2f}×)."
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench.auto_bench")
+    ap.add_argument("--workload", default="b")
+    ap.add_argument("--estimator", default="crbc")
+    ap.add_argument("--calls", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--write", action="store_true")
+    a = ap.parse_args()
+    text = table(a.workload, a.estimator, measure(a.workload, a.estimator, a.calls, a.repeats))
+    print(text)
+    if a.write:
+        from bench.__main__ import write_block
+
+        write_block(text, START, END, section="## Estimators (issues 2 and 6)")
+
+
+if __name__ == "__main__":
+    main()
