@@ -18,6 +18,9 @@ import math
 
 import numpy as np
 
+from ...ops.checks import check_step_arrays
+from ..checks import check_engine_params
+
 __all__ = ["crbc_step_credit", "DENSE_MAX", "available"]
 
 DENSE_MAX = 1024
@@ -176,14 +179,19 @@ def group_kernel(
             vx = V[x] if x >= 0 else (1.0 if x == -1 else 0.0)
             Q[pair[k]] += beta * vx / pcount[pair[k]]
     else:
-        # visit-local returns G = β^(T−t+1)·R, then K backups
+        # visit-local returns G = β^(T−t+1)·R summed in step order, then divided once (as the
+        # reference's bincount: an all-success group at β = 1 gets V = 1 exactly), then K backups
         for t in range(t_lo, t_hi):
             a, b = traj_off[t] - lo, traj_off[t + 1] - lo
             R = 1.0 if success[t] else 0.0
             for k in range(a, b):
                 G = beta ** (b - k) * R
-                V[node[k]] += G / visits[node[k]]
-                Q[pair[k]] += G / pcount[pair[k]]
+                V[node[k]] += G
+                Q[pair[k]] += G
+        for i in range(n):
+            V[i] /= visits[i]
+        for p in range(npairs):
+            Q[p] /= pcount[p]
         for _ in range(depth):
             Qn = np.zeros(npairs, np.float64)
             for k in range(n_steps):
@@ -300,18 +308,48 @@ def crbc_step_credit(
     """CRBC per step straight from raw step arrays (the training-loop entry point).
 
     Args:
-        step_anchor_hash: ``[S]`` uint64 anchor hash (merged within each group only).
-        step_action: ``[S]`` int action ids (any consistent integer coding).
-        traj_offsets: ``[T + 1]`` step offsets; ``group_traj_offsets``: ``[G + 1]``.
-        traj_success: ``[T]`` bool outcome.
-        beta, depth, sigma_min, w_group, w_step, min_actions: as `crbc_viz.estimators.crbc.crbc`.
+        step_anchor_hash: ``[S]`` uint64 anchor hash (merged within each group only; any
+            integer dtype, int64 read bit for bit).
+        step_action: ``[S]`` integer action ids in ``[0, 2**32)`` (any consistent coding).
+        traj_offsets: ``[T + 1]`` step offsets: 0, strictly increasing (no empty
+            trajectory), S last. ``group_traj_offsets``: ``[G + 1]`` trajectory offsets: 0,
+            non-decreasing, T last.
+        traj_success: ``[T]`` bool outcome (or 0/1 numbers).
+        beta, depth, sigma_min, w_group, w_step, min_actions: as `crbc_viz.estimators.crbc.crbc`
+            (same bounds). dense_max: integer >= 0.
 
     Returns:
         dict of ``value``, ``q_value``, ``credit``, ``advantage`` (each ``[S]`` float64) and
         ``closure_residual`` (max over groups; exact depth only), ``num_nodes`` (anchors
         merged) and ``gated_nodes`` (anchors with fewer than ``min_actions`` actions).
+
+    Raises:
+        EstimatorInputError: an array or parameter outside that contract (named in the
+            message), checked before the kernel runs (`crbc_viz.ops.checks`).
     """
     fn = _compiled()
+    caller = "crbc_step_credit"
+    p, dense_max = check_engine_params(
+        caller,
+        beta=beta,
+        depth=depth,
+        sigma_min=sigma_min,
+        w_group=w_group,
+        w_step=w_step,
+        min_actions=min_actions,
+        dense_max=dense_max,
+    )
+    beta, depth, sigma_min, w_group, w_step, min_actions = (
+        p.beta,
+        p.depth,
+        p.sigma_min,
+        p.w_group,
+        p.w_step,
+        p.min_actions,
+    )
+    step_anchor_hash, step_action, traj_offsets, group_traj_offsets, traj_success = check_step_arrays(
+        step_anchor_hash, step_action, traj_offsets, group_traj_offsets, traj_success, caller=caller
+    )
     S = step_anchor_hash.shape[0]
     out = {k: np.zeros(S) for k in ("value", "q_value", "credit", "advantage")}
     G = group_traj_offsets.shape[0] - 1
@@ -320,11 +358,11 @@ def crbc_step_credit(
     node_stats = np.zeros((G, 2), np.int64)
     depth_inf = math.isinf(depth)
     fn(
-        np.ascontiguousarray(step_anchor_hash, dtype=np.uint64),
-        np.ascontiguousarray(step_action, dtype=np.int64),
-        np.ascontiguousarray(traj_offsets, dtype=np.int64),
-        np.ascontiguousarray(group_traj_offsets, dtype=np.int64),
-        np.ascontiguousarray(traj_success, dtype=np.bool_),
+        step_anchor_hash,
+        step_action,
+        traj_offsets,
+        group_traj_offsets,
+        traj_success,
         float(beta),
         depth_inf,
         0 if depth_inf else int(depth),

@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from ...errors import EstimatorInputError
 from ...estimators.registry import implements
 from ...graph import SUCCESS, AnchorGraph
 from ...result import CreditResult
@@ -25,6 +26,20 @@ __all__ = ["crbc_torch", "visit_local_torch", "closure_values_torch", "DENSE_MAX
 DENSE_MAX = 512
 #: Most bytes of padded dense matrices allocated at once (a size class is solved in chunks).
 CHUNK_BYTES = 256 << 20
+
+
+def check_float_dtype(dtype, caller: str):
+    """``dtype`` as torch.float64 (None) or torch.float32 (the solves' dtypes); anything else
+    raises `EstimatorInputError` naming ``caller``."""
+    import torch
+
+    if dtype is None:
+        return torch.float64
+    if dtype not in (torch.float64, torch.float32):
+        raise EstimatorInputError(
+            f"{caller}: parameter 'dtype' must be torch.float64 or torch.float32, got {dtype!r}"
+        )
+    return dtype
 
 
 def _bucket_size(n: np.ndarray) -> np.ndarray:
@@ -44,7 +59,7 @@ def closure_values_torch(
     import torch
 
     dev = torch.device(resolve_device(device))
-    dtype = dtype or torch.float64
+    dtype = check_float_dtype(dtype, "closure_values_torch")
     src = graph.pair_node[graph.edge_pair]
     w = graph.edge_count / graph.node_visits[src].astype(np.float64)  # μ(a|s)·P(x|s,a) = N(s,a,x)/N(s)
     t = lambda a, dt=None: torch.as_tensor(a, device=dev, dtype=dt)  # noqa: E731
@@ -198,7 +213,7 @@ def _family_torch(
     import torch
 
     dev = torch.device(resolve_device(device))
-    dtype = dtype or torch.float64
+    dtype = check_float_dtype(dtype, f"{name}_torch")
     N, P = graph.num_nodes, graph.pair_node.shape[0]
     pair_node = torch.as_tensor(graph.pair_node, device=dev)
     pair_count = torch.as_tensor(graph.pair_count, device=dev, dtype=dtype)

@@ -12,26 +12,132 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import EstimatorInputError
 from ...graph import SUCCESS
+from ...ops.checks import ACTION_ID_LIMIT, check_step_arrays
+from ..checks import check_engine_params
 from ._device import resolve_device
-from .crbc import DENSE_MAX, group_advantage_torch, readout, solve_closure
+from .crbc import DENSE_MAX, check_float_dtype, group_advantage_torch, readout, solve_closure
 
-__all__ = ["crbc_step_credit_torch", "to_device"]
+__all__ = ["crbc_step_credit_torch", "to_device", "check_step_tensors"]
+
+_NAMES = ("step_hash", "step_action", "traj_offsets", "group_traj_offsets", "traj_success")
 
 
 def to_device(step_anchor_hash, step_action, traj_offsets, group_traj_offsets, traj_success, device="auto"):
-    """Place the five step arrays on ``device`` once (outside a timed loop)."""
+    """Check the five step arrays (`crbc_viz.ops.checks.check_step_arrays`) and place them on
+    ``device`` once (outside a timed loop)."""
     import torch
 
-    dev = torch.device(resolve_device(device))
-    h = np.ascontiguousarray(step_anchor_hash, dtype=np.uint64).view(np.int64)
-    return (
-        torch.as_tensor(h, device=dev),
-        torch.as_tensor(np.asarray(step_action, np.int64), device=dev),
-        torch.as_tensor(np.asarray(traj_offsets, np.int64), device=dev),
-        torch.as_tensor(np.asarray(group_traj_offsets, np.int64), device=dev),
-        torch.as_tensor(np.asarray(traj_success, bool), device=dev),
+    h, a, to, gto, s = check_step_arrays(
+        step_anchor_hash, step_action, traj_offsets, group_traj_offsets, traj_success, caller="to_device"
     )
+    dev = torch.device(resolve_device(device))
+    return (
+        torch.as_tensor(h.view(np.int64), device=dev),
+        torch.as_tensor(a, device=dev),
+        torch.as_tensor(to, device=dev),
+        torch.as_tensor(gto, device=dev),
+        torch.as_tensor(s, device=dev),
+    )
+
+
+def _is_int(t) -> bool:
+    import torch
+
+    return not (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool)
+
+
+def check_step_tensors(
+    step_hash, step_action, traj_offsets, group_traj_offsets, traj_success, *, caller: str
+):
+    """The contract of `crbc_viz.ops.checks.check_step_arrays` on tensors, where they are:
+    shapes, dtypes and devices from the metadata, the values by reductions on the device that
+    come back to the host in one transfer. Returns the five tensors with the actions and
+    offsets as int64 and the outcomes as bool; raises `EstimatorInputError` naming
+    ``caller`` and the argument."""
+    import torch
+
+    args = (step_hash, step_action, traj_offsets, group_traj_offsets, traj_success)
+
+    def error(name, what):
+        return EstimatorInputError(f"{caller}: argument '{name}' {what}")
+
+    for name, t in zip(_NAMES, args):
+        if not isinstance(t, torch.Tensor):
+            raise error(name, f"must be a torch tensor (see to_device), got {type(t).__name__}")
+        if t.dim() != 1:
+            raise error(name, f"must be 1-D, got shape {tuple(t.shape)}")
+        if t.device != step_hash.device:
+            raise error(name, f"is on {t.device}, 'step_hash' on {step_hash.device} (one device for all)")
+        if name != "traj_success" and not _is_int(t):
+            raise error(name, f"must have an integer dtype, got {t.dtype}")
+    if traj_success.is_complex():
+        raise error("traj_success", f"must be bool or 0/1 numbers, got dtype {traj_success.dtype}")
+    S = step_hash.shape[0]
+    if step_action.shape[0] != S:
+        raise error("step_action", f"must have length S (of 'step_hash') = {S}, got {step_action.shape[0]}")
+    for name, t in (("traj_offsets", traj_offsets), ("group_traj_offsets", group_traj_offsets)):
+        if t.shape[0] == 0:
+            raise error(name, "must have at least one entry (offsets [K + 1] start at 0)")
+    T = traj_offsets.shape[0] - 1
+    if traj_success.shape[0] != T:
+        raise error(
+            "traj_success", f"must have length T (of 'traj_offsets') = {T}, got {traj_success.shape[0]}"
+        )
+    step_action, traj_offsets, group_traj_offsets = (
+        t.to(torch.int64) for t in (step_action, traj_offsets, group_traj_offsets)
+    )
+    to_step, gto_step = traj_offsets.diff(), group_traj_offsets.diff()
+    # (name, what is wrong, 0-d bool on the device, the offending value: read only on failure)
+    tests = [
+        ("traj_offsets", "must start at 0", traj_offsets[0] != 0, lambda: traj_offsets[0]),
+        (
+            "traj_offsets",
+            "must strictly increase (no empty trajectory)",
+            (to_step < 1).any(),
+            lambda: f"a step of {to_step.min().item()}",
+        ),
+        (
+            "traj_offsets",
+            f"must end at S = {S} (the length of 'step_hash')",
+            traj_offsets[-1] != S,
+            lambda: traj_offsets[-1],
+        ),
+        ("group_traj_offsets", "must start at 0", group_traj_offsets[0] != 0, lambda: group_traj_offsets[0]),
+        (
+            "group_traj_offsets",
+            "must never decrease",
+            (gto_step < 0).any(),
+            lambda: f"a step of {gto_step.min().item()}",
+        ),
+        (
+            "group_traj_offsets",
+            f"must end at T = {T} (len(traj_offsets) - 1)",
+            group_traj_offsets[-1] != T,
+            lambda: group_traj_offsets[-1],
+        ),
+    ]
+    if S:
+        lo, hi = step_action.min(), step_action.max()
+        tests.append(
+            (
+                "step_action",
+                f"must hold ids in [0, {ACTION_ID_LIMIT})",
+                (lo < 0) | (hi >= ACTION_ID_LIMIT),
+                lambda: f"min {lo.item()}, max {hi.item()}",
+            )
+        )
+    if traj_success.dtype != torch.bool:
+        off = (traj_success != 0) & (traj_success != 1)
+        tests.append(("traj_success", "must be bool or 0/1", off.any(), lambda: traj_success[off][0]))
+    failed = torch.stack([bad for _, _, bad, _ in tests]).tolist()  # the one host transfer
+    for (name, what, _, got), bad in zip(tests, failed):
+        if bad:
+            value = got()
+            value = value.item() if isinstance(value, torch.Tensor) else value
+            raise error(name, f"{what}, got {value}")
+    return step_hash, step_action, traj_offsets, group_traj_offsets, traj_success.to(torch.bool)
 
 
 def crbc_step_credit_torch(
@@ -51,15 +157,39 @@ def crbc_step_credit_torch(
 ):
     """Exact CRBC per step; inputs are tensors from `to_device` (all on one device).
 
+    Args:
+        step_hash, step_action, traj_offsets, group_traj_offsets, traj_success: the arrays of
+            `crbc_viz.backends.numba.crbc.crbc_step_credit`, as tensors on one device.
+        beta, sigma_min, w_group, w_step, min_actions: as `crbc_viz.estimators.crbc.crbc`.
+        dtype: a floating dtype, float64 by default. dense_max: integer >= 0.
+
     Returns:
         dict of ``value``, ``q_value``, ``credit``, ``advantage`` tensors ``[S]`` and the
         ``closure_residual`` (float). float64 by default; ``dtype=torch.float32`` agrees with
         float64 to about 1e-5 on these workloads (bench/RESULTS.md states the measured gap).
+
+    Raises:
+        EstimatorInputError: a tensor or parameter outside that contract, named in the message
+            (`check_step_tensors`: one host transfer for the value checks).
     """
     import torch
 
+    caller = "crbc_step_credit_torch"
+    p, dense_max = check_engine_params(
+        caller,
+        beta=beta,
+        sigma_min=sigma_min,
+        w_group=w_group,
+        w_step=w_step,
+        min_actions=min_actions,
+        dense_max=dense_max,
+    )
+    beta, sigma_min, w_group, w_step, min_actions = p.beta, p.sigma_min, p.w_group, p.w_step, p.min_actions
+    dtype = check_float_dtype(dtype, caller)
+    step_hash, step_action, traj_offsets, group_traj_offsets, traj_success = check_step_tensors(
+        step_hash, step_action, traj_offsets, group_traj_offsets, traj_success, caller=caller
+    )
     dev = step_hash.device
-    dtype = dtype or torch.float64
     S = step_hash.shape[0]
     T = traj_offsets.shape[0] - 1
     G = group_traj_offsets.shape[0] - 1
