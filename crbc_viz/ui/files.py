@@ -28,6 +28,7 @@ __all__ = [
     "file_ref",
     "file_digest",
     "save_upload",
+    "shown_name",
     "suffix_of",
     "prune_uploads",
 ]
@@ -39,6 +40,10 @@ MAX_UPLOAD_MB = 200
 MAX_UPLOADS_TOTAL_MB = 2048
 MAX_UPLOADS_KEPT = 64
 _UPLOAD_PREFIX = "crbc-viz-uploads-"
+#: The name each stored upload was last uploaded under (its resolved path -> name), so that
+#: messages name the user's file and never the server's copy; the oldest are forgotten first.
+_UPLOAD_NAMES: dict[str, str] = {}
+_UPLOAD_NAMES_KEPT = 4 * MAX_UPLOADS_KEPT
 _STALE_S = 7 * 86400
 
 
@@ -214,8 +219,31 @@ def save_upload(name: str, data: bytes) -> Path:
             f.write(data)
         os.replace(tmp, out)
     os.utime(out)  # most recently used: pruned last
+    _remember_name(out, name)
     prune_uploads(keep=out)
     return out
+
+
+def _remember_name(stored: Path, name: str) -> None:
+    """Record ``name`` (its last path part, non-printable characters as ``?``, bounded) as
+    the name of the stored upload ``stored``."""
+    base = name.replace("\\", "/").rsplit("/", 1)[-1] or name
+    clean = "".join(c if c.isprintable() else "?" for c in base)
+    key = str(Path(stored).resolve())
+    _UPLOAD_NAMES.pop(key, None)
+    _UPLOAD_NAMES[key] = _shown(clean, 120)
+    while len(_UPLOAD_NAMES) > _UPLOAD_NAMES_KEPT:
+        _UPLOAD_NAMES.pop(next(iter(_UPLOAD_NAMES)), None)
+
+
+def shown_name(path: str | os.PathLike) -> str:
+    """How messages name a file: an upload by the name it was last uploaded under, any other
+    file by its name (never a folder of the server)."""
+    try:
+        key = str(Path(path).resolve())
+    except (OSError, RuntimeError, ValueError):
+        key = str(path)
+    return _UPLOAD_NAMES.get(key) or Path(path).name
 
 
 def _upload_folder() -> Path:

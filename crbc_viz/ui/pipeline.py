@@ -17,10 +17,11 @@ from ..analysis.depth import depth_bound, depth_family
 from ..analysis.summary import batch_summary, group_table
 from ..analysis.trends import store_trends as _store_trends
 from ..api import score
+from ..errors import CrbcVizError
 from ..estimators import registry
 from ..estimators.crbc import crbc as crbc_fn
 from ..graph import build_graph
-from . import sources
+from . import sandbox, sources
 from .files import file_digest
 
 __all__ = [
@@ -69,9 +70,27 @@ def source_digest(src: sources.Source) -> str:
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
+def _load_outcome(digest: str, _path: str):
+    """The batch of a source, or the error that refused it: a refusal is cached like a batch,
+    so a file that crashes, exhausts or outlasts its reader is read once, not on every rerun."""
+    try:
+        return sandbox.open_batch(_path)
+    except CrbcVizError as e:
+        return e
+
+
 def load_batch(digest: str, _path: str):
-    """The batch of a `sources.Source.key` (a file path or a store group)."""
-    return sources.open_batch(_path)
+    """The batch of a `sources.Source.key` (a file path or a store group), read once per
+    content digest; uploads and server paths in a limited child process (`sandbox`).
+
+    Raises:
+        CrbcVizError: the file's `LoadError` (a `ParseAbortedError` when its reader died or ran
+            out of memory or time), or a store's `StoreError`.
+    """
+    outcome = _load_outcome(digest, _path)
+    if isinstance(outcome, CrbcVizError):
+        raise outcome.with_traceback(None)
+    return outcome
 
 
 @st.cache_data(show_spinner="Computing trends over the store …", max_entries=8)
