@@ -6,6 +6,7 @@ Each subclass also keeps the built-in base it had before (``ValueError``, ``KeyE
 
     CrbcVizError
     ├── LoadError            (a file's problems, each a `Problem` with file/line/field)
+    │   └── ParseAbortedError(its reading process died, or ran out of memory or time)
     ├── StoreError           (not a store, or a query that names nothing in it)
     ├── EstimatorInputError  (a parameter out of bounds or not a choice)
     ├── MissingSignalError   (an estimator needs optional logged fields the input lacks)
@@ -24,6 +25,7 @@ __all__ = [
     "CrbcVizError",
     "Problem",
     "LoadError",
+    "ParseAbortedError",
     "StoreError",
     "EstimatorInputError",
     "MissingSignalError",
@@ -75,6 +77,15 @@ class LoadError(CrbcVizError, ValueError):
         if self.total > len(shown):
             lines.append(f"  ... and {self.total - len(shown)} more")
         return "\n".join(lines)
+
+
+class ParseAbortedError(LoadError):
+    """A file whose reading was stopped from outside its reader: the app reads uploads and
+    server paths in a limited child process (`crbc_viz.ui.sandbox`), and that process died by
+    a signal or ran out of memory or time. One line per problem, no "problems in input" head."""
+
+    def render(self) -> str:
+        return "\n".join(str(p) for p in self.problems[:MAX_LISTED])
 
 
 class EstimatorInputError(CrbcVizError, ValueError):
