@@ -149,6 +149,44 @@ def _refusal(name: str, why: str) -> ParseAbortedError:
     return ParseAbortedError([Problem(name, None, None, why)])
 
 
+class _OutcomeUnpickler(pickle.Unpickler):
+    """Reads the child's outcome, and nothing else: only classes and functions of the modules a
+    batch or a load error is built from may be named (numpy, pandas, pyarrow, crbc_viz, and a few
+    plain builtins), so a pickle from anywhere else cannot run code in the server. The child
+    writes it with `pickle.dumps` of its own objects: the file's bytes cannot choose them."""
+
+    _MODULES = ("numpy", "pandas", "pyarrow", "crbc_viz", "collections", "datetime", "copyreg")
+    _BUILTINS = frozenset(
+        {
+            "list",
+            "dict",
+            "tuple",
+            "set",
+            "frozenset",
+            "int",
+            "float",
+            "complex",
+            "str",
+            "bytes",
+            "bytearray",
+            "bool",
+            "slice",
+            "range",
+            "object",
+            "type",
+            "getattr",
+        }
+    )
+
+    def find_class(self, module: str, name: str):
+        root = module.split(".")[0]
+        if (module == "builtins" and name in self._BUILTINS and name != "getattr") or (
+            root in self._MODULES and not name.startswith("__")
+        ):
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"{module}.{name} is not part of a parse outcome")
+
+
 def _run_child(key: str, name: str, memory: int, timeout: int) -> tuple:
     """Run the child on ``key``; its pickled outcome, or raise `ParseAbortedError`."""
     work = Path(tempfile.mkdtemp(prefix="crbc-viz-parse-"))  # 0700, removed below
@@ -193,7 +231,7 @@ def _run_child(key: str, name: str, memory: int, timeout: int) -> tuple:
             log.info("reading %s: child stderr:\n%s", key, tail)
         try:
             with open(out, "rb") as fh:
-                outcome = pickle.load(fh)
+                outcome = _OutcomeUnpickler(fh).load()
         except Exception as exc:  # none written, or from other code than this server's
             raise _refusal(name, f"its reader ended without a result ({type(exc).__name__})") from None
         log.debug("read %s in a child in %.2f s", key, time.monotonic() - t0)
