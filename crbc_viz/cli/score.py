@@ -27,8 +27,12 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    names = args.estimator or ["crbc"]
+    given = args.estimator or ["crbc"]
+    names = list(dict.fromkeys(given))  # each estimator once, in the order first named
     check_estimators(names)  # unknown names, bad --param and --out fail before loading
+    if len(names) < len(given):
+        repeated = [n for n in names if given.count(n) > 1]
+        log.warning("estimator(s) named more than once are scored once: %s", ", ".join(repeated))
     params = parse_params(args.param, names)
     check_out(args)
     batch = load_batch(args)
@@ -64,5 +68,5 @@ def score_and_write(batch, names: list[str], params: dict, args) -> int:
         out = pd.concat([r.to_frame() for r in results.values()], ignore_index=True)
         write_frame(out, args.out)
         rows = len(out)
-    print(f"wrote {rows} rows ({batch.num_steps} steps x {len(names)} estimator(s)) to {args.out}")
+    print(f"wrote {rows} rows ({batch.num_steps} steps x {len(results)} estimator(s)) to {args.out}")
     return 0

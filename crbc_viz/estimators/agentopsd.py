@@ -95,9 +95,10 @@ def reshape_turns(
     B = 1.0 / (1.0 + np.exp(-(math.log(b0 / (1.0 - b0)) + c)))  # Eq. 8: B_k = σ(logit B_0 + c_k)
     dB = np.diff(np.r_[b0, B])
     q = np.sign(a_seq) * dB  # Eq. 9
-    if K - ddof >= 1:
-        z = (q - q.mean()) / (q.std(ddof=ddof) + eps)
-    else:
+    sd = q.std(ddof=ddof) if K - ddof >= 1 else 0.0
+    if sd > 0 and q.max() > q.min():
+        z = (q - q.mean()) / (sd + eps)
+    else:  # one turn, or no spread (A_seq = 0 makes every q_k 0): z = 0, so A = A_seq (§9.5)
         z = np.zeros(K)
     w = np.clip(1.0 + b * z, 1.0 - b, 1.0 + b)  # Eq. 10
     return B, q, a_seq * ((1.0 - lam) + lam * w)  # Eq. 11
@@ -141,8 +142,9 @@ def agentopsd(
 
     Notes:
         A_seq is GRPO's group advantage (unbiased std, eps 1e-6) on the success indicator;
-        S/G is the group's success rate. A_seq = 0 gives A = 0; a single turn gives
-        A = A_seq; the sign of A_seq is never flipped since w_k ∈ [1 − b, 1 + b].
+        S/G is the group's success rate. A_seq = 0 gives A = 0 (every q_k is 0: no spread,
+        so z = 0 at any eps); a single turn gives A = A_seq; the sign of A_seq is never
+        flipped since w_k ∈ [1 − b, 1 + b].
 
     >>> import numpy as np
     >>> _, _, A = reshape_turns(np.array([0.5, -0.2, 2.0, 0.0]), 0.866, 0.5)

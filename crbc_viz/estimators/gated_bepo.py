@@ -14,6 +14,7 @@ from ..graph import AnchorGraph
 from ..ops.advantage import group_advantage
 from ..ops.closure import mean_backup_values, successor_values
 from ..ops.returns import discounted_returns
+from ..ops.segments import segment_zscore
 from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
 
@@ -110,7 +111,8 @@ def gated_bepo(
         = 1 and is not added again as r_{i,t}. The gate counts *successors* (not CRBC's
         actions); SUCCESS and FAILURE count as successors. The form of ρ ("adaptive
         mixing") and of norm(·) are unknown: both are parameters. A^E is GRPO's group
-        advantage on the success indicator. Truncation is failure.
+        advantage on the success indicator. Truncation is failure. Zero spread gives 0 at
+        any eps (A^E of equal outcomes; norm(A^B) of a group whose A^B are all equal).
 
     >>> from crbc_viz import load_rollouts, build_graph
     >>> r = gated_bepo(build_graph(load_rollouts("sample_rollouts/toy/toy_group.jsonl")))
@@ -151,13 +153,8 @@ def _gated_bepo(
     v_cur = V[graph.step_node]
     delta = gamma * v_next - v_cur
     a_b = _gae(graph, delta, gamma * gae_lambda)
-    if bellman_norm == "group_z":
-        sg = b.step_group
-        G = b.num_groups
-        cnt = np.bincount(sg, minlength=G).astype(np.float64)
-        mean = np.bincount(sg, weights=a_b, minlength=G) / np.maximum(cnt, 1)
-        var = np.bincount(sg, weights=(a_b - mean[sg]) ** 2, minlength=G) / np.maximum(cnt - ddof, 1)
-        a_norm = np.where(cnt[sg] < 2, 0.0, (a_b - mean[sg]) / (np.sqrt(var[sg]) + eps))
+    if bellman_norm == "group_z":  # a group of one step, or with no spread, gets 0
+        a_norm = segment_zscore(a_b, b.step_group, b.num_groups, ddof=ddof, eps=eps)[0]
     else:
         a_norm = a_b
     gate = (distinct_successors(graph) >= min_successors)[graph.step_node]

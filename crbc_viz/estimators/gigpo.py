@@ -14,7 +14,7 @@ from ..ops.segments import segment_zscore
 from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
 
-__all__ = ["GiGPOParams", "gigpo", "similarity_clusters", "step_groups", "episode_advantage"]
+__all__ = ["GiGPOParams", "gigpo", "similar", "similarity_clusters", "step_groups", "episode_advantage"]
 
 
 @dataclass(frozen=True)
@@ -68,9 +68,12 @@ class GiGPOParams:
     )
 
 
-#: Work allowed to similarity mode per call: characters of anchor text compared, summed over
-#: every ``ratio()`` call (pairwise, so quadratic in a group's anchors); ``$CRBC_VIZ_MAX_SIMILARITY_WORK``.
-MAX_SIMILARITY_WORK = 20_000_000  # about 10 s of difflib on one core
+#: Work allowed to similarity mode per call (``$CRBC_VIZ_MAX_SIMILARITY_WORK``), in elementary
+#: steps of difflib's matcher, each charged before it runs: a text's length when its characters
+#: are counted; per pair, the characters the two counts share, then (only where that bound can
+#: reach the threshold) both lengths for the matcher's index plus, for every block search, the
+#: index entries it may walk — quadratic in a text's length at worst, and pairwise over a group.
+MAX_SIMILARITY_WORK = 10_000_000  # at worst (one long block search) about 3 to 5 s of one core
 ENV_SIMILARITY_WORK = "CRBC_VIZ_MAX_SIMILARITY_WORK"
 
 
@@ -89,12 +92,77 @@ def similarity_budget() -> int:
     return int(v)
 
 
-def _similarity_too_costly(budget: int, group: int) -> EstimatorInputError:
-    return EstimatorInputError(
-        f"GiGPO similarity mode: comparing anchor texts pairwise (difflib, quadratic in a group's "
-        f"anchors) passed the work limit of {budget:,} characters in group {group}; use exact "
-        f"anchors (similarity=false), or set ${ENV_SIMILARITY_WORK} to raise the limit"
-    )
+class _Work:
+    """Similarity work charged before it is done; past the budget it refuses, naming the group."""
+
+    def __init__(self, budget: int, graph: AnchorGraph):
+        self.budget, self.spent, self.group, self.graph = budget, 0, 0, graph
+
+    def charge(self, steps: int) -> None:
+        self.spent += steps
+        if self.spent > self.budget:
+            raise EstimatorInputError(
+                f"GiGPO similarity mode: comparing anchor texts pairwise (difflib's matcher: "
+                f"quadratic in a group's anchors, and worse than linear in a text's length) "
+                f"passed the work limit of {self.budget:,} matcher steps in group "
+                f"'{self.graph.batch.group_label(self.group)}'; use exact anchors "
+                f"(similarity=false), or set ${ENV_SIMILARITY_WORK} to raise the limit"
+            )
+
+
+def similar(a: str, b: str, thresh: float, counts_a=None, counts_b=None, work: _Work | None = None) -> bool:
+    """``difflib.SequenceMatcher(None, a, b).ratio() >= thresh``, exactly, at a cost charged
+    to ``work`` before each step.
+
+    ratio = 2·M / (|a| + |b|) with M the characters of the matching blocks that
+    ``get_matching_blocks`` finds by splitting around each ``find_longest_match``. M never
+    exceeds the characters the two texts share (``quick_ratio``'s count), so a pair whose
+    shared count cannot reach ``thresh`` is decided from the two character counts alone; the
+    others run difflib's own block search (the same calls in the same regions, so the same
+    M), stopping as soon as the blocks found reach ``thresh`` or the regions left cannot.
+    ``counts_a`` / ``counts_b``: the `collections.Counter` of each text, when cached.
+    """
+    import difflib
+    from collections import Counter
+    from itertools import accumulate
+
+    charge = work.charge if work is not None else (lambda steps: None)
+    la, lb = len(a), len(b)
+    if la + lb == 0:
+        return 1.0 >= thresh  # difflib's ratio of two empty texts
+    ca = Counter(a) if counts_a is None else counts_a
+    cb = Counter(b) if counts_b is None else counts_b
+    small, big = (ca, cb) if len(ca) <= len(cb) else (cb, ca)
+    charge(len(small) + 1)
+    shared = sum(min(n, big.get(c, 0)) for c, n in small.items())
+    if 2.0 * shared / (la + lb) < thresh:
+        return False
+    charge(la + lb)  # the matcher's index of b, and the walk-length prefix over a
+    sm = difflib.SequenceMatcher(None, a, b)
+    occ = {c: len(js) for c, js in sm.b2j.items()}
+    # Entries find_longest_match may walk for a[:i] (one per position, plus b's occurrences).
+    walk = [0, *accumulate(occ.get(c, 0) + 1 for c in a)]
+    matched, possible = 0, min(la, lb)
+    queue = [(0, la, 0, lb)]
+    while queue:
+        alo, ahi, blo, bhi = queue.pop()
+        possible -= min(ahi - alo, bhi - blo)
+        charge(walk[ahi] - walk[alo] + 1)
+        i, j, k = sm.find_longest_match(alo, ahi, blo, bhi)
+        if k:
+            matched += k
+            possible += k
+            if 2.0 * matched / (la + lb) >= thresh:
+                return True
+            if alo < i and blo < j:
+                queue.append((alo, i, blo, j))
+                possible += min(i - alo, j - blo)
+            if i + k < ahi and j + k < bhi:
+                queue.append((i + k, ahi, j + k, bhi))
+                possible += min(ahi - i - k, bhi - j - k)
+        if 2.0 * possible / (la + lb) < thresh:
+            return False
+    return 2.0 * matched / (la + lb) >= thresh
 
 
 def similarity_clusters(graph: AnchorGraph, thresh: float) -> np.ndarray:
@@ -106,29 +174,31 @@ def similarity_clusters(graph: AnchorGraph, thresh: float) -> np.ndarray:
     symmetric); otherwise they open a new cluster. Representatives never change. Nodes
     stand for their steps: a repeated text meets the same earlier representatives, so it
     lands where its first occurrence did. Ids are global and in first-occurrence order.
+
+    The comparisons go through `similar` (the same decisions as ``ratio()``), whose work is
+    counted against `similarity_budget`: past it, `EstimatorInputError` before the work is done.
     """
-    import difflib
+    from collections import Counter
 
     if not 0.0 < thresh < 1.0:
         raise ValueError(f"similarity_thresh must lie strictly in (0, 1), got {thresh}")
     texts = [str(o) for o in graph.node_anchor_obs]
     out = np.empty(graph.num_nodes, dtype=np.int64)
     next_id = 0
-    budget = similarity_budget()
-    work = 0
+    work = _Work(similarity_budget(), graph)
     for g in range(graph.num_groups):
-        reps: list[tuple[int, str]] = []
+        work.group = g
+        reps: list[tuple[int, str, Counter]] = []
         for n in range(int(graph.group_node_offsets[g]), int(graph.group_node_offsets[g + 1])):
-            for cid, rep in reps:
-                work += len(texts[n]) + len(rep) + 1
-                if work > budget:
-                    raise _similarity_too_costly(budget, g)
+            work.charge(len(texts[n]) + 1)
+            counts = Counter(texts[n])
+            for cid, rep, rep_counts in reps:
                 # verl-agent's are_similar(obs, rep): ratio() is not symmetric.
-                if difflib.SequenceMatcher(None, texts[n], rep).ratio() >= thresh:
+                if similar(texts[n], rep, thresh, counts, rep_counts, work):
                     out[n] = cid
                     break
             else:
-                reps.append((next_id, texts[n]))
+                reps.append((next_id, texts[n], counts))
                 out[n] = next_id
                 next_id += 1
     return out

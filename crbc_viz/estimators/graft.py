@@ -12,6 +12,7 @@ import numpy as np
 
 from ..graph import AnchorGraph
 from ..ops.closure import mean_backup_values, successor_values
+from ..ops.segments import segment_zscore
 from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
 
@@ -174,7 +175,8 @@ def graft(
         Gauss–Seidel iteration, tol 1e-8); it equals CRBC's V with β = γ. At that fixed
         point every node's raw-edge mean of A_t is 0, so Graph GAE reduces to TD(0) and λ
         has no effect (§4.4). Cycles and self-loops need nothing special; truncated
-        rollouts end at FAILURE. A singleton node gets sign(A) (``singleton='sign'``).
+        rollouts end at FAILURE. A singleton node gets sign(A) (``singleton='sign'``; 0
+        where A = 0), and a node whose edge instances share one A^GAE gets 0, at any eps.
 
     >>> from crbc_viz import load_rollouts, build_graph
     >>> r = graft(build_graph(load_rollouts("sample_rollouts/toy/toy_group.jsonl")))
@@ -194,6 +196,11 @@ def graft(
     )
 
 
+def _sign(a: np.ndarray, eps: float) -> np.ndarray:
+    """A / (|A| + eps): ±1 up to eps, and exactly 0 where A = 0 (§4.5), eps = 0 included."""
+    return np.where(a == 0, 0.0, a / np.where(a == 0, 1.0, np.abs(a) + eps))
+
+
 def _graft(graph, _values, _bonus, *, gamma, gae_lambda, normalize, ddof, eps, singleton) -> CreditResult:
     if singleton not in ("sign", "zero", "raw"):
         raise ValueError(f"singleton must be 'sign', 'zero' or 'raw', got {singleton!r}")
@@ -209,11 +216,9 @@ def _graft(graph, _values, _bonus, *, gamma, gae_lambda, normalize, ddof, eps, s
     N = graph.num_nodes
     cnt = np.bincount(node, minlength=N)
     single = cnt[node] == 1
-    if normalize:  # Eq. 11
-        mean = np.bincount(node, weights=a_gae, minlength=N) / np.maximum(cnt, 1)
-        var = np.bincount(node, weights=(a_gae - mean[node]) ** 2, minlength=N) / np.maximum(cnt - ddof, 1)
-        a_hat = (a_gae - mean[node]) / (np.sqrt(var[node]) + eps)
-        sing = {"sign": a_gae / (np.abs(a_gae) + eps), "zero": np.zeros_like(a_gae), "raw": a_gae}[singleton]
+    if normalize:  # Eq. 11; a node whose edges all have the same A^GAE gets 0 (no 0/0 at eps = 0)
+        a_hat = segment_zscore(a_gae, node, N, ddof=ddof, eps=eps)[0]
+        sing = {"sign": _sign(a_gae, eps), "zero": np.zeros_like(a_gae), "raw": a_gae}[singleton]
         a_hat = np.where(single, sing, a_hat)
     else:
         a_hat = a_gae

@@ -39,6 +39,8 @@ def _length_standardized_exp(phi: np.ndarray, L: np.ndarray, c: float, eps: floa
     tot = L.sum()
     mean = np.dot(L, phi) / tot
     sigma = math.sqrt(np.dot(L, (phi - mean) ** 2) / tot)
+    if sigma == 0 or phi.max() == phi.min():
+        return np.ones_like(phi)  # constant features: the uniform fallback w ≡ 1 (§12.2), eps = 0 too
     ez = np.exp(np.clip((phi - mean) / (sigma + eps), -c, c))
     return ez / (np.dot(L, ez) / tot)
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..graph import SUCCESS, AnchorGraph
 from ..ops.advantage import group_advantage
+from ..ops.segments import segment_zscore
 from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
 
@@ -139,18 +140,9 @@ def shortest_path(
     d_next = np.where(nxt == SUCCESS, 0, np.where(nxt >= 0, d[np.maximum(nxt, 0)], d_unreachable[step_group]))
     power = d_next + (1 if exponent == "d+c" else 0)
     q = r_succ * omega ** power.astype(np.float64)
-    # z-score within each source node's outgoing occurrences.
+    # z-score within each source node's outgoing occurrences (one occurrence or no spread: 0).
     node = graph.step_node
-    N = graph.num_nodes
-    cnt = np.bincount(node, minlength=N).astype(np.float64)
-    mean = np.bincount(node, weights=q, minlength=N) / np.maximum(cnt, 1)
-    var = np.bincount(node, weights=(q - mean[node]) ** 2, minlength=N) / np.maximum(cnt - ddof, 1)
-    qmax = np.full(N, -np.inf)
-    qmin = np.full(N, np.inf)
-    np.maximum.at(qmax, node, q)
-    np.minimum.at(qmin, node, q)
-    degenerate = (cnt < 2) | (qmax == qmin)
-    z = np.where(degenerate[node], 0.0, (q - mean[node]) / (np.sqrt(var[node]) + eps))
+    z = segment_zscore(q, node, graph.num_nodes, ddof=ddof, eps=eps)[0]
     z = np.where(reached[step_group], z, 0.0)
     a_group = group_advantage(graph)[b.step_traj]  # A^E: verl-agent's (sample std, eps 1e-6)
     return CreditResult(

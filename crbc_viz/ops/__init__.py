@@ -2,7 +2,7 @@
 
 Every estimator module builds on these instead of importing a peer estimator:
 
-- `segments`: per-segment count / mean / std and the segment z-score;
+- `segments`: per-segment count / mean / std, the exact no-spread test and the segment z-score;
 - `returns`: R_i per rollout, per-step rewards, discounted suffix sums within trajectories;
 - `advantage`: `group_advantage`, the one GRPO advantage A^G;
 - `closure`: the closure solve (I − βM)V = b for every group at once (dense per size class,
@@ -15,7 +15,7 @@ from __future__ import annotations
 from .advantage import group_advantage
 from .closure import graph_entries, mean_backup_values, solve_closure, successor_values
 from .returns import discounted_returns, discounted_suffix_sums, step_rewards, trajectory_outcome
-from .segments import segment_stats, segment_zscore
+from .segments import no_spread, segment_stats, segment_zscore
 from .signals import float_signal, is_missing, require_columns, step_location
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "discounted_suffix_sums",
     "step_rewards",
     "trajectory_outcome",
+    "no_spread",
     "segment_stats",
     "segment_zscore",
     "float_signal",

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..graph import AnchorGraph
 from .returns import trajectory_outcome
-from .segments import segment_stats
+from .segments import no_spread, segment_stats
 
 __all__ = ["group_advantage"]
 
@@ -26,16 +26,20 @@ def group_advantage(
     mean_norm). ``stats='cross_steps'`` weighs each rollout by its length (verl-agent's
     ``compute_mean_std_cross_steps``). A one-rollout group (or one step row under
     ``cross_steps``) gets mean 0 and std 1, as verl's ``compute_grpo_outcome_advantage``
-    does; a group with equal outcomes gets 0.
+    does; any other group with no spread (equal outcomes, or a std that rounds to 0) gets
+    exactly 0 whatever ``eps``, 0 included (ESTIMATORS.md §1: "A = 0/eps = 0").
     """
     b = graph.batch
     R = trajectory_outcome(graph, outcome)
     w = b.traj_len.astype(np.float64) if stats == "cross_steps" else None
     g = b.traj_group
-    cnt, mean, std = segment_stats(R, g, b.num_groups, ddof=ddof, weights=w)
+    G = b.num_groups
+    cnt, mean, std = segment_stats(R, g, G, ddof=ddof, weights=w)
     single = cnt <= 1
+    flat = ~single & (no_spread(R, g, G) | (std == 0))
     mean = np.where(single, 0.0, mean)
-    std = np.where(single, 1.0, std)
+    std = np.where(single | flat, 1.0, std)
+    centered = np.where(flat[g], 0.0, R - mean[g])
     if norm == "mean":
-        return R - mean[g]
-    return (R - mean[g]) / (std[g] + eps)
+        return centered
+    return centered / (std[g] + eps)

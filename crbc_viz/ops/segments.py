@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["segment_stats", "segment_zscore"]
+__all__ = ["segment_stats", "segment_zscore", "no_spread"]
 
 
 def segment_stats(
@@ -23,6 +23,17 @@ def segment_stats(
     return cnt, mean, np.sqrt(sq / np.maximum(cnt - ddof, 1))
 
 
+def no_spread(x: np.ndarray, seg: np.ndarray, num: int) -> np.ndarray:
+    """Whether every member of each segment has the same value ``[num]`` (an exact test, no
+    tolerance; an empty segment gives False)."""
+    x = np.asarray(x, dtype=np.float64)
+    xmax = np.full(num, -np.inf)
+    xmin = np.full(num, np.inf)
+    np.maximum.at(xmax, seg, x)
+    np.minimum.at(xmin, seg, x)
+    return xmax == xmin
+
+
 def segment_zscore(
     x: np.ndarray,
     seg: np.ndarray,
@@ -34,20 +45,18 @@ def segment_zscore(
     scale: bool = True,
 ):
     """(x − mean_seg) / (std_seg + eps) per segment; segments with < 2 members or no
-    spread give 0.
+    spread (all values equal, or a std that rounds to 0) give exactly 0, whatever ``eps``
+    (0 included).
 
     Returns:
         ``(z [len(x)], mean [num], std [num], count [num])``.
     """
     x = np.asarray(x, dtype=np.float64)
     cnt, mean, std = segment_stats(x, seg, num, ddof=ddof)
-    xmax = np.full(num, -np.inf)
-    xmin = np.full(num, np.inf)
-    np.maximum.at(xmax, seg, x)
-    np.minimum.at(xmin, seg, x)
-    degenerate = (cnt < 2) | (xmax == xmin)
+    degenerate = (cnt < 2) | no_spread(x, seg, num) | (std == 0)
     z = x - mean[seg] if center else x.copy()
     if scale:
-        z = z / (std[seg] + eps)
+        # The degenerate rows are overwritten below; a divisor of 1 there keeps 0/0 out.
+        z = z / (np.where(degenerate, 1.0, std)[seg] + eps)
     z = np.where(degenerate[seg], 0.0, z)
     return z, mean, std, cnt

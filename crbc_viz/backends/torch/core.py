@@ -38,11 +38,15 @@ def group_advantage_t(
     sq = zeros.clone().index_add_(0, g, w * (R - mean[g]) ** 2)
     std = torch.sqrt(sq / (cnt - ddof).clamp(min=1))
     single = cnt <= 1
+    r_max = torch.full((G,), -torch.inf, device=dev, dtype=torch.float64).scatter_reduce(0, g, R, "amax")
+    r_min = torch.full((G,), torch.inf, device=dev, dtype=torch.float64).scatter_reduce(0, g, R, "amin")
+    flat = ~single & ((r_max == r_min) | (std == 0))  # no spread: exactly 0, whatever eps
     mean = torch.where(single, torch.zeros_like(mean), mean)
-    std = torch.where(single, torch.ones_like(std), std)
+    std = torch.where(single | flat, torch.ones_like(std), std)
+    centered = torch.where(flat[g], torch.zeros_like(R), R - mean[g])
     if norm == "mean":
-        return R - mean[g]
-    return (R - mean[g]) / (std[g] + eps)
+        return centered
+    return centered / (std[g] + eps)
 
 
 def _np(t):
@@ -121,8 +125,9 @@ def shortest_path_torch(graph: AnchorGraph, params, *, device: str = "auto") -> 
     var = zeros.clone().index_add_(0, node, (q - mean[node]) ** 2) / (cnt - ddof).clamp(min=1)
     qmax = torch.full((N,), -np.inf, dtype=torch.float64, device=dev).scatter_reduce(0, node, q, "amax")
     qmin = torch.full((N,), np.inf, dtype=torch.float64, device=dev).scatter_reduce(0, node, q, "amin")
-    degenerate = (cnt < 2) | (qmax == qmin)
-    z = torch.where(degenerate[node], torch.zeros_like(q), (q - mean[node]) / (torch.sqrt(var[node]) + eps))
+    degenerate = (cnt < 2) | (qmax == qmin) | (var == 0)
+    std = torch.sqrt(torch.where(degenerate, torch.ones_like(var), var))  # 1 where overwritten: no 0/0
+    z = torch.where(degenerate[node], torch.zeros_like(q), (q - mean[node]) / (std[node] + eps))
     z = torch.where(reached[step_group], z, torch.zeros_like(z))
     a_group = group_advantage_t(graph, dev)[torch.as_tensor(b.step_traj, device=dev)]  # A^E: verl's
     d_np = _np(d).astype(np.float64)

@@ -103,10 +103,10 @@ def _seg_zscore(x, seg, num: int, *, ddof: int = 1, eps: float = 1e-6, scale: bo
     xmin = torch.full((num,), torch.inf, dtype=x.dtype, device=x.device).scatter_reduce(
         0, seg, x, reduce="amin"
     )
-    degenerate = (cnt < 2) | (xmax == xmin)
+    degenerate = (cnt < 2) | (xmax == xmin) | (std == 0)
     z = x - mean[seg]
-    if scale:
-        z = z / (std[seg] + eps)
+    if scale:  # a divisor of 1 on the degenerate rows (overwritten below) keeps 0/0 out
+        z = z / (torch.where(degenerate, torch.ones_like(std), std)[seg] + eps)
     return torch.where(degenerate[seg], torch.zeros_like(z), z), mean, std, cnt
 
 
@@ -301,12 +301,15 @@ def graft_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditRe
     a_gae = td + _graph_gae_bonus(graph, td, gamma, gae_lambda)  # Eqs. 9–10
     node = _t(graph.step_node, dev)
     N = graph.num_nodes
-    cnt, mean, std = _seg_stats(a_gae, node, N, ddof)
+    cnt = torch.zeros(N, dtype=a_gae.dtype, device=dev).index_add_(0, node, torch.ones_like(a_gae))
     single = cnt[node] == 1
-    if normalize:  # Eq. 11
-        a_hat = (a_gae - mean[node]) / (std[node] + eps)
+    if normalize:  # Eq. 11; a node whose edges all have the same A^GAE gets 0
+        a_hat = _seg_zscore(a_gae, node, N, ddof=ddof, eps=eps)[0]
+        zero = a_gae == 0
         sing = {
-            "sign": lambda: a_gae / (a_gae.abs() + eps),
+            "sign": lambda: torch.where(
+                zero, torch.zeros_like(a_gae), a_gae / torch.where(zero, 1.0, a_gae.abs() + eps)
+            ),
             "zero": lambda: torch.zeros_like(a_gae),
             "raw": lambda: a_gae,
         }[singleton]()
@@ -345,10 +348,9 @@ def gated_bepo_torch(graph: AnchorGraph, params, *, device: str = "auto") -> Cre
     V, v_cur, v_next, residual = _values_and_successors(graph, gamma, dev)
     delta = gamma * v_next - v_cur
     a_b = _discounted(graph, delta, gamma * gae_lambda)  # GAE along τ
-    if bellman_norm == "group_z":
+    if bellman_norm == "group_z":  # a group of one step, or with no spread, gets 0
         sg, G = _group_ids(graph, dev)
-        cnt, mean, std = _seg_stats(a_b, sg, G, ddof)
-        a_norm = torch.where(cnt[sg] < 2, torch.zeros_like(a_b), (a_b - mean[sg]) / (std[sg] + eps))
+        a_norm = _seg_zscore(a_b, sg, G, ddof=ddof, eps=eps)[0]
     else:
         a_norm = a_b
     N = graph.num_nodes
