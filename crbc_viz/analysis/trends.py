@@ -8,6 +8,7 @@ keyed by the manifest fingerprint and the parameters.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,6 +18,8 @@ from ..data import RolloutBatch
 from .agreement import group_spearman
 
 __all__ = ["Trends", "step_trends", "store_trends", "TREND_COLUMNS", "GROUP_COLUMNS"]
+
+log = logging.getLogger(__name__)
 
 #: Columns of `Trends.steps` (one row per run and training step).
 TREND_COLUMNS = (
@@ -146,7 +149,8 @@ def store_trends(
     cache: bool = True,
     progress=None,
 ) -> Trends:
-    """`step_trends` over every (run, train_step) of a `LogStore`, cached in ``cache/``."""
+    """`step_trends` over every (run, train_step) of a `LogStore`, cached in ``cache/`` (a
+    cache that cannot be written, as in a read-only store, is logged as a warning and skipped)."""
     from ..io.write import write_frame
 
     key = _cache_name("trends", store.fingerprint, run, *estimators, TREND_COLUMNS, GROUP_COLUMNS)
@@ -171,8 +175,11 @@ def store_trends(
         gdf[c] = gdf[c].astype(str)
     steps["run_id"] = steps["run_id"].astype(str)
     if cache:
-        write_frame(steps, spath)
-        write_frame(gdf, gpath)
+        try:
+            write_frame(steps, spath)
+            write_frame(gdf, gpath)
+        except OSError as exc:  # a read-only store (or disk full): the result stands, uncached
+            log.warning("trends not cached: cannot write to %s (%s)", cdir, exc)
     return Trends(steps, gdf, tuple(estimators))
 
 

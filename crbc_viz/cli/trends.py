@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
+from ..errors import StoreError
 from ..safetext import term
 from ._common import BACKEND_CHOICES, UsageError, add_store_arguments, open_store
 
@@ -39,6 +40,8 @@ def run(args) -> int:
 
     st = open_store(args)
     n = len(st.train_steps(args.run))
+    if n == 0:
+        raise StoreError(_nothing_to_trend(st, args))
     bar = tqdm(total=n, desc="trends", unit="step", file=sys.stderr, disable=args.quiet)
     tr = store_trends(
         st,
@@ -69,3 +72,27 @@ def run(args) -> int:
     print(f"disagreement = 1 - Spearman({est[0]}, {est[1]}) of step credit, mean over groups")
     print(steps.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     return 0
+
+
+def _nothing_to_trend(st, args) -> str:
+    """Why the store has no training step to show: no such run, no source ingested yet, or
+    only sources whose ingest was interrupted before their first part was committed."""
+    from ..store import incomplete_sources
+
+    store = term(args.store)
+    if st.parts:
+        runs = sorted({p.run_id for p in st.parts})
+        shown = ", ".join(term(r) for r in runs[:20]) + (" ..." if len(runs) > 20 else "")
+        return f"{store}: no run {term(args.run)!r} in the store (runs: {shown})"
+    if not st.sources:
+        return (
+            f"{store}: the store holds no steps: no log has been ingested into it yet; add logs "
+            f"with `crbc-viz ingest LOG... --store {store}`"
+        )
+    broken = len(incomplete_sources(st))
+    return (
+        f"{store}: the store holds no steps: {broken} source(s) whose ingest was interrupted "
+        f"before its first part was committed (see the warning above) and no complete source; "
+        f"resume them with `crbc-viz ingest LOG... --store {store}` or remove them with "
+        f"`crbc-viz drop-incomplete --store {store}`"
+    )

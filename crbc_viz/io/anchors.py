@@ -8,12 +8,14 @@ One anchor has one identity whatever the file format carried it:
 - other strings are normalised to Unicode NFC (canonically equivalent spellings, such as a
   precomposed "é" and "e" + combining acute, are one anchor) and stripped of trailing
   whitespace;
-- numbers compare by value: ``1``, ``1.0`` and ``true`` are one value, as are ``0``,
-  ``-0.0`` and ``false`` (Python's own equality, which verl-agent's GiGPO exact mode uses for
-  its dict keys);
-- rectangular numeric arrays (JSON lists of numbers or booleans, numpy arrays) hash their
-  shape and float64 bytes; shape counts, so ``[[1, 2], [3, 4]]`` is not ``[1, 2, 3, 4]``;
-- objects (and non-numeric lists) hash their sorted, compact JSON after the rules above are
+- numbers compare by value: ``1`` and ``1.0`` are one value, as are ``0`` and ``-0.0``;
+- booleans are not numbers: ``true`` is not ``1`` and ``[true, false]`` is not ``[1, 0]``, at
+  every depth (Python's ``True == 1`` and numpy's bool-to-int casts are not followed);
+- rectangular numeric arrays (JSON lists of numbers, numpy arrays) hash their shape and
+  float64 bytes; shape counts, so ``[[1, 2], [3, 4]]`` is not ``[1, 2, 3, 4]``; rectangular
+  boolean arrays hash their shape and one byte per element under their own prefix; an array
+  mixing booleans and numbers hashes as JSON (``[true, 2]``);
+- objects (and other lists) hash their sorted, compact JSON after the rules above are
   applied to every key and value inside them.
 
 The hash is BLAKE2b with an 8-byte digest; the key is its 16-digit hex form. Keys are
@@ -50,25 +52,50 @@ def parse_json_text(s: str):
     return v if isinstance(v, (list, dict)) else None
 
 
-def _numeric_array(value: list) -> np.ndarray | None:
+_BOOL_TYPES = frozenset({bool, np.bool_})
+_NESTED_TYPES = (list, tuple, np.ndarray)
+
+
+def _has_bool(value: list) -> bool:
+    """Whether a (nested) list holds a boolean anywhere (numpy would cast it to a number)."""
+    stack = [value]
+    while stack:
+        seq = stack.pop()
+        types = set(map(type, seq))  # one pass in C; isinstance per element is far slower
+        if not _BOOL_TYPES.isdisjoint(types):
+            return True
+        if any(issubclass(t, _NESTED_TYPES) for t in types):
+            for x in seq:
+                if isinstance(x, (list, tuple)):
+                    stack.append(x)
+                elif isinstance(x, np.ndarray) and (x.dtype.kind == "b" or x.dtype == object):
+                    stack.append(x.tolist())
+    return False
+
+
+def _rectangular_array(value: list) -> np.ndarray | None:
+    """The list as a boolean or float64 array when it is rectangular and all booleans or all
+    numbers; None otherwise (ragged, other leaves, or booleans mixed with numbers)."""
     try:
         arr = np.asarray(value)
     except (ValueError, TypeError):  # ragged nested lists
         return None
-    if arr.dtype.kind in "biuf" and arr.dtype != object:
+    if arr.dtype.kind == "b":
+        return arr
+    if arr.dtype.kind in "iuf" and not _has_bool(value):
         return arr.astype(np.float64)
     return None
 
 
 def _array_bytes(arr: np.ndarray) -> bytes:
+    if arr.dtype.kind == "b":
+        return b"b:" + repr(arr.shape).encode() + b":" + np.ascontiguousarray(arr, dtype=np.uint8).tobytes()
     arr = np.ascontiguousarray(arr, dtype=np.float64) + 0.0  # + 0.0 turns -0.0 into 0.0
     return b"a:" + repr(arr.shape).encode() + b":" + arr.tobytes()
 
 
 def _number(v):
-    """A number by value: integral finite floats and booleans become ints."""
-    if isinstance(v, (bool, np.bool_)):
-        return int(v)
+    """A number by value: integral finite floats become ints."""
     if isinstance(v, (int, np.integer)):
         return int(v)
     f = float(v)
@@ -89,7 +116,9 @@ def _canonical(v):
         return _nfc(v)
     if v is None:
         return None
-    if isinstance(v, (bool, int, float, np.bool_, np.integer, np.floating)):
+    if isinstance(v, (bool, np.bool_)):  # before int: bool is an int subclass in Python
+        return bool(v)
+    if isinstance(v, (int, float, np.integer, np.floating)):
         return _number(v)
     if isinstance(v, dict):
         return {_key(k): _canonical(x) for k, x in v.items()}
@@ -112,7 +141,7 @@ def canonical_anchor_bytes(value: Any) -> bytes:
             return _array_bytes(value)
         value = value.tolist()
     if isinstance(value, (list, tuple)):
-        arr = _numeric_array(list(value)) if value else None
+        arr = _rectangular_array(list(value)) if value else None
         if arr is not None:
             return _array_bytes(arr)
     return b"j:" + json.dumps(

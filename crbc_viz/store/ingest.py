@@ -26,6 +26,7 @@ from .layout import (
     CRASH_ENV,
     DEFAULT_PART_ROWS,
     TEXT_COLUMNS,
+    StoreError,
     _locked,
     _partition_dir,
     _write_json,
@@ -147,6 +148,8 @@ def _tables(batch: RolloutBatch, stem_of_row: np.ndarray, row_in_part: np.ndarra
 
 
 def _write_parquet(table, path: Path, *, text: bool) -> None:
+    """Write a part under a temporary name, flush it to the disk, then rename it into place: the
+    manifest that names it is written after, so it never names a part the disk does not hold."""
     import pyarrow.parquet as pq
 
     with atomic_path(path) as tmp:
@@ -161,6 +164,42 @@ def _write_parquet(table, path: Path, *, text: bool) -> None:
             )
         else:
             pq.write_table(table, tmp, compression="zstd", row_group_size=65536)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _part_number(part: dict) -> int:
+    """The ``k`` of a part named ``<digest16>-<k>.parquet``: its place in the source's plan."""
+    return int(Path(part["path"]).stem.rsplit("-", 1)[1])
+
+
+def _readable_parts(root: Path, man: dict | None) -> tuple[dict | None, list[str]]:
+    """``man`` without the parts whose files are not what it records, and their paths: a part
+    (or its text file) that Parquet cannot read, or that holds another row count (a write torn
+    by a crash before it reached the disk). Those parts are written again by the ingest, which
+    resumes the source (a complete one included) instead of skipping it."""
+    if man is None:
+        return None, []
+    import pyarrow.parquet as pq
+
+    torn = []
+    for p in man.get("parts", []):
+        for rel in (p["path"], p.get("text")):
+            if rel is None:
+                continue
+            try:
+                ok = pq.read_metadata(root / rel).num_rows == int(p["rows"])
+            except Exception:  # noqa: BLE001  (pyarrow raises several types for a damaged file)
+                ok = False
+            if not ok:
+                torn.append(p["path"])
+                break
+    if not torn:
+        return man, []
+    return {**man, "parts": [p for p in man["parts"] if p["path"] not in torn], "complete": False}, torn
 
 
 def _plan_parts(batch: RolloutBatch, part_rows: int):
@@ -215,18 +254,63 @@ def _existing_traj_overlap(store: LogStore, batch: RolloutBatch, digest: str, pa
         ).df()
     finally:
         store.con.unregister("__new_trajs")
-    by_src = {d[:16]: m.get("path", d) for d, m in store.sources.items()}
-    return [
-        Problem(
-            path,
-            None,
-            "traj_id",
-            f"trajectory '{r.traj_id}' of group '{r.run_id}/{r.train_step}/{r.group_id}' is "
-            f"already in the store (from {by_src.get(r.src, r.src)}); remove one "
-            f"copy or give the files distinct run ids (--run-id)",
+    by_src = {d[:16]: m for d, m in store.sources.items()}
+    here = os.path.abspath(path)
+    problems, told = [], set()
+    for r in hit.itertuples():
+        man = by_src.get(r.src, {})
+        where = f"trajectory '{r.traj_id}' of group '{r.run_id}/{r.train_step}/{r.group_id}'"
+        if not man.get("complete", True) and man.get("path") == here:
+            # This very path, under another digest, interrupted: the file changed since.
+            if r.src not in told:
+                told.add(r.src)
+                problems.append(Problem(path, None, None, _changed_since_interrupt(store, man, where)))
+            continue
+        interrupted = (
+            ""
+            if man.get("complete", True)
+            else f"; that copy is an interrupted ingest: `crbc-viz drop-incomplete --store {store.root}` "
+            f"removes it"
         )
-        for r in hit.itertuples()
-    ]
+        problems.append(
+            Problem(
+                path,
+                None,
+                "traj_id",
+                f"{where} is already in the store (from {man.get('path', r.src)}); remove one "
+                f"copy or give the files distinct run ids (--run-id){interrupted}",
+            )
+        )
+    return problems
+
+
+def _changed_since_interrupt(store: LogStore, man: dict, where: str) -> str:
+    """What happened when a file is ingested again after a kill -9 and a change: the store
+    holds part of its earlier content, which can no longer be resumed."""
+    done = sum(int(p["rows"]) for p in man.get("parts", []))
+    return (
+        f"this file changed after its ingest into {store.root} was interrupted (started "
+        f"{man.get('started_at', '?')}; {done:,} of {int(man.get('rows', 0)):,} steps of its earlier "
+        f"content committed, {where} among them, which the new content holds too); the partial "
+        f"earlier content cannot be resumed: remove it with `crbc-viz drop-incomplete --store "
+        f"{store.root}`, then ingest the file again"
+    )
+
+
+def _check_run_id(run_id) -> None:
+    """A ``run_id`` override is stored as UTF-8 text in every row and hashed into the source's
+    digest: a string that cannot be encoded (a lone surrogate, as Python decodes an argument
+    that is not valid UTF-8) is refused before anything is written."""
+    if run_id is None:
+        return
+    text = str(run_id)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise StoreError(
+            f"run_id (--run-id) {text[:100]!r}: not valid UTF-8 text (character "
+            f"{text[exc.start]!r} at position {exc.start}); give the run id as UTF-8"
+        ) from None
 
 
 def drop_incomplete(root: str | os.PathLike) -> list[str]:
@@ -281,10 +365,12 @@ def ingest(
 
     Raises:
         LoadError: a source could not be read or validated (sources before it stay committed).
-        StoreError: the folder is not a store, or another ingest holds its lock.
+        StoreError: the folder is not a store, another ingest holds its lock, or ``run_id``
+            is not valid UTF-8 text.
     """
     from ..io.importers import expand_sources
 
+    _check_run_id(run_id)
     root = Path(root)
     sources = expand_sources(paths, fmt)
     report = IngestReport()
@@ -299,7 +385,7 @@ def ingest(
                 file_digest(src.files, src.path if len(src.files) > 1 or src.files[0] != src.path else None),
                 run_id,
             )
-            man = store.sources.get(digest)
+            man, torn = _readable_parts(root, store.sources.get(digest))
             if man is not None and man.get("complete"):
                 entry = {
                     "path": src.path,
@@ -337,7 +423,7 @@ def ingest(
             except _NotGroupContiguous:
                 # Groups recur later in the file: chunks cannot be cut at group boundaries.
                 _rollback(root, mpath, man, had_manifest)
-                man = store.sources.get(digest)
+                man = _readable_parts(root, store.sources.get(digest))[0]
                 man, notes, skipped, committed = _ingest_source(
                     root, store, src, digest, man, *rest, stream=False
                 )
@@ -345,9 +431,16 @@ def ingest(
                 if _streams(src):
                     _rollback(root, mpath, store.sources.get(digest), had_manifest)
                 raise
+            man["parts"].sort(key=_part_number)  # a part written again goes back to its place
             man["complete"] = True
             _write_json(mpath, man)
             store.refresh()
+            if torn:
+                man["warnings"].append(
+                    f"{len(torn)} part(s) of this source in the store could not be read or held "
+                    f"another row count than recorded (torn by a crash before they reached the "
+                    f"disk) and were written again: {', '.join(torn[:5])}{' ...' if len(torn) > 5 else ''}"
+                )
             entry = {
                 "path": src.path,
                 "format": src.fmt,

@@ -11,11 +11,12 @@ Layout of a store folder::
                                              row for row with the steps part (joined on demand)
     cache/                                   derived tables (trends), keyed by the manifest
 
-Crash safety: every part is written to a temporary name and renamed into place; the source's
-manifest file is rewritten (temp + rename) only after the part is in place. Readers list only
-parts named by a manifest, so a crash leaves a readable store, and re-running the ingest
-resumes the source where it stopped (part names are deterministic). A source whose content
-digest is already complete in the store is skipped.
+Crash safety: every part is written to a temporary name, flushed to the disk and renamed into
+place; the source's manifest file is rewritten (temp + rename) only after the part is in place.
+Readers list only parts named by a manifest, so a crash leaves a readable store, and re-running
+the ingest resumes the source where it stopped (part names are deterministic). A source whose
+content digest is already complete in the store is skipped, unless one of its parts cannot be
+read or holds another row count than its manifest records: that part is written again.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ __all__ = [
 
 STORE_FILE = "store.json"
 STORE_FORMAT = "crbc-viz-store"
-STORE_VERSION = 1
+STORE_VERSION = 2
 TEXT_COLUMNS = ("observation", "response")
 #: Test hook: ``os._exit`` after this many parts were committed by one ingest process.
 CRASH_ENV = "CRBC_VIZ_INGEST_CRASH_AFTER_PARTS"
@@ -118,12 +119,27 @@ def _read_marker(marker: Path) -> dict:
     return meta
 
 
+#: Characters DuckDB's ``read_parquet`` expands as a glob pattern; ingest never writes them in a
+#: part path (run ids are percent-encoded), and `glob_literal` escapes them in the store's folder.
+GLOB_CHARS = "*?["
+
+
+def glob_literal(path: str) -> str:
+    """``path`` as a pattern DuckDB matches only literally: each glob character in a
+    one-character class (``a[1]`` -> ``a[[]1]``), so a store in a folder named ``runs[1]`` reads
+    its own parts, never those of ``runs1``."""
+    return "".join(f"[{c}]" if c in GLOB_CHARS else c for c in path)
+
+
 def _confined_part(root: Path, manifest: Path, rel, top: str) -> None:
     """A part path of a manifest must be a relative path under ``root/top`` that exists as a
-    regular file (no ``..``, no absolute path, no symlink out of the store)."""
+    regular file (no ``..``, no absolute path, no symlink out of the store, no glob character:
+    DuckDB would expand ``steps/x/*.parquet`` to every file there, symlinks out included)."""
     bad = None
     if not isinstance(rel, str) or not rel:
         bad = "is not a path"
+    elif any(c in rel for c in GLOB_CHARS):
+        bad = "holds a glob character (*, ? or [) that would name other files than itself"
     elif (
         os.path.isabs(rel)
         or rel.startswith(("/", "\\"))

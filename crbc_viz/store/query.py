@@ -27,6 +27,7 @@ from .layout import (
     _decode_json,
     _read_marker,
     _sum_outcome_counts,
+    glob_literal,
 )
 
 __all__ = ["LogStore", "open_store", "parse_group_label", "incomplete_sources"]
@@ -76,6 +77,12 @@ class LogStore:
             raise StoreError(
                 f"{marker}: expected format {STORE_FORMAT!r} version {STORE_VERSION}, "
                 f"got {meta.get('format')!r} version {meta.get('version')}"
+                + (
+                    "; ingest its logs again into a new store (anchor keys changed: booleans "
+                    "are no longer numbers)"
+                    if meta.get("format") == STORE_FORMAT and meta.get("version") == 1
+                    else ""
+                )
             )
         self._con = None
         self.refresh()
@@ -126,7 +133,9 @@ class LogStore:
         return sum(p.rows for p in self.parts)
 
     def _abs(self, rel: str) -> str:
-        return str(self.root / rel)
+        """A part's path as DuckDB is given it: absolute (no ``~`` expansion) and matched
+        literally (a glob character in the store's folder name is escaped)."""
+        return glob_literal(os.path.abspath(self.root / rel))
 
     @property
     def con(self):

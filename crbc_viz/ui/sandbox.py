@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import faulthandler
+import io
 import logging
 import os
 import pickle
@@ -330,7 +331,7 @@ def _read(key: str):
 
 def _roundtrips(exc: BaseException) -> bool:
     try:
-        return str(pickle.loads(pickle.dumps(exc))) == str(exc)
+        return str(_OutcomeUnpickler(io.BytesIO(pickle.dumps(exc))).load()) == str(exc)
     except Exception:
         return False
 

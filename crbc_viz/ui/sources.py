@@ -8,7 +8,8 @@ group of a log store, each named by a reference that goes into the URL (``?file=
 
 `resolve` checks a reference (confined to the allowed data folders, see `crbc_viz.ui.files`)
 and returns a `Source`; `open_batch` loads the `Source.key` it names; `open_store` opens a
-store folder for the Across-training page.
+store folder for the Across-training page. Every store the app opens is a `LogStore` of this
+module: the files its manifests name must lie inside the allowed data folders too.
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..io import load_rollouts
-from ..store import LogStore
+from ..store import LogStore as _LogStore
+from ..store import StoreError
 from . import files as _files
 from .files import file_ref, resolve_data_dir, resolve_data_path
 
 __all__ = [
     "Source",
+    "LogStore",
     "resolve",
     "open_batch",
     "open_store",
@@ -137,6 +140,71 @@ def resolve(ref: str) -> Source:
     path = resolve_ref(ref)
     stat = os.stat(path)
     return Source(ref=file_ref(path), key=str(path), name=path.name, stamp=(stat.st_mtime_ns, stat.st_size))
+
+
+class LogStore(_LogStore):
+    """A log store as the app opens it. Each time its manifests are read, every file the store
+    reads is checked to resolve (symlinks followed) inside one of the allowed data folders
+    (`crbc_viz.ui.files.allowed_roots`): the store folder, its marker, each manifest, each
+    part and text file a manifest names, and the trends cache (``cache/`` and its files, which
+    the trends read and write). The store's own check keeps parts under its ``steps/`` and
+    ``text/`` folders; this one also covers the files that check does not (manifests, cache).
+
+    Part paths are relative to the store folder, so a store copied from another machine opens
+    where its files lie inside a root. A manifest's ``path`` (where the source log was read
+    from, an absolute path of the machine that ingested it) is a record, never opened: it is
+    not checked.
+
+    Raises:
+        StoreError: (a ``ValueError``) naming the manifest and the file outside the roots, or
+            any error of `crbc_viz.store.LogStore`.
+    """
+
+    def refresh(self) -> None:
+        super().refresh()
+        _check_within_roots(self)
+
+
+def _check_within_roots(store: _LogStore) -> None:
+    """Raise a `StoreError` naming the first file of ``store`` that lies outside the roots."""
+    try:
+        _check_files(store, _files.allowed_roots())
+    except OSError as exc:  # a folder of the store that cannot be listed
+        raise StoreError(f"{store.root}: cannot check the store's files ({exc})") from None
+
+
+def _check_files(store: _LogStore, roots: list[Path]) -> None:
+
+    def refuse_outside(path: Path, what: str) -> None:
+        try:
+            real = path.resolve()
+        except (OSError, RuntimeError) as exc:  # a link loop
+            raise StoreError(f"{what}: cannot resolve {path} ({exc})") from None
+        if not any(real == r or r in real.parents for r in roots):
+            raise StoreError(
+                f"{what} resolves to {real}, outside the allowed data folders "
+                f"({', '.join(str(r) for r in roots)}); the store links out of them: "
+                f"remove the link, or add the folder to {_files.ENV_ROOTS} to open it"
+            )
+
+    root = store.root
+    refuse_outside(root, f"store folder {root}")
+    refuse_outside(root / "store.json", f"store marker {root / 'store.json'}")
+    mdir = root / "manifest"
+    for mfile in sorted(mdir.glob("*.json")) if mdir.is_dir() else []:
+        refuse_outside(mfile, f"manifest {mfile}")
+    for digest, man in store.sources.items():
+        mfile = mdir / f"{digest}.json"
+        for part in man.get("parts", []):
+            for rel in (part.get("path"), part.get("text")):
+                if rel is not None:
+                    refuse_outside(root / rel, f"{mfile}: part {str(rel)[:300]!r}")
+    cache = root / "cache"
+    if cache.is_symlink() or cache.exists():
+        refuse_outside(cache, f"the trends cache {cache}")
+        if cache.is_dir():
+            for f in cache.iterdir():
+                refuse_outside(f, f"the trends cache file {f}")
 
 
 def open_batch(key: str):

@@ -194,16 +194,17 @@ def test_canonical_bytes_written_out():
     nfd = "cafe\u0301  \n"
     assert canonical_anchor_bytes(nfd) == b"s:caf\xc3\xa9"
     assert anchor_key(nfd) == blake(b"s:caf\xc3\xa9") == anchor_key("caf\u00e9")
-    # objects: sorted compact JSON, numbers by value (1.0 -> 1, true -> 1), keys NFC
+    # objects: sorted compact JSON, numbers by value (1.0 -> 1), booleans stay booleans, keys NFC
     assert (
         canonical_anchor_bytes({"b": 1.0, "a": True, "e\u0301": [0.5, -0.0]})
-        == b'j:{"a":1,"b":1,"\xc3\xa9":[0.5,0]}'
+        == b'j:{"a":true,"b":1,"\xc3\xa9":[0.5,0]}'
     )
-    assert anchor_key({"a": 1}) == anchor_key({"a": 1.0}) == anchor_key({"a": True}) == blake(b'j:{"a":1}')
-    # arrays: shape + float64 little-endian bytes; true = 1.0, -0.0 = 0.0
+    assert anchor_key({"a": 1}) == anchor_key({"a": 1.0}) == blake(b'j:{"a":1}')
+    assert anchor_key({"a": True}) == blake(b'j:{"a":true}')
+    # arrays: shape + float64 little-endian bytes (-0.0 = 0.0); booleans: shape + one byte each
     two = b"a:(2,):" + struct.pack("<2d", 1.0, 0.0)
-    assert canonical_anchor_bytes([True, False]) == two
-    assert anchor_key([1, 0]) == anchor_key([True, False]) == anchor_key([1.0, -0.0]) == blake(two)
+    assert anchor_key([1, 0]) == anchor_key([1.0, -0.0]) == blake(two)
+    assert canonical_anchor_bytes([True, False]) == b"b:(2,):\x01\x00"
     assert canonical_anchor_bytes([[1, 2]]) == b"a:(1, 2):" + struct.pack("<2d", 1.0, 2.0)
     # JSON text of an array / object is that array / object (what a CSV cell carries)
     assert (
@@ -374,8 +375,8 @@ def spellings(rng: random.Random, kind: str, k: int):
     if kind == "arr":
         grid = [[k, 0], [1, k]]
         return [[float(x) for x in r] for r in grid] if rng.random() < 0.5 else grid
-    bits = [k % 2 == 1, True, False, k >= 2]  # booleans or their 0/1 numbers
-    return [int(b) for b in bits] if rng.random() < 0.5 else bits
+    bits = [k % 2 == 1, True, False, k >= 2]  # booleans (never their 0/1 numbers) or their JSON text
+    return json.dumps(bits) if rng.random() < 0.5 else bits
 
 
 RUBRIC = [
