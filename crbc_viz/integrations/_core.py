@@ -27,8 +27,10 @@ import numpy as np
 import pandas as pd
 
 from ..data import RolloutBatch
-from ..errors import CrbcVizError
+from ..errors import BackendUnavailable, CrbcVizError
 from ..io.anchors import anchor_hash64
+from ..io.fields import MAX_STEP_IDX
+from ..io.flags import not_a_flag, read_flags
 from ..io.readers import RawTable
 from ..io.schema import build_batch
 
@@ -37,12 +39,17 @@ __all__ = [
     "IntegrationInputError",
     "canonical_steps",
     "score_steps",
+    "check_steps",
+    "as_device",
     "ROW_REWARD",
     "transition_actions",
     "token_steps",
     "trajectory_credit",
     "broadcast",
+    "token_tensors",
     "any_per_trajectory",
+    "row_flags",
+    "row_numbers",
 ]
 
 #: How a row's reward is read: ``step`` — the row carries its own step's reward (a trajectory's
@@ -92,7 +99,18 @@ class Steps:
 def _to_numpy(x, name: str, n: int | None = None) -> np.ndarray:
     if hasattr(x, "detach"):  # a torch tensor
         x = x.detach().cpu().numpy()
-    arr = np.asarray(x) if not isinstance(x, np.ndarray) else x
+    if isinstance(x, (str, bytes, dict)) or x is None:
+        raise IntegrationInputError(
+            f"{name}: expected one value per row (a list, array or tensor), got {type(x).__name__}"
+        )
+    try:
+        arr = np.asarray(x) if not isinstance(x, np.ndarray) else x
+    except (ValueError, TypeError) as exc:  # ragged nested lists: one object per row
+        if not hasattr(x, "__len__") or not hasattr(x, "__getitem__"):
+            raise IntegrationInputError(f"{name}: not an array of one value per row ({exc})") from None
+        arr = np.empty(len(x), dtype=object)
+        for i in range(len(x)):
+            arr[i] = x[i]
     if arr.ndim > 1 and n is not None and arr.shape[0] == n:  # one array-valued item per row
         items = np.empty(n, dtype=object)
         for i in range(n):
@@ -107,14 +125,89 @@ def _to_numpy(x, name: str, n: int | None = None) -> np.ndarray:
     return arr
 
 
+def _rows(bad, describe) -> str:
+    """``row i <why>`` for the first few bad rows, and how many more there are."""
+    shown = "; ".join(f"row {int(i)} {describe(int(i))}" for i in bad[:_MAX_LISTED])
+    more = len(bad) - _MAX_LISTED
+    return shown + (f"; and {more} more row(s)" if more > 0 else "")
+
+
+def _items(values):
+    """A list or tuple as an object array of its items (``np.asarray([True, "false"])`` would
+    turn the bool into the text ``'True'``); anything else as it is."""
+    if not isinstance(values, (list, tuple)):
+        return values
+    arr = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values):
+        arr[i] = v
+    return arr
+
+
+def row_flags(values, name: str, n: int, source: str) -> np.ndarray:
+    """``[n]`` bool flags (`crbc_viz.io.flags`: a bool or 0/1); anything else raises naming the
+    rows. No trainer adapter reads text flags: the trainers hand over bools or numbers."""
+    arr = _to_numpy(_items(values), name, n)
+    flags, bad = read_flags(arr)
+    if len(bad):
+        raise IntegrationInputError(
+            f"{source}: {name}: {_rows(bad, lambda i: f'is not a flag ({not_a_flag(arr[i])})')}"
+        )
+    return flags
+
+
+def row_numbers(values, name: str, n: int, source: str) -> np.ndarray:
+    """``[n]`` float64 of finite numbers (bools, integers, floats); text, None, NaN and
+    infinities raise naming the rows."""
+    arr = _to_numpy(_items(values), name, n)
+    if arr.dtype.kind == "O":
+        kinds = (bool, int, float, np.bool_, np.integer, np.floating)
+        bad = [i for i, v in enumerate(arr) if not isinstance(v, kinds)]
+        if bad:
+            raise IntegrationInputError(
+                f"{source}: {name}: "
+                f"{_rows(bad, lambda i: f'is not a number ({type(arr[i]).__name__} {_short(arr[i])})')}"
+            )
+    elif arr.dtype.kind not in "biuf":
+        raise IntegrationInputError(f"{source}: {name}: expected numbers, got an array of {arr.dtype}")
+    try:
+        out = arr.astype(np.float64)
+    except OverflowError:
+        out = np.array([float("inf") if abs(v) > 1e308 else float(v) for v in arr], np.float64)
+    bad = np.flatnonzero(~np.isfinite(out))
+    if len(bad):
+        raise IntegrationInputError(f"{source}: {name}: {_rows(bad, lambda i: f'is not finite ({out[i]})')}")
+    return out
+
+
+def _short(v, n: int = 40) -> str:
+    s = repr(v)
+    return s if len(s) <= n else s[: n - 3] + "..."
+
+
 def _ids(x, name: str, n: int) -> np.ndarray:
     arr = _to_numpy(x, name, n)
+    if arr.dtype.kind == "f":
+        bad = np.flatnonzero(np.isnan(arr))
+        if len(bad):  # "nan" would merge every such row into one id
+            raise IntegrationInputError(f"{name}: row {int(bad[0])} is NaN (an id is required)")
+    if arr.dtype.kind == "S":
+        arr = arr.astype(object)
     if arr.dtype.kind == "O":
         if pd.api.types.infer_dtype(arr, skipna=False) == "string":
             return arr  # already strings (uids): no copy
         bad = pd.isna(pd.Series(arr)).to_numpy()
         if bad.any():
             raise IntegrationInputError(f"{name}: row {int(np.flatnonzero(bad)[0])} has no value")
+        if any(isinstance(v, bytes) for v in arr):
+            arr = arr.copy()
+            for i, v in enumerate(arr):
+                if isinstance(v, bytes):
+                    try:
+                        arr[i] = v.decode("utf-8")
+                    except UnicodeDecodeError:
+                        raise IntegrationInputError(
+                            f"{name}: row {i} is bytes that are not UTF-8 text ({_short(v)})"
+                        ) from None
     return arr.astype(str).astype(object)
 
 
@@ -135,18 +228,30 @@ def _step_index(step, n: int) -> np.ndarray:
             "module docstring)"
         )
     arr = _to_numpy(step, "step_index", n)
+    if arr.dtype.kind == "b":
+        raise IntegrationInputError("step_index: expected integers, got booleans")
     if arr.dtype.kind in "iu":
+        big = np.flatnonzero(arr > MAX_STEP_IDX)
+        if len(big):
+            raise IntegrationInputError(
+                f"step_index: row {int(big[0])} is {int(arr[big[0]])}, above the largest step "
+                f"index {MAX_STEP_IDX}"
+            )
         out = arr.astype(np.int64)
     else:
+        if arr.dtype.kind == "O":
+            k = next((i for i, v in enumerate(arr) if not _is_integer(v)), None)
+            if k is not None:
+                raise IntegrationInputError(f"step_index: row {k} is not an integer ({_short(arr[k])})")
         try:
             f = arr.astype(np.float64)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise IntegrationInputError("step_index: expected integers") from None
-        bad = ~np.isfinite(f) | (f != np.round(f))
+        bad = ~np.isfinite(f) | (f != np.round(f)) | (np.abs(f) > MAX_STEP_IDX)
         if bad.any():
             raise IntegrationInputError(
                 f"step_index: row {int(np.flatnonzero(bad)[0])} is not an "
-                f"integer ({arr[np.flatnonzero(bad)[0]]!r})"
+                f"integer from 0 to {MAX_STEP_IDX} ({_short(arr[np.flatnonzero(bad)[0]])})"
             )
         out = f.astype(np.int64)
     if n and out.min() < 0:
@@ -257,40 +362,33 @@ def canonical_steps(
     Args:
         group: ``[B]`` group id of each row (the prompt / task uid).
         traj: ``[B]`` trajectory id (unique within its group).
-        step: ``[B]`` int step index within the trajectory (0-based, contiguous). Required.
+        step: ``[B]`` int step index within the trajectory (0-based, contiguous, at most
+            ``MAX_STEP_IDX``). Required.
         anchors: ``[B]`` the history-free state each step acted in (str, list, dict or array).
-        reward: ``[B]`` float reward of each row (see ``row_reward``).
+        reward: ``[B]`` finite reward of each row (see ``row_reward``).
         actions: ``[B]`` optional action of each step (any values; compared as text). Without
             it, actions are keyed by their transition (`transition_actions`).
-        success: ``[B]`` optional bool outcome of the row's trajectory; else the trajectory's
-            return > 0.
+        success: ``[B]`` optional outcome of the row's trajectory, each a bool or 0/1
+            (`crbc_viz.io.flags`); else the trajectory's return > 0.
         row_reward: ``step`` or ``episode`` (`ROW_REWARD`).
         source: names the batch in error messages (``"<source>:row <i>"``).
 
     Raises:
-        IntegrationInputError: missing step index, conflicting duplicates, a trajectory whose
-            success (or episode return) differs between rows, gaps in a trajectory's steps
-            (from the loader, naming the row).
+        IntegrationInputError: missing step index, an id that is NaN or not UTF-8, a step index
+            out of range, a reward that is not a finite number, a success that is not a flag,
+            conflicting duplicates, a trajectory whose success (or episode return) differs
+            between rows, gaps in a trajectory's steps (from the loader, naming the row).
     """
     if row_reward not in ROW_REWARD:
         raise IntegrationInputError(f"row_reward must be one of {', '.join(ROW_REWARD)}, got {row_reward!r}")
-    g = _ids(group, "index", len(group))
+    g = _ids(group, "index", len(group) if hasattr(group, "__len__") else None)
     n = len(g)
     t = _ids(traj, "traj_index", n)
     s = _step_index(step, n)
-    r = _to_numpy(reward, "reward", n).astype(np.float64)
-    if not np.isfinite(r).all():
-        raise IntegrationInputError(
-            f"{source}: row {int(np.flatnonzero(~np.isfinite(r))[0])} has a non-finite reward"
-        )
+    r = row_numbers(reward, "reward", n, source)
     h = anchor_hashes(_to_numpy(anchors, "anchor_obs", n).astype(object))
     a = None if actions is None else _to_numpy(actions, "actions", n).astype(str).astype(object)
-    ok = None if success is None else _to_numpy(success, "success", n)
-    if ok is not None:
-        if ok.dtype.kind != "b":
-            if not np.isin(ok, [0, 1, True, False]).all():
-                raise IntegrationInputError("success: expected booleans")
-        ok = ok.astype(bool)
+    ok = None if success is None else row_flags(success, "success", n, source)
 
     # Trajectory and (trajectory, step) codes, first-occurrence order.
     tcode = _pair_codes(g, t)
@@ -338,11 +436,13 @@ def canonical_steps(
     return Steps(batch=batch, row_step=pos[u], duplicates=int(dups))
 
 
-def any_per_trajectory(group, traj, flags) -> np.ndarray:
-    """Per row: whether any row of its trajectory has the flag (an env's per-step ``won``)."""
-    n = len(flags)
-    code = _pair_codes(_ids(group, "index", n), _ids(traj, "traj_index", n))
-    f = _to_numpy(flags, "won", n).astype(bool)
+def any_per_trajectory(group, traj, flags, *, name: str = "won", source: str = "trainer batch") -> np.ndarray:
+    """Per row: whether any row of its trajectory has the flag (an env's per-step ``won``; each
+    a bool or 0/1, else it raises naming the row)."""
+    g = _ids(group, "index", len(group) if hasattr(group, "__len__") else None)
+    n = len(g)
+    code = _pair_codes(g, _ids(traj, "traj_index", n))
+    f = row_flags(flags, name, n, source)
     hit = np.zeros(int(code.max()) + 1 if n else 0, bool)
     np.logical_or.at(hit, code, f)
     return hit[code]
@@ -371,6 +471,98 @@ def resolve_params(estimator: str, params: dict):
     return spec, registry.make_params(spec, **params)
 
 
+def as_device(device, default=None):
+    """``device`` (a ``torch.device``, a string, or None for ``default``, else the CPU) as a
+    ``torch.device``; only the CPU and CUDA devices this machine has are accepted."""
+    import torch
+
+    if device is None:
+        return torch.device(default) if default is not None else torch.device("cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise IntegrationInputError(
+            f"device: expected 'cpu', 'cuda' or 'cuda:<n>', got {_short(device)}"
+        ) from None
+    if dev.type not in ("cpu", "cuda"):
+        raise IntegrationInputError(f"device: expected the CPU or a CUDA device, got {dev}")
+    if dev.type == "cuda" and (
+        not torch.cuda.is_available() or (dev.index or 0) >= torch.cuda.device_count()
+    ):
+        raise BackendUnavailable(
+            f"device: {dev} was asked for, but this machine has "
+            f"{torch.cuda.device_count() if torch.cuda.is_available() else 'no'} CUDA device(s)"
+        )
+    return dev
+
+
+def _array(name: str, arr, kind: str, length: int | None = None) -> np.ndarray:
+    if not isinstance(arr, np.ndarray) or arr.ndim != 1 or arr.dtype.kind not in kind:
+        what = (
+            f"{arr.dtype}[{', '.join(map(str, arr.shape))}]"
+            if isinstance(arr, np.ndarray)
+            else type(arr).__name__
+        )
+        raise IntegrationInputError(f"steps: {name}: expected a 1-D numpy array of kind {kind!r}, got {what}")
+    if length is not None and len(arr) != length:
+        raise IntegrationInputError(f"steps: {name}: expected {length} values, got {len(arr)}")
+    return arr
+
+
+def _in_range(name: str, arr: np.ndarray, hi: int) -> None:
+    bad = np.flatnonzero((arr < 0) | (arr >= hi))
+    if len(bad):
+        raise IntegrationInputError(
+            f"steps: {name}: row {int(bad[0])} is {int(arr[bad[0]])}, outside 0..{hi - 1}"
+        )
+
+
+def _offsets(name: str, arr: np.ndarray, end: int) -> None:
+    if len(arr) == 0 or arr[0] != 0 or arr[-1] != end or (np.diff(arr) < 0).any():
+        raise IntegrationInputError(
+            f"steps: {name}: expected non-decreasing offsets from 0 to {end}, got {_short(arr.tolist())}"
+        )
+
+
+def check_steps(steps) -> None:
+    """That ``steps`` is a `Steps` whose arrays agree, before any of them indexes another.
+
+    Checks the arrays `score_steps` reads: ``row_step [B]`` integers in ``0..S-1``; the batch's
+    ``step_traj [S]`` (integers in ``0..T-1``), ``step_anchor_hash [S]`` (uint64),
+    ``traj_offsets [T+1]`` and ``group_traj_offsets [G+1]`` (non-decreasing from 0 to S, T),
+    ``traj_group [T]`` (integers in ``0..G-1``), ``traj_success [T]`` (bool) and one ``steps``
+    row (with an ``action``) per step.
+
+    Raises:
+        IntegrationInputError: naming the argument (and the first bad row).
+    """
+    if not isinstance(steps, Steps):
+        raise IntegrationInputError(
+            f"steps: expected the Steps that canonical_steps returns, got {type(steps).__name__}"
+        )
+    b = steps.batch
+    if not isinstance(b, RolloutBatch):
+        raise IntegrationInputError(f"steps: batch: expected a RolloutBatch, got {type(b).__name__}")
+    offsets = _array("batch.traj_offsets", b.traj_offsets, "iu")
+    groups = _array("batch.group_traj_offsets", b.group_traj_offsets, "iu")
+    step_traj = _array("batch.step_traj", b.step_traj, "iu")
+    S, T, G = len(step_traj), len(offsets) - 1, len(groups) - 1
+    _offsets("batch.traj_offsets", offsets, S)
+    _offsets("batch.group_traj_offsets", groups, T)
+    _in_range("batch.step_traj", step_traj, T)
+    hashes = _array("batch.step_anchor_hash", b.step_anchor_hash, "u", S)
+    if hashes.dtype != np.uint64:
+        raise IntegrationInputError(f"steps: batch.step_anchor_hash: expected uint64, got {hashes.dtype}")
+    _in_range("batch.traj_group", _array("batch.traj_group", b.traj_group, "iu", T), G)
+    _array("batch.traj_success", b.traj_success, "b", T)
+    frame = b.steps
+    if len(frame) != S or "action" not in frame.columns:
+        raise IntegrationInputError(
+            f"steps: batch.steps: expected {S} rows with an 'action' column, got {len(frame)} rows"
+        )
+    _in_range("row_step", _array("row_step", steps.row_step, "iu"), S)
+
+
 def score_steps(steps: Steps, estimator: str = "crbc", *, device=None, **params):
     """Advantage of every input row ``[B]``: a torch tensor on ``device`` (a ``torch.device``,
     a string, or None for the CPU).
@@ -380,12 +572,19 @@ def score_steps(steps: Steps, estimator: str = "crbc", *, device=None, **params)
     (`crbc_viz.backends.torch.fused`: merge, batched solve and credit there; only the step keys
     are uploaded); other estimators use their batched torch twin on the device (the numpy
     reference where an estimator has none) and the result is moved to the device.
+
+    Raises:
+        IntegrationInputError: ``steps`` is not a `Steps` whose arrays agree (lengths, dtypes,
+            offsets and indices in range; `check_steps`), or ``device`` is not a CPU or CUDA
+            device.
+        BackendUnavailable: a CUDA device that this machine does not have.
     """
     import torch
 
     from ..api import score
 
-    dev = torch.device(device) if device is not None else torch.device("cpu")
+    check_steps(steps)
+    dev = as_device(device)
     spec, p = resolve_params(estimator, params)
     batch = steps.batch
     if dev.type == "cuda":
@@ -428,13 +627,86 @@ def _fused_crbc(batch: RolloutBatch, dev, p):
     return out["advantage"]
 
 
+def token_tensors(token_level_rewards, response_mask, names=("token_level_rewards", "response_mask")):
+    """``(rewards, mask)`` as tensors on the rewards' device, after checking that both are
+    ``[B, L]`` of one shape (no broadcasting a ``[B, 1]`` mask), the mask holds only 0 and 1 and
+    the rewards are finite (each failure names the argument and the first bad row)."""
+    import torch
+
+    r_name, m_name = names
+    try:
+        rewards = torch.as_tensor(token_level_rewards)
+        mask = torch.as_tensor(response_mask, device=rewards.device)
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise IntegrationInputError(f"{r_name} / {m_name}: not tensors ({exc})") from None
+    if rewards.ndim != 2:
+        raise IntegrationInputError(f"{r_name}: expected a [B, L] tensor, got shape {tuple(rewards.shape)}")
+    if tuple(mask.shape) != tuple(rewards.shape):
+        raise IntegrationInputError(
+            f"{m_name}: shape {tuple(mask.shape)} differs from {r_name}'s {tuple(rewards.shape)} "
+            f"(one mask value per token)"
+        )
+    if rewards.dtype == torch.bool or rewards.is_complex():
+        raise IntegrationInputError(f"{r_name}: expected real numbers, got {rewards.dtype}")
+    bad = ~((mask == 0) | (mask == 1)).all(-1)
+    if bad.any():
+        r = int(torch.nonzero(bad)[0, 0])
+        v = mask[r][~((mask[r] == 0) | (mask[r] == 1))][0].item()
+        raise IntegrationInputError(f"{m_name}: row {r} holds {v!r}; expected 0 or 1 on every token")
+    if rewards.is_floating_point():
+        bad = ~torch.isfinite(rewards).all(-1)
+        if bad.any():
+            r = int(torch.nonzero(bad)[0, 0])
+            raise IntegrationInputError(f"{r_name}: row {r} holds a non-finite reward")
+    return rewards, mask
+
+
 def broadcast(row_adv, response_mask, dtype=None):
     """``[B]`` row advantages -> ``[B, L]`` token advantages, zero outside the response mask."""
     import torch
 
     mask = torch.as_tensor(response_mask)
+    if mask.ndim != 2 or mask.shape[0] != row_adv.shape[0]:
+        raise IntegrationInputError(
+            f"response_mask: expected [B, L] with B = {row_adv.shape[0]} rows, got shape {tuple(mask.shape)}"
+        )
     dtype = dtype or (mask.dtype if mask.is_floating_point() else torch.float32)
     return row_adv.to(device=mask.device, dtype=dtype).unsqueeze(-1) * mask.to(dtype)
+
+
+def _is_integer(v) -> bool:
+    """An int (not a bool), or a float with an integer value."""
+    if isinstance(v, (bool, np.bool_)):
+        return False
+    if isinstance(v, (int, np.integer)):
+        return True
+    return isinstance(v, (float, np.floating)) and math.isfinite(v) and float(v).is_integer()
+
+
+def _offsets_of_row(s, r: int, L: int, what: str) -> np.ndarray:
+    """One row's step starts as int64 offsets (integers only; None, NaN, text refused)."""
+    if hasattr(s, "detach"):
+        s = s.detach().cpu().numpy()
+    if s is None or isinstance(s, (str, bytes, dict)):
+        raise IntegrationInputError(
+            f"{what}: row {r}: expected a list of token offsets, got {type(s).__name__} {_short(s)}"
+        )
+    try:
+        arr = np.asarray(s).reshape(-1)
+    except (ValueError, TypeError):
+        raise IntegrationInputError(f"{what}: row {r}: expected a flat list of token offsets") from None
+    items = arr.tolist()
+    for v in items:
+        if not _is_integer(v):
+            raise IntegrationInputError(
+                f"{what}: row {r}: offsets must be integers, got {type(v).__name__} {_short(v)}"
+            )
+    out = [int(v) for v in items]
+    if out and (min(out) < 0 or max(out) >= L or any(b <= a for a, b in zip(out, out[1:]))):
+        raise IntegrationInputError(
+            f"{what}: row {r}: offsets must increase within 0..{L - 1}, got {_short(out, 80)}"
+        )
+    return np.asarray(out, dtype=np.int64)
 
 
 def token_steps(mask, starts=None, *, what: str = "step starts"):
@@ -442,25 +714,27 @@ def token_steps(mask, starts=None, *, what: str = "step starts"):
 
     Without ``starts``, a step starts where a run of ``mask == 1`` starts (one assistant turn
     between masked-out environment / tool tokens). ``starts`` gives, per row, the token offsets
-    where its steps start instead. A token belongs to the last step started at or before it;
-    tokens before the first step belong to step 0.
+    where its steps start instead (integers; None, NaN or text raise naming the row). A token
+    belongs to the last step started at or before it; tokens before the first step belong to
+    step 0.
     """
     import torch
 
-    m = torch.as_tensor(mask).bool()
+    m = torch.as_tensor(mask)
+    if m.ndim != 2:
+        raise IntegrationInputError(f"response_mask: expected a [B, L] tensor, got shape {tuple(m.shape)}")
+    m = m.bool()
     B, L = m.shape
     if starts is None:
         begin = m.clone()
         begin[:, 1:] &= ~m[:, :-1]
     else:
+        if isinstance(starts, (str, bytes, dict)) or len(starts) != B:
+            got = len(starts) if hasattr(starts, "__len__") else type(starts).__name__
+            raise IntegrationInputError(f"{what}: expected one list of offsets per row ({B}), got {got}")
         begin = torch.zeros(B, L, dtype=torch.bool)
         for r, s in enumerate(starts):
-            s = np.asarray(s, dtype=np.int64).reshape(-1)
-            if len(s) and (s.min() < 0 or s.max() >= L or np.any(np.diff(s) <= 0)):
-                raise IntegrationInputError(
-                    f"{what}: row {r}: offsets must increase within 0..{L - 1}, got {s.tolist()}"
-                )
-            begin[r, torch.as_tensor(s)] = True
+            begin[r, torch.as_tensor(_offsets_of_row(s, r, L, what))] = True
         begin = begin.to(m.device)
     n_steps = begin.sum(-1)
     tok_step = (torch.cumsum(begin.long(), -1) - 1).clamp(min=0)
@@ -479,39 +753,62 @@ def trajectory_credit(
     estimator: str = "crbc",
     device=None,
     source: str = "batch",
-    names=("anchors", "actions"),
+    names=("anchors", "actions", "success"),
     **params,
 ):
     """Credit for rows that are whole trajectories (verl, TRL), per token ``[B, L]`` float64.
 
     Args:
         index: ``[B]`` group of each row. The row itself is the trajectory.
-        token_rewards: ``[B, L]``; a step's reward is the sum over its tokens.
+        token_rewards: ``[B, L]`` finite; a step's reward is the sum over its tokens.
         tok_step, n_steps: from `token_steps`.
-        anchors: per row, a sequence with one anchor per step; ``actions`` likewise (optional);
-            ``success`` one bool per row (optional; else the row's summed reward > 0).
+        anchors: per row, a list (tuple, array) with one anchor per step; ``actions`` likewise
+            (optional); ``success`` one flag per row (optional, a bool or 0/1; else the row's
+            summed reward > 0).
+        names: what the trainer calls ``anchors``, ``actions`` and ``success`` (in messages).
 
     Returns:
         ``[B, L]`` tensor on ``device`` (default the rewards' device): each token carries its
         step's advantage (not yet masked).
+
+    Raises:
+        IntegrationInputError: naming the argument and the row: a per-row entry that is not a
+            list (one string would be split into characters), one whose length is not the
+            row's step count, a success that is not a flag, a non-finite reward.
     """
     import torch
 
+    a_name, x_name, s_name = (*names, "success")[:3]
     rewards = torch.as_tensor(token_rewards)
+    if rewards.ndim != 2 or tuple(tok_step.shape) != tuple(rewards.shape):
+        raise IntegrationInputError(
+            f"{source}: token rewards {tuple(rewards.shape)} and token steps {tuple(tok_step.shape)} "
+            f"must be one [B, L] shape"
+        )
+    if rewards.is_floating_point() and not torch.isfinite(rewards).all():
+        r = int(torch.nonzero(~torch.isfinite(rewards).all(-1))[0, 0])
+        raise IntegrationInputError(f"{source}: row {r} holds a non-finite reward")
     B = rewards.shape[0]
     K = max(int(n_steps.max()) if B else 0, 1)
     ts = tok_step.clamp(max=K - 1).to(rewards.device)
     step_r = torch.zeros(B, K, dtype=torch.float64, device=rewards.device)
     step_r.scatter_add_(1, ts, rewards.double())
     counts = n_steps.cpu().numpy().astype(np.int64)
-    for label, per_row in zip(names, (anchors, actions)):
+    for label, per_row in zip((a_name, x_name), (anchors, actions)):
         if per_row is None:
             continue
+        if isinstance(per_row, (str, bytes, dict)) or len(per_row) != B:
+            got = len(per_row) if hasattr(per_row, "__len__") else type(per_row).__name__
+            raise IntegrationInputError(f"{source}: {label}: expected one list per row ({B}), got {got}")
         for r in range(B):
-            if len(per_row[r]) != counts[r]:
+            item = per_row[r]
+            if not isinstance(item, (list, tuple, np.ndarray)):
                 raise IntegrationInputError(
-                    f"{source}: row {r}: {len(per_row[r])} {label} for {counts[r]} steps"
+                    f"{source}: row {r}: {label} is a {type(item).__name__} ({_short(item)}); "
+                    f"expected a list with one entry per step"
                 )
+            if len(item) != counts[r]:
+                raise IntegrationInputError(f"{source}: row {r}: {len(item)} {label} for {counts[r]} steps")
     row = np.repeat(np.arange(B), counts)
     step = np.arange(len(row)) - np.repeat(np.cumsum(counts) - counts, counts)
     flat_anchor = np.empty(len(row), dtype=object)
@@ -522,12 +819,12 @@ def trajectory_credit(
     if actions is not None:
         flat_a = np.empty(len(row), dtype=object)
         flat_a[:] = [str(a) for r in range(B) for a in actions[r]]
-    flat_s = None if success is None else _to_numpy(success, "success", B).astype(bool)[row]
+    flat_s = None if success is None else row_flags(success, s_name, B, source)[row]
     grp = _ids(index, "index", B)[row]
+    dev = as_device(device, default=rewards.device)
     steps = canonical_steps(
         grp, row, step, flat_anchor, flat_r, actions=flat_a, success=flat_s, source=source
     )
-    dev = rewards.device if device is None else torch.device(device)
     step_adv = score_steps(steps, estimator, device=dev, **params)
     grid = torch.zeros(B, K, dtype=torch.float64, device=dev)
     grid[valid.to(dev)] = step_adv

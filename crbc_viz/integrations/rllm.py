@@ -16,10 +16,11 @@ unknown name to ``OTHER``, so select them per role with ``estimator_map``.
 
 Per step (rLLM ``Step``): the anchor is ``step.observation`` (else ``step.input``), the action
 ``step.action`` (as text; else keyed by the transition), the reward ``step.reward``; a
-trajectory succeeded when ``trajectory.reward`` > 0. ``anchor=`` / ``action=`` callables
-(``fn(step) -> value``) override them. Trajectories are ordered as rLLM keeps them (the list
-order of ``trajectory.steps`` is the step index). Only attribute names are used, so importing
-this module imports no rLLM.
+trajectory succeeded when ``trajectory.reward`` > 0. Rewards are finite numbers: None, NaN,
+infinities and text (``"nan"``, ``"1.0"``) raise naming the group, trajectory and step, never
+read as a failure. ``anchor=`` / ``action=`` callables (``fn(step) -> value``) override them.
+Trajectories are ordered as rLLM keeps them (the list order of ``trajectory.steps`` is the step
+index). Only attribute names are used, so importing this module imports no rLLM.
 """
 
 from __future__ import annotations
@@ -29,6 +30,23 @@ import numpy as np
 from ._core import IntegrationInputError, canonical_steps, score_steps
 
 __all__ = ["assign_step_advantages", "register"]
+
+_NUMBER = (int, float, np.integer, np.floating)
+
+
+def _reward(value, where: str) -> float:
+    """A finite number (a bool is not a reward), else `IntegrationInputError` naming ``where``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, _NUMBER):
+        raise IntegrationInputError(
+            f"{where}: reward is {type(value).__name__} {value!r:.40}; expected a finite number"
+        )
+    try:
+        out = float(value)
+    except OverflowError:
+        out = float("inf")
+    if not np.isfinite(out):
+        raise IntegrationInputError(f"{where}: reward is {out}; expected a finite number")
+    return out
 
 
 def _default_anchor(step):
@@ -41,8 +59,7 @@ def _steps_of(groups, anchor, action):
     for gi, group in enumerate(groups):
         gid = getattr(group, "group_id", "") or f"group{gi}"
         for ti, traj in enumerate(group.trajectories):
-            if traj.reward is None:
-                raise IntegrationInputError(f"rLLM group {gid!r}, trajectory {ti}: reward is None")
+            traj_ok = _reward(traj.reward, f"rLLM group {gid!r}, trajectory {ti}") > 0
             for si, step in enumerate(traj.steps):
                 a = anchor(step)
                 if a is None:
@@ -56,8 +73,10 @@ def _steps_of(groups, anchor, action):
                 k.append(si)
                 anc.append(a)
                 act.append(None if action is None else action(step))
-                rew.append(float(getattr(step, "reward", 0.0) or 0.0))
-                ok.append(float(traj.reward) > 0)
+                rew.append(
+                    _reward(getattr(step, "reward", None), f"rLLM group {gid!r}, trajectory {ti}, step {si}")
+                )
+                ok.append(traj_ok)
                 refs.append(step)
     anchors = np.empty(len(anc), dtype=object)
     anchors[:] = anc

@@ -11,16 +11,16 @@ ROLL's agentic batch has one row per environment step with ``traj_group_id`` (th
 ``traj_id``, ``step``, ``state_hash`` (the anchor) and ``step_scores`` (the step's reward) in
 ``non_tensor_batch``; ``batch_adjust_mode="copy"`` appends copies of rows. Statistics are
 computed on the unique (traj_id, step) rows and every row gets its step's credit. Success:
-``non_tensor_batch["success"]`` per row if present, else ``episode_scores`` > 0 if present,
-else the trajectory's summed ``step_scores`` > 0. Actions: keyed by the transition (ROLL's rows
-carry no parsed action), unless ``non_tensor_batch["action"]`` is present.
+``non_tensor_batch["success"]`` per row if present (each a bool or 0/1: NaN, None or text such
+as ``"False"`` raise naming the row, never read as a success or a failure), else
+``episode_scores`` > 0 if present (finite numbers), else the trajectory's summed
+``step_scores`` > 0. Actions: keyed by the transition (ROLL's rows carry no parsed action),
+unless ``non_tensor_batch["action"]`` is present.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
-from ._core import IntegrationInputError, canonical_steps, score_steps
+from ._core import IntegrationInputError, canonical_steps, row_flags, row_numbers, score_steps
 
 __all__ = ["response_level_advantages", "REQUIRED_KEYS"]
 
@@ -32,7 +32,9 @@ def response_level_advantages(batch, *, estimator: str = "crbc", device=None, **
     ``non_tensor_batch`` dict and a ``batch`` of tensors), on the batch's device.
 
     Raises:
-        IntegrationInputError: a required key is missing, conflicting duplicate rows, gaps.
+        IntegrationInputError: a required key is missing, conflicting duplicate rows, gaps,
+            a ``success`` that is not a flag, a score that is not a finite number (each naming
+            the key and the row).
     """
     import torch
 
@@ -43,17 +45,18 @@ def response_level_advantages(batch, *, estimator: str = "crbc", device=None, **
             f"ROLL batch: non_tensor_batch has no {', '.join(missing)} (the "
             f"agentic env manager writes them per step)"
         )
+    n = len(nt["traj_group_id"])
     success = None
     if "success" in nt:
-        success = np.asarray(nt["success"]).astype(bool)
+        success = row_flags(nt["success"], "non_tensor_batch['success']", n, "ROLL batch")
     elif "episode_scores" in nt:
-        success = np.asarray(nt["episode_scores"], dtype=np.float64) > 0
+        success = row_numbers(nt["episode_scores"], "non_tensor_batch['episode_scores']", n, "ROLL batch") > 0
     steps = canonical_steps(
         nt["traj_group_id"],
         nt["traj_id"],
         nt["step"],
         nt["state_hash"],
-        np.asarray(nt["step_scores"], dtype=np.float64),
+        row_numbers(nt["step_scores"], "non_tensor_batch['step_scores']", n, "ROLL batch"),
         actions=nt.get("action"),
         success=success,
         source="ROLL batch",

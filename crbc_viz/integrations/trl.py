@@ -22,11 +22,14 @@ completion_ids=)`` (a callable returning one dict per local completion) or else 
 dataset row / ``rollout_func`` extra fields of the completion (``crbc_anchors``,
 ``crbc_actions``, ``crbc_success``, ``crbc_step_starts``):
 
-- ``anchors``: the history-free state before each step (required for multi-step credit;
-  without any, a completion is one step from its prompt, the prompt being the anchor);
-- ``actions`` (optional): each step's action (else keyed by the transition);
-- ``success`` (optional bool);
-- ``starts`` (optional): token offsets in the completion where each step starts; default: runs
+- ``anchors``: a list with the history-free state before each step (required for multi-step
+  credit; without any, a completion is one step from its prompt, the prompt being the anchor);
+  one string instead of a list raises, naming the completion, rather than be split into
+  characters;
+- ``actions`` (optional): a list with each step's action (else keyed by the transition);
+- ``success`` (optional): a bool or 0/1 (NaN or text raise naming the completion; None means
+  not given: the reward decides);
+- ``starts`` (optional): integer token offsets in the completion where each step starts; default: runs
   of TRL's ``tool_mask`` (each model turn between tool results is a step) when tools are used,
   else the whole completion is one step.
 
@@ -51,8 +54,27 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def _steps_list(value, what: str, i: int, *, optional: bool = False):
+    """A completion's per-step list (anchors or actions) as a list; a string, a dict or a
+    scalar raises naming the completion (``list("abc")`` would make three steps)."""
+    import numpy as np
+
+    from ._core import IntegrationInputError
+
+    if value is None and optional:
+        return None
+    if not isinstance(value, (list, tuple, np.ndarray)):
+        raise IntegrationInputError(
+            f"TRL completion {i}: {what} is {type(value).__name__} {value!r:.40}; expected a list "
+            f"with one entry per step"
+        )
+    return list(value)
+
+
 def _local_steps(inputs, prompts, n: int, credit_steps, completions, completion_ids):
     """One dict per local completion: anchors, actions, success, starts."""
+    from ._core import IntegrationInputError
+
     if credit_steps is not None:
         out = list(
             credit_steps(
@@ -60,18 +82,28 @@ def _local_steps(inputs, prompts, n: int, credit_steps, completions, completion_
             )
         )
         if len(out) != n:
-            from ._core import IntegrationInputError
-
             raise IntegrationInputError(f"credit_steps returned {len(out)} entries for {n} completions")
-        return out
+        for i, d in enumerate(out):
+            if not isinstance(d, dict) or "anchors" not in d:
+                raise IntegrationInputError(
+                    f"credit_steps: entry {i} is {type(d).__name__}; expected a dict with 'anchors'"
+                )
+        return [
+            {
+                **d,
+                "anchors": _steps_list(d["anchors"], "anchors", i),
+                "actions": _steps_list(d.get("actions"), "actions", i, optional=True),
+            }
+            for i, d in enumerate(out)
+        ]
     out = []
     for i in range(n):
         row = inputs[i] if i < len(inputs) else {}
         if row.get("crbc_anchors") is not None:
             out.append(
                 {
-                    "anchors": list(row["crbc_anchors"]),
-                    "actions": row.get("crbc_actions"),
+                    "anchors": _steps_list(row["crbc_anchors"], "crbc_anchors", i),
+                    "actions": _steps_list(row.get("crbc_actions"), "crbc_actions", i, optional=True),
                     "success": row.get("crbc_success"),
                     "starts": row.get("crbc_step_starts"),
                 }
@@ -79,6 +111,16 @@ def _local_steps(inputs, prompts, n: int, credit_steps, completions, completion_
         else:  # one step from the prompt
             out.append({"anchors": [prompts[i]], "starts": [0]})
     return out
+
+
+def _success_values(everyone, reward) -> list | None:
+    """Per gathered completion, its given ``success`` (checked as a flag by the credit), else
+    whether its reward is > 0; None when no completion gives one."""
+    if all(d.get("success") is None for d in everyone):
+        return None
+    return [
+        d["success"] if d.get("success") is not None else bool(reward[i] > 0) for i, d in enumerate(everyone)
+    ]
 
 
 def build_trainer_class():
@@ -169,12 +211,7 @@ def build_trainer_class():
             g_rewards = torch.zeros(N, K, dtype=torch.float64)
             has = g_counts > 0
             g_rewards[torch.arange(N)[has], (g_counts - 1).clamp(min=0)[has]] = reward[has]
-            succ = None
-            if any(d["success"] is not None for d in everyone):
-                succ = [
-                    bool(d["success"]) if d["success"] is not None else bool(reward[i] > 0)
-                    for i, d in enumerate(everyone)
-                ]
+            succ = _success_values(everyone, reward)
             acts = None
             if any(d["actions"] is not None for d in everyone):
                 if not all(d["actions"] is not None for d in everyone):
@@ -191,7 +228,7 @@ def build_trainer_class():
                 estimator=self.credit_estimator,
                 device=mask.device,
                 source="TRL generation batch",
-                names=("anchors", "actions"),
+                names=("anchors", "actions", "success"),
                 **self.credit_params,
             )
             lo = self.accelerator.process_index * n

@@ -23,11 +23,14 @@ What the user adds to ``non_tensor_batch`` (in an agent loop: ``AgentLoopOutput.
 which verl copies into ``non_tensor_batch`` key by key):
 
 - ``crbc_anchors`` (required): per row, a list with the history-free environment state before
-  each step (one per step: the text observation, a board string, a dict, an array).
+  each step (one per step: the text observation, a board string, a dict, an array); a row
+  given as one string (not a list) raises, naming the row, rather than be split into characters.
 - ``crbc_actions`` (optional): per row, a list with each step's action (e.g. the parsed tool
   call); else actions are keyed by their transition (next anchor / SUCCESS / FAILURE).
-- ``crbc_success`` (optional): per row, whether the rollout succeeded; else its summed reward
-  > 0.
+- ``crbc_success`` (optional): per row, whether the rollout succeeded, a bool or 0/1 (NaN,
+  None or text raise naming the row: never read as a success or a failure); else its summed
+  reward > 0.
+- ``crbc_step_starts`` (optional): per row, a list of integer token offsets (see above).
 
 verl 0.9.1 hands an estimator only ``token_level_rewards``, ``response_mask``, ``index`` (uid)
 and ``config`` — ``non_tensor_batch`` only to ``gdpo``. `tests/trainer_patches/verl-0.9.1.patch`
@@ -37,7 +40,7 @@ marked ``needs_non_tensor_batch`` (ours are); without it the estimator raises, s
 
 from __future__ import annotations
 
-from ._core import IntegrationInputError, token_steps, trajectory_credit
+from ._core import IntegrationInputError, token_steps, token_tensors, trajectory_credit
 
 __all__ = [
     "compute_advantage",
@@ -63,6 +66,10 @@ def _per_row(nt: dict, key: str, B: int, required: bool):
             )
         return None
     v = nt[key]
+    if isinstance(v, (str, bytes, dict)) or not hasattr(v, "__len__"):
+        raise IntegrationInputError(
+            f"non_tensor_batch['{key}']: expected one entry per row, got {type(v).__name__}"
+        )
     if len(v) != B:
         raise IntegrationInputError(f"non_tensor_batch['{key}']: {len(v)} entries for {B} rows")
     return v
@@ -96,6 +103,13 @@ def compute_advantage(
         ``(advantages, returns)``: the same ``[B, L]`` tensor, zero outside ``response_mask``.
         A token's value is the ``advantage`` ``crbc-viz score`` gives its step on the canonical
         rows (group = uid, trajectory = row, step = turn).
+
+    Raises:
+        IntegrationInputError: no ``non_tensor_batch`` or ``crbc_anchors``; a ``response_mask``
+            not of the rewards' ``[B, L]`` shape or not 0/1; a non-finite reward; a NaN or
+            non-UTF-8 uid; per row, an entry that is not a list, or whose length is not the
+            row's step count; a ``crbc_success`` that is not a flag; ``crbc_step_starts`` that
+            are not increasing integer offsets (each naming the key and the row).
     """
     import torch
 
@@ -106,8 +120,7 @@ def compute_advantage(
             "verl/trainer/ppo/ray_trainer.py compute_advantage), or call this function with "
             "non_tensor_batch=data.non_tensor_batch"
         )
-    rewards = torch.as_tensor(token_level_rewards)
-    mask = torch.as_tensor(response_mask, device=rewards.device)
+    rewards, mask = token_tensors(token_level_rewards, response_mask)
     B = rewards.shape[0]
     nt = non_tensor_batch
     if index is None:
@@ -135,7 +148,7 @@ def compute_advantage(
         estimator=estimator,
         device=device,
         source="verl batch",
-        names=(ANCHORS, ACTIONS),
+        names=(ANCHORS, ACTIONS, SUCCESS),
         **{**cfg_params, **params},
     )
     dev = tok_adv.device

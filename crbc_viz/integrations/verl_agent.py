@@ -16,7 +16,7 @@ are dropped, differing copies raise — and every row, copies included, gets its
 
 from __future__ import annotations
 
-from ._core import any_per_trajectory, broadcast, canonical_steps, score_steps
+from ._core import any_per_trajectory, as_device, broadcast, canonical_steps, score_steps, token_tensors
 
 __all__ = ["compute_advantage"]
 
@@ -57,10 +57,10 @@ def compute_advantage(
             rollouts that left an anchor for the same next state took the same action (exact
             for deterministic environments such as Sokoban; distinct actions with one effect
             are merged).
-        success: optional bool ``[B]``: the row's trajectory succeeded (e.g. the env's
-            ``won``). Else a trajectory succeeded when its summed reward (over its unique
+        success: optional ``[B]`` flags (bools or 0/1; NaN, None or text raise naming the
+            row): the row's trajectory succeeded (e.g. the env's ``won``). Else a trajectory succeeded when its summed reward (over its unique
             steps) is > 0; with ``row_reward="episode"``, when the episode return is > 0.
-        won: optional bool ``[B]``: the env's per-step ``won`` flag (the patch records it);
+        won: optional ``[B]`` flags (bools or 0/1): the env's per-step ``won`` flag (the patch records it);
             a trajectory succeeded when any of its steps has it. Ignored when ``success`` is
             given.
         estimator: any registry name (``crbc_viz.estimators.registry.names()``).
@@ -82,15 +82,16 @@ def compute_advantage(
 
     Raises:
         IntegrationInputError: no step index, conflicting duplicate rows, gaps in a
-            trajectory's steps, success differing within a trajectory, shape mismatches.
+            trajectory's steps, success differing within a trajectory, a success / won that is
+            not a flag, a ``response_mask`` not of the rewards' ``[B, L]`` shape or not 0/1,
+            a non-finite reward, a NaN or non-UTF-8 id, a step index out of range.
     """
     import torch
 
-    rewards = torch.as_tensor(token_level_rewards)
-    mask = torch.as_tensor(response_mask, device=rewards.device)
+    rewards, mask = token_tensors(token_level_rewards, response_mask)
     row_reward_sum = (rewards.double() * mask.double()).sum(-1)
     if success is None and won is not None:
-        success = any_per_trajectory(index, traj_index, won)
+        success = any_per_trajectory(index, traj_index, won, name="won", source="verl-agent batch")
     steps = canonical_steps(
         index,
         traj_index,
@@ -102,7 +103,7 @@ def compute_advantage(
         row_reward=row_reward,
         source="verl-agent batch",
     )
-    dev = rewards.device if device is None else torch.device(device)
+    dev = as_device(device, default=rewards.device)
     row_adv = score_steps(steps, estimator, device=dev, **params)
     dtype = rewards.dtype if rewards.is_floating_point() else torch.float32
     adv = broadcast(row_adv, mask.to(dev), dtype=dtype)

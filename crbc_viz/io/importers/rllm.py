@@ -15,7 +15,10 @@ Canonical mapping: group = the task id (the part of the episode id before ``:``;
 for a named role of a multi-agent workflow, as rLLM's ``TrajectoryGroup`` does); traj = the
 episode id (plus ``#j`` when an episode has several trajectories of one role); ``step_idx`` =
 position in ``steps``; ``reward``, ``action`` (JSON when not a string), ``model_response`` ->
-``response``; success = ``is_correct``; ``episode_return`` = trajectory ``reward``.
+``response``; success = ``is_correct`` (a JSON true/false or 0/1; null, text such as
+``"false"`` or any other value is a problem naming the file, item and field, never read as a
+success; an episode without the field has no success flag, so the loader's rule decides:
+the return > the success threshold, noted); ``episode_return`` = trajectory ``reward``.
 Truncation: ``termination_reason`` ``max_turns_exceeded`` / ``max_prompt_length_exceeded`` /
 ``max_response_length_exceeded`` / ``timeout`` is truncated and ``env_done`` is ended (the last
 step's ``done`` is set so); other reasons fall back to the steps' ``done`` when some step has
@@ -41,8 +44,9 @@ import pandas as pd
 
 from .. import _guards
 from ..errors import MAX_LISTED, LoadError, Problem
+from ..flags import not_a_flag, read_flags
 from ..readers import RawTable
-from ._common import Imported, drop_exact_duplicates, run_from_dir, step_from_path, to_text
+from ._common import Imported, drop_exact_duplicates, json_document, run_from_dir, step_from_path, to_text
 
 NAME = "rllm"
 SIGNATURE = ("id", "trajectories")
@@ -78,9 +82,9 @@ def _load(path: str, problems: list) -> list[tuple[int, dict]]:
             if ".jsonl" in path.lower():
                 for i, line in enumerate(fh, start=1):
                     if line.strip():
-                        items.append((i, json.loads(line)))
+                        items.append((i, json.loads(_guards.check_json(line, path, i))))
             else:
-                doc = json.load(fh)
+                doc = json_document(path)  # size, memory and depth limits first
                 docs = doc if isinstance(doc, list) else [doc]
                 items = list(enumerate(docs))
     except (json.JSONDecodeError, UnicodeDecodeError, OSError, EOFError, RecursionError) as exc:
@@ -145,6 +149,7 @@ def read(path: str) -> Imported:
     run = run_from_dir(files[0] if files else path)
     anchors_from: dict = {}
     no_done = 0
+    no_correct = 0
     for f in files:
         where = "line" if ".jsonl" in f.lower() else "item"
         for idx, ep in _load(f, problems):
@@ -163,6 +168,15 @@ def read(path: str) -> Imported:
                 continue
             task_id = eid.split(":")[0]
             tstep = _train_step(ep, f)
+            success = None
+            if "is_correct" in ep:
+                (flag,), bad = read_flags([ep["is_correct"]])
+                if len(bad):
+                    problems.append(Problem(f, idx, "is_correct", not_a_flag(ep["is_correct"]), where))
+                    continue
+                success = bool(flag)
+            else:
+                no_correct += 1
             names: dict = {}
             for j, tr in enumerate(ep["trajectories"]):
                 if not isinstance(tr, dict) or not isinstance(tr.get("steps"), list):
@@ -197,7 +211,7 @@ def read(path: str) -> Imported:
                             "response": to_text(st.get("model_response") or st.get("output")),
                             "observation": to_text(st.get("observation")),
                             "anchor_obs": to_text(anchor),
-                            "success": bool(ep.get("is_correct", False)),
+                            "success": success,
                             "episode_return": tr.get("reward"),
                             "termination_reason": to_text(ep.get("termination_reason")),
                             "advantage": adv
@@ -227,6 +241,11 @@ def read(path: str) -> Imported:
         notes.append(
             f"{anchors_from[None]} step(s) carry no observation, chat_completions or "
             "info anchor: they have no anchor (nothing merges there)"
+        )
+    if no_correct:
+        notes.append(
+            f"{no_correct} episode(s) have no is_correct: their success is their return "
+            "(trajectory reward, else the summed step rewards) > the success threshold"
         )
     if no_done:
         notes.append(

@@ -27,6 +27,9 @@ JSONL / Parquet step rows under the same names are read too. Rows may be in any 
 orders them; without it the file is refused); exact duplicate rows are dropped with a note,
 conflicting ones are an error naming both. Success = ``episode_scores`` > success_threshold
 unless ``success`` is present; without an ``action`` the response text is the edge label.
+``done`` / ``terminated`` is a flag (`crbc_viz.io.flags`: a bool or 0/1; in a CSV also the text
+true/false): a missing value says nothing, any other value (``"False"`` in a JSON file, 2) is a
+problem naming its row, never read as ended.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..errors import LoadError, Problem
+from ..errors import MAX_LISTED, LoadError, Problem
+from ..flags import not_a_flag, read_flags
 from ..readers import RawTable, read_table
 from ._common import Imported, drop_exact_duplicates, rename, require, run_from_dir, step_from_path, to_text
 
@@ -112,6 +116,28 @@ def _last_message(msgs, role):
     return None
 
 
+def _done_flags(col: pd.Series, raw: RawTable) -> np.ndarray:
+    """``done`` per row: True / False, None where the row has none; any value that is not a
+    flag is a problem naming its row (``bool("False")`` would read a truncated step as ended)."""
+    values = col.to_numpy(dtype=object)
+    present = ~pd.isna(col).to_numpy()
+    flags, bad = read_flags(values[present], text=raw.from_text)
+    if len(bad):
+        rows = np.flatnonzero(present)[bad]
+        raise LoadError(
+            [
+                Problem(
+                    raw.path, int(raw.line[i]), "done", not_a_flag(values[i], text=raw.from_text), raw.where
+                )
+                for i in rows[:MAX_LISTED]
+            ],
+            total=len(rows),
+        )
+    out = np.full(len(values), None, dtype=object)
+    out[present] = flags
+    return out
+
+
 def read(path: str) -> Imported:
     raw, note = _unroll(read_table(path))
     notes = [note] if note else []
@@ -165,9 +191,7 @@ def read(path: str) -> Imported:
     if "done" not in df.columns and "terminated" in df.columns:
         df["done"] = df["terminated"]
     if "done" in df.columns:
-        df["done"] = df["done"].map(
-            lambda v: None if v is None or (isinstance(v, float) and np.isnan(v)) else bool(v)
-        )
+        df["done"] = _done_flags(df["done"], raw)
     else:
         notes.append("no done / terminated field: truncation unknown (docs/roll_recipe.md writes crbc_done)")
     if "messages_list" in df.columns:

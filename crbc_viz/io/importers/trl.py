@@ -15,8 +15,13 @@ otherwise the leading numeric columns (TRL writes rewards before extras) whose u
 reproduces the logged ``advantage`` in every group (TRL's advantage is the group-centred reward,
 scaled), which leaves out extras such as ``num_turns`` (when the advantage cannot decide, the
 column names do; noted); with no ``advantage`` column they must be declared. Success:
-``success_column`` (``--success-column``, a 0/1 column), else the one reward column holding only
-0 and 1 (e.g. ``reward_won``), else reward > the success threshold (noted). Truncation
+``success_column`` (``--success-column``, a 0/1 column: numbers, bools, or the text ``0``/``1``/
+``true``/``false``), else the one reward column holding only 0 and 1 (e.g. ``reward_won``),
+else the one other column named like a success (``won``, ``success``, ``correct`` ...) holding
+only such flags (a logged extra, or a reward column written as strings), else reward >
+the success threshold (noted, naming any success-named column that holds other values). A value
+of the success column that is not a flag (NaN, None, ``"yes"``, 2) is a problem naming its row,
+never read as a success or a failure (`crbc_viz.io.flags`). Truncation
 (completion cut by ``max_completion_length``) is not in the file: every row is taken as ended.
 Trainer keys kept: ``step`` and the row within the file (``src_row``).
 """
@@ -29,7 +34,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..errors import LoadError, Problem
+from ..errors import MAX_LISTED, LoadError, Problem
+from ..flags import not_a_flag, read_flags
 from ..readers import RawTable, read_table
 from ._common import Imported, require, run_from_dir, step_from_path, text_id, to_text
 
@@ -230,26 +236,55 @@ def outcome_columns(
         if scol:
             notes.append(f"success = {scol} (the 0/1 reward column); --success-column overrides")
         else:
-            notes.append(
-                "no 0/1 reward column: success = reward > the success threshold; name one "
-                "with --success-column"
-            )
+            scol, note = _flag_column(df, rcols)
+            notes.append(note)
     if scol is not None:
-        v = pd.to_numeric(df[scol], errors="coerce")
-        bad = np.flatnonzero(~v.isin([0, 1]).to_numpy())
+        col = df[scol]
+        _, bad = read_flags(col, text=True)
         if len(bad):
             raise LoadError(
                 [
                     Problem(
                         path,
-                        int(bad[0]),
+                        int(i),
                         scol,
-                        f"success column holds {df[scol].iat[bad[0]]!r}; expected 0 or 1",
+                        f"success column holds a value that is not a flag: {not_a_flag(col.iat[int(i)], text=True)}",
                         "row",
                     )
-                ]
+                    for i in bad[:MAX_LISTED]
+                ],
+                total=len(bad),
             )
     return rcols, scol, notes
+
+
+def _flag_column(df: pd.DataFrame, rcols: list[str]) -> tuple[str | None, str]:
+    """(the success column among the non-reward columns, the note): the one column named like a
+    success whose values are all flags (bools, 0/1, or the text 0/1/true/false)."""
+    named = [
+        c for c in df.columns if c not in rcols and c not in _NOT_REWARD and _SUCCESS_NAME.search(str(c))
+    ]
+    flag_cols, other = [], []
+    for c in named:
+        col = df[c]
+        present = col.notna().to_numpy()
+        _, bad = read_flags(col[present], text=True)
+        if present.any() and not len(bad):
+            flag_cols.append(c)
+        else:
+            k = int(np.flatnonzero(present)[bad[0]]) if len(bad) else None
+            other.append(f"{c} (row {k}: {col.iat[k]!r:.30})" if k is not None else f"{c} (empty)")
+    if len(flag_cols) == 1:
+        return flag_cols[0], (
+            f"success = {flag_cols[0]} (a column of true/false flags, not a reward); --success-column overrides"
+        )
+    why = (
+        f"several columns of flags ({', '.join(flag_cols)})"
+        if flag_cols
+        else "no 0/1 reward column"
+        + (f"; column(s) named like a success hold other values: {', '.join(other)}" if other else "")
+    )
+    return None, f"{why}: success = reward > the success threshold; name one with --success-column"
 
 
 def completion_rows(
@@ -296,7 +331,7 @@ def completion_rows(
         }
     )
     if scol is not None:
-        out["success"] = pd.to_numeric(df[scol]).to_numpy() == 1
+        out["success"] = read_flags(df[scol], text=True)[0]
     for c in _numeric(df):
         name = f"reward_{c}" if c in rcols else c if c not in out.columns else f"src_{c}"
         out[name] = df[c].to_numpy()

@@ -30,7 +30,9 @@ lines, and a file without ``step`` is an error (its rows cannot be put back in o
 (the env's flag, written by the hook) marks truncation: a trajectory whose last row has
 ``done = false`` was cut by ``env.max_steps``; without ``done`` truncation is unknown (noted).
 Without ``action`` the last ``<action>…</action>`` of ``response`` is the action (verl-agent's
-prompt convention), else the whole response.
+prompt convention), else the whole response. ``active_masks`` is a flag (`crbc_viz.io.flags`: a
+bool or 0/1; in a CSV also the text true/false): a missing value, NaN or ``"False"`` in a JSON
+file is a problem naming its line, never read as active or inactive.
 
 **rollout_data_dir** (verl's ``_dump_generations``: ``{global_steps}.jsonl`` with ``input``,
 ``output``, ``score``, ``step``): verl-agent writes one line per environment *step* with no
@@ -43,9 +45,8 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
-
-from ..errors import LoadError, Problem
+from ..errors import MAX_LISTED, LoadError, Problem
+from ..flags import not_a_flag, read_flags
 from ..readers import RawTable, read_table
 from . import verl as _verl
 from ._common import Imported, drop_exact_duplicates, rename, require, run_from_dir, step_from_path
@@ -95,11 +96,21 @@ def read(path: str) -> Imported:
     notes = []
     line = raw.line
     if "active_masks" in df.columns:
-        keep = (
-            df["active_masks"]
-            .map(lambda v: v is None or bool(v) if not isinstance(v, float) else not np.isnan(v) and bool(v))
-            .to_numpy(bool)
-        )
+        keep, bad = read_flags(df["active_masks"], text=raw.from_text)
+        if len(bad):
+            raise LoadError(
+                [
+                    Problem(
+                        raw.path,
+                        int(line[i]),
+                        "active_masks",
+                        not_a_flag(df["active_masks"].iat[int(i)], text=raw.from_text),
+                        raw.where,
+                    )
+                    for i in bad[:MAX_LISTED]
+                ],
+                total=len(bad),
+            )
         df, line = df[keep].reset_index(drop=True), line[keep]
         df = df.drop(columns=["active_masks"])
     if "step" not in df.columns:
