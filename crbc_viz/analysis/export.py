@@ -66,7 +66,14 @@ def export_scores(
         if progress:
             progress(r.run_id, int(r.train_step))
     if not frames:
-        raise ValueError(f"{store.root}: nothing to export for run={run!r} train_step={train_step!r}")
+        from ..errors import StoreError
+
+        what = (
+            "no log has been ingested into it yet"
+            if store.train_steps().empty
+            else (f"no group matches run={run!r} train_step={train_step!r}")
+        )
+        raise StoreError(f"{store.root}: nothing to export: {what}")
     table = pd.concat(frames, ignore_index=True)
     write_frame(table, out)
     return table

@@ -140,6 +140,34 @@ def test_trends_of_an_empty_store_or_a_missing_run_says_why(tmp_path, capsys):
     assert "no run 'nope' in the store (runs: only)" in capsys.readouterr().err
 
 
+def test_export_of_an_empty_store_or_a_missing_run_is_one_line_exit_2(tmp_path, capsys):
+    """It ended in a ValueError traceback."""
+    empty = tmp_path / "empty"
+    LogStore(empty, create=True)
+    assert (
+        cli_main(["export", "--store", str(empty), "--estimator", "crbc", "--out", str(tmp_path / "a.csv")])
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nothing to export: no log has been ingested into it yet" in err
+    store = tmp_path / "store"
+    ingest(store, [log_file(tmp_path / "log.jsonl", "only", seed=7)])
+    argv = [
+        "export",
+        "--store",
+        str(store),
+        "--run",
+        "nope",
+        "--estimator",
+        "crbc",
+        "--out",
+        str(tmp_path / "b.csv"),
+    ]
+    assert cli_main(argv) == 2
+    assert "no group matches run='nope'" in capsys.readouterr().err
+    assert not (tmp_path / "a.csv").exists() and not (tmp_path / "b.csv").exists()
+
+
 def _ingest_killed_after(store: Path, f: Path, parts: int) -> None:
     env = {k: v for k, v in os.environ.items() if k != CRASH_ENV}
     env[CRASH_ENV] = str(parts)
