@@ -31,7 +31,7 @@ from crbc_viz.views.compare import (
 from crbc_viz.views.trajectories import step_frame
 
 QUANTITIES = ("credit", "advantage", "value", "q_value")
-_BOOL = dict(options=[True, False], decode=lambda s: s == "True")
+_BOOL = dict(options=[True, False], decode={"True": True, "False": False}.get, allowed="True or False")
 
 
 def _label(sel, name: str) -> str:
@@ -229,7 +229,13 @@ def depth_family(sel, focus_anchor) -> None:
     k = st.select_slider(
         "Depth K",
         options=DEPTH_OPTIONS,
-        key=view.field("k", 0, options=DEPTH_OPTIONS, decode=lambda s: s if s == INF_LABEL else int(s)),
+        key=view.field(
+            "k",
+            0,
+            options=DEPTH_OPTIONS,
+            decode=lambda s: s if s == INF_LABEL else int(s),
+            allowed=f"0 … {DEPTH_OPTIONS[-2]} or {INF_LABEL}",
+        ),
         help="V^(K) = T^K V^(0), Q^(K) = B V^(K−1); K = ∞ is the exact closure",
     )
     view.record("k")

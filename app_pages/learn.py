@@ -18,16 +18,27 @@ from crbc_viz.ui.pipeline import learn_graph as graph_of
 from crbc_viz.ui.pipeline import learn_graph_page as graph_page
 from crbc_viz.ui.pipeline import learn_result as result_of
 from crbc_viz.ui.pipeline import learn_rows as base_rows
+from crbc_viz.ui.text import md
 from crbc_viz.views import learn as V
 
 LESSON_KEY = "learn_lesson"
 DATA_KEY = "learn_data"
 EXPORT_KEY = "learn_export"
 K_KEY = "learn_k"
+PLAY_KEY = "learn_play"
+#: Set by a playing lesson 4 just before it reruns: the next run advances K by one.
+PLAY_TICK = "_learn_play_tick"
 INF = "∞"
 K_OPTIONS = [str(k) for k in range(LEARN_KMAX + 1)] + [INF]
 DATASETS = {"toy": "Toy group (§14.1)", "sokoban": f"Sokoban · {V.SOKOBAN_GROUP}"}
 RR_DEFAULTS = {"learn_rr_jump": 4, "learn_rr_lucky": 1, "learn_rr_walk": 4, "learn_rr_walk_ok": 3}
+#: The range of each rare-route slider ("… of which" is further capped by the count above it).
+RR_RANGES = {
+    "learn_rr_jump": (1, 10),
+    "learn_rr_lucky": (0, 10),
+    "learn_rr_walk": (1, 10),
+    "learn_rr_walk_ok": (0, 10),
+}
 RR_METHODS = {
     "shortest_path": "shortest path (GraphGPO)",
     "visit_local": "visit-local (K = 0)",
@@ -64,7 +75,14 @@ def edits_panel(dataset: str, rows: list[dict]) -> tuple[tuple, tuple]:
     outcome = outcome_of(rows)
     fk, dk = f"learn_flip_{dataset}", f"learn_drop_{dataset}"
     for name, k in (("flip", fk), ("drop", dk)):
-        view.field(name, [], key=k, decode=lambda s: [t for t in s.split(",") if t in ids])
+        view.field(
+            name,
+            [],
+            key=k,
+            decode=lambda s: [t for t in s.split(",") if t],
+            options=lambda ts: set(ts) <= set(ids),
+            allowed="this group's rollout ids, comma-separated",
+        )
     for k in (fk, dk):  # rollouts that no longer exist (rare-route sizes changed) are forgotten
         if k in st.session_state:
             st.session_state[k] = [t for t in st.session_state[k] if t in ids]
@@ -182,13 +200,19 @@ def lesson_visit_local(lesson, dataset) -> None:
     )
 
 
-def lesson_depth(lesson, dataset) -> None:
+def lesson_depth(lesson, dataset) -> bool:
+    """Lesson 4; True while Play runs (the page then reruns itself a second later)."""
     rows = base_rows(dataset)
+    if st.session_state.pop(PLAY_TICK, False) and st.session_state.get(PLAY_KEY):
+        # Play's step happens here, before the K control and the Play toggle are drawn: once a
+        # widget exists in a run, its state can no longer be set.
+        _step_k(1)
     c0, c1, c2, c3 = st.columns([6, 1, 1, 1.2], vertical_alignment="bottom")
     k = c0.select_slider(
         "Backup depth K",
         options=K_OPTIONS,
-        key=view.field("lk", "0", options=K_OPTIONS),
+        on_change=_stop_play_at_closure,
+        key=view.field("lk", "0", options=K_OPTIONS, allowed=f"0 … {LEARN_KMAX} or {INF}"),
         help="K = 0: visit-local averages; each step backs values up one edge; "
         "∞: the exact closure (one linear solve)",
     )
@@ -197,7 +221,9 @@ def lesson_depth(lesson, dataset) -> None:
         "◀ K", key="learn_k_prev", on_click=_step_k, args=(-1,), help="one backup less", width="stretch"
     )
     c2.button("K ▶", key="learn_k_next", on_click=_step_k, args=(1,), help="one backup more", width="stretch")
-    playing = c3.toggle("Play", key="learn_play", help="back up one step per second up to ∞")
+    playing = c3.toggle(
+        "Play", key=PLAY_KEY, on_change=_on_play, help="back up one step per second up to ∞ (from 0 at ∞)"
+    )
     flip, drop = try_it(lesson, dataset, rows)
     key = (dataset, (), flip, drop)
     fam = family_of(key, BETA)
@@ -210,12 +236,6 @@ def lesson_depth(lesson, dataset) -> None:
     m[2].metric("anchors whose V moved at this step", V.moved_anchors(fam, sel_k))
     params = () if sel_k is None else (("depth", float(sel_k)),)
     show_graph(graph_page(key, "crbc", params, None, f"crbc-depth-K{k}-{dataset}", f"crbc K = {k}"))
-    if playing:
-        if k == INF:
-            st.session_state["learn_play_done"] = True
-        else:
-            _step_k(1)
-            pause_then_rerun(1.0)
     c1, c2 = st.columns([1.3, 1])
     with c1:
         plot(V.depth_gap_figure(fam["depths"], fam["err"], fam["bound"], sel_k, BETA), "depth-gap")
@@ -232,14 +252,37 @@ def lesson_depth(lesson, dataset) -> None:
             height="auto" if len(table) <= 10 else 400,
             column_config={c: st.column_config.NumberColumn(format="%+.4f") for c in (f"A^({k})", "A^∞")},
         )
+    return playing and k != INF
 
 
 def _step_k(delta: int) -> None:
+    """One backup more or less (a callback, or Play's step before the widgets are drawn)."""
     cur = st.session_state.get(K_KEY, "0")
     i = K_OPTIONS.index(cur) if cur in K_OPTIONS else 0
     st.session_state[K_KEY] = K_OPTIONS[max(0, min(len(K_OPTIONS) - 1, i + delta))]
-    if st.session_state[K_KEY] == INF:
-        st.session_state["learn_play"] = False
+    _stop_play_at_closure()
+
+
+def _stop_play_at_closure() -> None:
+    if st.session_state.get(K_KEY) == INF:
+        st.session_state[PLAY_KEY] = False
+
+
+def _on_play() -> None:
+    """Play from K = ∞ starts again at 0."""
+    if st.session_state.get(PLAY_KEY) and st.session_state.get(K_KEY) == INF:
+        st.session_state[K_KEY] = K_OPTIONS[0]
+
+
+def _cap(key: str, cap: int, from_link: bool, names: dict) -> None:
+    """A "… of which" count cannot exceed the count above it; a link's larger value is reported."""
+    v = st.session_state[key]
+    if v > cap:
+        if from_link:
+            st.warning(
+                md(f"{names[key]} = '{v}' from the link is more than the {cap} above it; showing {cap}")
+            )
+        st.session_state[key] = cap
 
 
 def lesson_rare_route(lesson) -> None:
@@ -249,14 +292,22 @@ def lesson_rare_route(lesson) -> None:
         "learn_rr_walk": "rr_walk",
         "learn_rr_walk_ok": "rr_ok",
     }
+    from_link = {k: view.is_pending(names[k]) for k in RR_DEFAULTS}
     for k, v in RR_DEFAULTS.items():
-        view.field(names[k], v, decode=int, options=lambda x: isinstance(x, int) and 0 <= x <= 10)
+        lo, hi = RR_RANGES[k]
+        view.field(
+            names[k],
+            v,
+            decode=int,
+            options=lambda x, lo=lo, hi=hi: lo <= x <= hi,
+            allowed=f"whole numbers {lo} … {hi}",
+        )
     c = st.columns(4)
-    n_jump = c[0].slider("rollouts that jump", 1, 10, key="learn_rr_jump")
-    st.session_state["learn_rr_lucky"] = min(st.session_state["learn_rr_lucky"], n_jump)
+    n_jump = c[0].slider("rollouts that jump", *RR_RANGES["learn_rr_jump"], key="learn_rr_jump")
+    _cap("learn_rr_lucky", n_jump, from_link["learn_rr_lucky"], names)
     n_lucky = c[1].slider("… of which land (lucky)", 0, n_jump, key="learn_rr_lucky")
-    n_walk = c[2].slider("rollouts that walk around", 1, 10, key="learn_rr_walk")
-    st.session_state["learn_rr_walk_ok"] = min(st.session_state["learn_rr_walk_ok"], n_walk)
+    n_walk = c[2].slider("rollouts that walk around", *RR_RANGES["learn_rr_walk"], key="learn_rr_walk")
+    _cap("learn_rr_walk_ok", n_walk, from_link["learn_rr_walk_ok"], names)
     n_ok = c[3].slider("… of which arrive", 0, n_walk, key="learn_rr_walk_ok")
     for k in RR_DEFAULTS:
         view.record(names[k])
@@ -300,21 +351,25 @@ def lesson_combination(lesson, dataset) -> None:
         0.0,
         5.0,
         step=0.5,
-        key=view.field("wg", 1.0, decode=float, options=lambda x: 0 <= x <= 5),
+        key=view.field("wg", 1.0, decode=float, options=lambda x: 0 <= x <= 5, allowed="[0, 5]"),
     )
     w_s = c[1].slider(
         "w_S (step)",
         0.0,
         10.0,
         step=0.5,
-        key=view.field("ws", 5.0, decode=float, options=lambda x: 0 <= x <= 10),
+        key=view.field("ws", 5.0, decode=float, options=lambda x: 0 <= x <= 10, allowed="[0, 10]"),
     )
-    s_min = c[2].select_slider("σ_min", smins, key=view.field("smin", 0.1, decode=float, options=smins))
+    s_min = c[2].select_slider(
+        "σ_min",
+        smins,
+        key=view.field("smin", 0.1, decode=float, options=smins, allowed=", ".join(map(str, smins))),
+    )
     gate = c[3].slider(
         "gate: ≥ n distinct actions",
         1,
         4,
-        key=view.field("gate", 2, decode=int, options=range(1, 5)),
+        key=view.field("gate", 2, decode=int, options=range(1, 5), allowed="1, 2, 3, 4"),
         help="1 = no gate. For this family a single-action anchor already has Q = V, "
         "so n = 1 vs 2 differs only by round-off; n ≥ 3 silences more anchors",
     )
@@ -371,7 +426,7 @@ def render() -> None:
     )
     view.record("lesson")
     for p in problems:
-        st.warning(p)
+        st.warning(md(p))
     top[1].segmented_control(
         "Figure export",
         ["svg", "png"],
@@ -385,6 +440,7 @@ def render() -> None:
         f"<div style='font-size:1.25rem;line-height:1.55'>{V.superscripts(lesson.text)}</div>",
         unsafe_allow_html=True,
     )
+    playing = False
     if n == 5:
         lesson_rare_route(lesson)
     else:
@@ -396,9 +452,14 @@ def render() -> None:
             key=view.field("data", "toy", options=list(DATASETS)),
         )
         view.record("data")
-        {1: lesson_grpo, 2: lesson_anchors, 3: lesson_visit_local, 4: lesson_depth, 6: lesson_combination}[n](
-            lesson, dataset
-        )
+        lessons = {
+            1: lesson_grpo,
+            2: lesson_anchors,
+            3: lesson_visit_local,
+            4: lesson_depth,
+            6: lesson_combination,
+        }
+        playing = bool(lessons[n](lesson, dataset))
     if n < len(V.LESSONS):
         st.button(
             f"Next lesson: {n + 1} · {V.LESSONS[n].title.split(':')[0]} →",
@@ -407,6 +468,11 @@ def render() -> None:
             args=(n,),
             type="primary",
         )
+    if playing:
+        st.session_state[PLAY_TICK] = True
+        pause_then_rerun(1.0)
+    else:
+        st.session_state.pop(PLAY_TICK, None)
 
 
 render()

@@ -95,7 +95,14 @@ def render() -> None:
     names = estimator_names()
     default = [n for n in DEFAULT_TRIO if n in names] or names[:3]
     problems: list = []
-    key = view.field("est", default, decode=lambda s: [n for n in s.split(",") if n in names][:MAX_CHIPS])
+    key = view.field(
+        "est",
+        default,
+        decode=lambda s: s.split(",") if s else [],
+        options=lambda v: set(v) <= set(names) and len(set(v)) == len(v) <= MAX_CHIPS,
+        allowed=f"up to {MAX_CHIPS} different estimator names, comma-separated",
+        problems=problems,
+    )
     chosen = st.multiselect(
         "Estimators (one labelled credit chip each, top to bottom)", names, key=key, max_selections=MAX_CHIPS
     )

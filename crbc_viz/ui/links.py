@@ -207,8 +207,13 @@ def export_config(*parts: str) -> dict:
 
 
 def pause_then_rerun(seconds: float) -> None:
-    """For "Play" controls: wait, then rerun the script (the caller advanced its state)."""
+    """For "Play" controls: write the view into the URL, wait, then rerun the script.
+
+    The rerun starts from the query string as it is when `st.rerun` is called; written only
+    after it (by the app's `view.sync_out`), the new URL would read as a link opened in place
+    and undo the caller's step."""
     import time
 
+    view.sync_out()
     time.sleep(seconds)
     st.rerun()

@@ -91,7 +91,7 @@ def test_deep_link_restores_selection():
 def test_deep_link_with_params_and_bad_values():
     at = app(file=TOY, estimator="crbc", p="beta=0.9;depth=3;nope=1")
     ok(at)
-    assert at.sidebar.slider(key="param.crbc.beta").value == pytest.approx(0.9)
+    assert at.sidebar.number_input(key="param.crbc.beta").value == pytest.approx(0.9)
     assert at.sidebar.select_slider(key="param.crbc.depth").value == 3
     assert any("nope" in w.value for w in at.sidebar.warning)
     assert "beta=0.9" in at.query_params["p"]
@@ -114,7 +114,7 @@ def test_unknown_group_and_estimator_in_link():
 def test_parameter_widget_changes_url_and_result():
     at = app(file=TOY)
     at.switch_page("app_pages/graph.py").run()
-    at.sidebar.slider(key="param.crbc.beta").set_value(0.9).run()
+    at.sidebar.number_input(key="param.crbc.beta").set_value(0.9).run()
     ok(at)
     assert "beta=0.9" in at.query_params["p"]
     at.sidebar.select_slider(key="param.crbc.depth").set_value(0).run()

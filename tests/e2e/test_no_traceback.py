@@ -1,0 +1,191 @@
+"""No traceback reaches a browser, in a real `streamlit run app.py` driven by Debian's headless
+Chromium (Playwright's Python package, never `playwright install`).
+
+The server is started by a small launcher that plants two failures before handing over to
+Streamlit's own command line: the Estimators page's ``specs()`` raises (an exception inside a
+page body), and ``view.sync_in`` raises for ``?crash=outside`` (an exception before any page
+runs, outside the app's guard). Both messages carry a server path. The browser must show a short
+message and no path, source line, exception type or "Traceback"; the server log must hold the
+details. Also here: a link's refused parameter is a visible warning, and lesson 4's Play moves K.
+Screenshots go to ``test-output/``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from streamlit_server import CHROMIUM, WAIT_MS, _healthy, app_idle, free_port, stop_server
+from streamlit_server import CHROMIUM_ARGS as ARGS
+
+pytestmark = pytest.mark.browser
+
+REPO = Path(__file__).resolve().parents[2]
+OUT = REPO / "test-output"
+PLANTED = "planted failure in /work/secret/planted_module.py, line 7"
+#: What no page may show: server paths, source files, the traceback header, the exception.
+LEAKS = ("/work", ".py", "Traceback", "RuntimeError", "planted")
+
+LAUNCHER = f'''
+import sys
+
+sys.path.insert(0, {str(REPO)!r})  # this checkout's package, as ``python -m streamlit`` from REPO
+
+import streamlit as st
+
+import crbc_viz.views.reference as reference
+from crbc_viz.ui import view
+
+
+def planted_specs(*args, **kwargs):
+    raise RuntimeError({PLANTED!r})
+
+
+_sync_in = view.sync_in
+
+
+def planted_sync_in():
+    if st.query_params.get("crash") == "outside":
+        raise RuntimeError({PLANTED!r} + " (outside the guard)")
+    return _sync_in()
+
+
+reference.specs = planted_specs
+view.sync_in = planted_sync_in
+
+from streamlit.web.cli import main
+
+sys.exit(main())
+'''
+
+if not os.path.exists(CHROMIUM):
+    pytest.skip(
+        f"{CHROMIUM} is absent (apt-get install chromium); the browser test needs Debian's chromium",
+        allow_module_level=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """(base URL, server log path) of the app started through the planting launcher."""
+    OUT.mkdir(exist_ok=True)
+    launcher = tmp_path_factory.mktemp("launcher") / "launch.py"
+    launcher.write_text(LAUNCHER)
+    log_path = OUT / "streamlit-no-traceback-server.log"
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, str(launcher), "run", "app.py", "--server.address", "127.0.0.1"]
+            + ["--server.port", str(port), "--server.headless", "true", "--server.fileWatcherType", "none"]
+            + ["--browser.gatherUsageStats", "false"],
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while not _healthy(url):
+            assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text(errors="replace")
+            try:
+                proc.wait(timeout=0.25)  # bounded wait between polls; returns early if it exits
+            except subprocess.TimeoutExpired:
+                pass
+        yield url, log_path
+    finally:
+        stop_server(proc)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        br = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            yield br
+        finally:
+            br.close()
+
+
+@pytest.fixture
+def page(browser):
+    ctx = browser.new_context(viewport={"width": 1500, "height": 1600})
+    pg = ctx.new_page()
+    try:
+        yield pg
+    finally:
+        ctx.close()
+
+
+def body_text(pg) -> str:
+    return pg.locator("body").inner_text()
+
+
+def test_exception_in_a_page_shows_a_short_message_and_no_path(server, page):
+    url, log_path = server
+    page.goto(f"{url}/estimators")
+    page.get_by_text("Something went wrong on this page; details are in the server log").wait_for(
+        timeout=WAIT_MS
+    )
+    app_idle(page)
+    text = body_text(page)
+    assert not [s for s in LEAKS if s in text], text
+    assert page.locator("[data-testid='stException']").count() == 0
+    page.screenshot(path=str(OUT / "no_traceback_page.png"), full_page=True)
+    log = log_path.read_text(errors="replace")
+    assert PLANTED in log and "Traceback" in log  # the details are on the server
+
+
+def test_exception_outside_the_guard_is_redacted(server, page):
+    url, log_path = server
+    page.goto(f"{url}/?crash=outside")
+    page.locator("[data-testid='stException']").first.wait_for(timeout=WAIT_MS)
+    app_idle(page)
+    text = body_text(page)
+    assert not [s for s in LEAKS if s in text], text
+    page.screenshot(path=str(OUT / "no_traceback_outside.png"), full_page=True)
+    assert PLANTED + " (outside the guard)" in log_path.read_text(errors="replace")
+
+
+def test_refused_link_parameter_is_a_visible_warning(server, page):
+    url, _ = server
+    q = urllib.parse.urlencode({"estimator": "gigpo", "p": "similarity_thresh=1e-300;gamma=2;omega=nan"})
+    page.goto(f"{url}/?{q}")
+    sidebar = page.locator("[data-testid='stSidebar']")
+    sidebar.locator("[data-testid='stAlertContentWarning']").nth(1).wait_for(timeout=WAIT_MS)
+    app_idle(page)
+    warnings = sidebar.locator("[data-testid='stAlertContentWarning']").all_inner_texts()
+    assert len(warnings) == 2, warnings
+    assert any("'gamma'" in w and "2.0" in w and "[0, 1]" in w and "default 0.95" in w for w in warnings)
+    assert any("'omega'" in w and "NaN" in w for w in warnings)
+    sidebar.get_by_text("Parameters of gigpo").click()
+    field = sidebar.get_by_role("spinbutton", name="similarity_thresh")
+    field.wait_for(timeout=WAIT_MS)
+    assert field.input_value() == "1e-300"  # the registry's (0, 1) holds it: shown as given
+    page.screenshot(path=str(OUT / "refused_link_parameter.png"), full_page=True)
+
+
+def test_play_in_lesson_4_moves_k_to_the_closure(server, page):
+    url, _ = server
+    page.goto(f"{url}/learn?lesson=4&lk=18")
+    page.get_by_role("heading", name="4. Bellman backup").wait_for(timeout=WAIT_MS)
+    app_idle(page)
+    play = page.get_by_role("switch", name="Play")
+    page.locator("[data-testid='stCheckbox']").filter(has=play).locator("label").click()
+    for k in ("19", "20", "∞"):  # one backup per second; the URL follows K
+        page.wait_for_function(
+            "k => new URLSearchParams(location.search).get('lk') === k", arg=k, timeout=WAIT_MS
+        )
+    app_idle(page)
+    page.locator("sup", has_text="(∞)").first.wait_for(timeout=WAIT_MS)  # "A^(∞) at the … pairs"
+    assert not play.is_checked()  # Play stops at the closure
+    assert page.locator("[data-testid='stException']").count() == 0
+    assert "Something went wrong" not in body_text(page)
+    page.screenshot(path=str(OUT / "learn_lesson4_play.png"), full_page=True)
