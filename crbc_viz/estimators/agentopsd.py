@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import MissingSignalError
+from ..errors import EstimatorInputError, MissingSignalError
 from ..graph import AnchorGraph
 from ..ops.advantage import group_advantage
-from ..ops.signals import is_missing, step_location
+from ..ops.signals import is_missing, shown, step_location
 from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
 
@@ -55,8 +55,9 @@ def turn_evidence(graph: AnchorGraph) -> np.ndarray:
             or not isinstance(v, (int, float, np.integer, np.floating))
             or not math.isfinite(float(v))
         ):
-            raise ValueError(
-                f"agentopsd: field '{field}' must be a finite number, got {v!r} at {step_location(graph, s)}"
+            raise EstimatorInputError(
+                f"agentopsd: field '{field}' must be a finite number, got {shown(v)} at "
+                f"{step_location(graph, s)}"
             )
         return float(v)
 

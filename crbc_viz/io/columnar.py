@@ -216,10 +216,17 @@ def _outcomes(table: pa.Table, lay, success_threshold: float):
 def _anchor_hashes(obs: pa.ChunkedArray):
     """(step hashes ``[S]`` uint64, anchor keys as an Arrow string array): one BLAKE2b hash
     per distinct observation string (`anchor_hash64`, as the schema path); None when one
-    cannot be canonicalised (the schema path names its line)."""
+    cannot be canonicalised or is JSON text past ``$CRBC_VIZ_MAX_DEPTH`` /
+    ``$CRBC_VIZ_MAX_ITEMS`` (the schema path names its line)."""
     enc = call("dictionary_encode", obs.combine_chunks())
+    uniq = enc.dictionary.to_pylist()
+    depth, items = _guards.max_depth(), _guards.max_items()
+    short = min(depth, items)
+    for o in uniq:  # JSON text past the depth or value limits: never parsed here
+        if len(o) > short and o.lstrip()[:1] in ("[", "{") and _guards.json_problem(o, depth, items):
+            return None
     try:
-        uh = np.array([anchor_hash64(o) for o in enc.dictionary.to_pylist()], dtype=np.uint64)
+        uh = np.array([anchor_hash64(o) for o in uniq], dtype=np.uint64)
     except (RecursionError, ValueError, TypeError, OverflowError):
         return None
     keys = take(texts([f"{x:016x}" for x in uh.tolist()]), enc.indices)

@@ -3,11 +3,16 @@
 Readers only parse; `crbc_viz.io.schema` validates. Every reader reports problems with
 the file, the line (or row) and, where it applies, the field.
 
-Hostile input (ISSUE 8) is handled here, at the boundary:
+Hostile input is handled here, at the boundary:
 
 - JSON Lines are streamed line by line in binary, each line bounded by ``max_line_bytes``
   (default `MAX_LINE_MB` MiB, or ``$CRBC_VIZ_MAX_LINE_MB``); a longer line is skipped in
   bounded memory and reported, never read whole.
+- No JSON text reaches a parser (pyarrow's, ``json``) before its nesting depth and its number
+  of values are counted on its bytes (`_guards.json_problem`: ``$CRBC_VIZ_MAX_DEPTH``,
+  ``$CRBC_VIZ_MAX_ITEMS``), and what its parse will allocate is charged to the file's memory
+  budget first (`_guards.Budget`, ``$CRBC_VIZ_MAX_MEMORY_MB``): Python objects estimated from
+  the bytes, Arrow columns as rows x fields, the row table as rows x distinct fields.
 - Each line is decoded as UTF-8 on its own, so a bad byte names its line; a raw NUL byte at
   the start of a file means "binary, not text"; a UTF-8 byte-order mark is accepted.
 - Gzip that is not gzip, truncated or corrupt gzip, JSON nested too deeply, numbers too long
@@ -52,6 +57,8 @@ __all__ = [
     "raw_from_arrow",
     "read_parquet_arrow",
     "raw_from_parquet",
+    "read_charged",
+    "check_document",
 ]
 
 FORMATS = ("jsonl", "json", "parquet", "csv")
@@ -65,8 +72,8 @@ _ENV_MAX_LINE = "CRBC_VIZ_MAX_LINE_MB"
 MAX_JSON_MB = 512
 _ENV_MAX_JSON = "CRBC_VIZ_MAX_JSON_MB"
 _SKIP_CHUNK = 1 << 20
-#: Deepest JSON nesting accepted; deeper values could overflow the stack when shown or hashed.
-MAX_JSON_DEPTH = 100
+#: Default deepest JSON nesting accepted (``$CRBC_VIZ_MAX_DEPTH`` overrides it).
+MAX_JSON_DEPTH = _guards.MAX_DEPTH
 _GZIP_ERRORS = (OSError, EOFError, zlib.error)
 # A \uD800-\uDFFF escape in the raw text (paired escapes decode to one code point; lone ones
 # survive json.loads as unencodable surrogates).
@@ -224,20 +231,6 @@ def _fix_surrogates(obj):
     return root[0], count
 
 
-def _too_deep(text: str, obj, limit: int = MAX_JSON_DEPTH) -> bool:
-    """Whether ``obj`` nests deeper than ``limit`` (cheap bracket count first; iterative)."""
-    if text.count("[") + text.count("{") <= limit:
-        return False
-    stack = [(obj, 1)]
-    while stack:
-        v, d = stack.pop()
-        if d > limit:
-            return True
-        items = v.values() if isinstance(v, dict) else v
-        stack.extend((x, d + 1) for x in items if isinstance(x, (dict, list)))
-    return False
-
-
 def _note_nonfinite(rows: list, start: int, nonfinite: dict) -> None:
     """Record the (row, field) of every top-level NaN/Infinity literal in ``rows[start:]``."""
     for i in range(start, len(rows)):
@@ -247,10 +240,14 @@ def _note_nonfinite(rows: list, start: int, nonfinite: dict) -> None:
 
 
 def _spend(budget: _guards.Budget, rows: list, start: int, line: int | None) -> None:
-    """Charge the rows appended since ``start`` (and their field names) to ``budget``."""
+    """Charge the rows appended since ``start`` (and their field names) to ``budget``: a row's
+    slots in the row lists and, for the steps of a trajectory row, its dict (its values were
+    charged with the text)."""
     budget.rows(len(rows), line)
     for r in rows[start:]:
         budget.fields(r, line)
+    if len(rows) > start:
+        budget.spend(sum(64 + 16 * len(r) for r in rows[start:]), line)
 
 
 _ID_RE = {k: re.compile(rf'"{k}"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)') for k in ("group_id", "traj_id")}
@@ -342,13 +339,22 @@ def _read_jsonl(path: str, limit: int | None = None) -> RawTable:
     nonfinite: dict = {}
     broken: list = []
     surrogate_lines = 0
-    lineno = 0
+    lineno = blank = 0
     budget = _guards.Budget(path)
+    depth, items = _guards.max_depth(), _guards.max_items()
     try:
         with _open_binary(path) as fh:
             for lineno, raw in _iter_lines(fh, limit, path, problems):
                 budget.problems(problems, lineno)
                 if raw is None or not raw.strip():
+                    blank += raw is not None
+                    if blank > budget.max_rows:  # a gzip of blank lines: bounded time, too
+                        raise _guards.limit_error(
+                            path,
+                            f"more than {budget.max_rows:,} blank lines (the row limit)",
+                            _guards.ENV_MAX_ROWS,
+                            lineno,
+                        )
                     continue
                 try:
                     text = raw.decode("utf-8")
@@ -357,6 +363,12 @@ def _read_jsonl(path: str, limit: int | None = None) -> RawTable:
                         Problem(path, lineno, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})")
                     )
                     continue
+                why = _guards.json_problem(raw, depth, items)
+                if why is not None:  # never parsed: json.loads of it could take gigabytes
+                    problems.append(Problem(path, lineno, None, why))
+                    broken.append(_guess_ids(text))
+                    continue
+                budget.spend(_guards.json_cost(raw), lineno)  # before json.loads allocates it
                 try:
                     obj = _json_loads(text)
                 except (ValueError, RecursionError) as exc:
@@ -366,11 +378,6 @@ def _read_jsonl(path: str, limit: int | None = None) -> RawTable:
                 if not isinstance(obj, dict):
                     problems.append(
                         Problem(path, lineno, None, f"expected a JSON object, got {_json_type(obj)}")
-                    )
-                    continue
-                if _too_deep(text, obj):
-                    problems.append(
-                        Problem(path, lineno, None, f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
                     )
                     continue
                 if _SURROGATE_ESCAPE.search(text):
@@ -442,11 +449,21 @@ def _read_jsonl_fast(path: str, limit: int) -> RawTable | None:
     return None if table is None else raw_from_arrow(path, table)
 
 
+def _charge_frame(path: str, table: pa.Table, where: str) -> None:
+    """Refuse (`LoadError` naming ``$CRBC_VIZ_MAX_MEMORY_MB``) an Arrow table whose pandas frame,
+    validated, would pass the memory budget: the table itself plus rows x columns cells."""
+    budget = _guards.Budget(path, where)
+    budget.spend(table.nbytes)
+    budget.fields([str(c) for c in table.column_names])
+    budget.rows(table.num_rows)
+
+
 def raw_from_arrow(path: str, table: pa.Table) -> RawTable:
     """The `RawTable` of a JSONL file's `read_jsonl_arrow` table (what `read_table` returns
     for that file)."""
     import pandas as pd
 
+    _charge_frame(path, table, "line")
     df = table.to_pandas()
     for c in _ID_FIELDS:  # as `_frame`: integer ids with gaps keep their exact values
         if c in df.columns and df[c].dtype.kind == "f" and str(table.schema.field(c).type) == "int64":
@@ -469,9 +486,20 @@ def read_jsonl_arrow(path: str, limit: int, *, lists: bool = False) -> pa.Table 
     read as floats, no BOM,
     and within the row / field / cell caps of `_guards.Budget`. Any parse error (a bad line,
     a field that changes type) also falls back, so every message comes from one place.
+
+    Before pyarrow sees the bytes: no line may nest deeper than ``$CRBC_VIZ_MAX_DEPTH`` or
+    hold more than `FAST_MAX_ITEMS` values (pyarrow dies, SIGSEGV, on nesting some 20,000 deep
+    and on a list of ten million numbers), and the table it builds is bounded: its fields are
+    those of the first lines (`_sample_schema`; a field first seen later, or a value of
+    another type, makes pyarrow stop, and the streaming reader reads the file), so it holds at
+    most rows x those fields, which must fit the cell and memory budgets. A file of
+    many rows each with its own field names would otherwise make pyarrow build every field for
+    every row (gigabytes from a 1.5 MB file).
     """
+    budget = _guards.Budget(path)
     try:
-        if os.path.getsize(path) > FAST_JSONL_MAX_BYTES:
+        size = os.path.getsize(path)
+        if size > FAST_JSONL_MAX_BYTES or 2 * size > budget.max_bytes:
             return None
         with _open_binary(path) as fh:  # gzip, NUL sniff and the decompressed-size cap
             data = fh.read(FAST_JSONL_MAX_BYTES + 1)
@@ -479,16 +507,21 @@ def read_jsonl_arrow(path: str, limit: int, *, lists: bool = False) -> pa.Table 
         raise
     except (OSError, EOFError, zlib.error):
         return None
+    # Every array made from here on is per line or per 16 MiB piece, never per byte of data.
     if (
         not data
         or len(data) > FAST_JSONL_MAX_BYTES
+        or 2 * len(data) > budget.max_bytes
         or data.startswith(_BOM)
         or data.find(b"\x00") >= 0
         or (data.find(b"\\") >= 0 and _SURROGATE_BYTES.search(data))  # memchr first: fast
     ):
         return None
     buf = np.frombuffer(data, dtype=np.uint8)
-    ends = np.flatnonzero(buf == 10)
+    # At most one position per row: 200 MB of blank lines would need 1.6 GB of them.
+    ends = _positions(buf, lambda b: b == 10, budget.max_rows)
+    if ends is None:
+        return None
     if not data.endswith(b"\n"):
         ends = np.r_[ends, len(data)]
     starts = np.r_[0, ends[:-1] + 1]
@@ -498,22 +531,37 @@ def read_jsonl_arrow(path: str, limit: int, *, lists: bool = False) -> pa.Table 
     last = ends - 1 - (buf[ends - 1] == 13)  # a line's last byte before "\r\n" / "\n"
     if not ((buf[starts] == 123).all() and (buf[last] == 125).all()):  # "{" ... "}" per line
         return None
-    if buf.max() >= 128:  # pyarrow does not check UTF-8 itself
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-    budget = _guards.Budget(path)
-    if len(ends) > budget.max_rows:
+    if buf.max() >= 128 and not _utf8_ok_in_pieces(data):  # pyarrow does not check UTF-8 itself
+        return None
+    if not _shapes_fit(data, buf, starts, ends, lengths):
         return None
     try:
         import pyarrow as pa
         import pyarrow.json as pj
 
-        # Blocks of 4 MiB (or the longest line) are parsed in parallel; one 16 MiB block ran
-        # on one thread (0.18 s against 0.05 s for 14 MB on 2 cores).
-        block = max(_FAST_BLOCK, int(lengths.max()) + 2)
-        table = pj.read_json(pa.BufferReader(data), read_options=pj.ReadOptions(block_size=block))
+        sample, n_sample = _sample_schema(data, buf, ends)
+        if sample is None:
+            return None
+        if n_sample == len(ends):
+            table = sample  # the sample is the whole file
+        else:
+            cells = len(ends) * sample.num_columns
+            if (
+                sample.num_columns > budget.max_fields
+                or cells > budget.max_cells
+                or 2 * len(data) + cells * _ARROW_CELL_BYTES > budget.max_bytes
+            ):
+                return None
+            # Blocks of 4 MiB (or the longest line) are parsed in parallel; one 16 MiB block
+            # ran on one thread (0.18 s against 0.05 s for 14 MB on 2 cores).
+            block = max(_FAST_BLOCK, int(lengths.max()) + 2)
+            table = pj.read_json(
+                pa.BufferReader(data),
+                read_options=pj.ReadOptions(block_size=block),
+                parse_options=pj.ParseOptions(
+                    explicit_schema=sample.schema, unexpected_field_behavior="error"
+                ),
+            )
     except Exception:  # noqa: BLE001 (pyarrow raises several types; the streaming path reports)
         return None
     if (
@@ -541,6 +589,89 @@ def read_jsonl_arrow(path: str, limit: int, *, lists: bool = False) -> pa.Table 
     return table
 
 
+#: Most values one line may hold for pyarrow's reader (a tenth of the default
+#: ``$CRBC_VIZ_MAX_ITEMS``): longer lists are read by ``json`` (which cannot crash on them).
+FAST_MAX_ITEMS = 100_000
+#: Table cells of the first lines whose fields bound the fast reader's table (`_sample_schema`).
+_SAMPLE_CELLS = 1 << 21
+#: Bytes of one Arrow cell, charged to the memory budget: 8 (a number, or a string's offset
+#: and its bytes, which the file's own size bounds) plus slack for the chunks' builders.
+_ARROW_CELL_BYTES = 16
+#: Bytes scanned at once where a whole input is scanned (no array as large as the input).
+_PIECE = 1 << 24
+
+
+def _shapes_fit(data: bytes, buf: np.ndarray, starts, ends, lengths) -> bool:
+    """Whether every line nests at most ``$CRBC_VIZ_MAX_DEPTH`` deep and holds at most
+    `FAST_MAX_ITEMS` values. Brackets are counted per line on the bytes (an upper bound on the
+    depth: strings count too), commas only in lines long enough to pass the limit; the
+    exact count (`_guards.json_shape`) runs only for lines over these bounds."""
+    depth, items = _guards.max_depth(), min(_guards.max_items(), FAST_MAX_ITEMS)
+    opens = sum(
+        np.count_nonzero(buf[lo : lo + _PIECE] == c)
+        for c in (0x7B, 0x5B)
+        for lo in range(0, len(buf), _PIECE)
+    )
+    suspect = lengths >= items  # values <= commas + brackets + 1 <= length + 1
+    if opens > len(ends):  # more than the "{" every line starts with
+        at = _positions(buf, lambda b: (b | 0x20) == 0x7B)  # "{" or "["
+        per_line = np.bincount(np.searchsorted(ends, at), minlength=len(ends))
+        suspect |= per_line > depth
+    for i in np.flatnonzero(suspect):
+        if _guards.json_problem(data[starts[i] : ends[i]], depth, items) is not None:
+            return False
+    return True
+
+
+def _positions(buf: np.ndarray, test, most: int | None = None) -> np.ndarray | None:
+    """``np.flatnonzero(test(buf))`` computed in 16 MiB pieces (no mask the size of ``buf``);
+    None as soon as there are more than ``most``."""
+    parts, n = [], 0
+    for lo in range(0, len(buf), _PIECE):
+        parts.append(np.flatnonzero(test(buf[lo : lo + _PIECE])) + lo)
+        n += len(parts[-1])
+        if most is not None and n > most:
+            return None
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def _utf8_ok_in_pieces(data: bytes) -> bool:
+    """Whether ``data`` is UTF-8, decoded in 16 MiB pieces (not one string as large as it)."""
+    import codecs
+
+    dec = codecs.getincrementaldecoder("utf-8")()
+    try:
+        for lo in range(0, len(data), _PIECE):
+            dec.decode(data[lo : lo + _PIECE])
+        dec.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _sample_schema(data: bytes, buf: np.ndarray, ends):
+    """(pyarrow's table of the first lines, how many lines it holds): as many lines as keep
+    lines x keys (colons, counted on the bytes) within `_SAMPLE_CELLS`, at least one, so even
+    the sample's table is small whatever the lines hold. (None, 0) when pyarrow refuses them."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    head = int(ends[min(len(ends), 4096) - 1])
+    colons = np.flatnonzero(buf[:head] == 58)
+    per_line = np.cumsum(np.bincount(np.searchsorted(ends, colons), minlength=min(len(ends), 4096)))
+    fits = np.flatnonzero(np.arange(1, len(per_line) + 1) * per_line <= _SAMPLE_CELLS)
+    n = int(fits[-1]) + 1 if fits.size else 1
+    block = max(_FAST_BLOCK, int(ends[n - 1]) + 2)
+    try:
+        table = pj.read_json(
+            pa.BufferReader(data[: int(ends[n - 1]) + 1]),
+            read_options=pj.ReadOptions(block_size=block, use_threads=False),
+        )
+    except Exception:  # noqa: BLE001 (the streaming path reports)
+        return None, 0
+    return table, n
+
+
 def _gzip_reason(exc: Exception) -> str:
     if isinstance(exc, EOFError):
         return "the gzip stream is truncated (ends before its end-of-stream marker)"
@@ -563,11 +694,12 @@ def _json_type(obj) -> str:
 
 def _read_json(path: str, limit: int | None = None) -> RawTable:
     problems: list[Problem] = []
+    budget = _guards.Budget(path, "item")
     try:
         cap = max_json_bytes()
-        with _open_text(path) as fh:
-            text = fh.read(cap + 1)  # characters ≤ bytes, so this bounds memory by the cap
-        if len(text) > cap:
+        with _open_binary(path) as fh:
+            data = read_charged(fh, cap + 1, budget)  # bytes, not characters: one may take 4
+        if len(data) > cap:
             raise LoadError(
                 [
                     Problem(
@@ -580,6 +712,11 @@ def _read_json(path: str, limit: int | None = None) -> RawTable:
                     )
                 ]
             )
+        if data.startswith(_BOM):
+            data = data[len(_BOM) :]
+        text = data.decode("utf-8")
+        check_document(data, path)
+        del data
         doc = _json_loads(text)
     except LoadError:
         raise
@@ -595,8 +732,6 @@ def _read_json(path: str, limit: int | None = None) -> RawTable:
         raise LoadError([Problem(path, None, None, f"cannot read file: {_gzip_reason(exc)}")]) from None
     except (ValueError, RecursionError) as exc:
         raise LoadError([Problem(path, None, None, _parse_error(exc))]) from None
-    if isinstance(doc, (dict, list)) and _too_deep(text, doc, MAX_JSON_DEPTH + 2):
-        raise LoadError([Problem(path, None, None, f"JSON nested deeper than {MAX_JSON_DEPTH} levels")])
     notes = []
     if _SURROGATE_ESCAPE.search(text):
         doc, n = _fix_surrogates(doc)
@@ -613,7 +748,6 @@ def _read_json(path: str, limit: int | None = None) -> RawTable:
         )
     rows: list[dict] = []
     lines: list[int] = []
-    budget = _guards.Budget(path, "item")
     budget.rows(len(items))
     for i, obj in enumerate(items):
         budget.problems(problems, i)
@@ -634,6 +768,46 @@ def _read_json(path: str, limit: int | None = None) -> RawTable:
     )
 
 
+def read_charged(fh, n: int, budget: _guards.Budget) -> bytes:
+    """Up to ``n`` bytes of ``fh``, read in 16 MiB pieces, each charged to ``budget`` before the
+    next is read: the piece, the text it decodes to (up to 4 bytes a character) and what
+    ``json.loads`` builds from it (`_guards.json_cost`), so a document of tiny objects is
+    refused after a few pieces, not after 512 MiB."""
+    parts = []
+    got = 0
+    while got < n:
+        piece = fh.read(min(_PIECE, n - got))
+        if not piece:
+            break
+        budget.spend(
+            len(piece) + (len(piece) if piece.isascii() else 4 * len(piece)) + _guards.json_cost(piece)
+        )
+        parts.append(piece)
+        got += len(piece)
+    return b"".join(parts)
+
+
+def check_document(data: bytes, path: str) -> None:
+    """Refuse a ``.json`` document nested deeper than ``$CRBC_VIZ_MAX_DEPTH`` below its rows
+    (two levels are the document's own: its array and an object's ``steps``)."""
+    depth = _guards.max_depth()
+    if data.count(b"[") + data.count(b"{") <= depth + 2:
+        return
+    deepest, _ = _guards.json_shape(data)
+    if deepest > depth + 2:
+        raise LoadError(
+            [
+                Problem(
+                    path,
+                    None,
+                    None,
+                    f"JSON nesting too deep: nested deeper than {depth} levels below the document's rows "
+                    f"(the limit; set ${_guards.ENV_MAX_DEPTH} to raise the limit)",
+                )
+            ]
+        )
+
+
 def _read_parquet(path: str, limit: int | None = None) -> RawTable:
     return raw_from_parquet(path, read_parquet_arrow(path))
 
@@ -648,9 +822,11 @@ def read_parquet_arrow(path: str) -> pa.Table:
             if fh.read(4) != _PARQUET_MAGIC:
                 raise LoadError([Problem(path, None, None, "not a Parquet file (bad magic bytes)")])
         pf = pq.ParquetFile(path)
+        _check_unique_names(pf.schema_arrow.names, path)
         _check_parquet_size(pf.metadata, path)
         table = pf.read()  # not pq.read_table: its dataset layer imports pandas
         _check_parquet_utf8(table, path)
+        _check_parquet_lists(table, path)
     except LoadError:
         raise
     except Exception as exc:  # pyarrow raises several types for corrupt files
@@ -660,6 +836,7 @@ def read_parquet_arrow(path: str) -> pa.Table:
 
 def raw_from_parquet(path: str, table: pa.Table) -> RawTable:
     """The `RawTable` of a Parquet file's `read_parquet_arrow` table."""
+    _charge_frame(path, table, "row")
     try:
         df = table.to_pandas()
     except Exception as exc:  # noqa: BLE001 (an extension type pandas cannot hold, ...)
@@ -695,6 +872,76 @@ def _check_parquet_utf8(table, path: str) -> None:
             ) from None
 
 
+def _check_unique_names(names: list, path: str) -> None:
+    """Refuse two columns of one name: a field must be one column (pandas would hand a table
+    where a column is expected)."""
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names):
+        if name in seen:
+            raise LoadError(
+                [
+                    Problem(
+                        path,
+                        None,
+                        str(name)[:200],
+                        f"two columns have this name (columns {seen[name] + 1} and {i + 1}); "
+                        f"a field must be one column",
+                        "row",
+                    )
+                ]
+            )
+        seen[name] = i
+
+
+def _check_parquet_lists(table, path: str) -> None:
+    """Refuse a list cell holding more than ``$CRBC_VIZ_MAX_ITEMS`` values (all levels of a
+    nested list counted), naming its row and column, before pandas makes objects of them."""
+    limit = _guards.max_items()
+    for name, col in zip(table.column_names, table.columns):
+        if not _is_list_type(col.type):
+            continue
+        per_row = np.zeros(len(col), dtype=np.int64)
+        at = 0
+        for chunk in col.chunks:
+            rows, arr = np.arange(at, at + len(chunk)), chunk
+            at += len(chunk)
+            while _is_list_type(arr.type):
+                arr, counts = _list_level(arr)
+                per_row += np.bincount(rows, weights=counts, minlength=len(per_row)).astype(np.int64)
+                rows = np.repeat(rows, counts)
+        if per_row.size and per_row.max() > limit:
+            row = int(np.argmax(per_row > limit))
+            raise LoadError(
+                [
+                    Problem(
+                        path,
+                        row,
+                        str(name)[:200],
+                        f"a list of {int(per_row[row]):,} values, more than the limit of {limit:,} in one "
+                        f"value; set ${_guards.ENV_MAX_ITEMS} to raise the limit",
+                        "row",
+                    )
+                ]
+            )
+
+
+def _list_level(arr):
+    """(the values of list array ``arr``, as many as its cells hold, and each cell's count)."""
+    import pyarrow as pa
+
+    if pa.types.is_fixed_size_list(arr.type):
+        size = arr.type.list_size
+        return arr.values.slice(arr.offset * size, len(arr) * size), np.full(len(arr), size, dtype=np.int64)
+    offsets = np.asarray(arr.offsets, dtype=np.int64)
+    return arr.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0])), np.diff(offsets)
+
+
+def _is_list_type(typ) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ)
+
+
 def _utf8_ok(b: bytes) -> bool:
     try:
         b.decode("utf-8")
@@ -710,6 +957,7 @@ def _check_parquet_size(meta, path: str) -> None:
     budget.rows(meta.num_rows)
     budget.fields(meta.schema.names)
     size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+    budget.spend(size)  # the Arrow table: its uncompressed size
     cap = _guards.mib_setting(_guards.ENV_MAX_INPUT, _guards.MAX_INPUT_MB)
     if size > cap:
         raise _guards.limit_error(
@@ -729,6 +977,7 @@ def _read_csv(path: str, limit: int | None = None) -> RawTable:
             df = pd.read_csv(fh, dtype=str, keep_default_na=False, na_values=[], nrows=budget.max_rows + 1)
         budget.rows(len(df))
         budget.fields([str(c) for c in df.columns])
+        _check_csv_header(path, df)
     except LoadError:
         raise
     except pd.errors.EmptyDataError:
@@ -744,6 +993,22 @@ def _read_csv(path: str, limit: int | None = None) -> RawTable:
     df = df.replace({"": None})
     # 1-based data row numbers (the header is not counted); exact even with quoted newlines.
     return RawTable(path, df, np.arange(1, len(df) + 1, dtype=np.int64), "row", True)
+
+
+def _check_csv_header(path: str, df) -> None:
+    """Refuse a header naming one field twice (pandas would read the second as ``name.1``,
+    and the field's values would silently come from the first)."""
+    import csv
+
+    mangled = [str(c) for c in df.columns if re.search(r"\.\d+$", str(c))]
+    if not mangled:
+        return
+    head = _guards.first_line(path, max_line_bytes())
+    try:
+        names = next(csv.reader([head.decode("utf-8-sig")])) if head else []
+    except (csv.Error, UnicodeDecodeError, StopIteration):
+        return
+    _check_unique_names(names, path)
 
 
 _READERS = {"jsonl": _read_jsonl, "json": _read_json, "parquet": _read_parquet, "csv": _read_csv}

@@ -5,11 +5,14 @@ Every problem in a file is collected (file, line or row, field) and raised toget
 skipped instead and listed in ``RolloutBatch.skipped``, with a one-line count by kind in
 ``RolloutBatch.warnings`` (the CLI prints it).
 
-Limits and decisions (ISSUE 8): ``step_idx`` in 0..`MAX_STEP_IDX`; |reward| and
+Limits and decisions: ``step_idx`` in 0..`MAX_STEP_IDX`; |reward| and
 |episode_return| at most `MAX_ABS_REWARD`; ``NaN``/``Infinity`` in any known field is an error
 naming the literal; one traj_id under several group_ids of a run and train_step is legal
 (SCHEMA.md: unique only within its group) and kept as separate trajectories — the usual
-convention (r0..r7 in every group), so it draws no warning.
+convention (r0..r7 in every group), so it draws no warning. A JSON text cell (an
+``anchor_obs`` or a JSON-text signal carried as a string, as CSV and Parquet must) is parsed
+only when it nests at most ``$CRBC_VIZ_MAX_DEPTH`` deep and holds at most
+``$CRBC_VIZ_MAX_ITEMS`` values (`_check_json_cells`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..data import GROUP_KEY, RolloutBatch
+from . import _guards
 from .anchors import anchor_hash64, parse_json_text
 from .assemble import assemble, row_codes, sort_rows
 from .errors import MAX_LISTED, LoadError, Problem
@@ -330,6 +334,7 @@ def validate(raw: RawTable, *, lenient: bool = False) -> tuple[pd.DataFrame, np.
     table = df.copy()
     for name, col in out.items():
         table[name] = col
+    _check_json_cells(table, raw, problems, bad)
     _decode_signals(table, raw.from_text)
     table[_LINE] = raw.line
     table[_BAD] = bad
@@ -376,6 +381,34 @@ def _text_bool(s: str):
 def _text_json(s: str):
     v = parse_json_text(s)
     return s if v is None else v
+
+
+#: Columns whose string cells are read as JSON when they spell an array or an object.
+_JSON_TEXT_COLUMNS = ("anchor_obs", *SIGNAL_JSON)
+
+
+def _check_json_cells(table: pd.DataFrame, raw: RawTable, problems: list, bad: np.ndarray) -> None:
+    """Refuse, before ``json`` parses them, JSON text cells nested deeper than
+    ``$CRBC_VIZ_MAX_DEPTH`` or holding more than ``$CRBC_VIZ_MAX_ITEMS`` values: each is a
+    `Problem` on its row and is blanked, so nothing parses it."""
+    depth, items = _guards.max_depth(), _guards.max_items()
+    short = min(depth, items)  # a text this short has too few brackets and commas to pass
+    for c in _JSON_TEXT_COLUMNS:
+        if c not in table.columns:
+            continue
+        vals = table[c].to_numpy(dtype=object)
+        hits = []
+        for i, v in enumerate(vals):
+            if isinstance(v, str) and len(v) > short and v.lstrip()[:1] in ("[", "{"):
+                why = _guards.json_problem(v, depth, items)
+                if why is not None:
+                    hits.append(i)
+                    problems.append(Problem(raw.path, int(raw.line[i]), c, why, raw.where))
+                    bad[i] = True
+        if hits:
+            vals = vals.copy()
+            vals[hits] = None
+            table[c] = vals
 
 
 def _decode_signals(table: pd.DataFrame, from_text: bool) -> None:

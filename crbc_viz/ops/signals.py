@@ -1,17 +1,26 @@
 """Readers of the optional logged per-step signals (SCHEMA.md, optional fields) that the
-signal-based estimators share: they raise `MissingSignalError` when a column is absent and a
-`ValueError` naming the field and the group / trajectory / step of a bad value."""
+signal-based estimators share: they raise `MissingSignalError` when a column is absent and an
+`EstimatorInputError` (a `ValueError`) naming the field and the group / trajectory / step of a
+bad value, shown cut (`shown`): a logged value may be a megabyte of text."""
 
 from __future__ import annotations
 
 import math
+import reprlib
 
 import numpy as np
 
-from ..errors import MissingSignalError
+from ..errors import EstimatorInputError, MissingSignalError
 from ..graph import AnchorGraph
 
-__all__ = ["is_missing", "step_location", "require_columns", "float_signal"]
+__all__ = ["is_missing", "step_location", "require_columns", "float_signal", "shown"]
+_REPR = reprlib.Repr()
+_REPR.maxstring, _REPR.maxother, _REPR.maxlist, _REPR.maxdict, _REPR.maxlevel = 60, 60, 6, 6, 2
+
+
+def shown(v) -> str:
+    """A logged value for a message: its repr, cut (long strings, big or deep lists)."""
+    return _REPR.repr(v)
 
 
 def is_missing(v) -> bool:
@@ -42,17 +51,17 @@ def float_signal(
     out = np.empty(len(col))
     for s, v in enumerate(col):
         if is_missing(v):
-            raise ValueError(f"{estimator}: field '{field}' is missing at {step_location(graph, s)}")
+            raise EstimatorInputError(f"{estimator}: field '{field}' is missing at {step_location(graph, s)}")
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
-            raise ValueError(
-                f"{estimator}: field '{field}' must be a number, got {v!r} at {step_location(graph, s)}"
+            raise EstimatorInputError(
+                f"{estimator}: field '{field}' must be a number, got {shown(v)} at {step_location(graph, s)}"
             )
         x = float(v)
         bad = not math.isfinite(x) or (low is not None and x < low) or (high is not None and x > high)
         if bad:
             rng = f"in [{low if low is not None else '-inf'}, {high if high is not None else 'inf'}]"
-            raise ValueError(
-                f"{estimator}: field '{field}' must be finite and {rng}, got {v!r} at "
+            raise EstimatorInputError(
+                f"{estimator}: field '{field}' must be finite and {rng}, got {shown(v)} at "
                 f"{step_location(graph, s)}"
             )
         out[s] = x

@@ -13,11 +13,12 @@ import pandas as pd
 
 from .. import _guards
 from ..errors import MAX_LISTED, LoadError, Problem
-from ..readers import RawTable, detect_format, max_json_bytes, max_line_bytes
+from ..readers import RawTable, check_document, detect_format, max_json_bytes, max_line_bytes, read_charged
 
 __all__ = [
     "Imported",
     "peek_fields",
+    "json_document",
     "text_id",
     "to_text",
     "run_from_dir",
@@ -47,9 +48,13 @@ class Imported:
 
 
 def _first_json_line(path: str) -> dict | None:
-    line = _guards.first_line(path, max_line_bytes())  # bounded: never a whole 10 GB line
+    at, line = _guards.first_line_numbered(path, max_line_bytes())  # bounded: never a whole 10 GB line
     if line is None:
         return None
+    why = _guards.json_problem(line)  # depth and values before json sees it
+    if why is not None:
+        what = "nested too deeply" if why.startswith("JSON nesting") else "too large"
+        raise LoadError([Problem(path, at, None, f"the first record is {what} to read: {why}")])
     try:
         obj = json.loads(line.decode("utf-8", errors="replace"))
     except RecursionError:
@@ -77,8 +82,7 @@ def peek_fields(path: str) -> set[str]:
                 if isinstance(obj.get("steps"), list) and obj["steps"] and isinstance(obj["steps"][0], dict):
                     keys |= set(obj["steps"][0])
         elif fmt == "json":
-            with _guards.open_input(path, max_json_bytes(), env="CRBC_VIZ_MAX_JSON_MB") as fh:
-                doc = json.loads(fh.read())
+            doc = json_document(path)
             first = doc[0] if isinstance(doc, list) and doc else doc
             if isinstance(first, dict):
                 keys = set(first)
@@ -100,6 +104,32 @@ def peek_fields(path: str) -> set[str]:
     except (OSError, ValueError, UnicodeDecodeError, RecursionError, EOFError):
         return set()
     return keys
+
+
+def json_document(path: str):
+    """The JSON document in file ``path``, parsed by ``json`` only after its size
+    (``$CRBC_VIZ_MAX_JSON_MB``, bytes after gzip), what parsing it takes
+    (``$CRBC_VIZ_MAX_MEMORY_MB``, charged as it is read) and its nesting
+    (``$CRBC_VIZ_MAX_DEPTH`` below the document's two own levels) passed.
+
+    Raises:
+        LoadError: a limit passed (one line naming it), or not UTF-8.
+        ValueError: not JSON (`json.JSONDecodeError`).
+    """
+    budget = _guards.Budget(path, "item")
+    with _guards.open_input(path, max_json_bytes(), env="CRBC_VIZ_MAX_JSON_MB") as fh:
+        data = read_charged(fh, max_json_bytes() + 1, budget)
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    check_document(data, path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LoadError(
+            [Problem(path, None, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})")]
+        ) from None
+    del data
+    return json.loads(text)
 
 
 def text_id(value, prefix: str = "p") -> str:
