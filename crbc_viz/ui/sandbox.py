@@ -69,7 +69,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 #: Address space of the child that reads one file, in MiB (``$CRBC_VIZ_PARSE_MEMORY_MB``).
-PARSE_MEMORY_MB = 2048
+PARSE_MEMORY_MB = 4096
 ENV_PARSE_MEMORY = "CRBC_VIZ_PARSE_MEMORY_MB"
 #: Wall-clock seconds the child may take (``$CRBC_VIZ_PARSE_TIMEOUT_S``).
 PARSE_TIMEOUT_S = 120
