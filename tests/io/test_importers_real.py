@@ -46,7 +46,10 @@ CASES = [
     ("rllm_real", "rllm_real/train_logs", ("train_steps",), "rllm", ()),
     ("rllm_real", "rllm_real/eval_run", ("eval",), "rllm", ()),
     ("roll_real", "roll_real/rollout_dump", ("train_steps",), "roll", ()),
+    ("roll_real_cec", "roll_real_cec/rollout_dump", ("train_steps",), "roll", ()),
+    ("roll_native", "roll_native/rollout_dump", ("train_steps",), "roll", ()),
     ("swift_real", "swift_real/output", ("train_steps",), "ms-swift", ()),
+    ("swift3_real", "swift3_real/output", ("train_steps",), "ms-swift", ()),
 ]
 
 
@@ -83,8 +86,46 @@ def test_ingest_then_info_equals_truth(tmp_path, capsys, fixture, path, section,
         assert _info(capsys, tmp_path / "st", step) == want, (path, step)
 
 
+@pytest.mark.parametrize("fixture,path,section,fmt,lost", CASES, ids=[c[1] for c in CASES])
+def test_ingest_with_named_format_equals_truth(tmp_path, capsys, fixture, path, section, fmt, lost):
+    truth = _truth(fixture, *section)
+    _ingest(capsys, tmp_path / "st", FIX / path, extra=("--format", fmt))
+    for step, want in truth.items():
+        want = {k: (0 if k in lost else want[k]) for k in KEYS}
+        assert _info(capsys, tmp_path / "st", step) == want, (path, step)
+
+
+def test_folder_skips_a_file_no_importer_claims_with_a_note(tmp_path, capsys):
+    run = tmp_path / "output"
+    shutil.copytree(FIX / "swift3_real" / "output", run)
+    (run / "aggregated_results.jsonl").write_text('{"dataset": "gsm8k", "pass_at_1": 0.5}\n')
+    for extra in ((), ("--format", "ms-swift")):
+        (src,) = expand_sources([run], extra[-1] if extra else "auto")
+        note = " ".join(import_source(src).notes)
+        assert "skipped 1 file(s)" in note and "aggregated_results.jsonl" in note, note
+        _ingest(capsys, tmp_path / f"st{len(extra)}", run, extra=extra)
+        for step, want in _truth("swift3_real", "train_steps").items():
+            assert _info(capsys, tmp_path / f"st{len(extra)}", step) == {k: want[k] for k in KEYS}
+    only = tmp_path / "only"
+    only.mkdir()
+    (only / "aggregated_results.jsonl").write_text('{"dataset": "gsm8k", "pass_at_1": 0.5}\n')
+    with pytest.raises(LoadError, match="cannot detect the log format"):
+        expand_sources([only])
+
+
 # -- verl-agent ---------------------------------------------------------------------------------
 VA = FIX / "verl_agent_real"
+
+
+def test_verl_agent_rollout_data_dir_drops_adjust_batch_copies(tmp_path):
+    lines = (FIX / "verl_agent_rollout" / "rollout" / "4.jsonl").read_text().splitlines()
+    copies = [lines[0], lines[2], lines[0]]  # adjust_batch(mode="copy") appends random rows
+    p = tmp_path / "rollout" / "4.jsonl"
+    p.parent.mkdir()
+    p.write_text("\n".join(lines + copies) + "\n")
+    imp, b = _load(p, "verl-agent")
+    assert b.num_trajectories == len(lines)
+    assert any("dropped 3 exact duplicate row(s)" in n for n in imp.notes), imp.notes
 
 
 def _load(path, fmt="auto", **opts):
@@ -293,6 +334,74 @@ def test_roll_recipe_doc_is_the_code_that_made_the_fixture():
     truth = _truth("roll_real")
     assert hashlib.sha256(block.encode()).hexdigest() == truth["recipe_sha256"]
     assert truth["without_recipe_writes"] is False and truth["relative_path_writes"] is False
+
+
+def test_roll_recipe_marks_a_max_steps_cut_as_not_done(monkeypatch):
+    """ROLL's TrajEnvManager.step sets terminated = True at max_steps with truncated = True
+    beside it; the recipe's done must be 0 then, 1 when the env ended the episode."""
+    import sys
+    import types
+
+    doc = (ROOT / "docs" / "roll_recipe.md").read_text()
+    block = re.search(r"```python\n(.*?)```", doc, re.S).group(1)
+
+    class StepEnvManager:  # stand-in: formulate_rollouts returns the step rows of a batch
+        def formulate_rollouts(self, cache):
+            n = 3
+            nt = {
+                k: np.arange(n, dtype=object)
+                for k in ("step", "state_hash", "step_scores", "episode_scores", "tags")
+            }
+            return SimpleNamespace(non_tensor_batch=nt, meta_info={}, __len__=None, n=n)
+
+    mod = types.ModuleType("roll.pipeline.agentic.env_manager.step_env_manager")
+    mod.StepEnvManager = StepEnvManager
+    for name in ("roll", "roll.pipeline", "roll.pipeline.agentic", "roll.pipeline.agentic.env_manager"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, mod.__name__, mod)
+    ns: dict = {}
+    exec(compile(block, "roll_recipe.md", "exec"), ns)
+
+    class Batch(SimpleNamespace):
+        def __len__(self):
+            return 3
+
+    StepEnvManager.formulate_rollouts = lambda self, cache: Batch(
+        non_tensor_batch={
+            k: np.arange(3, dtype=object)
+            for k in ("step", "state_hash", "step_scores", "episode_scores", "tags")
+        },
+        meta_info={},
+    )
+    m = ns["CrbcStepEnvManager"].__new__(ns["CrbcStepEnvManager"])
+    m.episode_id, m.group_seed = 0, 1
+    for terminated, truncated, done in ((True, True, 0), (True, False, 1), (False, False, 0)):
+        cache = SimpleNamespace(tag="t", group_id=0, env_id=0, terminated=terminated, truncated=truncated)
+        assert m.formulate_rollouts(cache).non_tensor_batch["crbc_done"][-1] == done, (terminated, truncated)
+
+
+def test_roll_native_turns_and_anchors_come_from_messages():
+    line = (FIX / "roll_native" / "rollout_dump" / "rollout_dump_data.step_1.jsonl").read_text()
+    obj = json.loads(line)
+    conv = json.loads(obj["messages"][0])[-1]
+    imp, b = _load(FIX / "roll_native" / "rollout_dump" / "rollout_dump_data.step_1.jsonl")
+    tid = json.loads(obj["trajectory_data"][0])["trajectory_id"]
+    rows = imp.raw.records[imp.raw.records["traj_id"] == tid].sort_values("step_idx")
+    asst = [k for k, m in enumerate(conv) if m["role"] == "assistant"]
+    assert list(rows["response"]) == [conv[k]["content"] for k in asst]
+    assert list(rows["anchor_obs"]) == [conv[k - 1]["content"] for k in asst]
+
+
+def test_roll_native_bad_flag_names_the_row(tmp_path):
+    obj = json.loads((FIX / "roll_native" / "rollout_dump" / "rollout_dump_data.step_1.jsonl").read_text())
+    t = json.loads(obj["trajectory_data"][2])
+    t["length_info"]["truncated"] = "False"
+    obj["trajectory_data"][2] = json.dumps(t)
+    p = tmp_path / "rollout_dump_data.step_1.jsonl"
+    p.write_text(json.dumps(obj) + "\n")
+    with pytest.raises(LoadError, match="length_info.truncated") as e:
+        _load(p)
+    assert "item 2" in str(e.value) or ":2" in str(e.value) or " 2" in str(e.value)
 
 
 def test_roll_rows_without_step_are_an_error(tmp_path):

@@ -5,6 +5,7 @@ its dumps into canonical step rows (SCHEMA.md), ready for ``build_batch``.
     verl-agent  the crbc dump hook (docs/verl_agent_hook.md); its rollout_data_dir (no anchors)
     rllm        rLLM Episode JSON folders
     roll        ROLL step-wise dumps (traj_group_id, traj_id, step, state_hash, step_scores ...)
+                and its agent-native dump (trajectory_data, messages)
     trl         TRL GRPOTrainer completions_<step>.parquet
     ms-swift    ms-swift GRPOTrainer completions.jsonl (one object of lists per logging step)
     verl        verl rollout_data_dir ({step}.jsonl with input / output / score)
@@ -48,11 +49,17 @@ _SUFFIXES = (
 
 @dataclass(frozen=True)
 class Source:
-    """One unit of ingest: a file, or a folder of rLLM episode files."""
+    """One unit of ingest: a file, or a folder of rLLM episode files. ``notes``: what the
+    folder walk left out (files no importer claims), shown with this source's import notes."""
 
     path: str
     fmt: str
     files: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+
+
+class Unclaimed(LoadError):
+    """`detect`: no importer claims the file's fields."""
 
 
 def _expected() -> str:
@@ -82,10 +89,10 @@ def detect(path: str) -> str:
         )
     fields = peek_fields(path)
     for m in _DETECT:
-        if m.sniff(fields):
+        if m.sniff(fields) or (hasattr(m, "sniff_file") and m.sniff_file(path, fields)):
             return m.NAME
     seen = ", ".join(sorted(fields)[:20]) or "nothing readable"
-    raise LoadError(
+    raise Unclaimed(
         [
             Problem(
                 path,
@@ -102,9 +109,29 @@ def _natural(s: str):
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", s)]
 
 
+def _claimed(path: str, fmt: str) -> str:
+    """The format of ``path`` in a folder walk: the detected one, or ``fmt`` when it is named
+    and its importer claims the file's fields.
+
+    Raises:
+        LoadError: no importer claims the file (as `detect`).
+    """
+    try:
+        got = detect(path)
+    except LoadError:
+        m, fields = _MODULES.get(fmt), peek_fields(path)
+        if m is not None and (m.sniff(fields) or (hasattr(m, "sniff_file") and m.sniff_file(path, fields))):
+            return fmt
+        raise
+    return got if fmt == "auto" else fmt
+
+
 def expand_sources(paths, fmt: str = "auto") -> list[Source]:
     """Files stay files; a folder becomes its log files (natural order), except rLLM episode
-    folders, which become one source per folder holding episode files.
+    folders, which become one source per folder holding episode files. In a folder, a file no
+    importer claims (SkyRL's ``aggregated_results.jsonl`` beside its per-dataset files) is
+    skipped, with a note naming it on the folder's first source; a folder where no file is
+    claimed is an error naming each.
 
     Raises:
         LoadError: a path that does not exist, or whose format cannot be detected.
@@ -143,7 +170,23 @@ def expand_sources(paths, fmt: str = "auto") -> list[Source]:
             )
             if not files:
                 problems.append(Problem(p, None, None, f"folder holds no log files ({', '.join(_SUFFIXES)})"))
-            paths_fmt = [(f, fmt) for f in files]
+            found, unclaimed = [], []
+            for f in files:
+                try:
+                    found.append(Source(f, _claimed(f, fmt), (f,)))
+                except LoadError as exc:
+                    if isinstance(exc, Unclaimed):
+                        unclaimed.append((f, exc.problems))
+                    else:  # a limit passed or an unreadable file: named, never skipped
+                        problems.extend(exc.problems)
+            if found and unclaimed:
+                names = ", ".join(os.path.relpath(f, p) for f, _ in unclaimed)
+                note = f"skipped {len(unclaimed)} file(s) of {p} that no importer claims: {names}"
+                found[0] = Source(found[0].path, found[0].fmt, found[0].files, (note,))
+            elif unclaimed:
+                problems.extend(q for _, qs in unclaimed for q in qs)
+            out.extend(found)
+            continue
         else:
             try:
                 check_input_file(p)  # a FIFO or device is refused before the format sniff
@@ -176,4 +219,7 @@ def import_source(src: Source, **options) -> Imported:
 
     read = _MODULES[src.fmt].read
     params = inspect.signature(read).parameters
-    return read(src.path, **{k: v for k, v in options.items() if v is not None and k in params})
+    imp = read(src.path, **{k: v for k, v in options.items() if v is not None and k in params})
+    if src.notes:
+        imp.notes = (*src.notes, *imp.notes)
+    return imp

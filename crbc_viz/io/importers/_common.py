@@ -18,6 +18,7 @@ from ..readers import RawTable, check_document, detect_format, max_json_bytes, m
 __all__ = [
     "Imported",
     "peek_fields",
+    "first_json_line",
     "json_document",
     "text_id",
     "to_text",
@@ -47,7 +48,9 @@ class Imported:
     notes: tuple[str, ...] = ()
 
 
-def _first_json_line(path: str) -> dict | None:
+def first_json_line(path: str) -> dict | None:
+    """The first JSON line of ``path`` as a dict (None when it is not one), guarded by the
+    line, depth and item limits."""
     at, line = _guards.first_line_numbered(path, max_line_bytes())  # bounded: never a whole 10 GB line
     if line is None:
         return None
@@ -76,7 +79,7 @@ def peek_fields(path: str) -> set[str]:
     keys: set[str] = set()
     try:
         if fmt == "jsonl":
-            obj = _first_json_line(path)
+            obj = first_json_line(path)
             if obj:
                 keys = set(obj)
                 if isinstance(obj.get("steps"), list) and obj["steps"] and isinstance(obj["steps"][0], dict):

@@ -11,6 +11,14 @@ Each line is unrolled into one-step trajectories and read as TRL's completions a
 the declared ``--reward-columns`` or the leading numeric columns that reproduce the logged
 ``advantages``; success is ``--success-column`` or the 0/1 reward column named like a success
 (``reward_won``, ``*accuracy*`` ...), else reward > the threshold. Truncation is not logged.
+
+ms-swift 3.x (read from v3.4.1 and v3.5.0, ``GRPOTrainer.log``) writes ``step``, ``prompt``,
+``completion`` and the reward columns only: no ``advantages``, no extras. Such a file is
+claimed by its first line (``step`` a list of strings); every numeric column is a reward
+function's, summed with unit weights (ms-swift's default ``reward_weights``; the file does not
+record them: noted, ``--reward-columns`` overrides). ms-swift 3.4 logs the prompt as the message
+list ``messages[:-1]``, which in multi-turn mode holds the earlier turns, so the rollouts of one
+group differ in prompt: a message-list prompt is grouped by its first user turn.
 """
 
 from __future__ import annotations
@@ -20,20 +28,44 @@ import pandas as pd
 
 from ..errors import LoadError, Problem
 from ..readers import RawTable, read_table
-from ._common import Imported, require
-from .trl import completion_rows
+from ._common import Imported, first_json_line, require, to_text
+from .trl import _numeric, completion_rows
 
 NAME = "ms-swift"
 SIGNATURE = ("step", "prompt", "completion", "advantages")
+_V3 = ("step", "prompt", "completion")
 
 
 def sniff(fields: set[str]) -> bool:
     return set(SIGNATURE) <= fields
 
 
+def sniff_file(path: str, fields: set[str]) -> bool:
+    """ms-swift 3.x: ``step``, ``prompt``, ``completion`` in a JSONL line of lists (no
+    ``advantages``), which TRL never writes."""
+    if not set(_V3) <= fields:
+        return False
+    try:
+        first = first_json_line(path)
+    except (LoadError, OSError):
+        return False
+    return isinstance(first, dict) and isinstance(first.get("step"), list)
+
+
+def _first_user_turn(prompt):
+    """The content of the first user message of a message-list prompt, else None."""
+    if isinstance(prompt, np.ndarray):
+        prompt = prompt.tolist()
+    if isinstance(prompt, list):
+        for m in prompt:
+            if isinstance(m, dict) and m.get("role") == "user":
+                return to_text(m.get("content"))
+    return None
+
+
 def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
     raw = read_table(path)
-    require(raw, SIGNATURE, "ms-swift completions.jsonl", "one object of lists per logging step")
+    require(raw, _V3, "ms-swift completions.jsonl", "one object of lists per logging step")
     df = raw.records
     if df.empty:
         return Imported(raw, NAME)
@@ -75,6 +107,20 @@ def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
             ]
         )
     table = RawTable(raw.path, rows, np.concatenate(lines), raw.where, raw.from_text, raw.problems)
+    pre = []
+    if "advantages" not in rows.columns and not reward_columns:
+        reward_columns = _numeric(rows.drop(columns=["step"]))
+        if reward_columns:
+            pre.append(
+                f"no advantages logged (ms-swift 3.x): reward = {' + '.join(reward_columns)}, every "
+                "numeric column, with unit weights (reward_weights are not in the file); "
+                "--reward-columns overrides"
+            )
+    first_user = rows["prompt"].map(_first_user_turn)
+    key = None
+    if first_user.notna().all():
+        key = first_user
+        pre.append("prompts are message lists: a group is a run of rows with one step and first user turn")
     out, notes = completion_rows(
         table,
         rows.drop(columns=["step"]),
@@ -83,8 +129,9 @@ def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
         success_column=success_column,
         adv_col="advantages",
         fmt="ms-swift",
+        group_key=key,
     )
-    notes.insert(0, f"{len(rows)} completions unrolled from {len(df)} logging step line(s)")
+    notes[:0] = [f"{len(rows)} completions unrolled from {len(df)} logging step line(s)", *pre]
     return Imported(
         RawTable(raw.path, out, table.line, raw.where, raw.from_text, raw.problems),
         NAME,

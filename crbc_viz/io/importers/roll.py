@@ -30,13 +30,24 @@ unless ``success`` is present; without an ``action`` the response text is the ed
 ``done`` / ``terminated`` is a flag (`crbc_viz.io.flags`: a bool or 0/1; in a CSV also the text
 true/false): a missing value says nothing, any other value (``"False"`` in a JSON file, 2) is a
 problem naming its row, never read as ended.
+
+ROLL's agent-native manager (``AgentNativeStepEnvManager``, 8eb27cc2) names its own columns:
+``trajectory_data`` (JSON: ``env_info``, ``length_info.terminated/truncated``,
+``reward_info.step_rewards``, ``failure_info``, ``metrics``), ``messages``, ``tools``,
+``exp_name``; ROLL's ``remove_nan_items`` keeps one element per trajectory. Read as: group =
+``{tag}_{group_id}_{episode_id}_{seed}`` of ``env_info``, one turn per assistant message of the
+conversation, anchor = the message before it (the observation), reward = its step reward,
+ended = ``terminated and not truncated`` (flags: bools or 0/1).
 """
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 
+from .. import _guards
 from ..errors import MAX_LISTED, LoadError, Problem
 from ..flags import not_a_flag, read_flags
 from ..readers import RawTable, read_table
@@ -58,7 +69,11 @@ FIELD_MAP = {
 
 
 def sniff(fields: set[str]) -> bool:
-    return set(SIGNATURE) <= fields or {PREFIX + f for f in SIGNATURE} <= fields
+    return (
+        set(SIGNATURE) <= fields
+        or {PREFIX + f for f in SIGNATURE} <= fields
+        or {"trajectory_data", "messages"} <= fields  # AgentNativeStepEnvManager
+    )
 
 
 def _unroll(raw: RawTable) -> tuple[RawTable, str | None]:
@@ -138,6 +153,125 @@ def _done_flags(col: pd.Series, raw: RawTable) -> np.ndarray:
     return out
 
 
+def _json_cell(raw: RawTable, i: int, field: str, want: type):
+    """The JSON text in ``field`` of row ``i``, parsed after the depth and item guards."""
+    v = raw.records[field].iat[i]
+    where = raw.path, int(raw.line[i]), field
+    if not isinstance(v, str):
+        raise LoadError([Problem(*where, f"expected a JSON string, got {type(v).__name__}", raw.where)])
+    why = _guards.json_problem(v)
+    if why is not None:
+        raise LoadError([Problem(*where, f"too large or deep to read: {why}", raw.where)])
+    try:
+        obj = json.loads(v)
+    except (ValueError, RecursionError):
+        raise LoadError([Problem(*where, "not valid JSON text", raw.where)]) from None
+    if not isinstance(obj, want):
+        raise LoadError(
+            [Problem(*where, f"expected a JSON {want.__name__}, got {type(obj).__name__}", raw.where)]
+        )
+    return obj
+
+
+def _turns(conversation: list) -> list[tuple[str | None, str | None]]:
+    """(observation, response) of each assistant message of a conversation: the message before
+    it (the user / tool observation) and its own content."""
+    out = []
+    for k, m in enumerate(conversation):
+        if isinstance(m, dict) and m.get("role") == "assistant":
+            prev = conversation[k - 1] if k and isinstance(conversation[k - 1], dict) else {}
+            out.append((to_text(prev.get("content")), to_text(m.get("content"))))
+    return out
+
+
+def _agent_native(raw: RawTable, path: str, notes: list[str]) -> Imported:
+    """ROLL's ``AgentNativeStepEnvManager`` dump: one element per trajectory (ROLL's
+    ``remove_nan_items`` keeps only each trajectory's last step row, the one that holds
+    ``trajectory_data`` and ``messages``) as step rows."""
+    df = raw.records
+    require(raw, ("trajectory_data", "messages"), "ROLL agent-native dump", "AgentNativeStepEnvManager")
+    rows, lines, problems = [], [], []
+    for i in range(len(df)):
+        traj = _json_cell(raw, i, "trajectory_data", dict)
+        msgs = _json_cell(raw, i, "messages", list)
+        conversation = msgs[-1] if msgs and isinstance(msgs[-1], list) else []
+        env = traj.get("env_info") if isinstance(traj.get("env_info"), dict) else {}
+        length = traj.get("length_info") if isinstance(traj.get("length_info"), dict) else {}
+        rinfo = traj.get("reward_info") if isinstance(traj.get("reward_info"), dict) else {}
+        at = (raw.path, int(raw.line[i]))
+        step_rewards = rinfo.get("step_rewards")
+        turns = _turns(conversation)
+        missing = [k for k in ("tag", "group_id", "episode_id", "seed", "env_id") if k not in env]
+        if missing:
+            problems.append(
+                Problem(*at, "trajectory_data", f"env_info lacks {', '.join(missing)}", raw.where)
+            )
+            continue
+        if not isinstance(step_rewards, list) or len(step_rewards) != len(turns):
+            n = len(step_rewards) if isinstance(step_rewards, list) else step_rewards
+            problems.append(
+                Problem(
+                    *at,
+                    "trajectory_data",
+                    f"reward_info.step_rewards ({n!r:.40}) does not give one reward per assistant "
+                    f"turn of messages ({len(turns)})",
+                    raw.where,
+                )
+            )
+            continue
+        flags, bad = read_flags([length.get("terminated"), length.get("truncated")])
+        if len(bad):
+            k = ("terminated", "truncated")[int(bad[0])]
+            problems.append(
+                Problem(*at, "trajectory_data", f"length_info.{k}: {not_a_flag(length.get(k))}", raw.where)
+            )
+            continue
+        # stop_reason MAX_STEPS is set at the step limit even when the env ended the episode
+        # on that step: truncated is what says it was cut
+        ended = bool(flags[0]) and not bool(flags[1])
+        group = f"{env['tag']}_{env['group_id']}_{env['episode_id']}_{env['seed']}"
+        tid = traj.get("trajectory_id") or f"{group}_{env['env_id']}"
+        for k, ((obs, resp), r) in enumerate(zip(turns, step_rewards)):
+            rows.append(
+                {
+                    "group_id": group,
+                    "traj_id": str(tid),
+                    "step_idx": k,
+                    "reward": r,
+                    "anchor_obs": obs,
+                    "observation": obs,
+                    "action": resp,
+                    "response": resp,
+                    "done": ended if k == len(turns) - 1 else False,
+                    "env_name": env["tag"],
+                    "train_step": df["global_step"].iat[i] if "global_step" in df.columns else None,
+                }
+            )
+            lines.append(int(raw.line[i]))
+    if problems:
+        raise LoadError(problems[:MAX_LISTED], total=len(problems))
+    out = pd.DataFrame(rows)
+    if out.empty:
+        return Imported(
+            RawTable(raw.path, out, np.zeros(0, np.int64), raw.where, raw.from_text, raw.problems), NAME
+        )
+    if out["train_step"].isna().all():
+        out["train_step"] = step_from_path(path) or 0
+    out["run_id"] = run_from_dir(path)
+    notes.append(
+        f"ROLL agent-native dump: {len(df)} trajectories, turns = the assistant messages of "
+        "messages, anchors = the observation before each turn, step rewards from "
+        "reward_info.step_rewards, truncated = not (terminated and not truncated)"
+    )
+    keys = {"trajectory_id": "traj_id"}
+    return Imported(
+        RawTable(raw.path, out, np.asarray(lines, np.int64), raw.where, raw.from_text, raw.problems),
+        NAME,
+        keys,
+        tuple(notes),
+    )
+
+
 def read(path: str) -> Imported:
     raw, note = _unroll(read_table(path))
     notes = [note] if note else []
@@ -148,18 +282,7 @@ def read(path: str) -> Imported:
             raw.path, raw.records.rename(columns=strip), raw.line, raw.where, raw.from_text, raw.problems
         )
     if not raw.records.empty and _AGENT_NATIVE & cols and "traj_id" not in raw.records.columns:
-        raise LoadError(
-            [
-                Problem(
-                    raw.path,
-                    None,
-                    None,
-                    "ROLL's agent-native dump (trajectory_data / "
-                    "messages / tools) has no step rows; use the step-wise recipe of "
-                    "docs/roll_recipe.md",
-                )
-            ]
-        )
+        return _agent_native(raw, path, notes)
     if not raw.records.empty and "step" not in raw.records.columns:
         raise LoadError(
             [

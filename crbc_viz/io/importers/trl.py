@@ -296,11 +296,14 @@ def completion_rows(
     success_column=None,
     adv_col: str = "advantage",
     fmt: str = "TRL",
+    group_key: pd.Series | None = None,
 ):
-    """Canonical one-step rows of a completions table (TRL, ms-swift): (frame, notes)."""
+    """Canonical one-step rows of a completions table (TRL, ms-swift): (frame, notes). A group is
+    a run of rows with one step and ``group_key`` (default: the prompt)."""
     prompt = df["prompt"].map(to_text)
     completion = df["completion"].map(to_text)
-    groups, split_note = group_runs(step, prompt)
+    key = prompt if group_key is None else group_key
+    groups, split_note = group_runs(step, key)
     rcols, scol, notes = outcome_columns(
         df,
         raw.path,
@@ -311,7 +314,7 @@ def completion_rows(
         fmt=fmt,
     )
     reward = df[rcols].apply(pd.to_numeric, errors="coerce").astype(np.float64).sum(axis=1, min_count=1)
-    gid = np.array([text_id(p) for p in prompt], dtype=object)
+    gid = np.array([text_id(p) for p in key], dtype=object)
     first_chunk = pd.Series(groups).groupby(pd.Series(gid)).transform("min").to_numpy()
     gid = np.where(groups == first_chunk, gid, [f"{g}#{k}" for g, k in zip(gid, groups)])
     out = pd.DataFrame(

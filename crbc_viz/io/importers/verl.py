@@ -46,6 +46,20 @@ def read(path: str, *, anchors: bool = True) -> Imported:
     df = raw.records
     if df.empty:
         return Imported(raw, NAME)
+    notes = []
+    if not anchors:  # verl-agent: adjust_batch(mode="copy") pads the batch with copies of rows
+        df, line, note = drop_exact_duplicates(
+            df,
+            raw.line,
+            tuple(df.columns),
+            raw.path,
+            raw.where,
+            "verl-agent's adjust_batch(mode='copy') pads the batch with copies of random rows "
+            "(two steps alike in every field cannot be told from a copy)",
+        )
+        if note:
+            notes.append(note)
+            raw = RawTable(raw.path, df, line, raw.where, raw.from_text, raw.problems)
     prompt = df["input"].map(to_text)
     step = df["step"] if "step" in df.columns else pd.Series([step_from_path(path) or 0] * len(df))
     group = [text_id(p) for p in prompt]
@@ -71,6 +85,7 @@ def read(path: str, *, anchors: bool = True) -> Imported:
             RawTable(raw.path, out, raw.line, raw.where, raw.from_text, raw.problems),
             NAME,
             {"step": "train_step", "line": "src_line"},
+            tuple(notes),
         )
     uid, traj, index = keyed
     out, line, note = drop_exact_duplicates(

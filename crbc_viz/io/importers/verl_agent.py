@@ -38,7 +38,9 @@ file is a problem naming its line, never read as active or inactive.
 ``output``, ``score``, ``step``): verl-agent writes one line per environment *step* with no
 ``uid``/``traj_uid``/``anchor_obs``. This best-effort import is a **trajectory view only,
 lacking anchors**: every line becomes its own one-step trajectory, grouped by identical
-prompt, with no anchor (so nothing merges and step credit is uninformative).
+prompt, with no anchor (so nothing merges and step credit is uninformative). Lines equal in
+every field are ``adjust_batch`` copies (verl-agent e03bd50 pads to a multiple of
+``ppo_mini_batch_size``): dropped, counted in a note.
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ def read(path: str) -> Imported:
     df = raw.records
     if not df.empty and {"input", "output", "score"} <= set(df.columns) and "uid" not in df.columns:
         imp = _verl.read(path, anchors=False)
-        return Imported(imp.raw, NAME, imp.source_keys, (NO_ANCHOR_NOTE,))
+        return Imported(imp.raw, NAME, imp.source_keys, (NO_ANCHOR_NOTE, *imp.notes))
     require(raw, SIGNATURE + ("rewards",), "verl-agent dump", "see docs/verl_agent_hook.md")
     notes = []
     line = raw.line
