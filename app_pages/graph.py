@@ -1,7 +1,9 @@
 """Graph page: the merged anchor-state graph of one group with its SUCCESS / FAILURE
 boundaries; node colour = the estimator's state value, size = visits; edge width = count,
 colour = credit. Click a node or an edge to choose its anchor; the chosen rollout's path is
-highlighted, and above ~150 anchors the page can show only that rollout's neighbourhood."""
+highlighted. A large group is summarised (its most visited anchors, linear chains as one edge,
+the rest in "+n anchors" clusters that a click opens), and above ~150 anchors the page can
+show only the chosen rollout's neighbourhood."""
 
 import pandas as pd
 import streamlit as st
@@ -12,12 +14,36 @@ from crbc_viz.ui.params import params_to_url
 from crbc_viz.ui.selection import pick_anchor, pick_rollout, pick_step, step_buttons
 from crbc_viz.ui.sidebar import require_selection
 from crbc_viz.ui.text import cells, md
-from crbc_viz.views.graph_view import board_html, node_values, value_meaning
+from crbc_viz.views.graph_view import DEFAULT_MAX_NODES, board_html, node_values, value_meaning
+from crbc_viz.views.layout import OPEN_STEP
 from crbc_viz.views.trajectories import anchor_panel_frame
 
 HEIGHT = 620
 #: Above this many anchors the page offers (and defaults to) the chosen rollout's neighbourhood.
 LARGE = 150
+_OPENED = "_graph_opened"
+
+
+def opened_clusters(graph_key: str) -> tuple:
+    """``((first depth, clicks), …)``: the "+n anchors" clusters clicked in this group's graph
+    during the session; a click that triggered this run is counted once (the bridge numbers
+    its messages)."""
+    store = st.session_state.setdefault(_OPENED, {})
+    opened = store.setdefault(graph_key, {})
+    events_state = st.session_state.get("crbc_events")
+    try:
+        pick = (
+            events_state.get("pick") if hasattr(events_state, "get") else getattr(events_state, "pick", None)
+        )
+    except Exception:  # the bridge's state is not there yet
+        pick = None
+    if isinstance(pick, dict) and pick.get("kind") == "cluster":
+        lo = str(pick.get("id", "")).partition("cluster:")[2]
+        seen = (graph_key, pick.get("n"), lo)
+        if lo.isdigit() and store.get("_last") != seen:
+            store["_last"] = seen
+            opened[int(lo)] = opened.get(int(lo), 0) + 1
+    return tuple(sorted(opened.items()))
 
 
 def render() -> None:
@@ -43,9 +69,18 @@ def render() -> None:
             min_value=20,
             max_value=2000,
             step=50,
-            key=view.field("max_nodes", 500, decode=int),
-            help="beyond this, the most-visited anchors are kept (plus the "
-            "highlighted path and the chosen anchor)",
+            key=view.field(
+                "max_nodes",
+                DEFAULT_MAX_NODES,
+                decode=int,
+                options=lambda n: 20 <= n <= 2000,
+                allowed="whole numbers 20 … 2000",
+                problems=problems,
+            ),
+            help="a group with more anchors (or with a depth too crowded to read) is summarised: "
+            "half as many of its most visited anchors are drawn, plus the highlighted path and the "
+            "chosen anchor with its neighbours; linear chains become one edge with their length, "
+            f"the rest gather in “+n anchors” clusters (a click draws {OPEN_STEP} more)",
         )
     )
     view.record("max_nodes")
@@ -61,7 +96,14 @@ def render() -> None:
     if large:
         focus = c3.toggle(
             "Only the rollout's neighbourhood",
-            key=view.field("focus", True, options=[True, False], decode=lambda s: s == "True"),
+            key=view.field(
+                "focus",
+                True,
+                options=[True, False],
+                decode={"True": True, "False": False}.get,
+                allowed="True or False",
+                problems=problems,
+            ),
             help=f"above {LARGE} anchors: draw the highlighted rollout's anchors, "
             f"the chosen anchor and their one-step neighbours",
             disabled=t is None and anchor is None,
@@ -74,8 +116,11 @@ def render() -> None:
     if isinstance(res, str):
         st.warning(f"`{sel.estimator}` cannot colour this graph: {md(res)}")
     lo = int(graph.group_node_offsets[0])
+    focused = bool(focus and (t is not None or anchor is not None))
+    gkey = f"{sel.digest}:{sel.group}"
+    opened = () if focused else opened_clusters(gkey)
     with st.spinner("Drawing the graph …"):
-        page, drawn, total = pipeline.graph_page(
+        page, drawn, total, note = pipeline.graph_page(
             sel.digest,
             sel.path,
             sel.group,
@@ -87,22 +132,26 @@ def render() -> None:
             show,
             HEIGHT,
             None if anchor is None else lo + anchor,
-            bool(focus and (t is not None or anchor is not None)),
+            focused,
             ptxt,
+            opened,
         )
-    if drawn < total:
+    if focused and drawn < total:
         st.info(
-            f"Showing {drawn} of {total} anchors"
-            + (
-                ": the chosen rollout, the chosen anchor and their neighbours."
-                if focus and (t is not None or anchor is not None)
-                else f": the {max_nodes} most visited plus the highlighted path. Raise *Max anchors "
-                f"drawn* to see more."
-            )
-            + " Edges to hidden anchors are not drawn."
+            f"Showing {drawn} of {total} anchors: the chosen rollout, the chosen anchor and their "
+            f"neighbours. Edges to hidden anchors are not drawn."
+        )
+    elif note:
+        st.info(
+            note
+            + (" Or choose a rollout or an anchor to draw its part." if t is None and anchor is None else "")
+            + f" Raise *Max anchors drawn* ({max_nodes}) to draw more one by one."
         )
     elif large and t is None and anchor is None:
         st.info(f"{total} anchors: choose a rollout or an anchor to focus on its neighbourhood.")
+    if opened and st.button("Fold the opened clusters", key="graph_fold"):
+        st.session_state[_OPENED].pop(gkey, None)
+        st.rerun()
     st.iframe(page, height=HEIGHT + 12)
     title, higher, _, _ = value_meaning(sel.estimator)
     by_step = bool(focus and t is not None)
@@ -111,9 +160,11 @@ def render() -> None:
             "Layout: column = the step at which the chosen rollout reaches an anchor (its "
             "neighbours one column later); "
             if by_step
-            else "Layout: column = BFS depth from the start anchor; "
+            else "Layout: column = BFS depth from the start anchor (a deep group wraps into rows); "
         )
-        + f"SUCCESS and FAILURE on the right. Node colour = {title} under **{sel.estimator}** "
+        + f"SUCCESS and FAILURE on the right. A dashed edge to FAILURE marked *time limit*: the "
+        f"rollout ran out of steps there, no action led to FAILURE. Node colour = {title} under "
+        f"**{sel.estimator}** "
         f"({'higher is better' if higher else 'nearer is better'}), size = visits; edge "
         f"width = transition count, colour = mean step credit (red negative, blue positive). "
         f"Click a node or an edge to choose its anchor; hover for the anchor text, actions, "

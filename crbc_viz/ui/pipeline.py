@@ -62,11 +62,12 @@ def digest_of(path: str, mtime_ns: int, size: int) -> str:
 
 
 def source_digest(src: sources.Source) -> str:
-    """The content key of a source: a file's SHA-256 (recomputed only when its mtime or size
-    changes), or a store group's label with the store's fingerprint."""
+    """The content key of a source: a file's (or folder's) SHA-256, recomputed only when its
+    stamp changes, with `sources.Source.read_tag` (how its bytes are read); or a store group's
+    label with the store's fingerprint."""
     if src.is_store:
         return f"{src.key}@{src.stamp[0]}"
-    return digest_of(src.key, *src.stamp)
+    return f"{digest_of(src.file or src.key, *src.stamp)}-{src.read_tag}"
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
@@ -245,11 +246,14 @@ def graph_page(
     selected_node: int | None = None,
     focus: bool = False,
     params_text: str = "",
-) -> tuple[str, int, int]:
-    """(pyvis HTML, anchors drawn, anchors in the group) for the Graph page. ``focus``: only
-    the highlighted rollout's anchors and their one-step neighbourhood, laid out by the
-    rollout's steps (large groups)."""
-    from ..views.graph_view import graph_html, neighbourhood, select_nodes, trajectory_path
+    opened: tuple = (),
+) -> tuple[str, int, int, str]:
+    """(pyvis HTML, anchors drawn, anchors in the group, what the summary leaves out) for the
+    Graph page. ``focus``: only the highlighted rollout's anchors and their one-step
+    neighbourhood, laid out by the rollout's steps (large groups); otherwise a group above
+    ``max_nodes`` anchors is summarised (`crbc_viz.views.layout.summarise`), with the clusters
+    in ``opened`` (``((first depth, clicks), …)``) drawn further."""
+    from ..views.graph_view import graph_drawing, neighbourhood, trajectory_path
 
     graph = group_graph(digest, _path, group)
     res = score_group(digest, _path, group, estimator, params, backend)
@@ -257,25 +261,23 @@ def graph_page(
     keep = list(trajectory_path(graph, highlight_traj)[1]) if highlight_traj is not None else []
     if selected_node is not None:
         keep.append(int(selected_node))
+    common = {
+        "group": 0,
+        "highlight_traj": highlight_traj,
+        "height_px": height_px,
+        "show_action_labels": show_labels,
+        "estimator": estimator,
+        "selected_node": selected_node,
+        "params_text": params_text,
+        "graph_key": f"{digest[:12]}:{group}",
+    }
     if focus and keep:
-        nodes = neighbourhood(graph, keep)
+        drawing = graph_drawing(
+            graph, res, nodes=neighbourhood(graph, keep), by_step=highlight_traj is not None, **common
+        )
     else:
-        nodes = select_nodes(graph, 0, max_nodes, keep=keep)
-    page = graph_html(
-        graph,
-        res,
-        group=0,
-        highlight_traj=highlight_traj,
-        nodes=nodes,
-        height_px=height_px,
-        show_action_labels=show_labels,
-        estimator=estimator,
-        selected_node=selected_node,
-        params_text=params_text,
-        graph_key=f"{digest[:12]}:{group}",
-        by_step=bool(focus and highlight_traj is not None),
-    )
-    return page, int(nodes.size), int(graph.num_nodes)
+        drawing = graph_drawing(graph, res, max_nodes=max_nodes, keep=keep, opened=dict(opened), **common)
+    return drawing.html, len(drawing.summary.anchors), int(graph.num_nodes), drawing.note
 
 
 # ---------------------------------------------------------------- the Learn page's steps

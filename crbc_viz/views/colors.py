@@ -22,6 +22,8 @@ __all__ = [
     "value_color",
     "text_color_for",
     "interpolate",
+    "reversed_scale",
+    "css_gradient",
 ]
 
 #: Diverging credit scale: red = negative, neutral grey = 0, blue = positive (RdBu ends; the
@@ -61,6 +63,16 @@ def interpolate(scale: list[list], t: float) -> str:
             r1, g1, b1 = _hex_to_rgb(c1)
             return f"#{round(r0 + w * (r1 - r0)):02x}{round(g0 + w * (g1 - g0)):02x}{round(b0 + w * (b1 - b0)):02x}"
     return scale[-1][1]
+
+
+def reversed_scale(scale: list[list]) -> list[list]:
+    """The same colours run the other way: the colour at ``t`` is the original's at ``1 - t``."""
+    return [[1.0 - float(t), c] for t, c in reversed(scale)]
+
+
+def css_gradient(scale: list[list]) -> str:
+    """A left-to-right CSS ``linear-gradient`` of a plotly-style scale."""
+    return "linear-gradient(to right, " + ", ".join(f"{c} {100 * float(t):.0f}%" for t, c in scale) + ")"
 
 
 def credit_limit(*arrays, floor: float = 1e-9) -> float:

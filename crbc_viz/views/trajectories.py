@@ -32,7 +32,7 @@ def outcome_label(graph: AnchorGraph, traj: int) -> str:
     b = graph.batch
     if b.traj_success[traj]:
         return "success"
-    return "truncated" if b.traj_truncated[traj] else "failure"
+    return "ran out of steps" if b.traj_truncated[traj] else "failure"
 
 
 def _short(text, n: int) -> str:
@@ -113,7 +113,7 @@ def trajectory_table(
     for t in range(t_lo, t_hi):
         s_lo, s_hi = int(b.traj_offsets[t]), int(b.traj_offsets[t + 1])
         outcome = outcome_label(graph, t)
-        oc = {"success": "#1a9850", "failure": "#555", "truncated": "#b35806"}[outcome]
+        oc = {"success": "#1a9850", "failure": "#555", "ran out of steps": "#b35806"}[outcome]
         row = [
             f"<tr><td style='{cell}'><b>{esc(traj_ids[s_lo])}</b><br>{s_hi - s_lo} steps</td>"
             f"<td style='{cell}color:{oc}'><b>{outcome}</b><br>R = {b.traj_return[t]:.3g}</td>"
@@ -169,8 +169,16 @@ def anchor_panel_frame(
     for p in range(p_lo, p_hi):
         occ = np.flatnonzero(graph.step_pair == p)
         nxt = graph.step_next[occ]
+        cut = b.traj_truncated[b.step_traj[occ]] & (occ == b.traj_offsets[b.step_traj[occ] + 1] - 1)
         dests = sorted(
-            {"SUCCESS" if x == SUCCESS else "FAILURE" if x == FAILURE else f"s{x - lo}" for x in nxt.tolist()}
+            {
+                "SUCCESS"
+                if x == SUCCESS
+                else ("ran out of steps" if c else "FAILURE")
+                if x == FAILURE
+                else f"s{x - lo}"
+                for x, c in zip(nxt.tolist(), cut.tolist())
+            }
         )
         trajs = list(dict.fromkeys(b.step_traj[occ].tolist()))
         wins = int(sum(bool(b.traj_success[t]) for t in trajs))
