@@ -1,13 +1,17 @@
 """Training page: trends of a log store across training steps (success, anchor sharing,
 non-zero CRBC credit, estimator disagreement) with a drill-down to one step's groups and a
-button that opens a group on the Graph page."""
+button that opens a group on the Graph page. While the store changes (``crbc-viz ingest
+--watch`` following a run), the page reruns itself: new train steps appear without a reload."""
 
 import streamlit as st
 
 from crbc_viz.ui import pipeline, sources, view
 from crbc_viz.ui.sidebar import set_file, set_group
 from crbc_viz.ui.text import cells, md_lines
-from crbc_viz.views.training import METRICS, drill_target, point_targets, trends_figure
+from crbc_viz.views.training import METRICS, drill_target, live_caption, point_targets, trends_figure
+
+#: Seconds between two looks at the store's manifests (a listing; the page reruns on a change).
+LIVE_EVERY_S = 3
 
 
 def render() -> None:
@@ -23,12 +27,19 @@ def render() -> None:
         st.info("Give the folder of a log store (`python -m crbc_viz ingest LOG... --store DIR`).")
         return
     try:
+        # Listed before the store is read: a change after this reruns the page.
+        live = sources.store_state(store_dir)
+    except ValueError:
+        live = None  # open_store says why, below
+    try:
         store = sources.open_store(store_dir)  # confined to the allowed data folders
     except ValueError as e:  # StoreError is one
         st.error(md_lines(e))  # the folder comes from the URL (?store=): shown as text
         return
     view.set_value("store", None if store_dir == sources.BUNDLED_STORE else store_dir)
     info = store.summary()
+    if live is not None:
+        _follow(store_dir, live["signature"], info["incomplete_sources"])
     if not info["steps"]:
         st.warning("The store holds no steps yet.")
         return
@@ -63,7 +74,18 @@ def render() -> None:
     )
     ts_list = sorted({int(t) for t in groups.loc[groups["run_id"] == str(run), "train_step"]})
     step_key = view.field("tstep", ts_list[-1] if ts_list else None, options=ts_list, decode=int)
-    pick = st.selectbox("Drill down to train_step", ts_list, key=step_key)
+    follow_key = view.field("follow", False, options=[False, True], decode=_flag, allowed="0 or 1")
+    c_step, c_follow = st.columns([3, 1], vertical_alignment="bottom")
+    follow = c_follow.toggle(
+        "Follow latest",
+        key=follow_key,
+        help="keep the drill-down on the newest train step as steps land (a click on a trend "
+        "point stops following)",
+    )
+    view.record("follow", encode=lambda v: "1" if v else "0")
+    if follow and ts_list:
+        st.session_state[step_key] = ts_list[-1]
+    pick = c_step.selectbox("Drill down to train_step", ts_list, key=step_key, disabled=follow)
     view.record("tstep")
     fig = trends_figure(steps, metrics, highlight=pick)
     targets, run_ids = point_targets(fig), [str(r) for r in runs]
@@ -109,6 +131,30 @@ def _drill_to_point(targets, runs, run_key, step_key) -> None:
         st.session_state[run_key] = run
     if ts is not None:
         st.session_state[step_key] = ts
+        st.session_state[view.FIELDS["follow"]] = False  # the clicked step, not the newest
+
+
+def _flag(text: str) -> bool:
+    """``1`` / ``0`` in the URL."""
+    if text not in ("0", "1"):
+        raise ValueError(text)
+    return text == "1"
+
+
+@st.fragment(run_every=LIVE_EVERY_S)
+def _follow(store_dir: str, shown: str, incomplete: int) -> None:
+    """Every few seconds, one listing of the store's manifests: when it differs from the one
+    the page was drawn from, the whole page reruns (trends, drill-down choices; the view in
+    the URL is kept); otherwise only this line is redrawn (when the store last changed, how
+    many sources are still being written)."""
+    try:
+        state = sources.store_state(store_dir)
+    except ValueError as e:  # the folder went away, or out of the allowed ones
+        st.caption(md_lines(f"Not following the store: {e}"))
+        return
+    if state["signature"] != shown:
+        st.rerun()
+    st.caption(md_lines(live_caption(state, incomplete)))
 
 
 def _lookup(store) -> None:

@@ -9,6 +9,7 @@ keyed by the manifest fingerprint and the parameters.
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -140,6 +141,12 @@ def _masked_mean(group: np.ndarray, x: np.ndarray, ok: np.ndarray, G: int) -> np
         return np.where(n > 0, np.bincount(group, np.where(ok, x, 0.0), G) / n, np.nan)
 
 
+#: `step_trends` results of the train steps this process computed, keyed by the partition's
+#: part names and row counts (least recently used dropped beyond `STEP_MEMO_MAX`).
+_STEP_MEMO: OrderedDict = OrderedDict()
+STEP_MEMO_MAX = 4096
+
+
 def store_trends(
     store,
     *,
@@ -163,8 +170,26 @@ def store_trends(
     rows, groups = [], []
     parts = store.train_steps(run)
     for r in parts.itertuples():
-        batch = store.load_batch(run=r.run_id, train_step=int(r.train_step), anchor_obs=False)
-        row, g = step_trends(batch, estimators=estimators, backend=backend)
+        # A partition's parts are named by their source's content digest: the same names and
+        # row counts are the same rows, so a store that grows (a followed run) computes only
+        # its new or changed train steps again.
+        memo = (
+            str(r.run_id),
+            int(r.train_step),
+            tuple(sorted((p.path, p.rows) for p in store.select_parts(r.run_id, int(r.train_step)))),
+            tuple(estimators),
+            backend,
+        )
+        if memo in _STEP_MEMO:
+            _STEP_MEMO.move_to_end(memo)
+            row, g = _STEP_MEMO[memo]
+        else:
+            batch = store.load_batch(run=r.run_id, train_step=int(r.train_step), anchor_obs=False)
+            row, g = step_trends(batch, estimators=estimators, backend=backend)
+            del batch
+            _STEP_MEMO[memo] = (row, g)
+            while len(_STEP_MEMO) > STEP_MEMO_MAX:
+                _STEP_MEMO.popitem(last=False)
         rows.append({"run_id": r.run_id, "train_step": int(r.train_step), **row})
         groups.append(g)
         if progress:

@@ -33,7 +33,7 @@ from .layout import (
 )
 from .query import LogStore, incomplete_sources
 
-__all__ = ["ingest", "IngestReport", "drop_incomplete", "file_digest"]
+__all__ = ["ingest", "IngestReport", "IngestSession", "drop_incomplete", "file_digest"]
 
 log = logging.getLogger(__name__)
 
@@ -230,9 +230,17 @@ def _crash_after() -> int | None:
     return int(v) if v else None
 
 
-def _existing_traj_overlap(store: LogStore, batch: RolloutBatch, digest: str, path: str) -> list[Problem]:
+def _existing_traj_overlap(
+    store: LogStore, batch: RolloutBatch, digest: str, path: str, exclude=()
+) -> list[Problem]:
+    """Trajectories of ``batch`` some other visible source already holds (``exclude``: the
+    versions this one replaces)."""
     pairs = {(str(r), int(t)) for r, t in zip(batch.groups["run_id"], batch.groups["train_step"])}
-    parts = [p for p in store.parts if (p.run_id, p.train_step) in pairs and p.source != digest]
+    parts = [
+        p
+        for p in store.parts
+        if (p.run_id, p.train_step) in pairs and p.source != digest and p.source not in exclude
+    ]
     if not parts:
         return []
     first = batch.steps.iloc[batch.traj_offsets[:-1]]
@@ -333,6 +341,29 @@ def drop_incomplete(root: str | os.PathLike) -> list[str]:
     return dropped
 
 
+def _drop_source(root: Path, man: dict) -> None:
+    """Remove one source: its manifest first (no reader lists its parts from then on), then its
+    part files (a crash in between leaves unlisted files, which an ingest of the same content
+    writes over)."""
+    with contextlib.suppress(FileNotFoundError):
+        (root / "manifest" / f"{man['digest']}.json").unlink()
+    for p in man.get("parts", []):
+        for rel in (p.get("path"), p.get("text")):
+            if rel:
+                with contextlib.suppress(FileNotFoundError):
+                    (root / rel).unlink()
+
+
+def _sources(paths, fmt: str):
+    """``paths`` as sources: a `Source` is taken as it is (the `crbc_viz.store.watch` follower
+    builds its own), every other item goes through `expand_sources`."""
+    from ..io.importers import Source, expand_sources
+
+    if not any(isinstance(p, Source) for p in paths):
+        return expand_sources(paths, fmt)
+    return [s for p in paths for s in ([p] if isinstance(p, Source) else expand_sources([p], fmt))]
+
+
 def ingest(
     root: str | os.PathLike,
     paths,
@@ -344,11 +375,12 @@ def ingest(
     part_rows: int = DEFAULT_PART_ROWS,
     progress: Callable[[dict], None] | None = None,
     import_options: dict | None = None,
+    replace: bool = False,
 ) -> IngestReport:
     """Normalise every log in ``paths`` into the store at ``root`` (created when missing).
 
     Args:
-        paths: files or folders (see `crbc_viz.io.importers.expand_sources`).
+        paths: files or folders (see `crbc_viz.io.importers.expand_sources`), or `Source` objects.
         fmt: ``auto`` or a format name (``crbc_viz.io.importers.FORMATS``).
         lenient: skip bad rows (reported per source) instead of failing.
         success_threshold: see `crbc_viz.io.load_rollouts`.
@@ -359,6 +391,9 @@ def ingest(
             ``bytes``) and each part (``part``, ``rows``).
         import_options: importer options (``reward_columns``, ``success_column``), see
             `crbc_viz.io.importers.import_source`.
+        replace: a log whose path is in the store with other content (it grew, or was
+            rewritten) is ingested as a new version of that source, which replaces the old
+            one (see `IngestSession.add`); without it, the new content is another source.
 
     Returns:
         An `IngestReport`.
@@ -368,95 +403,229 @@ def ingest(
         StoreError: the folder is not a store, another ingest holds its lock, or ``run_id``
             is not valid UTF-8 text.
     """
-    from ..io.importers import expand_sources
-
     _check_run_id(run_id)
-    root = Path(root)
-    sources = expand_sources(paths, fmt)
+    sources = _sources(paths, fmt)
     report = IngestReport()
-    crash_after = _crash_after()
-    committed = 0
-    with _locked(root):
-        store = LogStore(root, create=True)
-        (root / "manifest").mkdir(exist_ok=True)
+    with IngestSession(
+        root,
+        lenient=lenient,
+        success_threshold=success_threshold,
+        run_id=run_id,
+        part_rows=part_rows,
+        progress=progress,
+        import_options=import_options,
+    ) as session:
         for src in sources:
-            nbytes = sum(os.path.getsize(f) for f in src.files)
-            digest = _with_run_id(
-                file_digest(src.files, src.path if len(src.files) > 1 or src.files[0] != src.path else None),
-                run_id,
-            )
-            man, torn = _readable_parts(root, store.sources.get(digest))
-            if man is not None and man.get("complete"):
-                entry = {
-                    "path": src.path,
-                    "format": src.fmt,
-                    "status": "skipped",
-                    "rows": man["rows"],
-                    "bytes": nbytes,
-                    "parts": len(man["parts"]),
-                    "notes": man.get("notes", []),
-                    "warnings": [],
-                }
-                report.sources.append(entry)
-                if progress:
-                    progress(entry)
-                continue
-            resumed = man is not None
-            rows_of = man.get("part_rows", part_rows) if man else part_rows
-            mpath = root / "manifest" / f"{digest}.json"
-            had_manifest = mpath.exists()
+            report.sources.append(session.add(src, replace=replace))
+    return report
 
-            rest = (
-                rows_of,
-                run_id,
-                import_options,
-                lenient,
-                success_threshold,
-                committed,
-                crash_after,
-                progress,
-            )
-            try:
-                man, notes, skipped, committed = _ingest_source(
-                    root, store, src, digest, man, *rest, stream=True
-                )
-            except _NotGroupContiguous:
-                # Groups recur later in the file: chunks cannot be cut at group boundaries.
-                _rollback(root, mpath, man, had_manifest)
-                man = _readable_parts(root, store.sources.get(digest))[0]
-                man, notes, skipped, committed = _ingest_source(
-                    root, store, src, digest, man, *rest, stream=False
-                )
-            except LoadError:
-                if _streams(src):
-                    _rollback(root, mpath, store.sources.get(digest), had_manifest)
-                raise
-            man["parts"].sort(key=_part_number)  # a part written again goes back to its place
-            man["complete"] = True
-            _write_json(mpath, man)
-            store.refresh()
-            if torn:
-                man["warnings"].append(
-                    f"{len(torn)} part(s) of this source in the store could not be read or held "
-                    f"another row count than recorded (torn by a crash before they reached the "
-                    f"disk) and were written again: {', '.join(torn[:5])}{' ...' if len(torn) > 5 else ''}"
-                )
+
+class IngestSession:
+    """An ingest into one store kept open across sources: the store's lock is held and its
+    manifests are read once, then refreshed incrementally after each source. `ingest` uses one
+    per call; the `crbc_viz.store.watch` follower keeps one for its whole run, so a long watch
+    costs one listing per file, not a re-read of every manifest.
+
+    Args: as `ingest` (the per-store options).
+
+    Raises:
+        StoreError: the folder is not a store, another ingest holds its lock, or ``run_id``
+            is not valid UTF-8 text.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike,
+        *,
+        lenient: bool = False,
+        success_threshold: float = 0.0,
+        run_id: str | None = None,
+        part_rows: int = DEFAULT_PART_ROWS,
+        progress: Callable[[dict], None] | None = None,
+        import_options: dict | None = None,
+    ):
+        _check_run_id(run_id)
+        self.root = Path(root)
+        self.options = (lenient, success_threshold, run_id, part_rows, progress, import_options)
+        self.crash_after = _crash_after()
+        self.committed = 0
+        self._stack = contextlib.ExitStack()
+        self._stack.enter_context(_locked(self.root))
+        try:
+            self.store = LogStore(self.root, create=True)
+            self._stack.callback(self.store.close)
+            (self.root / "manifest").mkdir(exist_ok=True)
+        except BaseException:
+            self._stack.close()
+            raise
+
+    def close(self) -> None:
+        """Release the store (its connection, then the lock)."""
+        self._stack.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def add(self, src, *, replace: bool = False) -> dict:
+        """Ingest one `Source`; returns its report entry (``status``: ``ingested``, ``resumed``,
+        ``skipped``; ``replaced``: the digests of the versions it replaces).
+
+        With ``replace``, the store keeps one version per source path, the newest content read:
+        the complete sources ingested from the same path with other content are recorded in
+        the new manifest (``replaces``) and hidden from readers in the one write that marks
+        the new version complete (`crbc_viz.store.query.hidden_sources`); until then readers
+        see the old version whole. Their files are removed by `collect_replaced`. An
+        incomplete earlier version of the path (an ingest killed before the log changed
+        again) is removed first: its content is gone from the log and cannot be resumed.
+
+        Raises:
+            LoadError: the source cannot be read or validated, or holds trajectories another
+                source in the store already holds (what it wrote is rolled back when it
+                streamed; otherwise its manifest stays incomplete, as after a crash).
+        """
+        lenient, success_threshold, run_id, part_rows, progress, import_options = self.options
+        root, store = self.root, self.store
+        nbytes = sum(os.path.getsize(f) for f in src.files)
+        digest = _with_run_id(
+            file_digest(src.files, src.path if len(src.files) > 1 or src.files[0] != src.path else None),
+            run_id,
+        )
+        replaced = self._prepare_version(src.path, digest) if replace else []
+        man, torn = _readable_parts(root, store.manifests.get(digest))
+        if man is not None and man.get("complete"):
             entry = {
                 "path": src.path,
                 "format": src.fmt,
-                "status": "resumed" if resumed else "ingested",
+                "status": "skipped",
                 "rows": man["rows"],
                 "bytes": nbytes,
                 "parts": len(man["parts"]),
-                "notes": notes,
-                "warnings": list(man["warnings"]),
-                "skipped": skipped,
+                "notes": man.get("notes", []),
+                "warnings": [],
+                "replaced": [],
+                "digest": digest,
             }
-            report.sources.append(entry)
             if progress:
                 progress(entry)
-        store.close()
-    return report
+            return entry
+        resumed = man is not None
+        if man is not None and replaced:
+            man = {**man, "replaces": sorted(set(man.get("replaces", [])) | set(replaced))}
+        rows_of = man.get("part_rows", part_rows) if man else part_rows
+        mpath = root / "manifest" / f"{digest}.json"
+        had_manifest = mpath.exists()
+
+        rest = (
+            rows_of,
+            run_id,
+            import_options,
+            lenient,
+            success_threshold,
+            self.committed,
+            self.crash_after,
+            progress,
+        )
+        try:
+            man, notes, skipped, self.committed = _ingest_source(
+                root, store, src, digest, man, *rest, stream=True, replaces=replaced
+            )
+        except _NotGroupContiguous:
+            # Groups recur later in the file: chunks cannot be cut at group boundaries.
+            _rollback(root, mpath, man, had_manifest)
+            man = _readable_parts(root, store.manifests.get(digest))[0]
+            if man is not None and replaced:
+                man = {**man, "replaces": sorted(set(man.get("replaces", [])) | set(replaced))}
+            man, notes, skipped, self.committed = _ingest_source(
+                root, store, src, digest, man, *rest, stream=False, replaces=replaced
+            )
+        except LoadError:
+            if _streams(src):
+                _rollback(root, mpath, store.manifests.get(digest), had_manifest)
+            raise
+        man["parts"].sort(key=_part_number)  # a part written again goes back to its place
+        man["complete"] = True
+        man["completed_at"] = _dt.datetime.now(_dt.UTC).isoformat()
+        _write_json(mpath, man)
+        store.refresh()
+        if torn:
+            man["warnings"].append(
+                f"{len(torn)} part(s) of this source in the store could not be read or held "
+                f"another row count than recorded (torn by a crash before they reached the "
+                f"disk) and were written again: {', '.join(torn[:5])}{' ...' if len(torn) > 5 else ''}"
+            )
+        entry = {
+            "path": src.path,
+            "format": src.fmt,
+            "status": "resumed" if resumed else "ingested",
+            "rows": man["rows"],
+            "bytes": nbytes,
+            "parts": len(man["parts"]),
+            "notes": notes,
+            "warnings": list(man["warnings"]),
+            "skipped": skipped,
+            "replaced": list(man.get("replaces", [])),
+            "digest": digest,
+        }
+        if progress:
+            progress(entry)
+        return entry
+
+    def _prepare_version(self, path: str, digest: str) -> list[str]:
+        """Make way for content ``digest`` of log ``path`` as its newest version; returns the
+        digests of the complete versions it is to replace."""
+        here = os.path.abspath(path)
+        root, store = self.root, self.store
+        changed = False
+        for d, m in list(store.manifests.items()):
+            if d != digest and m.get("complete") and digest in m.get("replaces", ()):
+                # The log went back to content an earlier version replaced: that copy goes, and
+                # no manifest may still name it as replaced (it would hide the new copy).
+                if digest in store.manifests:
+                    _drop_source(root, store.manifests[digest])
+                _write_json(
+                    root / "manifest" / f"{d}.json",
+                    {**m, "replaces": [r for r in m["replaces"] if r != digest]},
+                )
+                changed = True
+        if changed:
+            store.refresh()
+        for d, m in list(store.manifests.items()):
+            if d != digest and m.get("path") == here and not m.get("complete"):
+                _drop_source(root, m)  # partial earlier content: not in the log any more
+                changed = True
+        if changed:
+            store.refresh()
+        return sorted(
+            d for d, m in store.sources.items() if d != digest and m.get("path") == here and m.get("complete")
+        )
+
+    def collect_replaced(self, grace_s: float = 0.0) -> list[str]:
+        """Remove the files of sources replaced by a version complete for at least ``grace_s``
+        seconds (a reader that listed the old parts just before the switch can still read them
+        meanwhile); returns the digests removed."""
+        root, store = self.root, self.store
+        now = _dt.datetime.now(_dt.UTC)
+        gone: list[str] = []
+        for d, m in list(store.manifests.items()):
+            if not m.get("complete") or not m.get("replaces"):
+                continue
+            try:
+                age = (now - _dt.datetime.fromisoformat(m["completed_at"])).total_seconds()
+            except (KeyError, TypeError, ValueError):
+                age = float("inf")  # completed before the time was recorded
+            if age < grace_s:
+                continue
+            for r in m["replaces"]:
+                if r in store.manifests and r != d:
+                    _drop_source(root, store.manifests[r])
+                    gone.append(r)
+            _write_json(root / "manifest" / f"{d}.json", {k: v for k, v in m.items() if k != "replaces"})
+        if gone or any(m.get("replaces") for m in store.manifests.values()):
+            store.refresh()
+        return gone
 
 
 #: Canonical JSONL and Parquet sources larger than one chunk are ingested in chunks of about
@@ -737,6 +906,7 @@ def _ingest_source(
     progress,
     *,
     stream,
+    replaces=(),
 ):
     """Write one source's parts (chunk by chunk when it streams); returns the manifest, the
     import notes, the skipped rows of every chunk and the running count of committed parts.
@@ -749,7 +919,7 @@ def _ingest_source(
     skipped: list = []
     first = True
     for batch, imp in _source_batches(root, src, run_id, import_options, lenient, success_threshold, stream):
-        overlap = _existing_traj_overlap(store, batch, digest, src.path)
+        overlap = _existing_traj_overlap(store, batch, digest, src.path, exclude=replaces)
         if overlap:
             raise LoadError(overlap)
         if first:
@@ -766,6 +936,7 @@ def _ingest_source(
                 "parts": [],
                 "started_at": _dt.datetime.now(_dt.UTC).isoformat(),
                 "complete": False,
+                **({"replaces": list(replaces)} if replaces else {}),
             }
             man["rows"], man["skipped"], man["warnings"] = 0, 0, []
             first = False

@@ -17,6 +17,11 @@ Readers list only parts named by a manifest, so a crash leaves a readable store,
 the ingest resumes the source where it stopped (part names are deterministic). A source whose
 content digest is already complete in the store is skipped, unless one of its parts cannot be
 read or holds another row count than its manifest records: that part is written again.
+
+Versions (``ingest --watch``, a log that grows while a trainer appends to it): the new content's
+manifest lists the digests it ``replaces``; readers hide it while it is incomplete and hide the
+old version once it is complete (`crbc_viz.store.query.hidden_sources`), so the switch is the
+one manifest write that marks the new version complete; the old files are removed after.
 """
 
 from __future__ import annotations
@@ -165,7 +170,13 @@ def _confined_part(root: Path, manifest: Path, rel, top: str) -> None:
 def _check_manifest(root: Path, f: Path, m) -> None:
     """Refuse a manifest that is not what ingest writes, or that names files outside the store."""
     try:
-        ok = isinstance(m, dict) and isinstance(m["digest"], str) and isinstance(m.get("parts", []), list)
+        ok = (
+            isinstance(m, dict)
+            and isinstance(m["digest"], str)
+            and isinstance(m.get("parts", []), list)
+            and isinstance(m.get("replaces", []), list)
+            and all(isinstance(r, str) for r in m.get("replaces", []))
+        )
         for p in m.get("parts", []) if ok else []:
             ok = (
                 ok
@@ -179,7 +190,7 @@ def _check_manifest(root: Path, f: Path, m) -> None:
         ok = False
     if not ok:
         raise StoreError(
-            f"{f}: damaged manifest (missing or mistyped digest/parts/run_id/"
+            f"{f}: damaged manifest (missing or mistyped digest/parts/replaces/run_id/"
             f"train_step/rows); remove it and re-ingest its source"
         )
     for p in m.get("parts", []):

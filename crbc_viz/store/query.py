@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +31,10 @@ from .layout import (
     glob_literal,
 )
 
-__all__ = ["LogStore", "open_store", "parse_group_label", "incomplete_sources"]
+__all__ = ["LogStore", "open_store", "parse_group_label", "incomplete_sources", "hidden_sources"]
+
+#: A manifest read less than this after its mtime is parsed again on the next refresh.
+_SAME_MTIME_NS = 2_000_000_000
 
 
 def parse_group_label(label: str) -> list[tuple[str | None, int | None, str]]:
@@ -89,36 +93,68 @@ class LogStore:
 
     # -- manifest ------------------------------------------------------------------------------
     def refresh(self) -> None:
-        """Re-read the manifests (parts committed since opening become visible)."""
-        self.sources: dict[str, dict] = {}
+        """Re-read the manifests (parts committed since opening become visible). A manifest file
+        this object already read, unchanged since (name, size, mtime, inode), is not parsed again,
+        so a long-lived store (the `crbc_viz.store.watch` follower) refreshes in one listing.
+
+        ``manifests`` holds every manifest; ``sources`` and ``parts`` only the visible ones: a
+        source replaced by a newer version of the same log (``replaces`` in that version's
+        manifest, `crbc_viz.store.ingest` with ``replace=True``) is hidden once the newer
+        version is complete, and the newer version is hidden while it is incomplete, so readers
+        switch from one whole version to the other and never see both."""
+        cache = getattr(self, "_mcache", {})
+        fresh: dict = {}
+        manifests: dict[str, dict] = {}
+        own_parts: dict[str, tuple[Part, ...]] = {}
         mdir = self.root / "manifest"
-        if mdir.is_dir():
-            for f in sorted(mdir.glob("*.json")):
-                try:
-                    m = json.loads(f.read_text())
-                except (OSError, ValueError, RecursionError) as exc:  # never half-written (atomic)
-                    raise StoreError(
-                        f"{f}: unreadable manifest ({str(exc)[:200]}); restore it "
-                        f"or remove it and re-ingest its source"
-                    ) from None
-                _check_manifest(self.root, f, m)
-                self.sources[m["digest"]] = m
-        parts = []
-        for m in sorted(self.sources.values(), key=lambda m: (str(m.get("started_at", "")), m["digest"])):
-            for k, p in enumerate(m.get("parts", [])):
-                parts.append(
-                    Part(
-                        path=p["path"],
-                        text=p.get("text"),
-                        source=m["digest"],
-                        run_id=str(p["run_id"]),
-                        train_step=int(p["train_step"]),
-                        rows=int(p["rows"]),
-                        order=(str(m.get("started_at", "")), m["digest"], k),
-                    )
-                )
-        self.parts: list[Part] = parts
-        self._rank = {Path(p.path).stem: i for i, p in enumerate(parts)}
+        try:
+            entries = sorted((e for e in os.scandir(mdir) if e.name.endswith(".json")), key=lambda e: e.name)
+        except (FileNotFoundError, NotADirectoryError):
+            entries = []
+        for e in entries:
+            f = e.path  # a str: a Path per manifest would be most of a refresh's time
+            try:
+                st = e.stat()
+                key = (e.name, st.st_size, st.st_mtime_ns, st.st_ino)
+                if key in cache and cache[key][2]:
+                    m, mparts, trusted = cache[key]
+                else:
+                    # Trusted next time only when it was read well after its last write (a
+                    # rewrite within the file system's time granularity keeps the mtime).
+                    trusted = time.time_ns() - st.st_mtime_ns > _SAME_MTIME_NS
+                    with open(f, encoding="utf-8") as fh:
+                        m = json.loads(fh.read())
+                    try:
+                        _check_manifest(self.root, Path(f), m)
+                    except StoreError:
+                        if os.path.exists(f):
+                            raise
+                        continue  # removed, then its parts, while this was read
+                    mparts = _manifest_parts(m)
+            except FileNotFoundError:
+                continue  # removed since the listing (drop-incomplete, a replaced version)
+            except (OSError, ValueError, RecursionError) as exc:  # never half-written (atomic)
+                raise StoreError(
+                    f"{f}: unreadable manifest ({str(exc)[:200]}); restore it "
+                    f"or remove it and re-ingest its source"
+                ) from None
+            fresh[key] = (m, mparts, trusted)
+            manifests[m["digest"]] = m
+            own_parts[m["digest"]] = mparts
+        self._mcache = fresh
+        self.manifests: dict[str, dict] = manifests
+        self.hidden: set[str] = hidden_sources(manifests)
+        self.sources: dict[str, dict] = {d: m for d, m in manifests.items() if d not in self.hidden}
+        order = sorted(self.sources.values(), key=lambda m: (str(m.get("started_at", "")), m["digest"]))
+        self.parts: list[Part] = [p for m in order for p in own_parts[m["digest"]]]
+        self._ranks: dict | None = None
+
+    @property
+    def _rank(self) -> dict[str, int]:
+        """Each visible part's place in `parts`, by its file's stem (the rows' ``_part``)."""
+        if self._ranks is None:
+            self._ranks = {os.path.basename(p.path).rsplit(".", 1)[0]: i for i, p in enumerate(self.parts)}
+        return self._ranks
 
     @property
     def fingerprint(self) -> str:
@@ -495,6 +531,7 @@ class LogStore:
             "store": str(self.root),
             "sources": len(self.sources),
             "complete_sources": sum(1 for m in self.sources.values() if m.get("complete")),
+            "incomplete_sources": len(incomplete_sources(self)),
             "runs": sorted(ts["run_id"].unique().tolist()),
             "train_steps": int(len(ts)),
             "parts": len(self.parts),
@@ -531,7 +568,47 @@ def open_store(root: str | os.PathLike) -> LogStore:
     return LogStore(root)
 
 
+def _manifest_parts(m: dict) -> tuple[Part, ...]:
+    """The parts a (checked) manifest names, in its order."""
+    started = str(m.get("started_at", ""))
+    return tuple(
+        Part(
+            path=p["path"],
+            text=p.get("text"),
+            source=m["digest"],
+            run_id=str(p["run_id"]),
+            train_step=int(p["train_step"]),
+            rows=int(p["rows"]),
+            order=(started, m["digest"], k),
+        )
+        for k, p in enumerate(m.get("parts", []))
+    )
+
+
 def incomplete_sources(store: LogStore) -> list[dict]:
-    """Manifests of sources whose ingest did not finish (a crash, a kill -9): their committed
-    parts are readable but the source is partial."""
-    return [m for m in store.sources.values() if not m.get("complete")]
+    """Manifests of sources whose ingest did not finish (a crash, a kill -9, or one being
+    written now): their committed parts are readable but the source is partial. A new version
+    of a log that is still incomplete is listed too (its parts stay hidden until it is whole)."""
+    return [m for m in store.manifests.values() if not m.get("complete")]
+
+
+def hidden_sources(manifests: dict[str, dict]) -> set[str]:
+    """Digests of the sources readers do not see: each source a complete manifest ``replaces``,
+    and each incomplete source that replaces one still in the store (a new version of a log
+    becomes visible, and hides the old one, in the one write that marks it complete).
+
+    >>> old = {"digest": "a", "complete": True}
+    >>> new = {"digest": "b", "complete": False, "replaces": ["a"]}
+    >>> sorted(hidden_sources({"a": old, "b": new}))
+    ['b']
+    >>> sorted(hidden_sources({"a": old, "b": {**new, "complete": True}}))
+    ['a']
+    """
+    hidden: set[str] = set()
+    for digest, m in manifests.items():
+        older = [r for r in m.get("replaces", ()) if r in manifests and r != digest]
+        if m.get("complete"):
+            hidden.update(older)
+        elif older:
+            hidden.add(digest)
+    return hidden

@@ -1,8 +1,13 @@
 """Data sources the pages pass around instead of files: a rollout log file, an upload, or one
 group of a log store, each named by a reference that goes into the URL (``?file=…``).
 
-- ``path/to/log.jsonl`` (repo-relative or absolute, under an allowed root): a log file;
+- ``path/to/log.jsonl`` (repo-relative or absolute, under an allowed root): a log file, in any
+  format the importers detect (a canonical log, a trainer's dump); ``path/to/episodes``: an
+  rLLM episodes folder;
 - ``upload:<sha256>.<suffix>``: a file uploaded to this server, by content address;
+- ``import:<options>::<file reference>``: either of those read with importer options
+  (``format=trl&reward_columns=a,b&success_column=c``, `crbc_viz.ui.sandbox.ReadOptions`), so
+  the link reads the file as its sharer saw it;
 - ``store:<store folder>::<run>/<train_step>/<group_id>``: one group of a log store, read
   from the store itself (no temporary file), so the link works on any server with the store.
 
@@ -14,15 +19,19 @@ module: the files its manifests name must lie inside the allowed data folders to
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..io import load_rollouts
+from ..errors import LoadError
 from ..store import LogStore as _LogStore
 from ..store import StoreError
 from . import files as _files
+from . import sandbox as _sandbox
 from .files import file_ref, resolve_data_dir, resolve_data_path
+from .sandbox import FORMAT_TITLES, READ_PREFIX, ReadOptions, read_key, split_read_key
 
 __all__ = [
     "Source",
@@ -35,10 +44,17 @@ __all__ = [
     "link_ref",
     "resolve_ref",
     "is_upload",
+    "file_part",
+    "ingest_command",
+    "load_error_text",
+    "FORMAT_TITLES",
+    "ReadOptions",
     "UPLOAD_PREFIX",
+    "READ_PREFIX",
     "STORE_PREFIX",
     "BUNDLED_STORE",
     "STORE_ENV",
+    "store_state",
 ]
 
 #: Uploads are named in links by their content hash (``upload:<sha>.<suffix>``): the same
@@ -59,12 +75,15 @@ class Source:
 
     Attributes:
         ref: the reference as written in the URL.
-        key: what `open_batch` loads (the file's resolved path, or ``store:<abs folder>::label``);
-            the pipeline's caches take it beside the content digest.
-        name: shown in the sidebar (the file name, or ``store/label``).
+        key: what `open_batch` loads (the file's resolved path, with its importer options as
+            ``import:<options>::<path>``, or ``store:<abs folder>::label``); the pipeline's
+            caches take it beside the content digest.
+        name: shown in the sidebar (the file name, an upload's as uploaded, or ``store/label``).
         group: the store group's label (``run/train_step/group_id``), None for a file.
-        stamp: what changes when the content does: (mtime_ns, size) of a file, the store's
-            fingerprint for a store group.
+        stamp: what changes when the content does: (mtime_ns, size) of a file (a folder: see
+            `crbc_viz.ui.files.source_stamp`), the store's fingerprint for a store group.
+        file: the resolved file or folder read ("" for a store group).
+        options: the importer options it is read with.
     """
 
     ref: str
@@ -72,10 +91,20 @@ class Source:
     name: str
     group: str | None = None
     stamp: tuple = ()
+    file: str = ""
+    options: ReadOptions = ReadOptions()
 
     @property
     def is_store(self) -> bool:
         return self.group is not None
+
+    @property
+    def read_tag(self) -> str:
+        """What decides how the file's bytes are read besides the bytes: its key (the importer
+        options, and the path whose folder and name give a trainer dump's run and train step)
+        and its name (an upload is read under it), as a short hash."""
+        text = f"{self.key}\0{self.name}".encode("utf-8", "surrogateescape")
+        return hashlib.sha256(text).hexdigest()[:16]
 
 
 def store_group_ref(store_dir: str | os.PathLike, run: str, train_step: int, group_id: str) -> str:
@@ -83,8 +112,16 @@ def store_group_ref(store_dir: str | os.PathLike, run: str, train_step: int, gro
     return f"{STORE_PREFIX}{file_ref(Path(store_dir))}{_SEP}{run}/{int(train_step)}/{group_id}"
 
 
+def file_part(ref: str) -> str:
+    """The file reference inside ``ref`` (without its importer options)."""
+    return ref[len(READ_PREFIX) :].partition(_SEP)[2] if ref.startswith(READ_PREFIX) else ref
+
+
 def link_ref(ref: str) -> str:
     """The reference as written in a link (uploads by content address)."""
+    if ref.startswith(READ_PREFIX):
+        head = ref[: len(ref) - len(file_part(ref))]
+        return head + link_ref(file_part(ref))
     try:
         p = Path(ref)
         if p.is_absolute() and p.resolve().parent == Path(_files.UPLOAD_DIR).resolve():
@@ -95,7 +132,22 @@ def link_ref(ref: str) -> str:
 
 
 def is_upload(ref: str | None) -> bool:
-    return bool(ref) and link_ref(ref).startswith(UPLOAD_PREFIX)
+    return bool(ref) and link_ref(file_part(ref)).startswith(UPLOAD_PREFIX)
+
+
+def load_error_text(err: Exception) -> str:
+    """A load error as a page says it: one problem on one line (no "1 problem in input" head),
+    several as the error's lines."""
+    problems = getattr(err, "problems", None)
+    if isinstance(err, LoadError) and len(problems) == 1 and err.total == 1:
+        return str(problems[0])
+    return str(err)
+
+
+def ingest_command(shown: str, options: ReadOptions, store: str = "crbc-store") -> str:
+    """The ``crbc-viz ingest`` command line that reads the file or folder ``shown`` (an upload by
+    the name it was uploaded under) with ``options`` into the log store ``store``."""
+    return shlex.join(["crbc-viz", "ingest", shown, *options.cli_flags(), "--store", store])
 
 
 def resolve_ref(ref: str) -> Path:
@@ -137,9 +189,29 @@ def resolve(ref: str) -> Source:
             group=label,
             stamp=(store.fingerprint,),
         )
-    path = resolve_ref(ref)
-    stat = os.stat(path)
-    return Source(ref=file_ref(path), key=str(path), name=path.name, stamp=(stat.st_mtime_ns, stat.st_size))
+    inner, options = split_read_key(ref)
+    if inner.startswith(UPLOAD_PREFIX):
+        path = resolve_ref(inner)
+    else:
+        path = _files.resolve_data_source(inner)
+        if _files.is_store_folder(path):
+            raise ValueError(
+                f"'{_files._shown(inner)}' is a log store: open it on the Across training page "
+                f"(give it as a server path on the Data page for a link)"
+            )
+    try:
+        stamp = _files.source_stamp(path)
+    except OSError as exc:
+        raise ValueError(f"'{_files._shown(inner)}': cannot read ({exc.strerror or exc})") from None
+    name = _files.shown_name(path) if is_upload(inner) else path.name
+    return Source(
+        ref=read_key(file_ref(path), options),
+        key=read_key(str(path), options),
+        name=name,
+        stamp=stamp,
+        file=str(path),
+        options=options,
+    )
 
 
 class LogStore(_LogStore):
@@ -208,11 +280,12 @@ def _check_files(store: _LogStore, roots: list[Path]) -> None:
 
 
 def open_batch(key: str):
-    """The `RolloutBatch` of a `Source.key` (already resolved: no confinement check here)."""
+    """The `RolloutBatch` of a `Source.key` (already resolved: no confinement check here), read
+    in this process as the sandbox's child reads it (`crbc_viz.ui.sandbox.read`)."""
     if key.startswith(STORE_PREFIX):
         folder, _, label = key[len(STORE_PREFIX) :].partition(_SEP)
         return LogStore(folder).load_batch(group=label, text=True)
-    return load_rollouts(key)
+    return _sandbox.read(key)
 
 
 def open_store(ref: str) -> LogStore:
@@ -222,6 +295,29 @@ def open_store(ref: str) -> LogStore:
         ValueError: outside the allowed folders or not a folder; StoreError: not a store.
     """
     return LogStore(resolve_data_dir(ref))
+
+
+def store_state(ref: str) -> dict:
+    """What the Across-training page shows while it follows the store in folder ``ref``
+    (`crbc_viz.store.watch.store_state`: one listing, no manifest read), confined like
+    `open_store`; a watcher status file that resolves outside the allowed folders is not read.
+
+    Raises:
+        ValueError: outside the allowed folders or not a folder.
+    """
+    from ..store.watch import STATUS_FILE
+    from ..store.watch import store_state as _state
+
+    root = resolve_data_dir(ref)
+    state = _state(root, status=False)
+    status = root / STATUS_FILE
+    if status.is_symlink() or status.exists():
+        real = status.resolve()
+        if not any(real == r or r in real.parents for r in _files.allowed_roots()):
+            state["watch"] = {"error": f"{status} resolves outside the allowed data folders; not read"}
+        else:
+            state = _state(root)
+    return state
 
 
 def default_store(from_url: str | None) -> str:

@@ -23,6 +23,8 @@ from typing import Any
 
 import streamlit as st
 
+from .text import md
+
 __all__ = [
     "FIELDS",
     "sync_in",
@@ -71,6 +73,7 @@ FIELDS: dict[str, str | None] = {
     "store": None,
     "run": "training_run",
     "tstep": "training_step",
+    "follow": "training_follow",
     # Learn (flip / drop are keyed per data set: their key is given at the call)
     "lesson": "learn_lesson",
     "data": "learn_data",
@@ -86,6 +89,8 @@ FIELDS: dict[str, str | None] = {
     "ws": "learn_ws",
     "smin": "learn_smin",
     "gate": "learn_gate",
+    # every page: large fonts for a projector (app.py)
+    "projector": "projector_mode",
 }
 
 
@@ -156,12 +161,16 @@ def field(
     decode: Callable[[str], Any] = str,
     problems: list | None = None,
     key: str | None = None,
+    allowed: str | None = None,
 ) -> str:
     """Prepare the control of field ``name`` before it is drawn; return its session key.
 
     The control takes the URL's value after a URL was applied, the view's value when it was
     not drawn on the last run (another page), and ``default`` when the value is not one of
-    ``options``; a refused URL value is reported in ``problems``.
+    ``options`` (a list, or a predicate that must match the control's range: a value outside
+    it would stop the page). A refused URL value is reported, naming the field, the value and
+    ``allowed`` (what the control takes), in ``problems``, or without that list as a warning
+    placed where the control is prepared.
     """
     key = key or FIELDS[name]
     pending = st.session_state.setdefault(_PENDING, set())
@@ -177,13 +186,16 @@ def field(
             return default
         try:
             v = decode(_view()[name])
-        except (TypeError, ValueError):
-            v = None
-        if v is None or not ok(v):
+            fits = v is not None and bool(ok(v))
+        except (TypeError, ValueError, OverflowError):
+            fits = False
+        if not fits:
+            why = f"is refused (allowed: {allowed})" if allowed else "is not available here"
+            msg = f"{name} = '{_view()[name]}' from the link {why}; showing the default"
             if problems is not None:
-                problems.append(
-                    f"{name} = '{_view()[name]}' from the link is not available here; showing the default"
-                )
+                problems.append(msg)
+            else:
+                st.warning(md(msg))
             _view().pop(name, None)
             return default
         return v
