@@ -50,6 +50,10 @@ CASES = [
     ("roll_native", "roll_native/rollout_dump", ("train_steps",), "roll", ()),
     ("swift_real", "swift_real/output", ("train_steps",), "ms-swift", ()),
     ("swift3_real", "swift3_real/output", ("train_steps",), "ms-swift", ()),
+    ("verifiers_0110", "verifiers_0110/outputs", ("train_steps",), "verifiers", ()),
+    ("verifiers_031", "verifiers_031/outputs", ("train_steps",), "verifiers", ()),
+    ("skyrl_b328", "skyrl_b328/export/dumped_evals", ("train_steps",), "skyrl", ()),
+    ("skyrl_a956", "skyrl_a956/export/dumped_evals", ("train_steps",), "skyrl", ()),
 ]
 
 
@@ -461,3 +465,73 @@ def test_rllm_without_termination_reason_or_done_is_not_called_truncated(tmp_pat
     imp, b = _load(d)
     assert not b.traj_truncated.any()
     assert any("truncation unknown" in n for n in imp.notes)
+
+
+# -- verifiers / SkyRL --------------------------------------------------------------------------
+VF = FIX / "verifiers_031" / "outputs" / "evals" / "guess--scripted" / "0a1b2c3d" / "results.jsonl"
+
+
+def _vf_rows():
+    return [json.loads(x) for x in VF.read_text().splitlines()]
+
+
+def _write(path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_verifiers_turns_and_anchors_come_from_completion():
+    imp, b = _load(VF)
+    row = _vf_rows()[0]  # two guesses: "lower" after the first, "correct" after the second
+    df = imp.raw.records
+    first = df[df["traj_id"] == df["traj_id"].iat[0]]
+    assert first["anchor_obs"].tolist() == [row["prompt"][-1]["content"], row["completion"][1]["content"]]
+    assert first["action"].tolist() == [row["completion"][0]["content"], row["completion"][2]["content"]]
+    assert first["reward"].tolist() == [0.0, row["reward"]]
+
+
+def test_verifiers_single_turn_limit_is_the_end_and_is_truncated_cuts(tmp_path):
+    base = _vf_rows()[1]  # one assistant turn
+    rows = []
+    for i, cut in enumerate([False, True, False]):
+        r = dict(base, example_id=i, is_truncated=cut, stop_condition="max_turns_reached")
+        r["completion"] = base["completion"][:1]
+        rows.append(r)
+    _imp, b = _load(_write(tmp_path / "r" / "results.jsonl", rows))
+    assert b.num_trajectories == 3
+    assert int(np.asarray(b.traj_truncated).sum()) == 1
+
+
+def test_verifiers_bad_flag_or_reward_names_the_line(tmp_path):
+    rows = _vf_rows()
+    rows[2]["is_truncated"] = "False"
+    with pytest.raises(LoadError, match=r"line 3.*is_truncated"):
+        _load(_write(tmp_path / "a" / "results.jsonl", rows))
+    rows = _vf_rows()
+    rows[4]["reward"] = None
+    with pytest.raises(LoadError, match=r"line 5.*reward"):
+        _load(_write(tmp_path / "b" / "results.jsonl", rows))
+
+
+SK = FIX / "skyrl_a956" / "export" / "dumped_evals" / "global_step_20_evals" / "gsm8k.jsonl"
+
+
+def test_skyrl_per_token_scores_are_summed_and_step_from_folder(tmp_path):
+    rows = [json.loads(x) for x in SK.read_text().splitlines()]
+    rows[0]["score"] = [0.0, 0.25, 0.5]
+    imp, b = _load(_write(tmp_path / "dumped_evals" / "global_step_7_evals" / "x.jsonl", rows))
+    assert imp.raw.records["reward"].iat[0] == 0.75
+    assert set(imp.raw.records["train_step"]) == {7}
+    assert any("per-token" in n for n in imp.notes)
+
+
+def test_skyrl_bad_stop_reason_or_score_names_the_line(tmp_path):
+    rows = [json.loads(x) for x in SK.read_text().splitlines()]
+    rows[1]["stop_reason"] = 1
+    with pytest.raises(LoadError, match=r"line 2.*stop_reason"):
+        _load(_write(tmp_path / "a" / "global_step_1_evals" / "x.jsonl", rows))
+    rows = [json.loads(x) for x in SK.read_text().splitlines()]
+    rows[3]["score"] = "1.0"
+    with pytest.raises(LoadError, match=r"line 4.*score"):
+        _load(_write(tmp_path / "b" / "global_step_1_evals" / "x.jsonl", rows))

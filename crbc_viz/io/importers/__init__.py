@@ -9,6 +9,8 @@ its dumps into canonical step rows (SCHEMA.md), ready for ``build_batch``.
     trl         TRL GRPOTrainer completions_<step>.parquet
     ms-swift    ms-swift GRPOTrainer completions.jsonl (one object of lists per logging step)
     verl        verl rollout_data_dir ({step}.jsonl with input / output / score)
+    verifiers   verifiers / prime-rl results.jsonl (example_id, prompt, completion, reward ...)
+    skyrl       SkyRL dumped_evals/global_step_<N>_evals/<data_source>.jsonl
 
 `detect` picks one from a file's fields; `expand_sources` turns command-line paths (files or
 folders) into sources, each ingested as a unit.
@@ -23,16 +25,16 @@ from pathlib import Path
 
 from .._guards import check_input_file
 from ..errors import LoadError, Problem
-from . import canonical, ms_swift, rllm, roll, trl, verl, verl_agent
+from . import canonical, ms_swift, rllm, roll, skyrl, trl, verifiers, verl, verl_agent
 from ._common import Imported, peek_fields
 
 __all__ = ["FORMATS", "IMPORT_OPTIONS", "Imported", "Source", "detect", "expand_sources", "import_source"]
 
-_MODULES = {m.NAME: m for m in (canonical, verl_agent, rllm, roll, ms_swift, trl, verl)}
+_MODULES = {m.NAME: m for m in (canonical, verl_agent, rllm, roll, ms_swift, verifiers, skyrl, trl, verl)}
 #: Format names accepted by ``--format`` (besides ``auto``).
 FORMATS = tuple(_MODULES)
 # Detection order: the most specific signature first.
-_DETECT = (canonical, verl_agent, roll, rllm, ms_swift, trl, verl)
+_DETECT = (canonical, verl_agent, roll, rllm, ms_swift, verifiers, skyrl, trl, verl)
 _SUFFIXES = (
     ".jsonl",
     ".ndjson",
