@@ -11,7 +11,7 @@ from crbc_viz.ui import pipeline, view
 from crbc_viz.ui.links import events, export_config
 from crbc_viz.ui.params import DEPTH_OPTIONS, INF_LABEL, current_params, estimator_names, params_to_url
 from crbc_viz.ui.selection import chosen_rollout, rollout_ids, selection_row, set_rollout, step_from_points
-from crbc_viz.ui.sidebar import require_selection
+from crbc_viz.ui.sidebar import require_selection, set_group
 from crbc_viz.ui.text import cells, md
 from crbc_viz.views.compare import (
     agreement_by_group,
@@ -28,7 +28,15 @@ from crbc_viz.views.compare import (
     step_estimator_figure,
     top_disagreements,
 )
+from crbc_viz.views.projector import projector_fonts
+from crbc_viz.views.training import dash_undefined
 from crbc_viz.views.trajectories import step_frame
+
+
+def _sized(fig):
+    """``fig`` with projector fonts in projector mode (the app's toggle)."""
+    return projector_fonts(fig) if st.session_state.get(view.FIELDS["projector"]) else fig
+
 
 QUANTITIES = ("credit", "advantage", "value", "q_value")
 _BOOL = dict(options=[True, False], decode={"True": True, "False": False}.get, allowed="True or False")
@@ -64,6 +72,13 @@ def _on_top_row(graph, steps: list[int]) -> None:
     rows = state.selection.rows if state is not None else []
     if rows:
         _choose_step(graph, steps[rows[0]])
+
+
+def _on_group_row(labels: list[str]) -> None:
+    state = st.session_state.get("cmp_groups")
+    rows = state.selection.rows if state is not None else []
+    if rows and 0 <= rows[0] < len(labels):
+        set_group(labels[rows[0]])
 
 
 def estimator_pair(sel, graph, focus_step) -> None:
@@ -123,7 +138,7 @@ def estimator_pair(sel, graph, focus_step) -> None:
         fig = scatter_figure(df, a, b, quantity=q, highlight=focus_step, title=f"{la} vs {lb} · {q}")
         fig.update_layout(xaxis_title=f"{la} {q}", yaxis_title=f"{lb} {q}")
         st.plotly_chart(
-            fig,
+            _sized(fig),
             key="cmp_scatter",
             on_select=lambda: _on_scatter(graph),
             selection_mode="points",
@@ -131,32 +146,47 @@ def estimator_pair(sel, graph, focus_step) -> None:
         )
         st.caption("Click a point to choose that step (ringed when chosen).")
     with c2:
-        st.markdown("**Steps where they disagree most** (percentile-rank gap; click a row)")
+        st.markdown(f"**Steps where they disagree most** (largest |A − B| {q}; click a row)")
         top = top_disagreements(df, a, b, k=12)
-        top = top[top["rank gap"] > 0]
-        if const or top.empty:
-            st.info("No disagreement to show: the two rankings are identical (or constant) here.")
+        top = top[top["gap"] > 0]
+        if top.empty:
+            st.info("No disagreement to show: the two give every step the same value here.")
         else:
+            # The two values and their gap first: visible without scrolling sideways.
             st.dataframe(
-                cells(top[["traj_id", "t", "anchor", "action", a, b, "rank gap"]]),
+                cells(top[["t", a, b, "gap", "traj_id", "anchor", "action"]]),
                 key="cmp_top",
                 on_select=lambda: _on_top_row(graph, top["step"].tolist()),
                 selection_mode="single-row",
                 hide_index=True,
                 width="stretch",
                 column_config={
-                    a: st.column_config.NumberColumn(a, format="%.3f"),
-                    b: st.column_config.NumberColumn(b, format="%.3f"),
-                    "rank gap": st.column_config.NumberColumn("rank gap", format="%.2f"),
+                    "t": st.column_config.NumberColumn("t", width=40),
+                    a: st.column_config.NumberColumn(f"A: {a}", format="%.3f", help=f"A = {a}"),
+                    b: st.column_config.NumberColumn(f"B: {b}", format="%.3f", help=f"B = {b}"),
+                    "gap": st.column_config.NumberColumn("|A − B|", format="%.3f"),
                 },
             )
     if per is not None:
-        with st.expander("Agreement in every group"):
-            per.insert(0, "group", [full.batch.group_label(g) for g in per["group_index"]])
-            shown = per.drop(columns=["group_index"]).copy()
+        with st.expander("Agreement in every group (click a row to open that group)"):
+            labels = [full.batch.group_label(g) for g in per["group_index"]]
+            per.insert(0, "group", labels)
+            shown = per.drop(columns=["group_index"])
             for c in ("spearman", "disagreement"):
-                shown[c] = shown[c].map(lambda v: "undefined (constant)" if pd.isna(v) else f"{v:.3f}")
-            st.dataframe(cells(shown), hide_index=True, width="stretch")
+                shown[c] = dash_undefined(shown[c])
+            tip = "— = undefined: one of the two is constant in this group, so there is no ranking"
+            st.dataframe(
+                cells(shown),
+                hide_index=True,
+                width="stretch",
+                key="cmp_groups",
+                selection_mode="single-row",
+                on_select=lambda: _on_group_row(labels),
+                column_config={
+                    "spearman": st.column_config.TextColumn("spearman", help=tip),
+                    "disagreement": st.column_config.TextColumn("disagreement", help=tip),
+                },
+            )
 
 
 def all_estimators(sel, graph, t) -> None:
@@ -182,9 +212,11 @@ def all_estimators(sel, graph, t) -> None:
         )
     if len(ran) >= 2:
         st.plotly_chart(
-            rank_matrix_figure(
-                rank_matrix(df, ran),
-                title=f"Spearman ρ of step {q}, {len(ran)} estimators, {len(df)} steps (— : constant here)",
+            _sized(
+                rank_matrix_figure(
+                    rank_matrix(df, ran),
+                    title=f"Spearman ρ of step {q}, {len(ran)} estimators, {len(df)} steps (— : constant here)",
+                )
             ),
             key="cmp_matrix",
             config=_export(sel, "rank-matrix", q),
@@ -199,8 +231,10 @@ def all_estimators(sel, graph, t) -> None:
     heat.index = [f"t{int(tt)} · {str(act)[:14]}" for tt, act in zip(rows["t"], rows["action"])]
     heat.columns = [_label(sel, n) for n in ran]
     st.plotly_chart(
-        step_estimator_figure(
-            heat, title=f"Rollout {rollout_ids(graph)[t]}: step {q} under each estimator (row-scaled)"
+        _sized(
+            step_estimator_figure(
+                heat, title=f"Rollout {rollout_ids(graph)[t]}: step {q} under each estimator (row-scaled)"
+            )
         ),
         key="cmp_heat",
         config=_export(sel, "steps", rollout_ids(graph)[t], q),
@@ -273,19 +307,21 @@ def depth_family(sel, focus_anchor) -> None:
         elif n_pairs > 40:
             st.caption(f"The 40 most-taken of {n_pairs} (anchor, action) pairs.")
         st.plotly_chart(
-            depth_lines_figure(
-                sw["depths"],
-                sw["pair_adv"][:, order],
-                sw["pair_adv_inf"][order],
-                [sw["labels"][j] for j in order],
-                sel_k,
+            _sized(
+                depth_lines_figure(
+                    sw["depths"],
+                    sw["pair_adv"][:, order],
+                    sw["pair_adv_inf"][order],
+                    [sw["labels"][j] for j in order],
+                    sel_k,
+                )
             ),
             key="cmp_depth",
             config=_export(sel, _label(sel, "crbc"), f"depth-K{k}"),
         )
     with c2:
         st.plotly_chart(
-            depth_error_figure(sw["depths"], sw["err"], sw["bound"], sel_k),
+            _sized(depth_error_figure(sw["depths"], sw["err"], sw["bound"], sel_k)),
             key="cmp_depth_err",
             config=_export(sel, _label(sel, "crbc"), "depth-gap"),
         )

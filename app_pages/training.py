@@ -6,9 +6,18 @@ button that opens a group on the Graph page. While the store changes (``crbc-viz
 import streamlit as st
 
 from crbc_viz.ui import pipeline, sources, view
-from crbc_viz.ui.sidebar import set_file, set_group
 from crbc_viz.ui.text import cells, md_lines
-from crbc_viz.views.training import METRICS, drill_target, live_caption, point_targets, trends_figure
+from crbc_viz.views.training import (
+    GROUP_COLUMNS,
+    METRICS,
+    drill_target,
+    groups_table,
+    live_caption,
+    point_targets,
+    point_ties,
+    steps_table,
+    trends_figure,
+)
 
 #: Seconds between two looks at the store's manifests (a listing; the page reruns on a change).
 LIVE_EVERY_S = 3
@@ -63,15 +72,13 @@ def render() -> None:
         f"{info['sources']} source file(s) · formats: {', '.join(info['formats'])}"
     )
     if len(runs) > 1:
-        shown = st.multiselect("Runs overlaid", runs, default=runs, key="training_runs")
+        shown = st.multiselect("Runs overlaid", runs, key=_list_field("truns", list(runs)))
+        view.record("truns", encode=_LIST_SEP.join)
         steps = steps[steps["run_id"].isin([str(r) for r in shown])]
     metrics = st.multiselect(
-        "Metrics",
-        list(METRICS),
-        default=list(METRICS),
-        format_func=lambda m: METRICS[m],
-        key="training_metrics",
+        "Metrics", list(METRICS), format_func=lambda m: METRICS[m], key=_list_field("metrics", list(METRICS))
     )
+    view.record("metrics", encode=_LIST_SEP.join)
     ts_list = sorted({int(t) for t in groups.loc[groups["run_id"] == str(run), "train_step"]})
     step_key = view.field("tstep", ts_list[-1] if ts_list else None, options=ts_list, decode=int)
     follow_key = view.field("follow", False, options=[False, True], decode=_flag, allowed="0 or 1")
@@ -88,15 +95,18 @@ def render() -> None:
     pick = c_step.selectbox("Drill down to train_step", ts_list, key=step_key, disabled=follow)
     view.record("tstep")
     fig = trends_figure(steps, metrics, highlight=pick)
-    targets, run_ids = point_targets(fig), [str(r) for r in runs]
+    targets, ties, run_ids = point_targets(fig), point_ties(fig), [str(r) for r in runs]
     st.plotly_chart(
         fig,
         width="stretch",
         key="training_trends",
         selection_mode="points",
-        on_select=lambda: _drill_to_point(targets, run_ids, run_key, step_key),
+        on_select=lambda: _drill_to_point(targets, ties, run_ids, run_key, step_key),
     )
-    st.caption("Click a point to drill down to that run and train_step.")
+    st.caption(
+        "Click a point to drill down to that run and train_step (where runs share a point, the "
+        "hover names them all and the run already chosen stays chosen)."
+    )
     st.caption(
         "Credit = CRBC step credit recomputed from the logs (non-zero share, mean |credit|); "
         "trainer advantage = the `advantage` field the trainer logged. Disagreement = "
@@ -105,33 +115,104 @@ def render() -> None:
     )
     g = groups[(groups["train_step"] == pick) & (groups["run_id"] == str(run))].reset_index(drop=True)
     st.subheader(f"Groups of train_step {pick}")
-    st.dataframe(cells(g), hide_index=True, width="stretch")
     if g.empty:
+        st.info(f"Run {run} has no groups at train_step {pick}.")
         return
-    gid = st.selectbox("Group", g["group_id"].tolist(), key="training_group")
-    if st.button("Open in the Graph page", key="training_open", type="primary"):
-        ref = sources.store_group_ref(store.root, str(run), int(pick), str(gid))
-        label = f"{run}/{pick}/{gid}"
-        set_file(ref)
-        set_group(label)
-        st.query_params.update({"file": ref, "group": label})
-        st.switch_page("app_pages/graph.py")
-    _lookup(store)
+    gids = [str(x) for x in g["group_id"].tolist()]
+    group_key = view.field("tgroup", gids[0], options=gids)
+    st.dataframe(
+        cells(groups_table(g)),
+        hide_index=True,
+        width="stretch",
+        key="training_groups",
+        selection_mode="single-row",
+        on_select=lambda: _pick_row("training_groups", gids, group_key),
+        column_config={
+            h: st.column_config.Column(h, help=tip)
+            if h in ("group", "disagreement")
+            else st.column_config.NumberColumn(h, help=tip, format="%.3f" if "_" in c else None)
+            for c, h, tip in GROUP_COLUMNS
+        },
+    )
+    st.caption("Click a row to choose that group.")
+    gid = st.selectbox("Group", gids, key=group_key)
+    view.record("tgroup")
+    link = st.container()  # filled last: the link carries the whole view, the lookup's included
+    _lookup(store, str(run), pick, run_key, step_key)
+    link.page_link(
+        "app_pages/graph.py",
+        label="Open in the Graph page",
+        icon=":material/hub:",
+        query_params=graph_query(store.root, str(run), int(pick), gid),
+    )
 
 
-def _drill_to_point(targets, runs, run_key, step_key) -> None:
+#: Separator of a list field in the URL (``metrics=success_rate,disagreement``).
+_LIST_SEP = ","
+
+
+def _list_field(name: str, options: list[str]) -> str:
+    """A multiselect's URL field: a comma-separated subset of ``options`` (all by default)."""
+    return view.field(
+        name,
+        options,
+        decode=lambda s: s.split(_LIST_SEP) if s else [],
+        options=lambda v: set(v) <= set(options) and len(set(v)) == len(v),
+        allowed="comma-separated names among: " + ", ".join(options),
+    )
+
+
+def graph_query(root, run: str, train_step: int, group_id: str) -> dict[str, str]:
+    """The query string of the Graph page on one group of the store: this view (so Back and
+    the page menu come back to it) with the file replaced and the group and the selection
+    cleared (the file holds that one group). A page link carries it: the click is one history
+    entry, and the Graph page finds its URL already right (`st.switch_page` would add an entry
+    for the query string on this page first)."""
+    q = view.nav_query()
+    for name in ("group", "rollout", "step", "anchor"):
+        q.pop(name, None)
+    q["file"] = sources.store_group_ref(root, run, train_step, group_id)
+    return dict(sorted(q.items()))
+
+
+def _drill_to_point(targets, ties, runs, run_key, step_key) -> None:
     """A clicked trend point chooses its run and train_step (runs before the rerun, so the
     pickers drawn below take the new values)."""
     event = st.session_state.get("training_trends") or {}
     points = (event.get("selection") or {}).get("points") or []
     if not points:
         return
-    run, ts = drill_target(targets, points[0])
+    current = st.session_state.get(run_key) if run_key is not None else None
+    run, ts = drill_target(targets, points[0], ties, current=current)
     if run is not None and run_key is not None and run in runs:
         st.session_state[run_key] = run
     if ts is not None:
         st.session_state[step_key] = ts
         st.session_state[view.FIELDS["follow"]] = False  # the clicked step, not the newest
+
+
+def _pick_row(table_key: str, values: list, target_key: str) -> None:
+    """A clicked table row chooses its value in the control ``target_key``."""
+    state = st.session_state.get(table_key)
+    rows = state.selection.rows if state is not None else []
+    if rows and 0 <= rows[0] < len(values):
+        st.session_state[target_key] = values[rows[0]]
+
+
+def _drill_to_row(table_key: str, rows, run_key, step_key) -> None:
+    """A clicked step row chooses its run, train_step and group in the drill-down."""
+    state = st.session_state.get(table_key)
+    picked = state.selection.rows if state is not None else []
+    if not picked or not 0 <= picked[0] < len(rows):
+        return
+    row = rows.iloc[picked[0]]
+    if run_key is not None and "run_id" in row:
+        st.session_state[run_key] = str(row["run_id"])
+    if "train_step" in row:
+        st.session_state[step_key] = int(row["train_step"])
+        st.session_state[view.FIELDS["follow"]] = False
+    if "group_id" in row:
+        st.session_state[view.FIELDS["tgroup"]] = str(row["group_id"])
 
 
 def _flag(text: str) -> bool:
@@ -157,29 +238,56 @@ def _follow(store_dir: str, shown: str, incomplete: int) -> None:
     st.caption(md_lines(live_caption(state, incomplete)))
 
 
-def _lookup(store) -> None:
-    """Text search over actions and anchors, and every step of a trajectory by its id."""
+def _lookup(store, run: str, train_step: int, run_key, step_key) -> None:
+    """Text search over actions and anchors (the whole store), and every step of a trajectory
+    by its id at the run and train_step chosen above. A clicked row drills down to its run,
+    train_step and group."""
     st.subheader("Find steps")
     c1, c2 = st.columns(2)
     text = c1.text_input(
         "Action or anchor contains",
-        key="training_search",
-        help="case-insensitive substring over the whole store",
+        key=view.field("find", ""),
+        help="case-insensitive substring over the whole store (every run and train step)",
     )
-    traj = c2.text_input("Trajectory id", key="training_traj", help="exact traj_id (any run, step, group)")
+    view.record("find")
+    traj = c2.text_input(
+        "Trajectory id",
+        key=view.field("traj", ""),
+        help=f"exact traj_id, in run {run} at train_step {train_step} (chosen above)",
+    )
+    view.record("traj")
     if text:
         hits = store.search_steps(text, limit=200)
         st.caption(f"{len(hits)} step(s){' (first 200)' if len(hits) == 200 else ''}")
-        st.dataframe(cells(hits.astype(str)), hide_index=True, width="stretch")
+        hits = steps_table(hits)
+        st.dataframe(
+            cells(hits),
+            hide_index=True,
+            width="stretch",
+            key="training_hits",
+            selection_mode="single-row",
+            on_select=lambda: _drill_to_row("training_hits", hits, run_key, step_key),
+        )
     if traj:
-        rows = store.find_trajectory(traj)
+        rows = steps_table(store.find_trajectory(traj), run=run, train_step=train_step)
+        where = f"in run {run} at train_step {train_step}"
         st.caption(
-            f"{len(rows)} step(s) of trajectory id {traj!r}"
-            if len(rows)
-            else f"no trajectory with id {traj!r}"
+            md_lines(
+                f"{len(rows)} step(s) of trajectory id {traj!r} {where}"
+                if len(rows)
+                else f"no trajectory with id {traj!r} {where}"
+            )
         )
         if len(rows):
-            st.dataframe(cells(rows.astype(str)), hide_index=True, width="stretch")
+            st.dataframe(
+                cells(rows),
+                hide_index=True,
+                width="stretch",
+                key="training_traj_rows",
+                selection_mode="single-row",
+                on_select=lambda: _drill_to_row("training_traj_rows", rows, run_key, step_key),
+            )
+        st.caption("Click a row to drill down to its run, train_step and group.")
 
 
 render()

@@ -147,15 +147,117 @@ def bench_compare(runs: int):
     return opened, ready, depth, every, anchors
 
 
+def _one_getting_around() -> None:
+    """Fresh process: the issue's interactions on the bundled samples, each timed once (s):
+    Across training opened, a group chosen in its drill-down, another train_step, the Graph
+    page on that store group (the page link's URL), then Compare on it, and Compare on the
+    default sample's groups (a group not seen before, then a row of its table clicked)."""
+    from crbc_viz.ui import view
+
+    at = _new()
+    at.switch_page("app_pages/training.py")
+    t_open = _timed(at.run)
+    _check(at)
+    gids = at.selectbox(key="training_group").options
+    t_group = _timed(at.selectbox(key="training_group").select(gids[-1]).run)
+    _check(at)
+    steps = at.selectbox(key="training_step").options
+    t_step = _timed(at.selectbox(key="training_step").select(steps[len(steps) // 2]).run)
+    _check(at)
+    link = next(e for e in at.get("page_link") if e.proto.label == "Open in the Graph page")
+    query = (
+        dict(x.split("=", 1) for x in link.proto.query_string.split("&")) if link.proto.query_string else {}
+    )
+    from urllib.parse import unquote_plus
+
+    at.query_params.clear()
+    at.query_params.update({k: unquote_plus(v) for k, v in query.items()})
+    at.switch_page("app_pages/graph.py")
+    t_graph = _timed(at.run)
+    _check(at)
+    at.switch_page("app_pages/compare.py")
+    t_cmp_store = _timed(at.run)
+    _check(at)
+    at2 = _new().run()
+    labels = at2.sidebar.selectbox(key="group_pick").options
+    at2.switch_page("app_pages/compare.py").run()
+    _check(at2)
+    t_cmp_new = _timed(at2.sidebar.selectbox(key="group_pick").select(labels[-1]).run)
+    _check(at2)
+    del view
+    print(f"{t_open:.6f} {t_group:.6f} {t_step:.6f} {t_graph:.6f} {t_cmp_store:.6f} {t_cmp_new:.6f}")
+
+
+GETTING_AROUND = (
+    "Across training: open (bundled store, fresh process)",
+    "Across training: choose a group in the drill-down",
+    "Across training: another train_step",
+    "Graph page on that store group (its link)",
+    "Compare on that store group (first open)",
+    "Compare: another group of the default sample (first open)",
+)
+
+
+def bench_getting_around(runs: int) -> list[tuple[str, list[float], float]]:
+    import subprocess
+
+    cols: list[list[float]] = [[] for _ in GETTING_AROUND]
+    for _ in range(runs):
+        out = subprocess.run(
+            [sys.executable, __file__, "--one-getting-around"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=REPO,
+        )
+        for c, v in zip(cols, out.stdout.strip().splitlines()[-1].split()):
+            c.append(float(v))
+    return [(name, xs, 1.0) for name, xs in zip(GETTING_AROUND, cols)]
+
+
+def _table(rows) -> str:
+    lines = [
+        "| what | median s | min s | max s | runs | target s | met |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | :---: |",
+    ]
+    for name, xs, target in rows:
+        med = statistics.median(xs)
+        lines.append(
+            f"| {name} | {med:.3f} | {min(xs):.3f} | {max(xs):.3f} | {len(xs)} | < {target:g} | "
+            f"{'yes' if med < target else 'no'} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--one-cold", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--one-compare", help=argparse.SUPPRESS)
     ap.add_argument("--only-compare", action="store_true", help="only the ~800-anchor Compare rows")
+    ap.add_argument("--one-getting-around", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--getting-around",
+        action="store_true",
+        help="only the Across training / Graph / Compare interactions on the bundled samples "
+        "(server side, fresh process per run); the table goes into bench/RESULTS.md",
+    )
     args = ap.parse_args()
     if args.one_cold:
         return _one_cold()
+    if args.one_getting_around:
+        return _one_getting_around()
+    if args.getting_around:
+        from bench.__main__ import write_block
+
+        text = (
+            f"Getting around (AppTest, server side, {args.runs} runs each, a fresh process per run; "
+            f"`.venv/bin/python bench/app_render.py --getting-around --runs {args.runs}`)\n\n"
+            + _table(bench_getting_around(args.runs))
+        )
+        print(text)
+        write_block(text, "<!-- getting-around:begin -->", "<!-- getting-around:end -->")
+        return None
     if args.one_compare:
         return _one_compare(args.one_compare)
     from crbc_viz.ui.files import default_sample

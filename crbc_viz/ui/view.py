@@ -74,6 +74,11 @@ FIELDS: dict[str, str | None] = {
     "run": "training_run",
     "tstep": "training_step",
     "follow": "training_follow",
+    "tgroup": "training_group",
+    "truns": "training_runs",
+    "metrics": "training_metrics",
+    "find": "training_search",
+    "traj": "training_traj",
     # Learn (flip / drop are keyed per data set: their key is given at the call)
     "lesson": "learn_lesson",
     "data": "learn_data",

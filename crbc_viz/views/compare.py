@@ -52,13 +52,21 @@ def depth_pair_order(
 
 
 def top_disagreements(df: pd.DataFrame, a: str, b: str, k: int = 10) -> pd.DataFrame:
-    """The ``k`` steps whose percentile ranks under ``a`` and ``b`` differ most (scales differ
-    between methods, ranks do not)."""
-    out = df.copy()
+    """The ``k`` steps where ``a`` and ``b`` differ most: sorted by the absolute gap
+    ``|a − b|`` (column ``gap``), larger first, steps in their order on a tie; the percentile
+    ranks' gap is kept as ``rank gap`` (it ties on every step of a constant stretch, so it
+    does not rank). Steps where either value is undefined (NaN) are left out.
+
+    >>> d = pd.DataFrame({"A": [0.0, 1.0, 0.5, 0.2], "B": [0.0, -1.0, 0.5, 0.1]})
+    >>> top_disagreements(d, "A", "B", k=2)["gap"].tolist()
+    [2.0, 0.1]
+    """
+    out = df[df[a].notna() & df[b].notna()].copy()
     out[f"rank [{a}]"] = out[a].rank(pct=True)
     out[f"rank [{b}]"] = out[b].rank(pct=True)
     out["rank gap"] = (out[f"rank [{a}]"] - out[f"rank [{b}]"]).abs()
-    return out.sort_values("rank gap", ascending=False, kind="stable").head(k).reset_index(drop=True)
+    out["gap"] = (out[a].astype(float) - out[b].astype(float)).abs()
+    return out.sort_values("gap", ascending=False, kind="stable").head(k).reset_index(drop=True)
 
 
 def scatter_figure(

@@ -7,7 +7,16 @@ import time
 
 import pandas as pd
 
-__all__ = ["trends_figure", "METRICS", "live_caption", "ago"]
+__all__ = [
+    "trends_figure",
+    "METRICS",
+    "live_caption",
+    "ago",
+    "steps_table",
+    "point_targets",
+    "point_ties",
+    "drill_target",
+]
 
 #: Trend columns drawn by default, with their legend labels.
 METRICS = {
@@ -58,6 +67,7 @@ def trends_figure(
     else:
         fig = go.Figure()
     palette = qualitative.Plotly
+    ties = {m: _hover_runs(steps, m) for m in metrics} if several else {}
     for k, run in enumerate(runs):
         df = steps if run is None else steps[steps["run_id"] == run]
         df = df.sort_values("train_step")
@@ -69,10 +79,15 @@ def trends_figure(
                 mode="lines+markers",
                 name=str(run) if several else label,
                 meta={"metric": m, "run_id": run},
-                hovertemplate=(f"{run}<br>" if several else "")
+                customdata=[[_html(run), ties[m][run].get(ts, "")] for ts in df["train_step"]]
+                if several
+                else None,
+                hovertemplate=("%{customdata[0]}<br>" if several else "")
                 + "train_step %{x}<br>"
-                + label
-                + " %{y:.3f}<extra></extra>",
+                + _html(label)
+                + " %{y:.3f}"
+                + ("%{customdata[1]}" if several else "")
+                + "<extra></extra>",
             )
             if several:
                 tr.update(
@@ -111,18 +126,79 @@ def trends_figure(
     return fig
 
 
+def _html(text: object) -> str:
+    """Text for a plotly hover label: its markup characters and template braces inert."""
+    import html
+
+    return html.escape(str(text)).replace("%{", "%&#123;")
+
+
+def _hover_runs(steps: pd.DataFrame, metric: str) -> dict:
+    """``{run: {train_step: hover line}}`` for the traces of ``metric``: the other runs drawn
+    at the same point (same train_step, equal value), "" where there is none. Points that
+    coincide hide each other; the hover names them all, and a click picks the trace on top,
+    the one the hover names first."""
+    import numpy as np
+
+    pv = steps.drop_duplicates(["train_step", "run_id"]).pivot(
+        index="train_step", columns="run_id", values=metric
+    )
+    vals = pv.to_numpy(dtype=float)  # [S, R]
+    same = np.isclose(vals[:, :, None], vals[:, None, :], rtol=0.0, atol=1e-12)
+    same &= ~np.isnan(vals)[:, :, None]
+    runs = [str(r) for r in pv.columns]
+    out: dict = {r: {} for r in pv.columns}
+    for i, j, k in zip(*np.nonzero(same)):
+        if j != k:
+            out[pv.columns[j]].setdefault(pv.index[i], []).append(runs[k])
+    return {
+        r: {ts: "<br>same point: " + _html(", ".join(o)) for ts, o in by.items()} for r, by in out.items()
+    }
+
+
 def point_targets(fig) -> list[str | None]:
     """The run of each trace of a `trends_figure`, by curve number (None: a one-run figure)."""
     return [(tr.meta or {}).get("run_id") if isinstance(tr.meta, dict) else None for tr in fig.data]
 
 
-def drill_target(targets: list[str | None], point: dict) -> tuple[str | None, int | None]:
+def point_ties(fig) -> list[dict]:
+    """Per trace of a `trends_figure`: ``{train_step: the runs drawn at that same point}`` (the
+    trace's own run first), from the hover lines `trends_figure` wrote; empty for one run."""
+    out = []
+    for tr in fig.data:
+        meta = tr.meta if isinstance(tr.meta, dict) else {}
+        ties = {}
+        if tr.customdata is not None and meta.get("run_id") is not None:
+            for x, (_, line) in zip(tr.x, tr.customdata):
+                others = line.partition("same point: ")[2]
+                if others:
+                    ties[int(x)] = [str(meta["run_id"])] + _unhtml(others).split(", ")
+        out.append(ties)
+    return out
+
+
+def _unhtml(text: str) -> str:
+    import html
+
+    return html.unescape(text.replace("%&#123;", "%{"))
+
+
+def drill_target(
+    targets: list[str | None], point: dict, ties: list[dict] | None = None, current: str | None = None
+) -> tuple[str | None, int | None]:
     """(run_id, train_step) a clicked point of a `trends_figure` stands for.
+
+    Where several runs' points coincide (`point_ties`), the click falls on the trace drawn on
+    top; when the run already chosen (``current``) is one of them, it stays chosen: a click on
+    its own curve never jumps to another run that has the same value there.
 
     >>> drill_target(["crbc-s0", "grpo-s0"], {"curve_number": 1, "x": 12, "y": 0.5})
     ('grpo-s0', 12)
     >>> drill_target([None], {"curve_number": 0, "x": 3.0})
     (None, 3)
+    >>> ties = [{2: ["crbc-s0", "gigpo-s0"]}, {2: ["gigpo-s0", "crbc-s0"]}]
+    >>> drill_target(["crbc-s0", "gigpo-s0"], {"curve_number": 1, "x": 2}, ties, current="crbc-s0")
+    ('crbc-s0', 2)
     """
     k = point.get("curve_number")
     run = targets[k] if isinstance(k, int) and 0 <= k < len(targets) else None
@@ -131,6 +207,9 @@ def drill_target(targets: list[str | None], point: dict) -> tuple[str | None, in
         ts = int(round(float(x))) if x is not None else None
     except (TypeError, ValueError):
         ts = None
+    if run is not None and current is not None and ties and ts is not None and isinstance(k, int):
+        if k < len(ties) and current in ties[k].get(ts, ()):
+            run = current
     return (None if run is None else str(run)), ts
 
 
@@ -196,3 +275,89 @@ def live_caption(state: dict, incomplete: int = 0, *, now: float | None = None) 
         how = "stopped" if watch.get("stopped") else "silent"
         parts.append(f"the ingest --watch that followed it {how} {ago(watch.get('age_s', 0.0))}")
     return " · ".join(parts)
+
+
+#: Columns a step table leads with, in this order (the rest follow as the store has them).
+_LEADING = ("run_id", "train_step", "group_id", "traj_id", "step_idx", "action", "reward", "success")
+
+
+def steps_table(df: pd.DataFrame, *, run: str | None = None, train_step: int | None = None) -> pd.DataFrame:
+    """Steps from the store as the page shows them: the rows of ``run`` at ``train_step`` (each
+    filter skipped when None), the store's internal columns (``_part``, ``_row``, ``_source``,
+    any name starting with ``_``) left out, the identifying columns first. Numeric and boolean
+    columns keep their dtype (a table sorts them as numbers); a text column holding other
+    values too (a list, a dict) is written as text.
+
+    >>> df = pd.DataFrame({"_part": ["a", "a", "b"], "reward": [-0.5, 1.0, 0.0],
+    ...                    "run_id": ["r1", "r2", "r1"], "train_step": [3, 3, 4]})
+    >>> t = steps_table(df, run="r1", train_step=3)
+    >>> list(t.columns), t["reward"].tolist(), str(t["reward"].dtype)
+    (['run_id', 'train_step', 'reward'], [-0.5], 'float64')
+    """
+    if df.empty:
+        return df.loc[:, [c for c in df.columns if not str(c).startswith("_")]]
+    keep = pd.Series(True, index=df.index)
+    if run is not None and "run_id" in df:
+        keep &= df["run_id"].astype(str) == str(run)
+    if train_step is not None and "train_step" in df:
+        keep &= pd.to_numeric(df["train_step"], errors="coerce") == train_step
+    out = df.loc[keep].reset_index(drop=True)
+    cols = [c for c in out.columns if not str(c).startswith("_")]
+    cols = [c for c in _LEADING if c in cols] + [c for c in cols if c not in _LEADING]
+    out = out.loc[:, cols]
+    for c in cols:
+        if out[c].dtype == object and not out[c].map(lambda v: v is None or isinstance(v, str)).all():
+            out[c] = out[c].map(lambda v: v if v is None else str(v))
+    return out
+
+
+#: How a table shows a value that is not defined (a rank correlation of a constant column).
+UNDEFINED = "—"
+
+
+def dash_undefined(values, digits: int = 3) -> list[str]:
+    """Values as a table shows them where some are undefined: fixed ``digits`` decimals,
+    `UNDEFINED` for NaN / None (a table would write "None"; the column's tooltip says why).
+
+    >>> dash_undefined([0.5, float("nan"), None, 2])
+    ['0.500', '—', '—', '2.000']
+    """
+    return [UNDEFINED if v is None or pd.isna(v) else f"{float(v):.{digits}f}" for v in values]
+
+
+#: The drill-down's columns: (column of `Trends.groups`, short header, tooltip), in order.
+GROUP_COLUMNS = (
+    ("group_id", "group", "the group's id in the log"),
+    (
+        "disagreement",
+        "disagreement",
+        "1 − Spearman ρ between CRBC and shortest-path step credit; "
+        f"{UNDEFINED} = undefined: one of the two is constant in this group",
+    ),
+    ("success_rate", "success", "share of the group's rollouts that succeeded"),
+    ("shared_step_fraction", "shared", "share of steps at an anchor other rollouts visit too"),
+    ("nonzero_credit_fraction", "credit ≠ 0", "share of steps with non-zero CRBC credit"),
+    ("credit_abs_mean", "|credit|", "mean |CRBC step credit|"),
+    ("trainer_adv_abs_mean", "|trainer adv|", "mean |advantage| the trainer logged"),
+    ("rollouts", "rollouts", "rollouts in the group"),
+    ("steps", "steps", "steps in the group"),
+)
+
+
+def groups_table(groups: pd.DataFrame) -> pd.DataFrame:
+    """One train step's groups as the drill-down shows them: short headers (`GROUP_COLUMNS`,
+    the run and train step are the page's choice, not columns), disagreement next to the
+    group so that it shows without scrolling sideways; values stay numbers but disagreement,
+    written with 3 decimals and `UNDEFINED` where it is not defined.
+
+    >>> g = pd.DataFrame({"run_id": ["r"], "train_step": [1], "group_id": ["g"],
+    ...                   "success_rate": [0.5], "disagreement": [float("nan")]})
+    >>> groups_table(g).columns.tolist()
+    ['group', 'disagreement', 'success']
+    """
+    cols = [(c, h) for c, h, _ in GROUP_COLUMNS if c in groups.columns]
+    out = groups.loc[:, [c for c, _ in cols]].set_axis([h for _, h in cols], axis=1).reset_index(drop=True)
+    if "disagreement" in out:
+        # In [0, 2] with fixed decimals: the text sorts as the numbers do, "—" last.
+        out["disagreement"] = dash_undefined(out["disagreement"])
+    return out

@@ -377,7 +377,7 @@ def test_bundled_training_runs_click_and_drill_down(server, page):
     q = urllib.parse.parse_qs(urllib.parse.urlparse(page.url).query)
     assert q.get("tstep") == ["5"] and q.get("run") == [box["run"]], (q, box)
     page.get_by_text("Groups of train_step 5").wait_for(timeout=WAIT_MS)
-    page.get_by_role("button", name="Open in the Graph page").click()
+    page.get_by_role("link", name="Open in the Graph page").click()
     graph_ready(page)
     app_idle(page)
     ref = urllib.parse.parse_qs(urllib.parse.urlparse(page.url).query).get("file", [""])[0]

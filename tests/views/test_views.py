@@ -259,7 +259,7 @@ def test_compare_figures(toy):
     df = step_frame(g, res)
     assert len(df) == g.batch.num_steps and {"crbc", "shortest_path"} <= set(df.columns)
     top = top_disagreements(df, "crbc", "shortest_path", k=3)
-    assert len(top) == 3 and top["rank gap"].is_monotonic_decreasing
+    assert len(top) == 3 and top["gap"].is_monotonic_decreasing
     fig = scatter_figure(df, "crbc", "shortest_path", highlight=0)
     assert isinstance(fig, go.Figure)
     assert sum(len(t.x) for t in fig.data[:2]) == g.batch.num_steps
