@@ -1,5 +1,12 @@
 """Data page: choose a log (bundled sample, upload, or a server path under the allowed roots),
-read its summary, and pick a group from a sortable table."""
+read its summary, and pick a group from a sortable table.
+
+Uploads and server paths are read as ``crbc-viz ingest`` reads them: the importers detect the
+format (canonical logs and trainers' dumps), or the Import options name it; a server path may
+be an rLLM episodes folder, or a log store (opened on the Across training page). A file that
+cannot be opened is said once, by the name the user knows it by, with the ``crbc-viz ingest``
+command to try.
+"""
 
 import streamlit as st
 
@@ -8,16 +15,42 @@ from crbc_viz.ui.files import (
     ALLOWED_SUFFIXES,
     MAX_UPLOAD_MB,
     allowed_roots,
+    default_sample,
     discover_samples,
     file_ref,
-    resolve_data_path,
+    is_store_folder,
+    resolve_data_source,
     save_upload,
 )
 from crbc_viz.ui.params import estimator_names
-from crbc_viz.ui.sidebar import link_ref, selection, set_file, set_group
+from crbc_viz.ui.sandbox import read_as, split_read_key
+from crbc_viz.ui.sidebar import FILE_KEY, link_ref, selection, set_file, set_group
+from crbc_viz.ui.sources import (
+    FORMAT_TITLES,
+    STORE_PREFIX,
+    ReadOptions,
+    file_part,
+    ingest_command,
+    is_upload,
+    load_error_text,
+    read_key,
+)
 from crbc_viz.ui.text import cells, md, md_lines
 
 SOURCES = ("Bundled sample", "Upload", "Server path")
+#: What a trainer writes that an upload may be (an rLLM episodes folder is a server path).
+TRAINER_FILES = ", ".join(t for f, t in FORMAT_TITLES.items() if f not in ("canonical", "rllm"))
+#: The Import options' widgets: format, reward columns, success column.
+OPT_FORMAT, OPT_REWARDS, OPT_SUCCESS = "import_format", "import_rewards", "import_success"
+
+
+def _options() -> ReadOptions:
+    """The Import options as set (ValueError naming a bad one)."""
+    return ReadOptions.from_text(
+        st.session_state.get(OPT_FORMAT) or "auto",
+        st.session_state.get(OPT_REWARDS) or "",
+        st.session_state.get(OPT_SUCCESS) or "",
+    )
 
 
 def _on_sample():
@@ -30,35 +63,51 @@ def _on_upload():
     if up is None:
         return
     try:
-        ref = file_ref(save_upload(up.name, up.getvalue()))
+        ref = read_key(file_ref(save_upload(up.name, up.getvalue())), _options())
         set_file(ref)
-        # Success is only claimed once the file has loaded (see `_upload_outcome`).
+        # Success is only claimed once the file has loaded (see `_opened`).
         st.session_state["data_upload"] = (up.name, ref)
     except ValueError as e:
         st.session_state["data_msg"] = ("error", str(e))
 
 
-def _upload_outcome(sel) -> None:
-    pending = st.session_state.pop("data_upload", None)
-    if pending is None:
-        return
-    name, ref = pending
-    if sel.ref == ref and sel.ok:
-        st.success(
-            f"Opened the upload {md(name)}: {sel.batch.num_groups} group(s). Its link names "
-            f"it by content (`{md(link_ref(ref))}`) and works on this server only."
-        )
-    else:
-        st.error(f"The upload {md(name)} could not be opened: {md(sel.error or 'unknown error')}")
-
-
 def _on_path():
     text = st.session_state.get("server_path", "").strip()
+    st.session_state.pop("data_store", None)
     try:
-        set_file(file_ref(resolve_data_path(text)))
-        st.session_state["data_msg"] = ("success", f"Opened {text}")
+        path = resolve_data_source(text)
+        if is_store_folder(path):
+            st.session_state["data_store"] = (text, file_ref(path))
+            return
+        ref = read_key(file_ref(path), _options())
+        set_file(ref)
+        st.session_state["data_path"] = (text, ref)
     except ValueError as e:
         st.session_state["data_msg"] = ("error", str(e))
+
+
+def _open_ref() -> str | None:
+    """The reference of the open file (the sidebar's choice, else its default sample)."""
+    return st.session_state.get(FILE_KEY) or default_sample()
+
+
+def _on_options():
+    """Read the open file again with the new options (a bundled sample or a store group is
+    left as it is: the options then apply to the next file opened)."""
+    try:
+        opts = _options()
+    except ValueError as e:
+        st.session_state["data_msg"] = ("error", f"Import options: {e}")
+        return
+    ref = _open_ref()
+    if not ref or ref.startswith(STORE_PREFIX):
+        return
+    try:
+        inner = split_read_key(ref)[0]
+    except ValueError:
+        return  # a malformed reference: the sidebar says why
+    if is_upload(inner) or inner not in discover_samples():
+        set_file(read_key(file_part(inner), opts))
 
 
 def _on_table_select(table_labels):
@@ -68,7 +117,48 @@ def _on_table_select(table_labels):
         set_group(table_labels[rows[0]])
 
 
-def source_picker(sel) -> None:
+def _option_widgets(sel) -> None:
+    """The Import options (``crbc-viz ingest``'s ``--format``, ``--reward-columns``,
+    ``--success-column``), taken from the open file's reference when first drawn."""
+    if OPT_FORMAT not in st.session_state:
+        opts = sel.source.options if sel.source is not None else ReadOptions()
+        st.session_state[OPT_FORMAT] = opts.fmt
+        st.session_state[OPT_REWARDS] = ",".join(opts.reward_columns)
+        st.session_state[OPT_SUCCESS] = opts.success_column or ""
+    changed = st.session_state[OPT_FORMAT] != "auto" or bool(
+        st.session_state[OPT_REWARDS] or st.session_state[OPT_SUCCESS]
+    )
+    with st.expander("Import options", expanded=changed):
+        st.caption(
+            "As `crbc-viz ingest` takes them; they apply to the open file (read again) and to the "
+            "files opened next."
+        )
+        st.selectbox(
+            "Format (--format)",
+            ("auto", *FORMAT_TITLES),
+            key=OPT_FORMAT,
+            on_change=_on_options,
+            format_func=lambda f: "auto: detect from the file's fields" if f == "auto" else FORMAT_TITLES[f],
+        )
+        c1, c2 = st.columns(2)
+        c1.text_input(
+            "Reward columns (--reward-columns)",
+            key=OPT_REWARDS,
+            on_change=_on_options,
+            placeholder="auto: the columns that reproduce the logged advantage",
+            help="TRL and ms-swift files: the reward-function columns, comma-separated",
+        )
+        c2.text_input(
+            "Success column (--success-column)",
+            key=OPT_SUCCESS,
+            on_change=_on_options,
+            placeholder="auto: the one 0/1 reward column",
+            help="TRL and ms-swift files: the 0/1 column that is success",
+        )
+
+
+def source_picker(sel) -> str:
+    """Draw the source choice; return the source kind chosen."""
     src = st.radio("Source", SOURCES, horizontal=True, key="data_source", label_visibility="collapsed")
     if src == "Bundled sample":
         samples = discover_samples()
@@ -89,14 +179,17 @@ def source_picker(sel) -> None:
             )
     elif src == "Upload":
         st.file_uploader(
-            f"Rollout log ({', '.join(ALLOWED_SUFFIXES)}; ≤ {MAX_UPLOAD_MB} MB)",
+            f"A rollout log or a trainer's dump ({', '.join(ALLOWED_SUFFIXES)}; ≤ {MAX_UPLOAD_MB} MB)",
             key="upload",
             on_change=_on_upload,
             type=sorted({s.rsplit('.', 1)[-1] for s in ALLOWED_SUFFIXES}),
+            help=f"a canonical log, or a file a trainer wrote: {TRAINER_FILES} (an rLLM episodes "
+            "folder: give it as a server path)",
         )
+        _option_widgets(sel)
     else:
         st.text_input(
-            "Path on the server",
+            "Path on the server (a file, an rLLM episodes folder or a log store)",
             key="server_path",
             on_change=_on_path,
             placeholder="/data/rollouts/run1.jsonl.gz",
@@ -105,41 +198,116 @@ def source_picker(sel) -> None:
             + " (extend with CRBC_VIZ_DATA_ROOTS)",
         )
         st.button("Open", on_click=_on_path)
+        _option_widgets(sel)
+        store = st.session_state.get("data_store")
+        if store and store[0] == st.session_state.get("server_path", "").strip():
+            st.info(f"{md(store[0])} is a log store: its runs are shown on the Across training page.")
+            st.page_link(
+                "app_pages/training.py",
+                label="Open this store on Across training",
+                icon=":material/show_chart:",
+                query_params={**view.nav_query(), "store": store[1]},
+            )
     msg = st.session_state.pop("data_msg", None)
     if msg:
         getattr(st, msg[0])(md_lines(msg[1]))  # paths and names typed or uploaded: as text
+    return src
+
+
+def _problems_text(err: Exception) -> str:
+    """A load error as said on the page: one problem on one line, several one per line."""
+    text = load_error_text(err)
+    return md_lines(text) if "\n" in text else md(text)
+
+
+def _refusal(sel) -> None:
+    """Say once why the open file did not load: by the name the user knows it by, with the
+    ``crbc-viz ingest`` command to try."""
+    if sel.source is None or sel.load_error is None:  # the reference was refused: the sidebar says why
+        st.info("No data loaded. Choose a sample, upload a file or give a path on the server above.")
+        return
+    sel.take_error()
+    upload = is_upload(sel.ref)
+    what = f"The upload {md(sel.name)}" if upload else md(sel.source.file)
+    st.error(f"{what} could not be opened: {_problems_text(sel.load_error)}")
+    shown = sel.name if upload else sel.source.file
+    st.caption(
+        "From the command line, into a log store (the Across training page opens it; "
+        "`crbc-viz info --store crbc-store` lists what was read):"
+    )
+    st.code(ingest_command(shown, sel.source.options), language="bash")
+
+
+def _opened(sel, kind: str, opened) -> None:
+    """The outcome of the upload or server path just opened, once it has loaded."""
+    name, ref = opened
+    if sel.ref != ref or not sel.ok:
+        return
+    how = read_as(sel.batch)
+    as_what = f", read as {how.title}" if how is not None else ""
+    if kind == "upload":
+        st.success(
+            f"Opened the upload {md(name)}: {sel.batch.num_groups} group(s){as_what}. Its link names "
+            f"it by content (`{md(link_ref(ref))}`) and works on this server only."
+        )
+    else:
+        st.success(f"Opened {md(name)}: {sel.batch.num_groups} group(s){as_what}.")
+
+
+def _read_as(sel) -> None:
+    """How the open file was read (the importer, detected or chosen) and the importer's notes."""
+    how = read_as(sel.batch)
+    if how is None:
+        return
+    why = "detected from its fields" if how.detected else "chosen in Import options"
+    st.markdown(f"Read as: **{md(how.title)}** ({why})")
+    for note in how.notes:
+        st.caption(md(note))
 
 
 def render() -> None:
     st.title("Rollout data")
     sel = selection()
-    source_picker(sel)
-    _upload_outcome(sel)
-    if not sel.ok:
-        st.info(md_lines(sel.error or "No data loaded."))
+    kind = source_picker(sel)
+    opened = [(k, st.session_state.pop(f"data_{k}", None)) for k in ("upload", "path")]
+    if kind == "Upload" and st.session_state.get("upload") is None:
+        st.info(
+            f"Choose a file to upload: a canonical rollout log, or the file a trainer wrote "
+            f"({TRAINER_FILES}). Its format is detected from its fields."
+        )
         return
+    if not sel.ok:
+        _refusal(sel)
+        return
+    for k, pending in opened:
+        if pending:
+            _opened(sel, k, pending)
     names = estimator_names()
     a, b = ("crbc", "shortest_path") if {"crbc", "shortest_path"} <= set(names) else (names[0], names[-1])
     with st.spinner("Scoring every group …"):
         summary, table = pipeline.overview(
             sel.digest, sel.path, a, sel.params_of(a), b, sel.params_of(b), sel.backend
         )
-    cols = st.columns(7)
-    cols[0].metric("Groups", summary["groups"])
-    cols[1].metric("Rollouts", summary["trajectories"])
-    cols[2].metric("Steps", summary["steps"])
-    cols[3].metric("Anchors", summary["anchors"])
-    cols[4].metric("Success rate", f"{summary['success_rate']:.1%}")
-    cols[5].metric(
+    # One row that wraps (at 800 px the seven would not fit side by side: values were cut).
+    row = st.container(horizontal=True, gap="medium")
+    row.metric("Groups", summary["groups"], width="content")
+    row.metric("Rollouts", summary["trajectories"], width="content")
+    row.metric("Steps", summary["steps"], width="content")
+    row.metric("Anchors", summary["anchors"], width="content")
+    row.metric("Success rate", f"{summary['success_rate']:.1%}", width="content")
+    row.metric(
         "Shared steps",
         f"{summary['shared_step_fraction']:.1%}",
         help="steps whose anchor is also visited by another rollout of the group",
+        width="content",
     )
-    cols[6].metric(
+    row.metric(
         "Singleton anchors",
         f"{summary['singleton_anchor_fraction']:.1%}",
         help="anchors visited once: no cross-rollout information there",
+        width="content",
     )
+    _read_as(sel)
     for w in summary["warnings"]:
         st.warning(md(w))
     if summary["skipped"]:

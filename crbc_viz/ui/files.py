@@ -1,5 +1,7 @@
 """Where the app may read rollout logs from: bundled samples, uploads, and server-side paths
-confined to allowed roots (the repo's ``sample_rollouts`` and ``CRBC_VIZ_DATA_ROOTS``).
+confined to allowed roots (the repo's ``sample_rollouts`` and ``CRBC_VIZ_DATA_ROOTS``). A
+server path may name a folder (an rLLM episodes folder, a log store): every file under it must
+resolve inside the roots too, and it may hold at most `MAX_FOLDER_ENTRIES` files and folders.
 
 No streamlit here, so the rules are unit-testable.
 """
@@ -25,6 +27,11 @@ __all__ = [
     "discover_samples",
     "default_sample",
     "resolve_data_path",
+    "resolve_data_source",
+    "folder_files",
+    "source_stamp",
+    "is_store_folder",
+    "MAX_FOLDER_ENTRIES",
     "file_ref",
     "file_digest",
     "save_upload",
@@ -45,6 +52,8 @@ _UPLOAD_PREFIX = "crbc-viz-uploads-"
 _UPLOAD_NAMES: dict[str, str] = {}
 _UPLOAD_NAMES_KEPT = 4 * MAX_UPLOADS_KEPT
 _STALE_S = 7 * 86400
+#: Files and folders a folder given as a server path may hold (it is listed on every rerun).
+MAX_FOLDER_ENTRIES = 50_000
 
 
 def _private_upload_dir() -> Path:
@@ -179,6 +188,86 @@ def resolve_data_path(ref: str) -> Path:
     return p
 
 
+def resolve_data_source(ref: str) -> Path:
+    """What a server path names, checked: a folder, confined like `resolve_data_dir`, or a file
+    as `resolve_data_path` checks it.
+
+    Raises:
+        ValueError: naming the reference and the allowed roots.
+    """
+    p = _confined(ref)
+    return p if p.is_dir() else resolve_data_path(ref)
+
+
+def is_store_folder(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a folder holding a log store's marker (``store.json``)."""
+    return Path(path).is_dir() and (Path(path) / "store.json").is_file()
+
+
+def _inside(real: Path, roots: list[Path]) -> bool:
+    return any(real == r or r in real.parents for r in roots)
+
+
+def folder_files(folder: str | os.PathLike) -> list[Path]:
+    """Every file under ``folder`` (links to files included; links to folders are not entered,
+    as the importers do not enter them), sorted, each checked to resolve inside the allowed
+    roots.
+
+    Raises:
+        ValueError: a file that resolves outside the roots, a subfolder that cannot be listed,
+            or more than `MAX_FOLDER_ENTRIES` files and folders (naming the folder).
+    """
+    folder = Path(folder)
+    roots = allowed_roots()
+    out: list[Path] = []
+    entries = 0
+
+    def unreadable(exc: OSError):
+        raise ValueError(f"'{_shown(str(folder))}': cannot list {exc.filename} ({exc.strerror or exc})")
+
+    for root, dirs, names in os.walk(folder, onerror=unreadable):
+        entries += len(dirs) + len(names)
+        if entries > MAX_FOLDER_ENTRIES:
+            raise ValueError(
+                f"'{_shown(str(folder))}' holds more than {MAX_FOLDER_ENTRIES:,} files and folders; "
+                f"open one of its folders, or ingest it into a log store (`crbc-viz ingest FOLDER "
+                f"--store DIR`) and open the store on the Across training page"
+            )
+        for n in names:
+            f = Path(root) / n
+            try:
+                real = f.resolve()
+            except (OSError, RuntimeError) as exc:  # a link loop
+                raise ValueError(f"'{_shown(str(f))}': cannot resolve ({exc})") from None
+            if not _inside(real, roots):
+                raise ValueError(
+                    f"'{_shown(str(f))}' resolves outside the allowed data folders "
+                    f"({', '.join(str(r) for r in roots)}); remove the link, or add its folder to "
+                    f"{ENV_ROOTS} to open it"
+                )
+            out.append(f)
+    return sorted(out)
+
+
+def source_stamp(path: str | os.PathLike) -> tuple[int, int]:
+    """What changes when the content of a file or folder does: a file's (mtime_ns, size); a
+    folder's latest mtime_ns (of itself, its subfolders and its files: a file added, removed or
+    rewritten moves it) and its files' total size (`folder_files`).
+
+    Raises:
+        ValueError: as `folder_files`; OSError: a file that cannot be read.
+    """
+    p = Path(path)
+    if not p.is_dir():
+        st = os.stat(p)
+        return st.st_mtime_ns, st.st_size
+    latest, total = os.stat(p).st_mtime_ns, 0
+    for f in folder_files(p):
+        st = os.stat(f)
+        latest, total = max(latest, st.st_mtime_ns, os.stat(f.parent).st_mtime_ns), total + st.st_size
+    return latest, total
+
+
 def file_ref(path: Path) -> str:
     """How a file is named in the URL: repo-relative for bundled samples, else absolute."""
     path = Path(path).resolve()
@@ -189,8 +278,14 @@ def file_ref(path: Path) -> str:
 
 
 def file_digest(path: str | os.PathLike) -> str:
-    """SHA-256 of the file's bytes (the cache key of everything computed from it)."""
+    """SHA-256 of the file's bytes (the cache key of everything computed from it); of a folder,
+    of each file's path under it and bytes (`folder_files`)."""
     h = hashlib.sha256()
+    if Path(path).is_dir():
+        for f in folder_files(path):
+            name = f.relative_to(path).as_posix().encode("utf-8", "surrogateescape")
+            h.update(len(name).to_bytes(8, "little") + name + bytes.fromhex(file_digest(f)))
+        return h.hexdigest()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)

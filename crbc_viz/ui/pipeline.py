@@ -338,7 +338,7 @@ def learn_family(key: tuple, beta: float) -> dict:
 def learn_graph_page(
     key: tuple, name: str, params: tuple, highlight: int | None, filename: str, label: str
 ) -> str:
-    """The pyvis page of ``key``'s graph coloured by ``name``, with its ⤓ PNG button."""
+    """The pyvis page of ``key``'s graph coloured by ``name``, its PNG / SVG export named ``filename``."""
     from ..views.graph_view import graph_html
     from ..views.learn import with_png_button
 

@@ -21,6 +21,14 @@ clean exit. A child that dies by a signal, or runs out of memory or time, become
 it was uploaded under, never the server's copy's path). At most `MAX_CHILDREN` children run at
 once, so concurrent uploads cannot add up past the host's memory.
 
+What is read (`read`, in the child and for bundled samples alike): a file in any format the
+importers detect (`crbc_viz.io.importers`: canonical logs, verl-agent dumps, verl
+``rollout_data_dir`` files, ROLL dumps, TRL completions parquets, ms-swift ``completions.jsonl``),
+an rLLM episodes folder, or one group of a log store. A key may carry the importer options of
+``crbc-viz ingest`` (`ReadOptions`: ``import:<options>::<path>``). An upload is read under the
+name it was uploaded under, in a private folder of the child (the importers take the train step
+from a dump's file name and the run from its folder: never from the server's copy).
+
 Bundled samples (files under `crbc_viz.ui.files.SAMPLES_DIR`, the bundled store included) are
 trusted and read in this process: the default view pays no child start (~1 s).
 
@@ -40,6 +48,7 @@ import io
 import logging
 import os
 import pickle
+import re
 import resource
 import shutil
 import signal
@@ -49,13 +58,23 @@ import tempfile
 import threading
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import parse_qsl, urlencode
 
 from ..errors import CrbcVizError, LoadError, ParseAbortedError, Problem
 from ..io import _guards
 
 __all__ = [
     "open_batch",
+    "read",
+    "read_as",
+    "ReadAs",
+    "ReadOptions",
+    "read_key",
+    "split_read_key",
+    "READ_PREFIX",
+    "FORMAT_TITLES",
     "is_trusted",
     "parse_limits",
     "PARSE_MEMORY_MB",
@@ -83,6 +102,180 @@ _ALARM_GRACE_S = 5
 #: A store group's key (`crbc_viz.ui.sources.Source.key`): ``store:<folder>::<run>/<step>/<gid>``.
 _STORE_PREFIX, _STORE_SEP = "store:", "::"
 _STDERR_TAIL = 4000
+#: A file or folder read with importer options: ``import:<options>::<path>`` (`read_key`).
+READ_PREFIX = "import:"
+#: How the page names each importer's format ("Read as: …").
+FORMAT_TITLES = {
+    "canonical": "canonical log",
+    "verl-agent": "verl-agent dump",
+    "rllm": "rLLM episodes",
+    "roll": "ROLL dump",
+    "ms-swift": "ms-swift completions.jsonl",
+    "verifiers": "verifiers results.jsonl",
+    "skyrl": "SkyRL dumped_evals file",
+    "trl": "TRL completions parquet",
+    "verl": "verl rollout_data_dir file",
+}
+#: Importer options a key may carry (the names of ``crbc-viz ingest``'s flags).
+_OPTION_NAMES = ("format", "reward_columns", "success_column")
+_MAX_OPTION_CHARS = 200
+_MAX_REWARD_COLUMNS = 64
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How a file is read: ``crbc-viz ingest``'s ``--format``, ``--reward-columns`` and
+    ``--success-column`` (the last two: TRL and ms-swift files only).
+
+    Attributes:
+        fmt: ``auto`` (detected from the file's fields) or one importer's name.
+        reward_columns: the reward-function columns; empty: the importer decides.
+        success_column: the 0/1 column that is success; None: the importer decides.
+    """
+
+    fmt: str = "auto"
+    reward_columns: tuple[str, ...] = ()
+    success_column: str | None = None
+
+    def __post_init__(self) -> None:
+        from ..io.importers import FORMATS
+
+        if self.fmt != "auto" and self.fmt not in FORMATS:
+            raise ValueError(f"format {self.fmt[:60]!r} is not one of: auto, {', '.join(FORMATS)}")
+        if len(self.reward_columns) > _MAX_REWARD_COLUMNS:
+            raise ValueError(f"reward columns: at most {_MAX_REWARD_COLUMNS} names")
+        for what, name in [("reward column", c) for c in self.reward_columns] + (
+            [("success column", self.success_column)] if self.success_column is not None else []
+        ):
+            if not isinstance(name, str) or not name.strip() or name != name.strip():
+                raise ValueError(f"{what} {str(name)[:60]!r}: expected a column name")
+            if len(name) > _MAX_OPTION_CHARS or "," in name or not name.isprintable():
+                raise ValueError(
+                    f"{what} {name[:60]!r}: a column name of at most {_MAX_OPTION_CHARS} printable "
+                    f"characters, without commas"
+                )
+
+    @classmethod
+    def from_text(cls, fmt: str, reward_columns: str, success_column: str) -> ReadOptions:
+        """Options as typed: reward columns comma-separated (as ``--reward-columns A,B``),
+        blank fields for "the importer decides".
+
+        Raises:
+            ValueError: naming the option and the value.
+        """
+        cols = tuple(c.strip() for c in (reward_columns or "").split(",") if c.strip())
+        return cls(fmt or "auto", cols, (success_column or "").strip() or None)
+
+    @property
+    def is_default(self) -> bool:
+        return self == ReadOptions()
+
+    def encode(self) -> str:
+        """The options as a query string (defaults left out; "" when all are defaults)."""
+        pairs = []
+        if self.fmt != "auto":
+            pairs.append(("format", self.fmt))
+        if self.reward_columns:
+            pairs.append(("reward_columns", ",".join(self.reward_columns)))
+        if self.success_column is not None:
+            pairs.append(("success_column", self.success_column))
+        return urlencode(pairs)
+
+    @classmethod
+    def decode(cls, text: str) -> ReadOptions:
+        """The options of `encode`'s text.
+
+        Raises:
+            ValueError: an unknown or repeated option, or a bad value (naming it).
+        """
+        try:
+            pairs = parse_qsl(text, keep_blank_values=True, strict_parsing=bool(text))
+        except ValueError:
+            raise ValueError(f"import options {text[:120]!r}: expected name=value&…") from None
+        seen: dict[str, str] = {}
+        for name, value in pairs:
+            if name not in _OPTION_NAMES:
+                raise ValueError(f"unknown import option {name[:60]!r}; valid: {', '.join(_OPTION_NAMES)}")
+            if name in seen:
+                raise ValueError(f"import option {name!r} given twice")
+            seen[name] = value
+        if "reward_columns" in seen and not seen["reward_columns"].strip():
+            raise ValueError("import option 'reward_columns' is empty")
+        if "success_column" in seen and not seen["success_column"].strip():
+            raise ValueError("import option 'success_column' is empty")
+        return cls.from_text(
+            seen.get("format", "auto"), seen.get("reward_columns", ""), seen.get("success_column", "")
+        )
+
+    def cli_flags(self) -> list[str]:
+        """The same options as ``crbc-viz ingest`` flags."""
+        out = [] if self.fmt == "auto" else ["--format", self.fmt]
+        if self.reward_columns:
+            out += ["--reward-columns", ",".join(self.reward_columns)]
+        if self.success_column is not None:
+            out += ["--success-column", self.success_column]
+        return out
+
+    def importer_options(self) -> dict:
+        """The options `crbc_viz.io.importers.import_source` takes (those that are set)."""
+        out = {}
+        if self.reward_columns:
+            out["reward_columns"] = list(self.reward_columns)
+        if self.success_column is not None:
+            out["success_column"] = self.success_column
+        return out
+
+
+def read_key(path: str, options: ReadOptions) -> str:
+    """The key (or reference) of ``path`` read with ``options``: ``path`` itself when they are
+    the defaults, else ``import:<options>::<path>``."""
+    return path if options.is_default else f"{READ_PREFIX}{options.encode()}{_STORE_SEP}{path}"
+
+
+def split_read_key(key: str) -> tuple[str, ReadOptions]:
+    """(path or reference, options) of a `read_key`.
+
+    Raises:
+        ValueError: a malformed ``import:`` key, or bad options (naming them).
+    """
+    if not key.startswith(READ_PREFIX):
+        return key, ReadOptions()
+    text, sep, inner = key[len(READ_PREFIX) :].partition(_STORE_SEP)
+    if not sep or not inner:
+        raise ValueError(f"'{key[:200]}': a reference with import options reads import:<options>::<file>")
+    if inner.startswith((READ_PREFIX, _STORE_PREFIX)):
+        raise ValueError(f"'{key[:200]}': import options apply to a file or folder, not to {inner[:40]!r}")
+    return inner, ReadOptions.decode(text)
+
+
+@dataclass(frozen=True)
+class ReadAs:
+    """How a file was read: the importer (`FORMAT_TITLES`), whether it was detected from the
+    file's fields or chosen, and the importer's notes (what it could not recover, which columns
+    it took for reward and success)."""
+
+    fmt: str
+    detected: bool
+    notes: tuple[str, ...] = ()
+
+    @property
+    def title(self) -> str:
+        return FORMAT_TITLES.get(self.fmt, self.fmt)
+
+
+_READ_AS = "_crbc_read_as"
+
+
+def read_as(batch) -> ReadAs | None:
+    """How ``batch`` was read from its file (None for a store group or a batch built otherwise)."""
+    return getattr(batch, "__dict__", {}).get(_READ_AS)
+
+
+def _mark(batch, how: ReadAs):
+    # The batch is a frozen dataclass this module just built: the mark travels in its __dict__
+    # (and its pickle), read back by `read_as`.
+    batch.__dict__[_READ_AS] = how
+    return batch
 
 
 def parse_limits() -> tuple[int, int]:
@@ -97,11 +290,20 @@ def parse_limits() -> tuple[int, int]:
     )
 
 
+def _path_of(key: str) -> str:
+    """The file or folder a key reads (a store group's: its store folder)."""
+    if key.startswith(_STORE_PREFIX):
+        return key[len(_STORE_PREFIX) :].partition(_STORE_SEP)[0]
+    if key.startswith(READ_PREFIX):
+        return key[len(READ_PREFIX) :].partition(_STORE_SEP)[2]
+    return key
+
+
 def is_trusted(key: str) -> bool:
     """Whether ``key`` (a `Source.key`) lies under the bundled samples folder."""
     from .files import SAMPLES_DIR
 
-    path = key[len(_STORE_PREFIX) :].partition(_STORE_SEP)[0] if key.startswith(_STORE_PREFIX) else key
+    path = _path_of(key)
     try:
         p, root = Path(path).resolve(), SAMPLES_DIR.resolve()
     except (OSError, RuntimeError, ValueError):
@@ -117,13 +319,19 @@ def _shown_name(key: str) -> str:
     if key.startswith(_STORE_PREFIX):
         folder, _, label = key[len(_STORE_PREFIX) :].partition(_STORE_SEP)
         return f"{Path(folder).name}/{label}"
-    return shown_name(key)
+    return shown_name(_path_of(key))
 
 
 def _is_upload(key: str) -> bool:
-    from .sources import is_upload
+    """Whether ``key`` reads a file of the upload folder."""
+    from . import files
 
-    return not key.startswith(_STORE_PREFIX) and is_upload(key)
+    if key.startswith(_STORE_PREFIX):
+        return False
+    try:
+        return Path(_path_of(key)).resolve().parent == Path(files.UPLOAD_DIR).resolve()
+    except (OSError, RuntimeError, ValueError):
+        return False
 
 
 def open_batch(key: str):
@@ -136,13 +344,11 @@ def open_batch(key: str):
         StoreError: a store group that cannot be read.
     """
     if is_trusted(key):
-        from .sources import open_batch as read
-
         return read(key)
     memory, timeout = parse_limits()
     name = _shown_name(key)
     with _SLOTS:
-        outcome = _run_child(key, name, memory, timeout)
+        outcome = _run_child(key, name, memory, timeout, upload=_is_upload(key))
     return _unpack(outcome, key, name)
 
 
@@ -188,8 +394,9 @@ class _OutcomeUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"{module}.{name} is not part of a parse outcome")
 
 
-def _run_child(key: str, name: str, memory: int, timeout: int) -> tuple:
-    """Run the child on ``key``; its pickled outcome, or raise `ParseAbortedError`."""
+def _run_child(key: str, name: str, memory: int, timeout: int, upload: bool = False) -> tuple:
+    """Run the child on ``key`` (an upload: read under ``name``); its pickled outcome, or raise
+    `ParseAbortedError`."""
     work = Path(tempfile.mkdtemp(prefix="crbc-viz-parse-"))  # 0700, removed below
     out, err = work / "outcome.pickle", work / "stderr.txt"
     pkg_root = str(Path(__file__).resolve().parents[2])
@@ -200,6 +407,8 @@ def _run_child(key: str, name: str, memory: int, timeout: int) -> tuple:
         "PYTHONPATH": os.pathsep.join(p for p in (pkg_root, os.environ.get("PYTHONPATH")) if p),
     }
     argv = [sys.executable, "-m", __name__, key, str(out), str(memory), str(timeout)]
+    if upload:
+        argv.append(name)
     t0 = time.monotonic()
     try:
         with open(err, "wb") as err_fh:
@@ -265,15 +474,13 @@ def _death(rc: int, memory: int) -> str:
 def _unpack(outcome: tuple, key: str, name: str):
     """The batch of a child's outcome, or the error it stands for (raised)."""
     kind = outcome[0]
+    path = _path_of(key)
     if kind == "ok":
         return outcome[1]
     if kind == "load":
         _, problems, total = outcome
         if _is_upload(key):  # named by the user's name, never by the server copy's path
-            problems = [
-                dataclasses.replace(p, path=p.path.replace(key, name), message=p.message.replace(key, name))
-                for p in problems
-            ]
+            problems = _relabel(problems, path, name)
         raise LoadError(problems, total)
     if kind == "error":
         raise outcome[1]
@@ -283,9 +490,159 @@ def _unpack(outcome: tuple, key: str, name: str):
             f"reading it needs more than {outcome[1] // 2**20} MiB of memory; "
             f"set ${ENV_PARSE_MEMORY} to allow more",
         )
-    what = outcome[1].replace(key, name) if _is_upload(key) else outcome[1]
+    what = outcome[1].replace(path, name) if _is_upload(key) else outcome[1]
     log.warning("reading %s failed in its child:\n%s", key, outcome[2])
     raise _refusal(name, f"its reader failed ({what[:300]})")
+
+
+def _relabel(problems: list[Problem], path: str, name: str) -> list[Problem]:
+    """``problems`` with ``path`` written as ``name`` (in their file and their message)."""
+    return [
+        dataclasses.replace(p, path=p.path.replace(path, name), message=p.message.replace(path, name))
+        for p in problems
+    ]
+
+
+# ---------------------------------------------------------------- what is read
+
+
+def read(key: str, name: str | None = None):
+    """The `RolloutBatch` of a `crbc_viz.ui.sources.Source.key`, read in this process (the
+    child's work, and the bundled samples'); a file's batch is marked with how it was read
+    (`read_as`). ``name``: an upload's name, under which it is read (see the module doc).
+
+    A file is read with the importer its fields name (`crbc_viz.io.importers.detect`), or the
+    one its options name; canonical logs with `crbc_viz.io.load_rollouts`. A file whose format
+    cannot be detected is refused: with the detection's message (the fields seen, and those each
+    format expects) when it is readable but has other fields, else with the canonical reader's
+    problems (invalid JSON on line 1, a limit, not Parquet). A folder is read as rLLM
+    episodes (every episode file under it, as ``crbc-viz ingest`` reads its episode folders).
+    Reward and success columns apply to the importers that take them (TRL, ms-swift); given
+    for another format they are refused, never ignored.
+
+    Raises:
+        LoadError: naming the file (an upload by ``name``); StoreError: a store group.
+        ValueError: a malformed key.
+    """
+    if key.startswith(_STORE_PREFIX):
+        from ..store import LogStore
+
+        folder, _, label = key[len(_STORE_PREFIX) :].partition(_STORE_SEP)
+        return LogStore(folder).load_batch(group=label, text=True)
+    path, options = split_read_key(key)
+    if name is None:
+        return _read_file(path, options)
+    with tempfile.TemporaryDirectory(prefix="crbc-viz-read-") as tmp:
+        alias = _alias(path, name, Path(tmp))
+        try:
+            batch = _read_file(str(alias), options)
+        except LoadError as e:
+            raise LoadError(_relabel(e.problems, str(alias), name), e.total) from None
+        except MemoryError:
+            raise
+        except Exception as e:  # its text may hold the path read: the user's name instead
+            raise _ReadFailed(f"{type(e).__name__}: {e}".replace(str(alias), name)) from e
+        how = read_as(batch)
+        return _mark(
+            _renamed(batch, str(alias), name),
+            dataclasses.replace(how, notes=tuple(n.replace(str(alias), name) for n in how.notes)),
+        )
+
+
+class _ReadFailed(Exception):
+    """An upload's reader failed; the message names the upload as the user knows it."""
+
+
+def _alias(path: str, name: str, folder: Path) -> Path:
+    """``path`` as ``folder/upload/<name>`` (a hard link, else a copy), keeping its suffix."""
+    suffix = Path(path).name[Path(path).name.find(".") :] if "." in Path(path).name else ""
+    stem = name[: -len(suffix)] if suffix and name.lower().endswith(suffix.lower()) else name
+    stem = re.sub(r"[^\w.()+ -]", "_", stem).lstrip(". ") or "upload"
+    while len(stem.encode("utf-8")) > 150:
+        stem = stem[:-1]
+    out = folder / "upload" / (stem + suffix)
+    out.parent.mkdir()
+    try:
+        os.link(path, out)
+    except OSError:  # another file system
+        shutil.copyfile(path, out)
+    return out
+
+
+def _renamed(batch, alias: str, name: str):
+    """``batch`` with ``alias`` written as ``name`` in its source and warnings."""
+    fields = {
+        "source": batch.source.replace(alias, name),
+        "warnings": tuple(w.replace(alias, name) for w in batch.warnings),
+    }
+    for k, v in fields.items():
+        object.__setattr__(batch, k, v)
+    return batch
+
+
+def _takes(fmt: str) -> set[str]:
+    """The import options (`crbc_viz.io.importers.IMPORT_OPTIONS`) importer ``fmt`` takes."""
+    import importlib
+    import inspect
+
+    from ..io.importers import IMPORT_OPTIONS
+
+    module = importlib.import_module(f"crbc_viz.io.importers.{fmt.replace('-', '_')}")
+    return set(IMPORT_OPTIONS) & set(inspect.signature(module.read).parameters)
+
+
+def _read_file(path: str, options: ReadOptions):
+    from ..io import load_rollouts
+    from ..io.importers import Source, detect, expand_sources, import_source
+    from ..io.schema import build_batch
+
+    detected, batch = options.fmt == "auto", None
+    if os.path.isdir(path):
+        fmt = detect(path) if detected else options.fmt
+        if fmt != "rllm":
+            raise LoadError(
+                [
+                    Problem(
+                        path,
+                        None,
+                        None,
+                        f"a folder is read as rLLM episodes; {fmt} dumps are files: open one",
+                    )
+                ]
+            )
+        files = tuple(f for s in expand_sources([path], fmt) for f in s.files)
+        src = Source(path, fmt, files)
+    elif detected:
+        try:
+            (src,) = expand_sources([path], "auto")
+        except LoadError as undetected:
+            try:
+                batch = load_rollouts(path)
+            except LoadError as unread:
+                if all(p.field is not None and p.line is None for p in unread.problems):
+                    raise undetected.with_traceback(None) from None  # readable, of other fields
+                raise unread.with_traceback(None) from None
+            src = Source(path, "canonical", (path,))  # the canonical reader reads it after all
+    else:
+        src = Source(path, options.fmt, (path,))
+    given = set(options.importer_options())
+    if given - _takes(src.fmt):
+        flags = ", ".join("--" + k.replace("_", "-") for k in sorted(given - _takes(src.fmt)))
+        raise LoadError(
+            [
+                Problem(
+                    path,
+                    None,
+                    None,
+                    f"{flags}: options of TRL and ms-swift files; this one reads as "
+                    f"{FORMAT_TITLES.get(src.fmt, src.fmt)}",
+                )
+            ]
+        )
+    if src.fmt == "canonical":
+        return _mark(batch if batch is not None else load_rollouts(path), ReadAs("canonical", detected))
+    imp = import_source(src, **options.importer_options())
+    return _mark(build_batch(imp.raw), ReadAs(src.fmt, detected, tuple(imp.notes)))
 
 
 # ---------------------------------------------------------------- the child
@@ -316,19 +673,6 @@ def _test_hook(memory: int) -> None:
         raise ValueError(f"${ENV_TEST_HOOK}: expected abort, memory or sleep, got {hook[:40]!r}")
 
 
-def _read(key: str):
-    """What `crbc_viz.ui.sources.open_batch` does, without importing `crbc_viz.ui.files`
-    (whose import makes the server's upload folder)."""
-    if key.startswith(_STORE_PREFIX):
-        from ..store import LogStore
-
-        folder, _, label = key[len(_STORE_PREFIX) :].partition(_STORE_SEP)
-        return LogStore(folder).load_batch(group=label, text=True)
-    from ..io import load_rollouts
-
-    return load_rollouts(key)
-
-
 def _roundtrips(exc: BaseException) -> bool:
     try:
         return str(_OutcomeUnpickler(io.BytesIO(pickle.dumps(exc))).load()) == str(exc)
@@ -337,21 +681,25 @@ def _roundtrips(exc: BaseException) -> bool:
 
 
 def _child(argv: list[str]) -> int:
-    """``python -m crbc_viz.ui.sandbox KEY OUT MEMORY_BYTES TIMEOUT_S``: read ``KEY`` under
-    the limits, pickle the outcome to ``OUT`` (complete or absent)."""
+    """``python -m crbc_viz.ui.sandbox KEY OUT MEMORY_BYTES TIMEOUT_S [NAME]``: read ``KEY``
+    (an upload: under ``NAME``) under the limits, pickle the outcome to ``OUT`` (complete or
+    absent). It does not import `crbc_viz.ui.files` (whose import makes an upload folder)."""
     key, out, memory, timeout = argv[0], Path(argv[1]), int(argv[2]), int(argv[3])
+    name = argv[4] if len(argv) > 4 else None
     faulthandler.enable()  # a crash leaves the Python stack in the parent's log
     signal.alarm(timeout + _ALARM_GRACE_S)
     _limit_memory(memory)
     try:
         _test_hook(memory)
-        outcome: tuple = ("ok", _read(key))
+        outcome: tuple = ("ok", read(key, name))
     except LoadError as e:
         outcome = ("load", e.problems, e.total)
     except CrbcVizError as e:
         outcome = ("error", e) if _roundtrips(e) else ("failed", f"{type(e).__name__}: {e}", "")
     except MemoryError:
         outcome = ("memory", memory)
+    except _ReadFailed as e:
+        outcome = ("failed", str(e), traceback.format_exc())
     except Exception as e:
         outcome = ("failed", f"{type(e).__name__}: {e}", traceback.format_exc())
     tmp = out.with_suffix(".part")
@@ -368,4 +716,8 @@ def _child(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
-    sys.exit(_child(sys.argv[1:]))
+    # Run as the importable module, not as __main__: the outcome's classes (`ReadAs`) are
+    # pickled under the name the server's unpickler finds them by.
+    from crbc_viz.ui import sandbox as _module
+
+    sys.exit(_module._child(sys.argv[1:]))

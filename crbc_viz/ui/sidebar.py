@@ -54,10 +54,20 @@ class Selection:
     params: dict = field(default_factory=dict)
     backend: str = "auto"
     error: str | None = None
+    source: sources.Source | None = None  # the checked source (None when the reference was refused)
+    load_error: Exception | None = None  # why the source did not load (the error itself)
+    error_box: object = None  # the sidebar's placeholder holding ``error``
 
     @property
     def ok(self) -> bool:
         return self.batch is not None
+
+    def take_error(self) -> str | None:
+        """``error``, for a page that says it itself: the sidebar's copy is removed, so that a
+        refusal is said once."""
+        if self.error_box is not None:
+            self.error_box.empty()
+        return self.error
 
     def params_of(self, name: str) -> tuple:
         """Cache key of the parameters to use for estimator ``name``."""
@@ -119,16 +129,19 @@ def render_sidebar() -> Selection:
         except (ValueError, CrbcVizError) as e:
             sel.error = str(e)
         if src is not None:
-            sel.ref, sel.path, sel.name = src.ref, src.key, src.name
+            sel.ref, sel.path, sel.name, sel.source = src.ref, src.key, src.name, src
             try:
                 with st.spinner(f"Loading {src.name} …"):
                     sel.digest = pipeline.source_digest(src)
                     sel.batch = pipeline.load_batch(sel.digest, sel.path)
             except CrbcVizError as e:
-                sel.error = f"Could not load {src.name}:\n\n{e}"
+                sel.error, sel.load_error = f"Could not load {src.name}:\n\n{e}", e
+            except (ValueError, OSError) as e:  # changed since it was checked (removed, a link out)
+                sel.error = f"Could not load {src.name}: {getattr(e, 'strerror', None) or e}"
     view.set_value("file", None if (sel.ref or ref) == default_ref else link_ref(sel.ref or ref))
     if sel.error:
-        sb.error(md_lines(sel.error))  # names from the URL and values from the log: as text
+        sel.error_box = sb.empty()
+        sel.error_box.error(md_lines(sel.error))  # names from the URL and values from the log: as text
 
     sb.caption(f"File: `{sel.name}`" if sel.name else "No file loaded")
     if sel.ok:
