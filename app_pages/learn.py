@@ -1,6 +1,10 @@
 """Learn page: six short lessons, from trajectory-level credit to the Bellman closure, on the toy
 group, one Sokoban group and the rare-route trap. The lesson number lives in the URL
 (``/learn?lesson=4``). Edits (flip an outcome, drop a rollout) apply to an in-memory copy.
+
+Projector mode (``?projector=1``, the sidebar's toggle) draws every figure, legend and table
+with large fonts: tables as plain HTML tables (``st.table``, their text sized by the page's
+CSS), lesson 4's figure and table one under the other.
 """
 
 from __future__ import annotations
@@ -22,7 +26,6 @@ from crbc_viz.ui.text import md
 from crbc_viz.views import learn as V
 
 LESSON_KEY = "learn_lesson"
-DATA_KEY = "learn_data"
 EXPORT_KEY = "learn_export"
 K_KEY = "learn_k"
 PLAY_KEY = "learn_play"
@@ -48,6 +51,35 @@ BETA = 0.98
 
 
 # ---------------------------------------------------------------- small helpers
+def projector() -> bool:
+    """Whether the view is in projector mode (the app's sidebar toggle, kept in the URL)."""
+    return bool(st.session_state.get(view.FIELDS["projector"], False))
+
+
+def table(df: pd.DataFrame, key: str, formats: dict[str, str] | None = None, height=None) -> None:
+    """A table: interactive (``st.dataframe``, number ``formats`` as printf strings) or, in
+    projector mode, a plain HTML table whose text the page's CSS makes large."""
+    formats = formats or {}
+    if projector():
+        text = {
+            c: (lambda v: f"{v:.0%}") if f == "percent" else (lambda v, f=f: f % v)
+            for c, f in formats.items()
+        }
+        text |= {c: (lambda v: "yes" if v else "no") for c in df.columns if df[c].dtype == bool}
+        st.table(df.style.format({c: f for c, f in text.items() if c in df.columns}), hide_index=True)
+        return
+    st.dataframe(
+        df,
+        hide_index=True,
+        key=key,
+        height=height if height is not None else "auto",
+        column_config={
+            c: st.column_config.NumberColumn(format="percent" if f == "percent" else f)
+            for c, f in formats.items()
+        },
+    )
+
+
 def plot(fig, name: str) -> None:
     st.plotly_chart(
         fig,
@@ -58,10 +90,11 @@ def plot(fig, name: str) -> None:
 
 
 def show_graph(page: str) -> None:
-    st.iframe(page, height=GRAPH_HEIGHT + 12)
+    st.iframe(V.projector_graph(page) if projector() else page, height=GRAPH_HEIGHT + 12)
     st.caption(
         "Node colour = V(s) (dark = 0, yellow = 1), size = visits; edge width = count, "
-        "colour = credit (red < 0 < blue). Hover for numbers; **⤓ PNG** saves the drawing."
+        "colour = credit (red < 0 < blue). Hover for numbers; **PNG** / **SVG** above the "
+        "drawing save the whole graph."
     )
 
 
@@ -86,7 +119,7 @@ def edits_panel(dataset: str, rows: list[dict]) -> tuple[tuple, tuple]:
     for k in (fk, dk):  # rollouts that no longer exist (rare-route sizes changed) are forgotten
         if k in st.session_state:
             st.session_state[k] = [t for t in st.session_state[k] if t in ids]
-    c1, c2, c3 = st.columns([4, 4, 1.2], vertical_alignment="bottom")
+    c1, c2, c3 = st.columns([4, 4, 1.5], vertical_alignment="bottom")
     flip = c1.multiselect(
         "Flip the outcome of",
         ids,
@@ -133,16 +166,12 @@ def lesson_grpo(lesson, dataset) -> None:
     graph = graph_of(key)
     grpo, cr = result_of(key, "grpo"), result_of(key, "crbc")
     bellman = cr.q_value - cr.value
-    plot(V.grpo_figure(graph, grpo.credit, bellman), "grpo")
+    plot(V.grpo_figure(graph, grpo.credit, bellman, projector=projector()), "grpo")
     good = V.good_steps_blamed(graph, bellman)
     m = st.columns(3)
     m[0].metric("rollouts", graph.batch.num_trajectories)
     m[1].metric("successes", int(graph.batch.traj_success.sum()))
-    m[2].metric(
-        "good steps blamed (▲)",
-        good,
-        help="steps of failed rollouts whose closure advantage Q − V is positive",
-    )
+    m[2].metric("steps marked ▲", good, help=f"▲ marks {V.MARK_RULE}")
 
 
 def lesson_anchors(lesson, dataset) -> None:
@@ -184,19 +213,15 @@ def lesson_visit_local(lesson, dataset) -> None:
     n = V.node_of_key(graph, pick)
     visits = V.anchor_visits(graph, n, BETA)
     cq, cv = V.pair_values(graph, result_of(key, "crbc"), n) if preview else (None, None)
-    plot(V.visit_local_figure(visits, V.anchor_name(graph, n), cq, cv), "visit-local")
+    plot(V.visit_local_figure(visits, V.anchor_name(graph, n), cq, cv, projector=projector()), "visit-local")
     board = V.anchor_text(graph, n)
     if board is not None:
         with st.expander("What the anchor looks like"):
             st.code(board, language=None)
-    st.dataframe(
+    table(
         V.visit_local_table(graph, result_of(key, "visit_local"), n),
-        hide_index=True,
-        key="learn_vl_table",
-        column_config={
-            c: st.column_config.NumberColumn(format="%+.4f")
-            for c in ("Q⁰(s,a)", "A⁰ = Q⁰ − V⁰", "step credit A^S")
-        },
+        "learn_vl_table",
+        {c: "%+.4f" for c in ("Q⁰(s,a)", "A⁰ = Q⁰ − V⁰", "step credit A^S")},
     )
 
 
@@ -207,7 +232,9 @@ def lesson_depth(lesson, dataset) -> bool:
         # Play's step happens here, before the K control and the Play toggle are drawn: once a
         # widget exists in a run, its state can no longer be set.
         _step_k(1)
-    c0, c1, c2, c3 = st.columns([6, 1, 1, 1.2], vertical_alignment="bottom")
+    c0, c1, c2, c3 = st.columns(
+        [4, 1.3, 1.3, 1.8] if projector() else [6, 1, 1, 1.2], vertical_alignment="bottom"
+    )
     k = c0.select_slider(
         "Backup depth K",
         options=K_OPTIONS,
@@ -236,21 +263,32 @@ def lesson_depth(lesson, dataset) -> bool:
     m[2].metric("anchors whose V moved at this step", V.moved_anchors(fam, sel_k))
     params = () if sel_k is None else (("depth", float(sel_k)),)
     show_graph(graph_page(key, "crbc", params, None, f"crbc-depth-K{k}-{dataset}", f"crbc K = {k}"))
-    c1, c2 = st.columns([1.3, 1])
+    # Side by side on a screen; one under the other on a projector (each at full width).
+    c1, c2 = (st.container(), st.container()) if projector() else st.columns([1.3, 1])
     with c1:
-        plot(V.depth_gap_figure(fam["depths"], fam["err"], fam["bound"], sel_k, BETA), "depth-gap")
-    table = V.depth_table(graph_of(key), fam, sel_k, k)
+        plot(
+            V.depth_gap_figure(
+                fam["depths"],
+                fam["err"],
+                fam["bound"],
+                sel_k,
+                BETA,
+                projector=projector(),
+                title_chars=V.TITLE_CHARS if projector() else 30,
+            ),
+            "depth-gap",
+        )
+    pairs = V.depth_table(graph_of(key), fam, sel_k, k)
     with c2:
         st.markdown(
-            f"**A<sup>({k})</sup> at the {len(table)} branching (anchor, action) pairs**",
+            f"**A<sup>({k})</sup> at the {len(pairs)} branching (anchor, action) pairs**",
             unsafe_allow_html=True,
         )
-        st.dataframe(
-            table,
-            hide_index=True,
-            key="learn_depth_table",
-            height="auto" if len(table) <= 10 else 400,
-            column_config={c: st.column_config.NumberColumn(format="%+.4f") for c in (f"A^({k})", "A^∞")},
+        table(
+            pairs,
+            "learn_depth_table",
+            {c: "%+.4f" for c in (f"A^({k})", "A^∞")},
+            height="auto" if len(pairs) <= 10 else 400,
         )
     return playing and k != INF
 
@@ -321,7 +359,10 @@ def lesson_rare_route(lesson) -> None:
         result_of(key, "crbc"),
         result_of(key, "shortest_path"),
     )
-    plot(V.rare_route_figure(nums["credits"], (V.TRAP_ACTION, V.SAFE_ACTION)), "rare-route")
+    plot(
+        V.rare_route_figure(nums["credits"], (V.TRAP_ACTION, V.SAFE_ACTION), projector=projector()),
+        "rare-route",
+    )
     qj, qw = nums["q"]
     st.markdown(
         f"<div style='font-size:1.2rem;line-height:1.5'><b>Closure:</b> Q(start, jump) = {qj}"
@@ -330,14 +371,9 @@ def lesson_rare_route(lesson) -> None:
         f"d(corridor 1) = {nums['d_corridor']} hops to SUCCESS, whatever the odds.</div>",
         unsafe_allow_html=True,
     )
-    table = pd.DataFrame(V.route_table(edited_rows(key), V.TRAP_ANCHOR))
-    if not table.empty:
-        st.dataframe(
-            table,
-            hide_index=True,
-            key="learn_routes",
-            column_config={"success rate": st.column_config.NumberColumn(format="percent")},
-        )
+    routes = pd.DataFrame(V.route_table(edited_rows(key), V.TRAP_ANCHOR))
+    if not routes.empty:
+        table(routes, "learn_routes", {"success rate": "percent"})
     with st.expander("The graph of this group"):
         show_graph(graph_page(key, "crbc", (), None, "crbc-rare-route", "crbc"))
 
@@ -399,22 +435,21 @@ def lesson_combination(lesson, dataset) -> None:
             group_term,
             step_term,
             f"A = {w_g:g}·A<sup>G</sup> + {w_s:g}·A<sup>S</sup>   (σ_min = {s_min:g})",
+            projector=projector(),
         ),
         "combination",
     )
-    st.dataframe(
+    table(
         V.combination_table(graph, res, gate),
-        hide_index=True,
-        key="learn_comb_table",
-        column_config={c: st.column_config.NumberColumn(format="%+.4f") for c in ("A = Q − V", "σ(s)", "A^S")}
-        | {"μ(a|s)": st.column_config.NumberColumn(format="%.2f")},
+        "learn_comb_table",
+        {c: "%+.4f" for c in ("A = Q − V", "σ(s)", "A^S")} | {"μ(a|s)": "%.2f"},
     )
 
 
 # ---------------------------------------------------------------- the page
 def render() -> None:
     st.title("Learn: credit assignment, step by step")
-    top = st.columns([5, 1.3], vertical_alignment="bottom")
+    top = st.columns([4.5, 1.6], vertical_alignment="bottom")
     numbers = [ls.number for ls in V.LESSONS]
     problems: list = []
     n = top[0].radio(

@@ -115,7 +115,15 @@ def render() -> None:
 
     t, i = selection_row(graph, problems)
     shown = {n: results[n] for n in chosen}
-    st.html(trajectory_table(graph, shown, group=0, selected=None if t is None or i is None else (t, i)))
+    st.html(
+        trajectory_table(
+            graph,
+            shown,
+            group=0,
+            selected=None if t is None or i is None else (t, i),
+            font_px=16 if st.session_state.get(view.FIELDS["projector"]) else 12,
+        )
+    )
     st.caption(
         "Each cell: the action, its reward, then one chip per estimator (labelled) coloured "
         "by that step's credit on the shared diverging scale (red negative, blue positive), "

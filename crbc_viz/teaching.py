@@ -30,6 +30,7 @@ from .io import load_rollouts
 __all__ = [
     "Lesson",
     "LESSONS",
+    "MARK_RULE",
     "REPO_ROOT",
     "TOY_PATH",
     "SOKOBAN_PATH",
@@ -69,6 +70,10 @@ TRAP_ACTION = "jump the gap"
 SAFE_ACTION = "walk around"
 
 
+#: What ▲ marks in lesson 1 (its one definition: the lesson text, the figure and the count say it).
+MARK_RULE = "a step of a failed rollout whose closure advantage Q − V is positive"
+
+
 @dataclass(frozen=True)
 class Lesson:
     number: int
@@ -82,9 +87,8 @@ LESSONS: tuple[Lesson, ...] = (
         1,
         "Trajectory-level credit (GRPO)",
         "GRPO scores a whole rollout: A^G = (R − mean R) / std R over the group, and every step "
-        "of the rollout gets that same number. A failed rollout is blamed at every step — even "
-        "for the moves that the successful rollouts made too (marked ▲: steps whose Bellman "
-        "credit Q − V is positive).",
+        "of the rollout gets that same number. A failed rollout is blamed at every step, its "
+        f"good moves included: ▲ marks {MARK_RULE}.",
         "Flip the outcome of one rollout, or drop one: every cell of the changed rows moves "
         "together, and so does the rest of the group through the mean and std.",
     ),
@@ -112,8 +116,9 @@ LESSONS: tuple[Lesson, ...] = (
         "Bellman backup, one depth at a time",
         "Each backup replaces the realized suffixes by the values of the successor anchors: "
         "Q^(K) = B V^(K−1) and V^(K) = T V^(K−1). Information travels one edge per step "
-        "through the shared anchors, and the gap to the exact closure (K = ∞, one linear solve) "
-        "shrinks at least as fast as the Corollary-3 bound 2β^K/(1−β)·‖TV⁰ − V⁰‖∞.",
+        "through the shared anchors. The gap to the exact closure (K = ∞, one linear solve) "
+        "stays under the Corollary-3 bound 2β^K/(1−β)·‖TV⁰ − V⁰‖∞. It is the bound that "
+        "shrinks like β^K; the gap only has to stay under it, and often falls faster.",
         "Move K from 0 to ∞ and watch the colours settle; then flip an outcome or drop a "
         "rollout: the bound and the observed gap are recomputed from scratch.",
     ),

@@ -402,6 +402,25 @@ VALUE_MEANING = {
 }
 
 
+def credit_meaning(result) -> str:
+    """What a tooltip's "credit" is (escaped HTML, '' without a result): the estimator's step
+    credit, which for CRBC and visit-local averaging is Q − V divided by max(σ(s), σ_min) and
+    gated, so it can be ten times Q − V (0.171 where Q − V = 0.017 and σ_min = 0.1)."""
+    if result is None:
+        return ""
+    p = result.params
+    if hasattr(p, "sigma_min") and hasattr(p, "min_actions"):
+        return (
+            f"<div class='crbc-note'>credit = A<sup>S</sup> = (Q − V) / max(σ(s), σ<sub>min</sub> = "
+            f"{float(p.sigma_min):g}), 0 where s has fewer than {int(p.min_actions)} actions: Q − V "
+            f"scaled, not Q − V itself <i>({esc(result.estimator)})</i></div>"
+        )
+    return (
+        f"<div class='crbc-note'>credit = {esc(result.estimator)}'s own step credit "
+        f"(its formula: Estimators page)</div>"
+    )
+
+
 def value_meaning(estimator: str | None) -> tuple[str, bool, str, str]:
     """(legend title, higher is better, SUCCESS label, FAILURE label) for ``estimator``."""
     return VALUE_MEANING.get(estimator or "", ("V(s)", True, "SUCCESS", "FAILURE"))
@@ -593,6 +612,7 @@ def graph_drawing(
     step_sl = np.flatnonzero(b.step_group == group)
     limit = credit_limit(result.credit[step_sl] if result is not None else None)
     v_title, higher_better, succ_label, fail_label = value_meaning(est)
+    c_note = credit_meaning(result)
     lo, hi = value_range(nv[sl])
     starts = start_anchors(graph, group)
     highlighting = highlight_traj is not None
@@ -620,7 +640,7 @@ def graph_drawing(
             {
                 "id": n,
                 "label": _short_label(graph.node_anchor_obs[n], local, max_chars),
-                "title": _node_tip(graph, n, local, v, q, c, est, n in starts),
+                "title": _node_tip(graph, n, local, v, q, c, est, n in starts) + c_note,
                 "x": float(x),
                 "y": float(y),
                 "physics": False,
@@ -784,7 +804,7 @@ def graph_drawing(
                 title = (
                     f"<b>action</b>: {esc(action)}<br>s{src - sl.start} → {esc(name(dst))}<br>"
                     f"N(s,a,x) = {r['count']} of N(s,a) = {int(graph.pair_count[p])}<br>"
-                    f"Q(s,a) = {_fmt_v(q[p])} · credit = {_fmt(r['credit'])} <i>({esc(est)})</i>"
+                    f"Q(s,a) = {_fmt_v(q[p])} · credit = {_fmt(r['credit'])} <i>({esc(est)})</i>{c_note}"
                 )
             ident = f"{src}->{dst}#{e}{'t' if kind == 'time' else ''}"
         elif kind == "chain":

@@ -1,4 +1,6 @@
-"""Figures of the Learn page, sized for a projector (large fonts, few labels).
+"""Figures of the Learn page, sized for a lecture room (large fonts, few labels), and larger
+still in projector mode (``projector=True``: every legend, tick and axis label at least
+`PROJECTOR_MIN_FONT` px).
 
 Pure: each function returns a plotly Figure or an HTML string; nothing imports streamlit.
 Colours come from `colors` (the one diverging credit scale of the app).
@@ -17,12 +19,19 @@ from .. import teaching as T
 from ..analysis.depth import anchor_spread
 from ..graph import AnchorGraph
 from .colors import CREDIT_COLORSCALE, FAILURE_COLOR, SUCCESS_COLOR, credit_color, credit_limit
-from .graph_view import esc
+from .projector import PROJECTOR_FONT_SIZE, PROJECTOR_MIN_FONT, TITLE_CHARS, projector_fonts, wrap_title
 
 __all__ = [
     "FONT_SIZE",
+    "PROJECTOR_FONT_SIZE",
+    "PROJECTOR_MIN_FONT",
+    "TITLE_CHARS",
+    "MARK_RULE",
     "export_config",
     "with_png_button",
+    "projector_graph",
+    "wrap_title",
+    "verdict_title",
     "grpo_figure",
     "visit_local_figure",
     "depth_gap_figure",
@@ -58,6 +67,7 @@ __all__ = [
 
 # The lessons and their data sets (re-exported: the page imports views, not teaching).
 LESSONS = T.LESSONS
+MARK_RULE = T.MARK_RULE
 SOKOBAN_GROUP = T.SOKOBAN_GROUP
 TRAP_ACTION, SAFE_ACTION, TRAP_ANCHOR = T.TRAP_ACTION, T.SAFE_ACTION, T.TRAP_ANCHOR
 traj_ids, route_table, anchor_visits = T.traj_ids, T.route_table, T.anchor_visits
@@ -79,47 +89,70 @@ def export_config(filename: str, fmt: str = "svg") -> dict:
     }
 
 
-def _style(fig: go.Figure, height: int, title: str | None = None) -> go.Figure:
-    # Title on top, legend under the plot: they never overlap, whatever the width.
+def _style(
+    fig: go.Figure,
+    height: int,
+    title: str | None = None,
+    *,
+    projector: bool = False,
+    title_chars: int = TITLE_CHARS,
+    axis_on_top: bool = False,
+) -> go.Figure:
+    """Fonts, margins, title and legend of a Learn figure. Title on top (wrapped, the margin
+    grown to hold its lines; above the tick labels of an ``axis_on_top``), legend under the
+    plot: they never overlap, whatever the width. In projector mode every font is raised to at
+    least `PROJECTOR_MIN_FONT`."""
+    base = PROJECTOR_FONT_SIZE if projector else FONT_SIZE
+    title_size = base + 4
+    text = wrap_title(title, title_chars) if title else None
+    n_lines = text.count("<br>") + 1 if text else 0
     fig.update_layout(
-        height=height,
-        font={"size": FONT_SIZE, "color": "#222"},
+        height=height + (n_lines - 1) * int(title_size * 1.3),
+        font={"size": base, "color": "#222"},
         template="plotly_white",
-        margin={"l": 10, "r": 10, "t": 70 if title else 30, "b": 10},
+        margin={"l": 10, "r": 10, "t": 30, "b": 10},
+        # Above the plot area, the top margin grown to hold every line of it.
         title={
-            "text": title,
+            "text": text,
             "x": 0.01,
             "xanchor": "left",
-            "y": 0.98,
-            "yanchor": "top",
-            "font": {"size": FONT_SIZE + 4},
+            "y": 1.0,
+            "yref": "paper",
+            "yanchor": "bottom",
+            "automargin": True,
+            "pad": {"b": 12 + (int(1.6 * base) if axis_on_top else 0)},
+            "font": {"size": title_size},
         }
-        if title
+        if text
         else None,
-        legend={"orientation": "h", "y": -0.24, "yanchor": "top", "x": 0, "font": {"size": FONT_SIZE - 2}},
-        hoverlabel={"font_size": FONT_SIZE - 2},
+        # At the foot of the figure: plotly grows the bottom margin to hold it under the ticks.
+        legend={
+            "orientation": "h",
+            "yref": "container",
+            "y": 0,
+            "yanchor": "bottom",
+            "x": 0,
+            "font": {"size": base - 2},
+        },
+        hoverlabel={"font_size": base - 2},
     )
-    return fig
+    return projector_fonts(fig) if projector else fig
 
 
-_PNG_BUTTON = """
-<button id="crbc-png" title="Download the drawing as PNG (for slides)"
-  style="position:absolute;bottom:8px;right:8px;z-index:6;font-size:14px;padding:4px 10px;
-         background:#fff;border:1px solid #999;border-radius:4px;cursor:pointer">⤓ PNG</button>
+_EXPORT_NAME = """
 <script>
-(function () {
-  var btn = document.getElementById("crbc-png");
-  // The whole graph, not the part in view: `crbcExport` (graph_view) fits, draws, restores.
-  btn.onclick = function () { if (window.crbcExport) { window.crbcExport("png", "__NAME__"); } };
-})();
+// The graph's own PNG / SVG buttons save the whole graph under this lesson's name.
+document.body.setAttribute("data-crbc-name", "__NAME__");
 </script>
 """
 
 
 _PROJECTOR = """
 <style>
-  #crbc-legend { font-size: 13px !important; padding: 5px 8px !important; }
-  #crbc-legend .bar { width: 120px !important; height: 11px !important; }
+  #crbc-head { font-size: 16px !important; line-height: 22px !important; }
+  #crbc-legend .bar { width: 120px !important; height: 12px !important; }
+  #crbc-tools button { font-size: 16px !important; }
+  div.vis-tooltip, table.crbc-tab { font-size: 16px !important; }
 </style>
 <script>
 // Projector sizes: scale every node and edge label (their sizes are set per item).
@@ -138,13 +171,19 @@ _PROJECTOR = """
 """
 
 
-def with_png_button(page: str, filename: str, projector: bool = True) -> str:
-    """Add a "⤓ PNG" button to a `graph_html` page: it saves the vis-network canvas (white
-    background, without the HTML legend) via ``canvas.toDataURL``. With ``projector``, node
-    and edge labels are scaled up (×1.4, ×1.6) and the legend is enlarged."""
+def with_png_button(page: str, filename: str, projector: bool = False) -> str:
+    """Name the export of a `graph_html` page: its own PNG / SVG buttons (in the row above the
+    drawing, clear of the zoom buttons in its corners) save the whole graph as ``filename``.
+    With ``projector``, see `projector_graph`."""
     safe = "".join(ch for ch in filename if ch.isalnum() or ch in "-_") or "graph"
-    extra = _PNG_BUTTON.replace("__NAME__", safe) + (_PROJECTOR if projector else "")
-    return page.replace("</body>", extra + "</body>", 1)
+    page = page.replace("</body>", _EXPORT_NAME.replace("__NAME__", safe) + "</body>", 1)
+    return projector_graph(page) if projector else page
+
+
+def projector_graph(page: str) -> str:
+    """A `graph_html` page for a projector: legend, tools and tooltips at 16 px, node and edge
+    labels scaled up (×1.4, ×1.6)."""
+    return page.replace("</body>", _PROJECTOR + "</body>", 1)
 
 
 # ---------------------------------------------------------------- lesson 1
@@ -155,10 +194,12 @@ def grpo_figure(
     *,
     group: int = 0,
     max_steps: int = 16,
+    projector: bool = False,
 ) -> go.Figure:
     """Rollouts × steps heatmap of the GRPO advantage (one colour per row), each cell labelled
-    with its action; ``▲`` marks steps of failed rollouts whose Bellman advantage
-    ``bellman_adv [S]`` (Q − V) is positive — good moves blamed anyway."""
+    with its action; ``▲`` marks `MARK_RULE` (``bellman_adv [S]`` = the closure's Q − V) —
+    good moves blamed anyway. Columns are "step 0", "step 1", …: rollout ids such as the toy
+    group's ``t1`` would read as step names otherwise."""
     b = graph.batch
     t_lo, t_hi = int(b.group_traj_offsets[group]), int(b.group_traj_offsets[group + 1])
     width = int(min(b.traj_len[t_lo:t_hi].max(initial=1), max_steps))
@@ -186,7 +227,7 @@ def grpo_figure(
     fig = go.Figure(
         go.Heatmap(
             z=z,
-            x=[f"t{i}" for i in range(width)],
+            x=[f"step {i}" for i in range(width)],
             y=ylab,
             text=text,
             texttemplate="%{text}",
@@ -197,20 +238,27 @@ def grpo_figure(
             xgap=2,
             ygap=2,
             colorbar={"title": {"text": "A<sup>G</sup>"}, "thickness": 16},
-            hovertemplate="%{y} · %{x}<br>%{text}<br>A^G = %{z:+.3f}<extra></extra>",
+            hovertemplate="rollout %{y} · %{x}<br>%{text}<br>A^G = %{z:+.3f}<extra></extra>",
         )
     )
     fig.update_yaxes(autorange="reversed", title=None)
     fig.update_xaxes(side="top", title=None)
     title = "GRPO: one number per rollout, copied to every step"
     if bellman_adv is not None:
-        title += f" (▲ = good step in a failed rollout: {n_marked})"
-    return _style(fig, height=max(300, 70 + 56 * (t_hi - t_lo)), title=title)
+        title += f" · {n_marked} step{'' if n_marked == 1 else 's'} marked ▲"
+    return _style(
+        fig, height=max(300, 70 + 56 * (t_hi - t_lo)), title=title, projector=projector, axis_on_top=True
+    )
 
 
 # ---------------------------------------------------------------- lesson 3
 def visit_local_figure(
-    visits: dict, anchor_name: str, closure_q: dict | None = None, closure_v: float | None = None
+    visits: dict,
+    anchor_name: str,
+    closure_q: dict | None = None,
+    closure_v: float | None = None,
+    *,
+    projector: bool = False,
 ) -> go.Figure:
     """The realized returns G of every visit of one anchor (dots, one column per action), their
     per-action means Q⁰(s,a) (bars) and the anchor mean V⁰(s) (dashed line); the closure's
@@ -252,7 +300,7 @@ def visit_local_figure(
                 "line": {"width": 1.5, "color": "#fff"},
             },
             customdata=np.stack([visits["traj"], visits["t"]], axis=1) if len(visits["G"]) else None,
-            hovertemplate="rollout %{customdata[0]} · t%{customdata[1]}<br>G = %{y:.4f}<extra></extra>",
+            hovertemplate="rollout %{customdata[0]} · step %{customdata[1]}<br>G = %{y:.4f}<extra></extra>",
         )
     )
     fig.add_hline(
@@ -286,15 +334,25 @@ def visit_local_figure(
     fig.update_xaxes(tickmode="array", tickvals=list(range(len(actions))), ticktext=actions, title=None)
     top = max([*visits["G"].tolist(), *q0, 0.0]) if len(visits["G"]) else 1.0
     fig.update_yaxes(title="realized return G", range=[-0.05, max(1.05, top * 1.25)])
-    return _style(fig, 480, f"Visits of anchor {anchor_name}: what their own suffixes say")
+    return _style(
+        fig, 480, f"Visits of anchor {anchor_name}: what their own suffixes say", projector=projector
+    )
 
 
 # ---------------------------------------------------------------- lesson 4
 def depth_gap_figure(
-    depths, err: np.ndarray, bound: np.ndarray, selected_k: int | None, beta: float
+    depths,
+    err: np.ndarray,
+    bound: np.ndarray,
+    selected_k: int | None,
+    beta: float,
+    *,
+    projector: bool = False,
+    title_chars: int = TITLE_CHARS,
 ) -> go.Figure:
     """Observed ‖A^∞ − A^(K)‖∞ and the Corollary-3 bound against K on a log axis, with the
-    current K marked (K = ∞: gap 0, shown as a note)."""
+    current K marked (K = ∞: gap 0, shown as a note). The title says that the bound, not the
+    gap, shrinks like β^K."""
     depths = list(depths)
     floor = 1e-16
     fig = go.Figure()
@@ -341,14 +399,40 @@ def depth_gap_figure(
             font={"size": FONT_SIZE - 2},
         )
     fig.update_yaxes(type="log", dtick=2, exponentformat="power", title="sup-norm gap (log)")
-    fig.update_xaxes(title="backup depth K", dtick=2)
-    return _style(fig, 460, f"Gap to the closure shrinks like β<sup>K</sup> (β = {beta:g})")
+    # Ticks chosen by plotly for the width at hand (a fixed step crowds a narrow column).
+    fig.update_xaxes(title="backup depth K", range=[-0.5, max(depths, default=0) + 0.5])
+    return _style(
+        fig,
+        460,
+        f"Gap to the closure, under a bound that shrinks like β<sup>K</sup> (β\u00a0=\u00a0{beta:g})",
+        projector=projector,
+        title_chars=title_chars,
+    )
 
 
 # ---------------------------------------------------------------- lesson 5
-def rare_route_figure(credits: dict, actions: tuple[str, str]) -> go.Figure:
+def verdict_title(credits: dict, action: str) -> str:
+    """What the estimators say about ``action`` (the first of each ``credits[name]`` pair):
+    "opposite verdicts" only while one praises it (credit > 0) and another blames it (< 0)."""
+    vals = {n: c[0] for n, c in credits.items() if math.isfinite(c[0])}
+    pos = [n for n, v in vals.items() if v > 1e-12]
+    neg = [n for n, v in vals.items() if v < -1e-12]
+    head = "Same anchor, same data — "
+    if not vals:
+        return f"No rollout takes ‘{action}’ here: no verdict on it"
+    if pos and neg:
+        return head + f"opposite verdicts on ‘{action}’"
+    if pos:
+        return head + f"every estimator here praises ‘{action}’"
+    if neg:
+        return head + f"every estimator here blames ‘{action}’"
+    return head + f"no estimator here gives ‘{action}’ credit either way"
+
+
+def rare_route_figure(credits: dict, actions: tuple[str, str], *, projector: bool = False) -> go.Figure:
     """Grouped bars: each estimator's step credit (``credits[name] = (credit of actions[0],
-    credit of actions[1])``) for the trapped and the safe action at the start anchor."""
+    credit of actions[1])``) for the trapped and the safe action at the start anchor, under a
+    title that says whether they agree on the trapped action (`verdict_title`)."""
     names = list(credits)
     fig = go.Figure()
     for k, (act, col) in enumerate(zip(actions, ("#b35806", "#542788"))):
@@ -368,12 +452,12 @@ def rare_route_figure(credits: dict, actions: tuple[str, str]) -> go.Figure:
     lim = max([abs(v) for n in names for v in credits[n]] + [1e-9])
     fig.update_yaxes(title="step credit at ‘start’", range=[-1.35 * lim, 1.35 * lim], zeroline=False)
     fig.update_layout(barmode="group", bargap=0.3)
-    return _style(fig, 460, "Same anchor, same data — opposite verdicts on the jump")
+    return _style(fig, 460, verdict_title(credits, actions[0]), projector=projector)
 
 
 # ---------------------------------------------------------------- lesson 6
 def combination_figure(
-    labels: list[str], group_term: np.ndarray, step_term: np.ndarray, title: str
+    labels: list[str], group_term: np.ndarray, step_term: np.ndarray, title: str, *, projector: bool = False
 ) -> go.Figure:
     """Per step: the trajectory term w_G·A^G and the step term w_S·A^S as bars side by side
     (stacked), with their sum — the advantage the policy loss uses — as a black diamond."""
@@ -422,16 +506,7 @@ def combination_figure(
     fig.add_hline(y=0, line_color="#000", line_width=1)
     fig.update_xaxes(tickangle=-45, tickfont={"size": FONT_SIZE - 5})
     fig.update_yaxes(title="advantage")
-    return _style(fig, 500, title)
-
-
-def outcome_badge(ok: bool) -> str:
-    """A small coloured HTML badge for an outcome (escaped, inline style)."""
-    col = SUCCESS_COLOR if ok else FAILURE_COLOR
-    return (
-        f"<span style='background:{col};color:#fff;padding:1px 6px;border-radius:3px'>"
-        f"{esc('success' if ok else 'failure')}</span>"
-    )
+    return _style(fig, 500, title, projector=projector)
 
 
 # ---------------------------------------------------------------- what each lesson shows

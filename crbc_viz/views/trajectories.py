@@ -59,6 +59,7 @@ def trajectory_table(
     selected: tuple[int, int] | None = None,
     max_chars: int = 16,
     max_steps: int = 60,
+    font_px: int = 12,
 ) -> str:
     """HTML table: one row per rollout of ``group``, one cell per step (action, reward) with one
     credit chip per estimator, coloured on the shared diverging scale.
@@ -71,6 +72,7 @@ def trajectory_table(
         selected: (global trajectory index, step position) to outline.
         max_chars: action text is shortened to this many characters (full text on hover).
         max_steps: columns beyond this are summarised as "… n more".
+        font_px: text size of the table and its legend (16 or more for a projector).
 
     Returns:
         HTML text. Each estimator's chips use its own symmetric limit max |credit| (printed in
@@ -88,7 +90,12 @@ def trajectory_table(
     traj_ids = steps["traj_id"].astype(str).to_numpy()
     width = int(min(b.traj_len[t_lo:t_hi].max(initial=0), max_steps))
 
-    cell = "border:1px solid #e3e3e3;padding:3px 4px;vertical-align:top;min-width:92px;font-size:12px;"
+    if not 6 <= font_px <= 72:
+        raise ValueError(f"trajectory_table: font_px must be 6 … 72, got {font_px!r}")
+    cell = (
+        "border:1px solid #e3e3e3;padding:3px 4px;vertical-align:top;"
+        f"min-width:{round(92 * font_px / 12)}px;font-size:{int(font_px)}px;"
+    )
     out = ["<div style='overflow-x:auto;max-width:100%;font-family:sans-serif'>"]
     legend = []
     for k in results:
@@ -102,7 +109,9 @@ def trajectory_table(
                 f"<span style='margin-right:14px;color:#a33'><b>{esc(k)}</b>: {esc(results[k])}</span>"
             )
     out.append(
-        "<div style='font-size:12px;margin-bottom:4px'>chips, top to bottom: " + "".join(legend) + "</div>"
+        f"<div style='font-size:{int(font_px)}px;margin-bottom:4px'>chips, top to bottom: "
+        + "".join(legend)
+        + "</div>"
     )
     out.append(
         "<table style='border-collapse:collapse'><tr>"

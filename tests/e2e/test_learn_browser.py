@@ -58,7 +58,7 @@ def test_learn_lessons_4_and_5(server, page):
     frame = page.frame_locator("iframe").first
     frame.locator("canvas").first.wait_for(state="visible", timeout=WAIT_MS)
     frame.locator("body[data-crbc-ready='1']").wait_for(state="attached", timeout=WAIT_MS)
-    frame.locator("#crbc-png").wait_for(state="visible", timeout=WAIT_MS)
+    frame.locator("#crbc-tools button").first.wait_for(state="visible", timeout=WAIT_MS)
     page.locator(".js-plotly-plot .scatterlayer").first.wait_for(timeout=WAIT_MS)
     app_idle(page)
     assert lesson_query(page) == ["4"]

@@ -182,9 +182,62 @@ def test_export_config_and_png_button():
     with pytest.raises(ValueError):
         V.export_config("y", "pdf")
     page = V.with_png_button("<html><body><div id=\"mynetwork\"></div></body></html>", "a b<c>")
-    assert 'crbcExport("png", "abc")' in page  # the whole graph: fit, draw, export, restore
-    assert page.count("</body>") == 1 and "big(nodes, 1.4)" in page
-    assert "big(nodes" not in V.with_png_button("<body></body>", "g", projector=False)
+    # The graph's own export buttons (above the drawing) take the lesson's name; no button of
+    # ours sits in a corner of the canvas, where the zoom buttons are.
+    assert 'setAttribute("data-crbc-name", "abc")' in page and "<button" not in page
+    assert page.count("</body>") == 1 and "big(nodes" not in page
+    big = V.with_png_button("<body></body>", "g", projector=True)
+    assert "big(nodes, 1.4)" in big and "#crbc-head { font-size: 16px" in big
+    assert V.projector_graph("<body></body>") == V.projector_graph("<body></body>")
+
+
+def test_wrap_title_breaks_between_words_and_never_inside_a_tag():
+    text = "Gap to the closure, under a bound that shrinks like β<sup>K</sup> (β = 0.98)"
+    out = V.wrap_title(text, 20)
+    lines = out.split("<br>")
+    assert " ".join(lines) == text  # nothing lost, nothing added but the breaks
+    # Greedy, by hand: a word goes on the line while the visible text stays within 20.
+    assert lines == ["Gap to the closure,", "under a bound that", "shrinks like β<sup>K</sup> (β =", "0.98)"]
+    assert V.wrap_title("short", 20) == "short"
+    assert V.wrap_title("a<br>b c", 3) == "a<br>b c"
+    assert V.wrap_title("unbreakable-word x", 4) == "unbreakable-word<br>x"
+    with pytest.raises(ValueError):
+        V.wrap_title("x", 0)
+
+
+def test_verdict_title_says_opposite_only_when_signs_differ():
+    nan = float("nan")
+    act = T.TRAP_ACTION
+    assert "opposite verdicts" in V.verdict_title({"sp": (0.9, -0.9), "crbc": (-1.0, 1.0)}, act)
+    assert "praises" in V.verdict_title({"sp": (0.9, -0.9), "crbc": (0.2, 1.0)}, act)
+    assert "blames" in V.verdict_title({"sp": (-0.1, 0.0), "crbc": (-1.0, nan)}, act)
+    assert "either way" in V.verdict_title({"sp": (0.0, 1.0), "crbc": (0.0, 1.0)}, act)
+    assert "no verdict" in V.verdict_title({"sp": (nan, 1.0)}, act)
+    assert "opposite" not in V.verdict_title({"sp": (0.5, 0.0), "crbc": (nan, 0.0)}, act)
+
+
+def test_projector_figures_hold_no_font_under_16_px():
+    graph = build_graph(load_rollouts(T.TOY_PATH))
+    grpo = score(graph, "grpo", backend="numpy")
+    cr = score(graph, "crbc", backend="numpy")
+    fam = T.depth_family(graph, kmax=5)
+    labels, group_term, step_term = V.combination_steps(graph, cr, None, 5.0)
+    figs = [
+        V.grpo_figure(graph, grpo.credit, cr.q_value - cr.value, projector=True),
+        V.visit_local_figure(T.anchor_visits(graph, 0), "s0", {"a": 0.47}, 0.46, projector=True),
+        V.depth_gap_figure(fam["depths"], fam["err"], fam["bound"], None, BETA, projector=True),
+        V.rare_route_figure({"a": (1.0, -1.0)}, ("x", "y"), projector=True),
+        V.combination_figure(labels, group_term, step_term, "t", projector=True),
+    ]
+    for fig in figs:
+        lay = fig.layout
+        sizes = [lay.font.size, lay.legend.font.size, lay.title.font.size]
+        sizes += [ax.tickfont.size for ax in [*fig.select_xaxes(), *fig.select_yaxes()]]
+        sizes += [getattr(getattr(tr, "textfont", None), "size", None) for tr in fig.data]
+        sizes += [an.font.size for an in lay.annotations]
+        assert min(x for x in sizes if x is not None) >= 16, (lay.title.text, sizes)
+    # The screen figures keep their own (smaller) tick labels: projector mode is what raises them.
+    assert V.combination_figure(labels, group_term, step_term, "t").layout.xaxis.tickfont.size < 16
 
 
 def test_graph_export_fits_the_whole_graph_first():
@@ -204,7 +257,7 @@ def test_learn_figures_structure():
     hm = fig.data[0]
     assert hm.type == "heatmap" and len(hm.y) == 4 and len(hm.x) == 5
     marked = sum(cell.startswith("▲") for row in hm.text for cell in row)
-    assert marked == 3 and "▲ = good step in a failed rollout: 3" in fig.layout.title.text
+    assert marked == 3 and "3 steps marked ▲" in fig.layout.title.text.replace("<br>", " ")
     assert fig.layout.font.size == V.FONT_SIZE
     rr = V.rare_route_figure(
         {"shortest_path": (0.9, -0.9), "crbc": (-1.0, 1.0)}, (T.TRAP_ACTION, T.SAFE_ACTION)

@@ -1,0 +1,86 @@
+"""Sizes for a projector: figures whose every font is large enough to read from the back of a
+lecture room, and titles broken into lines that fit their figure.
+
+Pure: plotly figures in, the same figures out (changed in place and returned); no streamlit.
+"""
+
+from __future__ import annotations
+
+import re
+
+import plotly.graph_objects as go
+
+__all__ = ["PROJECTOR_FONT_SIZE", "PROJECTOR_MIN_FONT", "TITLE_CHARS", "wrap_title", "projector_fonts"]
+
+#: Base font size of a projected figure (ticks and axis titles inherit it).
+PROJECTOR_FONT_SIZE = 20
+#: The smallest text a projected figure (or table) may hold, in px.
+PROJECTOR_MIN_FONT = 16
+#: Characters of a title line: a 24 px title runs ~10.5 px a character, and a full-width figure
+#: is ~460 px wide in an 800 px window beside the sidebar (~780 px at 1280).
+TITLE_CHARS = 36
+
+
+def _visible_len(text: str) -> int:
+    return len(re.sub(r"<[^>]*>", "", text))
+
+
+def wrap_title(text: str, width: int = TITLE_CHARS) -> str:
+    """Break ``text`` with ``<br>`` between words so that no line shows more than ``width``
+    characters (tags such as ``<sup>`` are not counted and never split; a single longer word
+    keeps its own line; a no-break space joins). Plotly does not wrap titles: an unbroken one
+    is clipped."""
+    if width < 1:
+        raise ValueError(f"wrap_title: width must be ≥ 1, got {width}")
+    lines: list[str] = []
+    for part in text.split("<br>"):
+        line = ""
+        for word in re.split(r" (?![^<]*>)", part):
+            if line and _visible_len(line) + 1 + _visible_len(word) > width:
+                lines.append(line)
+                line = word
+            else:
+                line = f"{line} {word}" if line else word
+        lines.append(line)
+    return "<br>".join(lines)
+
+
+def projector_fonts(fig: go.Figure, size: int = PROJECTOR_MIN_FONT + 2) -> go.Figure:
+    """Raise every font of ``fig`` to at least ``size`` px, set explicitly (a template, such as
+    Streamlit's chart theme, cannot shrink it again): the base font, ticks and axis titles to
+    at least `PROJECTOR_FONT_SIZE` (ticks the figure sized itself: ``size``); legend, hover labels, trace text, colour bars and
+    annotations to at least ``size``. A title is wrapped at `TITLE_CHARS` (unless it holds its
+    own line breaks) and set above the plot area, the top margin made to hold it; a horizontal
+    legend above the plot moves under it."""
+    lay = fig.layout
+
+    def grow(font, least: int) -> None:
+        font.size = max(font.size if font.size is not None else 0, least)
+
+    grow(lay.font, PROJECTOR_FONT_SIZE)
+    grow(lay.legend.font, size)
+    grow(lay.hoverlabel.font, size)
+    for ax in [*fig.select_xaxes(), *fig.select_yaxes()]:
+        # Ticks a figure made small on purpose (many long labels) grow only to ``size``.
+        grow(ax.tickfont, PROJECTOR_FONT_SIZE if ax.tickfont.size is None else size)
+        grow(ax.title.font, PROJECTOR_FONT_SIZE)
+    for tr in fig.data:
+        if hasattr(tr, "textfont"):
+            grow(tr.textfont, size)
+        for cb in (getattr(tr, "colorbar", None), getattr(getattr(tr, "marker", None), "colorbar", None)):
+            if cb is not None and cb.to_plotly_json():  # only a colour bar the figure sets up
+                grow(cb.tickfont, size)
+    for an in lay.annotations:
+        grow(an.font, size)
+    if lay.legend.orientation == "h" and lay.legend.y is not None and lay.legend.y > 1:
+        # Above the plot, larger entries run into it: at the foot of the figure instead, where
+        # plotly grows the bottom margin to hold it under the tick labels and axis title.
+        lay.legend.update(y=0, yref="container", yanchor="bottom")
+    text = lay.title.text
+    if text:
+        if "<br>" not in text:
+            lay.title.text = wrap_title(text)
+        lay.title.update(x=0.01, xanchor="left", y=1.0, yref="paper", yanchor="bottom", automargin=True)
+        if lay.title.pad.b is None:
+            lay.title.pad.b = 12
+    return fig
