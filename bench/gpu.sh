@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The one prepared GPU check (DEVELOPERS.md): CUDA parity tests, then the fused-path benchmark.
+# The one prepared GPU check (README, "Development"; results in bench/RESULTS.md, "GPU"): CUDA parity
+# tests, then the fused-path benchmark.
 #   bench/gpu.sh            on a CUDA machine (python3 there must hold torch with CUDA)
 #   bench/gpu.sh --dry-run  on a CPU machine: the same steps, small workloads, device=cpu
 set -euo pipefail

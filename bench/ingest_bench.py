@@ -7,7 +7,7 @@ anchor, observation and response text), ingested into a fresh store in a fresh p
 (``crbc_viz.store.ingest``), and deleted. Reported: steps, wall time and peak RSS
 (``VmHWM``) of the ingest process. Files over 1 GiB need ``CRBC_VIZ_MAX_INPUT_MB`` raised
 (the decompressed-input guard); the bench sets it for its own files.
-Targets (issue 17): 800 MB / 1.06M steps ≤ 30 s and ≤ 1.2 GB; RSS independent of size.
+Targets: 800 MB / 1.06M steps ≤ 30 s and ≤ 1.2 GB; RSS independent of size.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Each (size, estimator) runs in a fresh process (so peak RSS is its own): the pro
 generates the group (a random MDP walked by 16–512 rollouts, cycles and stochastic moves
 included), warms nothing up, and times one `score` call — what a user running it once
 pays, compile/load of the chosen backend included. Peak RSS is the process's ``VmHWM``.
-Targets (issue 17): ≤ 10 s and ≤ 2 GB each.
+Targets: ≤ 10 s and ≤ 2 GB each.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 17's target table in one run, each row beside its baseline and target:
+"""The user-path target table in one run, each row beside its baseline and target:
 
     python -m bench.user_path [--quick] [--write] [--sweep-sizes 1000,10000,100000]
                               [--ingest-sizes-mb 100,800,3000] [--repeats 7]
@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BEGIN, END = "<!-- issue17:begin -->", "<!-- issue17:end -->"
 SECTION = "## User path, group size, ingest (issue 17)"
 SCORE_X, CLI_S = 60.0, 0.6
-#: The tree issue 17 measured its CLI figure on (~1.9 s: the per-step JSONL reader, batches as
+#: The tree the CLI target was measured on (~1.9 s: the per-step JSONL reader, batches as
 #: pandas frames; 2026-12-02 19:06). Its CLI is timed in the same run as ours, extracted with
 #: ``git archive`` and run by the same interpreter, so the row has its baseline beside it on a
 #: machine whose speed varies; ``1.9 / 0.6`` is the speed-up the target asks of it.

@@ -6,15 +6,24 @@ Each subclass also keeps the built-in base it had before (``ValueError``, ``KeyE
 
     CrbcVizError
     ├── LoadError            (a file's problems, each a `Problem` with file/line/field)
-    │   └── ParseAbortedError(its reading process died, or ran out of memory or time)
+    │   ├── ParseAbortedError(its reading process died, or ran out of memory or time)
+    │   └── Unclaimed *      (no importer claims the file's fields)
     ├── StoreError           (not a store, or a query that names nothing in it)
     ├── EstimatorInputError  (a parameter out of bounds or not a choice)
     ├── MissingSignalError   (an estimator needs optional logged fields the input lacks)
     ├── UnknownEstimatorError(no estimator of that name)
-    └── BackendUnavailable   (a requested backend or device is not installed / present)
+    ├── BackendUnavailable   (a requested backend or device is not installed / present)
+    ├── OutputError *        (an output that must not or cannot be written)
+    ├── OutputFormatError *  (an output name whose extension is not a known format)
+    ├── HookError *          (a trainer batch the verl-agent dump hook cannot write faithfully)
+    ├── IntegrationInputError * (a trainer adapter's input that cannot be scored as given)
+    └── UsageError *         (a command line that cannot be run as given)
 
-All are defined here; ``crbc_viz.io.errors``, ``crbc_viz.store`` and
-``crbc_viz.estimators.registry`` re-export the ones they raise under their old import paths.
+The classes marked * live beside their one raiser: `Unclaimed` in `crbc_viz.io.importers`,
+`OutputError` and `OutputFormatError` in `crbc_viz.io.write`, `HookError` in
+`crbc_viz.io.importers.verl_agent_hook`, `IntegrationInputError` in
+`crbc_viz.integrations._core`, `UsageError` in `crbc_viz.cli._common`. The rest are defined
+here (`crbc_viz.store` and `crbc_viz.estimators.registry` also export the ones they raise).
 """
 
 from __future__ import annotations

@@ -16,14 +16,10 @@ import dataclasses
 import weakref
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .data import RolloutBatch
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["AnchorGraph", "build_graph", "lazy_graph", "action_ids", "SUCCESS", "FAILURE"]
 

@@ -117,9 +117,6 @@ class CreditResult:
         }
         return pa.table(cols)
 
-    def params_dict(self) -> dict:
-        return dataclasses.asdict(self.params) if dataclasses.is_dataclass(self.params) else dict(self.params)
-
 
 _DEFERRED = ("node_value", "pair_q", "pair_credit")
 

@@ -1,6 +1,6 @@
 """Text from logs made safe for a terminal: control characters (ESC sequences that move the
 cursor, retitle the window or hide text, C1 controls, DEL, BiDi overrides) are shown as
-``\\xNN`` / ``\\uNNNN`` escapes instead of being sent raw (issue 14 item 11)."""
+``\\xNN`` / ``\\uNNNN`` escapes instead of being sent raw."""
 
 from __future__ import annotations
 

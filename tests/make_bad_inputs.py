@@ -230,7 +230,7 @@ def cases() -> dict[str, tuple[bytes, str]]:
         "truncated_episode.jsonl": (edit(1, done=False), "accept"),
         "shuffled_rows.jsonl": (jsonl(base_rows()[::-1]), "accept"),
     }
-    c.update(issue14_cases())
+    c.update(hostile_cases())
     return c
 
 
@@ -249,8 +249,8 @@ FORMULAS = ('=HYPERLINK("http://evil.invalid","open")', "+1+1", "@SUM(1)", "-2+3
 TERMINAL = ("\x1b]0;pwned\x07", "\x1b[2J\x1b[H", "\x9b31m", "\x1b[31mred\x1b[0m")
 
 
-def issue14_cases() -> dict[str, tuple[bytes, str]]:
-    """Issue 14 (hostile input, round two): at least one case per item. Files are small;
+def hostile_cases() -> dict[str, tuple[bytes, str]]:
+    """Hostile input: at least one case per attack below. Files are small;
     what they expand to (rows, fields, problems) is what the limits count."""
     rows = base_rows()
     parquet = io.BytesIO()

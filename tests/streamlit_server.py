@@ -31,7 +31,7 @@ __all__ = [
 
 #: Longest wait for one browser condition (ms).
 WAIT_MS = 90_000
-#: Debian's Chromium and the flags every browser test launches it with (DEVELOPERS.md).
+#: Debian's Chromium (installed by `make browser-deps`) and the flags every browser test launches it with.
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",

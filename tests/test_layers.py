@@ -1,4 +1,4 @@
-"""The layering of ../shared/docs/DESIGN.md, checked by an AST scan of every import — function-level
+"""The layering of docs/architecture.md, checked by an AST scan of every import — function-level
 imports included, since those are how a cycle hides today.
 
     errors, data → io → graph, result → ops → estimators → backends → api → analysis, store, teaching
@@ -8,8 +8,8 @@ Rules: no import cycle among the project's modules; no module imports a layer ab
 ``crbc_viz.ui``, the pages and ``app.py`` import streamlit; torch and numba only in the backends
 and the trainer integrations; an estimator module imports no peer estimator (only the registry:
 shared math is in ``ops``); pages import only streamlit, pandas, ``crbc_viz.ui`` and
-``crbc_viz.views``. ``ALLOWED`` (the debts of issue 12) is empty and must stay so: a new
-violation is fixed, not listed.
+``crbc_viz.views``. ``ALLOWED`` is empty and must stay so: a new violation is fixed, not
+listed.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ PKG = "crbc_viz"
 #: Layer rank by module-name prefix (longest prefix wins). Same rank may import each other (no cycles).
 RANKS = {
     "crbc_viz.errors": 0,
-    "crbc_viz.io.errors": 0,
     "crbc_viz.data": 0,
     "crbc_viz.safetext": 0,
     "crbc_viz._hooks": 0,
@@ -34,14 +33,12 @@ RANKS = {
     "crbc_viz.result": 2,  # a result is an output on a graph
     "crbc_viz.ops": 3,
     "crbc_viz.estimators": 4,
-    "crbc_viz.backend": 5,
     "crbc_viz.backends": 5,
     "crbc_viz.api": 6,
     "crbc_viz.integrations": 6.5,
     "crbc_viz.analysis": 7,
     "crbc_viz.store": 7,
     "crbc_viz.teaching": 7,
-    "crbc_viz.summary": 7,
     "crbc_viz.synthetic": 7,
     "crbc_viz.cli": 7.5,
     "crbc_viz.__main__": 7.5,
@@ -52,10 +49,10 @@ RANKS = {
     "crbc_viz": 11,  # the package facade (crbc_viz/__init__.py): re-exports, imported by users only
 }
 STREAMLIT_OK = ("crbc_viz.ui", "app_pages", "app")
-HEAVY_OK = ("crbc_viz.backend", "crbc_viz.backends", "crbc_viz.integrations")
+HEAVY_OK = ("crbc_viz.backends", "crbc_viz.integrations")
 PAGE_IMPORTS_OK = ("streamlit", "pandas", "crbc_viz.ui", "crbc_viz.views")
 
-#: (rule, importer, imported) triples that exist today (issue 12's debts). May only shrink.
+#: (rule, importer, imported) triples tolerated as debts. Empty, and must stay so.
 ALLOWED: set[tuple[str, str, str]] = set()
 
 
@@ -136,10 +133,8 @@ def violations() -> set[tuple[str, str, str]]:
                 if d.split(".")[0] in ("streamlit", "pandas"):
                     continue
                 out.add(("page-import", mod, d))
-        if mod.startswith("crbc_viz.estimators") and any(
-            d.startswith(("crbc_viz.backend", "crbc_viz.backends")) for d in deps
-        ):
-            out.add(("estimator-imports-backend", mod, "crbc_viz.backend"))
+        if mod.startswith("crbc_viz.estimators") and any(d.startswith("crbc_viz.backends") for d in deps):
+            out.add(("estimator-imports-backend", mod, "crbc_viz.backends"))
         if mod.startswith("crbc_viz.estimators.") and mod != "crbc_viz.estimators.registry":
             for d in deps:  # shared math lives in ops/, not in a peer estimator
                 if d.startswith("crbc_viz.estimators") and d != "crbc_viz.estimators.registry":
@@ -211,12 +206,12 @@ def test_cycle_finder_finds_a_ring_and_nothing_in_a_stack():
 
 
 def test_layers_hold_with_an_empty_allow_list():
-    assert not ALLOWED, "issue 12's bar: no listed debts"
+    assert not ALLOWED, "no listed debts: fix a violation instead of listing it"
 
 
 def test_layers_hold_except_the_listed_debts():
     found = violations()
     new = sorted(found - ALLOWED)
     gone = sorted(ALLOWED - found)
-    assert not new, "new layering violations (see DESIGN.md):\n" + "\n".join(map(str, new))
+    assert not new, "new layering violations (see docs/architecture.md):\n" + "\n".join(map(str, new))
     assert not gone, "fixed violations still in ALLOWED (remove their lines):\n" + "\n".join(map(str, gone))

@@ -1,4 +1,4 @@
-"""The registry is the one source of truth (STYLE.md, DESIGN.md): every spec is documented,
+"""The registry is the one source of truth (docs/architecture.md): every spec is documented,
 every parameter is bounded, every public estimator call checks its parameters, the functions'
 defaults are the dataclass's, and the README table and the Estimators page list exactly the
 registered estimators with the backends each has."""

@@ -199,7 +199,7 @@ def run_guarded(func, args) -> int:
     """Run ``func(args)``; every `CrbcVizError` (a load error with its problem list, a store, an
     estimator input, an unavailable backend ...), an OS error and input too large or deep to
     process become exit status 2 with the message on stderr; Ctrl-C is 130."""
-    from ..io.errors import LoadError
+    from ..errors import LoadError
 
     try:
         return func(args)

@@ -177,7 +177,7 @@ def _watch(args) -> int:
     ingested (a second one interrupts that too: the source is then resumed on the next start)."""
     import signal
 
-    from ..io.errors import LoadError
+    from ..errors import LoadError
     from ..store.watch import HEARTBEAT_S, POLL_S, SETTLE_S, Watcher
     from ._common import one_line
 

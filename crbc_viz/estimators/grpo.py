@@ -8,7 +8,6 @@ import numpy as np
 
 from ..graph import AnchorGraph
 from ..ops.advantage import group_advantage
-from ..ops.returns import trajectory_outcome  # noqa: F401  (old import path)
 from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 
 from ..data import RolloutBatch
+from ..errors import LoadError, Problem
 from .anchors import anchor_hash64, anchor_key, canonical_anchor_bytes
-from .errors import LoadError, Problem
 from .fields import REQUIRED
 from .readers import FORMATS, detect_format, read_table
 

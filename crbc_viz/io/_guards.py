@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import LoadError, Problem
+from ..errors import LoadError, Problem
 
 __all__ = [
     "ENV_MAX_INPUT",

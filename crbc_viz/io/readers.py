@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..errors import LoadError, Problem
 from . import _guards
-from .errors import LoadError, Problem
 
 if TYPE_CHECKING:  # pandas is imported where a frame is made: the columnar lane never needs it
     import pandas as pd

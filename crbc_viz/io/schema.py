@@ -27,10 +27,10 @@ import numpy as np
 import pandas as pd
 
 from ..data import GROUP_KEY, RolloutBatch
+from ..errors import MAX_LISTED, LoadError, Problem
 from . import _guards
 from .anchors import anchor_hash64, parse_json_text
 from .assemble import assemble, row_codes, sort_rows
-from .errors import MAX_LISTED, LoadError, Problem
 from .fields import BAD_COLUMN as _BAD
 from .fields import FIELD_KINDS, MAX_ABS_REWARD, MAX_STEP_IDX, REQUIRED, SIGNAL_JSON
 from .fields import INT_LIMIT as _INT_LIMIT

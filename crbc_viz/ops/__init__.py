@@ -1,4 +1,4 @@
-"""Numpy primitives with no estimator knowledge (DESIGN.md, layer ``ops``).
+"""Numpy primitives with no estimator knowledge (docs/architecture.md, layer ``ops``).
 
 Every estimator module builds on these instead of importing a peer estimator:
 

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..data import GROUP_KEY, RolloutBatch
-from ..io.errors import LoadError, Problem
+from ..errors import LoadError, Problem
 from ..io.write import atomic_path
 from .layout import (
     _CANONICAL_TYPES,

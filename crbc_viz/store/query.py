@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 from ..data import RolloutBatch
+from ..errors import MAX_LISTED, LoadError, Problem
 from ..io.assemble import assemble, row_codes, sort_rows
-from ..io.errors import MAX_LISTED, LoadError, Problem
 from ..io.write import atomic_path
 from .layout import (
     _INTERNAL_DROP,
@@ -205,7 +205,7 @@ class LogStore:
     # No SQL text ever comes from data: part paths travel as a bound list parameter (the ``?``
     # in `_FROM`, whose value is `_files`), values as parameters, and the only identifiers in any
     # statement are the constant column names written in this module. Field names from a log
-    # are never pasted into SQL (issue 14: a field named as a DuckDB script was executed).
+    # are never pasted into SQL: a field named as a DuckDB script would be executed.
     _FROM = "read_parquet(?, union_by_name=true, hive_partitioning=false)"
 
     def _files(self, parts: list[Part]) -> list[str]:

@@ -5,7 +5,6 @@ the same session keys."""
 
 from __future__ import annotations
 
-import numpy as np
 import streamlit as st
 
 from ..views.trajectories import outcome_label
@@ -190,11 +189,6 @@ def step_index(graph, t: int | None, i: int | None) -> int | None:
     if t is None or i is None:
         return None
     return int(graph.batch.traj_offsets[t]) + int(i)
-
-
-def visits_of(graph, node: int) -> np.ndarray:
-    """Global step indices that stand on ``node``."""
-    return np.flatnonzero(graph.step_node == node)
 
 
 def selection_row(graph, problems: list) -> tuple[int | None, int | None]:

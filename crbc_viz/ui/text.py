@@ -1,7 +1,6 @@
 """Logged text and URL values placed in Streamlit markdown (``st.markdown``, ``st.caption``,
 ``st.warning``, ``st.error`` ...) are escaped, so ids like ``**x**``, ``[a](http://…)`` or
-``![](http://…)`` show as typed instead of being formatted, linked or fetching anything
-(issue 14 item 5).
+``![](http://…)`` show as typed instead of being formatted, linked or fetching anything.
 
 Every character that opens an inline construct is backslash-escaped (CommonMark allows it
 for any ASCII punctuation): emphasis, code, links and images, HTML and entities (``<``, ``&``),
@@ -58,7 +57,7 @@ def md_lines(text: object, limit: int = MAX_CHARS * 4) -> str:
 def cells(df):
     """A table for ``st.dataframe`` whose text cells a spreadsheet would run as formulas
     (leading ``=``, ``+``, ``-``, ``@``, tab, CR) carry a leading ``'``: the table's own
-    "Download as CSV" writes displayed values verbatim (issue 14 item 7, OWASP CSV injection).
+    "Download as CSV" writes displayed values verbatim (OWASP CSV injection).
     Numbers stay numbers; the row order and index are unchanged (row selection still maps)."""
     from ..io.write import csv_safe
 

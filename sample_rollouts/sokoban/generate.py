@@ -13,7 +13,7 @@ BFS-optimal solver mixed with epsilon-random actions:
 * with probability ``eps`` -- or whenever the state is dead (no solution reachable) -- a
   uniformly random action among the 8 env actions ``push/move up/down/left/right``.
 
-Rows follow ``shared/docs/SCHEMA.md``: one JSON object per environment step, ``anchor_obs`` /
+Rows follow ``docs/schema.md``: one JSON object per environment step, ``anchor_obs`` /
 ``observation`` is the text rendering of the state *before* the step's action, ``reward`` is
 the env reward of the step, ``done`` is True only when the room was solved at this step (a
 last row with ``done=False`` is a truncation at ``max_steps``).

@@ -12,7 +12,7 @@ The policy mixes an expert with epsilon-random play:
 * with probability ``eps`` -- or when no winning plan is left -- a uniformly random command
   among the (sorted) ``admissible_commands``.
 
-Rows follow ``shared/docs/SCHEMA.md``.  ``anchor_obs`` is a history-free world state: the
+Rows follow ``docs/schema.md``.  ``anchor_obs`` is a history-free world state: the
 sorted list of the game's facts (``str(Proposition)``), one per line.  ``observation`` is the
 text the agent saw before the step (ASCII-art banner stripped from the first one); ``reward``
 is the score gained by the step; ``done`` is True when the game ended at this step (won or

@@ -84,7 +84,7 @@ def test_backends_agree_on_a_large_group(big, name):
         got = crbc_viz.score(graph, name, backend=backend, device="cpu")
         for col in ("value", "q_value"):
             _close(getattr(got, col), getattr(ref, col), f"{name}[{backend}] {col}")
-        _close(got.advantage, ref.advantage, f"{name}[{backend}] advantage", 1e-6)
+        _close(got.advantage, ref.advantage, f"{name}[{backend}] advantage")
 
 
 def test_torch_chunked_buckets_match(monkeypatch):
@@ -106,7 +106,7 @@ def test_blocked_discounted_sums_on_long_rollouts(name):
     assert graph.batch.traj_len.max() > 200
     ref = crbc_viz.score(graph, name, backend="numpy")
     got = crbc_viz.score(graph, name, backend="torch", device="cpu")
-    _close(got.credit, ref.credit, f"{name} credit", 1e-8)
+    _close(got.credit, ref.credit, f"{name} credit")
 
 
 def test_discounted_sum_by_hand():
@@ -177,7 +177,7 @@ def test_score_on_a_batch_builds_no_graph_for_the_engine(big):
 
 
 def test_group_of_17k_anchors_in_19k_steps_on_the_reference():
-    """Issue 14 item 3: a 19k-step group of ~17k anchors (a dense solve would need 2.3 GB)."""
+    """A 19k-step group of ~17k anchors (a dense solve would need 2.3 GB)."""
     b = random_mdp_batch(
         num_groups=1, rollouts=160, max_steps=120, num_states=40000, p_progress=0.05, p_fail=0.0, seed=2
     )

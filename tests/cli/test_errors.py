@@ -1,4 +1,4 @@
-"""One error hierarchy (issue 12): every error the package raises on purpose is a CrbcVizError
+"""One error hierarchy: every error the package raises on purpose is a CrbcVizError
 and keeps its former built-in base, so old ``except ValueError`` callers still catch it."""
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from bench.baselines import crbc_dict_spsolve, crbc_networkx_vi, group_lists
 from crbc_viz.estimators.crbc import depth_bound
 from crbc_viz.graph import FAILURE, SUCCESS
 from crbc_viz.synthetic import random_mdp_batch
+from helpers import write_jsonl
 
 
 def _empirical_chain(batch, g):
@@ -149,12 +150,38 @@ def test_edge_cases_documented_values():
     object.__setattr__(fail, "traj_success", np.zeros_like(fail.traj_success))
     r = crbc_viz.score(fail, "crbc")
     assert np.all(r.value == 0) and np.all(r.credit == 0) and np.all(r.advantage == 0)
-    # β = 1 is solvable and finite; single-step, single-rollout group gives mean 0 / std 1.
+    # β = 1 is solvable and finite.
     r1 = crbc_viz.score(batch, "crbc", beta=1.0)
     assert np.isfinite(r1.advantage).all() and r1.diagnostics["closure_residual"] < 1e-9
-    one = batch.select_groups([1])
-    one = one.select_groups([0])
-    assert np.isfinite(crbc_viz.score(one, "crbc").advantage).all()
+
+
+@pytest.mark.parametrize("beta", [0.98, 1.0])
+@pytest.mark.parametrize("success", [True, False])
+def test_single_step_single_rollout_group(tmp_path, success, beta):
+    """One rollout of one step (anchor s, action a, then the boundary), scored alone.
+
+    ESTIMATORS.md §1: a group of size 1 gets mean 0 and std 1, so A^G = R / (1 + eps) with
+    verl's eps = 1e-6 (no centring). §3.4: V(s) = Q(s, a) = β·V(boundary) = β·R. §3.9: a
+    single-action anchor is gated, so A^S = 0. §3.6 with (w_G, w_S) = (1, 5):
+    A = 1·R/(1 + 1e-6) + 5·0."""
+    from crbc_viz.estimators import get, registry
+
+    rows = [
+        {"group_id": "g", "traj_id": "t", "step_idx": 0, "anchor_obs": "s", "action": "a", "reward": 0.0}
+        | {"done": True, "success": success}
+    ]
+    batch = crbc_viz.load_rollouts(str(write_jsonl(tmp_path / "one.jsonl", rows)))
+    assert (batch.num_groups, batch.num_trajectories, batch.num_steps) == (1, 1, 1)
+    R = 1.0 if success else 0.0
+    for backend in registry.backends(get("crbc")):
+        kw = {} if backend == "numpy" else {"device": "cpu"}
+        r = crbc_viz.score(batch, "crbc", beta=beta, backend=backend, **kw)
+        where = f"crbc[{backend}] beta={beta} success={success}"
+        assert r.value.tolist() == [pytest.approx(beta * R, abs=1e-15)], where
+        assert r.q_value.tolist() == [pytest.approx(beta * R, abs=1e-15)], where
+        assert r.credit.tolist() == [0.0], where
+        assert r.advantage.tolist() == [pytest.approx(R / (1 + 1e-6), abs=1e-15)], where
+        assert r.diagnostics["gated_fraction"] == 1.0, where
 
 
 def test_graph_boundaries_and_counts():

@@ -1,8 +1,8 @@
 """Peer estimators (ESTIMATORS.md §2, §4–§12): the spec's hand-computed vectors (§14),
 reductions / properties, numpy–torch parity on random graphs, and the registry.
 
-Expected numbers are copied from ESTIMATORS.md §14 (and PGPO's Table 4, §6.5), never
-recomputed with the implementation's own sub-steps.
+Expected numbers are copied from ESTIMATORS.md §14, kept in docs/spec_vectors.md (and PGPO's
+Table 4, §6.5), never recomputed with the implementation's own sub-steps.
 """
 
 from __future__ import annotations

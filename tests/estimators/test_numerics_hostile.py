@@ -30,7 +30,7 @@ from helpers import ROOT, write_jsonl
 SEARCH = ROOT / "sample_rollouts" / "search" / "search_signals.jsonl"
 
 
-# ---------------------------------------------------------------- item 4: eps = 0
+# ---------------------------------------------------------------- eps = 0
 
 
 def _eps_params(spec) -> dict:
@@ -118,7 +118,7 @@ def _score(batch, name, backend, **params):
 
 @pytest.mark.parametrize("name, backend, extra", EPS_CASES)
 def test_eps_zero_gives_finite_credit_and_zero_on_no_spread(eps_batches, name, backend, extra):
-    """Item 4: eps = 0 (the registry allows it) on all-failure / all-success groups gives no
+    """``eps = 0`` (the registry allows it) on all-failure / all-success groups gives no
     NaN or inf on any backend, and exactly 0 wherever the spec says zero spread gives 0."""
     params = {**_eps_params(registry.get(name)), **extra}
     for kind, batch in eps_batches.items():
@@ -176,11 +176,11 @@ def test_iapo_constant_features_fall_back_to_uniform_weights_at_eps_zero(tmp_pat
     assert r.advantage[~win] == pytest.approx([-1 / math.sqrt(2)] * 2, abs=1e-15)
 
 
-# ---------------------------------------------------------------- item 15: numba visit-local
+# ---------------------------------------------------------------- numba visit-local
 
 
 def _numba_or_skip():
-    from crbc_viz.backends.numba.crbc import available
+    from crbc_viz.backends.numba import available
 
     if not available():
         pytest.skip("numba is not installed")
@@ -234,7 +234,7 @@ def test_cli_visit_local_credit_does_not_depend_on_the_backend(all_success_log, 
     assert (out["numba"]["credit"] == 0).all()
 
 
-# ---------------------------------------------------------------- item 12: what score says
+# ---------------------------------------------------------------- what score says
 
 
 def test_score_counts_each_estimator_once(tmp_path, capsys, caplog):
@@ -252,7 +252,7 @@ def test_score_counts_each_estimator_once(tmp_path, capsys, caplog):
     assert any("named more than once" in r.getMessage() and "crbc" in r.getMessage() for r in caplog.records)
 
 
-# ---------------------------------------------------------------- item 13: similarity cost
+# ---------------------------------------------------------------- similarity cost
 
 
 def test_similar_decides_as_difflib_ratio():
@@ -331,7 +331,7 @@ def _similarity_in_child(log: str, env: dict | None = None) -> dict:
 
 
 def test_similarity_on_eight_60k_anchors_finishes_fast(tmp_path):
-    """Item 13: 8 anchors of 60,000 characters (one search over them walks 36M index entries)
+    """8 anchors of 60,000 characters (one search over them walks 36M index entries)
     ran past 120 s under the work limit; now refused or computed within 5 s, and a refusal
     names the setting that raises the limit."""
     res = _similarity_in_child(_long_anchor_log(tmp_path / "long.jsonl", symbols=100, copies=600))

@@ -12,7 +12,7 @@ each enum-like parameter, both values of each flag, a few values of the numeric 
 with the numpy reference at 1e-9. The other backends are held to the numpy reference by
 tests/backends/test_parity.py.
 
-The regression tests at the end pin issue 13's four estimator readings with numbers
+The regression tests at the end pin four estimator readings that were once wrong, with numbers
 computed by hand from the spec (the arithmetic is written next to them).
 """
 
@@ -1171,7 +1171,7 @@ def test_gigpo_similarity_clusters_property(obs, wins, thresh, mode):
     )
 
 
-#: The options issue 13 changed, for the twins (the parity tests' synthetic groups have
+#: The options those regressions concern, for the twins (the parity tests' synthetic groups have
 #: r_final > 0 exactly on successes and no similar texts, so they cannot see these).
 TWIN_CASES = [
     ("shortest_path", {}),
@@ -1204,7 +1204,7 @@ def test_twins_match_oracle(graph, backend, name, over):
     _compare(score(graph, name, backend=backend, **kw, **p), ORACLES[name](**p), f"{name} {over} {backend}")
 
 
-# ================================================================ issue 13 regressions (hand-computed)
+# ================================================================ regressions (hand-computed)
 
 
 def _one_group(tmp_path, trajs, name="r.jsonl"):

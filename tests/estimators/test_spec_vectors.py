@@ -1,4 +1,5 @@
-"""ESTIMATORS.md §14.2, §14.4, §14.5, §14.10 — hand-computed vectors on the toy group, to 1e-4."""
+"""docs/spec_vectors.md §14.2, §14.4, §14.5, §14.10 (ESTIMATORS.md §14) — hand-computed vectors on
+the toy group, to 1e-4."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Fuzzing the loaders (ISSUE 8).
+"""Fuzzing the loaders.
 
 - hypothesis: valid step tables, then corrupted ones (byte flips, truncation, hostile tokens,
   wrong types in known fields), through every reader; the only allowed failure is a
@@ -8,7 +8,7 @@
   runs the JSONL loader on mutated bytes; `test_atheris_jsonl_bounded` runs it for
   `ATHERIS_SECONDS` seconds in a subprocess, seeded with the bad-input corpus. Skipped when
   atheris is not installed (it is in requirements-dev.txt for Linux / CPython < 3.13).
-- the store's read side (issue 14 item 1): field names and values of a log, drawn by
+- the store's read side (no SQL from data): field names and values of a log, drawn by
   hypothesis (`test_store_reads_field_names_and_values_as_data`) and by atheris
   (``--atheris-store``, `test_atheris_store_bounded`), are ingested and read back through every
   read path (groups, load_batch, search, trajectory lookup, summary); names and values must

@@ -1,4 +1,4 @@
-"""Hostile and broken input (ISSUE 8): every bad log gets a clear error, nothing renders as
+"""Hostile and broken input: every bad log gets a clear error, nothing renders as
 code, nothing is lost.
 
 The corpus ``tests/bad_inputs/`` (written by ``tests/make_bad_inputs.py``; ``MANIFEST.json``
@@ -532,7 +532,7 @@ def test_compare_and_estimators_pages_and_url_params_stay_inert(tmp_path_factory
             br.close()
 
 
-# ================================================================ issue 14: hostile input, round two
+# ================================================================ hostile input: files, store, outputs
 
 
 def _ok_rows() -> list[dict]:
@@ -1007,7 +1007,7 @@ def test_upload_folder_is_private_and_bounded(tmp_path, monkeypatch):
     assert _stat.S_IMODE((tmp_path / "up").stat().st_mode) == 0o700
 
 
-# ---------------------------------------------------------------- issue 14: the app
+# ---------------------------------------------------------------- hostile input: the app
 EVIL = (
     "[click](http://evil.invalid/x)",
     "![img](http://evil.invalid/a.png)",

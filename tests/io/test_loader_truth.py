@@ -1,4 +1,4 @@
-"""Loader truth (issue 13 items 1-3, issue 14 item 13's canonicalisation and success quirks).
+"""Loader truth (truncation, success and label canonicalisation quirks).
 
 - truncation is failure (a last row with ``done=false``), unless the trainer logged
   ``success=true`` for that trajectory; no ``done`` field means "not logged", not "truncated";

@@ -47,7 +47,7 @@ def test_gpu_script_dry_run_runs_on_the_cpu(tmp_path):
     assert " passed" in proc.stdout and (tmp_path / "gpu_results.md").is_file()
 
 
-def test_user_path_quick_renders_every_issue17_row():
+def test_user_path_quick_renders_every_target_row():
     proc = subprocess.run(
         [sys.executable, "-m", "bench.user_path", "--quick"],
         cwd=ROOT,
@@ -74,7 +74,7 @@ def test_user_path_quick_renders_every_issue17_row():
 
 
 def test_user_path_cli_baseline_is_the_tree_the_issue_measured(tmp_path, monkeypatch):
-    """The CLI row's baseline runs the commit issue 17 measured (before the columnar lane),
+    """The CLI row's baseline runs the commit the target was measured on (before the columnar lane),
     extracted from git; a checkout without that commit says so instead of timing nothing."""
     monkeypatch.syspath_prepend(str(ROOT))
     from bench import user_path

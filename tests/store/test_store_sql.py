@@ -1,4 +1,4 @@
-"""No SQL from data (issue 14, item 1): a log's field names and values and the store's part paths
+"""No SQL from data: a log's field names and values and the store's part paths
 never become SQL text. A field named as a DuckDB script is data, not a statement, on every read
 path (CLI and API), and a field named with a double quote reads back like any other field."""
 

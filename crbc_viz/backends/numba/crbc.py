@@ -8,8 +8,10 @@ elimination without pivoting is stable), then Q, the gated σ-normalised credit 
 advantage are written per step. Groups larger than ``dense_max`` anchors are solved by
 SciPy's sparse LU after the kernel (the numpy reference's path: no dense n² matrix).
 
-numba compiles this on first use (cached on disk); `crbc_numba` falls back to raising
-ImportError if numba is absent, and `crbc_viz.api.score` then uses the torch or numpy path.
+numba compiles this on first use (cached on disk). Without numba the module still imports and
+`crbc_step_credit` raises ImportError, but `crbc_viz.api.score` never gets that far:
+`crbc_viz.backends.numba.available` is false, so ``backend="auto"`` passes over this engine and
+``backend="numba"`` raises `BackendUnavailable`.
 """
 
 from __future__ import annotations
@@ -21,11 +23,11 @@ import numpy as np
 from ...ops.checks import check_step_arrays
 from ..checks import check_engine_params
 
-__all__ = ["crbc_step_credit", "DENSE_MAX", "available"]
+__all__ = ["crbc_step_credit", "DENSE_MAX"]
 
 DENSE_MAX = 1024
 
-try:  # numba is a declared dependency, but the package must import without it
+try:  # numba is a declared dependency, but the module must import without it
     import numba as _nb
 
     _njit, _prange = _nb.njit, _nb.prange
@@ -35,10 +37,6 @@ except ImportError:  # pragma: no cover
 
     def _njit(*_args, **_kwargs):
         return lambda f: f
-
-
-def available() -> bool:
-    return _nb is not None
 
 
 @_njit(cache=True, nogil=True, inline="always")

@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...errors import LoadError, Problem
 from .._guards import check_input_file
-from ..errors import LoadError, Problem
 from . import canonical, ms_swift, rllm, roll, skyrl, trl, verifiers, verl, verl_agent
 from ._common import Imported, peek_fields
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ...errors import MAX_LISTED, LoadError, Problem
 from .. import _guards
-from ..errors import MAX_LISTED, LoadError, Problem
 from ..readers import RawTable, check_document, detect_format, max_json_bytes, max_line_bytes, read_charged
 
 __all__ = [

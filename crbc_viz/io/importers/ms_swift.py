@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..errors import LoadError, Problem
+from ...errors import LoadError, Problem
 from ..readers import RawTable, read_table
 from ._common import Imported, first_json_line, require, to_text
 from .trl import _numeric, completion_rows

@@ -42,8 +42,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ...errors import MAX_LISTED, LoadError, Problem
 from .. import _guards
-from ..errors import MAX_LISTED, LoadError, Problem
 from ..flags import not_a_flag, read_flags
 from ..readers import RawTable
 from ._common import Imported, drop_exact_duplicates, json_document, run_from_dir, step_from_path, to_text

@@ -47,8 +47,8 @@ import json
 import numpy as np
 import pandas as pd
 
+from ...errors import MAX_LISTED, LoadError, Problem
 from .. import _guards
-from ..errors import MAX_LISTED, LoadError, Problem
 from ..flags import not_a_flag, read_flags
 from ..readers import RawTable, read_table
 from ._common import Imported, drop_exact_duplicates, rename, require, run_from_dir, step_from_path, to_text

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import MAX_LISTED, LoadError, Problem
+from ...errors import MAX_LISTED, LoadError, Problem
 from ..readers import RawTable, read_table
 from ._common import Imported, require, run_from_dir, text_id, to_text
 

@@ -37,7 +37,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..errors import MAX_LISTED, LoadError, Problem
+from ...errors import MAX_LISTED, LoadError, Problem
 from ..flags import not_a_flag, read_flags
 from ..readers import RawTable, read_table
 from ._common import Imported, require, run_from_dir, to_text

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import re
 
-from ..errors import MAX_LISTED, LoadError, Problem
+from ...errors import MAX_LISTED, LoadError, Problem
 from ..flags import not_a_flag, read_flags
 from ..readers import RawTable, read_table
 from . import verl as _verl

@@ -10,7 +10,7 @@ and writes ``step`` so the importer can put each trajectory back in order.
 
 It needs the rollout loop to have put ``step``, ``dones`` and ``won`` on each step's batch
 (three lines in ``vanilla_multi_turn_loop``, see the doc); without ``step`` it refuses to write
-rather than leave rows that cannot be ordered. Only numpy is imported; ``batch`` is verl's
+rather than leave rows that cannot be ordered. Only numpy (and `crbc_viz.errors`) is imported; ``batch`` is verl's
 ``DataProto`` (anything with ``.batch`` tensors and a ``.non_tensor_batch`` dict of arrays).
 """
 
@@ -20,6 +20,8 @@ import json
 import os
 
 import numpy as np
+
+from ...errors import CrbcVizError
 
 __all__ = ["dump_crbc_steps", "HookError", "KEYS"]
 
@@ -41,7 +43,7 @@ KEYS = (
 )
 
 
-class HookError(ValueError):
+class HookError(CrbcVizError, ValueError):
     """The batch cannot be dumped faithfully (a missing key, or conflicting duplicates)."""
 
 
