@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from streamlit_server import CHROMIUM, WAIT_MS, app_idle, streamlit_server
-from streamlit_server import CHROMIUM_ARGS as ARGS
 
 pytestmark = pytest.mark.browser
 
@@ -60,18 +59,6 @@ def server(tmp_path_factory):
         env={"CRBC_VIZ_DATA_ROOTS": str(data)}, log_path=OUT / "streamlit-server.log"
     ) as url:
         yield url, xss
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        br = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield br
-        finally:
-            br.close()
 
 
 @pytest.fixture

@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 
 from streamlit_server import CHROMIUM, WAIT_MS, app_idle, streamlit_server
-from streamlit_server import CHROMIUM_ARGS as ARGS
 
 pytestmark = pytest.mark.browser
 
@@ -75,18 +74,6 @@ def pages(tmp_path_factory):
     files["sokoban-labels"] = out / "sokoban-labels.html"
     files["sokoban-labels"].write_text(graph_html(g, None, height_px=HEIGHT, show_action_labels=True))
     return files
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        br = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield br
-        finally:
-            br.close()
 
 
 def _open(browser, path: Path, width: int = 1440):

@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 
 from streamlit_server import CHROMIUM, WAIT_MS, _healthy, app_idle, free_port, stop_server
-from streamlit_server import CHROMIUM_ARGS as ARGS
 
 pytestmark = pytest.mark.browser
 
@@ -100,18 +99,6 @@ def server(tmp_path_factory):
         yield url, log_path
     finally:
         stop_server(proc)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        br = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield br
-        finally:
-            br.close()
 
 
 @pytest.fixture

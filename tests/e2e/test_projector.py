@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 
 from streamlit_server import CHROMIUM, WAIT_MS, app_idle, streamlit_server
-from streamlit_server import CHROMIUM_ARGS as ARGS
 
 pytestmark = pytest.mark.browser
 
@@ -55,18 +54,6 @@ def server():
     OUT.mkdir(exist_ok=True)
     with streamlit_server(log_path=OUT / "streamlit-projector-server.log") as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        br = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield br
-        finally:
-            br.close()
 
 
 def open_lesson(pg, server: str, n: int) -> None:

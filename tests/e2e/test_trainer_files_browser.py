@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from streamlit_server import CHROMIUM, WAIT_MS, app_idle, start_server, stop_server
-from streamlit_server import CHROMIUM_ARGS as ARGS
 
 pytestmark = pytest.mark.browser
 
@@ -81,18 +80,6 @@ def setup(tmp_path_factory):
         yield url, tmp, want
     finally:
         stop_server(proc)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        br = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield br
-        finally:
-            br.close()
 
 
 def metrics(pg) -> dict[str, str]:

@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 from streamlit_server import CHROMIUM, WAIT_MS, app_idle, start_server, stop_server
-from streamlit_server import CHROMIUM_ARGS as ARGS
 
 pytestmark = pytest.mark.browser
 
@@ -62,18 +61,6 @@ def server():
         yield proc, url
     finally:
         stop_server(proc)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        br = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield br
-        finally:
-            br.close()
 
 
 def _alive(proc, url: str) -> bool:
