@@ -19,5 +19,5 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader ||
 "$PY" -m pytest -q -p no:cacheprovider -o addopts="" tests/backends/test_parity.py tests/estimators/test_spec_vectors.py 2>&1 | tee "$OUT/gpu_tests.log"
 "$PY" -m bench.gpu_bench --device cuda --workloads b,c --repeats 20
 # Trainer adapters on CUDA tensors (crbc fused on the device): parity, then cost per training step.
-"$PY" -m pytest -q -p no:cacheprovider -o addopts="" tests/integrations/test_integrations.py -k cuda 2>&1 | tee "$OUT/gpu_integrations_tests.log"
+"$PY" -m pytest -q -p no:cacheprovider -o addopts="" tests/integrations/test_device_branches.py "tests/integrations/test_integrations.py::test_cuda_stays_on_device_and_matches_cpu" 2>&1 | tee "$OUT/gpu_integrations_tests.log"
 "$PY" -m bench.integrations_bench --sizes 8k,256k --device cuda --repeats 10

@@ -25,9 +25,12 @@ index). Only attribute names are used, so importing this module imports no rLLM.
 
 from __future__ import annotations
 
+import itertools
+import operator
+
 import numpy as np
 
-from ._core import IntegrationInputError, canonical_steps, score_steps
+from ._core import IntegrationInputError, _action_codes, _anchor_codes, _assemble, score_steps
 
 __all__ = ["assign_step_advantages", "register"]
 
@@ -49,39 +52,106 @@ def _reward(value, where: str) -> float:
     return out
 
 
+def _rewards(values: list, where) -> np.ndarray:
+    """``[n]`` float64 of finite numbers, converted at once when every value's type is a number
+    type (not bool) and every value is finite; otherwise value by value, the first that is not
+    one raising `IntegrationInputError` named by ``where(i)``."""
+    kinds = set(map(type, values))
+    if all(issubclass(k, _NUMBER) and not issubclass(k, (bool, np.bool_)) for k in kinds):
+        try:
+            out = np.array(values, dtype=np.float64)
+        except OverflowError:
+            out = None
+        if out is not None and np.isfinite(out).all():
+            return out
+    return np.array([_reward(v, where(i)) for i, v in enumerate(values)], dtype=np.float64)
+
+
 def _default_anchor(step):
     obs = getattr(step, "observation", None)
-    return obs if obs not in (None, "") else getattr(step, "input", None)
+    empty = obs is None or (isinstance(obs, str) and obs == "")
+    return getattr(step, "input", None) if empty else obs
+
+
+def _read(flat: list, name: str) -> list:
+    """``getattr(step, name, None)`` of every step, in one C-level pass where every step has the
+    attribute."""
+    try:
+        return list(map(operator.attrgetter(name), flat))
+    except AttributeError:
+        return [getattr(s, name, None) for s in flat]
+
+
+def _has_none(values: list) -> bool:
+    return any(map(operator.is_, values, itertools.repeat(None)))
+
+
+def _default_anchors(flat: list) -> list:
+    """`_default_anchor` of every step: ``step.observation``, ``step.input`` where that is None
+    or the empty string (looked for value by value only when some observation is not a str)."""
+    anchors = _read(flat, "observation")
+    if set(map(type, anchors)) <= {str}:
+        empty = [i for i, a in enumerate(anchors) if not a] if "" in anchors else []
+    else:
+        empty = [i for i, a in enumerate(anchors) if a is None or (isinstance(a, str) and a == "")]
+    for i in empty:
+        anchors[i] = getattr(flat[i], "input", None)
+    return anchors
 
 
 def _steps_of(groups, anchor, action):
-    g, t, k, anc, act, rew, ok, refs = [], [], [], [], [], [], [], []
+    """The groups' steps as arrays: group and trajectory codes (one per group / trajectory,
+    named ``"<index>:<group_id>"`` / ``"<index>:<uid>"``), step indices, anchors, actions
+    (``action``: a function, ``"auto"`` or None), rewards and trajectory outcomes, and the step
+    objects in the same order. Each attribute is read in one pass over the flat list of steps."""
+    group_names, traj_names, traj_group, traj_len, traj_reward, flat = [], [], [], [], [], []
+    where_traj = []
     for gi, group in enumerate(groups):
         gid = getattr(group, "group_id", "") or f"group{gi}"
+        group_names.append(f"{gi}:{gid}")
         for ti, traj in enumerate(group.trajectories):
-            traj_ok = _reward(traj.reward, f"rLLM group {gid!r}, trajectory {ti}") > 0
-            for si, step in enumerate(traj.steps):
-                a = anchor(step)
-                if a is None:
-                    raise IntegrationInputError(
-                        f"rLLM group {gid!r}, trajectory {ti}, step {si}: no "
-                        f"anchor (step.observation and step.input are empty; "
-                        f"pass anchor=)"
-                    )
-                g.append(f"{gi}:{gid}")
-                t.append(f"{ti}:{getattr(traj, 'uid', ti)}")
-                k.append(si)
-                anc.append(a)
-                act.append(None if action is None else action(step))
-                rew.append(
-                    _reward(getattr(step, "reward", None), f"rLLM group {gid!r}, trajectory {ti}, step {si}")
-                )
-                ok.append(traj_ok)
-                refs.append(step)
-    anchors = np.empty(len(anc), dtype=object)
-    anchors[:] = anc
-    actions = None if action is None else np.array([str(a) for a in act], dtype=object)
-    return g, t, k, anchors, actions, np.asarray(rew), np.asarray(ok, bool), refs
+            steps = list(traj.steps)
+            traj_names.append(f"{ti}:{getattr(traj, 'uid', ti)}")
+            traj_group.append(gi)
+            traj_len.append(len(steps))
+            traj_reward.append(traj.reward)
+            where_traj.append((gid, ti))
+            flat.extend(steps)
+    traj_len = np.asarray(traj_len, dtype=np.int64)
+    traj_start = np.cumsum(traj_len) - traj_len
+
+    def where_step(i: int) -> str:
+        t = int(np.searchsorted(traj_start, i, side="right")) - 1
+        gid, ti = where_traj[t]
+        return f"rLLM group {gid!r}, trajectory {ti}, step {i - int(traj_start[t])}"
+
+    traj_ok = _rewards(traj_reward, lambda t: "rLLM group {!r}, trajectory {}".format(*where_traj[t])) > 0
+    anchors = _default_anchors(flat) if anchor is _default_anchor else list(map(anchor, flat))
+    if _has_none(anchors):
+        i = next(i for i, a in enumerate(anchors) if a is None)
+        raise IntegrationInputError(
+            f"{where_step(i)}: no anchor (step.observation and step.input are empty; pass anchor=)"
+        )
+    rewards = _rewards(_read(flat, "reward"), where_step)
+    if action == "auto":  # step.action where every step has one, else keyed by transition
+        actions = _read(flat, "action")
+        actions = None if _has_none(actions) else actions
+    else:
+        actions = None if action is None else list(map(action, flat))
+    T, S = len(traj_len), len(flat)
+    traj = np.repeat(np.arange(T, dtype=np.int64), traj_len)
+    out = {
+        "group": np.repeat(np.asarray(traj_group, dtype=np.int64), traj_len),
+        "group_names": np.array(group_names, dtype=object),
+        "traj": traj,
+        "traj_names": np.array(traj_names, dtype=object),
+        "step": np.arange(S, dtype=np.int64) - np.repeat(traj_start, traj_len),
+        "anchors": np.fromiter(anchors, dtype=object, count=S),
+        "actions": None if actions is None else np.fromiter(actions, dtype=object, count=S),
+        "rewards": rewards,
+        "success": traj_ok[traj],
+    }
+    return out, flat
 
 
 def assign_step_advantages(groups, *, estimator: str = "crbc", anchor=None, action="auto", **params):
@@ -96,21 +166,30 @@ def assign_step_advantages(groups, *, estimator: str = "crbc", anchor=None, acti
 
     Returns:
         the `crbc_viz.integrations._core.Steps` it scored (for logging / checks).
+
+    Raises:
+        IntegrationInputError: a reward (step or trajectory) that is not a finite number, a
+            step with no anchor (each naming the group, trajectory and step).
     """
-    anchor = anchor or _default_anchor
-    if action == "auto":
-        every = all(
-            getattr(s, "action", None) is not None
-            for gr in groups
-            for tr in gr.trajectories
-            for s in tr.steps
-        )
-        action = (lambda s: s.action) if every else None
-    g, t, k, anchors, actions, rew, ok, refs = _steps_of(groups, anchor, action)
-    steps = canonical_steps(g, t, k, anchors, rew, actions=actions, success=ok, source="rLLM groups")
-    adv = score_steps(steps, estimator, **params).cpu().numpy()
-    for step, v in zip(refs, adv):
-        step.advantage = float(v)
+    rows, flat = _steps_of(groups, anchor or _default_anchor, action)
+    anchor_code, hashes = _anchor_codes(rows["anchors"])
+    steps = _assemble(
+        rows["group"],
+        rows["group_names"],
+        rows["traj"],
+        rows["traj_names"],
+        rows["step"],
+        anchor_code,
+        hashes,
+        rows["rewards"],
+        None if rows["actions"] is None else _action_codes(rows["actions"], len(flat)),
+        rows["success"],
+        row_reward="step",
+        source="rLLM groups",
+    )
+    adv = score_steps(steps, estimator, **params).cpu().numpy().tolist()
+    for step, v in zip(flat, adv):
+        step.advantage = v
     return steps
 
 

@@ -43,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["CreditGRPOTrainer", "build_trainer_class"]  # noqa: F822 (module __getattr__)
+__all__ = ["CreditGRPOTrainer", "build_trainer_class", "completion_advantages"]  # noqa: F822 (module __getattr__)
 
 _CLASS = None
 
@@ -123,16 +123,107 @@ def _success_values(everyone, reward) -> list | None:
     ]
 
 
+def _as_list(values) -> list:
+    """``values`` as a list (the list itself when it is one: no copy)."""
+    return values if isinstance(values, list) else list(values)
+
+
+def completion_advantages(
+    mask,
+    tool_mask,
+    local,
+    rewards_per_func,
+    reward_weights,
+    *,
+    num_generations: int,
+    process_index: int = 0,
+    gather=None,
+    estimator: str = "crbc",
+    **params,
+):
+    """What `CreditGRPOTrainer` puts in ``output["advantages"]``: ``[n, T]`` float32, each
+    completion token carrying its step's credit (zero off ``mask``, and on completions every
+    reward function returned None for).
+
+    Args:
+        mask: ``[n, T]`` the local completions' ``completion_mask``; ``tool_mask`` TRL's (or
+            None).
+        local: one dict per local completion (`_local_steps`).
+        rewards_per_func: ``[N, F]`` every process's rewards (TRL gathers them); weighted by
+            ``reward_weights [F]``, NaN ignored, a completion's reward is its last step's.
+        num_generations: completions per prompt (a group). ``process_index``: this process's
+            rank (its completions are rows ``rank * n ...`` of the gathered batch); ``gather``:
+            ``accelerate.utils.gather_object`` (None: one process).
+    """
+    import numpy as np
+    import torch
+
+    from ._core import IntegrationInputError, Turns, _begin, rows_as_steps, score_steps
+
+    n = mask.shape[0]
+    starts = [d.get("starts") for d in local]
+    if any(s is None for s in starts) and tool_mask is None:
+        starts = [s if s is not None else [0] for s in starts]
+    if all(s is not None for s in starts):
+        begin = _begin(mask, starts, what="starts")
+    else:  # runs of tool_mask (model turns); explicit starts where given
+        begin = _begin(mask, within=tool_mask)
+        if any(s is not None for s in starts):
+            given = _begin(mask, [s if s is not None else [0] for s in starts], what="starts")
+            use = np.array([s is not None for s in starts])
+            if isinstance(begin, np.ndarray):
+                begin = np.where(use[:, None], given, begin)
+            else:
+                begin = torch.where(torch.as_tensor(use, device=begin.device)[:, None], given, begin)
+    turns = Turns.of_begin(begin)
+    mine = [
+        {"anchors": _as_list(d["anchors"]), "actions": d.get("actions"), "success": d.get("success"), "n": c}
+        for d, c in zip(local, turns.n_steps.tolist())
+    ]
+    everyone = mine if gather is None else gather(mine)
+    N = len(everyone)
+    if rewards_per_func.shape[0] != N:
+        raise IntegrationInputError(f"{N} completions gathered but {rewards_per_func.shape[0]} rewards")
+    w = reward_weights.to(rewards_per_func.device)
+    unscorable = torch.isnan(rewards_per_func).all(dim=1)
+    reward = (rewards_per_func * w.unsqueeze(0)).nansum(dim=1).double().cpu().numpy()
+    counts = np.array([d["n"] for d in everyone], dtype=np.int64)
+    step_reward = np.zeros(int(counts.sum()))
+    ends = np.cumsum(counts)
+    step_reward[ends[counts > 0] - 1] = reward[counts > 0]  # on each completion's last step
+    acts = None
+    if any(d["actions"] is not None for d in everyone):
+        if not all(d["actions"] is not None for d in everyone):
+            raise IntegrationInputError("actions given for some completions only")
+        acts = [_as_list(d["actions"]) for d in everyone]
+    steps = rows_as_steps(
+        [i // num_generations for i in range(N)],
+        step_reward,
+        counts,
+        [d["anchors"] for d in everyone],
+        actions=acts,
+        success=_success_values(everyone, reward),
+        source="TRL generation batch",
+        names=("anchors", "actions", "success"),
+    )
+    step_adv = score_steps(steps, estimator, device=mask.device, **params)
+    lo, first = process_index * n, np.r_[0, ends]  # this process's rows, and their steps
+    adv = turns.spread(step_adv[int(first[lo]) : int(first[lo + n])], mask, torch.float32)
+    mine_unscorable = unscorable[lo : lo + n]
+    if bool(mine_unscorable.any()):
+        adv[mine_unscorable.to(adv.device)] = 0.0
+    return adv
+
+
 def build_trainer_class():
     """The ``CreditGRPOTrainer`` class (imports TRL on first call)."""
     global _CLASS
     if _CLASS is not None:
         return _CLASS
-    import torch
     from accelerate.utils import gather_object
     from trl import GRPOTrainer
 
-    from ._core import IntegrationInputError, resolve_params, token_steps, trajectory_credit
+    from ._core import resolve_params
 
     class CreditGRPOTrainer(GRPOTrainer):
         """``GRPOTrainer`` with step-credit advantages (module doc of
@@ -171,72 +262,20 @@ def build_trainer_class():
             mode = "train" if self.model.training else "eval"
             G = self.num_generations if mode == "train" else self.num_generations_eval
             mask = output["completion_mask"]
-            tool_mask = output.get("tool_mask")
-            n = mask.shape[0]
-            local = _local_steps(inputs_l, prompts_l, n, self.credit_steps, completions_l, ids_l)
-            starts = [d.get("starts") for d in local]
-            if any(s is None for s in starts) and tool_mask is None:
-                starts = [s if s is not None else [0] for s in starts]
-            if all(s is not None for s in starts):
-                tok_step, n_steps = token_steps(mask, starts, what="starts")
-            else:  # runs of tool_mask (model turns); explicit starts where given
-                run_step, run_n = token_steps(mask * tool_mask)
-                tok_step, n_steps = run_step, run_n
-                if any(s is not None for s in starts):
-                    given_step, given_n = token_steps(mask, [s if s is not None else [0] for s in starts])
-                    use = torch.tensor([s is not None for s in starts], device=mask.device)
-                    tok_step = torch.where(use[:, None], given_step, run_step)
-                    n_steps = torch.where(use, given_n, run_n)
-            counts = [int(c) for c in n_steps.cpu()]
-            mine = [
-                {
-                    "anchors": list(d["anchors"]),
-                    "actions": d.get("actions"),
-                    "success": d.get("success"),
-                    "n": c,
-                }
-                for d, c in zip(local, counts)
-            ]
-            everyone = gather_object(mine)
-            N = len(everyone)
-            if rewards_per_func.shape[0] != N:
-                raise IntegrationInputError(
-                    f"{N} completions gathered but {rewards_per_func.shape[0]} rewards"
-                )
-            w = self.reward_weights.to(rewards_per_func.device)
-            unscorable = torch.isnan(rewards_per_func).all(dim=1)
-            reward = (rewards_per_func * w.unsqueeze(0)).nansum(dim=1).double().cpu()
-            K = max(max(d["n"] for d in everyone), 1)
-            g_counts = torch.tensor([d["n"] for d in everyone])
-            g_rewards = torch.zeros(N, K, dtype=torch.float64)
-            has = g_counts > 0
-            g_rewards[torch.arange(N)[has], (g_counts - 1).clamp(min=0)[has]] = reward[has]
-            succ = _success_values(everyone, reward)
-            acts = None
-            if any(d["actions"] is not None for d in everyone):
-                if not all(d["actions"] is not None for d in everyone):
-                    raise IntegrationInputError("actions given for some completions only")
-                acts = [list(d["actions"]) for d in everyone]
-            grid = trajectory_credit(
-                [i // G for i in range(N)],
-                g_rewards,
-                torch.arange(K).expand(N, K),
-                g_counts,
-                [d["anchors"] for d in everyone],
-                actions=acts,
-                success=succ,
+            local = _local_steps(inputs_l, prompts_l, mask.shape[0], self.credit_steps, completions_l, ids_l)
+            adv = completion_advantages(
+                mask,
+                output.get("tool_mask"),
+                local,
+                rewards_per_func,
+                self.reward_weights,
+                num_generations=G,
+                process_index=self.accelerator.process_index,
+                gather=gather_object,
                 estimator=self.credit_estimator,
-                device=mask.device,
-                source="TRL generation batch",
-                names=("anchors", "actions", "success"),
                 **self.credit_params,
             )
-            lo = self.accelerator.process_index * n
-            step_adv = grid[lo : lo + n]
-            adv = torch.gather(step_adv, 1, tok_step.clamp(max=K - 1).to(step_adv.device))
-            adv = adv * mask.to(adv.dtype)
-            adv[unscorable[lo : lo + n].to(adv.device)] = 0.0
-            output["advantages"] = adv.to(torch.float32)
+            output["advantages"] = adv
             self._metrics[mode]["credit/abs_mean"].append(float(adv.abs().sum() / mask.sum().clamp(min=1)))
             return output
 

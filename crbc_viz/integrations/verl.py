@@ -40,7 +40,7 @@ marked ``needs_non_tensor_batch`` (ours are); without it the estimator raises, s
 
 from __future__ import annotations
 
-from ._core import IntegrationInputError, token_steps, token_tensors, trajectory_credit
+from ._core import IntegrationInputError, Turns, as_device, rows_as_steps, score_steps, token_tensors
 
 __all__ = [
     "compute_advantage",
@@ -136,24 +136,21 @@ def compute_advantage(
     cfg_params = {}
     if config is not None and hasattr(config, "get") and config.get(PARAMS_KEY) is not None:
         cfg_params = {str(k): v for k, v in dict(config.get(PARAMS_KEY)).items()}
-    tok_step, n_steps = token_steps(mask, starts, what=STEP_STARTS)
-    tok_adv = trajectory_credit(
+    turns = Turns.of(mask, starts, what=STEP_STARTS)
+    steps = rows_as_steps(
         index,
-        rewards,
-        tok_step,
-        n_steps,
+        turns.sums(rewards),
+        turns.n_steps,
         anchors,
         actions=acts,
         success=succ,
-        estimator=estimator,
-        device=device,
         source="verl batch",
         names=(ANCHORS, ACTIONS, SUCCESS),
-        **{**cfg_params, **params},
     )
-    dev = tok_adv.device
+    dev = as_device(device, default=rewards.device)
+    step_adv = score_steps(steps, estimator, device=dev, **{**cfg_params, **params})
     dtype = rewards.dtype if rewards.is_floating_point() else torch.float32
-    adv = tok_adv.to(dtype) * mask.to(dev).to(dtype)
+    adv = turns.spread(step_adv, mask.to(dev), dtype)
     return adv, adv
 
 

@@ -16,7 +16,15 @@ are dropped, differing copies raise — and every row, copies included, gets its
 
 from __future__ import annotations
 
-from ._core import any_per_trajectory, as_device, broadcast, canonical_steps, score_steps, token_tensors
+from ._core import (
+    any_per_trajectory,
+    as_device,
+    broadcast,
+    canonical_steps,
+    masked_row_sum,
+    score_steps,
+    token_tensors,
+)
 
 __all__ = ["compute_advantage"]
 
@@ -58,11 +66,12 @@ def compute_advantage(
             for deterministic environments such as Sokoban; distinct actions with one effect
             are merged).
         success: optional ``[B]`` flags (bools or 0/1; NaN, None or text raise naming the
-            row): the row's trajectory succeeded (e.g. the env's ``won``). Else a trajectory succeeded when its summed reward (over its unique
-            steps) is > 0; with ``row_reward="episode"``, when the episode return is > 0.
-        won: optional ``[B]`` flags (bools or 0/1): the env's per-step ``won`` flag (the patch records it);
-            a trajectory succeeded when any of its steps has it. Ignored when ``success`` is
-            given.
+            row): the row's trajectory succeeded (e.g. the env's ``won``). Else a trajectory
+            succeeded when its summed reward (over its unique steps) is > 0; with
+            ``row_reward="episode"``, when the episode return is > 0.
+        won: optional ``[B]`` flags (bools or 0/1): the env's per-step ``won`` flag (the patch
+            records it); a trajectory succeeded when any of its steps has it. Ignored when
+            ``success`` is given.
         estimator: any registry name (``crbc_viz.estimators.registry.names()``).
         device: where the result goes; default ``token_level_rewards.device``. On CUDA,
             ``crbc`` runs fused on the device; on the CPU, the compiled numba engine.
@@ -89,7 +98,7 @@ def compute_advantage(
     import torch
 
     rewards, mask = token_tensors(token_level_rewards, response_mask)
-    row_reward_sum = (rewards.double() * mask.double()).sum(-1)
+    row_reward_sum = masked_row_sum(rewards, mask)
     if success is None and won is not None:
         success = any_per_trajectory(index, traj_index, won, name="won", source="verl-agent batch")
     steps = canonical_steps(

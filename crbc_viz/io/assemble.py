@@ -11,6 +11,12 @@ that into the batch's offset arrays without a per-step (or per-trajectory) Pytho
 - `sort_rows(group_codes, traj_codes, step_idx)`: the order group → trajectory → step and the
   `Layout` (offsets) of the rows in that order;
 - `assemble(steps, layout, ...)`: the `RolloutBatch` of rows already in that order;
+- `place_steps(group_codes, traj_codes, step_idx)`: rows in any order, each step possibly
+  carried by several rows (a trainer's copies) -> the unique steps in batch order and the step
+  each row carries, by counting (no sort, no frame: the trainer adapters' path);
+- `assemble_arrow(columns, layout, ...)`: the `RolloutBatch` of step columns held as Arrow
+  arrays (`dictionary` builds a text column from codes): the pandas frame is built only if
+  someone reads ``batch.steps``;
 - `ranges(starts, stops)`: the concatenated ``arange(start, stop)`` of many ranges, and
   `Layout` (offsets from trajectory lengths): defined beside `RolloutBatch` in
   `crbc_viz.data`, whose `select_groups` uses them too (data sits below io), re-exported here.
@@ -20,17 +26,29 @@ Axis vocabulary (STYLE.md): ``S`` steps, ``T`` trajectories, ``G`` groups.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from ..data import GROUP_KEY, Layout, RolloutBatch, ranges
+from ..data import GROUP_KEY, ArrowRows, Layout, RolloutBatch, ranges
 
 if TYPE_CHECKING:  # `sort_rows` and `layout` run without pandas (the columnar lane uses them)
     import pandas as pd
+    import pyarrow as pa
 
-__all__ = ["row_codes", "sort_rows", "Layout", "layout", "assemble", "ranges"]
+__all__ = [
+    "row_codes",
+    "sort_rows",
+    "Layout",
+    "layout",
+    "assemble",
+    "ranges",
+    "StepPlacement",
+    "place_steps",
+    "dictionary",
+    "assemble_arrow",
+]
 
 
 def _column_codes(col) -> np.ndarray:
@@ -130,4 +148,152 @@ def assemble(
         source=source,
         warnings=tuple(warnings),
         skipped=tuple(skipped),
+    )
+
+
+class StepPlacement(NamedTuple):
+    """Where the rows' steps go (`place_steps`). With ``gap`` set, the other fields are None.
+
+    Attributes:
+        first: ``[S]`` the first row (lowest index) carrying each step, steps in batch order.
+        row_step: ``[B]`` the step (index into ``first``) each row carries.
+        layout: the `Layout` of the ``S`` steps.
+        gap: ``(row, expected, got)``: the first trajectory (in batch order) whose steps are not
+            ``0..n-1``, the row carrying its first step out of place, the step index expected
+            there and the one found; None when every trajectory's steps are contiguous.
+    """
+
+    first: np.ndarray | None
+    row_step: np.ndarray | None
+    layout: Layout | None
+    gap: tuple[int, int, int] | None
+
+
+def place_steps(group_codes, traj_codes, step_idx) -> StepPlacement:
+    """Rows in any order, each (trajectory, step) carried by one row or several -> the unique
+    steps in batch order (group by code, trajectory by code, step by index), by counting: a
+    trajectory whose last step index is ``n - 1`` takes ``n`` consecutive slots and each row
+    goes to slot ``start + step``, so no sort and no per-row Python work.
+
+    Args:
+        group_codes: ``[B]`` integer group of each row (>= 0); groups are ordered by code.
+        traj_codes: ``[B]`` integer trajectory of each row (>= 0), one code per trajectory of
+            the batch (all rows of a code in one group); ordered by code within a group. Codes
+            need not be dense: unused codes make no trajectory (and no group).
+        step_idx: ``[B]`` integer step index of each row (>= 0).
+
+    Returns:
+        a `StepPlacement`; ``gap`` names the first trajectory whose distinct step indices are
+        not exactly ``0..n-1`` (memory stays O(B) whatever the indices: slots are allocated
+        only once the indices are known to fit).
+
+    Raises:
+        ValueError: arrays of different lengths, a negative code or step index, or a
+            trajectory code whose rows lie in two groups (a caller's bug, not an input's).
+    """
+    g = np.asarray(group_codes, dtype=np.int64).reshape(-1)
+    t = np.asarray(traj_codes, dtype=np.int64).reshape(-1)
+    s = np.asarray(step_idx, dtype=np.int64).reshape(-1)
+    B = len(t)
+    if len(g) != B or len(s) != B:
+        raise ValueError(f"place_steps: {len(g)} group codes, {B} trajectory codes, {len(s)} step indices")
+    if B == 0:
+        empty = np.zeros(0, np.int64)
+        return StepPlacement(empty, empty, Layout.of_lengths(empty, empty), None)
+    if min(int(g.min()), int(t.min()), int(s.min())) < 0:
+        raise ValueError("place_steps: codes and step indices must be >= 0")
+    T = int(t.max()) + 1
+    traj_group = np.full(T, -1, np.int64)
+    traj_group[t] = g
+    if (traj_group[t] != g).any():
+        raise ValueError("place_steps: a trajectory code has rows in two groups")
+    last = np.full(T, -1, np.int64)
+    np.maximum.at(last, t, s)
+    traj_len = last + 1
+    if int(traj_len.sum()) > B:  # more slots than rows: some trajectory has a gap
+        return StepPlacement(None, None, None, _first_gap(g, t, s))
+    used = np.flatnonzero(traj_len > 0)
+    order = used[np.argsort(traj_group[used], kind="stable")]  # by group, then trajectory code
+    lens = traj_len[order]
+    start = np.zeros(T, np.int64)
+    start[order] = np.cumsum(lens) - lens
+    pos = start[t] + s
+    S = int(lens.sum())
+    first = np.full(S, B, np.int64)
+    np.minimum.at(first, pos, np.arange(B, dtype=np.int64))
+    if (first == B).any():  # an empty slot: a step index missing below the trajectory's last
+        return StepPlacement(None, None, None, _first_gap(g, t, s))
+    _, group_dense = np.unique(traj_group[order], return_inverse=True)  # codes kept in order
+    return StepPlacement(first, pos, Layout.of_lengths(lens, group_dense.reshape(-1)), None)
+
+
+def _first_gap(g: np.ndarray, t: np.ndarray, s: np.ndarray) -> tuple[int, int, int]:
+    """``(row, expected, got)`` of the first trajectory (by group, then trajectory code) whose
+    distinct step indices are not ``0..n-1`` (the error path of `place_steps`: one sort)."""
+    order = np.lexsort((np.arange(len(t)), s, t, g))  # stable: a step's first row comes first
+    ts, ss = t[order], s[order]
+    new = np.r_[True, (ts[1:] != ts[:-1]) | (ss[1:] != ss[:-1])]
+    rows, tu, su = order[new], ts[new], ss[new]
+    traj_start = np.r_[True, tu[1:] != tu[:-1]]
+    k = np.arange(len(tu))
+    expected = k - np.maximum.accumulate(np.where(traj_start, k, 0))
+    bad = int(np.flatnonzero(su != expected)[0])
+    return int(rows[bad]), int(expected[bad]), int(su[bad])
+
+
+def dictionary(codes: np.ndarray, names: Sequence[str]) -> pa.DictionaryArray:
+    """A text column as an Arrow dictionary array: ``names[codes[i]]`` at row ``i``, built from
+    the codes and the distinct names only (no per-row string). ``codes`` are integers in
+    ``0..len(names)-1``. A name that is not valid Unicode (a lone surrogate, ``"\\udc80"``) is
+    stored with those code points escaped: Arrow holds UTF-8 only, and the codes, not the
+    names, tell the rows apart."""
+    import pyarrow as pa
+
+    from .._arrow import array, texts
+
+    names = list(names)
+    try:
+        "".join(names).encode("utf-8")
+    except UnicodeEncodeError:
+        names = [v.encode("utf-8", "backslashreplace").decode("utf-8") for v in names]
+    return pa.DictionaryArray.from_arrays(array(np.asarray(codes, dtype=np.int32)), texts(names))
+
+
+def assemble_arrow(
+    columns: Mapping[str, pa.Array],
+    lay: Layout,
+    *,
+    group_columns: Mapping[str, pa.Array],
+    step_anchor_hash: np.ndarray,
+    traj_success: np.ndarray,
+    traj_truncated: np.ndarray,
+    traj_return: np.ndarray,
+    source: str = "",
+) -> RolloutBatch:
+    """The `RolloutBatch` of step columns already in `Layout` order, held as Arrow arrays
+    (`crbc_viz.data.ArrowRows`: the pandas frame is built on the first read of
+    ``batch.steps``; text columns made by `dictionary` arrive there as categoricals).
+    ``group_columns`` hold the `GROUP_KEY` columns, one row per group; a ``success`` column
+    with each trajectory's outcome on every one of its steps is added, as `assemble` does."""
+    import pyarrow as pa
+
+    from .._arrow import array
+
+    missing = [k for k in GROUP_KEY if k not in group_columns]
+    if missing:
+        raise ValueError(f"assemble_arrow: group_columns lack {', '.join(missing)}")
+    success = np.asarray(traj_success, dtype=bool)
+    steps = {**columns, "success": array(np.repeat(success, lay.traj_len))}
+    return RolloutBatch(
+        steps=ArrowRows(pa.Table.from_arrays(list(steps.values()), names=list(steps))),
+        step_traj=lay.step_traj,
+        step_anchor_hash=np.asarray(step_anchor_hash, dtype=np.uint64),
+        traj_offsets=lay.traj_offsets,
+        traj_group=lay.traj_group,
+        traj_success=success,
+        traj_truncated=np.asarray(traj_truncated, dtype=bool),
+        traj_return=np.asarray(traj_return, dtype=np.float64),
+        group_traj_offsets=lay.group_traj_offsets,
+        groups=ArrowRows(pa.Table.from_arrays(list(group_columns.values()), names=list(group_columns))),
+        source=source,
     )

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from crbc_viz.backends.torch import FLOAT32_ATOL
 from helpers import ROOT
 
 SOKOBAN = ROOT / "sample_rollouts" / "sokoban" / "sokoban.jsonl"
@@ -74,7 +75,7 @@ def test_verl_registry_has_crbc_without_external_modules(tmp_path):
     assert {"crbc", "crbc_viz.crbc", "crbc_viz.gigpo", "crbc_viz.grpo", "crbc_viz.graft"} <= set(
         res["registered"]
     )
-    compare(res["steps"], cli_advantages(tmp_path), atol=1e-5)  # verl's float32 tensors
+    compare(res["steps"], cli_advantages(tmp_path), atol=FLOAT32_ATOL)  # verl's float32 tensors
 
 
 def _installed_verl(tmp_path) -> Path:
@@ -112,7 +113,7 @@ def test_verl_patch_applies_and_real_compute_advantage_equals_cli(tmp_path):
         "w_step=2.0",
         cwd=tmp_path,
     )
-    compare(res["steps"], cli_advantages(tmp_path, "beta=0.9", "w_step=2.0"), atol=1e-5)
+    compare(res["steps"], cli_advantages(tmp_path, "beta=0.9", "w_step=2.0"), atol=FLOAT32_ATOL)
 
 
 def _trl_cli(tmp_path, rows_files):
@@ -150,7 +151,7 @@ def test_trl_one_real_grpo_step_with_crbc_advantages(tmp_path):
     assert res["moved"] > 1e-4
     assert res["shape"][0] == res["completions"] == 16
     assert 0 < res["successes"] < 16
-    compare(res["steps"], _trl_cli(tmp_path, [tmp_path / "rows_0.jsonl"]), atol=1e-5)
+    compare(res["steps"], _trl_cli(tmp_path, [tmp_path / "rows_0.jsonl"]), atol=FLOAT32_ATOL)
 
 
 @needs_trainers
@@ -182,4 +183,4 @@ def test_trl_two_processes_gather_group_statistics(tmp_path):
     results = [json.loads((tmp_path / f"result_{r}.json").read_text()) for r in (0, 1)]
     assert all(r["processes"] == 2 and r["completions"] == 6 and r["moved"] > 1e-4 for r in results)
     cli = _trl_cli(tmp_path, [tmp_path / "rows_0.jsonl", tmp_path / "rows_1.jsonl"])
-    compare(results[0]["steps"] + results[1]["steps"], cli, atol=1e-5)
+    compare(results[0]["steps"] + results[1]["steps"], cli, atol=FLOAT32_ATOL)
