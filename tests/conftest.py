@@ -8,5 +8,6 @@ _TESTS = str(Path(__file__).resolve().parent)
 if _TESTS not in sys.path:
     sys.path.insert(0, _TESTS)
 
-# Pristine copies of trainer files (tests/fixtures/trainer_sources/): patched by a test, never imported.
-collect_ignore_glob = ["fixtures/trainer_sources/*"]
+# Pristine copies of trainer files (tests/fixtures/trainer_sources/): patched by a test, never
+# imported; fixture generators run in throw-away venvs holding the trainer's package, not here.
+collect_ignore_glob = ["fixtures/trainer_sources/*", "fixtures/generators/*"]
