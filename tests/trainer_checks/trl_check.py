@@ -159,6 +159,13 @@ def main() -> None:
             f,
         )
     print(json.dumps({"rank": rank, "moved": moved}))
+    # Close gloo before the interpreter exits: a process group left to interpreter teardown can
+    # destroy a joinable worker thread ("terminate called without an active exception", SIGABRT).
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
