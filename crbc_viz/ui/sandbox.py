@@ -357,12 +357,23 @@ def _refusal(name: str, why: str) -> ParseAbortedError:
 
 
 class _OutcomeUnpickler(pickle.Unpickler):
-    """Reads the child's outcome, and nothing else: only classes and functions of the modules a
-    batch or a load error is built from may be named (numpy, pandas, pyarrow, crbc_viz, and a few
-    plain builtins), so a pickle from anywhere else cannot run code in the server. The child
-    writes it with `pickle.dumps` of its own objects: the file's bytes cannot choose them."""
+    """Reads the child's outcome, and nothing else. A pickle may name only classes of the
+    libraries a batch or a load error is built from (numpy, pandas' core, pyarrow, crbc_viz's data
+    model and errors, plain builtins), the private reconstructors those classes pickle through,
+    and pyarrow's type factories: no public function (``numpy.load``, ``pandas.read_pickle``,
+    ``crbc_viz.cli.main``), so a pickle put in the folder by anything else cannot run code or
+    touch files in the server. The child writes it with `pickle.dumps` of its own objects."""
 
-    _MODULES = ("numpy", "pandas", "pyarrow", "crbc_viz", "collections", "datetime", "copyreg")
+    _CLASS_MODULES = re.compile(
+        r"(numpy|numpy\._core\..*|numpy\.core\..*|pandas|pandas\.arrays|pandas\.core\..*|pandas\._libs\..*"
+        r"|pyarrow|pyarrow\.lib|crbc_viz\.data|crbc_viz\.errors|crbc_viz\.ui\.sandbox"
+        r"|crbc_viz\.io\.importers(\..*)?|collections|datetime)"
+    )
+    _RECONSTRUCTOR_MODULES = re.compile(
+        r"(numpy\._core|numpy\.core)\.(multiarray|numeric)|pandas\._libs\..*"
+        r"|pandas\.core\.(indexes|internals|arrays)\..*|pyarrow\.lib|copyreg"
+    )
+    _PYARROW_FACTORIES = frozenset({"chunked_array", "field", "py_buffer", "schema", "type_for_alias"})
     _BUILTINS = frozenset(
         {
             "list",
@@ -380,16 +391,26 @@ class _OutcomeUnpickler(pickle.Unpickler):
             "slice",
             "range",
             "object",
-            "type",
-            "getattr",
         }
     )
 
     def find_class(self, module: str, name: str):
-        root = module.split(".")[0]
-        if (module == "builtins" and name in self._BUILTINS and name != "getattr") or (
-            root in self._MODULES and not name.startswith("__")
-        ):
+        if module == "builtins":
+            allowed = name in self._BUILTINS
+        elif name.startswith("__"):
+            allowed = False
+        elif name.startswith("_"):
+            allowed = bool(self._RECONSTRUCTOR_MODULES.fullmatch(module))
+        elif module == "pyarrow.lib" and name in self._PYARROW_FACTORIES:
+            allowed = True
+        else:
+            allowed = bool(self._CLASS_MODULES.fullmatch(module))
+            if allowed:
+                found = super().find_class(module, name)
+                if isinstance(found, type):
+                    return found
+                allowed = False
+        if allowed:
             return super().find_class(module, name)
         raise pickle.UnpicklingError(f"{module}.{name} is not part of a parse outcome")
 

@@ -357,9 +357,12 @@ def test_the_sandbox_unpickler_admits_only_parse_outcomes():
 
     text = (ROOT / _RESTRICTED_PICKLE).read_text(encoding="utf-8")
     assert not re.search(r"\bpickle\.loads?\(", text)  # every read goes through the restricted class
-    evil = pickle.dumps(os.system)  # names posix.system: code a pickle could run on load
-    with pytest.raises(pickle.UnpicklingError, match="not part of a parse outcome"):
-        sandbox._OutcomeUnpickler(io.BytesIO(evil)).load()
+    from crbc_viz.cli import main as cli_main
+
+    # Functions a pickle could call on load: run code, or read a pickle/file of the caller's choice.
+    for fn in (os.system, np.load, pd.read_pickle, cli_main, eval):
+        with pytest.raises(pickle.UnpicklingError, match="not part of a parse outcome"):
+            sandbox._OutcomeUnpickler(io.BytesIO(pickle.dumps(fn))).load()
     batch = load_rollouts(BAD / "ok.jsonl")
     back = sandbox._OutcomeUnpickler(io.BytesIO(pickle.dumps(batch))).load()
     assert back.num_steps == batch.num_steps
