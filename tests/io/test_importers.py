@@ -15,8 +15,8 @@ import pytest
 
 from crbc_viz.graph import build_graph
 from crbc_viz.io import LoadError
+from crbc_viz.io.assemble import build_batch
 from crbc_viz.io.importers import FORMATS, detect, expand_sources, import_source
-from crbc_viz.io.schema import build_batch
 from helpers import ROOT
 
 FIX = ROOT / "tests" / "fixtures"
@@ -133,6 +133,23 @@ def test_verl_rollout_data_dir():
     assert b.steps["src_line"].tolist() == [1, 2, 3, 4, 5]
     # one anchor (the prompt) per group
     assert build_graph(b).num_nodes == 2
+
+
+def test_verl_identical_lines_are_kept_with_a_note(tmp_path):
+    lines = VERL.read_text().splitlines()
+    assert lines[2] == lines[4]  # two samples of "What is 7*6?" both answered \boxed{42}
+    _, imp, b = load(VERL)
+    assert b.num_trajectories == 5 and any("kept 1 line(s) equal to an earlier line" in n for n in imp.notes)
+    p = tmp_path / "rollout" / "7.jsonl"
+    p.parent.mkdir()
+    p.write_text("\n".join(lines + [lines[1], lines[1]]) + "\n")
+    _, imp, b = load(p)
+    assert b.num_trajectories == 7  # kept: GRPO samples of one prompt can coincide
+    assert any(
+        "kept 3 line(s) equal to an earlier line" in n and "--format verl-agent" in n for n in imp.notes
+    )
+    _, imp, b = load(p, "verl-agent")  # verl-agent: equal lines are adjust_batch copies
+    assert b.num_trajectories == 4
 
 
 def test_roll_step_wise():

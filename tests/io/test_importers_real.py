@@ -20,8 +20,8 @@ import pytest
 
 from crbc_viz.cli import main
 from crbc_viz.io import LoadError
+from crbc_viz.io.assemble import build_batch
 from crbc_viz.io.importers import expand_sources, import_source
-from crbc_viz.io.schema import build_batch
 from helpers import ROOT
 
 FIX = ROOT / "tests" / "fixtures"
@@ -41,15 +41,21 @@ CASES = [
     # the old hook: no done (truncation lost), adjust_batch copies in the file
     ("verl_agent_real", "verl_agent_real/legacy_hook", ("train_steps",), "verl-agent", ("truncated",)),
     ("trl_real", "trl_real/trl_run", ("train_steps",), "trl", ()),
+    ("trl_0291", "trl_0291/trl_run", ("train_steps",), "trl", ()),
     ("verl_real", "verl_real/rollout", ("rollout",), "verl", ()),
     ("verl_real", "verl_real/rollout_v1", ("rollout_v1",), "verl", ()),
+    # verl 0.4.1 multi-turn: one line per conversation, a rollout cut by a limit is not marked
+    ("verl_041", "verl_041/rollout", ("rollout",), "verl", ("truncated",)),
+    ("verl_agent_e03", "verl_agent_e03/crbc_dump", ("train_steps",), "verl-agent", ()),
     ("rllm_real", "rllm_real/train_logs", ("train_steps",), "rllm", ()),
     ("rllm_real", "rllm_real/eval_run", ("eval",), "rllm", ()),
+    ("rllm_38dd", "rllm_38dd/train_logs", ("train_steps",), "rllm", ()),
     ("roll_real", "roll_real/rollout_dump", ("train_steps",), "roll", ()),
     ("roll_real_cec", "roll_real_cec/rollout_dump", ("train_steps",), "roll", ()),
     ("roll_native", "roll_native/rollout_dump", ("train_steps",), "roll", ()),
     ("swift_real", "swift_real/output", ("train_steps",), "ms-swift", ()),
     ("swift3_real", "swift3_real/output", ("train_steps",), "ms-swift", ()),
+    ("swift36_multiturn", "swift36_multiturn/output", ("train_steps",), "ms-swift", ()),
     ("verifiers_0110", "verifiers_0110/outputs", ("train_steps",), "verifiers", ()),
     ("verifiers_031", "verifiers_031/outputs", ("train_steps",), "verifiers", ()),
     ("skyrl_b328", "skyrl_b328/export/dumped_evals", ("train_steps",), "skyrl", ()),
@@ -121,15 +127,25 @@ def test_folder_skips_a_file_no_importer_claims_with_a_note(tmp_path, capsys):
 VA = FIX / "verl_agent_real"
 
 
-def test_verl_agent_rollout_data_dir_drops_adjust_batch_copies(tmp_path):
-    lines = (FIX / "verl_agent_rollout" / "rollout" / "4.jsonl").read_text().splitlines()
-    copies = [lines[0], lines[2], lines[0]]  # adjust_batch(mode="copy") appends random rows
-    p = tmp_path / "rollout" / "4.jsonl"
-    p.parent.mkdir()
-    p.write_text("\n".join(lines + copies) + "\n")
-    imp, b = _load(p, "verl-agent")
-    assert b.num_trajectories == len(lines)
-    assert any("dropped 3 exact duplicate row(s)" in n for n in imp.notes), imp.notes
+def test_verl_agent_rollout_data_dir_drops_adjust_batch_copies():
+    """verl-agent e03bd50's own rollout_data_dir dump, padded by its own adjust_batch(mode="copy"):
+    the import drops exactly the copies (their number is the batch length after adjust_batch minus
+    before), one step per environment step the game recorded."""
+    for step, t in _truth("verl_agent_e03", "train_steps").items():
+        path = FIX / "verl_agent_e03" / "rollout" / f"{step}.jsonl"
+        assert t["adjust_batch_copies"] > 0
+        assert len(path.read_text().splitlines()) == t["steps"] + t["adjust_batch_copies"]
+        imp, b = _load(path, "verl-agent")
+        assert b.num_trajectories == b.num_steps == t["steps"]
+        assert any(f"dropped {t['adjust_batch_copies']} exact duplicate row(s)" in n for n in imp.notes)
+        # every step carries its episode's score: the successes are the steps of won episodes
+        assert int(b.traj_success.sum()) == t["steps_in_won_episodes"]
+        # auto-detection reads the file as plain verl: the copies stay, and a note says so
+        imp, b = _load(path)
+        assert imp.fmt == "verl" and b.num_trajectories == t["steps"] + t["adjust_batch_copies"]
+        assert any(
+            f"kept {t['adjust_batch_copies']} line(s)" in n and "--format verl-agent" in n for n in imp.notes
+        )
 
 
 def _load(path, fmt="auto", **opts):
@@ -331,6 +347,49 @@ def test_rllm_episode_written_twice(tmp_path):
     assert first.name in str(e.value) and "zz_copy.json" in str(e.value)
 
 
+RLLM38 = FIX / "rllm_38dd" / "train_logs" / "episodes"
+
+
+def test_rllm_38dd_numpy_text_is_read_as_numpy_wrote_it_and_other_text_is_refused(tmp_path):
+    """rLLM 38dda579's EpisodeLogger dumps numpy values with default=str: is_correct "True" /
+    "False" and trajectory reward "1"; exactly those spellings are read back, noted."""
+    first = sorted((RLLM38 / "train_step_1_epoch_0").glob("episode_*.json"))[0]
+    ep = json.loads(first.read_text())
+    assert ep["is_correct"] in ("True", "False") and isinstance(ep["trajectories"][0]["reward"], str)
+    imp, b = _load(RLLM38 / "train_step_1_epoch_0")
+    assert any("numpy values written as text" in n for n in imp.notes)
+    assert int(b.traj_success.sum()) == _truth("rllm_38dd", "train_steps", "1")["successes"]
+    cases = [
+        (("is_correct",), "false", "field 'is_correct'"),
+        (("trajectories", 0, "reward"), "nan", "field 'trajectories[0].reward': not a number"),
+        (("trajectories", 0, "steps", 0, "reward"), "one", "field 'trajectories[0].steps[0].reward'"),
+    ]
+    for k, (keys, value, want) in enumerate(cases):
+        d = tmp_path / str(k) / "train_step_1_epoch_0"
+        shutil.copytree(RLLM38 / "train_step_1_epoch_0", d)
+        bad = json.loads(first.read_text())
+        holder = bad
+        for key in keys[:-1]:
+            holder = holder[key]
+        holder[keys[-1]] = value
+        (d / first.name).write_text(json.dumps(bad))
+        with pytest.raises(LoadError) as e:
+            _load(d)
+        assert f"{first.name}:item 0: {want}" in str(e.value), str(e.value)
+
+
+def test_rllm_step_done_that_is_not_a_flag_names_the_step(tmp_path):
+    d = tmp_path / "episodes" / "train_step_1_epoch_0"
+    shutil.copytree(FIX / "rllm_real" / "train_logs" / "episodes" / "train_step_1_epoch_0", d)
+    first = sorted(d.glob("episode_*.json"))[0]
+    ep = json.loads(first.read_text())
+    ep["trajectories"][0]["steps"][0]["done"] = "yes"
+    first.write_text(json.dumps(ep))
+    with pytest.raises(LoadError) as e:
+        _load(tmp_path / "episodes")
+    assert f"{first.name}:item 0: field 'trajectories[0].steps[0].done': expected a bool" in str(e.value)
+
+
 # -- ROLL ----------------------------------------------------------------------------------------
 def test_roll_recipe_doc_is_the_code_that_made_the_fixture():
     doc = (ROOT / "docs" / "roll_recipe.md").read_text()
@@ -443,6 +502,43 @@ def test_swift_bad_step_names_line(tmp_path):
         LoadError, match=r"completions.jsonl:line 2: field 'step': not a step number: 'three'"
     ):
         _load(p, "ms-swift")
+
+
+SWIFT36 = FIX / "swift36_multiturn" / "output" / "completions.jsonl"
+
+
+def _swift36_lines(convert):
+    out = []
+    for line in SWIFT36.read_text().splitlines():
+        obj = json.loads(line)
+        obj["prompt"] = [convert(p) for p in obj["prompt"]]
+        out.append(json.dumps(obj))
+    return "\n".join(out) + "\n"
+
+
+def _chatml_to_llama3(text):
+    text = re.sub(r"<\|im_start\|>(\w+)\n", r"<|start_header_id|>\1<|end_header_id|>\n\n", text)
+    return "<|begin_of_text|>" + text.replace("<|im_end|>\n", "<|eot_id|>")
+
+
+def test_swift36_multiturn_text_prompts_group_by_first_user_turn(tmp_path):
+    truth = _truth("swift36_multiturn", "train_steps")
+    first = json.loads(SWIFT36.read_text().splitlines()[0])
+    assert len(set(first["prompt"])) > truth["1"]["groups"]  # the rollouts of a group differ in prompt
+    imp, b = _load(SWIFT36)
+    assert any("chat-templated text" in n and "hold earlier turns" in n for n in imp.notes), imp.notes
+    assert b.num_groups == sum(t["groups"] for t in truth.values())
+    p = tmp_path / "llama3" / "completions.jsonl"
+    p.parent.mkdir()
+    p.write_text(_swift36_lines(_chatml_to_llama3))
+    imp, b = _load(p, "ms-swift")
+    assert b.num_groups == sum(t["groups"] for t in truth.values())
+    assert np.diff(b.group_traj_offsets).tolist() == [4] * b.num_groups
+    p = tmp_path / "other" / "completions.jsonl"
+    p.parent.mkdir()
+    p.write_text(_swift36_lines(lambda t: t.replace("<|im_start|>", "[[").replace("<|im_end|>", "]]")))
+    imp, b = _load(p, "ms-swift")
+    assert any("no known chat template" in n and "splits each group" in n for n in imp.notes), imp.notes
 
 
 def test_trl_two_groups_of_one_prompt_back_to_back_are_split(tmp_path):

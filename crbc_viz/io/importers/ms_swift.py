@@ -18,7 +18,12 @@ claimed by its first line (``step`` a list of strings); every numeric column is 
 function's, summed with unit weights (ms-swift's default ``reward_weights``; the file does not
 record them: noted, ``--reward-columns`` overrides). ms-swift 3.4 logs the prompt as the message
 list ``messages[:-1]``, which in multi-turn mode holds the earlier turns, so the rollouts of one
-group differ in prompt: a message-list prompt is grouped by its first user turn.
+group differ in prompt: a message-list prompt is grouped by its first user turn. ms-swift
+3.5.0-3.6.4 log the same ``messages[:-1]`` as chat-templated text
+(``_apply_chat_template_to_messages_list``; run at v3.6.4, tests/fixtures/swift36_multiturn):
+when every prompt is the text of a known template (ChatML, Llama 3) the first user turn is cut
+out of it and groups the same way (noted with the count of multi-turn prompts); a text of
+another template is grouped by the whole prompt, which splits a multi-turn group (noted).
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from ._common import Imported, first_json_line, require, to_text
 from .trl import _numeric, completion_rows
 
 NAME = "ms-swift"
+#: What the app calls this format.
+TITLE = "ms-swift completions.jsonl"
 SIGNATURE = ("step", "prompt", "completion", "advantages")
 _V3 = ("step", "prompt", "completion")
 
@@ -52,15 +59,39 @@ def sniff_file(path: str, fields: set[str]) -> bool:
     return isinstance(first, dict) and isinstance(first.get("step"), list)
 
 
+#: (start, end) of a user turn in the chat templates whose text ms-swift 3.5-3.6 logs: ChatML
+#: (Qwen, Yi, InternLM2 ...), Llama 3.
+_USER_TURN = (
+    ("<|im_start|>user\n", "<|im_end|>"),
+    ("<|start_header_id|>user<|end_header_id|>\n\n", "<|eot_id|>"),
+)
+
+
 def _first_user_turn(prompt):
-    """The content of the first user message of a message-list prompt, else None."""
+    """The content of the first user turn of a message-list prompt or of a chat-templated prompt
+    text (a template of `_USER_TURN`), else None."""
     if isinstance(prompt, np.ndarray):
         prompt = prompt.tolist()
     if isinstance(prompt, list):
         for m in prompt:
             if isinstance(m, dict) and m.get("role") == "user":
                 return to_text(m.get("content"))
+    if isinstance(prompt, str):
+        for start, end in _USER_TURN:
+            at = prompt.find(start)
+            if at >= 0:
+                stop = prompt.find(end, at + len(start))
+                return prompt[at + len(start) : stop] if stop >= 0 else None
     return None
+
+
+def _user_turns(prompt) -> int:
+    """How many user turns a chat-templated prompt text holds (0 for other prompts)."""
+    if isinstance(prompt, str):
+        for start, _ in _USER_TURN:
+            if start in prompt:
+                return prompt.count(start)
+    return 0
 
 
 def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
@@ -120,7 +151,23 @@ def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
     key = None
     if first_user.notna().all():
         key = first_user
-        pre.append("prompts are message lists: a group is a run of rows with one step and first user turn")
+        if rows["prompt"].map(lambda p: isinstance(p, str)).all():
+            turns = rows["prompt"].map(_user_turns)
+            pre.append(
+                "prompts are chat-templated text (ms-swift 3.5-3.6); "
+                f"{int((turns > 1).sum())} hold earlier turns (multi-turn): a group is a run of rows "
+                "with one step and first user turn"
+            )
+        else:
+            pre.append(
+                "prompts are message lists: a group is a run of rows with one step and first user turn"
+            )
+    elif rows["prompt"].map(lambda p: isinstance(p, str)).all():
+        pre.append(
+            "prompts are text of no known chat template (ChatML, Llama 3): a group is a run of rows "
+            "with one step and prompt; in multi-turn mode (ms-swift 3.5-3.6: the prompt holds the "
+            "earlier turns) that splits each group"
+        )
     out, notes = completion_rows(
         table,
         rows.drop(columns=["step"]),

@@ -1,5 +1,6 @@
 """rLLM episodes: a folder of JSON files, one episode each (or a list of them, or JSON Lines),
-as rLLM's own writers produce them (read from rLLM 9beb6e0f and run, tests/fixtures/rllm_real):
+as rLLM's own writers produce them (read from rLLM 38dda579 and 9beb6e0f and run,
+tests/fixtures/rllm_38dd and rllm_real):
 
 - ``EpisodeLogger.log_episodes_batch`` (training, ``episode_logging.log_episodes``):
   ``<dir>/episodes/train_step_<N>_epoch_<E>/episode_hash<h>_id<id>.json`` with ``training_step``,
@@ -11,18 +12,25 @@ as rLLM's own writers produce them (read from rLLM 9beb6e0f and run, tests/fixtu
   ``input``/``output``/``metadata`` ...);
 - ``Episode.to_dict()`` files (``id``, ``info``), as older rLLM versions wrote.
 
+At 38dda579 the training layout is the same less ``session_id`` and ``metadata``, but its
+``Workflow`` leaves numpy values in the episode (``is_correct = np.sum(...) > 0``, trajectory
+``reward = np.sum(...)``) and ``EpisodeLogger`` dumps with ``default=str``: they arrive as the
+text ``"True"`` / ``"False"`` / ``"1"``. Exactly numpy's spellings are read back (noted); any
+other text in ``is_correct``, a step's ``done`` or a reward is a problem naming the file, item
+and field.
+
 Canonical mapping: group = the task id (the part of the episode id before ``:``; ``task_id:name``
 for a named role of a multi-agent workflow, as rLLM's ``TrajectoryGroup`` does); traj = the
 episode id (plus ``#j`` when an episode has several trajectories of one role); ``step_idx`` =
 position in ``steps``; ``reward``, ``action`` (JSON when not a string), ``model_response`` ->
-``response``; success = ``is_correct`` (a JSON true/false or 0/1; null, text such as
-``"false"`` or any other value is a problem naming the file, item and field, never read as a
-success; an episode without the field has no success flag, so the loader's rule decides:
+``response``; success = ``is_correct`` (a JSON true/false or 0/1, or numpy's ``"True"``/``"False"``; null,
+text such as ``"false"`` or any other value is a problem naming the file, item and field, never
+read as a success; an episode without the field has no success flag, so the loader's rule decides:
 the return > the success threshold, noted); ``episode_return`` = trajectory ``reward``.
 Truncation: ``termination_reason`` ``max_turns_exceeded`` / ``max_prompt_length_exceeded`` /
 ``max_response_length_exceeded`` / ``timeout`` is truncated and ``env_done`` is ended (the last
-step's ``done`` is set so); other reasons fall back to the steps' ``done`` when some step has
-one, else truncation is unknown (rLLM's agent-flow engine sets no ``done``). Anchor:
+step's ``done`` is set so); other reasons fall back to the steps' ``done`` (a flag, or a problem naming the
+step) when some step has one, else truncation is unknown (rLLM's agent-flow engine sets no ``done``). Anchor:
 ``info``/``metadata`` ``anchor_obs``/``state`` when a workflow logs one, else the observation,
 else (the agent-flow engine leaves ``observation`` empty) the last user message of the step's
 ``chat_completions``, which is the turn's observation; with none of these there are no
@@ -37,6 +45,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -49,11 +58,15 @@ from ..readers import RawTable
 from ._common import Imported, drop_exact_duplicates, json_document, run_from_dir, step_from_path, to_text
 
 NAME = "rllm"
+#: What the app calls this format.
+TITLE = "rLLM episodes"
 SIGNATURE = ("id", "trajectories")
 _DEFAULT_NAMES = {None, "", "default_traj_name"}
 #: Files rLLM writes beside the episodes (EpisodeLogger, EvalEpisodeStore): not episodes.
 SIDE_FILES = ("batch_summary.json", "meta.json")
 _TRUNCATING = {"max_turns_exceeded", "max_prompt_length_exceeded", "max_response_length_exceeded", "timeout"}
+_NUMPY_BOOL_TEXT = {"True": True, "False": False}
+_NUMBER_TEXT = re.compile(r"-?\d+(\.\d*)?([eE][-+]?\d+)?")
 
 
 def sniff(fields: set[str]) -> bool:
@@ -128,17 +141,44 @@ def _anchor(st: dict):
     return None, None
 
 
-def _ends(ep: dict, steps: list) -> list:
+def _flag(value):
+    """``(flag, numpy_text)`` of a logged true/false, ``(None, False)`` when it is not one.
+
+    ``EpisodeLogger`` writes with ``json.dumps(default=str)``, so a numpy bool (``is_correct``
+    of rLLM 38dda579's ``Workflow.assign_episode_correctness``: ``np.sum(...) > 0``) arrives as
+    the text ``"True"`` / ``"False"``: exactly these two are read, any other text is not a flag.
+    """
+    if isinstance(value, str):
+        return _NUMPY_BOOL_TEXT.get(value), value in _NUMPY_BOOL_TEXT
+    (flag,), bad = read_flags([value])
+    return (None if len(bad) else bool(flag)), False
+
+
+def _number(value):
+    """``(number, numpy_text)`` of a logged reward, ``(nan, False)`` when it is not one.
+
+    A numpy number written through ``default=str`` (rLLM 38dda579's trajectory ``reward`` is
+    ``np.sum`` of the step rewards) arrives as its text, e.g. ``"1"`` or ``"0.5"``.
+    """
+    if value is None:
+        return None, False
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
+        return float(value), False
+    if isinstance(value, str) and _NUMBER_TEXT.fullmatch(value):
+        return float(value), True
+    return float("nan"), False
+
+
+def _ends(ep: dict, done: list) -> list:
     """The ``done`` of each step: from the termination reason, else the steps', else None."""
     reason = ep.get("termination_reason")
     reason = reason.get("value") if isinstance(reason, dict) else reason
     reason = str(reason).lower() if reason is not None else None
-    done = [st.get("done") if isinstance(st.get("done"), bool) else None for st in steps]
     if reason in _TRUNCATING or reason == "env_done":
-        return [False] * (len(steps) - 1) + [reason == "env_done"] if steps else []
+        return [False] * (len(done) - 1) + [reason == "env_done"] if done else []
     if any(d is True for d in done):
         return done
-    return [None] * len(steps)
+    return [None] * len(done)
 
 
 def read(path: str) -> Imported:
@@ -150,6 +190,7 @@ def read(path: str) -> Imported:
     anchors_from: dict = {}
     no_done = 0
     no_correct = 0
+    numpy_text = 0
     for f in files:
         where = "line" if ".jsonl" in f.lower() else "item"
         for idx, ep in _load(f, problems):
@@ -170,11 +211,11 @@ def read(path: str) -> Imported:
             tstep = _train_step(ep, f)
             success = None
             if "is_correct" in ep:
-                (flag,), bad = read_flags([ep["is_correct"]])
-                if len(bad):
+                success, as_text = _flag(ep["is_correct"])
+                if success is None:
                     problems.append(Problem(f, idx, "is_correct", not_a_flag(ep["is_correct"]), where))
                     continue
-                success = bool(flag)
+                numpy_text += as_text
             else:
                 no_correct += 1
             names: dict = {}
@@ -192,7 +233,30 @@ def read(path: str) -> Imported:
                 group = task_id if name in _DEFAULT_NAMES else f"{task_id}:{name}"
                 k = names[name] = names.get(name, -1) + 1
                 traj = eid if k == 0 else f"{eid}#{k}"
-                ends = _ends(ep, tr["steps"])
+                done, rewards, bad_step = [], [], False
+                for s, st in enumerate(tr["steps"]):
+                    d, as_text = (None, False) if st.get("done") is None else _flag(st["done"])
+                    r, r_text = _number(st.get("reward"))
+                    numpy_text += as_text + r_text
+                    if st.get("done") is not None and d is None:
+                        field = f"trajectories[{j}].steps[{s}].done"
+                        problems.append(Problem(f, idx, field, not_a_flag(st["done"]), where))
+                        bad_step = True
+                    if r is not None and np.isnan(r):
+                        field = f"trajectories[{j}].steps[{s}].reward"
+                        problems.append(Problem(f, idx, field, f"not a number: {st['reward']!r:.40}", where))
+                        bad_step = True
+                    done.append(d)
+                    rewards.append(r)
+                ret, r_text = _number(tr.get("reward"))
+                numpy_text += r_text
+                if ret is not None and np.isnan(ret):
+                    field = f"trajectories[{j}].reward"
+                    problems.append(Problem(f, idx, field, f"not a number: {tr['reward']!r:.40}", where))
+                    bad_step = True
+                if bad_step:
+                    continue
+                ends = _ends(ep, done)
                 no_done += bool(tr["steps"]) and ends[-1] is None
                 for s, st in enumerate(tr["steps"]):
                     anchor, src = _anchor(st)
@@ -205,14 +269,14 @@ def read(path: str) -> Imported:
                             "group_id": group,
                             "traj_id": traj,
                             "step_idx": s,
-                            "reward": st.get("reward"),
+                            "reward": rewards[s],
                             "done": ends[s],
                             "action": to_text(st.get("action")),
                             "response": to_text(st.get("model_response") or st.get("output")),
                             "observation": to_text(st.get("observation")),
                             "anchor_obs": to_text(anchor),
                             "success": success,
-                            "episode_return": tr.get("reward"),
+                            "episode_return": ret,
                             "termination_reason": to_text(ep.get("termination_reason")),
                             "advantage": adv
                             if isinstance(adv, (int, float)) and not isinstance(adv, bool)
@@ -241,6 +305,12 @@ def read(path: str) -> Imported:
         notes.append(
             f"{anchors_from[None]} step(s) carry no observation, chat_completions or "
             "info anchor: they have no anchor (nothing merges there)"
+        )
+    if numpy_text:
+        notes.append(
+            f"{numpy_text} is_correct / done / reward value(s) are numpy values written as text "
+            "(EpisodeLogger's json.dumps(default=str): 'True', 'False', '1', '0.5'): read as the "
+            "bool or number they print"
         )
     if no_correct:
         notes.append(

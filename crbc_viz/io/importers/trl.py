@@ -1,9 +1,10 @@
 """TRL ``GRPOTrainer`` completion logs: ``<output_dir>/completions/completions_<step>.parquet``.
 
-Written by ``GRPOTrainer.log`` when ``GRPOConfig(log_completions=True)`` (read from TRL 1.16.0's
-source and checked on a real run, tests/fixtures/trl_real): ``step``, ``prompt`` (text or chat
-messages), ``completion``, one column per reward function (named after the function), the
-columns reward functions add through ``log_extra`` (e.g. ``num_turns``), and ``advantage``. One
+Written by ``GRPOTrainer.log`` when ``GRPOConfig(log_completions=True)`` (read from TRL 0.29.1's
+and 1.16.0's source and checked on a real run of each, tests/fixtures/trl_0291 and trl_real):
+``step``, ``prompt`` (text or chat messages), ``completion``, one column per reward function
+(named after the function), the columns reward functions add through ``log_extra`` (e.g.
+``num_turns``; 1.16.0 writes them, 0.29.1 has no ``log_extra``), and ``advantage``. One
 row per sampled completion, a one-step trajectory; the ``num_generations`` completions of one
 prompt are consecutive rows (TRL's RepeatSampler), so a group is a run of rows with the same
 ``step`` and ``prompt`` (runs longer than the file's group size, the gcd of the run lengths,
@@ -40,6 +41,8 @@ from ..readers import RawTable, read_table
 from ._common import Imported, require, run_from_dir, step_from_path, text_id, to_text
 
 NAME = "trl"
+#: What the app calls this format.
+TITLE = "TRL completions parquet"
 SIGNATURE = ("prompt", "completion")
 _NOT_REWARD = {
     "step",

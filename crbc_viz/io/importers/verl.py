@@ -1,4 +1,4 @@
-"""verl ``trainer.rollout_data_dir`` dumps (``RayPPOTrainer._dump_generations``).
+"""verl ``trainer.rollout_data_dir`` dumps (``RayPPOTrainer._dump_generations``), verl 0.4.1 to 0.9.1.
 
 One JSONL per training step, ``{global_steps}.jsonl``; one line per sampled response:
 ``input`` (the decoded prompt, chat template included), ``output`` (the decoded response),
@@ -6,7 +6,13 @@ One JSONL per training step, ``{global_steps}.jsonl``; one line per sampled resp
 and every reward-extra-info key (e.g. ``acc``). Trajectory-level: each line is a one-step
 trajectory; lines with the identical ``input`` within a step form a GRPO group (verl repeats
 a prompt ``n`` times and does not write its ``uid``). The prompt is the group's single anchor,
-so step credit equals the group-relative outcome credit.
+so step credit equals the group-relative outcome credit. The layout is the same from 0.4.1 (checked
+on its multi-turn rollout, ``tests/fixtures/generators/verl041_gen.py``) to 0.9.1: with
+``multi_turn.enable`` a line holds a whole tool-calling conversation (its turns are not
+separable, so it is one step) and a rollout cut by the length or turn limit is not marked.
+Lines equal in every field are kept (samples of one prompt can coincide), with a note: in a
+verl-agent ``rollout_data_dir`` they are ``adjust_batch`` copies, which ``--format verl-agent``
+drops.
 
 verl's TransferQueue trainer (``verl/trainer/ppo/v1/trainer_base.py``, verl 0.9) also writes
 ``uid`` = ``{uid}_{session}_{index}``: the prompt's uid, one of its ``rollout.n`` sessions, one
@@ -33,6 +39,8 @@ from ..readers import RawTable, read_table
 from ._common import Imported, drop_exact_duplicates, require, run_from_dir, step_from_path, text_id, to_text
 
 NAME = "verl"
+#: What the app calls this format.
+TITLE = "verl rollout_data_dir file"
 SIGNATURE = ("input", "output", "score")
 
 
@@ -81,6 +89,14 @@ def read(path: str, *, anchors: bool = True) -> Imported:
         out["anchor_obs"] = prompt
     keyed = _session_keys(df)
     if keyed is None:
+        if anchors:
+            same = int(df.astype(str).duplicated().sum())
+            if same:
+                notes.append(
+                    f"kept {same} line(s) equal to an earlier line in every field (samples of one prompt "
+                    "can coincide); if this is verl-agent's rollout_data_dir they are adjust_batch copies: "
+                    "read it with --format verl-agent, which drops them"
+                )
         return Imported(
             RawTable(raw.path, out, raw.line, raw.where, raw.from_text, raw.problems),
             NAME,

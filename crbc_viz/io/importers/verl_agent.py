@@ -1,5 +1,9 @@
 """verl-agent (GiGPO's trainer): the crbc dump hook's files, and its ``rollout_data_dir`` JSONL.
 
+Checked on files written by verl-agent's own code at commits e03bd50 (2025-07) and 796ed31
+(2026-02): the hook applies unchanged at both, and both dump ``rollout_data_dir`` alike
+(``tests/fixtures/generators/verl_agent_e03_gen.py``, ``verl_agent_gen.py``).
+
 **Dump hook** (``docs/verl_agent_hook.md``): one JSONL (or Parquet) per training step,
 ``crbc_step_<global_steps>.jsonl``, one row per environment step of the trainer's batch, with
 the batch's own field names:
@@ -40,7 +44,8 @@ file is a problem naming its line, never read as active or inactive.
 lacking anchors**: every line becomes its own one-step trajectory, grouped by identical
 prompt, with no anchor (so nothing merges and step credit is uninformative). Lines equal in
 every field are ``adjust_batch`` copies (verl-agent e03bd50 pads to a multiple of
-``ppo_mini_batch_size``): dropped, counted in a note.
+``ppo_mini_batch_size``): dropped, counted in a note. ``--format auto`` reads such a file as
+plain verl (the fields are verl's), which keeps the copies and says so in a note.
 """
 
 from __future__ import annotations
@@ -54,6 +59,8 @@ from . import verl as _verl
 from ._common import Imported, drop_exact_duplicates, rename, require, run_from_dir, step_from_path
 
 NAME = "verl-agent"
+#: What the app calls this format.
+TITLE = "verl-agent dump"
 SIGNATURE = ("uid", "traj_uid")
 
 FIELD_MAP = {
