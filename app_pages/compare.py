@@ -112,10 +112,15 @@ def estimator_pair(sel, graph, focus_step) -> None:
         b = b + " "
     rho = spearman(df[a], df[b])
     const = both_constant(df, a, b)
-    m = st.columns(4)
-    m[0].metric("Spearman ρ (this group)", describe_rho(rho, a, b, df))
-    m[1].metric("Sign agreement", "— (both constant)" if const else f"{sign_agreement(df[a], df[b]):.1%}")
-    m[2].metric("Steps", len(df))
+    # One row that wraps: at 800 px four side by side cut their labels.
+    row = st.container(horizontal=True, gap="medium")
+    row.metric("Spearman ρ (this group)", describe_rho(rho, a, b, df), width="content")
+    row.metric(
+        "Sign agreement",
+        "— (both constant)" if const else f"{sign_agreement(df[a], df[b]):.1%}",
+        width="content",
+    )
+    row.metric("Steps", len(df), width="content")
     with st.spinner("Scoring every group …"):
         fa = pipeline.score_full(sel.digest, sel.path, a.strip(), sel.params_of(a.strip()), sel.backend)
         fb = pipeline.score_full(sel.digest, sel.path, b.strip(), sel.params_of(b.strip()), sel.backend)
@@ -124,49 +129,29 @@ def estimator_pair(sel, graph, focus_step) -> None:
         full = pipeline.full_graph(sel.digest, sel.path)
         per = agreement_by_group(full.batch.step_group, getattr(fa, q), getattr(fb, q), full.batch.num_groups)
         defined = per["spearman"].notna()
-        m[3].metric(
+        row.metric(
             "Median ρ over groups",
             f"{per['spearman'].median():.3f}" if defined.any() else "— (undefined in every group)",
             help=f"over the {int(defined.sum())} of {len(per)} groups where both vary",
+            width="content",
         )
     la, lb = _label(sel, a.strip()), _label(sel, b.strip())
-    c1, c2 = st.columns([3, 2])
-    with c1:
-        st.session_state["_scatter_steps"] = [
-            df.loc[df["success"] == ok, "step"].tolist() for ok in (True, False)
-        ]
-        fig = scatter_figure(df, a, b, quantity=q, highlight=focus_step, title=f"{la} vs {lb} · {q}")
-        fig.update_layout(xaxis_title=f"{la} {q}", yaxis_title=f"{lb} {q}")
-        st.plotly_chart(
-            _sized(fig),
-            key="cmp_scatter",
-            on_select=lambda: _on_scatter(graph),
-            selection_mode="points",
-            config=_export(sel, la, "vs", lb, q),
-        )
-        st.caption("Click a point to choose that step (ringed when chosen).")
-    with c2:
-        st.markdown(f"**Steps where they disagree most** (largest |A − B| {q}; click a row)")
-        top = top_disagreements(df, a, b, k=12)
-        top = top[top["gap"] > 0]
-        if top.empty:
-            st.info("No disagreement to show: the two give every step the same value here.")
-        else:
-            # The two values and their gap first: visible without scrolling sideways.
-            st.dataframe(
-                cells(top[["t", a, b, "gap", "traj_id", "anchor", "action"]]),
-                key="cmp_top",
-                on_select=lambda: _on_top_row(graph, top["step"].tolist()),
-                selection_mode="single-row",
-                hide_index=True,
-                width="stretch",
-                column_config={
-                    "t": st.column_config.NumberColumn("t", width=40),
-                    a: st.column_config.NumberColumn(f"A: {a}", format="%.3f", help=f"A = {a}"),
-                    b: st.column_config.NumberColumn(f"B: {b}", format="%.3f", help=f"B = {b}"),
-                    "gap": st.column_config.NumberColumn("|A − B|", format="%.3f"),
-                },
-            )
+    # The table goes under the scatter, at the full width: beside it, an 800 px window has no
+    # room for its B column.
+    st.session_state["_scatter_steps"] = [
+        df.loc[df["success"] == ok, "step"].tolist() for ok in (True, False)
+    ]
+    fig = scatter_figure(df, a, b, quantity=q, highlight=focus_step, title=f"{la} vs {lb} · {q}")
+    fig.update_layout(xaxis_title=f"{la} {q}", yaxis_title=f"{lb} {q}")
+    st.plotly_chart(
+        _sized(fig),
+        key="cmp_scatter",
+        on_select=lambda: _on_scatter(graph),
+        selection_mode="points",
+        config=_export(sel, la, "vs", lb, q),
+    )
+    st.caption("Click a point to choose that step (ringed when chosen).")
+    _disagreement_table(graph, df, a, b, q)
     if per is not None:
         with st.expander("Agreement in every group (click a row to open that group)"):
             labels = [full.batch.group_label(g) for g in per["group_index"]]
@@ -187,6 +172,38 @@ def estimator_pair(sel, graph, focus_step) -> None:
                     "disagreement": st.column_config.TextColumn("disagreement", help=tip),
                 },
             )
+
+
+def _disagreement_table(graph, df: pd.DataFrame, a: str, b: str, q: str) -> None:
+    """The steps where A and B differ most: the two values and their gap first, every column
+    narrow enough that the table shows whole, without scrolling sideways, at 800 px."""
+    st.markdown(f"**Steps where they disagree most** (largest |A − B| {q}; click a row)")
+    top = top_disagreements(df, a, b, k=12)
+    top = top[top["gap"] > 0]
+    if top.empty:
+        st.info("No disagreement to show: the two give every step the same value here.")
+        return
+    st.dataframe(
+        cells(
+            top[["t", a, b, "gap", "traj_id"]].assign(
+                at=top["anchor"].astype(str) + " · " + top["action"].astype(str)
+            )
+        ),
+        key="cmp_top",
+        on_select=lambda: _on_top_row(graph, top["step"].tolist()),
+        selection_mode="single-row",
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "t": st.column_config.NumberColumn("t", width=40),
+            a: st.column_config.NumberColumn(f"A: {a}", format="%.3f", help=f"A = {a}", width="small"),
+            b: st.column_config.NumberColumn(f"B: {b}", format="%.3f", help=f"B = {b}", width="small"),
+            "gap": st.column_config.NumberColumn("|A − B|", format="%.3f", width="small"),
+            # Narrow too (their whole text on hover), so that no column is out of sight.
+            "traj_id": st.column_config.TextColumn("rollout", width="small"),
+            "at": st.column_config.TextColumn("anchor · action", width="small"),
+        },
+    )
 
 
 def all_estimators(sel, graph, t) -> None:

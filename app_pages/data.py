@@ -36,6 +36,7 @@ from crbc_viz.ui.sources import (
     read_key,
 )
 from crbc_viz.ui.text import cells, md, md_lines
+from crbc_viz.views.training import dash_undefined
 
 SOURCES = ("Bundled sample", "Upload", "Server path")
 #: What a trainer writes that an upload may be (an rLLM episodes folder is a server path).
@@ -322,15 +323,16 @@ def render() -> None:
     )
     shown = table.drop(columns=["group_index", "run_id", "train_step", "group_id"]).copy()
     # Where ρ is undefined (a constant credit: nothing to rank), sign agreement means nothing
-    # either; both read "undefined" (the numbers stay sortable underneath).
-    shown.loc[shown["disagreement"].isna(), "sign_agreement"] = float("nan")
-    styled = cells(shown)
-    if styled.size <= 262_144:  # pandas Styler's cell limit: 200k groups are shown unstyled
-        styled = styled.style.format(
-            {"disagreement": "{:.3f}", "sign_agreement": "{:.1%}"}, na_rep="undefined"
-        )
+    # either; both read "—", and their tooltips say why (a table would write "None").
+    undefined = shown["disagreement"].isna()
+    shown["disagreement"] = dash_undefined(shown["disagreement"])
+    shown["sign_agreement"] = dash_undefined(shown["sign_agreement"].mask(undefined))
+    why = (
+        f"— = undefined: in this group one of the two credits ({a}, {b}) is constant (e.g. every "
+        f"rollout failed) or not given (the estimator could not run), so there is no ranking to compare"
+    )
     st.dataframe(
-        styled,
+        cells(shown),
         key="group_table",
         on_select=lambda: _on_table_select(list(table["group"])),
         selection_mode="single-row",
@@ -341,14 +343,18 @@ def render() -> None:
                 "success rate", min_value=0.0, max_value=1.0, format="percent"
             ),
             "shared_step_fraction": st.column_config.NumberColumn("shared steps", format="percent"),
-            "disagreement": st.column_config.Column("disagreement"),
-            "sign_agreement": st.column_config.Column("sign agreement"),
+            "disagreement": st.column_config.TextColumn(
+                "disagreement", help=f"1 − Spearman ρ of the two credits (0 … 2). {why}"
+            ),
+            "sign_agreement": st.column_config.TextColumn(
+                "sign agreement", help=f"fraction of steps whose credits have the same sign. {why}"
+            ),
         },
     )
-    if shown["disagreement"].isna().any():
+    if undefined.any():
         st.caption(
-            f"undefined: in {int(shown['disagreement'].isna().sum())} group(s) one of the "
-            f"two credits is constant (e.g. every rollout failed), so there is no ranking "
+            f"— (undefined): in {int(undefined.sum())} group(s) one of the "
+            f"two credits is constant (e.g. every rollout failed) or not given, so there is no ranking "
             f"to compare."
         )
     st.markdown(f"Selected: **{md(sel.group_label)}**")

@@ -14,8 +14,15 @@ from crbc_viz.ui.params import params_to_url
 from crbc_viz.ui.selection import pick_anchor, pick_rollout, pick_step, step_buttons
 from crbc_viz.ui.sidebar import require_selection
 from crbc_viz.ui.text import cells, md
-from crbc_viz.views.graph_view import DEFAULT_MAX_NODES, board_html, node_values, value_meaning
+from crbc_viz.views.graph_view import (
+    DEFAULT_MAX_NODES,
+    MIN_LABEL_PX,
+    board_html,
+    node_values,
+    value_meaning,
+)
 from crbc_viz.views.layout import OPEN_STEP
+from crbc_viz.views.projector import PROJECTOR_MIN_FONT, projector_graph_page
 from crbc_viz.views.trajectories import anchor_panel_frame
 
 HEIGHT = 620
@@ -46,16 +53,9 @@ def opened_clusters(graph_key: str) -> tuple:
     return tuple(sorted(opened.items()))
 
 
-def render() -> None:
-    sel = require_selection()
-    graph = sel.graph()
-    events()
-    st.title("Anchor graph")
-    ptxt = params_to_url(sel.estimator, sel.params).replace(";", ", ")
-    st.caption(
-        f"Group **{md(sel.group_label)}** · {graph.batch.num_trajectories} rollouts · "
-        f"{graph.num_nodes} anchors · estimator **{sel.estimator}**" + (f" ({md(ptxt)})" if ptxt else "")
-    )
+def _controls(graph) -> dict:
+    """The rollout, step and anchor pickers, then the drawing options (their problems shown):
+    ``{traj, step, anchor, max_nodes, show_labels, large, focus}``."""
     problems: list = []
     c1, c2, c3 = st.columns([3, 1.3, 2.6])
     t = pick_rollout(c1, graph, label="Highlight a rollout's path", problems=problems)
@@ -112,13 +112,25 @@ def render() -> None:
     for p in problems:
         st.warning(md(p))
     show = {"auto": None, "on": True, "off": False}[labels]
-    res = sel.result(sel.estimator)
-    if isinstance(res, str):
-        st.warning(f"`{sel.estimator}` cannot colour this graph: {md(res)}")
+    return {
+        "traj": t,
+        "step": i,
+        "anchor": anchor,
+        "max_nodes": max_nodes,
+        "show_labels": show,
+        "large": large,
+        "focus": bool(focus),
+    }
+
+
+def _draw(sel, graph, ctl: dict, ptxt: str) -> None:
+    """The drawing, with what it leaves out said above it."""
+    t, anchor = ctl["traj"], ctl["anchor"]
     lo = int(graph.group_node_offsets[0])
-    focused = bool(focus and (t is not None or anchor is not None))
+    focused = bool(ctl["focus"] and (t is not None or anchor is not None))
     gkey = f"{sel.digest}:{sel.group}"
     opened = () if focused else opened_clusters(gkey)
+    on_projector = bool(st.session_state.get(view.FIELDS["projector"]))
     with st.spinner("Drawing the graph …"):
         page, drawn, total, note = pipeline.graph_page(
             sel.digest,
@@ -127,14 +139,15 @@ def render() -> None:
             sel.estimator,
             sel.params_of(sel.estimator),
             sel.backend,
-            t,
-            max_nodes,
-            show,
-            HEIGHT,
-            None if anchor is None else lo + anchor,
-            focused,
-            ptxt,
-            opened,
+            highlight_traj=t,
+            max_nodes=ctl["max_nodes"],
+            show_labels=ctl["show_labels"],
+            height_px=HEIGHT,
+            selected_node=None if anchor is None else lo + anchor,
+            focus=focused,
+            params_text=ptxt,
+            opened=opened,
+            min_label_px=PROJECTOR_MIN_FONT if on_projector else MIN_LABEL_PX,
         )
     if focused and drawn < total:
         st.info(
@@ -145,16 +158,18 @@ def render() -> None:
         st.info(
             note
             + (" Or choose a rollout or an anchor to draw its part." if t is None and anchor is None else "")
-            + f" Raise *Max anchors drawn* ({max_nodes}) to draw more one by one."
+            + f" Raise *Max anchors drawn* ({ctl['max_nodes']}) to draw more one by one."
         )
-    elif large and t is None and anchor is None:
+    elif ctl["large"] and t is None and anchor is None:
         st.info(f"{total} anchors: choose a rollout or an anchor to focus on its neighbourhood.")
     if opened and st.button("Fold the opened clusters", key="graph_fold"):
         st.session_state[_OPENED].pop(gkey, None)
         st.rerun()
-    st.iframe(page, height=HEIGHT + 12)
-    title, higher, _, _ = value_meaning(sel.estimator)
-    by_step = bool(focus and t is not None)
+    st.iframe(projector_graph_page(page) if on_projector else page, height=HEIGHT + 12)
+
+
+def _how_to_read(estimator: str, by_step: bool) -> None:
+    title, higher, _, _ = value_meaning(estimator)
     st.caption(
         (
             "Layout: column = the step at which the chosen rollout reaches an anchor (its "
@@ -164,55 +179,84 @@ def render() -> None:
         )
         + f"SUCCESS and FAILURE on the right. A dashed edge to FAILURE marked *time limit*: the "
         f"rollout ran out of steps there, no action led to FAILURE. Node colour = {title} under "
-        f"**{sel.estimator}** "
+        f"**{estimator}** "
         f"({'higher is better' if higher else 'nearer is better'}), size = visits; edge "
         f"width = transition count, colour = mean step credit (red negative, blue positive). "
         f"Click a node or an edge to choose its anchor; hover for the anchor text, actions, "
         f"counts and credit; drag to pan, scroll to zoom; Fit / PNG / SVG at the top right."
     )
-    if anchor is not None:
-        st.subheader(f"Anchor s{anchor}")
-        board = board_html(graph.node_anchor_obs[lo + anchor], cell_px=22)
-        if board:
-            st.html(board)
-        st.code(str(graph.node_anchor_obs[lo + anchor])[:4000], language=None)
+
+
+def _anchor_panel(sel, graph, res, anchor: int, step: int | None) -> None:
+    """The chosen anchor: its board or text and its actions."""
+    lo = int(graph.group_node_offsets[0])
+    st.subheader(f"Anchor s{anchor}")
+    board = board_html(graph.node_anchor_obs[lo + anchor], cell_px=22)
+    if board:
+        st.html(board)
+    st.code(str(graph.node_anchor_obs[lo + anchor])[:4000], language=None)
+    st.dataframe(
+        cells(anchor_panel_frame(graph, {sel.estimator: res}, lo + anchor)),
+        hide_index=True,
+        width="stretch",
+    )
+    st.page_link(
+        "app_pages/compare.py",
+        label="Compare estimators at this step" if step is not None else "Compare estimators on this group",
+        icon=":material/compare_arrows:",
+        query_params=view.nav_query() or None,
+    )
+
+
+def _anchors_table(graph, res, estimator: str) -> None:
+    """The estimator's diagnostics and every anchor as a table."""
+    if res.diagnostics:
+        st.caption(
+            "Diagnostics: "
+            + " · ".join(
+                f"{k} = {v:.3g}" if isinstance(v, float) else f"{k} = {v}" for k, v in res.diagnostics.items()
+            )
+        )
+    title = value_meaning(estimator)[0]
+    with st.expander("Anchors as a table"):
+        v = node_values(graph, res)
         st.dataframe(
-            cells(anchor_panel_frame(graph, {sel.estimator: res}, lo + anchor)),
+            cells(
+                pd.DataFrame(
+                    {
+                        "anchor": [f"s{n}" for n in range(graph.num_nodes)],
+                        "visits": graph.node_visits,
+                        "distinct actions": graph.node_num_actions,
+                        title: v,
+                        "anchor text": [str(a)[:200] for a in graph.node_anchor_obs],
+                    }
+                )
+            ),
             hide_index=True,
             width="stretch",
         )
-        st.page_link(
-            "app_pages/compare.py",
-            label="Compare estimators at this step" if i is not None else "Compare estimators on this group",
-            icon=":material/compare_arrows:",
-            query_params=view.nav_query() or None,
-        )
+
+
+def render() -> None:
+    sel = require_selection()
+    graph = sel.graph()
+    events()
+    st.title("Anchor graph")
+    ptxt = params_to_url(sel.estimator, sel.params).replace(";", ", ")
+    st.caption(
+        f"Group **{md(sel.group_label)}** · {graph.batch.num_trajectories} rollouts · "
+        f"{graph.num_nodes} anchors · estimator **{sel.estimator}**" + (f" ({md(ptxt)})" if ptxt else "")
+    )
+    ctl = _controls(graph)
+    res = sel.result(sel.estimator)
+    if isinstance(res, str):
+        st.warning(f"`{sel.estimator}` cannot colour this graph: {md(res)}")
+    _draw(sel, graph, ctl, ptxt)
+    _how_to_read(sel.estimator, bool(ctl["focus"] and ctl["traj"] is not None))
+    if ctl["anchor"] is not None:
+        _anchor_panel(sel, graph, res, ctl["anchor"], ctl["step"])
     if not isinstance(res, str):
-        if res.diagnostics:
-            st.caption(
-                "Diagnostics: "
-                + " · ".join(
-                    f"{k} = {v:.3g}" if isinstance(v, float) else f"{k} = {v}"
-                    for k, v in res.diagnostics.items()
-                )
-            )
-        with st.expander("Anchors as a table"):
-            v = node_values(graph, res)
-            st.dataframe(
-                cells(
-                    pd.DataFrame(
-                        {
-                            "anchor": [f"s{n}" for n in range(graph.num_nodes)],
-                            "visits": graph.node_visits,
-                            "distinct actions": graph.node_num_actions,
-                            title: v,
-                            "anchor text": [str(a)[:200] for a in graph.node_anchor_obs],
-                        }
-                    )
-                ),
-                hide_index=True,
-                width="stretch",
-            )
+        _anchors_table(graph, res, sel.estimator)
 
 
 render()

@@ -94,8 +94,9 @@ def render() -> None:
         st.session_state[step_key] = ts_list[-1]
     pick = c_step.selectbox("Drill down to train_step", ts_list, key=step_key, disabled=follow)
     view.record("tstep")
-    fig = trends_figure(steps, metrics, highlight=pick)
-    targets, ties, run_ids = point_targets(fig), point_ties(fig), [str(r) for r in runs]
+    drawn = tuple(dict.fromkeys(str(r) for r in steps["run_id"]))
+    fig, targets, ties = _trends_view(str(store.root), store.fingerprint, drawn, tuple(metrics), pick, steps)
+    run_ids = [str(r) for r in runs]
     st.plotly_chart(
         fig,
         width="stretch",
@@ -145,6 +146,16 @@ def render() -> None:
         icon=":material/hub:",
         query_params=graph_query(store.root, str(run), int(pick), gid),
     )
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _trends_view(root: str, fingerprint: str, runs: tuple, metrics: tuple, pick, _steps):
+    """The trends figure with its click targets, drawn once per store state (``fingerprint``
+    changes with every commit: a followed store's new steps are drawn), runs shown, metrics
+    and train_step marked; ``_steps`` is the store's trends of those runs. Shared, never
+    changed: `st.plotly_chart` sends a copy."""
+    fig = trends_figure(_steps, list(metrics), highlight=pick)
+    return fig, point_targets(fig), point_ties(fig)
 
 
 #: Separator of a list field in the URL (``metrics=success_rate,disagreement``).

@@ -13,6 +13,12 @@ Prints a markdown table (median, min, max over the runs):
   ready with its default sections, then the depth family and the all-estimators section each
   computed when opened.
 Targets on a 2-core machine: first render < 2 s, group switch < 0.3 s, Compare < 2 s.
+
+    .venv/bin/python bench/app_render.py --getting-around [--runs 3]
+
+times the Across training → Graph → Compare interactions on the bundled samples (target 1 s
+each) on a running server with cold data caches, and the same first steps on a fresh server
+process (its imports included), into bench/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -147,14 +153,12 @@ def bench_compare(runs: int):
     return opened, ready, depth, every, anchors
 
 
-def _one_getting_around() -> None:
-    """Fresh process: the issue's interactions on the bundled samples, each timed once (s):
-    Across training opened, a group chosen in its drill-down, another train_step, the Graph
-    page on that store group (the page link's URL), then Compare on it, and Compare on the
-    default sample's groups (a group not seen before, then a row of its table clicked)."""
-    from crbc_viz.ui import view
+def _store_walk(at) -> tuple[float, float, float, float]:
+    """On ``at`` (any page): Across training opened from the menu, the last group of the
+    drill-down chosen, the middle train_step chosen, then the Graph page opened on that group
+    by its page link's URL (s each); ``at`` is left on the Graph page."""
+    from urllib.parse import unquote_plus
 
-    at = _new()
     at.switch_page("app_pages/training.py")
     t_open = _timed(at.run)
     _check(at)
@@ -168,13 +172,30 @@ def _one_getting_around() -> None:
     query = (
         dict(x.split("=", 1) for x in link.proto.query_string.split("&")) if link.proto.query_string else {}
     )
-    from urllib.parse import unquote_plus
-
     at.query_params.clear()
     at.query_params.update({k: unquote_plus(v) for k, v in query.items()})
     at.switch_page("app_pages/graph.py")
     t_graph = _timed(at.run)
     _check(at)
+    return t_open, t_group, t_step, t_graph
+
+
+def _one_getting_around() -> None:
+    """Fresh process, a running server with cold data caches: one visitor has opened the Data,
+    Graph and Compare pages on the default sample's first group (the code of those pages is
+    imported, its templates compiled); then a new visitor's interactions, each timed once (s):
+    Across training opened from the menu (the store not yet read by this server: manifests,
+    trends, figure), a group chosen in its drill-down, another train_step, the Graph page on
+    that store group (its page link's URL: the group read from the store, its graph built,
+    scored and drawn), then Compare on it, and Compare on a group of the default sample not
+    seen before."""
+    warm = _new().run()
+    for page in ("app_pages/graph.py", "app_pages/compare.py"):
+        warm.switch_page(page).run()
+        _check(warm)
+    at = _new().run()
+    _check(at)
+    t_open, t_group, t_step, t_graph = _store_walk(at)
     at.switch_page("app_pages/compare.py")
     t_cmp_store = _timed(at.run)
     _check(at)
@@ -184,35 +205,53 @@ def _one_getting_around() -> None:
     _check(at2)
     t_cmp_new = _timed(at2.sidebar.selectbox(key="group_pick").select(labels[-1]).run)
     _check(at2)
-    del view
     print(f"{t_open:.6f} {t_group:.6f} {t_step:.6f} {t_graph:.6f} {t_cmp_store:.6f} {t_cmp_new:.6f}")
 
 
+def _one_fresh_server() -> None:
+    """Fresh process, nothing imported by the app yet: Across training as the first page the
+    server renders (the app's imports included), then the same walk to the Graph page, whose
+    time includes the drawing code's imports (pyvis, networkx, igraph) and template compile."""
+    t_open, _, _, t_graph = _store_walk(_new())
+    print(f"{t_open:.6f} {t_graph:.6f}")
+
+
+#: The interactions, on a running server with cold data caches (`_one_getting_around`).
 GETTING_AROUND = (
-    "Across training: open (bundled store, fresh process)",
+    "Across training: open from the menu (bundled store, not yet read by the server)",
     "Across training: choose a group in the drill-down",
     "Across training: another train_step",
     "Graph page on that store group (its link)",
     "Compare on that store group (first open)",
     "Compare: another group of the default sample (first open)",
 )
+#: The same first steps on a fresh server process (`_one_fresh_server`), with their targets:
+#: the first page a server renders has the first render's.
+FRESH_SERVER = (
+    ("Fresh server: Across training as its first page (the app's imports included)", 2.0),
+    ("Fresh server: Graph page on that store group, its first graph (drawing code's imports included)", 1.0),
+)
 
 
 def bench_getting_around(runs: int) -> list[tuple[str, list[float], float]]:
     import subprocess
 
-    cols: list[list[float]] = [[] for _ in GETTING_AROUND]
-    for _ in range(runs):
+    def one(flag: str) -> list[float]:
         out = subprocess.run(
-            [sys.executable, __file__, "--one-getting-around"],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=REPO,
+            [sys.executable, __file__, flag], capture_output=True, text=True, check=True, cwd=REPO
         )
-        for c, v in zip(cols, out.stdout.strip().splitlines()[-1].split()):
-            c.append(float(v))
-    return [(name, xs, 1.0) for name, xs in zip(GETTING_AROUND, cols)]
+        return [float(v) for v in out.stdout.strip().splitlines()[-1].split()]
+
+    cols: list[list[float]] = [[] for _ in GETTING_AROUND]
+    fresh: list[list[float]] = [[] for _ in FRESH_SERVER]
+    for _ in range(runs):
+        for c, v in zip(cols, one("--one-getting-around")):
+            c.append(v)
+        for c, v in zip(fresh, one("--one-fresh-server")):
+            c.append(v)
+    return [(name, xs, 1.0) for name, xs in zip(GETTING_AROUND, cols)] + [
+        (name, xs, target) for (name, target), xs in zip(FRESH_SERVER, fresh)
+    ]
 
 
 def _table(rows) -> str:
@@ -236,6 +275,7 @@ def main() -> None:
     ap.add_argument("--one-compare", help=argparse.SUPPRESS)
     ap.add_argument("--only-compare", action="store_true", help="only the ~800-anchor Compare rows")
     ap.add_argument("--one-getting-around", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--one-fresh-server", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument(
         "--getting-around",
         action="store_true",
@@ -247,12 +287,19 @@ def main() -> None:
         return _one_cold()
     if args.one_getting_around:
         return _one_getting_around()
+    if args.one_fresh_server:
+        return _one_fresh_server()
     if args.getting_around:
         from bench.__main__ import write_block
 
         text = (
             f"Getting around (AppTest, server side, {args.runs} runs each, a fresh process per run; "
-            f"`.venv/bin/python bench/app_render.py --getting-around --runs {args.runs}`)\n\n"
+            f"`.venv/bin/python bench/app_render.py --getting-around --runs {args.runs}`). "
+            "The first six rows: a running server with cold data caches (one visitor has opened "
+            "the Data, Graph and Compare pages on the default sample's first group, so those "
+            "pages' code is imported; the store, its trends and every group timed are not yet "
+            "in any cache), then a new visitor's clicks. The last two: a fresh server process "
+            "(the app's imports, and the graph drawing's, inside the time).\n\n"
             + _table(bench_getting_around(args.runs))
         )
         print(text)

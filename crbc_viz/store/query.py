@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -35,6 +36,15 @@ __all__ = ["LogStore", "open_store", "parse_group_label", "incomplete_sources", 
 
 #: A manifest read less than this after its mtime is parsed again on the next refresh.
 _SAME_MTIME_NS = 2_000_000_000
+#: Per store folder, the manifests this process parsed (`LogStore.refresh`'s cache: each keyed
+#: by its file's name, size, mtime and inode); the oldest folder dropped beyond `MANIFESTS_MAX`.
+_MANIFESTS: dict[str, dict] = {}
+MANIFESTS_MAX = 16
+#: Group references this process resolved (`LogStore.resolve_group`), by store folder, parts
+#: and reference; the oldest dropped beyond `RESOLVED_MAX`.
+_RESOLVED: dict[tuple, tuple[str, int, str]] = {}
+_MEMO_LOCK = threading.Lock()
+RESOLVED_MAX = 1024
 
 
 def parse_group_label(label: str) -> list[tuple[str | None, int | None, str]]:
@@ -102,7 +112,9 @@ class LogStore:
         manifest, `crbc_viz.store.ingest` with ``replace=True``) is hidden once the newer
         version is complete, and the newer version is hidden while it is incomplete, so readers
         switch from one whole version to the other and never see both."""
-        cache = getattr(self, "_mcache", {})
+        # Manifests this process already parsed for this folder, by any `LogStore` of it (a
+        # page's rerun opens the store again: a listing, not a re-read).
+        cache = getattr(self, "_mcache", None) or _MANIFESTS.get(str(self.root), {})
         fresh: dict = {}
         manifests: dict[str, dict] = {}
         own_parts: dict[str, tuple[Part, ...]] = {}
@@ -142,6 +154,10 @@ class LogStore:
             manifests[m["digest"]] = m
             own_parts[m["digest"]] = mparts
         self._mcache = fresh
+        with _MEMO_LOCK:
+            _MANIFESTS[str(self.root)] = fresh
+            while len(_MANIFESTS) > MANIFESTS_MAX:
+                _MANIFESTS.pop(next(iter(_MANIFESTS)))
         self.manifests: dict[str, dict] = manifests
         self.hidden: set[str] = hidden_sources(manifests)
         self.sources: dict[str, dict] = {d: m for d, m in manifests.items() if d not in self.hidden}
@@ -300,22 +316,34 @@ class LogStore:
         success: str | None = None,
         group: str | None = None,
     ) -> pd.DataFrame:
-        """One row per group: ids, ``env_name``, ``rollouts``, ``steps``, ``success_rate``."""
-        parts = self.select_parts(run, train_step)
+        """One row per group: ids, ``env_name``, ``rollouts``, ``steps``, ``success_rate``.
+
+        ``group`` (a reference, see `parse_group_label`) reads only the partitions each of its
+        readings can lie in: ``run/train_step/group_id`` the one partition, a bare id every
+        partition (probed on ``group_id`` alone before the counts are taken)."""
         cols = ["run_id", "train_step", "group_id", "env_name", "rollouts", "steps", "success_rate"]
-        if not parts:
-            return pd.DataFrame(columns=cols)
-        have_env = "env_name" in self._columns(parts)
         frames = []
-        if env is not None and not have_env:
-            return pd.DataFrame(columns=cols)
-        select = (
-            f"run_id, train_step, group_id, "
-            f"{'any_value(env_name)' if have_env else 'NULL'} AS env_name, "
-            f"count(DISTINCT traj_id) AS rollouts, count(*) AS steps, "
-            f"count(DISTINCT traj_id) FILTER (WHERE success) / count(DISTINCT traj_id) AS success_rate"
-        )
         for cand in parse_group_label(group) if group else [None]:
+            r, t = run, train_step
+            if cand is not None:
+                if (cand[0] is not None and run is not None and cand[0] != run) or (
+                    cand[1] is not None and train_step is not None and cand[1] != int(train_step)
+                ):
+                    continue  # this reading lies outside the partition asked for
+                r = cand[0] if cand[0] is not None else run
+                t = cand[1] if cand[1] is not None else train_step
+            parts = self.select_parts(r, t)
+            if not parts or (cand is not None and cand[0] is None and not self._has_group(parts, cand[2])):
+                continue
+            have_env = "env_name" in self._columns(parts)
+            if env is not None and not have_env:
+                continue
+            select = (
+                f"run_id, train_step, group_id, "
+                f"{'any_value(env_name)' if have_env else 'NULL'} AS env_name, "
+                f"count(DISTINCT traj_id) AS rollouts, count(*) AS steps, "
+                f"count(DISTINCT traj_id) FILTER (WHERE success) / count(DISTINCT traj_id) AS success_rate"
+            )
             frames.append(
                 self._select(
                     select,
@@ -323,22 +351,39 @@ class LogStore:
                     group=cand,
                     env=env,
                     success=success,
-                    run=run,
-                    train_step=train_step,
+                    run=r,
+                    train_step=t,
                     tail="GROUP BY run_id, train_step, group_id ORDER BY run_id, train_step, group_id",
                 )
             )
+        if not frames:
+            return pd.DataFrame(columns=cols)
         out = pd.concat(frames, ignore_index=True).drop_duplicates(["run_id", "train_step", "group_id"])
         return out.reset_index(drop=True)[cols]
+
+    def _has_group(self, parts: list[Part], group_id: str) -> bool:
+        """Whether a row of ``parts`` has this ``group_id`` (its column alone is read)."""
+        hit = self.con.execute(
+            f"SELECT 1 FROM {self._FROM} WHERE group_id = ? LIMIT 1", [self._files(parts), group_id]
+        ).fetchall()
+        return bool(hit)
 
     def resolve_group(
         self, group: str, *, run: str | None = None, train_step: int | None = None
     ) -> tuple[str, int, str]:
         """The one group a reference names (a bare id, or ``run/train_step/group_id``).
 
+        A reference resolved once is not read again while the store's parts stay the same
+        (their paths and row counts: a part is written once, a new commit changes them).
+
         Raises:
             StoreError: no such group, or several (listing them).
         """
+        key = (str(self.root), self.fingerprint, self.num_steps, group, run, train_step)
+        with _MEMO_LOCK:
+            hit = _RESOLVED.get(key)
+        if hit is not None:
+            return hit
         found = self.groups(run=run, train_step=train_step, group=group)
         if found.empty:
             scope = "".join(
@@ -356,7 +401,12 @@ class LogStore:
                 f"give run/train_step/group_id or --run / --train-step"
             )
         r = found.iloc[0]
-        return str(r["run_id"]), int(r["train_step"]), str(r["group_id"])
+        out = str(r["run_id"]), int(r["train_step"]), str(r["group_id"])
+        with _MEMO_LOCK:
+            _RESOLVED[key] = out
+            while len(_RESOLVED) > RESOLVED_MAX:
+                _RESOLVED.pop(next(iter(_RESOLVED)))
+        return out
 
     # -- loading -------------------------------------------------------------------------------
     def load_batch(

@@ -19,6 +19,7 @@ from ..analysis.trends import store_trends as _store_trends
 from ..api import score
 from ..errors import CrbcVizError
 from ..estimators import registry
+from ..estimators.crbc import CRBCParams
 from ..estimators.crbc import crbc as crbc_fn
 from ..graph import build_graph
 from . import sandbox, sources
@@ -184,7 +185,7 @@ def depth_sweep(
     reassembles; plus the pairs' labels, counts and group-local nodes for the Compare page.
     ``_progress(f, text)`` is called as the work advances."""
     graph = group_graph(digest, _path, group)
-    beta = float(dict(crbc_params).get("beta", 0.98))
+    beta = float(dict(crbc_params).get("beta", CRBCParams.beta))
     fam = depth_family(
         graph,
         beta,
@@ -239,6 +240,7 @@ def graph_page(
     estimator: str,
     params: tuple,
     backend: str,
+    *,
     highlight_traj: int | None,
     max_nodes: int,
     show_labels: bool | None,
@@ -247,12 +249,14 @@ def graph_page(
     focus: bool = False,
     params_text: str = "",
     opened: tuple = (),
+    min_label_px: float,
 ) -> tuple[str, int, int, str]:
     """(pyvis HTML, anchors drawn, anchors in the group, what the summary leaves out) for the
     Graph page. ``focus``: only the highlighted rollout's anchors and their one-step
     neighbourhood, laid out by the rollout's steps (large groups); otherwise a group above
     ``max_nodes`` anchors is summarised (`crbc_viz.views.layout.summarise`), with the clusters
-    in ``opened`` (``((first depth, clicks), …)``) drawn further."""
+    in ``opened`` (``((first depth, clicks), …)``) drawn further. ``min_label_px``: the
+    smallest label on screen at the first fit (`crbc_viz.views.graph_view.graph_drawing`)."""
     from ..views.graph_view import graph_drawing, neighbourhood, trajectory_path
 
     graph = group_graph(digest, _path, group)
@@ -270,6 +274,7 @@ def graph_page(
         "selected_node": selected_node,
         "params_text": params_text,
         "graph_key": f"{digest[:12]}:{group}",
+        "min_label_px": min_label_px,
     }
     if focus and keep:
         drawing = graph_drawing(

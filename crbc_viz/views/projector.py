@@ -1,7 +1,8 @@
 """Sizes for a projector: figures whose every font is large enough to read from the back of a
 lecture room, and titles broken into lines that fit their figure.
 
-Pure: plotly figures in, the same figures out (changed in place and returned); no streamlit.
+Pure: plotly figures in, the same figures out (changed in place and returned); a graph page's
+HTML in, the HTML with larger legend and tooltips out; no streamlit.
 """
 
 from __future__ import annotations
@@ -10,7 +11,14 @@ import re
 
 import plotly.graph_objects as go
 
-__all__ = ["PROJECTOR_FONT_SIZE", "PROJECTOR_MIN_FONT", "TITLE_CHARS", "wrap_title", "projector_fonts"]
+__all__ = [
+    "PROJECTOR_FONT_SIZE",
+    "PROJECTOR_MIN_FONT",
+    "TITLE_CHARS",
+    "wrap_title",
+    "projector_fonts",
+    "projector_graph_page",
+]
 
 #: Base font size of a projected figure (ticks and axis titles inherit it).
 PROJECTOR_FONT_SIZE = 20
@@ -84,3 +92,26 @@ def projector_fonts(fig: go.Figure, size: int = PROJECTOR_MIN_FONT + 2) -> go.Fi
         if lay.title.pad.b is None:
             lay.title.pad.b = 12
     return fig
+
+
+_GRAPH_CSS = f"""
+<style>
+  #crbc-head {{ font-size: {PROJECTOR_MIN_FONT}px !important; line-height: {PROJECTOR_MIN_FONT + 6}px !important; }}
+  #crbc-legend .bar {{ width: 120px !important; height: 12px !important; }}
+  #crbc-tools button {{ font-size: {PROJECTOR_MIN_FONT}px !important; }}
+  div.vis-tooltip, table.crbc-tab, pre.crbc-anchor {{ font-size: {PROJECTOR_MIN_FONT}px !important; }}
+</style>
+"""
+
+
+def projector_graph_page(page: str) -> str:
+    """A `crbc_viz.views.graph_view.graph_html` page for a projector: its legend, tools and
+    tooltips at `PROJECTOR_MIN_FONT` px. Its node and edge labels are sized by the drawing
+    (``graph_drawing(min_label_px=PROJECTOR_MIN_FONT)``: at least that on screen at the fit).
+
+    Raises:
+        ValueError: ``page`` has no ``</head>`` (not a graph page).
+    """
+    if "</head>" not in page:
+        raise ValueError("projector_graph_page: the page has no </head>; expected a graph_html page")
+    return page.replace("</head>", _GRAPH_CSS + "</head>", 1)

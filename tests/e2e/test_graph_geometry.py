@@ -5,7 +5,10 @@ Python package, never `playwright install`) from the vis-network object itself: 
 Default view at 1440×900 for groups of 34 (Sokoban task-04), 104 (TextWorld task-09), ~300 and
 ~2,000 anchors (random MDPs): SUCCESS and FAILURE drawn and labelled at ≥ 10 px; the drawn
 nodes span ≥ 60 % of the canvas width and ≥ 30 % of its height; the median distance to the
-nearest drawn neighbour ≥ 24 px; ≥ 90 % of drawn nodes labelled at ≥ 10 px. Then: the legend
+nearest drawn neighbour ≥ 24 px; ≥ 90 % of drawn nodes labelled at ≥ 10 px. At 800×900 (the
+layout drawn at ~0.6 of that scale) the labels still are: SUCCESS, FAILURE and ≥ 90 % of the
+nodes at ≥ 10 px. In projector mode at 1280 px (the real app) node and edge labels, the legend
+and the buttons are ≥ 16 px. Then: the legend
 and the Fit/PNG/SVG buttons apart at 800 and 1440 px, self-loop labels apart, a hovered
 node's edges keeping their credit colours, and in the real app a "+n anchors" cluster that a
 click opens. Screenshots go to ``test-output/``."""
@@ -124,6 +127,34 @@ def test_default_view_geometry(browser, pages, name):
         m = pg.evaluate(MEASURE)
         _check_geometry(m, name)
         assert all(0 <= n["x"] <= m["w"] and 0 <= n["y"] <= m["h"] for n in m["nodes"])  # all in view
+    finally:
+        pg.close()
+
+
+def _check_labels(m: dict, where: str, min_px: float) -> None:
+    """SUCCESS and FAILURE labelled at ≥ ``min_px`` on screen and in view; ≥ 90 % of the drawn
+    nodes labelled at ≥ ``min_px``."""
+    nodes = m["nodes"]
+    for bid in ("SUCCESS", "FAILURE"):
+        b = next(n for n in nodes if n["id"] == bid)
+        assert b["label"].startswith(bid) and b["px"] >= min_px, (where, b)
+        assert 0 <= b["x"] <= m["w"] and 0 <= b["y"] <= m["h"], (where, b, m["w"], m["h"])
+    small = [
+        (n["id"], n["label"], round(n["px"], 1)) for n in nodes if not n["label"].strip() or n["px"] < min_px
+    ]
+    assert len(small) <= 0.1 * len(nodes), (where, len(small), len(nodes), small[:5])
+
+
+@pytest.mark.parametrize("name", list(GROUPS))
+def test_labels_legible_at_800(browser, pages, name):
+    """In an 800 px window the layout is drawn at ~0.6 of its 1440 px scale; its labels are
+    still ≥ 10 px on screen, every node in view."""
+    pg = _open(browser, pages[name], 800)
+    try:
+        m = pg.evaluate(MEASURE)
+        assert m["w"] <= 800
+        _check_labels(m, f"{name} at 800 px", 10.0)
+        assert all(0 <= n["x"] <= m["w"] and 0 <= n["y"] <= m["h"] for n in m["nodes"])
     finally:
         pg.close()
 
@@ -301,5 +332,44 @@ def test_a_cluster_click_opens_it_in_the_app(browser, tmp_path):
             got = frame.evaluate("() => nodes.getIds().filter((i) => typeof i === 'number').length")
             assert got == anchors + OPEN_STEP
             pg.screenshot(path=str(OUT / "graph_app_cluster_opened_1440.png"))
+        finally:
+            ctx.close()
+
+
+#: Every labelled edge's label size on screen (px).
+EDGE_LABELS = """() => {
+  const s = network.getScale(), out = [];
+  for (const id of network.body.edgeIndices) {
+    const e = network.body.edges[id];
+    if (e.options.label) out.push({id: String(id), label: String(e.options.label), px: e.options.font.size * s});
+  }
+  return out;
+}"""
+
+
+def test_projector_mode_graph_labels_at_1280(browser):
+    """``?projector=1`` at 1280 px in the real app: the Graph page's node labels (SUCCESS and
+    FAILURE among them), its edge labels, legend and Fit / PNG / SVG are ≥ 16 px on screen."""
+    OUT.mkdir(exist_ok=True)
+    with streamlit_server(log_path=OUT / "streamlit-graph-projector.log") as url:
+        ctx = browser.new_context(viewport={"width": 1280, "height": 1000})
+        pg = ctx.new_page()
+        try:
+            pg.goto(f"{url}/graph?projector=1&labels=on")
+            pg.locator("iframe").first.wait_for(timeout=WAIT_MS)
+            app_idle(pg)
+            frame = _graph_frame(pg)
+            m = frame.evaluate(MEASURE)
+            assert m["w"] < 1280 and len(m["nodes"]) >= 10, m["w"]
+            _check_labels(m, "projector, 1280 px", 16.0)
+            edges = frame.evaluate(EDGE_LABELS)
+            assert edges, "no labelled edge (labels=on)"
+            assert all(e["px"] >= 16 for e in edges), [e for e in edges if e["px"] < 16][:5]
+            texts = frame.evaluate(
+                """() => [...document.querySelectorAll('#crbc-legend .item, #crbc-tools button')]
+                   .map((e) => [e.textContent.trim().slice(0, 30), parseFloat(getComputedStyle(e).fontSize)])"""
+            )
+            assert len(texts) >= 5 and all(px >= 16 for _, px in texts), texts
+            pg.screenshot(path=str(OUT / "graph_projector_1280.png"))
         finally:
             ctx.close()

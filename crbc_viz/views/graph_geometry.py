@@ -1,0 +1,124 @@
+"""Where a graph drawing puts things: which anchors are drawn one by one and which are summarised
+(`crbc_viz.views.layout.summarise`), their positions in canvas pixels, the room a node label has,
+and the sizes of stacked self-loops. No HTML here (`crbc_viz.views.graph_page` builds it)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..graph import AnchorGraph
+from .graph_values import trajectory_path
+from .layout import (
+    FAILURE_ID,
+    SUCCESS_ID,
+    Summary,
+    group_depths,
+    layout_box,
+    neighbourhood,
+    step_depths,
+    summarise,
+    summary_positions,
+)
+
+__all__ = ["FONT", "LOOP_STEP", "LABEL_PX_PER_CHAR", "Placement", "place", "stack_loops"]
+
+#: Label sizes (canvas px at scale 1): anchors, "+n anchors" clusters, the two boundaries, edges.
+FONT = {"anchor": 16, "cluster": 15, "boundary": 18, "edge": 12}
+#: Self-loops at one anchor grow by this much each (px); an edge label is about this wide per
+#: character (12 px sans-serif, generous).
+LOOP_STEP = 13.0
+LABEL_PX_PER_CHAR = 7.2
+
+
+@dataclass(frozen=True)
+class Placement:
+    """What is drawn (``summary``) and where: ``pos`` maps each drawn item (a node id, a
+    cluster id, ``SUCCESS`` / ``FAILURE``) to its (x, y) in canvas px; ``item`` maps each node
+    to the item that stands for it; ``label_chars`` is the longest anchor text a label shows;
+    ``path_steps`` / ``path_nodes`` are the highlighted rollout's steps and anchors."""
+
+    summary: Summary
+    pos: dict
+    item: dict
+    label_chars: int
+    path_steps: np.ndarray
+    path_nodes: frozenset
+
+
+def place(
+    graph: AnchorGraph,
+    *,
+    group: int,
+    height_px: int,
+    highlight_traj: int | None = None,
+    nodes=None,
+    max_nodes: int,
+    keep=(),
+    opened: dict | None = None,
+    selected_node: int | None = None,
+    by_step: bool = False,
+) -> Placement:
+    """Choose and place what `crbc_viz.views.graph_view.graph_drawing` draws (its arguments of
+    the same names): exactly ``nodes`` when given, else the summary of the group keeping
+    ``keep``, the highlighted path and the chosen anchor with its neighbours; columns by depth,
+    or by the highlighted rollout's step with ``by_step``."""
+    sl = graph.group_slice(group)
+    path_steps = np.zeros(0, dtype=np.int64)
+    if highlight_traj is not None:
+        path_steps, _, _ = trajectory_path(graph, int(highlight_traj))
+    path_nodes = frozenset(graph.step_node[path_steps].tolist())
+    stepwise = by_step and highlight_traj is not None
+    box = layout_box(height_px)
+    if nodes is not None:
+        shown = sorted({int(n) for n in nodes if sl.start <= int(n) < sl.stop})
+        depth = step_depths(graph, int(highlight_traj), shown) if stepwise else group_depths(graph, group)
+        summary = Summary(tuple(shown), (), (), sl.stop - sl.start, depth)
+    else:
+        want = {int(n) for n in keep} | path_nodes
+        if selected_node is not None:
+            want |= set(neighbourhood(graph, [int(selected_node)], group).tolist())
+        depth = (
+            step_depths(graph, int(highlight_traj), range(sl.start, sl.stop))
+            if stepwise
+            else group_depths(graph, group)
+        )
+        summary = summarise(
+            graph, group, max_nodes=max_nodes, keep=want, opened=opened, depths=depth, box=box
+        )
+    pos = summary_positions(graph, group, summary, box=box)
+    # Room for a label: the usual distance between neighbouring columns (a 16 px label needs
+    # about 9 px per character).
+    xs = np.unique(np.round([pos[it][0] for it in pos if it not in (SUCCESS_ID, FAILURE_ID)], 1))
+    gap = float(np.median(np.diff(xs))) if xs.size > 1 else 200.0
+    return Placement(
+        summary=summary,
+        pos=pos,
+        item=summary.item_of(),
+        label_chars=int(min(12, max(4, gap // 9))),
+        path_steps=path_steps,
+        path_nodes=path_nodes,
+    )
+
+
+def stack_loops(loops: dict, pos: dict, sizes: dict) -> None:
+    """Self-loops nest straight up, one `LOOP_STEP` larger each, so that their labels (drawn
+    at the top of each loop) sit one above the other; an anchor whose labels would touch those
+    of an anchor placed before it (left to right) starts its stack higher."""
+    placed: list[tuple[float, float, float]] = []  # (x, label height, half width) of each label
+
+    def clash(x: float, top: float, half: float) -> bool:
+        return any(abs(x - px) < half + ph and abs(top - py) < LOOP_STEP for px, py, ph in placed)
+
+    for n in sorted(loops, key=lambda it: (pos[it][0], pos[it][1])):
+        x, y = pos[n][0], pos[n][1] - sizes.get(n, 0.0)  # a loop starts at the node's rim
+        half = [LABEL_PX_PER_CHAR * len(str(e["label"])) / 2.0 + 4.0 if e["label"] else 0.0 for e in loops[n]]
+        base = 0
+        while base < 40 and any(h and clash(x, y - LOOP_STEP * (base + k), h) for k, h in enumerate(half)):
+            base += 1
+        for k, edge in enumerate(loops[n]):
+            edge["selfReference"] = {"size": 14.0 + LOOP_STEP * (base + k), "angle": math.pi / 2}
+            if half[k]:
+                placed.append((x, y - LOOP_STEP * (base + k), half[k]))
