@@ -39,7 +39,7 @@ from bench.workloads import load
 
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN, END = "<!-- issue17:begin -->", "<!-- issue17:end -->"
-SECTION = "## User path, group size, ingest (issue 17)"
+SECTION = "## User path, group size, ingest"
 SCORE_X, CLI_S = 60.0, 0.6
 #: The tree the CLI target was measured on (~1.9 s: the per-step JSONL reader, batches as
 #: pandas frames; 2026-12-02 19:06). Its CLI is timed in the same run as ours, extracted with
@@ -144,8 +144,8 @@ def _check_cli_output(log: Path, out: Path) -> None:
     import pandas as pd
 
     from crbc_viz.api import score
+    from crbc_viz.io.assemble import build_batch
     from crbc_viz.io.readers import read_table
-    from crbc_viz.io.schema import build_batch
 
     want = score(build_batch(read_table(str(log))), "crbc", backend="numpy").to_frame()
     got = pd.read_parquet(out)

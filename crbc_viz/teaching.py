@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from .analysis.depth import depth_family  # noqa: F401  (one copy, in analysis; re-exported)
+from .estimators.crbc import CRBCParams
 from .estimators.crbc import crbc as crbc_fn
 from .graph import AnchorGraph
 from .io import load_rollouts
@@ -334,7 +335,7 @@ def pair_index(graph: AnchorGraph, anchor: str, action: str) -> int:
     raise KeyError(f"no pair ({anchor!r}, {action!r}) in the graph")
 
 
-def anchor_visits(graph: AnchorGraph, node: int, beta: float = 0.98) -> dict:
+def anchor_visits(graph: AnchorGraph, node: int, beta: float = CRBCParams.beta) -> dict:
     """Every visit of anchor ``node`` with its realized return G = β^(T−t+1)·R (1-indexed t).
 
     Returns:
@@ -363,7 +364,7 @@ def anchor_visits(graph: AnchorGraph, node: int, beta: float = 0.98) -> dict:
     }
 
 
-def teaching_anchor(graph: AnchorGraph, beta: float = 0.98) -> int:
+def teaching_anchor(graph: AnchorGraph, beta: float = CRBCParams.beta) -> int:
     """An anchor worth looking at: shared by ≥ 2 rollouts with ≥ 2 actions, preferring one where
     visit-local averaging (K = 0) and the closure disagree in sign on some action, then the most
     visited. Falls back to the most visited anchor."""

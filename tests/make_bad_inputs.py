@@ -64,23 +64,28 @@ def raw_edit(i: int, old: str, new: str) -> bytes:
     return "".join(lines).encode()
 
 
-def cases() -> dict[str, tuple[bytes, str]]:
-    ok = jsonl(base_rows())
-    gz = gzip.compress(ok, mtime=0)
-    parquet = io.BytesIO()
-    pd.DataFrame(base_rows()).to_parquet(parquet)
-    pq = parquet.getvalue()
-    csv = pd.DataFrame(base_rows()).to_csv(index=False).encode()
-    trajs = []
-    for t in ("r0", "r1"):
-        steps = [
-            {k: v for k, v in r.items() if k not in ("group_id", "traj_id")}
-            for r in base_rows()
-            if r["traj_id"] == t
-        ]
-        trajs.append({"group_id": "g", "traj_id": t, "steps": steps})
-    c: dict[str, tuple[bytes, str]] = {
-        # -- whole-file problems
+def ok_jsonl() -> bytes:
+    return jsonl(base_rows())
+
+
+def ok_gzip() -> bytes:
+    return gzip.compress(ok_jsonl(), mtime=0)
+
+
+def ok_parquet() -> bytes:
+    buf = io.BytesIO()
+    pd.DataFrame(base_rows()).to_parquet(buf)
+    return buf.getvalue()
+
+
+def ok_csv() -> bytes:
+    return pd.DataFrame(base_rows()).to_csv(index=False).encode()
+
+
+def file_cases() -> dict[str, tuple[bytes, str]]:
+    """Whole-file problems."""
+    ok, gz, pq, csv = ok_jsonl(), ok_gzip(), ok_parquet(), ok_csv()
+    return {
         "empty.jsonl": (b"", "no step rows"),
         "blank_lines.jsonl": (b"\n   \n\t\n", "no step rows"),
         "binary_garbage.jsonl": (bytes(range(256)) * 4, "binary file"),
@@ -103,7 +108,13 @@ def cases() -> dict[str, tuple[bytes, str]]:
             "missing required field in every row",
         ),
         "bad_reward.csv": (csv.replace(b",0.0,", b",zero,", 1), "expected a number"),
-        # -- line-level parse problems
+    }
+
+
+def line_cases() -> dict[str, tuple[bytes, str]]:
+    """Line-level parse problems."""
+    ok = ok_jsonl()
+    return {
         "truncated_line.jsonl": (ok[:-25], "invalid JSON"),
         "invalid_json.jsonl": (ok + b"{not json}\n", "invalid JSON"),
         "array_line.jsonl": (ok + b"[1, 2]\n", "expected a JSON object, got array"),
@@ -124,7 +135,12 @@ def cases() -> dict[str, tuple[bytes, str]]:
             jsonl([{"group_id": "g", "traj_id": "t", "steps": [1]}]),
             "expected a JSON object",
         ),
-        # -- wrong types and missing fields
+    }
+
+
+def field_cases() -> dict[str, tuple[bytes, str]]:
+    """Wrong types and missing fields."""
+    return {
         "missing_reward.jsonl": (drop(1, "reward"), "missing required field"),
         "missing_traj_column.jsonl": (
             jsonl([{k: v for k, v in r.items() if k != "traj_id"} for r in base_rows()]),
@@ -161,11 +177,25 @@ def cases() -> dict[str, tuple[bytes, str]]:
         "anchor_number.jsonl": (edit(0, anchor_obs=3.5), "expected a string, array or object"),
         "train_step_text.jsonl": (edit(0, train_step="abc"), "expected an integer"),
         "long_bad_id.jsonl": (edit(1, group_id=["x" * 5000]), "expected a string id"),
-        # -- valid but unusual: accepted
+    }
+
+
+def accepted_cases() -> dict[str, tuple[bytes, str]]:
+    """Valid but unusual: accepted."""
+    ok = ok_jsonl()
+    trajs = []
+    for t in ("r0", "r1"):
+        steps = [
+            {k: v for k, v in r.items() if k not in ("group_id", "traj_id")}
+            for r in base_rows()
+            if r["traj_id"] == t
+        ]
+        trajs.append({"group_id": "g", "traj_id": t, "steps": steps})
+    return {
         "ok.jsonl": (ok, "accept"),
-        "ok.jsonl.gz": (gz, "accept"),
-        "ok.csv": (csv, "accept"),
-        "ok.parquet": (pq, "accept"),
+        "ok.jsonl.gz": (ok_gzip(), "accept"),
+        "ok.csv": (ok_csv(), "accept"),
+        "ok.parquet": (ok_parquet(), "accept"),
         "trajectory_rows.jsonl": (jsonl(trajs), "accept"),
         "bom.jsonl": (b"\xef\xbb\xbf" + ok, "accept"),
         "crlf.jsonl": (ok.replace(b"\n", b"\r\n"), "accept"),
@@ -230,7 +260,14 @@ def cases() -> dict[str, tuple[bytes, str]]:
         "truncated_episode.jsonl": (edit(1, done=False), "accept"),
         "shuffled_rows.jsonl": (jsonl(base_rows()[::-1]), "accept"),
     }
-    c.update(hostile_cases())
+
+
+def cases() -> dict[str, tuple[bytes, str]]:
+    """Every committed case: file name -> (bytes, expected message or ``"accept"``)."""
+    c: dict[str, tuple[bytes, str]] = {}
+    for part in (file_cases(), line_cases(), field_cases(), accepted_cases(), hostile_cases()):
+        assert not c.keys() & part.keys(), sorted(c.keys() & part.keys())
+        c.update(part)
     return c
 
 

@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..estimators.crbc import CRBCParams, depth_bound
 from ..estimators.crbc import crbc as crbc_fn
-from ..estimators.crbc import depth_bound
 from ..graph import AnchorGraph
 
 __all__ = ["depth_family", "depth_bound", "anchor_spread"]
@@ -19,7 +19,7 @@ __all__ = ["depth_family", "depth_bound", "anchor_spread"]
 
 def depth_family(
     graph: AnchorGraph,
-    beta: float = 0.98,
+    beta: float = CRBCParams.beta,
     kmax: int = 20,
     *,
     params: dict | None = None,

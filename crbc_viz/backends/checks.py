@@ -5,7 +5,6 @@ The arrays themselves are checked by `crbc_viz.ops.checks`."""
 
 from __future__ import annotations
 
-import math
 import operator
 
 from ..errors import EstimatorInputError
@@ -26,32 +25,17 @@ def _count(caller: str, name: str, value, low: int) -> int:
     return n
 
 
-def check_engine_params(
-    caller: str,
-    *,
-    beta,
-    sigma_min,
-    w_group,
-    w_step,
-    min_actions,
-    dense_max,
-    depth=math.inf,
-):
+def check_engine_params(caller: str, *, dense_max, **params):
     """The checked `CRBCParams` of an engine call, and ``dense_max`` as an int: ``(params,
-    dense_max)``. Raises `EstimatorInputError` naming ``caller`` and the parameter."""
+    dense_max)``. ``params`` are `CRBCParams` fields; the ones not given take its defaults.
+    Raises `EstimatorInputError` naming ``caller`` and the parameter."""
     from ..estimators.registry import get
 
-    _count(caller, "min_actions", min_actions, 1)
+    if "min_actions" in params:
+        _count(caller, "min_actions", params["min_actions"], 1)
     dense_max = _count(caller, "dense_max", dense_max, 0)
     try:
-        params = get("crbc").check(
-            beta=beta,
-            depth=depth,
-            sigma_min=sigma_min,
-            w_group=w_group,
-            w_step=w_step,
-            min_actions=min_actions,
-        )
+        checked = get("crbc").check(**params)
     except EstimatorInputError as e:
         raise EstimatorInputError(f"{caller}: {e}") from None
-    return params, dense_max
+    return checked, dense_max

@@ -42,15 +42,7 @@ def sft_weight(score: np.ndarray) -> np.ndarray:
     return 2.0 / (1.0 + np.exp(-2.0 * (np.asarray(score, dtype=np.float64) - 1.0)))
 
 
-def abc(
-    graph: AnchorGraph,
-    *,
-    gamma: float = 0.25,
-    pool: str = "group",
-    ddof: int = 1,
-    eps: float = 1e-6,
-    w_outcome: float = 0.0,
-) -> CreditResult:
+def _abc(graph: AnchorGraph, p: ABCParams) -> CreditResult:
     """ABC-GRPO: clue-anchored judge scores, z-scored in the rollout group and discounted.
 
         r̂_{i,t} = (r_{i,t} − mean) / (std + eps)        over the group's steps
@@ -67,7 +59,7 @@ def abc(
 
     Args:
         graph: anchor graph; steps ``[S]`` carry ``judge_score``.
-        gamma, pool, ddof, eps, w_outcome: see `ABCParams`.
+        p: the checked `ABCParams` (`abc` takes its fields as keywords).
 
     Returns:
         `CreditResult` ``[S]``: value = q_value = NaN, credit = A, advantage =
@@ -85,9 +77,9 @@ def abc(
     >>> [round(float(x), 4) for x in sft_weight(np.array([1.8, 1.0, 0.2, 2.0]))]
     [1.664, 1.0, 0.336, 1.7616]
     """
+    gamma, pool, ddof, eps, w_outcome = p.gamma, p.pool, p.ddof, p.eps, p.w_outcome
     if pool not in ("group", "trajectory"):
         raise ValueError(f"pool must be 'group' or 'trajectory', got {pool!r}")
-    params = ABCParams(gamma=gamma, pool=pool, ddof=ddof, eps=eps, w_outcome=w_outcome)
     score = float_signal(graph, "abc", "judge_score", low=0.0, high=2.0)
     b = graph.batch
     seg, num = (b.step_group, b.num_groups) if pool == "group" else (b.step_traj, b.num_trajectories)
@@ -95,10 +87,10 @@ def abc(
     a = discounted_returns(graph, r_hat, gamma)
     adv = a + w_outcome * group_advantage(graph)[b.step_traj] if w_outcome else a.copy()
     nan = np.full(b.num_steps, np.nan)
-    return CreditResult("abc", params, graph, nan, nan.copy(), a, adv)
+    return CreditResult("abc", p, graph, nan, nan.copy(), a, adv)
 
 
-register(
+abc = register(
     EstimatorSpec(
         name="abc",
         title="ABC — Answer-Backtracked Credit (ABSeeker)",
@@ -106,7 +98,7 @@ register(
         "Assignment (arXiv 2608.05102)",
         equation="r̂ = z-score of judge scores in the group;  A_t = Σ_{k≥t} γ^(k−t) r̂_k  (ABC-GRPO)",
         section="§10",
-        fn=abc,
+        kernel=_abc,
         params_cls=ABCParams,
         requires=("judge_score",),
     )

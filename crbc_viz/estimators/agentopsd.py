@@ -80,11 +80,11 @@ def reshape_turns(
     a_seq: float,
     b0: float,
     *,
-    gamma: float = 0.95,
-    b: float = 0.2,
-    lam: float = 0.5,
-    ddof: int = 1,
-    eps: float = 1e-6,
+    gamma: float = AgentOPSDParams.gamma,
+    b: float = AgentOPSDParams.b,
+    lam: float = AgentOPSDParams.lam,
+    ddof: int = AgentOPSDParams.ddof,
+    eps: float = AgentOPSDParams.eps,
 ):
     """One trajectory's recursion and reshaping: ``(B [K], q [K], A [K])``."""
     K = len(e)
@@ -105,16 +105,7 @@ def reshape_turns(
     return B, q, a_seq * ((1.0 - lam) + lam * w)  # Eq. 11
 
 
-def agentopsd(
-    graph: AnchorGraph,
-    *,
-    gamma: float = 0.95,
-    b: float = 0.2,
-    lam: float = 0.5,
-    eps0: float = 1e-3,
-    ddof: int = 1,
-    eps: float = 1e-6,
-) -> CreditResult:
+def _agentopsd(graph: AnchorGraph, p: AgentOPSDParams) -> CreditResult:
     """AgentOPSD: a per-turn Bayesian belief in success from teacher/student evidence,
     used to reshape the sequence advantage within each trajectory.
 
@@ -130,7 +121,7 @@ def agentopsd(
     Args:
         graph: anchor graph; steps ``[S]`` carry ``turn_evidence`` (or
             ``teacher_logprob_sum`` and ``student_logprob_sum``).
-        gamma, b, lam, eps0, ddof, eps: see `AgentOPSDParams`.
+        p: the checked `AgentOPSDParams` (`agentopsd` takes its fields as keywords).
 
     Returns:
         `CreditResult` ``[S]``: value = B_k (the belief in success after turn k), q_value =
@@ -152,7 +143,7 @@ def agentopsd(
     >>> [round(float(x), 4) for x in A]
     [0.8776, 0.7906, 0.9526, 0.8123]
     """
-    params = AgentOPSDParams(gamma=gamma, b=b, lam=lam, eps0=eps0, ddof=ddof, eps=eps)
+    gamma, b, lam, eps0, ddof, eps = p.gamma, p.b, p.lam, p.eps0, p.ddof, p.eps
     e = turn_evidence(graph)
     bt = graph.batch
     a_seq = group_advantage(graph)
@@ -176,10 +167,10 @@ def agentopsd(
             eps=eps,
         )
     nan = np.full(bt.num_steps, np.nan)
-    return CreditResult("agentopsd", params, graph, value, nan, credit, adv)
+    return CreditResult("agentopsd", p, graph, value, nan, credit, adv)
 
 
-register(
+agentopsd = register(
     EstimatorSpec(
         name="agentopsd",
         title="AgentOPSD — recursive self-distillation credit",
@@ -188,7 +179,7 @@ register(
         equation="B_k = σ(logit B_0 + c_k), c_k = γc_{k−1} + e_k;  q_k = sign(A_seq)ΔB_k;  "
         "A_k = A_seq((1−λ) + λ·clip(1 + b·z_k))  (Eqs. 5–11)",
         section="§9",
-        fn=agentopsd,
+        kernel=_agentopsd,
         params_cls=AgentOPSDParams,
         requires=("turn_evidence",),
     )

@@ -112,17 +112,17 @@ def _closure_values(graph: AnchorGraph, beta: float, depth: float):
     return V, Q, mu, residual
 
 
-def _closure_family(
-    graph: AnchorGraph, name: str, params, *, beta, depth, sigma_min, w_group, w_step, min_actions
-) -> CreditResult:
+def _closure_family(graph: AnchorGraph, name: str, p, depth: float) -> CreditResult:
+    """The family at ``depth`` with ``p``'s β, gate, σ floor and weights (`CRBCParams` or
+    `VisitLocalParams`)."""
     N = graph.num_nodes
-    node_value, pair_q, pair_mu, residual = _closure_values(graph, beta, depth)
+    node_value, pair_q, pair_mu, residual = _closure_values(graph, p.beta, depth)
     # Eq. 13: A = Q − V; σ(s)² = Σ_a μ(a|s) A²; gate on ≥ min_actions distinct actions.
     pair_adv = pair_q - node_value[graph.pair_node]
     sigma = np.sqrt(np.bincount(graph.pair_node, weights=pair_mu * pair_adv**2, minlength=N))
-    gate = graph.node_num_actions >= min_actions
+    gate = graph.node_num_actions >= p.min_actions
     pair_credit = np.where(
-        gate[graph.pair_node], pair_adv / np.maximum(sigma, sigma_min)[graph.pair_node], 0.0
+        gate[graph.pair_node], pair_adv / np.maximum(sigma, p.sigma_min)[graph.pair_node], 0.0
     )
     a_group = group_advantage(graph)[graph.batch.step_traj]
     credit = pair_credit[graph.step_pair]
@@ -131,12 +131,12 @@ def _closure_family(
         diagnostics.pop("closure_residual")
     return CreditResult(
         name,
-        params,
+        p,
         graph,
         node_value[graph.step_node],
         pair_q[graph.step_pair],
         credit,
-        w_group * a_group + w_step * credit,
+        p.w_group * a_group + p.w_step * credit,
         node_value=node_value,
         pair_q=pair_q,
         pair_credit=pair_credit,
@@ -144,16 +144,7 @@ def _closure_family(
     )
 
 
-def crbc(
-    graph: AnchorGraph,
-    *,
-    beta: float = 0.98,
-    depth: float = math.inf,
-    sigma_min: float = 0.1,
-    w_group: float = 1.0,
-    w_step: float = 5.0,
-    min_actions: int = 2,
-) -> CreditResult:
+def _crbc(graph: AnchorGraph, p: CRBCParams) -> CreditResult:
     """CRBC: exact behaviour-policy Bellman closure on the merged anchor graph.
 
         M(s,s') = Σ_a μ(a|s) P(s'|s,a),   b(s) = β Σ_a μ(a|s) P(z+|s,a)
@@ -171,7 +162,7 @@ def crbc(
 
     Args:
         graph: anchor graph; counts are over all step occurrences ``[S]``.
-        beta, depth, sigma_min, w_group, w_step, min_actions: see `CRBCParams`.
+        p: the checked `CRBCParams` (`crbc` takes its fields as keywords).
 
     Returns:
         `CreditResult`: value = V(s_t), q_value = Q(s_t, a_t), credit = A^S, advantage =
@@ -191,31 +182,10 @@ def crbc(
     >>> [round(float(v), 4) for v in r.node_value]
     [0.4636, 0.4802, 0.6533, 0.0, 0.4659]
     """
-    params = CRBCParams(
-        beta=beta, depth=depth, sigma_min=sigma_min, w_group=w_group, w_step=w_step, min_actions=min_actions
-    )
-    return _closure_family(
-        graph,
-        "crbc",
-        params,
-        beta=beta,
-        depth=depth,
-        sigma_min=sigma_min,
-        w_group=w_group,
-        w_step=w_step,
-        min_actions=min_actions,
-    )
+    return _closure_family(graph, "crbc", p, p.depth)
 
 
-def visit_local(
-    graph: AnchorGraph,
-    *,
-    beta: float = 0.98,
-    sigma_min: float = 0.1,
-    w_group: float = 1.0,
-    w_step: float = 5.0,
-    min_actions: int = 2,
-) -> CreditResult:
+def _visit_local(graph: AnchorGraph, p: VisitLocalParams) -> CreditResult:
     """Visit-local averaging: the depth-0 member of the CRBC family (GiGPO-style pooling).
 
         G_{i,t} = β^(T_i − t + 1) · R_i                (1-indexed t)
@@ -224,7 +194,11 @@ def visit_local(
 
     Paper: arXiv 2609.35082 Eq. 6 (§3.7); GiGPO (arXiv 2505.10978) pools the same returns.
 
-    Args / Returns / Notes: as `crbc` with ``depth = 0`` (no closure residual).
+    Args:
+        graph: anchor graph; counts are over all step occurrences ``[S]``.
+        p: the checked `VisitLocalParams` (`visit_local` takes its fields as keywords).
+
+    Returns / Notes: as `crbc` with ``depth = 0`` (no closure residual).
 
     Raises:
         EstimatorInputError: a parameter outside its bounds or choices (`VisitLocalParams`).
@@ -234,20 +208,7 @@ def visit_local(
     >>> round(float(r.pair_q[0] - r.node_value[0]), 4)
     0.0093
     """
-    params = VisitLocalParams(
-        beta=beta, sigma_min=sigma_min, w_group=w_group, w_step=w_step, min_actions=min_actions
-    )
-    return _closure_family(
-        graph,
-        "visit_local",
-        params,
-        beta=beta,
-        depth=0,
-        sigma_min=sigma_min,
-        w_group=w_group,
-        w_step=w_step,
-        min_actions=min_actions,
-    )
+    return _closure_family(graph, "visit_local", p, 0)
 
 
 def depth_bound(graph: AnchorGraph, beta: float, depth: int) -> float:
@@ -260,18 +221,18 @@ def depth_bound(graph: AnchorGraph, beta: float, depth: int) -> float:
     return float(2 * beta**depth / (1 - beta) * gap)
 
 
-register(
+crbc = register(
     EstimatorSpec(
         name="crbc",
         title="CRBC — Cross-Rollout Bellman Closure",
         paper="Ren et al., Cross-Rollout Bellman Closure for Long-Horizon Agentic RL (arXiv 2609.35082)",
         equation="(I − βM)V = b;  Q = BV;  A^S = 1{#a ≥ 2}·(Q − V)/max(σ(s), σ_min);  A = w_G·A^G + w_S·A^S",
         section="§3",
-        fn=crbc,
+        kernel=_crbc,
         params_cls=CRBCParams,
     )
 )
-register(
+visit_local = register(
     EstimatorSpec(
         name="visit_local",
         title="Visit-local averaging (CRBC depth 0, GiGPO-style)",
@@ -279,7 +240,7 @@ register(
         equation="Q⁰(s,a) = mean G over (s,a);  V⁰(s) = mean G over s;  A = Q⁰ − V⁰, gated and "
         "normalised as CRBC",
         section="§3.7",
-        fn=visit_local,
+        kernel=_visit_local,
         params_cls=VisitLocalParams,
     )
 )

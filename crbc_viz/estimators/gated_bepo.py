@@ -6,6 +6,7 @@ summaries. Everything the sources leave open is a named parameter.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,17 +71,7 @@ def trajectory_gae(graph: AnchorGraph, delta: np.ndarray, decay: float) -> np.nd
     return discounted_returns(graph, delta, decay)
 
 
-def gated_bepo(
-    graph: AnchorGraph,
-    *,
-    gamma: float = 0.98,
-    gae_lambda: float = 0.95,
-    rho: float = 0.5,
-    min_successors: int = 2,
-    bellman_norm: str = "group_z",
-    ddof: int = 1,
-    eps: float = 1e-6,
-) -> CreditResult:
+def _gated_bepo_numpy(graph: AnchorGraph, p: GatedBEPOParams) -> CreditResult:
     """Gated-BEPO: along-trajectory GAE of mean-backup TD residuals, gated by successor count.
 
         V          = empirical mean-backup fixed point (= CRBC / GRAFT V with discount γ)
@@ -95,8 +86,7 @@ def gated_bepo(
 
     Args:
         graph: anchor graph ``[S]`` steps.
-        gamma, gae_lambda, rho, min_successors, bellman_norm, ddof, eps: see
-            `GatedBEPOParams`.
+        p: the checked `GatedBEPOParams` (`gated_bepo` takes its fields as keywords).
 
     Returns:
         `CreditResult` ``[S]``: value = V(s_t), q_value = γ·V(s_{t+1}), credit = A^B (raw
@@ -119,18 +109,8 @@ def gated_bepo(
     >>> [round(float(x), 4) for x in r.credit[:3]]
     [0.4392, 0.4642, 0.3267]
     """
-    return _gated_bepo(
-        graph,
-        mean_backup_values,
-        trajectory_gae,
-        gamma=gamma,
-        gae_lambda=gae_lambda,
-        rho=rho,
-        min_successors=min_successors,
-        bellman_norm=bellman_norm,
-        ddof=ddof,
-        eps=eps,
-    )
+    # `_gated_bepo` takes the value solver and the GAE: the numba twin passes compiled ones.
+    return _gated_bepo(graph, mean_backup_values, trajectory_gae, **dataclasses.asdict(p))
 
 
 def _gated_bepo(
@@ -176,7 +156,7 @@ def _gated_bepo(
     )
 
 
-register(
+gated_bepo = register(
     EstimatorSpec(
         name="gated_bepo",
         title="Gated-BEPO — confidence-gated Bellman credit",
@@ -185,7 +165,7 @@ register(
         equation="δ = γV(s′) − V(s);  A^B = GAE_γλ(δ);  A = g·[(1−ρ)A^E + ρ·norm(A^B)] + (1−g)·A^E  "
         "([I] reading)",
         section="§5",
-        fn=gated_bepo,
+        kernel=_gated_bepo_numpy,
         params_cls=GatedBEPOParams,
     )
 )

@@ -225,19 +225,7 @@ def episode_advantage(graph: AnchorGraph, mode: str, stats: str, eps: float, out
 # ---------------------------------------------------------------- the estimator
 
 
-def gigpo(
-    graph: AnchorGraph,
-    *,
-    gamma: float = 0.95,
-    omega: float = 1.0,
-    mode: str = "mean_norm",
-    episode_stats: str = "cross_steps",
-    eps: float = 1e-6,
-    step_reward: str = "env",
-    outcome: str = "success",
-    similarity: bool = False,
-    similarity_thresh: float = 0.95,
-) -> CreditResult:
+def _gigpo(graph: AnchorGraph, p: GiGPOParams) -> CreditResult:
     """GiGPO: episode advantage plus the z-scored discounted return within anchor-state groups.
 
         A^E_i     = (R_i − mean) / F_norm                       (Eq. 3; stats as §1)
@@ -254,8 +242,7 @@ def gigpo(
 
     Args:
         graph: anchor graph; steps ``[S]`` are grouped by anchor node (or similarity cluster).
-        gamma, omega, mode, episode_stats, eps, step_reward, outcome, similarity,
-            similarity_thresh: see `GiGPOParams`.
+        p: the checked `GiGPOParams` (`gigpo` takes its fields as keywords).
 
     Returns:
         `CreditResult` ``[S]``: value = mean of R over the step's anchor group (the baseline),
@@ -279,38 +266,27 @@ def gigpo(
     >>> [round(float(x), 4) for x in r.advantage[:3]]
     [1.8183, 1.732, 1.4434]
     """
-    params = GiGPOParams(
-        gamma=gamma,
-        omega=omega,
-        mode=mode,
-        episode_stats=episode_stats,
-        eps=eps,
-        step_reward=step_reward,
-        outcome=outcome,
-        similarity=similarity,
-        similarity_thresh=similarity_thresh,
-    )
     b = graph.batch
-    a_ep = episode_advantage(graph, mode, episode_stats, eps, outcome)[b.step_traj]
-    R = discounted_returns(graph, step_rewards(graph, step_reward, outcome), gamma)  # Eq. 5
-    seg, num = step_groups(graph, similarity, similarity_thresh)  # Eq. 6
+    a_ep = episode_advantage(graph, p.mode, p.episode_stats, p.eps, p.outcome)[b.step_traj]
+    R = discounted_returns(graph, step_rewards(graph, p.step_reward, p.outcome), p.gamma)  # Eq. 5
+    seg, num = step_groups(graph, p.similarity, p.similarity_thresh)  # Eq. 6
     a_step, mean, _, cnt = segment_zscore(
         R,
         seg,
         num,
         ddof=1,
-        eps=eps,  # Eq. 7
-        scale=(mode == "mean_std_norm"),
+        eps=p.eps,  # Eq. 7
+        scale=(p.mode == "mean_std_norm"),
     )
-    node_value = None if similarity else mean
+    node_value = None if p.similarity else mean
     return CreditResult(
         "gigpo",
-        params,
+        p,
         graph,
         mean[seg],
         R,
         a_step,
-        a_ep + omega * a_step,  # Eq. 8
+        a_ep + p.omega * a_step,  # Eq. 8
         node_value=node_value,
         diagnostics={
             "singleton_fraction": float(np.mean(cnt[seg] < 2)) if len(seg) else 0.0,
@@ -319,14 +295,14 @@ def gigpo(
     )
 
 
-register(
+gigpo = register(
     EstimatorSpec(
         name="gigpo",
         title="GiGPO — Group-in-Group Policy Optimization",
         paper="Feng et al., Group-in-Group Policy Optimization for LLM Agent Training (arXiv 2505.10978)",
         equation="R_t = r_t + γR_{t+1};  A^S = (R_t − mean_{G^S})/F_norm;  A = A^E + ω·A^S  (Eqs. 3, 5–8)",
         section="§2",
-        fn=gigpo,
+        kernel=_gigpo,
         params_cls=GiGPOParams,
     )
 )

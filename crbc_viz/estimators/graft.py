@@ -6,6 +6,7 @@ which Gated-BEPO (§5) shares.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -135,16 +136,7 @@ def graph_gae_bonus(graph: AnchorGraph, td: np.ndarray, gamma: float, lam: float
     return out
 
 
-def graft(
-    graph: AnchorGraph,
-    *,
-    gamma: float = 0.99,
-    gae_lambda: float = 0.95,
-    normalize: bool = True,
-    ddof: int = 1,
-    eps: float = 1e-6,
-    singleton: str = "sign",
-) -> CreditResult:
+def _graft_numpy(graph: AnchorGraph, p: GRAFTParams) -> CreditResult:
     """GRAFT: TD(0) on the mean-backup values of the trajectory graph, z-scored per node.
 
         V(f) = R(f) at sinks (SUCCESS 1, FAILURE 0)                        (Eq. 5)
@@ -158,7 +150,7 @@ def graft(
 
     Args:
         graph: anchor graph; every step ``[S]`` is one raw edge instance (multiplicity kept).
-        gamma, gae_lambda, normalize, ddof, eps, singleton: see `GRAFTParams`.
+        p: the checked `GRAFTParams` (`graft` takes its fields as keywords).
 
     Returns:
         `CreditResult` ``[S]``: value = V(s_t), q_value = γ·V(s_{t+1}) (the realized
@@ -183,17 +175,8 @@ def graft(
     >>> [round(float(v), 4) for v in r.node_value]
     [0.4815, 0.49, 0.66, 0.0, 0.4827]
     """
-    return _graft(
-        graph,
-        mean_backup_values,
-        graph_gae_bonus,
-        gamma=gamma,
-        gae_lambda=gae_lambda,
-        normalize=normalize,
-        ddof=ddof,
-        eps=eps,
-        singleton=singleton,
-    )
+    # `_graft` takes the value solver and the Graph-GAE walk: the numba twin passes compiled ones.
+    return _graft(graph, mean_backup_values, graph_gae_bonus, **dataclasses.asdict(p))
 
 
 def _sign(a: np.ndarray, eps: float) -> np.ndarray:
@@ -238,7 +221,7 @@ def _graft(graph, _values, _bonus, *, gamma, gae_lambda, normalize, ddof, eps, s
     )
 
 
-register(
+graft = register(
     EstimatorSpec(
         name="graft",
         title="GRAFT — trajectory-graph TD credit with Graph GAE",
@@ -247,7 +230,7 @@ register(
         equation="V(u) = Σ π̂ P̂ γV(v);  A_t = γV(s_{t+1}) − V(s_t) (+ Graph GAE);  Â = node z-score  "
         "(Eqs. 5–11)",
         section="§4",
-        fn=graft,
+        kernel=_graft_numpy,
         params_cls=GRAFTParams,
     )
 )

@@ -41,15 +41,7 @@ class GRPOParams:
     )
 
 
-def grpo(
-    graph: AnchorGraph,
-    *,
-    norm: str = "std",
-    ddof: int = 1,
-    eps: float = 1e-6,
-    stats: str = "trajectory",
-    outcome: str = "success",
-) -> CreditResult:
+def _grpo(graph: AnchorGraph, p: GRPOParams) -> CreditResult:
     """GRPO: every step of a rollout gets its trajectory's group advantage.
 
         A^G_i = (R_i − mean_j R_j) / (std_j R_j + eps)
@@ -58,7 +50,7 @@ def grpo(
 
     Args:
         graph: the anchor graph (only its batch's trajectories are used).
-        norm, ddof, eps, stats, outcome: see `GRPOParams`.
+        p: the checked `GRPOParams` (`grpo` takes its fields as keywords).
 
     Returns:
         `CreditResult` with ``credit = advantage = A^G`` per step ``[S]``; value and
@@ -75,21 +67,20 @@ def grpo(
     >>> [round(float(x), 4) for x in group_advantage(g)]
     [0.866, -0.866, -0.866, 0.866]
     """
-    params = GRPOParams(norm=norm, ddof=ddof, eps=eps, stats=stats, outcome=outcome)
-    adv = group_advantage(graph, norm=norm, ddof=ddof, eps=eps, stats=stats, outcome=outcome)
+    adv = group_advantage(graph, norm=p.norm, ddof=p.ddof, eps=p.eps, stats=p.stats, outcome=p.outcome)
     step_adv = adv[graph.batch.step_traj]
     nan = np.full_like(step_adv, np.nan)
-    return CreditResult("grpo", params, graph, nan, nan.copy(), step_adv, step_adv.copy())
+    return CreditResult("grpo", p, graph, nan, nan.copy(), step_adv, step_adv.copy())
 
 
-register(
+grpo = register(
     EstimatorSpec(
         name="grpo",
         title="GRPO trajectory-level group advantage",
         paper="Shao et al., DeepSeekMath (arXiv 2402.03300); ESTIMATORS.md §1",
         equation="A^G_i = (R_i − mean_j R_j) / (std_j R_j + eps)",
         section="§1",
-        fn=grpo,
+        kernel=_grpo,
         params_cls=GRPOParams,
     )
 )

@@ -52,9 +52,9 @@ def influence_weights(
     is_error,
     direct_inputs,
     *,
-    beta_pos: float = 0.05,
-    clip: float = 0.25,
-    eps: float = 1e-6,
+    beta_pos: float = IAPOParams.beta_pos,
+    clip: float = IAPOParams.clip,
+    eps: float = IAPOParams.eps,
 ):
     """One rollout's features and weights.
 
@@ -171,15 +171,7 @@ def _read_rollout(graph: AnchorGraph, lo: int, hi: int, cols: dict):
     return L, sup, fail, err, direct
 
 
-def iapo(
-    graph: AnchorGraph,
-    *,
-    beta_pos: float = 0.05,
-    clip: float = 0.25,
-    eps: float = 1e-6,
-    ddof: int = 1,
-    adv_eps: float = 1e-6,
-) -> CreditResult:
+def _iapo(graph: AnchorGraph, p: IAPOParams) -> CreditResult:
     """IAPO: route the rollout's advantage to its actions by their influence-graph features.
 
         Â_τ    = (R − μ_G) / (σ_G + eps)                                     (Eq. 2)
@@ -200,7 +192,7 @@ def iapo(
             ``influence_edges`` (``[{"to": step_idx, "type": "support" | "failed"}]``; the
             paper's "input" / "success_utilization" / "failed_utilization" are accepted),
             ``is_error``, ``num_tokens`` and optionally ``direct_inputs``.
-        beta_pos, clip, eps, ddof, adv_eps: see `IAPOParams`.
+        p: the checked `IAPOParams` (`iapo` takes its fields as keywords).
 
     Returns:
         `CreditResult` ``[S]``: value = q_value = NaN, credit = w_i (the routing weight; 1
@@ -223,7 +215,7 @@ def iapo(
     >>> [round(float(x), 4) for x in w["w_pos"]]
     [1.0764, 1.0764, 0.618, 1.0764]
     """
-    params = IAPOParams(beta_pos=beta_pos, clip=clip, eps=eps, ddof=ddof, adv_eps=adv_eps)
+    beta_pos, clip, eps, ddof, adv_eps = p.beta_pos, p.clip, p.eps, p.ddof, p.adv_eps
     require_columns(graph, "iapo", ["influence_edges", "is_error", "num_tokens"])
     b = graph.batch
     steps = b.steps
@@ -241,10 +233,10 @@ def iapo(
         credit[lo:hi] = w["w_pos"] if a_tau[i] > 0 else w["w_neg"]
     adv = a_tau[b.step_traj] * credit  # Eq. 7
     nan = np.full(b.num_steps, np.nan)
-    return CreditResult("iapo", params, graph, nan, nan.copy(), credit, adv)
+    return CreditResult("iapo", p, graph, nan, nan.copy(), credit, adv)
 
 
-register(
+iapo = register(
     EstimatorSpec(
         name="iapo",
         title="IAPO — Influence-Aware Policy Optimization",
@@ -253,7 +245,7 @@ register(
         equation="φ⁺ = log(1 + d⁺ + d^in), φ⁻ = log(1 + e(1 + d⁻ + d^in));  m = L-normalised "
         "exp(clip z);  A_i = Â_τ·w_i  (Eqs. 2–7)",
         section="§12",
-        fn=iapo,
+        kernel=_iapo,
         params_cls=IAPOParams,
         requires=("influence_edges", "is_error", "num_tokens"),
     )

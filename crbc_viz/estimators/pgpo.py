@@ -51,18 +51,7 @@ def anchor_potentials(graph: AnchorGraph, R: np.ndarray) -> tuple[np.ndarray, np
     )
 
 
-def pgpo(
-    graph: AnchorGraph,
-    *,
-    eta: float = 0.95,
-    gamma: float = 1.0,
-    alpha: float = 2.0,
-    beta: float = 1.0,
-    eps: float = 1e-6,
-    ddof: int = 1,
-    potential: str = "mean",
-    step_reward: str = "env",
-) -> CreditResult:
+def _pgpo(graph: AnchorGraph, p: PGPOParams) -> CreditResult:
     """PGPO: GiGPO's anchor z-score plus a gated, z-scored difference of anchor potentials.
 
         R_{i,t}  = Σ_{l≥t} η^(l−t) · r_{i,l}                               (Eq. 1)
@@ -78,7 +67,7 @@ def pgpo(
 
     Args:
         graph: anchor graph ``[S]`` steps; anchor groups are its nodes.
-        eta, gamma, alpha, beta, eps, ddof, potential, step_reward: see `PGPOParams`.
+        p: the checked `PGPOParams` (`pgpo` takes its fields as keywords).
 
     Returns:
         `CreditResult` ``[S]``: value = Φ(s_t), q_value = NaN, credit = advantage =
@@ -101,18 +90,18 @@ def pgpo(
     >>> [round(float(x), 4) for x in r.advantage[:3]]
     [0.7358, 0.991, 0.7217]
     """
+    eta, gamma, alpha, beta, eps, ddof, potential, step_reward = (
+        p.eta,
+        p.gamma,
+        p.alpha,
+        p.beta,
+        p.eps,
+        p.ddof,
+        p.potential,
+        p.step_reward,
+    )
     if potential not in ("mean", "loo"):
         raise ValueError(f"potential must be 'mean' or 'loo', got {potential!r}")
-    params = PGPOParams(
-        eta=eta,
-        gamma=gamma,
-        alpha=alpha,
-        beta=beta,
-        eps=eps,
-        ddof=ddof,
-        potential=potential,
-        step_reward=step_reward,
-    )
     b = graph.batch
     N = graph.num_nodes
     r = step_rewards(graph, step_reward)
@@ -147,7 +136,7 @@ def pgpo(
     nan = np.full(b.num_steps, np.nan)
     return CreditResult(
         "pgpo",
-        params,
+        p,
         graph,
         phi[node],
         nan,
@@ -158,7 +147,7 @@ def pgpo(
     )
 
 
-register(
+pgpo = register(
     EstimatorSpec(
         name="pgpo",
         title="PGPO — Potential-Guided Policy Optimization",
@@ -166,7 +155,7 @@ register(
         "(arXiv 2609.02236)",
         equation="δ = γΦ(s̃n) − Φ(s̃m);  A = A^S + β(1 − p_succ)^α · z_{s̃m}(δ)  (Eqs. 1–11)",
         section="§6",
-        fn=pgpo,
+        kernel=_pgpo,
         params_cls=PGPOParams,
     )
 )

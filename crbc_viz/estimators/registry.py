@@ -1,13 +1,19 @@
 """The one estimator registry (STYLE.md): the UI, the CLI, the reference page and the
 coverage test all iterate it.
 
-Each estimator registers an `EstimatorSpec`: its pure numpy function
-``fn(graph, *, <hyper-parameters>) -> CreditResult`` and a frozen params dataclass whose
-fields carry a default, one-line help and bounds (built with `param`).
+Each estimator registers an `EstimatorSpec`: its frozen params dataclass, whose fields carry a
+default, one-line help and bounds (built with `param`), and its numpy reference
+``kernel(graph, params) -> CreditResult`` taking the checked params object. The dataclass is the
+one place a default is written: `register` builds from it the public keyword function
+``fn(graph, *, <hyper-parameters>) -> CreditResult`` (its signature and the parameter list of
+its docstring come from the dataclass) and returns it for the module to bind::
 
-`register` wraps the numpy function so that every call, direct or through `crbc_viz.score`,
-checks its keyword parameters against the dataclass's bounds and choices (`check_params`) and
-raises `EstimatorInputError` naming the estimator, the parameter, the bound and the value.
+    grpo = register(EstimatorSpec(name="grpo", ..., kernel=_grpo, params_cls=GRPOParams))
+
+Every call of that function, direct or through `crbc_viz.score`, checks its keyword parameters
+against the dataclass's bounds and choices (`check_params`) and raises `EstimatorInputError`
+naming the estimator, the parameter, the bound and the value. `register` sets no attribute of
+any module.
 
 The kernel table: ``KERNELS[(name, backend)]`` is a function
 ``kernel(graph, params, *, device) -> CreditResult`` taking the already-checked params object.
@@ -24,7 +30,8 @@ import dataclasses
 import functools
 import inspect
 import math
-import sys
+import re
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,14 +92,19 @@ class ParamInfo:
 
 @dataclass(frozen=True)
 class EstimatorSpec:
+    """An estimator: what the reference page shows (title, paper, equation, spec section), its
+    numpy reference ``kernel(graph, params) -> CreditResult``, its params dataclass and the logged
+    fields it needs. ``fn`` is the public keyword function; `register` builds it (leave it None)."""
+
     name: str
     title: str
     paper: str
     equation: str
     section: str
-    fn: Callable
+    kernel: Callable
     params_cls: type
     requires: tuple[str, ...] = ()
+    fn: Callable | None = field(default=None, repr=False, compare=False)
 
     @property
     def torch_fn(self) -> Callable | None:
@@ -152,38 +164,128 @@ def _keyword_view(spec: EstimatorSpec, backend: str) -> Callable | None:
     if fn is None:
         return None
 
-    @functools.wraps(fn)
     def call(graph, *, device: str = "auto", **params):
         return fn(graph, make_params(spec, **params), device=device)
 
+    call.__name__ = call.__qualname__ = f"{spec.name}_{backend}"
+    call.__module__, call.__doc__ = fn.__module__, fn.__doc__
+    where = inspect.Parameter("device", inspect.Parameter.KEYWORD_ONLY, default="auto", annotation=str)
+    call.__signature__ = _signature(spec, extra=(where,))
     return call
 
 
-def register(spec: EstimatorSpec) -> EstimatorSpec:
-    """Register ``spec`` with its functions wrapped by the parameter check (`_checked`).
+def register(spec: EstimatorSpec) -> Callable:
+    """Register ``spec`` and return its public keyword function, for its module to bind:
+    ``crbc = register(EstimatorSpec(..., kernel=_crbc, params_cls=CRBCParams))``.
 
-    The numpy function's name in its own module is rebound to the checked one, so
-    ``from crbc_viz.estimators.crbc import crbc; crbc(graph, beta=1.5)`` raises too. The
-    numpy kernel row calls the unwrapped function with the params object's fields.
+    The function takes ``graph`` and the dataclass's fields as keyword-only parameters with the
+    dataclass's defaults (its ``__signature__``, so ``help()`` and `inspect.signature` show
+    them), checks the given ones (`check_params`: no coercion of strings in a direct call),
+    builds the params object and calls the kernel. Its docstring is the kernel's, with the
+    kernel's ``p:`` entry of Args replaced by one entry per field (help, default, bounds).
+    The kernel is also the ``numpy`` row of the kernel table.
+
+    Raises:
+        ValueError: the name is taken (naming both kernels), ``spec.fn`` is set, or
+            ``params_cls`` is not a dataclass.
     """
     if spec.name in _REGISTRY:
         old = _REGISTRY[spec.name]
         raise ValueError(
-            f"duplicate estimator name '{spec.name}': {old.fn.__module__}.{old.fn.__name__} "
-            f"and {spec.fn.__module__}.{spec.fn.__name__}"
+            f"duplicate estimator name '{spec.name}': {_where(old.kernel)} and {_where(spec.kernel)}"
         )
-    checked = dataclasses.replace(spec, fn=_checked(spec, spec.fn))
-    raw = spec.fn
+    if spec.fn is not None:
+        raise ValueError(
+            f"estimator '{spec.name}': EstimatorSpec.fn is built by register() from kernel= and "
+            f"params_cls=; got fn={_where(spec.fn)}"
+        )
+    if not (isinstance(spec.params_cls, type) and dataclasses.is_dataclass(spec.params_cls)):
+        raise ValueError(f"estimator '{spec.name}': params_cls must be a dataclass, got {spec.params_cls!r}")
+    fn = _public(spec)
+    implements(spec.name, "numpy")(_numpy_row(spec))
+    _REGISTRY[spec.name] = dataclasses.replace(spec, fn=fn)
+    return fn
+
+
+def _where(fn) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
+def _signature(spec: EstimatorSpec, extra: tuple[inspect.Parameter, ...] = ()) -> inspect.Signature:
+    """``(graph, *, <extra>, <field>=<dataclass default>, ...) -> <the kernel's return>``."""
+    own = inspect.signature(spec.kernel)
+    first = next(iter(own.parameters.values()), None)
+    graph = inspect.Parameter(
+        "graph",
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        annotation=inspect.Parameter.empty if first is None else first.annotation,
+    )
+    fields = [
+        inspect.Parameter(i.name, inspect.Parameter.KEYWORD_ONLY, default=i.default, annotation=i.type)
+        for i in param_infos(spec.params_cls)
+    ]
+    return inspect.Signature([graph, *extra, *fields], return_annotation=own.return_annotation)
+
+
+def _public(spec: EstimatorSpec) -> Callable:
+    """The keyword function of ``spec`` (see `register`)."""
+    kernel_fn, params_cls = spec.kernel, spec.params_cls
+
+    def call(graph, **params):
+        if params:
+            check_params(spec, params)
+        return kernel_fn(graph, params_cls(**params))
+
+    call.__name__ = call.__qualname__ = spec.name
+    call.__module__ = kernel_fn.__module__
+    call.__doc__ = _public_doc(spec)
+    call.__signature__ = _signature(spec)
+    call.__wrapped__ = kernel_fn  # inspect.getsource shows the reference itself
+    return call
+
+
+def _numpy_row(spec: EstimatorSpec) -> Callable:
+    kernel_fn = spec.kernel
 
     def numpy_kernel(graph, params, *, device: str = "cpu"):
-        return raw(graph, **{f: getattr(params, f) for f in params.__dataclass_fields__})
+        return kernel_fn(graph, params)
 
-    implements(spec.name, "numpy")(functools.wraps(raw)(numpy_kernel))
-    module = sys.modules.get(spec.fn.__module__)
-    if module is not None and getattr(module, spec.fn.__name__, None) is spec.fn:
-        setattr(module, spec.fn.__name__, checked.fn)
-    _REGISTRY[spec.name] = checked
-    return checked
+    numpy_kernel.__name__ = numpy_kernel.__qualname__ = f"{spec.name}_numpy"
+    numpy_kernel.__module__, numpy_kernel.__doc__ = kernel_fn.__module__, kernel_fn.__doc__
+    return numpy_kernel
+
+
+def _describe(i: ParamInfo) -> str:
+    """One Args entry: the help, the default and the allowed values."""
+    if i.choices is not None:
+        allowed = "one of " + ", ".join(repr(c) for c in i.choices)
+    elif i.low is not None or i.high is not None:
+        lo = "-inf" if i.low is None else f"{i.low:g}"
+        hi = "inf" if i.high is None else f"{i.high:g}"
+        allowed = f"in {'(' if i.low_open else '['}{lo}, {hi}{')' if i.high_open else ']'}"
+        if (i.low is not None and i.default < i.low) or (i.high is not None and i.default > i.high):
+            allowed += f" or {i.default!r}"  # e.g. depth = inf
+    else:
+        allowed = ""
+    tail = f"Default {i.default!r}" + (f"; {allowed}." if allowed else ".")
+    return textwrap.fill(
+        f"{i.name} ({i.type.__name__}): {i.help.rstrip('.')}. {tail}",
+        width=100,
+        initial_indent="    ",
+        subsequent_indent="        ",
+        break_on_hyphens=False,
+    )
+
+
+#: The kernel docstring's Args entry for its params object: ``p:`` and its continuation lines.
+_P_ENTRY = re.compile(r"^    p: .*\n(?:        .*\n)*", re.M)
+
+
+def _public_doc(spec: EstimatorSpec) -> str:
+    """The kernel's docstring with its ``p:`` Args entry replaced by the fields' entries."""
+    doc = inspect.cleandoc(spec.kernel.__doc__ or "") + "\n"
+    entries = "".join(_describe(i) + "\n" for i in param_infos(spec.params_cls))
+    return _P_ENTRY.sub(lambda _: entries, doc, count=1).rstrip("\n")
 
 
 def backends(spec: EstimatorSpec) -> tuple[str, ...]:
@@ -303,25 +405,6 @@ def check_params(spec: EstimatorSpec, params: dict) -> None:
         err = _out_of_bounds(spec.name, i, v)
         if err is not None:
             raise err
-
-
-def _checked(spec: EstimatorSpec, fn: Callable) -> Callable:
-    """``fn`` behind `check_params`. Keywords of ``fn``'s own that are not parameters
-    (``graph``) pass unchecked."""
-    defaults = {f.name: f.default for f in dataclasses.fields(spec.params_cls)}
-    own = frozenset(
-        n
-        for n, p in inspect.signature(fn).parameters.items()
-        if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and n not in defaults
-    )
-
-    @functools.wraps(fn)
-    def call(*args, **kw):
-        if kw:
-            check_params(spec, {k: v for k, v in kw.items() if k not in own} if own & kw.keys() else kw)
-        return fn(*args, **kw)
-
-    return call
 
 
 def make_params(spec: EstimatorSpec, **overrides):

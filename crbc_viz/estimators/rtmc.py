@@ -44,15 +44,7 @@ def first_visit_mask(graph: AnchorGraph) -> np.ndarray:
     return mask
 
 
-def rtmc(
-    graph: AnchorGraph,
-    *,
-    gamma: float = 0.99,
-    n_prior: float = 2.0,
-    normalize: bool = False,
-    norm_eps: float = 1e-8,
-    outcome: str = "success",
-) -> CreditResult:
+def _rtmc(graph: AnchorGraph, p: RTMCParams) -> CreditResult:
     """RTMC: first-visit Monte Carlo Q per (state, action), minus a prior-smoothed V.
 
         n(s,a) += 1;  sum(s,a) += γ^(T−1−t) · R     (first visit of (s,a) in each rollout, 0-indexed t)
@@ -69,7 +61,7 @@ def rtmc(
     Args:
         graph: anchor graph; anchors are the state signatures and actions the action
             signatures ``[S]``.
-        gamma, n_prior, normalize, norm_eps, outcome: see `RTMCParams`.
+        p: the checked `RTMCParams` (`rtmc` takes its fields as keywords).
 
     Returns:
         `CreditResult` ``[S]``: value = V′(s_t), q_value = Q(s_t, a_t), credit = A,
@@ -90,7 +82,7 @@ def rtmc(
     >>> [round(float(x), 4) for x in r.credit[:3]]
     [-0.0001, 0.1633, 0.4]
     """
-    params = RTMCParams(gamma=gamma, n_prior=n_prior, normalize=normalize, norm_eps=norm_eps, outcome=outcome)
+    gamma, n_prior, normalize, norm_eps, outcome = p.gamma, p.n_prior, p.normalize, p.norm_eps, p.outcome
     b = graph.batch
     P, N = len(graph.pair_node), graph.num_nodes
     R = trajectory_outcome(graph, outcome)
@@ -118,7 +110,7 @@ def rtmc(
         adv = np.where(std[sg] > norm_eps, a / np.where(std[sg] > norm_eps, std[sg], 1.0), a)
     return CreditResult(
         "rtmc",
-        params,
+        p,
         graph,
         v[graph.step_node],
         q[graph.step_pair],
@@ -131,7 +123,7 @@ def rtmc(
     )
 
 
-register(
+rtmc = register(
     EstimatorSpec(
         name="rtmc",
         title="RTMC — Rollout-Tree Monte Carlo",
@@ -139,7 +131,7 @@ register(
         equation="Q = first-visit mean of γ^(T−1−t)R;  V′ = (n_s V̂ + n_prior v_prior)/(n_s + n_prior);  "
         "A = Q − V′  (Eq. 11)",
         section="§7",
-        fn=rtmc,
+        kernel=_rtmc,
         params_cls=RTMCParams,
     )
 )

@@ -83,17 +83,7 @@ def distance_to_success(graph: AnchorGraph) -> tuple[np.ndarray, np.ndarray, np.
     return d, d_max + 1, reached
 
 
-def shortest_path(
-    graph: AnchorGraph,
-    *,
-    omega: float = 0.1,
-    r_succ: float = 10.0,
-    exponent: str = "d+c",
-    ddof: int = 1,
-    eps: float = 1e-6,
-    w_graph: float = 1.0,
-    w_group: float = 1.0,
-) -> CreditResult:
+def _shortest_path(graph: AnchorGraph, p: ShortestPathParams) -> CreditResult:
     """GraphGPO shortest-path credit: reward steps by their successor's distance to success.
 
         d(SUCCESS) = 0;  d(s) = min over out-edges (s,a,s′) of 1 + d(s′)   (reverse BFS)
@@ -108,8 +98,8 @@ def shortest_path(
     for Agentic RL", arXiv 2605.26684 (ICML 2026), Eq. 4; weights 1/1 per CRBC App. C.3.
 
     Args:
-        graph: anchor graph. omega, r_succ, exponent, ddof, eps, w_graph, w_group: see
-            `ShortestPathParams`.
+        graph: anchor graph.
+        p: the checked `ShortestPathParams` (`shortest_path` takes its fields as keywords).
 
     Returns:
         `CreditResult`: value = d(s_t) (unreachable = d_max + 1, FAILURE likewise), q_value =
@@ -128,8 +118,14 @@ def shortest_path(
     >>> [int(v) for v in r.value[:3]], round(float(r.credit[0]), 4)
     ([3, 2, 1], 0.8659)
     """
-    params = ShortestPathParams(
-        omega=omega, r_succ=r_succ, exponent=exponent, ddof=ddof, eps=eps, w_graph=w_graph, w_group=w_group
+    omega, r_succ, exponent, ddof, eps, w_graph, w_group = (
+        p.omega,
+        p.r_succ,
+        p.exponent,
+        p.ddof,
+        p.eps,
+        p.w_graph,
+        p.w_group,
     )
     b = graph.batch
     d, d_unreachable, reached = distance_to_success(graph)
@@ -147,7 +143,7 @@ def shortest_path(
     a_group = group_advantage(graph)[b.step_traj]  # A^E: verl-agent's (sample std, eps 1e-6)
     return CreditResult(
         "shortest_path",
-        params,
+        p,
         graph,
         d[node].astype(np.float64),
         q,
@@ -158,7 +154,7 @@ def shortest_path(
     )
 
 
-register(
+shortest_path = register(
     EstimatorSpec(
         name="shortest_path",
         title="GraphGPO shortest-path credit",
@@ -166,7 +162,7 @@ register(
         "Agentic RL (arXiv 2605.26684)",
         equation="R^G = r_succ·ω^(d(s′)+1);  A = z-score of R^G over s's out-occurrences + A^E",
         section="§3a",
-        fn=shortest_path,
+        kernel=_shortest_path,
         params_cls=ShortestPathParams,
     )
 )

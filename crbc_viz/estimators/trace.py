@@ -48,18 +48,7 @@ class TRACEParams:
     )
 
 
-def trace(
-    graph: AnchorGraph,
-    *,
-    w_out: float = 1.0,
-    w_turn: float = 0.2,
-    K: int = 3,
-    gamma: float = 0.8,
-    gap_eps: float = 0.1,
-    terminal_scale: float = 2.0,
-    terminal_discount: bool = True,
-    outcome_eps: float = 1e-6,
-) -> CreditResult:
+def _trace(graph: AnchorGraph, p: TRACEParams) -> CreditResult:
     """TRACE: K-step normalised TD credit on log-gaps of the gold answer, plus the outcome.
 
         d_t     = −ℓ_t + ε;   V_t = log(d_0 / d_t);   δ_t = V_{t+1} − V_t
@@ -76,8 +65,7 @@ def trace(
         graph: anchor graph; its batch's steps carry ``gold_logprob`` ``[S]``: a trajectory
             of T + 1 rows carries ℓ_0..ℓ_T; rows 0..T−1 are the T transitions and the last
             row is the final-answer turn.
-        w_out, w_turn, K, gamma, gap_eps, terminal_scale, terminal_discount, outcome_eps:
-            see `TRACEParams`.
+        p: the checked `TRACEParams` (`trace` takes its fields as keywords).
 
     Returns:
         `CreditResult` ``[S]``: value = V_t, q_value = NaN, credit = r_t (0 on the final-
@@ -100,15 +88,15 @@ def trace(
     >>> [round(float(x), 4) for x in turn_credit(np.array([-3, -2, -2, -0.5]), 1.0)]
     [1.5122, 1.8368, 2.8528]
     """
-    params = TRACEParams(
-        w_out=w_out,
-        w_turn=w_turn,
-        K=K,
-        gamma=gamma,
-        gap_eps=gap_eps,
-        terminal_scale=terminal_scale,
-        terminal_discount=terminal_discount,
-        outcome_eps=outcome_eps,
+    w_out, w_turn, K, gamma, gap_eps, terminal_scale, terminal_discount, outcome_eps = (
+        p.w_out,
+        p.w_turn,
+        p.K,
+        p.gamma,
+        p.gap_eps,
+        p.terminal_scale,
+        p.terminal_discount,
+        p.outcome_eps,
     )
     ell = float_signal(graph, "trace", "gold_logprob", high=0.0)
     b = graph.batch
@@ -129,10 +117,10 @@ def trace(
         )
     adv = w_out * a_out[b.step_traj] + w_turn * credit
     nan = np.full(b.num_steps, np.nan)
-    return CreditResult("trace", params, graph, value, nan, credit, adv)
+    return CreditResult("trace", p, graph, value, nan, credit, adv)
 
 
-def outcome_advantage(graph: AnchorGraph, eps: float = 1e-6) -> np.ndarray:
+def outcome_advantage(graph: AnchorGraph, eps: float = TRACEParams.outcome_eps) -> np.ndarray:
     """A_out per trajectory ``[T]`` (§8.2): (R − mean) / pop_std over the group's rollouts,
     0 where pop_std ≤ eps; R is the success indicator."""
     b = graph.batch
@@ -147,11 +135,11 @@ def turn_credit(
     ell: np.ndarray,
     a_out: float,
     *,
-    K: int = 3,
-    gamma: float = 0.8,
-    gap_eps: float = 0.1,
-    terminal_scale: float = 2.0,
-    terminal_discount: bool = True,
+    K: int = TRACEParams.K,
+    gamma: float = TRACEParams.gamma,
+    gap_eps: float = TRACEParams.gap_eps,
+    terminal_scale: float = TRACEParams.terminal_scale,
+    terminal_discount: bool = TRACEParams.terminal_discount,
 ) -> np.ndarray:
     """r_t for the T = len(ell) − 1 transitions of one trajectory ``[T]``."""
     d = -np.asarray(ell, dtype=np.float64) + gap_eps
@@ -172,7 +160,7 @@ def turn_credit(
     return r
 
 
-register(
+trace = register(
     EstimatorSpec(
         name="trace",
         title="TRACE — turn-level credit from gold-answer log-probabilities",
@@ -181,7 +169,7 @@ register(
         equation="V_t = log(d_0/d_t), d_t = −ℓ_t + ε;  r_t = K-step normalised TD + c·γ^(T−t)·A_out;  "
         "A = w_out·A_out + w_turn·r_t  (Alg. 1)",
         section="§8",
-        fn=trace,
+        kernel=_trace,
         params_cls=TRACEParams,
         requires=("gold_logprob",),
     )

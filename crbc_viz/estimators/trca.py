@@ -95,10 +95,10 @@ def _group_rubrics(graph: AnchorGraph) -> list[dict[str, str]]:
 def rubric_rewards(
     graph: AnchorGraph,
     *,
-    lam: float = 0.8,
-    r_evidence: float = 1.0,
-    r_execution: float = 1.0,
-    r_invalidity: float = 1.0,
+    lam: float = TRCAParams.lam,
+    r_evidence: float = TRCAParams.r_evidence,
+    r_execution: float = TRCAParams.r_execution,
+    r_invalidity: float = TRCAParams.r_invalidity,
 ):
     """``(r^F [S], r^B [S], r^TRCA [S])`` from ``rubric`` and ``rubric_active``."""
     require_columns(graph, "trca", ["rubric_active", "rubric"])
@@ -131,18 +131,7 @@ def rubric_rewards(
     return rF, rB, (1.0 - lam) * rF + lam * rB
 
 
-def trca(
-    graph: AnchorGraph,
-    *,
-    lam: float = 0.8,
-    gamma: float = 0.95,
-    r_evidence: float = 1.0,
-    r_execution: float = 1.0,
-    r_invalidity: float = 1.0,
-    ddof: int = 1,
-    eps: float = 1e-6,
-    w_step: float = 1.0,
-) -> CreditResult:
+def _trca(graph: AnchorGraph, p: TRCAParams) -> CreditResult:
     """TRCA: rule-activated rubric rewards with first-coverage shaping, z-scored per context.
 
         q_{t,j}  = +r^c/M_c (Evidence, Execution active), −|r^c|/M_c (Invalidity active), else 0
@@ -160,7 +149,7 @@ def trca(
     Args:
         graph: anchor graph; steps ``[S]`` carry ``rubric_active`` (a list of item ids) and
             at least one row per group carries ``rubric`` (``[{"id", "category"}]``).
-        lam, gamma, r_evidence, r_execution, r_invalidity, ddof, eps, w_step: see `TRCAParams`.
+        p: the checked `TRCAParams` (`trca` takes its fields as keywords).
 
     Returns:
         `CreditResult` ``[S]``: value = the context group's mean of R, q_value = R_{i,t},
@@ -183,15 +172,15 @@ def trca(
     >>> bool(np.all(r.advantage == r.credit + group_advantage(g)[g.batch.step_traj]))
     True
     """
-    params = TRCAParams(
-        lam=lam,
-        gamma=gamma,
-        r_evidence=r_evidence,
-        r_execution=r_execution,
-        r_invalidity=r_invalidity,
-        ddof=ddof,
-        eps=eps,
-        w_step=w_step,
+    lam, gamma, r_evidence, r_execution, r_invalidity, ddof, eps, w_step = (
+        p.lam,
+        p.gamma,
+        p.r_evidence,
+        p.r_execution,
+        p.r_invalidity,
+        p.ddof,
+        p.eps,
+        p.w_step,
     )
     _, _, r_trca = rubric_rewards(
         graph, lam=lam, r_evidence=r_evidence, r_execution=r_execution, r_invalidity=r_invalidity
@@ -203,7 +192,7 @@ def trca(
     a_e = group_advantage(graph)[b.step_traj]
     return CreditResult(
         "trca",
-        params,
+        p,
         graph,
         mean[graph.step_node],
         R,
@@ -214,7 +203,7 @@ def trca(
     )
 
 
-register(
+trca = register(
     EstimatorSpec(
         name="trca",
         title="TRCA — Transition-wise Rubric Credit Assignment",
@@ -223,7 +212,7 @@ register(
         equation="r^TRCA = (1−λ)r^F + λ(Φ_t − Φ_{t−1});  R_t = Σγ^(k−t)(r_k + r^TRCA_k);  "
         "A = A^E + z_ctx(R_t)",
         section="§11",
-        fn=trca,
+        kernel=_trca,
         params_cls=TRCAParams,
         requires=("rubric_active", "rubric"),
     )

@@ -15,7 +15,7 @@ duplicated (verl-agent's ``adjust_batch``, ROLL's ``batch_adjust_mode="copy"``) 
    the loader hashes it), the rows are placed in batch order by counting
    (`crbc_viz.io.assemble.place_steps`) and the batch keeps its step columns as Arrow
    (`crbc_viz.io.assemble.assemble_arrow`: no frame unless someone reads ``batch.steps``).
-   The checks are the loader's (`crbc_viz.io.schema.build_batch`) on the same rows (step
+   The checks are the loader's (`crbc_viz.io.assemble.build_batch`) on the same rows (step
    indices contiguous from 0, rewards finite and at most `MAX_ABS_REWARD`), so the credit is
    what ``crbc-viz score`` gives those rows written to a file;
 3. the estimator runs on the CPU through `crbc_viz.api.score` (the compiled numba engine where

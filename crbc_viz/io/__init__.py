@@ -48,8 +48,9 @@ def load_rollouts(
         batch = batch_from_arrow(table, path, success_threshold=success_threshold, lists=not parquet)
         if batch is not None:  # a clean canonical file, read without pandas
             return batch
-    from .readers import raw_from_arrow, raw_from_parquet
-    from .schema import build_batch  # every guard and message of the schema
+    from .assemble import build_batch  # every guard and message of the schema
+    from .readers.jsonl_arrow import raw_from_arrow
+    from .readers.parquet import raw_from_parquet
 
     if parquet:
         raw = raw_from_parquet(path, table)

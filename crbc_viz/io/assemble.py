@@ -1,10 +1,14 @@
 """Sorted step rows -> `RolloutBatch`: the one place batch offsets are assembled.
 
-Loaders (`crbc_viz.io.schema.build_batch`), the store's read side and group selection
+Loaders (`build_batch`), the store's read side and group selection
 (`RolloutBatch.select_groups`) all arrive at the same point: a table of step rows, the
 group and trajectory each row belongs to, and per-trajectory outcomes. The functions here turn
 that into the batch's offset arrays without a per-step (or per-trajectory) Python loop:
 
+- `build_batch(raw)`: a reader's or an importer's `RawTable` validated
+  (`crbc_viz.io.schema.validate`), its step order checked, its rows sorted, outcomes
+  (`crbc_viz.io.outcomes`) and anchor keys (`crbc_viz.io.anchor_keys`) computed, assembled;
+  every problem of the file listed in one `LoadError`, or skipped with ``lenient``;
 - `row_codes(*columns)`: integer codes of row tuples in first-occurrence order (the codes
   ``pandas.MultiIndex.factorize`` gives, missing values one code of their own), from one hash
   factorisation per column;
@@ -26,18 +30,26 @@ Axis vocabulary (STYLE.md): ``S`` steps, ``T`` trajectories, ``G`` groups.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from ..data import GROUP_KEY, ArrowRows, Layout, RolloutBatch, ranges
+from ..errors import MAX_LISTED, LoadError, Problem
+from .fields import BAD_COLUMN as _BAD
+from .fields import LINE_COLUMN as _LINE
+from .fields import REQUIRED
+from .readers import RawTable
 
 if TYPE_CHECKING:  # `sort_rows` and `layout` run without pandas (the columnar lane uses them)
     import pandas as pd
     import pyarrow as pa
 
 __all__ = [
+    "build_batch",
     "row_codes",
     "sort_rows",
     "Layout",
@@ -296,4 +308,190 @@ def assemble_arrow(
         group_traj_offsets=lay.group_traj_offsets,
         groups=ArrowRows(pa.Table.from_arrays(list(group_columns.values()), names=list(group_columns))),
         source=source,
+    )
+
+
+def build_batch(raw: RawTable, *, lenient: bool = False, success_threshold: float = 0.0) -> RolloutBatch:
+    """Validate ``raw`` (`crbc_viz.io.schema.validate`) and assemble a `RolloutBatch`.
+
+    Raises:
+        LoadError: listing every problem (with ``lenient``, only when no trajectory is left).
+    """
+    import pandas as pd  # here, not at the top: the columnar lane imports this module without pandas
+
+    from .anchor_keys import step_anchor_hashes
+    from .outcomes import trajectory_outcomes
+    from .schema import validate
+
+    table, _, problems = validate(raw, lenient=lenient)
+    if table.empty or any(p.line is None for p in problems if p.field in REQUIRED or p.field is None):
+        if not lenient or table.empty or _BAD not in table:
+            raise LoadError(problems[:MAX_LISTED], total=len(problems))
+    path = raw.path
+    run_default = Path(path).name.split(".")[0]
+    if "run_id" not in table:
+        table["run_id"] = run_default
+    else:
+        table["run_id"] = table["run_id"].where(table["run_id"].notna(), run_default)
+    if "train_step" not in table:
+        table["train_step"] = 0
+    else:
+        table["train_step"] = table["train_step"].where(table["train_step"].notna(), 0)
+    table["train_step"] = table["train_step"].astype(np.int64)
+
+    # Group and trajectory indices in first-occurrence order.
+    g_codes = row_codes(*(table[c] for c in GROUP_KEY))
+    t_codes = row_codes(g_codes, table["traj_id"])
+
+    where = raw.where
+    # Step order within each trajectory: sorted, must be exactly 0..n-1.
+    traj_bad = _step_order_problems(table, t_codes, problems, path, where)
+    if lenient and raw.broken_ids:
+        # Lines that did not parse but name their trajectory: drop it rather than keep it with
+        # a step missing (which could look like a shorter, truncated rollout).
+        keys = pd.MultiIndex.from_arrays([table["group_id"].astype(str), table["traj_id"].astype(str)])
+        hit = keys.isin({k for k in raw.broken_ids if k is not None})
+        traj_bad[t_codes[hit]] = True
+
+    skipped: list[str] = []
+    lenient_note = None
+    if problems:
+        if not lenient:
+            raise LoadError(problems[:MAX_LISTED], total=len(problems))
+        skipped = [str(p) for p in problems]
+        keep_rows = ~traj_bad[t_codes]
+        lenient_note = _lenient_summary(
+            path,
+            problems,
+            int((~keep_rows).sum()),
+            int(traj_bad.sum()),
+            sum(k is None for k in raw.broken_ids),
+        )
+        table = table[keep_rows]
+        if table.empty:
+            raise LoadError(
+                problems[:MAX_LISTED]
+                + [Problem(path, None, None, "no valid trajectory left after skipping bad rows (--lenient)")],
+                total=len(problems) + 1,
+            )
+        g_codes = row_codes(*(table[c] for c in GROUP_KEY))
+        t_codes = row_codes(g_codes, table["traj_id"])
+
+    # Final order: group (first occurrence), trajectory (first occurrence within the file), step.
+    table = table.assign(step_idx=table["step_idx"].astype(np.int64))
+    order, lay = sort_rows(g_codes, t_codes, table["step_idx"].to_numpy())
+    table = table.iloc[order].reset_index(drop=True)
+
+    # Outcome (docs/schema.md, "Success and truncation").
+    traj_success, traj_truncated, traj_return, outcome_notes = trajectory_outcomes(
+        table, lay.step_traj, lay.traj_offsets, success_threshold, path
+    )
+
+    # Anchors: precomputed key, else the hash of the canonical anchor_obs, else one per step.
+    warnings: list[str] = list(raw.notes)
+    if lenient_note:
+        warnings.append(lenient_note)
+    warnings.extend(outcome_notes)
+    table, step_hash = step_anchor_hashes(table, warnings, path, where)
+
+    table = table.drop(columns=[_BAD, _LINE], errors="ignore")
+    return assemble(
+        table,
+        lay,
+        step_anchor_hash=step_hash,
+        traj_success=traj_success,
+        traj_truncated=traj_truncated,
+        traj_return=traj_return,
+        source=path,
+        warnings=warnings,
+        skipped=skipped,
+    )
+
+
+def _step_order_problems(table, t_codes: np.ndarray, problems: list, path: str, where: str) -> np.ndarray:
+    """Per trajectory [T], whether it is bad: a row of it did not validate, two rows carry one
+    ``step_idx``, or its steps are not exactly 0..n-1 (sorted). Each duplicate, and the first
+    out-of-place row of each trajectory whose rows all validated, is appended to ``problems``."""
+    import pandas as pd
+
+    from .coerce import short
+
+    ok = ~table[_BAD].to_numpy()
+    sidx = pd.to_numeric(table["step_idx"], errors="coerce").fillna(-1).to_numpy(dtype=np.int64)
+    sidx = np.where(ok, sidx, -1)
+    order = np.lexsort((sidx, t_codes))
+    t_sorted = t_codes[order]
+    s_sorted = sidx[order]
+    starts = np.r_[True, t_sorted[1:] != t_sorted[:-1]]
+    pos = np.arange(len(order)) - np.maximum.accumulate(np.where(starts, np.arange(len(order)), 0))
+    traj_bad = np.zeros(t_codes.max() + 1, dtype=bool)
+    traj_bad[np.unique(t_codes[~ok])] = True
+    lines = table[_LINE].to_numpy()
+    dup = np.r_[False, (t_sorted[1:] == t_sorted[:-1]) & (s_sorted[1:] == s_sorted[:-1])]
+    for k in np.flatnonzero(dup & (s_sorted >= 0)):
+        r = order[k]
+        problems.append(
+            Problem(
+                path,
+                int(lines[r]),
+                "step_idx",
+                f"duplicate step_idx {s_sorted[k]} in trajectory "
+                f"{short(table['traj_id'].iat[r])} of group "
+                f"{short(table['group_id'].iat[r])}",
+                where,
+            )
+        )
+        traj_bad[t_sorted[k]] = True
+    # Contiguity is checked only on trajectories whose rows all parsed; report the first
+    # out-of-place row of each.
+    parsed_bad = traj_bad.copy()
+    gap = (s_sorted != pos) & ~dup & ~parsed_bad[t_sorted]
+    seen = set()
+    for k in np.flatnonzero(gap):
+        t = t_sorted[k]
+        if t in seen:
+            continue
+        seen.add(t)
+        r = order[k]
+        problems.append(
+            Problem(
+                path,
+                int(lines[r]),
+                "step_idx",
+                f"not contiguous from 0: expected {pos[k]}, got {s_sorted[k]} "
+                f"in trajectory {short(table['traj_id'].iat[r])} of group "
+                f"{short(table['group_id'].iat[r])}",
+                where,
+            )
+        )
+        traj_bad[t] = True
+    return traj_bad
+
+
+def _kind(p: Problem) -> str:
+    """A problem's kind for the lenient summary: its field plus its message with the values
+    (quoted text, numbers, parentheses) taken out."""
+    msg = re.sub(r"\(.*\)|'[^']*'|\"[^\"]*\"", "", p.message)
+    msg = re.split(r",| got |:", msg)[0]
+    msg = re.sub(r"-?\d+(\.\d+)?(e[+-]?\d+)?", "N", msg).strip()
+    return f"{p.field}: {msg}" if p.field else msg
+
+
+def _lenient_summary(path: str, problems: list[Problem], rows: int, trajs: int, unattributed: int = 0) -> str:
+    """One line for the warnings: how much --lenient skipped, and of which kinds."""
+    kinds: dict[str, int] = {}
+    for p in problems:
+        k = _kind(p)
+        kinds[k] = kinds.get(k, 0) + 1
+    listed = "; ".join(f"{k} x{n}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1])[:12])
+    return (
+        f"{path}: lenient: skipped {len(problems)} problem(s): dropped {rows} row(s) in "
+        f"{trajs} trajectorie(s) (lines that did not parse are not counted as rows); by kind: "
+        f"{listed}"
+        + (
+            f". {unattributed} unparseable line(s) name no trajectory: a rollout "
+            f"that lost its last step there now looks truncated"
+            if unattributed
+            else ""
+        )
     )

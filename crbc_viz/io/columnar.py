@@ -2,13 +2,13 @@
 numpy.
 
 `crbc_viz.io.load_rollouts` tries this lane first. It takes only files it can prove clean and
-builds for them exactly the batch the schema path (`crbc_viz.io.schema.build_batch`) builds:
+builds for them exactly the batch the schema path (`crbc_viz.io.assemble.build_batch`) builds:
 the same rows in the same order, the same columns and dtypes once ``batch.steps`` is read, the
 same anchors, outcomes and offsets (``tests/io/test_columnar.py`` compares the two on generated
 and bundled logs). For anything else it returns None and the schema path reads the file, so
 every error message and every warning still comes from one place.
 
-Clean means: pyarrow's JSON reader took the file (`crbc_viz.io.readers.read_jsonl_arrow`: flat
+Clean means: pyarrow's JSON reader took the file (`crbc_viz.io.readers.jsonl_arrow.read_jsonl_arrow`: flat
 fields or lists of strings, no ``NaN``/``Infinity``, within the input caps), or the Parquet
 reader's checks passed (`read_parquet_arrow`; no list columns, no stored pandas index); every
 required field is on every row;
@@ -46,7 +46,9 @@ from .fields import (
     REQUIRED,
     SIGNAL_JSON,
 )
-from .readers import detect_format, max_line_bytes, read_jsonl_arrow, read_parquet_arrow
+from .readers import detect_format, max_line_bytes
+from .readers.jsonl_arrow import read_jsonl_arrow
+from .readers.parquet import read_parquet_arrow
 
 __all__ = ["read_columnar", "batch_from_arrow"]
 
@@ -188,7 +190,7 @@ def _pair_codes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _outcomes(table: pa.Table, lay, success_threshold: float):
     """(success [T], truncated [T], return [T]) of a sorted clean table, by the schema path's
-    rules (`crbc_viz.io.schema._outcomes`); None where that path would add a note."""
+    rules (`crbc_viz.io.outcomes.trajectory_outcomes`); None where that path would add a note."""
     ends = lay.traj_offsets[1:] - 1
     reward = numbers(table.column("reward")).astype(np.float64, copy=False)
     traj_return = np.add.reduceat(reward, lay.traj_offsets[:-1])

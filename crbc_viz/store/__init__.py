@@ -1,6 +1,7 @@
 """Whole training runs: a Parquet + DuckDB log store. `layout` (format, manifests, parts,
 lock), `query` (the read side: `LogStore`), `ingest` (the write side: `ingest`,
-`drop_incomplete`). Trends and export live in `crbc_viz.analysis`.
+`drop_incomplete`), `stream` (a large source read in chunks cut at group boundaries).
+Trends and export live in `crbc_viz.analysis`.
 
 Note: the package attribute ``crbc_viz.store.ingest`` is the `ingest` function; the module is
 ``sys.modules["crbc_viz.store.ingest"]`` (``importlib.import_module``)."""

@@ -317,7 +317,7 @@ class Watcher:
     def _walk(self) -> dict[str, tuple]:
         """Every log file below the folder (as ``ingest DIR`` lists them): path -> (size,
         mtime_ns, inode). Hidden entries, the store and symlinked folders are skipped."""
-        from ..io.importers import _SUFFIXES  # what expand_sources walks
+        from ..io.readers import SUFFIXES as _SUFFIXES  # what expand_sources walks
 
         out: dict[str, tuple] = {}
         stack = [str(self.folder)]

@@ -17,6 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..io.readers import SUFFIXES as ALLOWED_SUFFIXES  # the one list of log file endings
+
 __all__ = [
     "REPO_ROOT",
     "SAMPLES_DIR",
@@ -76,18 +78,6 @@ def _private_upload_dir() -> Path:
 
 
 UPLOAD_DIR = _private_upload_dir()
-ALLOWED_SUFFIXES = (
-    ".jsonl",
-    ".ndjson",
-    ".json",
-    ".parquet",
-    ".pq",
-    ".csv",
-    ".jsonl.gz",
-    ".ndjson.gz",
-    ".json.gz",
-    ".csv.gz",
-)
 ENV_ROOTS = "CRBC_VIZ_DATA_ROOTS"
 
 

@@ -64,6 +64,7 @@ from urllib.parse import parse_qsl, urlencode
 
 from ..errors import CrbcVizError, LoadError, ParseAbortedError, Problem
 from ..io import _guards
+from ..io.importers import TITLES
 
 __all__ = [
     "open_batch",
@@ -105,17 +106,7 @@ _STDERR_TAIL = 4000
 #: A file or folder read with importer options: ``import:<options>::<path>`` (`read_key`).
 READ_PREFIX = "import:"
 #: How the page names each importer's format ("Read as: …").
-FORMAT_TITLES = {
-    "canonical": "canonical log",
-    "verl-agent": "verl-agent dump",
-    "rllm": "rLLM episodes",
-    "roll": "ROLL dump",
-    "ms-swift": "ms-swift completions.jsonl",
-    "verifiers": "verifiers results.jsonl",
-    "skyrl": "SkyRL dumped_evals file",
-    "trl": "TRL completions parquet",
-    "verl": "verl rollout_data_dir file",
-}
+FORMAT_TITLES = TITLES
 #: Importer options a key may carry (the names of ``crbc-viz ingest``'s flags).
 _OPTION_NAMES = ("format", "reward_columns", "success_column")
 _MAX_OPTION_CHARS = 200
@@ -614,8 +605,8 @@ def _takes(fmt: str) -> set[str]:
 
 def _read_file(path: str, options: ReadOptions):
     from ..io import load_rollouts
+    from ..io.assemble import build_batch
     from ..io.importers import Source, detect, expand_sources, import_source
-    from ..io.schema import build_batch
 
     detected, batch = options.fmt == "auto", None
     if os.path.isdir(path):

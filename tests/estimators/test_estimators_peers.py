@@ -20,7 +20,6 @@ from crbc_viz.estimators import MissingSignalError, get, names, param_infos, reg
 
 TOY = "sample_rollouts/toy/toy_group.jsonl"
 SEARCH = "sample_rollouts/search/search_signals.jsonl"
-PEERS = ("gigpo", "rtmc", "graft", "gated_bepo", "pgpo", "trace", "agentopsd", "abc", "trca", "iapo")
 GRAPH_WIDE = ("gigpo", "rtmc", "graft", "gated_bepo", "pgpo")
 TOL = 1e-4
 
@@ -685,10 +684,8 @@ def test_numpy_torch_parity_on_random_graphs(tmp_path, name, device):
 # ---------------------------------------------------------------- registry and sample
 
 
-def test_registry_has_all_fourteen():
-    assert set(names()) == {"grpo", "crbc", "visit_local", "shortest_path", *PEERS}
-    assert len(names()) == 14
-    assert names()[-10:] == list(PEERS)
+def test_every_registered_estimator_is_described():
+    assert names()[:4] == ["grpo", "crbc", "visit_local", "shortest_path"]  # the family, then the peers
     for n in names():
         spec = get(n)
         assert spec.paper and spec.equation and spec.section.startswith("§"), n
@@ -705,8 +702,8 @@ def test_registry_has_all_fourteen():
         assert "torch" in registry.backends(get(n)), n
 
 
-@pytest.mark.parametrize("name", PEERS)
-def test_every_peer_runs_on_the_search_sample(name):
+@pytest.mark.parametrize("name", names())
+def test_every_estimator_runs_on_the_search_sample(name):
     b = load_rollouts(SEARCH)
     assert b.num_groups >= 2
     r = score(b, name, backend="numpy")

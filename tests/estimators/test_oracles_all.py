@@ -1171,31 +1171,46 @@ def test_gigpo_similarity_clusters_property(obs, wins, thresh, mode):
     )
 
 
-#: The options those regressions concern, for the twins (the parity tests' synthetic groups have
-#: r_final > 0 exactly on successes and no similar texts, so they cannot see these).
-TWIN_CASES = [
-    ("shortest_path", {}),
-    ("shortest_path", {"ddof": 0, "eps": 0.1}),
-    ("pgpo", {}),
-    ("pgpo", {"potential": "loo"}),
-    ("gigpo", {}),
-    ("gigpo", {"similarity": True, "similarity_thresh": 0.4}),
-    ("gigpo", {"similarity": True, "similarity_thresh": 0.8, "mode": "mean_std_norm"}),
-    ("grpo", {}),
-    ("crbc", {}),
-    ("visit_local", {}),
-    ("rtmc", {}),
-    ("graft", {}),
-    ("gated_bepo", {}),
-]
+#: The options those regressions concern, per estimator (the parity tests' synthetic groups have
+#: r_final > 0 exactly on successes and no similar texts, so they cannot see these). Every other
+#: estimator with a twin is checked at its defaults.
+TWIN_OPTIONS = {
+    "shortest_path": [{}, {"ddof": 0, "eps": 0.1}],
+    "pgpo": [{}, {"potential": "loo"}],
+    "gigpo": [
+        {},
+        {"similarity": True, "similarity_thresh": 0.4},
+        {"similarity": True, "similarity_thresh": 0.8, "mode": "mean_std_norm"},
+    ],
+}
 
 
-@pytest.mark.parametrize("backend", ["torch", "torch:cuda", "numba"])
-@pytest.mark.parametrize("name,over", TWIN_CASES, ids=[_case_id(c) for c in TWIN_CASES])
+def _twin_cases() -> list[tuple[str, dict, str]]:
+    """``(name, options, backend)`` for every registered kernel but numpy's (`registry.kernels`);
+    a torch kernel runs on ``torch`` (CPU) and ``torch:cuda``."""
+    out = []
+    for name, backend, _ in registry.kernels():
+        if backend == "numpy":
+            continue
+        for over in TWIN_OPTIONS.get(name, [{}]):
+            out += [(name, over, b) for b in ((backend, "torch:cuda") if backend == "torch" else (backend,))]
+    return out
+
+
+TWIN_CASES = _twin_cases()
+
+
+def test_twin_options_name_estimators_with_twins():
+    """An entry of `TWIN_OPTIONS` whose estimator has no twin would be silently unused."""
+    twins = {name for name, _, _ in TWIN_CASES}
+    assert twins and set(TWIN_OPTIONS) <= twins, sorted(set(TWIN_OPTIONS) - twins)
+
+
+@pytest.mark.parametrize(
+    "name,over,backend", TWIN_CASES, ids=[f"{_case_id((n, o))}-{b}" for n, o, b in TWIN_CASES]
+)
 def test_twins_match_oracle(graph, backend, name, over):
     backend, _, device = backend.partition(":")
-    if registry.kernel(name, backend) is None:
-        pytest.skip(f"{name} has no {backend} twin")
     mod = pytest.importorskip(backend)
     if device == "cuda" and not mod.cuda.is_available():
         pytest.skip("no CUDA device on this machine")

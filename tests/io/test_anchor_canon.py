@@ -23,9 +23,9 @@ import pytest
 import crbc_viz
 from crbc_viz.integrations._core import anchor_hashes
 from crbc_viz.io import anchor_key, load_rollouts
+from crbc_viz.io.assemble import build_batch
 from crbc_viz.io.columnar import batch_from_arrow, read_columnar
 from crbc_viz.io.readers import read_table
-from crbc_viz.io.schema import build_batch
 from crbc_viz.store import LogStore, ingest
 
 # (anchor_obs as JSON would carry it, its identity by the spec's rules)

@@ -26,9 +26,9 @@ from hypothesis import strategies as st
 from crbc_viz import _arrow
 from crbc_viz.api import score
 from crbc_viz.io import load_rollouts
+from crbc_viz.io.assemble import build_batch
 from crbc_viz.io.columnar import batch_from_arrow, read_columnar
 from crbc_viz.io.readers import read_table
-from crbc_viz.io.schema import build_batch
 from crbc_viz.synthetic import batch_to_rows, random_mdp_batch
 from strategies import step_tables
 

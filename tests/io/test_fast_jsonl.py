@@ -10,7 +10,7 @@ import pytest
 
 import crbc_viz.io.readers as R
 from crbc_viz.io import LoadError
-from crbc_viz.io.schema import build_batch
+from crbc_viz.io.assemble import build_batch
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = sorted(

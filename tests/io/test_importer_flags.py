@@ -18,9 +18,9 @@ import pandas as pd
 import pytest
 
 from crbc_viz.io import LoadError
+from crbc_viz.io.assemble import build_batch
 from crbc_viz.io.flags import not_a_flag, read_flags
 from crbc_viz.io.importers import expand_sources, import_source
-from crbc_viz.io.schema import build_batch
 
 
 def load(path, fmt, **options):

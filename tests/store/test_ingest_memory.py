@@ -10,7 +10,8 @@ import weakref
 from crbc_viz.store import LogStore, ingest
 from crbc_viz.synthetic import batch_to_rows, random_mdp_batch
 
-st = importlib.import_module("crbc_viz.store.ingest")
+ing = importlib.import_module("crbc_viz.store.ingest")  # the module (the package attribute is the function)
+st = importlib.import_module("crbc_viz.store.stream")
 
 
 def test_no_chunk_is_alive_when_the_next_is_read(tmp_path, monkeypatch):
@@ -19,7 +20,7 @@ def test_no_chunk_is_alive_when_the_next_is_read(tmp_path, monkeypatch):
     log.write_text("".join(json.dumps(r) + "\n" for r in rows))
     monkeypatch.setattr(st, "STREAM_MIN_BYTES", 1)
     monkeypatch.setattr(st, "STREAM_CHUNK_BYTES", 20_000)
-    real_chunks, real_build = st._stream_raw_chunks, st._write_batch_parts
+    real_chunks, real_build = st._stream_raw_chunks, ing._write_batch_parts
     raws, batches, alive_at_read = [], [], []
 
     def watched_chunks(src, tmp_dir):
@@ -39,7 +40,7 @@ def test_no_chunk_is_alive_when_the_next_is_read(tmp_path, monkeypatch):
         return real_build(root, batch, *a, **k)
 
     monkeypatch.setattr(st, "_stream_raw_chunks", watched_chunks)
-    monkeypatch.setattr(st, "_write_batch_parts", watched_parts)
+    monkeypatch.setattr(ing, "_write_batch_parts", watched_parts)
     rep = ingest(tmp_path / "s", [log])
     assert rep.rows == len(rows) == LogStore(tmp_path / "s").num_steps
     assert len(raws) > 5 and len(batches) == len(raws)

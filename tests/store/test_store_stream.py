@@ -11,7 +11,7 @@ from crbc_viz.io import LoadError
 from crbc_viz.store import LogStore, ingest
 from crbc_viz.synthetic import batch_to_rows, random_mdp_batch
 
-st = importlib.import_module("crbc_viz.store.ingest")  # the module (the package attribute is the function)
+st = importlib.import_module("crbc_viz.store.stream")
 
 
 def _write(path, rows):

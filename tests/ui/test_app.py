@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,14 +15,25 @@ from crbc_viz.ui.files import default_sample
 
 REPO = Path(__file__).resolve().parents[2]
 TOY = "sample_rollouts/toy/toy_group.jsonl"
-PAGES = (
-    "app_pages/graph.py",
-    "app_pages/trajectories.py",
-    "app_pages/compare.py",
-    "app_pages/estimators.py",
-    "app_pages/data.py",
-)
 TIMEOUT = 120
+
+
+def app_pages() -> list[str]:
+    """The page scripts of ``app.PAGES``, read from app.py's source (importing app.py would run
+    the app): the first argument of each ``st.Page(...)`` in the list."""
+    tree = ast.parse((REPO / "app.py").read_text())
+    found = [
+        n.value
+        for n in tree.body
+        if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "PAGES" for t in n.targets)
+    ]
+    assert len(found) == 1 and isinstance(found[0], ast.List), "app.py: one `PAGES = [...]` list"
+    pages = []
+    for call in found[0].elts:
+        assert isinstance(call, ast.Call) and ast.unparse(call.func) == "st.Page", ast.unparse(call)
+        assert isinstance(call.args[0], ast.Constant), ast.unparse(call)
+        pages.append(call.args[0].value)
+    return pages
 
 
 def app(**query) -> AppTest:
@@ -54,7 +66,9 @@ def test_default_view_every_page():
     assert groups.value == str(batch.num_groups)
     assert len(at.dataframe) >= 1
     assert at.sidebar.selectbox(key="group_pick").value == batch.group_label(0)
-    for page in PAGES:
+    pages = app_pages()
+    assert len(pages) >= 5 and all((REPO / p).is_file() for p in pages), pages
+    for page in pages:
         at.switch_page(page).run()
         ok(at)
     assert "estimator" not in at.query_params  # defaults stay out of the link
@@ -193,7 +207,7 @@ class _NoParams:
     pass
 
 
-def _needs_signal(graph, **_):
+def _needs_signal(graph, params):
     raise registry.MissingSignalError("needs_gold", ["gold_logprob"])
 
 
@@ -205,7 +219,7 @@ def signal_estimator():
         paper="—",
         equation="—",
         section="test",
-        fn=_needs_signal,
+        kernel=_needs_signal,
         params_cls=_NoParams,
         requires=("gold_logprob",),
     )

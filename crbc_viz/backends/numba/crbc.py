@@ -2,7 +2,7 @@
 
 Input is the batch's raw step arrays — anchor hashes, action ids, trajectory and group
 offsets, success flags — so the whole estimator runs here: anchors are merged inside each
-group (sort + run-length, group-scoped), the closure (I − βM)V = b is solved by dense
+group (an open-addressing hash table, group-scoped), the closure (I − βM)V = b is solved by dense
 Gaussian elimination in the group's own scratch (I − βM is a nonsingular M-matrix, so
 elimination without pivoting is stable), then Q, the gated σ-normalised credit and the final
 advantage are written per step. Groups larger than ``dense_max`` anchors are solved by
@@ -17,9 +17,11 @@ numba compiles this on first use (cached on disk). Without numba the module stil
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
+from ...estimators.crbc import CRBCParams
 from ...ops.checks import check_step_arrays
 from ..checks import check_engine_params
 
@@ -54,36 +56,64 @@ def intern(keys, vals, h, count, shift, cap):
         slot = (slot + 1) & (cap - 1)
 
 
-@_njit(cache=True, nogil=True)
-def group_kernel(
-    g,
-    hashes,
-    actions,
-    traj_off,
-    group_traj_off,
-    success,
-    beta,
-    depth_inf,
-    depth,
-    sigma_min,
-    w_group,
-    w_step,
-    min_actions,
-    dense_max,
-    out_v,
-    out_q,
-    out_credit,
-    out_adv,
-    large_flag,
-    residual,
-    node_stats,
-):
-    t_lo, t_hi = group_traj_off[g], group_traj_off[g + 1]
-    lo, hi = traj_off[t_lo], traj_off[t_hi]
-    n_steps = hi - lo
-    if n_steps == 0:
-        return
-    # --- merge: local node ids in first-occurrence order (open-addressing hash table)
+class Steps(NamedTuple):
+    """The engine's input arrays (checked by `crbc_viz.ops.checks.check_step_arrays`)."""
+
+    hashes: np.ndarray  # [S] uint64 anchor hash
+    actions: np.ndarray  # [S] integer action id
+    traj_off: np.ndarray  # [T + 1] step offsets
+    group_traj_off: np.ndarray  # [G + 1] trajectory offsets
+    success: np.ndarray  # [T] bool outcome
+
+
+class KernelParams(NamedTuple):
+    """The checked hyper-parameters as the kernel reads them."""
+
+    beta: float
+    depth_inf: bool  # the exact closure; else ``depth`` backups
+    depth: int
+    sigma_min: float
+    w_group: float
+    w_step: float
+    min_actions: int
+    dense_max: int  # the most anchors a group solves densely here
+
+
+class Outputs(NamedTuple):
+    """What the kernel writes."""
+
+    value: np.ndarray  # [S] float64
+    q_value: np.ndarray  # [S] float64
+    credit: np.ndarray  # [S] float64
+    advantage: np.ndarray  # [S] float64
+    large: np.ndarray  # [G] int8: 1 = over ``dense_max`` anchors, left to `_solve_large_groups`
+    residual: np.ndarray  # [G] float64 closure residual
+    node_stats: np.ndarray  # [G, 2] int64: anchors merged, anchors gated
+
+
+class Group(NamedTuple):
+    """One group merged, in group-local ids (built by `merge_group`)."""
+
+    t_lo: int  # trajectories [t_lo, t_hi)
+    t_hi: int
+    lo: int  # the group's first step
+    node: np.ndarray  # [S_g] anchor of each step
+    pair: np.ndarray  # [S_g] (anchor, action) pair of each step
+    nxt: np.ndarray  # [S_g] the next step's anchor, or −1 (SUCCESS) / −2 (FAILURE)
+    visits: np.ndarray  # [N_g] float64 N(s)
+    pcount: np.ndarray  # [P_g] float64 N(s, a)
+    pnode: np.ndarray  # [P_g] anchor of each pair
+    nact: np.ndarray  # [N_g] distinct actions of each anchor
+
+
+@_njit(cache=True, nogil=True, inline="always")
+def merge_group(steps, t_lo, t_hi):
+    """Anchors and (anchor, action) pairs of trajectories ``[t_lo, t_hi)`` as local ids in
+    first-occurrence order (one open-addressing table, reused with the exact pair key), the
+    successor of each step and the visit counts."""
+    hashes, actions, traj_off, _, success = steps  # locals: no tuple access inside the loops
+    lo = traj_off[t_lo]
+    n_steps = traj_off[t_hi] - lo
     cap = 16
     while cap < 2 * n_steps:
         cap *= 2
@@ -94,7 +124,6 @@ def group_kernel(
     n = 0
     for k in range(n_steps):
         node[k], n = intern(keys, vals, hashes[lo + k], n, shift, cap)
-    # --- successors: next step's node, or −1 (SUCCESS) / −2 (FAILURE)
     nxt = np.empty(n_steps, np.int64)
     for t in range(t_lo, t_hi):
         a, b = traj_off[t] - lo, traj_off[t + 1] - lo
@@ -102,7 +131,6 @@ def group_kernel(
             nxt[k] = node[k + 1]
         if b > a:
             nxt[b - 1] = -1 if success[t] else -2
-    # --- (node, action) pairs, same table reused with the exact pair key
     vals[:] = -1
     pair = np.empty(n_steps, np.int64)
     npairs = 0
@@ -119,93 +147,115 @@ def group_kernel(
     nact = np.zeros(n, np.int64)
     for p in range(npairs):
         nact[pnode[p]] += 1
-    gated = 0
+    return Group(t_lo, t_hi, lo, node, pair, nxt, visits, pcount, pnode, nact)
+
+
+@_njit(cache=True, nogil=True, inline="always")
+def closure_values(grp, beta):
+    """V of (I − βM)V = b, M(s,s′) = N(s→s′)/N(s), b(s) = β·N(s→SUCCESS)/N(s): dense Gaussian
+    elimination without pivoting (I − βM is a nonsingular M-matrix)."""
+    node, nxt, visits = grp.node, grp.nxt, grp.visits
+    n = visits.shape[0]
+    A = np.zeros((n, n), np.float64)
+    rhs = np.zeros(n, np.float64)
     for i in range(n):
-        if nact[i] < min_actions:
-            gated += 1
-    node_stats[g, 0] = n
-    node_stats[g, 1] = gated
+        A[i, i] = 1.0
+    for k in range(node.shape[0]):
+        s = node[k]
+        w = beta / visits[s]
+        x = nxt[k]
+        if x >= 0:
+            A[s, x] -= w
+        elif x == -1:
+            rhs[s] += w
+    for c in range(n):
+        piv = A[c, c]
+        for r in range(c + 1, n):
+            f = A[r, c]
+            if f != 0.0:
+                f /= piv
+                for j in range(c, n):
+                    A[r, j] -= f * A[c, j]
+                rhs[r] -= f * rhs[c]
     V = np.zeros(n, np.float64)
-    Q = np.zeros(npairs, np.float64)
-    if depth_inf:
-        if n > dense_max:
-            large_flag[g] = 1
-            return
-        # --- closure: A = I − βM, rhs b; M(s,s′) = N(s→s′)/N(s)
-        A = np.zeros((n, n), np.float64)
-        rhs = np.zeros(n, np.float64)
-        for i in range(n):
-            A[i, i] = 1.0
-        for k in range(n_steps):
-            s = node[k]
-            w = beta / visits[s]
-            x = nxt[k]
-            if x >= 0:
-                A[s, x] -= w
-            elif x == -1:
-                rhs[s] += w
-        for c in range(n):  # elimination without pivoting
-            piv = A[c, c]
-            for r in range(c + 1, n):
-                f = A[r, c]
-                if f != 0.0:
-                    f /= piv
-                    for j in range(c, n):
-                        A[r, j] -= f * A[c, j]
-                    rhs[r] -= f * rhs[c]
-        for c in range(n - 1, -1, -1):
-            acc = rhs[c]
-            for j in range(c + 1, n):
-                acc -= A[c, j] * V[j]
-            V[c] = acc / A[c, c]
-        # residual ‖(I − βM)V − b‖∞ from the step list (O(steps), no copy of A)
-        r = V.copy()
-        for k in range(n_steps):
-            x = nxt[k]
-            w = beta / visits[node[k]]
-            if x >= 0:
-                r[node[k]] -= w * V[x]
-            elif x == -1:
-                r[node[k]] -= w
-        res = 0.0
-        for i in range(n):
-            if abs(r[i]) > res:
-                res = abs(r[i])
-        residual[g] = res
-        for k in range(n_steps):
-            x = nxt[k]
-            vx = V[x] if x >= 0 else (1.0 if x == -1 else 0.0)
-            Q[pair[k]] += beta * vx / pcount[pair[k]]
-    else:
-        # visit-local returns G = β^(T−t+1)·R summed in step order, then divided once (as the
-        # reference's bincount: an all-success group at β = 1 gets V = 1 exactly), then K backups
-        for t in range(t_lo, t_hi):
-            a, b = traj_off[t] - lo, traj_off[t + 1] - lo
-            R = 1.0 if success[t] else 0.0
-            for k in range(a, b):
-                G = beta ** (b - k) * R
-                V[node[k]] += G
-                Q[pair[k]] += G
-        for i in range(n):
-            V[i] /= visits[i]
-        for p in range(npairs):
-            Q[p] /= pcount[p]
-        for _ in range(depth):
-            Qn = np.zeros(npairs, np.float64)
-            for k in range(n_steps):
-                x = nxt[k]
-                vx = V[x] if x >= 0 else (1.0 if x == -1 else 0.0)
-                Qn[pair[k]] += beta * vx / pcount[pair[k]]
-            Vn = np.zeros(n, np.float64)
-            for p in range(npairs):
-                Vn[pnode[p]] += pcount[p] / visits[pnode[p]] * Qn[p]
-            Q, V = Qn, Vn
-    # --- credit: A = Q − V, σ² = Σ μ A², gate, normalise
-    sig2 = np.zeros(n, np.float64)
-    for p in range(npairs):
-        d = Q[p] - V[pnode[p]]
-        sig2[pnode[p]] += pcount[p] / visits[pnode[p]] * d * d
-    # --- GRPO A^G of the group (sample std, eps = 1e-6; one rollout: mean 0, std 1)
+    for c in range(n - 1, -1, -1):
+        acc = rhs[c]
+        for j in range(c + 1, n):
+            acc -= A[c, j] * V[j]
+        V[c] = acc / A[c, c]
+    return V
+
+
+@_njit(cache=True, nogil=True, inline="always")
+def closure_residual(grp, V, beta):
+    """‖(I − βM)V − b‖∞ from the step list (O(steps), no copy of A)."""
+    node, nxt, visits = grp.node, grp.nxt, grp.visits
+    r = V.copy()
+    for k in range(node.shape[0]):
+        x = nxt[k]
+        w = beta / visits[node[k]]
+        if x >= 0:
+            r[node[k]] -= w * V[x]
+        elif x == -1:
+            r[node[k]] -= w
+    res = 0.0
+    for i in range(r.shape[0]):
+        if abs(r[i]) > res:
+            res = abs(r[i])
+    return res
+
+
+@_njit(cache=True, nogil=True, inline="always")
+def pair_values(grp, V, beta):
+    """Q(s, a) = β · mean over the pair's steps of V(next), V(SUCCESS) = 1, V(FAILURE) = 0."""
+    pair, nxt, pcount = grp.pair, grp.nxt, grp.pcount
+    Q = np.zeros(pcount.shape[0], np.float64)
+    for k in range(nxt.shape[0]):
+        x = nxt[k]
+        vx = V[x] if x >= 0 else (1.0 if x == -1 else 0.0)
+        Q[pair[k]] += beta * vx / pcount[pair[k]]
+    return Q
+
+
+@_njit(cache=True, nogil=True, inline="always")
+def visit_local_values(steps, grp, beta):
+    """Visit-local returns G = β^(T−t+1)·R summed in step order, then divided once (as the
+    reference's bincount: an all-success group at β = 1 gets V = 1 exactly). Returns (V, Q)."""
+    traj_off, success = steps.traj_off, steps.success
+    node, pair, visits, pcount, lo = grp.node, grp.pair, grp.visits, grp.pcount, grp.lo
+    V = np.zeros(visits.shape[0], np.float64)
+    Q = np.zeros(pcount.shape[0], np.float64)
+    for t in range(grp.t_lo, grp.t_hi):
+        a, b = traj_off[t] - lo, traj_off[t + 1] - lo
+        R = 1.0 if success[t] else 0.0
+        for k in range(a, b):
+            G = beta ** (b - k) * R
+            V[node[k]] += G
+            Q[pair[k]] += G
+    for i in range(V.shape[0]):
+        V[i] /= visits[i]
+    for p in range(Q.shape[0]):
+        Q[p] /= pcount[p]
+    return V, Q
+
+
+@_njit(cache=True, nogil=True, inline="always")
+def backed_up_values(steps, grp, beta, depth):
+    """Visit-local (V, Q) then ``depth`` backups Q ← β·E[V(next)], V ← Σ_a N(s,a)/N(s)·Q."""
+    pnode, pcount, visits = grp.pnode, grp.pcount, grp.visits
+    V, Q = visit_local_values(steps, grp, beta)
+    for _ in range(depth):
+        Qn = pair_values(grp, V, beta)
+        Vn = np.zeros(V.shape[0], np.float64)
+        for p in range(Qn.shape[0]):
+            Vn[pnode[p]] += pcount[p] / visits[pnode[p]] * Qn[p]
+        Q, V = Qn, Vn
+    return V, Q
+
+
+@_njit(cache=True, nogil=True, inline="always")
+def group_outcome_stats(success, t_lo, t_hi):
+    """GRPO's (mean, std) of the group's outcomes: sample std; one rollout: mean 0, std 1."""
     m = t_hi - t_lo
     mean = 0.0
     for t in range(t_lo, t_hi):
@@ -218,7 +268,36 @@ def group_kernel(
     std = math.sqrt(sq / (m - 1)) if m > 1 else 1.0
     if m == 1:
         mean = 0.0
-    for t in range(t_lo, t_hi):
+    return mean, std
+
+
+@_njit(cache=True, nogil=True, inline="always")
+def write_credit(steps, params, grp, V, Q, out):
+    """Per step: V, Q, the gated σ-normalised credit A = (Q − V)/max(σ, σ_min) with
+    σ² = Σ_a N(s,a)/N(s)·A², and the advantage w_G·A^G + w_S·A (A^G: GRPO, eps = 1e-6)."""
+    traj_off, success = steps.traj_off, steps.success
+    node, pair, pnode, pcount, visits, nact, lo = (
+        grp.node,
+        grp.pair,
+        grp.pnode,
+        grp.pcount,
+        grp.visits,
+        grp.nact,
+        grp.lo,
+    )
+    min_actions, sigma_min, w_group, w_step = (
+        params.min_actions,
+        params.sigma_min,
+        params.w_group,
+        params.w_step,
+    )
+    out_v, out_q, out_credit, out_adv = out.value, out.q_value, out.credit, out.advantage
+    sig2 = np.zeros(V.shape[0], np.float64)
+    for p in range(Q.shape[0]):
+        d = Q[p] - V[pnode[p]]
+        sig2[pnode[p]] += pcount[p] / visits[pnode[p]] * d * d
+    mean, std = group_outcome_stats(success, grp.t_lo, grp.t_hi)
+    for t in range(grp.t_lo, grp.t_hi):
         ag = ((1.0 if success[t] else 0.0) - mean) / (std + 1e-6)
         for k in range(traj_off[t] - lo, traj_off[t + 1] - lo):
             s = node[k]
@@ -232,54 +311,42 @@ def group_kernel(
             out_adv[lo + k] = w_group * ag + w_step * c
 
 
+@_njit(cache=True, nogil=True)
+def group_kernel(g, steps, params, out):
+    """Group ``g`` whole: merge, values (exact closure or ``depth`` backups), credit. A group
+    over ``params.dense_max`` anchors is only flagged in ``out.large``."""
+    t_lo, t_hi = steps.group_traj_off[g], steps.group_traj_off[g + 1]
+    if steps.traj_off[t_hi] == steps.traj_off[t_lo]:
+        return
+    grp = merge_group(steps, t_lo, t_hi)
+    nact = grp.nact
+    n = nact.shape[0]
+    gated = 0
+    for i in range(n):
+        if nact[i] < params.min_actions:
+            gated += 1
+    out.node_stats[g, 0] = n
+    out.node_stats[g, 1] = gated
+    if params.depth_inf:
+        if n > params.dense_max:
+            out.large[g] = 1
+            return
+        V = closure_values(grp, params.beta)
+        out.residual[g] = closure_residual(grp, V, params.beta)
+        Q = pair_values(grp, V, params.beta)
+    else:
+        V, Q = backed_up_values(steps, grp, params.beta, params.depth)
+    write_credit(steps, params, grp, V, Q, out)
+
+
 @_njit(cache=True, parallel=True, nogil=True)
-def all_groups(
-    hashes,
-    actions,
-    traj_off,
-    group_traj_off,
-    success,
-    beta,
-    depth_inf,
-    depth,
-    sigma_min,
-    w_group,
-    w_step,
-    min_actions,
-    dense_max,
-    out_v,
-    out_q,
-    out_credit,
-    out_adv,
-    large_flag,
-    residual,
-    node_stats,
-):
-    G = group_traj_off.shape[0] - 1
-    for g in _prange(G):
-        group_kernel(
-            g,
-            hashes,
-            actions,
-            traj_off,
-            group_traj_off,
-            success,
-            beta,
-            depth_inf,
-            depth,
-            sigma_min,
-            w_group,
-            w_step,
-            min_actions,
-            dense_max,
-            out_v,
-            out_q,
-            out_credit,
-            out_adv,
-            large_flag,
-            residual,
-            node_stats,
-        )
+def all_groups(steps, params, out):
+    """`group_kernel` for every group, in parallel. The arguments are plain tuples in the
+    field order of `Steps`, `KernelParams` and `Outputs` (numba types a plain tuple ~2 µs
+    faster than a named one at each call; inside, they are named again at no cost)."""
+    steps, params, out = Steps(*steps), KernelParams(*params), Outputs(*out)
+    for g in _prange(steps.group_traj_off.shape[0] - 1):
+        group_kernel(g, steps, params, out)
 
 
 def _compiled():
@@ -295,12 +362,12 @@ def crbc_step_credit(
     group_traj_offsets: np.ndarray,
     traj_success: np.ndarray,
     *,
-    beta: float = 0.98,
-    depth: float = math.inf,
-    sigma_min: float = 0.1,
-    w_group: float = 1.0,
-    w_step: float = 5.0,
-    min_actions: int = 2,
+    beta: float = CRBCParams.beta,
+    depth: float = CRBCParams.depth,
+    sigma_min: float = CRBCParams.sigma_min,
+    w_group: float = CRBCParams.w_group,
+    w_step: float = CRBCParams.w_step,
+    min_actions: int = CRBCParams.min_actions,
     dense_max: int = DENSE_MAX,
 ):
     """CRBC per step straight from raw step arrays (the training-loop entry point).
@@ -314,7 +381,7 @@ def crbc_step_credit(
             non-decreasing, T last.
         traj_success: ``[T]`` bool outcome (or 0/1 numbers).
         beta, depth, sigma_min, w_group, w_step, min_actions: as `crbc_viz.estimators.crbc.crbc`
-            (same bounds). dense_max: integer >= 0.
+            (same defaults and bounds: `CRBCParams`'s). dense_max: integer >= 0.
 
     Returns:
         dict of ``value``, ``q_value``, ``credit``, ``advantage`` (each ``[S]`` float64) and
@@ -337,99 +404,62 @@ def crbc_step_credit(
         min_actions=min_actions,
         dense_max=dense_max,
     )
-    beta, depth, sigma_min, w_group, w_step, min_actions = (
-        p.beta,
-        p.depth,
-        p.sigma_min,
-        p.w_group,
-        p.w_step,
-        p.min_actions,
-    )
-    step_anchor_hash, step_action, traj_offsets, group_traj_offsets, traj_success = check_step_arrays(
-        step_anchor_hash, step_action, traj_offsets, group_traj_offsets, traj_success, caller=caller
-    )
-    S = step_anchor_hash.shape[0]
-    out = {k: np.zeros(S) for k in ("value", "q_value", "credit", "advantage")}
-    G = group_traj_offsets.shape[0] - 1
-    large = np.zeros(G, np.int8)
-    residual = np.zeros(G)
-    node_stats = np.zeros((G, 2), np.int64)
-    depth_inf = math.isinf(depth)
-    fn(
-        step_anchor_hash,
-        step_action,
-        traj_offsets,
-        group_traj_offsets,
-        traj_success,
-        float(beta),
-        depth_inf,
-        0 if depth_inf else int(depth),
-        float(sigma_min),
-        float(w_group),
-        float(w_step),
-        int(min_actions),
-        int(dense_max),
-        out["value"],
-        out["q_value"],
-        out["credit"],
-        out["advantage"],
-        large,
-        residual,
-        node_stats,
-    )
-    if large.any():
-        _solve_large_groups(
-            np.flatnonzero(large),
-            out,
-            residual,
-            step_anchor_hash,
-            step_action,
-            traj_offsets,
-            group_traj_offsets,
-            traj_success,
-            beta,
-            sigma_min,
-            w_group,
-            w_step,
-            min_actions,
+    steps = Steps(
+        *check_step_arrays(
+            step_anchor_hash, step_action, traj_offsets, group_traj_offsets, traj_success, caller=caller
         )
-    out["closure_residual"] = float(residual.max()) if (depth_inf and G) else float("nan")
-    out["num_nodes"], out["gated_nodes"] = (int(x) for x in node_stats.sum(axis=0))
-    return out
+    )
+    S, G = steps.hashes.shape[0], steps.group_traj_off.shape[0] - 1
+    out = Outputs(
+        *(np.zeros(S) for _ in range(4)),
+        large=np.zeros(G, np.int8),
+        residual=np.zeros(G),
+        node_stats=np.zeros((G, 2), np.int64),
+    )
+    depth_inf = math.isinf(p.depth)
+    params = KernelParams(
+        beta=float(p.beta),
+        depth_inf=depth_inf,
+        depth=0 if depth_inf else int(p.depth),
+        sigma_min=float(p.sigma_min),
+        w_group=float(p.w_group),
+        w_step=float(p.w_step),
+        min_actions=int(p.min_actions),
+        dense_max=int(dense_max),
+    )
+    fn(tuple(steps), tuple(params), tuple(out))
+    if out.large.any():
+        _solve_large_groups(np.flatnonzero(out.large), steps, p, out)
+    return {
+        "value": out.value,
+        "q_value": out.q_value,
+        "credit": out.credit,
+        "advantage": out.advantage,
+        "closure_residual": float(out.residual.max()) if (depth_inf and G) else float("nan"),
+        "num_nodes": int(out.node_stats[:, 0].sum()),
+        "gated_nodes": int(out.node_stats[:, 1].sum()),
+    }
 
 
-def _solve_large_groups(
-    groups,
-    out,
-    residual,
-    hashes,
-    actions,
-    traj_off,
-    gto,
-    success,
-    beta,
-    sigma_min,
-    w_group,
-    w_step,
-    min_actions,
-):
+def _solve_large_groups(groups, steps: Steps, p, out: Outputs) -> None:
     """Groups over ``dense_max`` anchors: the numpy reference, whose closure solve takes
-    sparse LU for them (`crbc_viz.ops.closure`; no dense n² matrix, no torch)."""
+    sparse LU for them (`crbc_viz.ops.closure`; no dense n² matrix, no torch). ``p``: the
+    checked `CRBCParams` (exact depth)."""
     import pandas as pd
 
     from ...data import RolloutBatch
     from ...estimators.crbc import crbc
     from ...graph import build_graph
 
+    traj_off, gto, success = steps.traj_off, steps.group_traj_off, steps.success
     for g in groups:
         t_lo, t_hi = gto[g], gto[g + 1]
         lo, hi = traj_off[t_lo], traj_off[t_hi]
         lens = np.diff(traj_off[t_lo : t_hi + 1])
-        steps = pd.DataFrame({"action": pd.Categorical(actions[lo:hi]), "anchor_key": ""})
         sub = RolloutBatch(
-            steps=steps,
+            steps=pd.DataFrame({"action": pd.Categorical(steps.actions[lo:hi]), "anchor_key": ""}),
             step_traj=np.repeat(np.arange(t_hi - t_lo), lens),
-            step_anchor_hash=hashes[lo:hi],
+            step_anchor_hash=steps.hashes[lo:hi],
             traj_offsets=traj_off[t_lo : t_hi + 1] - lo,
             traj_group=np.zeros(t_hi - t_lo, np.int64),
             traj_success=success[t_lo:t_hi],
@@ -440,12 +470,12 @@ def _solve_large_groups(
         )
         r = crbc(
             build_graph(sub),
-            beta=beta,
-            sigma_min=sigma_min,
-            w_group=w_group,
-            w_step=w_step,
-            min_actions=min_actions,
+            beta=p.beta,
+            sigma_min=p.sigma_min,
+            w_group=p.w_group,
+            w_step=p.w_step,
+            min_actions=p.min_actions,
         )
-        out["value"][lo:hi], out["q_value"][lo:hi] = r.value, r.q_value
-        out["credit"][lo:hi], out["advantage"][lo:hi] = r.credit, r.advantage
-        residual[g] = r.diagnostics["closure_residual"]
+        out.value[lo:hi], out.q_value[lo:hi] = r.value, r.q_value
+        out.credit[lo:hi], out.advantage[lo:hi] = r.credit, r.advantage
+        out.residual[g] = r.diagnostics["closure_residual"]

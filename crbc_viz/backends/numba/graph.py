@@ -12,6 +12,8 @@ are index lists with a visit stamp for de-duplication; groups run in parallel.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from .crbc import _nb, _njit, _prange
@@ -19,13 +21,21 @@ from .crbc import _nb, _njit, _prange
 __all__ = ["graph_gae_bonus_numba", "mean_backup_values_numba", "discounted_suffix_sum_numba"]
 
 
+class Queries(NamedTuple):
+    """The running sums asked of the frontier walk, sorted by (start anchor, horizon)."""
+
+    group_off: np.ndarray  # [G + 1] offsets of each group's queries
+    off: np.ndarray  # [N + 1] offsets of each start anchor's queries
+    remaining: np.ndarray  # [Q] horizon r of each query
+    step: np.ndarray  # [Q] the step whose bonus it is
+
+
 @_njit(cache=True, parallel=True, nogil=True)
-def gae_bonus_kernel(
-    group_node_off, q_group_off, q_off, q_rem, q_step, node_td, visits, succ_off, succ, gl, out
-):
+def gae_bonus_kernel(group_node_off, queries, node_td, visits, succ_off, succ, gl, out):
     """Per start anchor v, walk the frontiers up to the longest horizon asked of v and write
     the running sum at each asked horizon (queries of v sorted by horizon): O(steps + anchors)
-    memory, no (anchor × horizon) table."""
+    memory, no (anchor × horizon) table. ``queries``: a plain tuple in `Queries`' field order."""
+    q_group_off, q_off, q_rem, q_step = queries
     G = group_node_off.shape[0] - 1
     for g in _prange(G):
         lo, hi = group_node_off[g], group_node_off[g + 1]
@@ -114,12 +124,10 @@ def graph_gae_bonus_numba(graph, td: np.ndarray, gamma: float, lam: float) -> np
     succ_src = graph.pair_node[graph.edge_pair][inner]
     succ = graph.edge_next[inner]
     succ_off = np.searchsorted(succ_src, np.arange(N + 1)).astype(np.int64)
+    queries = Queries(q_group_off, q_off, remaining[q].astype(np.int64), q.astype(np.int64))
     gae_bonus_kernel(
         graph.group_node_offsets.astype(np.int64),
-        q_group_off,
-        q_off,
-        remaining[q].astype(np.int64),
-        q.astype(np.int64),
+        tuple(queries),
         node_td,
         graph.node_visits.astype(np.float64),
         succ_off,

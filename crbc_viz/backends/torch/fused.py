@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import EstimatorInputError
+from ...estimators.crbc import CRBCParams
 from ...graph import SUCCESS
 from ...ops.checks import ACTION_ID_LIMIT, check_step_arrays
 from ..checks import check_engine_params
@@ -147,11 +148,11 @@ def crbc_step_credit_torch(
     group_traj_offsets,
     traj_success,
     *,
-    beta: float = 0.98,
-    sigma_min: float = 0.1,
-    w_group: float = 1.0,
-    w_step: float = 5.0,
-    min_actions: int = 2,
+    beta: float = CRBCParams.beta,
+    sigma_min: float = CRBCParams.sigma_min,
+    w_group: float = CRBCParams.w_group,
+    w_step: float = CRBCParams.w_step,
+    min_actions: int = CRBCParams.min_actions,
     dtype=None,
     dense_max: int = DENSE_MAX,
 ):
@@ -160,7 +161,8 @@ def crbc_step_credit_torch(
     Args:
         step_hash, step_action, traj_offsets, group_traj_offsets, traj_success: the arrays of
             `crbc_viz.backends.numba.crbc.crbc_step_credit`, as tensors on one device.
-        beta, sigma_min, w_group, w_step, min_actions: as `crbc_viz.estimators.crbc.crbc`.
+        beta, sigma_min, w_group, w_step, min_actions: as `crbc_viz.estimators.crbc.crbc`
+            (defaults and bounds: `CRBCParams`).
         dtype: a floating dtype, float64 by default. dense_max: integer >= 0.
 
     Returns:

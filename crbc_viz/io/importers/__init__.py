@@ -12,8 +12,11 @@ its dumps into canonical step rows (SCHEMA.md), ready for ``build_batch``.
     verifiers   verifiers / prime-rl results.jsonl (example_id, prompt, completion, reward ...)
     skyrl       SkyRL dumped_evals/global_step_<N>_evals/<data_source>.jsonl
 
-`detect` picks one from a file's fields; `expand_sources` turns command-line paths (files or
-folders) into sources, each ingested as a unit.
+Each is a module that satisfies `Importer` (``NAME``, ``SIGNATURE``, ``sniff``, ``read``;
+optionally ``sniff_file``, `SniffsFile`), listed once in `IMPORTERS`, in detection order:
+`FORMATS` and `detect` both read it. `detect` picks one from a file's fields; `expand_sources`
+turns command-line paths (files or folders) into sources (a folder walk reads the files whose
+names end in one of `crbc_viz.io.readers.SUFFIXES`), each ingested as a unit.
 """
 
 from __future__ import annotations
@@ -25,28 +28,44 @@ from pathlib import Path
 
 from ...errors import LoadError, Problem
 from .._guards import check_input_file
+from ..readers import SUFFIXES
 from . import canonical, ms_swift, rllm, roll, skyrl, trl, verifiers, verl, verl_agent
 from ._common import Imported, peek_fields
+from ._protocol import Importer, SniffsFile
 
-__all__ = ["FORMATS", "IMPORT_OPTIONS", "Imported", "Source", "detect", "expand_sources", "import_source"]
+__all__ = [
+    "FORMATS",
+    "IMPORTERS",
+    "IMPORT_OPTIONS",
+    "Imported",
+    "TITLES",
+    "Importer",
+    "Source",
+    "detect",
+    "expand_sources",
+    "import_source",
+]
 
-_MODULES = {m.NAME: m for m in (canonical, verl_agent, rllm, roll, ms_swift, verifiers, skyrl, trl, verl)}
-#: Format names accepted by ``--format`` (besides ``auto``).
-FORMATS = tuple(_MODULES)
-# Detection order: the most specific signature first.
-_DETECT = (canonical, verl_agent, roll, rllm, ms_swift, verifiers, skyrl, trl, verl)
-_SUFFIXES = (
-    ".jsonl",
-    ".ndjson",
-    ".json",
-    ".parquet",
-    ".pq",
-    ".csv",
-    ".jsonl.gz",
-    ".ndjson.gz",
-    ".json.gz",
-    ".csv.gz",
-)
+#: Every importer, in detection order: the most specific signature first. A new importer is a
+#: module satisfying `Importer` and one entry here.
+IMPORTERS: tuple[Importer, ...] = (canonical, verl_agent, roll, rllm, ms_swift, verifiers, skyrl, trl, verl)
+
+
+def _by_name(importers: tuple[Importer, ...]) -> dict[str, Importer]:
+    """``NAME`` -> importer; two importers of one name raise naming both."""
+    out: dict[str, Importer] = {}
+    for m in importers:
+        if m.NAME in out:
+            raise ValueError(f"two importers are named {m.NAME!r}: {out[m.NAME].__name__} and {m.__name__}")
+        out[m.NAME] = m
+    return out
+
+
+_BY_NAME = _by_name(IMPORTERS)
+#: Format names accepted by ``--format`` (besides ``auto``), in detection order.
+FORMATS = tuple(_BY_NAME)
+#: Format name -> what the app calls it (each importer's ``TITLE``), in detection order.
+TITLES = {m.NAME: m.TITLE for m in IMPORTERS}
 
 
 @dataclass(frozen=True)
@@ -65,7 +84,12 @@ class Unclaimed(LoadError):
 
 
 def _expected() -> str:
-    return "; ".join(f"{m.NAME} ({', '.join(m.SIGNATURE)})" for m in _DETECT)
+    return "; ".join(f"{m.NAME} ({', '.join(m.SIGNATURE)})" for m in IMPORTERS)
+
+
+def _claims(m: Importer, path: str, fields: set[str]) -> bool:
+    """Whether importer ``m`` claims the file ``path`` whose first record has ``fields``."""
+    return m.sniff(fields) or (isinstance(m, SniffsFile) and m.sniff_file(path, fields))
 
 
 def detect(path: str) -> str:
@@ -90,8 +114,8 @@ def detect(path: str) -> str:
             ]
         )
     fields = peek_fields(path)
-    for m in _DETECT:
-        if m.sniff(fields) or (hasattr(m, "sniff_file") and m.sniff_file(path, fields)):
+    for m in IMPORTERS:
+        if _claims(m, path, fields):
             return m.NAME
     seen = ", ".join(sorted(fields)[:20]) or "nothing readable"
     raise Unclaimed(
@@ -121,8 +145,8 @@ def _claimed(path: str, fmt: str) -> str:
     try:
         got = detect(path)
     except LoadError:
-        m, fields = _MODULES.get(fmt), peek_fields(path)
-        if m is not None and (m.sniff(fields) or (hasattr(m, "sniff_file") and m.sniff_file(path, fields))):
+        m = _BY_NAME.get(fmt)
+        if m is not None and _claims(m, path, peek_fields(path)):
             return fmt
         raise
     return got if fmt == "auto" else fmt
@@ -139,7 +163,7 @@ def expand_sources(paths, fmt: str = "auto") -> list[Source]:
         LoadError: a path that does not exist, or whose format cannot be detected.
         ValueError: an unknown ``fmt``.
     """
-    if fmt != "auto" and fmt not in _MODULES:
+    if fmt != "auto" and fmt not in _BY_NAME:
         raise ValueError(f"unknown format {fmt!r}; valid: auto, {', '.join(FORMATS)}")
     out: list[Source] = []
     problems: list[Problem] = []
@@ -166,12 +190,12 @@ def expand_sources(paths, fmt: str = "auto") -> list[Source]:
                 (
                     str(f)
                     for f in Path(p).rglob("*")
-                    if f.is_file() and f.name.lower().endswith(_SUFFIXES) and not f.name.startswith(".")
+                    if f.is_file() and f.name.lower().endswith(SUFFIXES) and not f.name.startswith(".")
                 ),
                 key=_natural,
             )
             if not files:
-                problems.append(Problem(p, None, None, f"folder holds no log files ({', '.join(_SUFFIXES)})"))
+                problems.append(Problem(p, None, None, f"folder holds no log files ({', '.join(SUFFIXES)})"))
             found, unclaimed = [], []
             for f in files:
                 try:
@@ -219,7 +243,7 @@ def import_source(src: Source, **options) -> Imported:
     them (TRL, ms-swift)."""
     import inspect
 
-    read = _MODULES[src.fmt].read
+    read = _BY_NAME[src.fmt].read
     params = inspect.signature(read).parameters
     imp = read(src.path, **{k: v for k, v in options.items() if v is not None and k in params})
     if src.notes:

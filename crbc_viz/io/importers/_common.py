@@ -13,7 +13,8 @@ import pandas as pd
 
 from ...errors import MAX_LISTED, LoadError, Problem
 from .. import _guards
-from ..readers import RawTable, check_document, detect_format, max_json_bytes, max_line_bytes, read_charged
+from ..readers import RawTable, detect_format, max_json_bytes, max_line_bytes
+from ..readers.json_document import check_document, read_charged
 
 __all__ = [
     "Imported",

@@ -6,6 +6,8 @@ from ..readers import read_table
 from ._common import Imported
 
 NAME = "canonical"
+#: What the app calls this format.
+TITLE = "canonical log"
 SIGNATURE = ("group_id", "traj_id", "step_idx", "reward")
 
 

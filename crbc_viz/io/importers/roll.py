@@ -54,6 +54,8 @@ from ..readers import RawTable, read_table
 from ._common import Imported, drop_exact_duplicates, rename, require, run_from_dir, step_from_path, to_text
 
 NAME = "roll"
+#: What the app calls this format.
+TITLE = "ROLL dump"
 SIGNATURE = ("traj_group_id", "traj_id")
 PREFIX = "crbc_"  # docs/roll_recipe.md: copies that ROLL's dump may pop from the batch
 _AGENT_NATIVE = {"trajectory_data", "messages", "tools"}

@@ -34,6 +34,8 @@ from ..readers import RawTable, read_table
 from ._common import Imported, require, run_from_dir, text_id, to_text
 
 NAME = "skyrl"
+#: What the app calls this format.
+TITLE = "SkyRL dumped_evals file"
 SIGNATURE = ("input_prompt", "output_response", "score", "stop_reason")
 
 

@@ -43,6 +43,8 @@ from ..readers import RawTable, read_table
 from ._common import Imported, require, run_from_dir, to_text
 
 NAME = "verifiers"
+#: What the app calls this format.
+TITLE = "verifiers results.jsonl"
 SIGNATURE = ("example_id", "prompt", "completion", "reward")
 _OLD = ("id", "prompt", "completion", "reward", "task")  # 0.1.2.post1 .. 0.1.5
 CUT = frozenset({"max_turns_reached", "prompt_too_long", "has_error"})
