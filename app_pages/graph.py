@@ -14,13 +14,10 @@ from crbc_viz.ui.params import params_to_url
 from crbc_viz.ui.selection import pick_anchor, pick_rollout, pick_step, step_buttons
 from crbc_viz.ui.sidebar import require_selection
 from crbc_viz.ui.text import cells, md
-from crbc_viz.views.graph_view import (
-    DEFAULT_MAX_NODES,
-    MIN_LABEL_PX,
-    board_html,
-    node_values,
-    value_meaning,
-)
+from crbc_viz.views.board import board_html
+from crbc_viz.views.graph_page import MIN_LABEL_PX
+from crbc_viz.views.graph_values import node_values, value_meaning
+from crbc_viz.views.graph_view import DEFAULT_MAX_NODES
 from crbc_viz.views.layout import OPEN_STEP
 from crbc_viz.views.projector import PROJECTOR_MIN_FONT, projector_graph_page
 from crbc_viz.views.trajectories import anchor_panel_frame

@@ -82,7 +82,7 @@ def render() -> None:
     ts_list = sorted({int(t) for t in groups.loc[groups["run_id"] == str(run), "train_step"]})
     step_key = view.field("tstep", ts_list[-1] if ts_list else None, options=ts_list, decode=int)
     follow_key = view.field("follow", False, options=[False, True], decode=_flag, allowed="0 or 1")
-    c_step, c_follow = st.columns([3, 1], vertical_alignment="bottom")
+    c_step, c_follow = st.columns([3, 2], vertical_alignment="bottom")
     follow = c_follow.toggle(
         "Follow latest",
         key=follow_key,

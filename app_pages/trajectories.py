@@ -12,7 +12,7 @@ from crbc_viz.ui.params import estimator_names
 from crbc_viz.ui.selection import rollout_ids, selection_row, set_rollout, set_step
 from crbc_viz.ui.sidebar import require_selection
 from crbc_viz.ui.text import cells, md
-from crbc_viz.views.graph_view import board_html
+from crbc_viz.views.board import board_html
 from crbc_viz.views.trajectories import failed_frame, step_alternatives, trajectory_table, worst_steps
 
 DEFAULT_TRIO = ("crbc", "visit_local", "shortest_path")

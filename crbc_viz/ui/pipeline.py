@@ -257,7 +257,9 @@ def graph_page(
     ``max_nodes`` anchors is summarised (`crbc_viz.views.layout.summarise`), with the clusters
     in ``opened`` (``((first depth, clicks), …)``) drawn further. ``min_label_px``: the
     smallest label on screen at the first fit (`crbc_viz.views.graph_view.graph_drawing`)."""
-    from ..views.graph_view import graph_drawing, neighbourhood, trajectory_path
+    from ..views.graph_values import trajectory_path
+    from ..views.graph_view import graph_drawing
+    from ..views.layout import neighbourhood
 
     graph = group_graph(digest, _path, group)
     res = score_group(digest, _path, group, estimator, params, backend)

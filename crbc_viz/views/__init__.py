@@ -4,7 +4,9 @@ Nothing here imports streamlit; the app (``crbc_viz/ui``, ``app_pages``) places 
 """
 
 from .colors import CREDIT_COLORSCALE, credit_color, credit_limit, value_color
-from .graph_view import graph_html, layered_layout, select_nodes
+from .graph_values import select_nodes
+from .graph_view import graph_html
+from .layout import layered_layout
 
 __all__ = [
     "CREDIT_COLORSCALE",

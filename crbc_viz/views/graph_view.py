@@ -19,7 +19,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph import FAILURE, SUCCESS, AnchorGraph
-from .board import board_html, is_board
 from .colors import FAILURE_COLOR, MISSING_COLOR, SUCCESS_COLOR, credit_color, credit_limit, value_color
 from .graph_geometry import FONT, Placement, place, stack_loops
 from .graph_page import (
@@ -36,11 +35,8 @@ from .graph_page import (
 )
 from .graph_values import (
     EdgeCredit,
-    edge_credit,
     node_values,
     pair_values,
-    select_nodes,
-    trajectory_path,
     truncated_steps,
     value_meaning,
     value_range,
@@ -51,34 +47,10 @@ from .layout import (
     SUCCESS_ID,
     Summary,
     group_edges,
-    layered_layout,
-    neighbourhood,
     start_anchors,
-    step_depths,
 )
 
-__all__ = [
-    "DEFAULT_MAX_NODES",
-    "MIN_LABEL_PX",
-    "GraphDrawing",
-    "layered_layout",
-    "step_depths",
-    "select_nodes",
-    "neighbourhood",
-    "value_meaning",
-    "credit_meaning",
-    "board_html",
-    "is_board",
-    "graph_html",
-    "graph_drawing",
-    "summary_note",
-    "node_values",
-    "edge_credit",
-    "pair_values",
-    "trajectory_path",
-    "value_range",
-    "esc",
-]
+__all__ = ["DEFAULT_MAX_NODES", "GraphDrawing", "graph_html", "graph_drawing", "summary_note"]
 
 #: Anchors drawn one by one before a group is summarised (`crbc_viz.views.layout.summarise`).
 DEFAULT_MAX_NODES = 120

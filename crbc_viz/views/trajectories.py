@@ -14,7 +14,8 @@ import pandas as pd
 
 from ..graph import FAILURE, SUCCESS, AnchorGraph
 from .colors import credit_color, credit_limit, text_color_for
-from .graph_view import esc, pair_values
+from .graph_page import esc
+from .graph_values import pair_values
 
 __all__ = [
     "failed_frame",

@@ -482,7 +482,7 @@ def test_estimators_page_contents_and_project_reference():
 
 
 def test_sokoban_anchor_is_drawn_as_a_board():
-    from crbc_viz.views.graph_view import board_html, is_board
+    from crbc_viz.views.board import board_html, is_board
 
     board = "#####\n#@$.#\n#####"
     html = board_html(board)

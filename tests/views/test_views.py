@@ -23,7 +23,9 @@ from crbc_viz.views.compare import (
     spearman,
     top_disagreements,
 )
-from crbc_viz.views.graph_view import graph_html, layered_layout, select_nodes
+from crbc_viz.views.graph_values import select_nodes
+from crbc_viz.views.graph_view import graph_html
+from crbc_viz.views.layout import layered_layout
 from crbc_viz.views.trajectories import step_alternatives, step_frame, trajectory_table
 
 REPO = Path(__file__).resolve().parents[2]
@@ -162,7 +164,7 @@ def test_graph_legend_says_what_colour_means(toy):
 
 
 def test_neighbourhood_and_worst_steps(toy):
-    from crbc_viz.views.graph_view import neighbourhood
+    from crbc_viz.views.layout import neighbourhood
     from crbc_viz.views.trajectories import worst_steps
 
     g, res = toy
@@ -282,7 +284,7 @@ def test_spearman_matches_scipy_with_ties():
 
 
 def test_step_depths_put_the_rollout_in_step_order(toy):
-    from crbc_viz.views.graph_view import step_depths
+    from crbc_viz.views.layout import step_depths
 
     g, _ = toy
     nodes = {str(g.node_anchor_obs[n]): n for n in range(g.num_nodes)}
