@@ -32,7 +32,7 @@ from .layout import (
     _write_json,
 )
 from .query import LogStore, incomplete_sources
-from .stream import NotGroupContiguous, source_batches, streams
+from .stream import _NotGroupContiguous, source_batches, streams
 
 __all__ = ["ingest", "IngestReport", "IngestOptions", "IngestSession", "drop_incomplete", "file_digest"]
 
@@ -535,7 +535,7 @@ class IngestSession:
             man, notes, skipped = self._write_source(
                 src, digest, man, rows_of, stream=True, replaces=replaced
             )
-        except NotGroupContiguous:
+        except _NotGroupContiguous:
             # Groups recur later in the file: chunks cannot be cut at group boundaries.
             _rollback(root, mpath, man, had_manifest)
             man = _readable_parts(root, store.manifests.get(digest))[0]

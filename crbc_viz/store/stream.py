@@ -18,7 +18,6 @@ from ..errors import LoadError, Problem
 __all__ = [
     "source_batches",
     "streams",
-    "NotGroupContiguous",
     "STREAM_MIN_BYTES",
     "STREAM_CHUNK_BYTES",
     "PARQUET_BATCH_ROWS",
@@ -33,7 +32,7 @@ STREAM_CHUNK_BYTES = 48 << 20
 PARQUET_BATCH_ROWS = 4096
 
 
-class NotGroupContiguous(Exception):
+class _NotGroupContiguous(Exception):
     """A group's rows recur after another group's: the file must be read whole."""
 
 
@@ -98,7 +97,7 @@ def _stream_raw_chunks(src, tmp_dir: Path):
             while True:
                 raw = fh.readline(limit + 1)
                 if raw and len(raw) > limit and not raw.endswith(b"\n"):
-                    raise NotGroupContiguous()  # an over-long line: the whole-file reader reports it
+                    raise _NotGroupContiguous()  # an over-long line: the whole-file reader reports it
                 if raw and size >= STREAM_CHUNK_BYTES:
                     if last_key is None:
                         last_key = _chunk_key(last)
@@ -106,7 +105,7 @@ def _stream_raw_chunks(src, tmp_dir: Path):
                     if key is not None and key != last_key:
                         raw_next = raw  # a new group past the chunk size: cut here
                     elif size + len(raw) > 4 * STREAM_CHUNK_BYTES:
-                        raise NotGroupContiguous()
+                        raise _NotGroupContiguous()
                     else:
                         raw_next = None
                 else:
@@ -136,7 +135,7 @@ def _stream_parquet_chunks(src, tmp_dir: Path):
     where the group key changes: record batches are gathered, the chunk is written to a chunk
     file and read by the ordinary Parquet reader (its guards and messages apply), and its rows
     are relabelled as the source's. A file pyarrow cannot iterate, or a group longer than four
-    chunks, is left to the whole-file reader (`NotGroupContiguous`)."""
+    chunks, is left to the whole-file reader (`_NotGroupContiguous`)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -149,10 +148,10 @@ def _stream_parquet_chunks(src, tmp_dir: Path):
         pf = pq.ParquetFile(path, pre_buffer=False)
         meta, schema = pf.metadata, pf.schema_arrow
     except Exception:  # noqa: BLE001  (pyarrow raises several types; the whole-file reader names it)
-        raise NotGroupContiguous() from None
+        raise _NotGroupContiguous() from None
     keys = [k for k in GROUP_KEY if k in schema.names]
     if "group_id" not in keys or meta.num_rows == 0:
-        raise NotGroupContiguous()
+        raise _NotGroupContiguous()
     per_chunk = None  # rows a chunk holds: from the first batch's decoded (Arrow) size
     tmp_dir.mkdir(parents=True, exist_ok=True)
     tmp = tmp_dir / "chunk.parquet"
@@ -169,7 +168,7 @@ def _stream_parquet_chunks(src, tmp_dir: Path):
             try:
                 rb = next(batches, None)
             except Exception:  # noqa: BLE001  (a corrupt page: the whole-file reader reports it)
-                raise NotGroupContiguous() from None
+                raise _NotGroupContiguous() from None
             if rb is not None:
                 if per_chunk is None:
                     per_chunk = max(1, STREAM_CHUNK_BYTES * rb.num_rows // max(rb.nbytes, 1))
@@ -183,7 +182,7 @@ def _stream_parquet_chunks(src, tmp_dir: Path):
             cut = rows if rb is None else _last_group_start(table, keys)
             if cut == 0:
                 if rows > 4 * per_chunk:
-                    raise NotGroupContiguous()
+                    raise _NotGroupContiguous()
                 continue
             raw = read(table.slice(0, cut))
             offset += cut
@@ -232,7 +231,7 @@ def _relabel(raw, tmp: str, path: str, offset: int):
 
 def source_batches(src, tmp_dir: Path, *, run_id, import_options, lenient, success_threshold, stream):
     """(batch, import) of the whole source, or of each streamed chunk in file order (chunk
-    files under ``tmp_dir``). Raises `NotGroupContiguous` when a streamed source must be read
+    files under ``tmp_dir``). Raises `_NotGroupContiguous` when a streamed source must be read
     whole; the options are `crbc_viz.store.ingest.ingest`'s."""
     from ..io.assemble import build_batch
     from ..io.importers import import_source
@@ -256,11 +255,11 @@ def source_batches(src, tmp_dir: Path, *, run_id, import_options, lenient, succe
             # bad steps here: within the whole-file reader's limit, that reader decides (and
             # names a real problem exactly as it would); beyond it, the chunk's message stands.
             if _fits_whole(src):
-                raise NotGroupContiguous() from None
+                raise _NotGroupContiguous() from None
             raise
         groups = set(batch.groups[list(GROUP_KEY)].astype(str).itertuples(index=False, name=None))
         if groups & seen:
-            raise NotGroupContiguous()
+            raise _NotGroupContiguous()
         seen |= groups
         yield batch, imp
         del raw, batch, imp  # not held while the next chunk is read

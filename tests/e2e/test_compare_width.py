@@ -50,6 +50,8 @@ def test_estimator_b_column_in_view(browser, server, width):
         pg.locator(".js-plotly-plot").first.wait_for(timeout=WAIT_MS)
         pg.locator("[data-testid='stDataFrame']").first.wait_for(timeout=WAIT_MS)
         app_idle(pg)
+        # The table's grid draws after the first dataframe appears: wait for its headers.
+        pg.wait_for_function(f"({TABLE})() !== null", timeout=WAIT_MS)
         t = pg.evaluate(TABLE)
         assert t is not None, "no table with a 'B: …' column"
         assert t["heads"][:4] == ["t", "A: crbc", "B: shortest_path", "|A − B|"], t["heads"]
