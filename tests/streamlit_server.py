@@ -23,6 +23,7 @@ __all__ = [
     "stop_server",
     "streamlit_server",
     "app_idle",
+    "wait_until",
     "REPO",
     "WAIT_MS",
     "CHROMIUM",
@@ -132,12 +133,36 @@ def streamlit_server(env: dict | None = None, log_path=None):
         stop_server(proc)
 
 
+#: Streamlit's own ready state: no status widget ("Running..."), no skeleton, and no element left
+#: stale by a script run in progress (the frontend marks the previous run's elements
+#: ``data-stale="true"`` from the moment a rerun starts until the new run replaces them).
+IDLE_JS = (
+    "() => !document.querySelector('[data-testid=\"stStatusWidget\"]') && "
+    "document.querySelectorAll('[data-testid=\"stSkeleton\"]').length === 0 && "
+    "document.querySelectorAll('[data-stale=\"true\"]').length === 0"
+)
+
+
 def app_idle(pg, timeout_ms: int = WAIT_MS) -> None:
-    """Wait until Streamlit reports the script run finished (its status widget is gone and no
-    skeleton is left) — the app's own ready state, no sleeps."""
+    """Wait until Streamlit reports the script run finished (its status widget is gone, no
+    skeleton and no stale element is left) — the app's own ready state, no sleeps."""
     pg.wait_for_selector("[data-testid='stApp']", timeout=timeout_ms)
-    pg.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]') && "
-        "document.querySelectorAll('[data-testid=\"stSkeleton\"]').length === 0",
-        timeout=timeout_ms,
-    )
+    pg.wait_for_function(IDLE_JS, timeout=timeout_ms)
+
+
+def wait_until(pg, check, what: str, timeout_ms: int = WAIT_MS):
+    """Poll ``check()`` on an idle app until it returns something truthy, and return that.
+
+    An action's rerun (or the parse child behind an upload) can start after ``app_idle`` first
+    sees the page idle, so a test waits on the condition it means to assert, not on the first
+    render. Raises ``AssertionError`` naming ``what`` and the last value seen on timeout.
+    """
+    deadline = time.monotonic() + timeout_ms / 1000
+    while True:
+        app_idle(pg, timeout_ms)
+        last = check()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not so within {timeout_ms / 1000:.0f} s (last seen: {last!r})")
+        pg.wait_for_timeout(100)  # the polling interval between two checks of the condition

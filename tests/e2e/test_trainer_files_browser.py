@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from streamlit_server import CHROMIUM, WAIT_MS, app_idle, start_server, stop_server
+from streamlit_server import CHROMIUM, WAIT_MS, app_idle, start_server, stop_server, wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -116,10 +116,15 @@ def test_each_trainer_file_opens_on_the_data_page_with_the_cli_counts(setup, bro
             pg.locator("input[type='file']").set_input_files(str(path))
             opened = pg.locator("[data-testid='stAlert']", has_text=f"Opened the upload {path.name}")
             opened.first.wait_for(timeout=WAIT_MS)
-            app_idle(pg)
+            wait_until(
+                pg,
+                lambda: f"Read as: {title} (detected from its fields)" in main_text(pg),
+                f"{path.name} said to be read as {title}",
+            )
             assert f"read as {title}" in opened.first.inner_text()
-            assert f"Read as: {title} (detected from its fields)" in main_text(pg)
-            assert counts(pg) == want[path], path.name
+            wait_until(
+                pg, lambda: counts(pg) == want[path], f"{path.name} shows the CLI's counts {want[path]}"
+            )
             assert pg.locator("[data-testid='stException']").count() == 0
             if path.suffix == ".parquet":
                 pg.screenshot(path=str(OUT / "data_page_trl_1440.png"), full_page=True)
@@ -155,9 +160,12 @@ def test_each_trainer_file_opens_on_the_data_page_with_the_cli_counts(setup, bro
         box.fill(str(EPISODES))
         box.press("Enter")
         pg.locator("[data-testid='stAlert']", has_text=f"Opened {EPISODES}").first.wait_for(timeout=WAIT_MS)
-        app_idle(pg)
-        assert "Read as: rLLM episodes (detected from its fields)" in main_text(pg)
-        assert counts(pg) == want[EPISODES]
+        wait_until(
+            pg,
+            lambda: "Read as: rLLM episodes (detected from its fields)" in main_text(pg),
+            "the episodes folder said to be read as rLLM episodes",
+        )
+        wait_until(pg, lambda: counts(pg) == want[EPISODES], f"the episodes folder shows {want[EPISODES]}")
 
         # A log store, as a server path: a link to the Across training page, which opens it.
         store = tmp / "store0"
