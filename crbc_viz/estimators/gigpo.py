@@ -9,7 +9,7 @@ import numpy as np
 from ..errors import EstimatorInputError
 from ..graph import AnchorGraph
 from ..ops.advantage import group_advantage
-from ..ops.returns import discounted_returns, step_rewards
+from ..ops.returns import discounted_returns, group_steps, step_rewards
 from ..ops.segments import segment_zscore
 from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
@@ -268,7 +268,8 @@ def _gigpo(graph: AnchorGraph, p: GiGPOParams) -> CreditResult:
     """
     b = graph.batch
     a_ep = episode_advantage(graph, p.mode, p.episode_stats, p.eps, p.outcome)[b.step_traj]
-    R = discounted_returns(graph, step_rewards(graph, p.step_reward, p.outcome), p.gamma)  # Eq. 5
+    r = step_rewards(graph, p.step_reward, p.outcome)
+    R = discounted_returns(graph, r, p.gamma)  # Eq. 5
     seg, num = step_groups(graph, p.similarity, p.similarity_thresh)  # Eq. 6
     a_step, mean, _, cnt = segment_zscore(
         R,
@@ -277,6 +278,8 @@ def _gigpo(graph: AnchorGraph, p: GiGPOParams) -> CreditResult:
         ddof=1,
         eps=p.eps,  # Eq. 7
         scale=(p.mode == "mean_std_norm"),
+        magnitude=discounted_returns(graph, np.abs(r), p.gamma),  # R's round-off: Σγ^k·|r|
+        terms=group_steps(graph)[b.step_group],
     )
     node_value = None if p.similarity else mean
     return CreditResult(

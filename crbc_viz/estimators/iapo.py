@@ -9,6 +9,7 @@ import numpy as np
 
 from ..graph import AnchorGraph
 from ..ops.advantage import group_advantage
+from ..ops.segments import roundoff_tol
 from ..ops.signals import is_missing, require_columns, step_location
 from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
@@ -39,7 +40,7 @@ def _length_standardized_exp(phi: np.ndarray, L: np.ndarray, c: float, eps: floa
     tot = L.sum()
     mean = np.dot(L, phi) / tot
     sigma = math.sqrt(np.dot(L, (phi - mean) ** 2) / tot)
-    if sigma == 0 or phi.max() == phi.min():
+    if sigma == 0 or phi.max() - phi.min() <= roundoff_tol(float(np.abs(phi).max()), len(phi)):
         return np.ones_like(phi)  # constant features: the uniform fallback w ≡ 1 (§12.2), eps = 0 too
     ez = np.exp(np.clip((phi - mean) / (sigma + eps), -c, c))
     return ez / (np.dot(L, ez) / tot)

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..graph import AnchorGraph
 from ..ops.advantage import group_advantage
-from ..ops.returns import discounted_returns
+from ..ops.returns import discounted_returns, group_steps
 from ..ops.segments import segment_zscore
 from ..ops.signals import is_missing, require_columns, step_location
 from ..result import CreditResult
@@ -188,7 +188,15 @@ def _trca(graph: AnchorGraph, p: TRCAParams) -> CreditResult:
     b = graph.batch
     env = b.steps["reward"].to_numpy(dtype=np.float64)
     R = discounted_returns(graph, env + r_trca, gamma)
-    a_s, mean, _, _ = segment_zscore(R, graph.step_node, graph.num_nodes, ddof=ddof, eps=eps)
+    a_s, mean, _, _ = segment_zscore(
+        R,
+        graph.step_node,
+        graph.num_nodes,
+        ddof=ddof,
+        eps=eps,
+        magnitude=discounted_returns(graph, np.abs(env) + np.abs(r_trca), gamma),  # R's round-off
+        terms=group_steps(graph)[b.step_group],
+    )
     a_e = group_advantage(graph)[b.step_traj]
     return CreditResult(
         "trca",

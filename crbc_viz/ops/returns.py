@@ -6,7 +6,13 @@ import numpy as np
 
 from ..graph import AnchorGraph
 
-__all__ = ["trajectory_outcome", "step_rewards", "discounted_suffix_sums", "discounted_returns"]
+__all__ = [
+    "trajectory_outcome",
+    "step_rewards",
+    "discounted_suffix_sums",
+    "discounted_returns",
+    "group_steps",
+]
 
 
 def trajectory_outcome(graph: AnchorGraph, outcome: str = "success") -> np.ndarray:
@@ -66,3 +72,10 @@ def discounted_suffix_sums(x: np.ndarray, offsets: np.ndarray, gamma: float) -> 
 def discounted_returns(graph: AnchorGraph, reward: np.ndarray, gamma: float) -> np.ndarray:
     """R_{i,t} = Σ_{l≥t} γ^(l−t) · r_{i,l} within each trajectory (backwards) ``[S]``."""
     return discounted_suffix_sums(reward, graph.batch.traj_offsets, gamma)
+
+
+def group_steps(graph: AnchorGraph) -> np.ndarray:
+    """Steps of each group ``[G]``: the ``terms`` of `crbc_viz.ops.segments.roundoff_tol` for
+    values that come out of a group's closure solve or its discounted sums."""
+    b = graph.batch
+    return np.diff(b.traj_offsets[b.group_traj_offsets]).astype(np.float64)
