@@ -86,7 +86,7 @@ def no_spread(
         n = np.zeros(num)
         np.maximum.at(n, seg, np.asarray(terms, dtype=np.float64))
     spread = xmax - xmin
-    return (spread == 0) | (spread <= roundoff_tol(mag, n))
+    return (xmax >= xmin) & ((spread == 0) | (spread <= roundoff_tol(mag, n)))
 
 
 def segment_zscore(

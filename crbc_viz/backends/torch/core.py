@@ -36,7 +36,7 @@ def no_spread_t(x, seg, num: int, *, magnitude=None, terms=None):
     tol = SPREAD_ULPS * unit * n * mag
     tol = torch.where(torch.isfinite(tol), tol, torch.zeros_like(tol))
     spread = xmax - xmin
-    return (spread == 0) | (spread <= tol)
+    return (xmax >= xmin) & ((spread == 0) | (spread <= tol))
 
 
 def group_advantage_t(
