@@ -69,7 +69,7 @@ def turn_evidence(graph: AnchorGraph) -> np.ndarray:
         elif not is_missing(te[s]) and not is_missing(st[s]):
             out[s] = num(te[s], "teacher_logprob_sum", s) - num(st[s], "student_logprob_sum", s)
         else:
-            raise ValueError(
+            raise EstimatorInputError(
                 f"agentopsd: field 'turn_evidence' (or both 'teacher_logprob_sum' and "
                 f"'student_logprob_sum') is missing at {step_location(graph, s)}"
             )
@@ -134,7 +134,7 @@ def _agentopsd(graph: AnchorGraph, p: AgentOPSDParams) -> CreditResult:
     Raises:
         EstimatorInputError: a parameter outside its bounds or choices (`AgentOPSDParams`).
         MissingSignalError: neither ``turn_evidence`` nor the two log-prob sums are logged.
-        ValueError: a missing or non-finite value (naming group / traj / step).
+        EstimatorInputError: a missing or non-finite value (naming group / traj / step).
 
     Notes:
         A_seq is GRPO's group advantage (unbiased std, eps 1e-6) on the success indicator;

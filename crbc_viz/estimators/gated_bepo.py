@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import EstimatorInputError
 from ..graph import AnchorGraph
 from ..ops.advantage import group_advantage
 from ..ops.closure import mean_backup_values, successor_values
@@ -118,7 +119,7 @@ def _gated_bepo(
     graph, _values, _gae, *, gamma, gae_lambda, rho, min_successors, bellman_norm, ddof, eps
 ) -> CreditResult:
     if bellman_norm not in ("group_z", "none"):
-        raise ValueError(f"bellman_norm must be 'group_z' or 'none', got {bellman_norm!r}")
+        raise EstimatorInputError(f"bellman_norm must be 'group_z' or 'none', got {bellman_norm!r}")
     params = GatedBEPOParams(
         gamma=gamma,
         gae_lambda=gae_lambda,

@@ -181,7 +181,7 @@ def similarity_clusters(graph: AnchorGraph, thresh: float) -> np.ndarray:
     from collections import Counter
 
     if not 0.0 < thresh < 1.0:
-        raise ValueError(f"similarity_thresh must lie strictly in (0, 1), got {thresh}")
+        raise EstimatorInputError(f"similarity_thresh must lie strictly in (0, 1), got {thresh}")
     texts = [str(o) for o in graph.node_anchor_obs]
     out = np.empty(graph.num_nodes, dtype=np.int64)
     next_id = 0
@@ -216,7 +216,7 @@ def step_groups(graph: AnchorGraph, similarity: bool, thresh: float) -> tuple[np
 def episode_advantage(graph: AnchorGraph, mode: str, stats: str, eps: float, outcome: str) -> np.ndarray:
     """A^E per trajectory ``[T]`` through `group_advantage` in GiGPO's mode."""
     if mode not in ("mean_norm", "mean_std_norm"):
-        raise ValueError(f"mode must be 'mean_norm' or 'mean_std_norm', got {mode!r}")
+        raise EstimatorInputError(f"mode must be 'mean_norm' or 'mean_std_norm', got {mode!r}")
     return group_advantage(
         graph, norm="mean" if mode == "mean_norm" else "std", ddof=1, eps=eps, stats=stats, outcome=outcome
     )
@@ -251,7 +251,7 @@ def _gigpo(graph: AnchorGraph, p: GiGPOParams) -> CreditResult:
 
     Raises:
         EstimatorInputError: a parameter outside its bounds or choices (`GiGPOParams`).
-        ValueError: unknown mode, or a similarity threshold outside (0, 1).
+        EstimatorInputError: unknown mode, or a similarity threshold outside (0, 1).
 
     Notes:
         Every visit is a member of its anchor group (no first-visit rule), so self-loops

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import EstimatorInputError
 from ..graph import AnchorGraph
 from ..ops.closure import mean_backup_values, successor_values
 from ..ops.returns import group_steps
@@ -190,7 +191,7 @@ def _sign(a: np.ndarray, eps: float) -> np.ndarray:
 
 def _graft(graph, _values, _bonus, *, gamma, gae_lambda, normalize, ddof, eps, singleton) -> CreditResult:
     if singleton not in ("sign", "zero", "raw"):
-        raise ValueError(f"singleton must be 'sign', 'zero' or 'raw', got {singleton!r}")
+        raise EstimatorInputError(f"singleton must be 'sign', 'zero' or 'raw', got {singleton!r}")
     params = GRAFTParams(
         gamma=gamma, gae_lambda=gae_lambda, normalize=normalize, ddof=ddof, eps=eps, singleton=singleton
     )

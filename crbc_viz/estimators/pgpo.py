@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import EstimatorInputError
 from ..graph import AnchorGraph
 from ..ops.returns import discounted_returns, group_steps, step_rewards
 from ..ops.segments import segment_zscore
@@ -101,7 +102,7 @@ def _pgpo(graph: AnchorGraph, p: PGPOParams) -> CreditResult:
         p.step_reward,
     )
     if potential not in ("mean", "loo"):
-        raise ValueError(f"potential must be 'mean' or 'loo', got {potential!r}")
+        raise EstimatorInputError(f"potential must be 'mean' or 'loo', got {potential!r}")
     b = graph.batch
     N = graph.num_nodes
     r = step_rewards(graph, step_reward)

@@ -75,7 +75,7 @@ def _trace(graph: AnchorGraph, p: TRACEParams) -> CreditResult:
     Raises:
         EstimatorInputError: a parameter outside its bounds or choices (`TRACEParams`).
         MissingSignalError: no ``gold_logprob`` column.
-        ValueError: a missing, non-finite or positive ℓ (naming group / traj / step).
+        EstimatorInputError: a missing, non-finite or positive ℓ (naming group / traj / step).
 
     Notes:
         The window is truncated at the trajectory's end. A one-row trajectory has no

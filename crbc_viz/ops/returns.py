@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import EstimatorInputError
 from ..graph import AnchorGraph
 
 __all__ = [
@@ -22,7 +23,7 @@ def trajectory_outcome(graph: AnchorGraph, outcome: str = "success") -> np.ndarr
         return b.traj_success.astype(np.float64)
     if outcome == "return":
         return b.traj_return.astype(np.float64)
-    raise ValueError(f"outcome must be 'success' or 'return', got {outcome!r}")
+    raise EstimatorInputError(f"outcome must be 'success' or 'return', got {outcome!r}")
 
 
 def step_rewards(graph: AnchorGraph, kind: str = "env", outcome: str = "success") -> np.ndarray:
@@ -35,7 +36,7 @@ def step_rewards(graph: AnchorGraph, kind: str = "env", outcome: str = "success"
         r = np.zeros(b.num_steps)
         r[b.traj_offsets[1:] - 1] = trajectory_outcome(graph, outcome)
         return r
-    raise ValueError(f"step_reward must be 'env' or 'outcome', got {kind!r}")
+    raise EstimatorInputError(f"step_reward must be 'env' or 'outcome', got {kind!r}")
 
 
 def discounted_suffix_sums(x: np.ndarray, offsets: np.ndarray, gamma: float) -> np.ndarray:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import EstimatorInputError
 from ...estimators.registry import implements
 from ...graph import SUCCESS, AnchorGraph
 from ...result import CreditResult
@@ -47,7 +48,7 @@ def group_advantage_t(
 
     b = graph.batch
     if outcome not in ("success", "return"):
-        raise ValueError(f"outcome must be 'success' or 'return', got {outcome!r}")
+        raise EstimatorInputError(f"outcome must be 'success' or 'return', got {outcome!r}")
     R = torch.as_tensor(
         b.traj_success if outcome == "success" else b.traj_return, device=dev, dtype=torch.float64
     )
