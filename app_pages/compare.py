@@ -105,6 +105,14 @@ def estimator_pair(sel, graph, focus_step) -> None:
     for n, r in bad:
         st.warning(f"**{n}** — {md(r)}")
     if bad:
+        good = {n: r for n, r in ((a, ra), (b, rb)) if not isinstance(r, str)}
+        if good:  # nothing to compare, but the estimator that ran is still shown
+            (n,) = good
+            st.markdown(f"**{md(n)}** alone ({q} per step of this group):")
+            cols = ["traj_id", "t", "action", "anchor", n]
+            st.dataframe(
+                cells(step_frame(graph, good, group=0, column=q)[cols]), hide_index=True, key="cmp_alone"
+            )
         return
     df = step_frame(graph, {a: ra, b: rb}, group=0, column=q)
     if a == b:

@@ -6,11 +6,20 @@ import logging
 import sys
 
 from .data import RolloutBatch
-from .errors import BackendUnavailable, EstimatorInputError
+from .errors import BackendUnavailable, CrbcVizError, EstimatorInputError, MissingSignalError
 from .graph import AnchorGraph, lazy_graph
 from .result import CreditResult
 
-__all__ = ["score", "score_frame", "score_all", "BACKENDS", "AUTO_ORDER", "load_backends"]
+__all__ = [
+    "score",
+    "score_frame",
+    "score_all",
+    "score_each",
+    "REFUSALS",
+    "BACKENDS",
+    "AUTO_ORDER",
+    "load_backends",
+]
 
 BACKENDS = ("auto", "numpy", "torch", "numba")
 
@@ -151,7 +160,37 @@ def score_all(
     backend: str = "auto",
 ) -> dict[str, CreditResult]:
     """Each of ``names`` on ``data`` (`score`), with ``params`` shared as in `score_frame`:
-    ``{name: CreditResult}``. The graph of a batch is built once, and only if a kernel needs it."""
+    ``{name: CreditResult}``. The graph of a batch is built once, and only if a kernel needs it.
+    The first estimator that refuses its input raises (`score_each` keeps the others)."""
+    results, refused = score_each(data, names, params, device=device, backend=backend)
+    if refused:
+        raise next(iter(refused.values()))
+    return results
+
+
+#: What an estimator raises when it refuses the batch it was given (a missing logged signal, a
+#: bad logged value): `score_each` records these per estimator and scores the others.
+REFUSALS = (EstimatorInputError, MissingSignalError)
+
+
+def score_each(
+    data: RolloutBatch | AnchorGraph,
+    names: list[str],
+    params: dict[str, dict],
+    *,
+    device: str = "auto",
+    backend: str = "auto",
+) -> tuple[dict[str, CreditResult], dict[str, CrbcVizError]]:
+    """Each of ``names`` on ``data``, one estimator's refusal never stopping the others.
+
+    Parameters are checked for every estimator first (an unknown or out-of-bounds parameter
+    raises, before anything is scored); then each estimator runs, and one that refuses its
+    input (`REFUSALS`: a logged field missing or malformed, named in the message) is recorded.
+
+    Returns:
+        ``(results, refused)``: ``{name: CreditResult}`` of the estimators that ran and
+        ``{name: error}`` of those that refused, each in the order of ``names``.
+    """
     import dataclasses
 
     from .estimators import registry
@@ -161,10 +200,18 @@ def score_all(
     unused = set(shared) - set().union(*fields.values())
     if unused:
         raise EstimatorInputError(f"unknown parameter(s) {', '.join(sorted(unused))} for {', '.join(names)}")
-    graph = lazy_graph(data)
-    results = {}
+    kws = {}
     for n in names:
-        kw = {k: v for k, v in shared.items() if k in fields[n]}
-        kw.update(params.get(n, {}))
-        results[n] = score(graph, n, device=device, backend=backend, **kw)
-    return results
+        kws[n] = {k: v for k, v in shared.items() if k in fields[n]}
+        kws[n].update(params.get(n, {}))
+        registry.get(n).check(**kws[n])  # every parameter, before any estimator runs
+    graph = lazy_graph(data)
+    results: dict[str, CreditResult] = {}
+    refused: dict[str, CrbcVizError] = {}
+    for n in names:
+        try:
+            results[n] = score(graph, n, device=device, backend=backend, **kws[n])
+        except REFUSALS as e:
+            log.info("%s refused its input: %s", n, e)
+            refused[n] = e
+    return results, refused

@@ -15,7 +15,8 @@ beside this one. Only the chosen command's arguments are built (and its heavy im
 its ``run``), so ``--help`` and ``info`` start without loading what other commands need.
 
 Bad input prints one clear message per problem and exits with status 2; no traceback
-(`_common.run_guarded`).
+(`_common.run_guarded`). ``score`` with several estimators writes those that ran when some
+refuse the input (one line each on stderr) and exits with status 3 (`score.EXIT_REFUSED`).
 """
 
 from __future__ import annotations

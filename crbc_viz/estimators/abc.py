@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import EstimatorInputError
 from ..graph import AnchorGraph
 from ..ops.advantage import group_advantage
 from ..ops.returns import discounted_returns
@@ -68,7 +69,7 @@ def _abc(graph: AnchorGraph, p: ABCParams) -> CreditResult:
     Raises:
         EstimatorInputError: a parameter outside its bounds or choices (`ABCParams`).
         MissingSignalError: no ``judge_score`` column.
-        ValueError: a missing, non-finite or out-of-[0, 2] score (naming group / traj / step).
+        EstimatorInputError: a missing, non-finite or out-of-[0, 2] score (naming group / traj / step).
 
     Notes:
         A pool with one step or equal scores gives r̂ = 0.
@@ -79,7 +80,7 @@ def _abc(graph: AnchorGraph, p: ABCParams) -> CreditResult:
     """
     gamma, pool, ddof, eps, w_outcome = p.gamma, p.pool, p.ddof, p.eps, p.w_outcome
     if pool not in ("group", "trajectory"):
-        raise ValueError(f"pool must be 'group' or 'trajectory', got {pool!r}")
+        raise EstimatorInputError(f"pool must be 'group' or 'trajectory', got {pool!r}")
     score = float_signal(graph, "abc", "judge_score", low=0.0, high=2.0)
     b = graph.batch
     seg, num = (b.step_group, b.num_groups) if pool == "group" else (b.step_traj, b.num_trajectories)

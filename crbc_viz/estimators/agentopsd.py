@@ -10,6 +10,7 @@ import numpy as np
 from ..errors import EstimatorInputError, MissingSignalError
 from ..graph import AnchorGraph
 from ..ops.advantage import group_advantage
+from ..ops.segments import roundoff_tol
 from ..ops.signals import is_missing, shown, step_location
 from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
@@ -68,7 +69,7 @@ def turn_evidence(graph: AnchorGraph) -> np.ndarray:
         elif not is_missing(te[s]) and not is_missing(st[s]):
             out[s] = num(te[s], "teacher_logprob_sum", s) - num(st[s], "student_logprob_sum", s)
         else:
-            raise ValueError(
+            raise EstimatorInputError(
                 f"agentopsd: field 'turn_evidence' (or both 'teacher_logprob_sum' and "
                 f"'student_logprob_sum') is missing at {step_location(graph, s)}"
             )
@@ -97,7 +98,10 @@ def reshape_turns(
     dB = np.diff(np.r_[b0, B])
     q = np.sign(a_seq) * dB  # Eq. 9
     sd = q.std(ddof=ddof) if K - ddof >= 1 else 0.0
-    if sd > 0 and q.max() > q.min():
+    # q_k subtracts beliefs in [0, 1]: a spread within their round-off is none (zero evidence
+    # gives B_k = σ(logit B_0), which may differ from B_0 in the last bit).
+    spread = float(q.max() - q.min()) if K else 0.0
+    if sd > 0 and spread > roundoff_tol(max(float(np.abs(B).max()), b0), K + 1):
         z = (q - q.mean()) / (sd + eps)
     else:  # one turn, or no spread (A_seq = 0 makes every q_k 0): z = 0, so A = A_seq (§9.5)
         z = np.zeros(K)
@@ -130,7 +134,7 @@ def _agentopsd(graph: AnchorGraph, p: AgentOPSDParams) -> CreditResult:
     Raises:
         EstimatorInputError: a parameter outside its bounds or choices (`AgentOPSDParams`).
         MissingSignalError: neither ``turn_evidence`` nor the two log-prob sums are logged.
-        ValueError: a missing or non-finite value (naming group / traj / step).
+        EstimatorInputError: a missing or non-finite value (naming group / traj / step).
 
     Notes:
         A_seq is GRPO's group advantage (unbiased std, eps 1e-6) on the success indicator;

@@ -14,6 +14,8 @@ import numpy as np
 from ..graph import SUCCESS, AnchorGraph
 from ..ops.advantage import group_advantage
 from ..ops.closure import graph_entries, solve_closure
+from ..ops.returns import group_steps
+from ..ops.segments import no_spread
 from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
 
@@ -121,8 +123,17 @@ def _closure_family(graph: AnchorGraph, name: str, p, depth: float) -> CreditRes
     pair_adv = pair_q - node_value[graph.pair_node]
     sigma = np.sqrt(np.bincount(graph.pair_node, weights=pair_mu * pair_adv**2, minlength=N))
     gate = graph.node_num_actions >= p.min_actions
+    # An anchor whose Q(s, ·) agree within the round-off of the group's solve has no credit.
+    flat = no_spread(
+        pair_q,
+        graph.pair_node,
+        N,
+        magnitude=node_value[graph.pair_node],
+        terms=group_steps(graph)[graph.node_group[graph.pair_node]],
+    )
+    credited = gate & ~flat
     pair_credit = np.where(
-        gate[graph.pair_node], pair_adv / np.maximum(sigma, p.sigma_min)[graph.pair_node], 0.0
+        credited[graph.pair_node], pair_adv / np.maximum(sigma, p.sigma_min)[graph.pair_node], 0.0
     )
     a_group = group_advantage(graph)[graph.batch.step_traj]
     credit = pair_credit[graph.step_pair]
@@ -175,7 +186,9 @@ def _crbc(graph: AnchorGraph, p: CRBCParams) -> CreditResult:
     Notes:
         Cycles and self-loops need nothing special. Truncated rollouts end at FAILURE.
         β = 1 is solvable: every anchor reaches a boundary under the empirical chain. A
-        single-action anchor gets A^S = 0 (gate); an all-failure group gets V ≡ 0.
+        single-action anchor gets A^S = 0 (gate); an all-failure group gets V ≡ 0. An
+        anchor whose Q(s, a) agree within round-off (`crbc_viz.ops.segments.roundoff_tol`:
+        magnitude max(|Q|, |V|), the group's steps) gets A^S = 0 exactly, whatever σ_min.
 
     >>> from crbc_viz import load_rollouts, build_graph
     >>> r = crbc(build_graph(load_rollouts("sample_rollouts/toy/toy_group.jsonl")))

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import EstimatorInputError
 from ..graph import AnchorGraph
 from ..ops.advantage import group_advantage
 from ..ops.closure import mean_backup_values, successor_values
-from ..ops.returns import discounted_returns
+from ..ops.returns import discounted_returns, group_steps
 from ..ops.segments import segment_zscore
 from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
@@ -102,7 +103,8 @@ def _gated_bepo_numpy(graph: AnchorGraph, p: GatedBEPOParams) -> CreditResult:
         actions); SUCCESS and FAILURE count as successors. The form of ρ ("adaptive
         mixing") and of norm(·) are unknown: both are parameters. A^E is GRPO's group
         advantage on the success indicator. Truncation is failure. Zero spread gives 0 at
-        any eps (A^E of equal outcomes; norm(A^B) of a group whose A^B are all equal).
+        any eps (A^E of equal outcomes; norm(A^B) of a group whose A^B agree within round-off,
+        `crbc_viz.ops.segments.roundoff_tol`).
 
     >>> from crbc_viz import load_rollouts, build_graph
     >>> r = gated_bepo(build_graph(load_rollouts("sample_rollouts/toy/toy_group.jsonl")))
@@ -117,7 +119,7 @@ def _gated_bepo(
     graph, _values, _gae, *, gamma, gae_lambda, rho, min_successors, bellman_norm, ddof, eps
 ) -> CreditResult:
     if bellman_norm not in ("group_z", "none"):
-        raise ValueError(f"bellman_norm must be 'group_z' or 'none', got {bellman_norm!r}")
+        raise EstimatorInputError(f"bellman_norm must be 'group_z' or 'none', got {bellman_norm!r}")
     params = GatedBEPOParams(
         gamma=gamma,
         gae_lambda=gae_lambda,
@@ -134,7 +136,12 @@ def _gated_bepo(
     delta = gamma * v_next - v_cur
     a_b = _gae(graph, delta, gamma * gae_lambda)
     if bellman_norm == "group_z":  # a group of one step, or with no spread, gets 0
-        a_norm = segment_zscore(a_b, b.step_group, b.num_groups, ddof=ddof, eps=eps)[0]
+        # Round-off of A^B: that of the values its δ subtract, summed as δ is.
+        mag = _gae(graph, np.abs(gamma * v_next) + np.abs(v_cur), gamma * gae_lambda)
+        terms = group_steps(graph)[b.step_group]
+        a_norm = segment_zscore(
+            a_b, b.step_group, b.num_groups, ddof=ddof, eps=eps, magnitude=mag, terms=terms
+        )[0]
     else:
         a_norm = a_b
     gate = (distinct_successors(graph) >= min_successors)[graph.step_node]

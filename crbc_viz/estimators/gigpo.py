@@ -9,7 +9,7 @@ import numpy as np
 from ..errors import EstimatorInputError
 from ..graph import AnchorGraph
 from ..ops.advantage import group_advantage
-from ..ops.returns import discounted_returns, step_rewards
+from ..ops.returns import discounted_returns, group_steps, step_rewards
 from ..ops.segments import segment_zscore
 from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
@@ -181,7 +181,7 @@ def similarity_clusters(graph: AnchorGraph, thresh: float) -> np.ndarray:
     from collections import Counter
 
     if not 0.0 < thresh < 1.0:
-        raise ValueError(f"similarity_thresh must lie strictly in (0, 1), got {thresh}")
+        raise EstimatorInputError(f"similarity_thresh must lie strictly in (0, 1), got {thresh}")
     texts = [str(o) for o in graph.node_anchor_obs]
     out = np.empty(graph.num_nodes, dtype=np.int64)
     next_id = 0
@@ -216,7 +216,7 @@ def step_groups(graph: AnchorGraph, similarity: bool, thresh: float) -> tuple[np
 def episode_advantage(graph: AnchorGraph, mode: str, stats: str, eps: float, outcome: str) -> np.ndarray:
     """A^E per trajectory ``[T]`` through `group_advantage` in GiGPO's mode."""
     if mode not in ("mean_norm", "mean_std_norm"):
-        raise ValueError(f"mode must be 'mean_norm' or 'mean_std_norm', got {mode!r}")
+        raise EstimatorInputError(f"mode must be 'mean_norm' or 'mean_std_norm', got {mode!r}")
     return group_advantage(
         graph, norm="mean" if mode == "mean_norm" else "std", ddof=1, eps=eps, stats=stats, outcome=outcome
     )
@@ -251,7 +251,7 @@ def _gigpo(graph: AnchorGraph, p: GiGPOParams) -> CreditResult:
 
     Raises:
         EstimatorInputError: a parameter outside its bounds or choices (`GiGPOParams`).
-        ValueError: unknown mode, or a similarity threshold outside (0, 1).
+        EstimatorInputError: unknown mode, or a similarity threshold outside (0, 1).
 
     Notes:
         Every visit is a member of its anchor group (no first-visit rule), so self-loops
@@ -268,7 +268,8 @@ def _gigpo(graph: AnchorGraph, p: GiGPOParams) -> CreditResult:
     """
     b = graph.batch
     a_ep = episode_advantage(graph, p.mode, p.episode_stats, p.eps, p.outcome)[b.step_traj]
-    R = discounted_returns(graph, step_rewards(graph, p.step_reward, p.outcome), p.gamma)  # Eq. 5
+    r = step_rewards(graph, p.step_reward, p.outcome)
+    R = discounted_returns(graph, r, p.gamma)  # Eq. 5
     seg, num = step_groups(graph, p.similarity, p.similarity_thresh)  # Eq. 6
     a_step, mean, _, cnt = segment_zscore(
         R,
@@ -277,6 +278,8 @@ def _gigpo(graph: AnchorGraph, p: GiGPOParams) -> CreditResult:
         ddof=1,
         eps=p.eps,  # Eq. 7
         scale=(p.mode == "mean_std_norm"),
+        magnitude=discounted_returns(graph, np.abs(r), p.gamma),  # R's round-off: Σγ^k·|r|
+        terms=group_steps(graph)[b.step_group],
     )
     node_value = None if p.similarity else mean
     return CreditResult(

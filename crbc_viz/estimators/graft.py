@@ -11,9 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import EstimatorInputError
 from ..graph import AnchorGraph
 from ..ops.closure import mean_backup_values, successor_values
-from ..ops.segments import segment_zscore
+from ..ops.returns import group_steps
+from ..ops.segments import roundoff_tol, segment_zscore
 from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
 
@@ -168,7 +170,10 @@ def _graft_numpy(graph: AnchorGraph, p: GRAFTParams) -> CreditResult:
         point every node's raw-edge mean of A_t is 0, so Graph GAE reduces to TD(0) and λ
         has no effect (§4.4). Cycles and self-loops need nothing special; truncated
         rollouts end at FAILURE. A singleton node gets sign(A) (``singleton='sign'``; 0
-        where A = 0), and a node whose edge instances share one A^GAE gets 0, at any eps.
+        where A = 0 within round-off), and a node whose edge instances share one A^GAE
+        within round-off (`crbc_viz.ops.segments.roundoff_tol`: the values' magnitude, the
+        group's steps) gets 0, at any eps: at γ = 1 an all-success group has V ≡ 1 and no
+        credit.
 
     >>> from crbc_viz import load_rollouts, build_graph
     >>> r = graft(build_graph(load_rollouts("sample_rollouts/toy/toy_group.jsonl")))
@@ -186,7 +191,7 @@ def _sign(a: np.ndarray, eps: float) -> np.ndarray:
 
 def _graft(graph, _values, _bonus, *, gamma, gae_lambda, normalize, ddof, eps, singleton) -> CreditResult:
     if singleton not in ("sign", "zero", "raw"):
-        raise ValueError(f"singleton must be 'sign', 'zero' or 'raw', got {singleton!r}")
+        raise EstimatorInputError(f"singleton must be 'sign', 'zero' or 'raw', got {singleton!r}")
     params = GRAFTParams(
         gamma=gamma, gae_lambda=gae_lambda, normalize=normalize, ddof=ddof, eps=eps, singleton=singleton
     )
@@ -194,14 +199,19 @@ def _graft(graph, _values, _bonus, *, gamma, gae_lambda, normalize, ddof, eps, s
     v_next = successor_values(graph, V)
     v_cur = V[graph.step_node]
     td = gamma * v_next - v_cur  # Eq. 8
-    a_gae = td + _bonus(graph, td, gamma, gae_lambda)  # Eqs. 9–10
+    bonus = _bonus(graph, td, gamma, gae_lambda)
+    a_gae = td + bonus  # Eqs. 9–10
     node = graph.step_node
     N = graph.num_nodes
     cnt = np.bincount(node, minlength=N)
     single = cnt[node] == 1
-    if normalize:  # Eq. 11; a node whose edges all have the same A^GAE gets 0 (no 0/0 at eps = 0)
-        a_hat = segment_zscore(a_gae, node, N, ddof=ddof, eps=eps)[0]
-        sing = {"sign": _sign(a_gae, eps), "zero": np.zeros_like(a_gae), "raw": a_gae}[singleton]
+    if normalize:  # Eq. 11; a node whose edges agree within round-off gets 0 (no 0/0 at eps = 0)
+        # Round-off of A^GAE: that of the values it subtracts, from the group's closure solve.
+        mag = np.abs(gamma * v_next) + np.abs(v_cur) + np.abs(bonus)
+        terms = group_steps(graph)[graph.batch.step_group]
+        a_hat = segment_zscore(a_gae, node, N, ddof=ddof, eps=eps, magnitude=mag, terms=terms)[0]
+        a_sig = np.where(np.abs(a_gae) <= roundoff_tol(mag, terms), 0.0, a_gae)  # |A| of round-off: 0
+        sing = {"sign": _sign(a_sig, eps), "zero": np.zeros_like(a_gae), "raw": a_gae}[singleton]
         a_hat = np.where(single, sing, a_hat)
     else:
         a_hat = a_gae

@@ -7,9 +7,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import EstimatorInputError
 from ..graph import AnchorGraph
 from ..ops.advantage import group_advantage
-from ..ops.signals import is_missing, require_columns, step_location
+from ..ops.segments import roundoff_tol
+from ..ops.signals import is_missing, require_columns, shown, step_location
 from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
 
@@ -39,7 +41,7 @@ def _length_standardized_exp(phi: np.ndarray, L: np.ndarray, c: float, eps: floa
     tot = L.sum()
     mean = np.dot(L, phi) / tot
     sigma = math.sqrt(np.dot(L, (phi - mean) ** 2) / tot)
-    if sigma == 0 or phi.max() == phi.min():
+    if sigma == 0 or phi.max() - phi.min() <= roundoff_tol(float(np.abs(phi).max()), len(phi)):
         return np.ones_like(phi)  # constant features: the uniform fallback w ≡ 1 (§12.2), eps = 0 too
     ez = np.exp(np.clip((phi - mean) / (sigma + eps), -c, c))
     return ez / (np.dot(L, ez) / tot)
@@ -111,11 +113,13 @@ def _read_rollout(graph: AnchorGraph, lo: int, hi: int, cols: dict):
             or not float(n).is_integer()
             or n < 1
         ):
-            raise ValueError(f"iapo: field 'num_tokens' must be an integer >= 1, got {n!r} at {where}")
+            raise EstimatorInputError(
+                f"iapo: field 'num_tokens' must be an integer >= 1, got {shown(n)} at {where}"
+            )
         L[k] = float(n)
         v = cols["is_error"][s]
         if not isinstance(v, (bool, np.bool_)) and not (isinstance(v, (int, np.integer)) and v in (0, 1)):
-            raise ValueError(f"iapo: field 'is_error' must be true/false, got {v!r} at {where}")
+            raise EstimatorInputError(f"iapo: field 'is_error' must be true/false, got {shown(v)} at {where}")
         err[k] = bool(v)
         if cols["direct_inputs"] is not None:
             u = cols["direct_inputs"][s]
@@ -126,8 +130,8 @@ def _read_rollout(graph: AnchorGraph, lo: int, hi: int, cols: dict):
                     or not float(u).is_integer()
                     or u < 0
                 ):
-                    raise ValueError(
-                        f"iapo: field 'direct_inputs' must be an integer >= 0, got {u!r} at {where}"
+                    raise EstimatorInputError(
+                        f"iapo: field 'direct_inputs' must be an integer >= 0, got {shown(u)} at {where}"
                     )
                 direct[k] = float(u)
         edges = cols["influence_edges"][s]
@@ -136,12 +140,14 @@ def _read_rollout(graph: AnchorGraph, lo: int, hi: int, cols: dict):
         if isinstance(edges, np.ndarray):
             edges = edges.tolist()
         if not isinstance(edges, (list, tuple)):
-            raise ValueError(f"iapo: field 'influence_edges' must be a list, got {edges!r} at {where}")
+            raise EstimatorInputError(
+                f"iapo: field 'influence_edges' must be a list, got {shown(edges)} at {where}"
+            )
         for ed in edges:
             if not isinstance(ed, dict) or "to" not in ed or "type" not in ed:
-                raise ValueError(
+                raise EstimatorInputError(
                     f"iapo: field 'influence_edges' items must be {{'to', 'type'}} "
-                    f"objects, got {ed!r} at {where}"
+                    f"objects, got {shown(ed)} at {where}"
                 )
             to, typ = ed["to"], str(ed["type"]).strip().lower()
             if (
@@ -149,8 +155,8 @@ def _read_rollout(graph: AnchorGraph, lo: int, hi: int, cols: dict):
                 or not isinstance(to, (int, np.integer))
                 or not k < int(to) < T
             ):
-                raise ValueError(
-                    f"iapo: field 'influence_edges' target {to!r} must be a later "
+                raise EstimatorInputError(
+                    f"iapo: field 'influence_edges' target {shown(to)} must be a later "
                     f"step_idx of the same rollout ({k + 1}..{T - 1}) at {where}"
                 )
             if typ in _SUPPORT:
@@ -158,15 +164,16 @@ def _read_rollout(graph: AnchorGraph, lo: int, hi: int, cols: dict):
             elif typ in _FAILED:
                 fail.add((k, int(to)))
             else:
-                raise ValueError(
-                    f"iapo: field 'influence_edges' type {ed['type']!r} must be "
+                raise EstimatorInputError(
+                    f"iapo: field 'influence_edges' type {shown(ed['type'])} must be "
                     f"'support' or 'failed' at {where}"
                 )
     for i, _ in fail:
         if not err[i]:
-            raise ValueError(
-                f"iapo: action with a failed-use edge must have is_error = true "
-                f"(d⁻ > 0 implies e = 1) at {step_location(graph, lo + i)}"
+            raise EstimatorInputError(
+                f"iapo: field 'is_error' must be true at an action with a failed-use edge "
+                f"(d⁻ > 0 implies e = 1), got {shown(cols['is_error'][lo + i])} at "
+                f"{step_location(graph, lo + i)}"
             )
     return L, sup, fail, err, direct
 
@@ -201,7 +208,7 @@ def _iapo(graph: AnchorGraph, p: IAPOParams) -> CreditResult:
     Raises:
         EstimatorInputError: a parameter outside its bounds or choices (`IAPOParams`).
         MissingSignalError: ``influence_edges``, ``is_error`` or ``num_tokens`` is not logged.
-        ValueError: a bad value, an edge to a non-later step, an unknown edge type, or a
+        EstimatorInputError: a bad value, an edge to a non-later step, an unknown edge type, or a
             failed-use edge from an action without ``is_error`` (naming group / traj / step).
 
     Notes:

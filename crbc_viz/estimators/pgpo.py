@@ -6,8 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import EstimatorInputError
 from ..graph import AnchorGraph
-from ..ops.returns import discounted_returns, step_rewards
+from ..ops.returns import discounted_returns, group_steps, step_rewards
 from ..ops.segments import segment_zscore
 from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
@@ -101,15 +102,18 @@ def _pgpo(graph: AnchorGraph, p: PGPOParams) -> CreditResult:
         p.step_reward,
     )
     if potential not in ("mean", "loo"):
-        raise ValueError(f"potential must be 'mean' or 'loo', got {potential!r}")
+        raise EstimatorInputError(f"potential must be 'mean' or 'loo', got {potential!r}")
     b = graph.batch
     N = graph.num_nodes
     r = step_rewards(graph, step_reward)
     R = discounted_returns(graph, r, eta)  # Eq. 1
+    R_mag = discounted_returns(graph, np.abs(r), eta)  # R's round-off: Σ η^k·|r|
+    terms = group_steps(graph)[b.step_group]
     node = graph.step_node
-    a_s, _, _, _ = segment_zscore(R, node, N, ddof=ddof, eps=eps)  # Eq. 3
+    a_s, _, _, _ = segment_zscore(R, node, N, ddof=ddof, eps=eps, magnitude=R_mag, terms=terms)  # Eq. 3
     phi_sum, phi_cnt = anchor_potentials(graph, R)  # Eq. 6
     phi = phi_sum / np.maximum(phi_cnt, 1)
+    phi_mag = anchor_potentials(graph, R_mag)[0] / np.maximum(phi_cnt, 1)
     nxt = graph.step_next
     terminal = nxt < 0
     nxt_node = np.maximum(nxt, 0)
@@ -126,7 +130,9 @@ def _pgpo(graph: AnchorGraph, p: PGPOParams) -> CreditResult:
         phi_n = loo(phi_sum[nxt_node] - np.where(same, R, 0.0), phi_cnt[nxt_node] - same)
     r_final = r[b.traj_offsets[1:] - 1][b.step_traj]
     delta = np.where(terminal, gamma * r_final, gamma * phi_n) - phi_m  # Eq. 7
-    a_phi, _, _, _ = segment_zscore(delta, node, N, ddof=ddof, eps=eps)  # Eq. 8
+    # δ's round-off: that of the potentials it subtracts (`phi_mag` bounds the loo ones too).
+    d_mag = np.where(terminal, gamma * np.abs(r_final), gamma * phi_mag[nxt_node]) + phi_mag[node]
+    a_phi, _, _, _ = segment_zscore(delta, node, N, ddof=ddof, eps=eps, magnitude=d_mag, terms=terms)  # Eq. 8
     won = (r[b.traj_offsets[1:] - 1] > 0).astype(np.float64)  # r_final > 0
     p_succ = np.bincount(b.traj_group, weights=won, minlength=b.num_groups) / np.maximum(
         np.bincount(b.traj_group, minlength=b.num_groups), 1

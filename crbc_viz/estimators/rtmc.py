@@ -7,7 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph import AnchorGraph
-from ..ops.returns import trajectory_outcome
+from ..ops.returns import group_steps, trajectory_outcome
+from ..ops.segments import no_spread
 from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
 
@@ -26,7 +27,7 @@ class RTMCParams:
     normalize: bool = param(
         False,
         "divide every A in a group by the group's population std of A "
-        "(no centering; only when the std > norm_eps)",
+        "(no centering; only when the std > norm_eps and the A do not agree within round-off)",
     )
     norm_eps: float = param(1e-8, "minimum group std for the optional normalisation", low=0.0, high=1.0)
     outcome: str = param(
@@ -107,7 +108,16 @@ def _rtmc(graph: AnchorGraph, p: RTMCParams) -> CreditResult:
         cnt = np.bincount(sg, minlength=G).astype(np.float64)
         mean = np.bincount(sg, weights=a, minlength=G) / np.maximum(cnt, 1)
         std = np.sqrt(np.bincount(sg, weights=(a - mean[sg]) ** 2, minlength=G) / np.maximum(cnt, 1))
-        adv = np.where(std[sg] > norm_eps, a / np.where(std[sg] > norm_eps, std[sg], 1.0), a)
+        # A group whose A agree within round-off (of the Q and V′ they subtract) has std 0.
+        flat = no_spread(
+            a,
+            sg,
+            G,
+            magnitude=np.abs(q[graph.step_pair]) + np.abs(v[graph.step_node]),
+            terms=group_steps(graph)[sg],
+        )
+        ok = (std > norm_eps) & ~flat
+        adv = np.where(ok[sg], a / np.where(ok, std, 1.0)[sg], a)
     return CreditResult(
         "rtmc",
         p,

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph import AnchorGraph
-from ..ops.segments import segment_stats
+from ..ops.segments import no_spread, segment_stats
 from ..ops.signals import float_signal, is_missing, require_columns, step_location  # noqa: F401
 from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
@@ -75,7 +75,7 @@ def _trace(graph: AnchorGraph, p: TRACEParams) -> CreditResult:
     Raises:
         EstimatorInputError: a parameter outside its bounds or choices (`TRACEParams`).
         MissingSignalError: no ``gold_logprob`` column.
-        ValueError: a missing, non-finite or positive ℓ (naming group / traj / step).
+        EstimatorInputError: a missing, non-finite or positive ℓ (naming group / traj / step).
 
     Notes:
         The window is truncated at the trajectory's end. A one-row trajectory has no
@@ -127,7 +127,7 @@ def outcome_advantage(graph: AnchorGraph, eps: float = TRACEParams.outcome_eps) 
     R = b.traj_success.astype(np.float64)
     g = b.traj_group
     _, mean, pop_std = segment_stats(R, g, b.num_groups, ddof=0)
-    flat = pop_std[g] <= eps
+    flat = ((pop_std <= eps) | no_spread(R, g, b.num_groups))[g]
     return np.where(flat, 0.0, (R - mean[g]) / np.where(flat, 1.0, pop_std[g]))
 
 

@@ -6,11 +6,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import EstimatorInputError
 from ..graph import AnchorGraph
 from ..ops.advantage import group_advantage
-from ..ops.returns import discounted_returns
+from ..ops.returns import discounted_returns, group_steps
 from ..ops.segments import segment_zscore
-from ..ops.signals import is_missing, require_columns, step_location
+from ..ops.signals import is_missing, require_columns, shown, step_location
 from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
 
@@ -47,7 +48,9 @@ def _as_list(v, field, graph, s):
     if isinstance(v, np.ndarray):
         v = v.tolist()
     if not isinstance(v, (list, tuple)):
-        raise ValueError(f"trca: field '{field}' must be a list, got {v!r} at {step_location(graph, s)}")
+        raise EstimatorInputError(
+            f"trca: field '{field}' must be a list, got {shown(v)} at {step_location(graph, s)}"
+        )
     return list(v)
 
 
@@ -64,15 +67,15 @@ def _group_rubrics(graph: AnchorGraph) -> list[dict[str, str]]:
         rub: dict[str, str] = {}
         for it in items:
             if not isinstance(it, dict) or "id" not in it or "category" not in it:
-                raise ValueError(
+                raise EstimatorInputError(
                     f"trca: field 'rubric' items must be {{'id', 'category'}} objects, "
-                    f"got {it!r} at {step_location(graph, s)}"
+                    f"got {shown(it)} at {step_location(graph, s)}"
                 )
             cat = str(it["category"]).strip().lower()
             if cat not in CATEGORIES:
-                raise ValueError(
-                    f"trca: field 'rubric' item {it['id']!r} has category "
-                    f"{it['category']!r}; expected one of {', '.join(CATEGORIES)} at "
+                raise EstimatorInputError(
+                    f"trca: field 'rubric' item {shown(it['id'])} has category "
+                    f"{shown(it['category'])}; expected one of {', '.join(CATEGORIES)} at "
                     f"{step_location(graph, s)}"
                 )
             rub[str(it["id"])] = cat
@@ -80,12 +83,12 @@ def _group_rubrics(graph: AnchorGraph) -> list[dict[str, str]]:
         if out[g] is None:
             out[g] = rub
         elif out[g] != rub:
-            raise ValueError(
+            raise EstimatorInputError(
                 f"trca: field 'rubric' differs between rows of one group at {step_location(graph, s)}"
             )
     for g, rub in enumerate(out):
         if rub is None:
-            raise ValueError(
+            raise EstimatorInputError(
                 f"trca: field 'rubric' is absent from every row of group "
                 f"'{b.group_label(g)}' (it must be on at least one row)"
             )
@@ -120,8 +123,8 @@ def rubric_rewards(
             ids = {str(j) for j in _as_list(active[s], "rubric_active", graph, s)}
             unknown = sorted(ids - rub.keys())
             if unknown:
-                raise ValueError(
-                    f"trca: field 'rubric_active' names item(s) {unknown} that are not "
+                raise EstimatorInputError(
+                    f"trca: field 'rubric_active' names item(s) {shown(unknown)} that are not "
                     f"in the group's rubric at {step_location(graph, s)}"
                 )
             rF[s] = sum(w[j] for j in ids)  # r^F
@@ -158,7 +161,7 @@ def _trca(graph: AnchorGraph, p: TRCAParams) -> CreditResult:
     Raises:
         EstimatorInputError: a parameter outside its bounds or choices (`TRCAParams`).
         MissingSignalError: no ``rubric_active`` or no ``rubric`` column.
-        ValueError: a malformed rubric, an unknown category, rubrics that differ within a
+        EstimatorInputError: a malformed rubric, an unknown category, rubrics that differ within a
             group, or an active id not in the rubric (naming group / traj / step).
 
     Notes:
@@ -188,7 +191,15 @@ def _trca(graph: AnchorGraph, p: TRCAParams) -> CreditResult:
     b = graph.batch
     env = b.steps["reward"].to_numpy(dtype=np.float64)
     R = discounted_returns(graph, env + r_trca, gamma)
-    a_s, mean, _, _ = segment_zscore(R, graph.step_node, graph.num_nodes, ddof=ddof, eps=eps)
+    a_s, mean, _, _ = segment_zscore(
+        R,
+        graph.step_node,
+        graph.num_nodes,
+        ddof=ddof,
+        eps=eps,
+        magnitude=discounted_returns(graph, np.abs(env) + np.abs(r_trca), gamma),  # R's round-off
+        terms=group_steps(graph)[b.step_group],
+    )
     a_e = group_advantage(graph)[b.step_traj]
     return CreditResult(
         "trca",

@@ -2,7 +2,8 @@
 
 Every estimator module builds on these instead of importing a peer estimator:
 
-- `segments`: per-segment count / mean / std, the exact no-spread test and the segment z-score;
+- `segments`: per-segment count / mean / std, the no-spread test (values that agree within
+  round-off: `roundoff_tol`, the one rule and its constants) and the segment z-score;
 - `returns`: R_i per rollout, per-step rewards, discounted suffix sums within trajectories;
 - `advantage`: `group_advantage`, the one GRPO advantage A^G;
 - `closure`: the closure solve (I − βM)V = b for every group at once (dense per size class,
@@ -14,8 +15,8 @@ from __future__ import annotations
 
 from .advantage import group_advantage
 from .closure import graph_entries, mean_backup_values, solve_closure, successor_values
-from .returns import discounted_returns, discounted_suffix_sums, step_rewards, trajectory_outcome
-from .segments import no_spread, segment_stats, segment_zscore
+from .returns import discounted_returns, discounted_suffix_sums, group_steps, step_rewards, trajectory_outcome
+from .segments import no_spread, roundoff_tol, segment_stats, segment_zscore
 from .signals import float_signal, is_missing, require_columns, step_location
 
 __all__ = [
@@ -28,7 +29,9 @@ __all__ = [
     "discounted_suffix_sums",
     "step_rewards",
     "trajectory_outcome",
+    "group_steps",
     "no_spread",
+    "roundoff_tol",
     "segment_stats",
     "segment_zscore",
     "float_signal",

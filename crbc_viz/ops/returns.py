@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import EstimatorInputError
 from ..graph import AnchorGraph
 
-__all__ = ["trajectory_outcome", "step_rewards", "discounted_suffix_sums", "discounted_returns"]
+__all__ = [
+    "trajectory_outcome",
+    "step_rewards",
+    "discounted_suffix_sums",
+    "discounted_returns",
+    "group_steps",
+]
 
 
 def trajectory_outcome(graph: AnchorGraph, outcome: str = "success") -> np.ndarray:
@@ -16,7 +23,7 @@ def trajectory_outcome(graph: AnchorGraph, outcome: str = "success") -> np.ndarr
         return b.traj_success.astype(np.float64)
     if outcome == "return":
         return b.traj_return.astype(np.float64)
-    raise ValueError(f"outcome must be 'success' or 'return', got {outcome!r}")
+    raise EstimatorInputError(f"outcome must be 'success' or 'return', got {outcome!r}")
 
 
 def step_rewards(graph: AnchorGraph, kind: str = "env", outcome: str = "success") -> np.ndarray:
@@ -29,7 +36,7 @@ def step_rewards(graph: AnchorGraph, kind: str = "env", outcome: str = "success"
         r = np.zeros(b.num_steps)
         r[b.traj_offsets[1:] - 1] = trajectory_outcome(graph, outcome)
         return r
-    raise ValueError(f"step_reward must be 'env' or 'outcome', got {kind!r}")
+    raise EstimatorInputError(f"step_reward must be 'env' or 'outcome', got {kind!r}")
 
 
 def discounted_suffix_sums(x: np.ndarray, offsets: np.ndarray, gamma: float) -> np.ndarray:
@@ -66,3 +73,10 @@ def discounted_suffix_sums(x: np.ndarray, offsets: np.ndarray, gamma: float) -> 
 def discounted_returns(graph: AnchorGraph, reward: np.ndarray, gamma: float) -> np.ndarray:
     """R_{i,t} = Σ_{l≥t} γ^(l−t) · r_{i,l} within each trajectory (backwards) ``[S]``."""
     return discounted_suffix_sums(reward, graph.batch.traj_offsets, gamma)
+
+
+def group_steps(graph: AnchorGraph) -> np.ndarray:
+    """Steps of each group ``[G]``: the ``terms`` of `crbc_viz.ops.segments.roundoff_tol` for
+    values that come out of a group's closure solve or its discounted sums."""
+    b = graph.batch
+    return np.diff(b.traj_offsets[b.group_traj_offsets]).astype(np.float64)

@@ -16,9 +16,8 @@ from ..analysis.agreement import agreement_by_group
 from ..analysis.depth import depth_bound, depth_family
 from ..analysis.summary import batch_summary, group_table
 from ..analysis.trends import store_trends as _store_trends
-from ..api import score
+from ..api import REFUSALS, score
 from ..errors import CrbcVizError
-from ..estimators import registry
 from ..estimators.crbc import CRBCParams
 from ..estimators.crbc import crbc as crbc_fn
 from ..graph import build_graph
@@ -50,8 +49,9 @@ def params_key(params: dict) -> tuple:
 
 
 def run_label(error: BaseException) -> str:
-    """The message shown in place of an estimator that could not run."""
-    if isinstance(error, registry.MissingSignalError):
+    """The message shown in place of an estimator that could not run: a refusal of its input
+    (`crbc_viz.api.REFUSALS`: the field and the group / traj / step) as its own message."""
+    if isinstance(error, REFUSALS):
         return str(error)
     return f"{type(error).__name__}: {error}"
 

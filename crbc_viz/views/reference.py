@@ -51,6 +51,15 @@ the same cards. The log format these estimators read is described in [schema.md]
   page does. ρ is undefined (shown as such) when one side is constant on a group.
 - An estimator that needs a logged signal the file does not have (e.g. `gold_logprob`) is not
   run; the app says which field is missing.
+- **Zero spread gives 0, within round-off.** Wherever an estimator divides by a spread (a
+  z-score's std, CRBC's max(σ, σ_min), GRAFT's |A| for a lone edge, IAPO's feature std ...),
+  values that agree within round-off count as equal and give exactly 0, at any eps or σ_min:
+  their max − min is at most {ulps:g} · u · n · m, with u the round-off unit ({f64:.3g} in
+  float64; {f32:.3g} on the float32 torch paths), m the largest magnitude the values were
+  computed from, and n the segment's members (logged values) or the steps of the group (values
+  from the closure solve or from discounted sums, whose rounding grows with the group). So an
+  all-success group at γ = β = 1 gets no step credit, while values 1e-6 apart at magnitude
+  1e-6 keep theirs (`crbc_viz.ops.segments.roundoff_tol`: the one rule and its constants).
 
 ## Contents
 
@@ -139,9 +148,10 @@ def _cell(text: str) -> str:
 
 def estimators_markdown() -> str:
     from ..estimators import registry
+    from ..ops.segments import F32_EPS, F64_EPS, SPREAD_ULPS
 
     specs = registry.specs()
-    out = [INTRO]
+    out = [INTRO.format(ulps=SPREAD_ULPS, f64=F64_EPS, f32=F32_EPS)]
     for s in specs:
         out.append(f"- [{s.title}](#{anchor_of(s.title)}) (`{s.name}`)\n")
     out.append("\n")

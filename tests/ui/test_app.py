@@ -244,6 +244,47 @@ def test_missing_signal_is_a_message_not_a_traceback(signal_estimator):
         assert any("gold_logprob" in w.value for w in at.warning), page
 
 
+def _refuses_input(graph, params):
+    from crbc_viz.errors import EstimatorInputError
+
+    raise EstimatorInputError(
+        "refuser: field 'is_error' must be true, got False at group 'toy/0/toy', traj 't1', step 0"
+    )
+
+
+@pytest.fixture
+def refusing_estimator():
+    spec = registry.EstimatorSpec(
+        name="refuser",
+        title="Test: refuses its input",
+        paper="—",
+        equation="—",
+        section="test",
+        kernel=_refuses_input,
+        params_cls=_NoParams,
+    )
+    registry.register(spec)
+    try:
+        yield spec
+    finally:
+        registry._REGISTRY.pop(spec.name, None)
+
+
+def test_compare_shows_a_refusal_as_one_line_and_the_other_estimator(refusing_estimator):
+    """A refused estimator is one warning line naming the row (no class name, no traceback);
+    the other estimator of the pair is still shown, step by step."""
+    at = app(file=TOY)
+    at.switch_page("app_pages/compare.py").run()
+    at.selectbox(key="cmp_a").select("refuser").run()
+    at.selectbox(key="cmp_b").select("crbc").run()
+    ok(at)
+    warned = [w.value for w in at.warning]
+    assert any("**refuser** — refuser: field 'is_error' must be true" in w and "step 0" in w for w in warned)
+    assert not any("EstimatorInputError" in w for w in warned), warned
+    alone = [d.value for d in at.dataframe if "crbc" in d.value.columns]
+    assert alone and len(alone[0]) == 3 + 3 + 4 + 5, alone  # every step of the toy group (§14.1)
+
+
 def test_every_registered_estimator_renders():
     """Each estimator's parameter widgets build, and its output (or its message) is placed."""
     at = app(file=TOY)

@@ -23,6 +23,7 @@ import numpy as np
 
 from ...estimators.crbc import CRBCParams
 from ...ops.checks import check_step_arrays
+from ...ops.segments import F64_EPS, SPREAD_ULPS
 from ..checks import check_engine_params
 
 __all__ = ["crbc_step_credit", "DENSE_MAX"]
@@ -77,6 +78,7 @@ class KernelParams(NamedTuple):
     w_step: float
     min_actions: int
     dense_max: int  # the most anchors a group solves densely here
+    spread_rtol: float  # `crbc_viz.ops.segments.roundoff_tol` per term and unit magnitude
 
 
 class Outputs(NamedTuple):
@@ -153,21 +155,27 @@ def merge_group(steps, t_lo, t_hi):
 @_njit(cache=True, nogil=True, inline="always")
 def closure_values(grp, beta):
     """V of (I − βM)V = b, M(s,s′) = N(s→s′)/N(s), b(s) = β·N(s→SUCCESS)/N(s): dense Gaussian
-    elimination without pivoting (I − βM is a nonsingular M-matrix)."""
+    elimination without pivoting (I − βM is a nonsingular M-matrix). The transitions are
+    counted first and each row scaled once, as the reference's N(s→x)/N(s): adding 1/N(s)
+    per step rounded M's rows, and at β = 1 the solve's error grew to ~1 ulp per step of the
+    group (LAPACK on the counted rows: ~50× lower)."""
     node, nxt, visits = grp.node, grp.nxt, grp.visits
     n = visits.shape[0]
     A = np.zeros((n, n), np.float64)
     rhs = np.zeros(n, np.float64)
-    for i in range(n):
-        A[i, i] = 1.0
     for k in range(node.shape[0]):
         s = node[k]
-        w = beta / visits[s]
         x = nxt[k]
         if x >= 0:
-            A[s, x] -= w
+            A[s, x] -= 1.0
         elif x == -1:
-            rhs[s] += w
+            rhs[s] += 1.0
+    for i in range(n):
+        w = beta / visits[i]
+        for j in range(n):
+            A[i, j] *= w
+        rhs[i] *= w
+        A[i, i] += 1.0
     for c in range(n):
         piv = A[c, c]
         for r in range(c + 1, n):
@@ -274,7 +282,9 @@ def group_outcome_stats(success, t_lo, t_hi):
 @_njit(cache=True, nogil=True, inline="always")
 def write_credit(steps, params, grp, V, Q, out):
     """Per step: V, Q, the gated σ-normalised credit A = (Q − V)/max(σ, σ_min) with
-    σ² = Σ_a N(s,a)/N(s)·A², and the advantage w_G·A^G + w_S·A (A^G: GRPO, eps = 1e-6)."""
+    σ² = Σ_a N(s,a)/N(s)·A², and the advantage w_G·A^G + w_S·A (A^G: GRPO, eps = 1e-6). An
+    anchor whose Q agree within round-off (`crbc_viz.ops.segments.roundoff_tol`: magnitude
+    max(|Q|, |V|), the group's steps) gets credit 0."""
     traj_off, success = steps.traj_off, steps.success
     node, pair, pnode, pcount, visits, nact, lo = (
         grp.node,
@@ -292,10 +302,19 @@ def write_credit(steps, params, grp, V, Q, out):
         params.w_step,
     )
     out_v, out_q, out_credit, out_adv = out.value, out.q_value, out.credit, out.advantage
-    sig2 = np.zeros(V.shape[0], np.float64)
+    n = V.shape[0]
+    sig2 = np.zeros(n, np.float64)
+    qmax = np.full(n, -np.inf)
+    qmin = np.full(n, np.inf)
+    mag = np.abs(V)
     for p in range(Q.shape[0]):
-        d = Q[p] - V[pnode[p]]
-        sig2[pnode[p]] += pcount[p] / visits[pnode[p]] * d * d
+        s = pnode[p]
+        d = Q[p] - V[s]
+        sig2[s] += pcount[p] / visits[s] * d * d
+        qmax[s] = max(qmax[s], Q[p])
+        qmin[s] = min(qmin[s], Q[p])
+        mag[s] = max(mag[s], abs(Q[p]))
+    tol = params.spread_rtol * node.shape[0]  # × magnitude below
     mean, std = group_outcome_stats(success, grp.t_lo, grp.t_hi)
     for t in range(grp.t_lo, grp.t_hi):
         ag = ((1.0 if success[t] else 0.0) - mean) / (std + 1e-6)
@@ -303,7 +322,8 @@ def write_credit(steps, params, grp, V, Q, out):
             s = node[k]
             p = pair[k]
             c = 0.0
-            if nact[s] >= min_actions:
+            spread = qmax[s] - qmin[s]
+            if nact[s] >= min_actions and spread != 0.0 and not spread <= tol * mag[s]:
                 c = (Q[p] - V[s]) / max(math.sqrt(sig2[s]), sigma_min)
             out_v[lo + k] = V[s]
             out_q[lo + k] = Q[p]
@@ -426,6 +446,7 @@ def crbc_step_credit(
         w_step=float(p.w_step),
         min_actions=int(p.min_actions),
         dense_max=int(dense_max),
+        spread_rtol=SPREAD_ULPS * F64_EPS,
     )
     fn(tuple(steps), tuple(params), tuple(out))
     if out.large.any():

@@ -5,12 +5,39 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import EstimatorInputError
 from ...estimators.registry import implements
 from ...graph import SUCCESS, AnchorGraph
 from ...result import CreditResult
 from ._device import resolve_device
 
-__all__ = ["grpo_torch", "shortest_path_torch", "group_advantage_t"]
+__all__ = ["grpo_torch", "shortest_path_torch", "group_advantage_t", "no_spread_t"]
+
+
+def no_spread_t(x, seg, num: int, *, magnitude=None, terms=None):
+    """Twin of `crbc_viz.ops.segments.no_spread` ``[num]`` (the same rule and constants; the
+    round-off unit of ``x``'s dtype: float32's on a float32 path). ``terms``: per element,
+    or one number, or None (the segment's members)."""
+    import torch
+
+    from ...ops.segments import F32_EPS, F64_EPS, SPREAD_ULPS
+
+    dt, dev = x.dtype, x.device
+    xmax = torch.full((num,), -torch.inf, dtype=dt, device=dev).scatter_reduce(0, seg, x, "amax")
+    xmin = torch.full((num,), torch.inf, dtype=dt, device=dev).scatter_reduce(0, seg, x, "amin")
+    mag_el = x.abs() if magnitude is None else torch.maximum(x.abs(), magnitude.abs().to(dt))
+    mag = torch.zeros(num, dtype=dt, device=dev).scatter_reduce(0, seg, mag_el, "amax")
+    if terms is None:
+        n = torch.zeros(num, dtype=dt, device=dev).index_add_(0, seg, torch.ones_like(x))
+    elif isinstance(terms, (int, float)):
+        n = torch.full((num,), float(terms), dtype=dt, device=dev)
+    else:
+        n = torch.zeros(num, dtype=dt, device=dev).scatter_reduce(0, seg, terms.to(dt), "amax")
+    unit = F32_EPS if dt == torch.float32 else F64_EPS
+    tol = SPREAD_ULPS * unit * n * mag
+    tol = torch.where(torch.isfinite(tol), tol, torch.zeros_like(tol))
+    spread = xmax - xmin
+    return (xmax >= xmin) & ((spread == 0) | (spread <= tol))
 
 
 def group_advantage_t(
@@ -21,7 +48,7 @@ def group_advantage_t(
 
     b = graph.batch
     if outcome not in ("success", "return"):
-        raise ValueError(f"outcome must be 'success' or 'return', got {outcome!r}")
+        raise EstimatorInputError(f"outcome must be 'success' or 'return', got {outcome!r}")
     R = torch.as_tensor(
         b.traj_success if outcome == "success" else b.traj_return, device=dev, dtype=torch.float64
     )
@@ -38,9 +65,7 @@ def group_advantage_t(
     sq = zeros.clone().index_add_(0, g, w * (R - mean[g]) ** 2)
     std = torch.sqrt(sq / (cnt - ddof).clamp(min=1))
     single = cnt <= 1
-    r_max = torch.full((G,), -torch.inf, device=dev, dtype=torch.float64).scatter_reduce(0, g, R, "amax")
-    r_min = torch.full((G,), torch.inf, device=dev, dtype=torch.float64).scatter_reduce(0, g, R, "amin")
-    flat = ~single & ((r_max == r_min) | (std == 0))  # no spread: exactly 0, whatever eps
+    flat = ~single & (no_spread_t(R, g, G) | (std == 0))  # no spread: exactly 0, whatever eps
     mean = torch.where(single, torch.zeros_like(mean), mean)
     std = torch.where(single | flat, torch.ones_like(std), std)
     centered = torch.where(flat[g], torch.zeros_like(R), R - mean[g])
@@ -123,9 +148,7 @@ def shortest_path_torch(graph: AnchorGraph, params, *, device: str = "auto") -> 
     cnt = zeros.clone().index_add_(0, node, torch.ones_like(q))
     mean = zeros.clone().index_add_(0, node, q) / cnt.clamp(min=1)
     var = zeros.clone().index_add_(0, node, (q - mean[node]) ** 2) / (cnt - ddof).clamp(min=1)
-    qmax = torch.full((N,), -np.inf, dtype=torch.float64, device=dev).scatter_reduce(0, node, q, "amax")
-    qmin = torch.full((N,), np.inf, dtype=torch.float64, device=dev).scatter_reduce(0, node, q, "amin")
-    degenerate = (cnt < 2) | (qmax == qmin) | (var == 0)
+    degenerate = (cnt < 2) | no_spread_t(q, node, N) | (var == 0)
     std = torch.sqrt(torch.where(degenerate, torch.ones_like(var), var))  # 1 where overwritten: no 0/0
     z = torch.where(degenerate[node], torch.zeros_like(q), (q - mean[node]) / (std[node] + eps))
     z = torch.where(reached[step_group], z, torch.zeros_like(z))

@@ -161,8 +161,10 @@ def _sparse_solve_large(large: np.ndarray, node_group, i_src, i_dst, i_w, beta, 
 
 def group_advantage_torch(traj_success, traj_group, num_groups: int, eps: float = 1e-6):
     """A^G per trajectory ``[T]`` (success indicator, sample std, eps; a one-rollout group
-    gets mean 0 and std 1), from tensors."""
+    gets mean 0 and std 1; a group with no spread gets 0), from tensors."""
     import torch
+
+    from .core import no_spread_t
 
     dev, dtype = (
         traj_success.device,
@@ -175,22 +177,28 @@ def group_advantage_torch(traj_success, traj_group, num_groups: int, eps: float 
     sq = torch.zeros(num_groups, device=dev, dtype=dtype).index_add_(0, g, (R - mean[g]) ** 2)
     std = torch.sqrt(sq / (cnt - 1).clamp(min=1))
     single = cnt <= 1
+    flat = ~single & (no_spread_t(R, g, num_groups) | (std == 0))
     mean = torch.where(single, torch.zeros_like(mean), mean)
-    std = torch.where(single, torch.ones_like(std), std)
-    return (R - mean[g]) / (std[g] + eps)
+    std = torch.where(single | flat, torch.ones_like(std), std)
+    return torch.where(flat[g], torch.zeros_like(R), R - mean[g]) / (std[g] + eps)
 
 
-def readout(V, Q, pair_node, mu, node_num_actions, *, sigma_min: float, min_actions: int):
-    """Eq. 13: A = Q − V, σ(s)² = Σ_a μ A², gated and σ-normalised credit per pair ``[P]``.
+def readout(V, Q, pair_node, mu, node_num_actions, *, sigma_min: float, min_actions: int, pair_terms):
+    """Eq. 13: A = Q − V, σ(s)² = Σ_a μ A², gated and σ-normalised credit per pair ``[P]``;
+    an anchor whose Q agree within round-off (`no_spread_t`: magnitude max(|Q|, |V|),
+    ``pair_terms`` = the steps of each pair's group) gets 0.
 
     Returns ``(pair_credit [P], gate [N])``."""
     import torch
 
+    from .core import no_spread_t
+
     adv = Q - V[pair_node]
     sigma = torch.sqrt(torch.zeros_like(V).index_add_(0, pair_node, mu * adv**2))
     gate = node_num_actions >= min_actions
+    flat = no_spread_t(Q, pair_node, V.shape[0], magnitude=V[pair_node], terms=pair_terms)
     pair_credit = torch.where(
-        gate[pair_node], adv / sigma.clamp(min=sigma_min)[pair_node], torch.zeros_like(adv)
+        (gate & ~flat)[pair_node], adv / sigma.clamp(min=sigma_min)[pair_node], torch.zeros_like(adv)
     )
     return pair_credit, gate
 
@@ -246,6 +254,9 @@ def _family_torch(
         for _ in range(int(depth)):
             Q = backup(V)  # Q^(K) = B V^(K−1)
             V = torch.zeros(N, device=dev, dtype=dtype).index_add_(0, pair_node, mu * Q)
+    from ...ops.returns import group_steps
+
+    pair_terms = group_steps(graph)[graph.node_group[graph.pair_node]]
     pair_credit, gate = readout(
         V,
         Q,
@@ -254,6 +265,7 @@ def _family_torch(
         torch.as_tensor(graph.node_num_actions, device=dev),
         sigma_min=sigma_min,
         min_actions=min_actions,
+        pair_terms=torch.as_tensor(pair_terms, device=dev, dtype=dtype),
     )
     b = graph.batch
     step_traj = torch.as_tensor(b.step_traj, device=dev)

@@ -239,7 +239,11 @@ def crbc_step_credit_torch(
     )
     mu = pair_count / visits[pair_node]
     n_act = torch.bincount(pair_node, minlength=N)
-    pair_credit, _ = readout(V, Q, pair_node, mu, n_act, sigma_min=sigma_min, min_actions=min_actions)
+    group_steps = (traj_offsets[group_traj_offsets[1:]] - traj_offsets[group_traj_offsets[:-1]]).to(dtype)
+    pair_terms = group_steps[node_group[pair_node]]
+    pair_credit, _ = readout(
+        V, Q, pair_node, mu, n_act, sigma_min=sigma_min, min_actions=min_actions, pair_terms=pair_terms
+    )
     credit = pair_credit[step_pair]
     a_group = group_advantage_torch(traj_success, traj_group, G).to(dtype)[step_traj]
     return {

@@ -19,6 +19,7 @@ from ...estimators.registry import implements
 from ...graph import FAILURE, SUCCESS, AnchorGraph
 from ...result import CreditResult
 from ._device import resolve_device
+from .core import no_spread_t
 
 __all__ = ["gigpo_torch", "rtmc_torch", "graft_torch", "gated_bepo_torch", "pgpo_torch"]
 
@@ -92,18 +93,14 @@ def _seg_stats(x, seg, num: int, ddof: int):
     return cnt, mean, var.sqrt()
 
 
-def _seg_zscore(x, seg, num: int, *, ddof: int = 1, eps: float = 1e-6, scale: bool = True):
+def _seg_zscore(
+    x, seg, num: int, *, ddof: int = 1, eps: float = 1e-6, scale: bool = True, magnitude=None, terms=None
+):
     """Twin of `crbc_viz.ops.segments.segment_zscore`: ``(z, mean, std, count)``."""
     import torch
 
     cnt, mean, std = _seg_stats(x, seg, num, ddof)
-    xmax = torch.full((num,), -torch.inf, dtype=x.dtype, device=x.device).scatter_reduce(
-        0, seg, x, reduce="amax"
-    )
-    xmin = torch.full((num,), torch.inf, dtype=x.dtype, device=x.device).scatter_reduce(
-        0, seg, x, reduce="amin"
-    )
-    degenerate = (cnt < 2) | (xmax == xmin) | (std == 0)
+    degenerate = (cnt < 2) | no_spread_t(x, seg, num, magnitude=magnitude, terms=terms) | (std == 0)
     z = x - mean[seg]
     if scale:  # a divisor of 1 on the degenerate rows (overwritten below) keeps 0/0 out
         z = z / (torch.where(degenerate, torch.ones_like(std), std)[seg] + eps)
@@ -113,6 +110,13 @@ def _seg_zscore(x, seg, num: int, *, ddof: int = 1, eps: float = 1e-6, scale: bo
 def _group_ids(graph: AnchorGraph, dev):
     b = graph.batch
     return _t(b.step_group, dev), b.num_groups
+
+
+def _step_terms(graph: AnchorGraph, dev):
+    """The steps of each step's group ``[S]`` (`crbc_viz.ops.returns.group_steps`)."""
+    from ...ops.returns import group_steps
+
+    return _t(group_steps(graph)[graph.batch.step_group], dev)
 
 
 def _values_and_successors(graph: AnchorGraph, gamma: float, dev):
@@ -172,7 +176,16 @@ def gigpo_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditRe
     R = _discounted(graph, r, gamma)  # Eq. 5
     seg_np, num = step_groups(graph, similarity, similarity_thresh)  # Eq. 6
     seg = _t(seg_np, dev)
-    a_s, mean, _, cnt = _seg_zscore(R, seg, num, ddof=1, eps=eps, scale=(mode == "mean_std_norm"))
+    a_s, mean, _, cnt = _seg_zscore(
+        R,
+        seg,
+        num,
+        ddof=1,
+        eps=eps,
+        scale=(mode == "mean_std_norm"),
+        magnitude=_discounted(graph, r.abs(), gamma),
+        terms=_step_terms(graph, dev),
+    )
     sing = float((cnt[seg] < 2).double().mean()) if len(seg_np) else 0.0
     return _result(
         "gigpo",
@@ -234,7 +247,9 @@ def rtmc_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditRes
     if normalize:
         sg = _t(b.step_group, dev)
         _, _, std = _seg_stats(a, sg, G, 0)
-        ok = std[sg] > norm_eps
+        node = _t(graph.step_node, dev)
+        flat = no_spread_t(a, sg, G, magnitude=q[pair].abs() + v[node].abs(), terms=_step_terms(graph, dev))
+        ok = ((std > norm_eps) & ~flat)[sg]
         adv = torch.where(ok, a / torch.where(ok, std[sg], torch.ones_like(a)), a)
     node = _t(graph.step_node, dev)
     sing = float((n_s[node] < 2).double().mean()) if S else 0.0
@@ -298,14 +313,19 @@ def graft_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditRe
     dev = resolve_device(device)
     V, v_cur, v_next, residual = _values_and_successors(graph, gamma, dev)
     td = gamma * v_next - v_cur  # Eq. 8
-    a_gae = td + _graph_gae_bonus(graph, td, gamma, gae_lambda)  # Eqs. 9–10
+    bonus = _graph_gae_bonus(graph, td, gamma, gae_lambda)
+    a_gae = td + bonus  # Eqs. 9–10
     node = _t(graph.step_node, dev)
     N = graph.num_nodes
     cnt = torch.zeros(N, dtype=a_gae.dtype, device=dev).index_add_(0, node, torch.ones_like(a_gae))
     single = cnt[node] == 1
-    if normalize:  # Eq. 11; a node whose edges all have the same A^GAE gets 0
-        a_hat = _seg_zscore(a_gae, node, N, ddof=ddof, eps=eps)[0]
-        zero = a_gae == 0
+    if normalize:  # Eq. 11; a node whose edges agree within round-off gets 0
+        from ...ops.segments import F64_EPS, SPREAD_ULPS
+
+        mag = (gamma * v_next).abs() + v_cur.abs() + bonus.abs()
+        terms = _step_terms(graph, dev)
+        a_hat = _seg_zscore(a_gae, node, N, ddof=ddof, eps=eps, magnitude=mag, terms=terms)[0]
+        zero = a_gae.abs() <= SPREAD_ULPS * F64_EPS * terms * mag  # |A| of round-off: 0
         sing = {
             "sign": lambda: torch.where(
                 zero, torch.zeros_like(a_gae), a_gae / torch.where(zero, 1.0, a_gae.abs() + eps)
@@ -350,7 +370,8 @@ def gated_bepo_torch(graph: AnchorGraph, params, *, device: str = "auto") -> Cre
     a_b = _discounted(graph, delta, gamma * gae_lambda)  # GAE along τ
     if bellman_norm == "group_z":  # a group of one step, or with no spread, gets 0
         sg, G = _group_ids(graph, dev)
-        a_norm = _seg_zscore(a_b, sg, G, ddof=ddof, eps=eps)[0]
+        mag = _discounted(graph, (gamma * v_next).abs() + v_cur.abs(), gamma * gae_lambda)
+        a_norm = _seg_zscore(a_b, sg, G, ddof=ddof, eps=eps, magnitude=mag, terms=_step_terms(graph, dev))[0]
     else:
         a_norm = a_b
     N = graph.num_nodes
@@ -393,11 +414,14 @@ def pgpo_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditRes
     N, G = graph.num_nodes, b.num_groups
     r = _t(step_rewards(graph, step_reward), dev, f64)
     R = _discounted(graph, r, eta)  # Eq. 1
+    R_mag = _discounted(graph, r.abs(), eta)
+    terms = _step_terms(graph, dev)
     node = _t(graph.step_node, dev)
-    a_s, _, _, _ = _seg_zscore(R, node, N, ddof=ddof, eps=eps)  # Eq. 3
+    a_s, _, _, _ = _seg_zscore(R, node, N, ddof=ddof, eps=eps, magnitude=R_mag, terms=terms)  # Eq. 3
     phi_sum = torch.zeros(N, dtype=f64, device=dev).index_add_(0, node, R)  # Eq. 6
     phi_cnt = torch.zeros(N, dtype=f64, device=dev).index_add_(0, node, torch.ones_like(R))
     phi = phi_sum / phi_cnt.clamp(min=1)
+    phi_mag = torch.zeros(N, dtype=f64, device=dev).index_add_(0, node, R_mag) / phi_cnt.clamp(min=1)
     nxt = _t(graph.step_next, dev)
     terminal = nxt < 0
     nn = nxt.clamp(min=0)
@@ -414,7 +438,9 @@ def pgpo_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditRes
     last = _t(b.traj_offsets[1:] - 1, dev)
     r_final = r[last][_t(b.step_traj, dev)]
     delta = torch.where(terminal, gamma * r_final, gamma * phi_n) - phi_m  # Eq. 7
-    a_phi, _, _, _ = _seg_zscore(delta, node, N, ddof=ddof, eps=eps)  # Eq. 8
+    phi_mag_n = phi_mag[nn] if N else torch.zeros_like(R)
+    d_mag = torch.where(terminal, gamma * r_final.abs(), gamma * phi_mag_n) + phi_mag[node]
+    a_phi, _, _, _ = _seg_zscore(delta, node, N, ddof=ddof, eps=eps, magnitude=d_mag, terms=terms)  # Eq. 8
     tg = _t(b.traj_group, dev)
     succ = (r[last] > 0).to(f64)  # r_final > 0
     p_succ = torch.zeros(G, dtype=f64, device=dev).index_add_(0, tg, succ) / torch.zeros(
