@@ -1,0 +1,110 @@
+"""Multi-turn logs read as turns, with history-free anchors (SCHEMA.md: a turn's anchor is the
+environment's last message before it, never the conversation so far).
+
+Fixtures written by each trainer's own code (tests/fixtures/generators/*_gen.py); the expected
+values are the generators' truth.json: what the environments recorded while the trainers ran
+(turns, solved, how each episode ended, the message each turn answered).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from crbc_viz.cli import main
+from crbc_viz.io.assemble import build_batch
+from crbc_viz.io.importers import detect, expand_sources, import_source
+from helpers import ROOT
+
+FIX = ROOT / "tests" / "fixtures"
+KEYS = ("groups", "trajectories", "steps", "successes", "truncated")
+
+
+def _truth(name: str) -> dict:
+    return json.loads((FIX / name / "truth.json").read_text())
+
+
+def _ingest_info(capsys, tmp_path, path, extra=()) -> tuple[str, dict]:
+    store = tmp_path / "st"
+    rc = main(["ingest", str(path), "--store", str(store), "-q", *extra])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    infos = {}
+    for step in _truth_steps(path):
+        assert main(["info", "--store", str(store), "--train-step", step, "--json"]) == 0
+        d = json.loads(capsys.readouterr().out)
+        t = d["trajectories"]
+        infos[step] = {
+            "groups": d["groups"],
+            "trajectories": t,
+            "steps": d["steps"],
+            "successes": round(d["success_rate"] * t),
+            "truncated": round(d["truncated_rate"] * t),
+        }
+    return out.out, infos
+
+
+def _truth_steps(path) -> list[str]:
+    name = path.relative_to(FIX).parts[0]
+    return list(_truth(name)["train_steps"])
+
+
+def _rows(path):
+    """(import, the canonical rows of every source under ``path``, in file order)."""
+    imps = [import_source(s) for s in expand_sources([path])]
+    return imps, [imp.raw.records for imp in imps]
+
+
+# -- SkyRL step-wise eval dump ------------------------------------------------------------------
+SKY = FIX / "skyrl_stepwise" / "export" / "dumped_evals"
+
+
+@pytest.mark.parametrize("extra", [(), ("--format", "skyrl")], ids=["auto", "named"])
+def test_skyrl_stepwise_counts_equal_truth(tmp_path, capsys, extra):
+    out, infos = _ingest_info(capsys, tmp_path, SKY, extra)
+    if not extra:
+        lines = [x for x in out.splitlines() if x.strip().startswith("ingested")]
+        assert lines and all("[skyrl] (auto-detected)" in x for x in lines), out
+    for step, want in _truth("skyrl_stepwise")["train_steps"].items():
+        assert infos[step] == {k: want[k] for k in KEYS}
+
+
+def test_skyrl_stepwise_turns_and_anchors_are_the_environments_messages():
+    truth = _truth("skyrl_stepwise")["trajectories"]
+    got = []
+    for f in sorted((SKY / "global_step_30_evals").glob("*.jsonl")):
+        if f.name == "aggregated_results.jsonl":
+            continue
+        assert detect(str(f)) == "skyrl"
+        (src,) = expand_sources([f], "skyrl")
+        df = import_source(src).raw.records
+        for _tid, rows in df.groupby("traj_id", sort=False):
+            assert rows["step_idx"].tolist() == list(range(len(rows)))
+            got.append((f.stem, len(rows), rows["anchor_obs"].tolist()))
+    want = sorted((t["data_source"].replace("/", "_"), t["turns"], t["anchors"]) for t in truth)
+    assert sorted(got) == want
+
+
+def test_skyrl_stepwise_action_is_the_models_text_and_rewards_sum_per_turn():
+    f = SKY / "global_step_30_evals" / "gsm8k.jsonl"
+    lines = [json.loads(x) for x in f.read_text().splitlines()]
+    (src,) = expand_sources([f])
+    imp = import_source(src)
+    df = imp.raw.records
+    assert df["action"].tolist() == [x["output_response"].split("<|im_end|>")[0] for x in lines]
+    assert df["reward"].tolist() == [sum(x["score"]) for x in lines]
+    b = build_batch(imp.raw)
+    assert b.num_trajectories == sum(
+        t["data_source"] == "gsm8k" for t in _truth("skyrl_stepwise")["trajectories"]
+    )
+    assert any("step-wise" in n for n in imp.notes)
+
+
+def test_skyrl_trajectory_layout_stays_one_step_per_rollout():
+    f = FIX / "skyrl_a956" / "export" / "dumped_evals" / "global_step_20_evals" / "gsm8k.jsonl"
+    (src,) = expand_sources([f])
+    df = import_source(src).raw.records
+    assert (df["step_idx"] == 0).all()
+    assert np.array_equal(df["anchor_obs"].to_numpy(), df["observation"].to_numpy())
