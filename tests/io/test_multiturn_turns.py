@@ -108,3 +108,56 @@ def test_skyrl_trajectory_layout_stays_one_step_per_rollout():
     df = import_source(src).raw.records
     assert (df["step_idx"] == 0).all()
     assert np.array_equal(df["anchor_obs"].to_numpy(), df["observation"].to_numpy())
+
+
+# -- ROLL agent-native dump whose messages hold only the last turn ------------------------------
+ROLL_LAST = FIX / "roll_native_last" / "rollout_dump"
+
+
+@pytest.mark.parametrize("extra", [(), ("--format", "roll")], ids=["auto", "named"])
+def test_roll_native_last_turn_counts_equal_truth(tmp_path, capsys, extra):
+    out, infos = _ingest_info(capsys, tmp_path, ROLL_LAST, extra)
+    if not extra:
+        lines = [x for x in out.splitlines() if x.strip().startswith("ingested")]
+        assert lines and all("[roll] (auto-detected)" in x for x in lines), out
+    for step, want in _truth("roll_native_last")["train_steps"].items():
+        assert infos[step] == {k: want[k] for k in KEYS}
+
+
+def test_roll_native_last_turn_turns_from_step_rewards_and_last_anchor_from_messages():
+    truth = _truth("roll_native_last")["trajectories"]
+    for step, trajs in truth.items():
+        f = ROLL_LAST / f"rollout_dump_data.step_{step}.jsonl"
+        assert detect(str(f)) == "roll"
+        (src,) = expand_sources([f])
+        imp = import_source(src)
+        got = []
+        for _tid, rows in imp.raw.records.groupby("traj_id", sort=False):
+            assert rows["step_idx"].tolist() == list(range(len(rows)))
+            anchors = [None if a is None or a != a else a for a in rows["anchor_obs"]]
+            got.append((rows["group_id"].iat[0], len(rows), tuple(rows["reward"]), tuple(anchors)))
+        # only the last turn's observation is in the dumped messages (the env keeps no history)
+        want = [
+            (
+                t["group"],
+                t["turns"],
+                tuple(t["step_rewards"]),
+                (None,) * (t["turns"] - 1) + (t["anchors"][-1],),
+            )
+            for t in trajs
+        ]
+        assert sorted(got, key=repr) == sorted(want, key=repr)
+        assert any("hold only their last turns" in n for n in imp.notes)
+
+
+def test_roll_native_more_turns_in_messages_than_step_rewards_is_an_error(tmp_path):
+    from crbc_viz.io import LoadError
+
+    obj = json.loads((ROLL_LAST / "rollout_dump_data.step_1.jsonl").read_text())
+    t = json.loads(obj["trajectory_data"][0])
+    t["reward_info"]["step_rewards"] = []
+    obj["trajectory_data"][0] = json.dumps(t)
+    p = tmp_path / "rollout_dump_data.step_1.jsonl"
+    p.write_text(json.dumps(obj) + "\n")
+    with pytest.raises(LoadError, match="step_rewards"):
+        import_source(expand_sources([p])[0])
