@@ -161,3 +161,53 @@ def test_roll_native_more_turns_in_messages_than_step_rewards_is_an_error(tmp_pa
     p.write_text(json.dumps(obj) + "\n")
     with pytest.raises(LoadError, match="step_rewards"):
         import_source(expand_sources([p])[0])
+
+
+# -- verifiers 0.4 traces.jsonl -----------------------------------------------------------------
+VF04 = FIX / "verifiers_040" / "outputs"
+VF04_TRACES = VF04 / "guess-game--fake" / "traces.jsonl"
+
+
+@pytest.mark.parametrize("extra", [(), ("--format", "verifiers")], ids=["auto", "named"])
+def test_verifiers_traces_counts_equal_truth(tmp_path, capsys, extra):
+    out, infos = _ingest_info(capsys, tmp_path, VF04, extra)
+    if not extra:
+        lines = [x for x in out.splitlines() if x.strip().startswith("ingested")]
+        assert lines and all("[verifiers] (auto-detected)" in x for x in lines), out
+    for step, want in _truth("verifiers_040")["train_steps"].items():
+        assert infos[step] == {k: want[k] for k in KEYS}
+
+
+def test_verifiers_traces_turns_and_anchors_are_the_games_messages():
+    assert detect(str(VF04_TRACES)) == "verifiers"
+    (src,) = expand_sources([VF04_TRACES])
+    df = import_source(src).raw.records
+    got = []
+    for _tid, rows in df.groupby("traj_id", sort=False):
+        assert rows["step_idx"].tolist() == list(range(len(rows)))
+        got.append((rows["anchor_obs"].tolist(), rows["reward"].iat[-1] == 1.0))
+    want = [(t["anchors"], t["solved"]) for t in _truth("verifiers_040")["trajectories"]]
+    assert sorted(got) == sorted(want)
+    # the turn's action is the model's reply; the reward sits on the last turn
+    assert all(a.startswith(("I think", "<guess>")) for a in df["action"])
+    assert (df.groupby("traj_id")["reward"].apply(lambda r: (r.iloc[:-1] == 0).all())).all()
+
+
+def test_verifiers_traces_untrainable_agent_left_out_and_bad_reward_named(tmp_path):
+    from crbc_viz.io import LoadError
+
+    eps = [json.loads(x) for x in VF04_TRACES.read_text().splitlines()]
+    user = json.loads(json.dumps(eps[0]["traces"][0]))
+    user["agent"]["trainable"] = False
+    user["id"] = "user-trace"
+    eps[0]["traces"].append(user)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "traces.jsonl").write_text("".join(json.dumps(e) + "\n" for e in eps))
+    imp = import_source(expand_sources([run / "traces.jsonl"])[0])
+    assert "user-trace" not in set(imp.raw.records["traj_id"])
+    assert any("untrainable" in n for n in imp.notes)
+    eps[2]["traces"][0]["rewards"] = {"solved": {"score": "1"}}
+    (run / "traces.jsonl").write_text("".join(json.dumps(e) + "\n" for e in eps))
+    with pytest.raises(LoadError, match=r"3.*traces\[0\].*solved"):
+        import_source(expand_sources([run / "traces.jsonl"])[0])
