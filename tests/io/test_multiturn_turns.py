@@ -211,3 +211,20 @@ def test_verifiers_traces_untrainable_agent_left_out_and_bad_reward_named(tmp_pa
     (run / "traces.jsonl").write_text("".join(json.dumps(e) + "\n" for e in eps))
     with pytest.raises(LoadError, match=r"3.*traces\[0\].*solved"):
         import_source(expand_sources([run / "traces.jsonl"])[0])
+
+
+def test_skyrl_untemplated_prompt_that_extends_another_is_not_a_turn(tmp_path):
+    """Two tasks whose prompt texts (no chat template) are prefix-related stay two rollouts;
+    a line whose prompt is the previous prompt plus its response is that rollout's next turn."""
+    base = {"score": 0.0, "stop_reason": "stop", "env_class": "g", "env_extras": {}, "data_source": "d"}
+    rows = [
+        dict(base, input_prompt="question 1", output_response=" answer"),
+        dict(base, input_prompt="question 10", output_response=" answer"),
+        dict(base, input_prompt="question 10 answer", output_response=" final", score=1.0),
+    ]
+    p = tmp_path / "dumped_evals" / "global_step_1_evals" / "d.jsonl"
+    p.parent.mkdir(parents=True)
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    df = import_source(expand_sources([p])[0]).raw.records
+    assert df["step_idx"].tolist() == [0, 0, 1]
+    assert df["traj_id"].nunique() == 2

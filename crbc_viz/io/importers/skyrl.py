@@ -119,16 +119,21 @@ def _checked(raw: RawTable) -> tuple[list, list]:
     return scores, done
 
 
-def turn_starts(prompts: list[str]) -> np.ndarray:
+def turn_starts(prompts: list[str], responses: list) -> np.ndarray:
     """For each line, the line (index) that starts its trajectory. In the step-wise layout a
-    turn's prompt is the whole conversation so far (the chat history re-templated), so a line
-    whose prompt strictly extends the previous line's prompt is the next turn of that
-    trajectory; any other line starts one (the first turn of a rollout is the bare task prompt,
-    equal for the rollouts of a group and extended by none of them)."""
+    turn's prompt is the whole conversation so far (the chat history re-templated with the
+    generation prompt), so a line whose prompt strictly extends the previous line's prompt is
+    the next turn of that rollout; any other line starts one (the first turn of a rollout is the
+    bare task prompt, equal for the rollouts of a group). A templated prompt ends with the
+    generation prompt, which no other task's first prompt extends; text of an unrecognised
+    template continues only where it extends the previous prompt by that turn's response."""
     start = np.arange(len(prompts))
     for i in range(1, len(prompts)):
         a, b = prompts[i - 1], prompts[i]
-        if len(b) > len(a) and b.startswith(a):
+        if len(b) <= len(a) or not b.startswith(a):
+            continue
+        resp = responses[i - 1]
+        if template_of(a) is not None or (isinstance(resp, str) and b.startswith(resp, len(a))):
             start[i] = start[i - 1]
     return start
 
@@ -151,7 +156,7 @@ def _anchors(prompts: list[str], start: np.ndarray) -> tuple[list[str], int]:
 def _frame(df: pd.DataFrame, line: np.ndarray, scores: list, done: list) -> tuple[pd.DataFrame, list[str]]:
     """The canonical rows: one per line, the lines of a trajectory's turns in a row."""
     prompts = df["input_prompt"].tolist()
-    start = turn_starts(prompts)
+    start = turn_starts(prompts, df["output_response"].tolist())
     stepwise = bool((start != np.arange(len(start))).any())
     group = [text_id(prompts[s]) for s in start]
     anchors, fallback = _anchors(prompts, start)
