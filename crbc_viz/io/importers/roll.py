@@ -37,7 +37,12 @@ ROLL's agent-native manager (``AgentNativeStepEnvManager``, 8eb27cc2) names its 
 ``exp_name``; ROLL's ``remove_nan_items`` keeps one element per trajectory. Read as: group =
 ``{tag}_{group_id}_{episode_id}_{seed}`` of ``env_info``, one turn per assistant message of the
 conversation, anchor = the message before it (the observation), reward = its step reward,
-ended = ``terminated and not truncated`` (flags: bools or 0/1).
+ended = ``terminated and not truncated`` (flags: bools or 0/1). The ``messages`` ROLL dumps
+are the last step's input messages and its reply (``formulate_rollouts``, 8eb27cc2 and v0.3.0):
+the whole conversation only where the env keeps the history in its observation (ROLL's sokoban
+``native_env``). Where they hold fewer assistant turns than ``reward_info.step_rewards`` (one per
+step the env took), the turns are the step rewards and the messages' turns are the last ones;
+the earlier turns have no anchor or response in the file (noted; tests/fixtures/roll_native_last).
 """
 
 from __future__ import annotations
@@ -193,6 +198,7 @@ def _agent_native(raw: RawTable, path: str, notes: list[str]) -> Imported:
     df = raw.records
     require(raw, ("trajectory_data", "messages"), "ROLL agent-native dump", "AgentNativeStepEnvManager")
     rows, lines, problems = [], [], []
+    short = unseen = 0  # trajectories whose messages hold only their last turns; turns not in them
     for i in range(len(df)):
         traj = _json_cell(raw, i, "trajectory_data", dict)
         msgs = _json_cell(raw, i, "messages", list)
@@ -209,7 +215,7 @@ def _agent_native(raw: RawTable, path: str, notes: list[str]) -> Imported:
                 Problem(*at, "trajectory_data", f"env_info lacks {', '.join(missing)}", raw.where)
             )
             continue
-        if not isinstance(step_rewards, list) or len(step_rewards) != len(turns):
+        if not isinstance(step_rewards, list) or len(step_rewards) < len(turns):
             n = len(step_rewards) if isinstance(step_rewards, list) else step_rewards
             problems.append(
                 Problem(
@@ -221,6 +227,12 @@ def _agent_native(raw: RawTable, path: str, notes: list[str]) -> Imported:
                 )
             )
             continue
+        if len(turns) < len(step_rewards):
+            # ROLL dumps the last step's input messages and its reply: an env whose observation
+            # keeps no history leaves only the last turns there; the turns are the step rewards
+            unseen += len(step_rewards) - len(turns)
+            short += 1
+            turns = [(None, None)] * (len(step_rewards) - len(turns)) + turns
         flags, bad = read_flags([length.get("terminated"), length.get("truncated")])
         if len(bad):
             k = ("terminated", "truncated")[int(bad[0])]
@@ -265,6 +277,12 @@ def _agent_native(raw: RawTable, path: str, notes: list[str]) -> Imported:
         "messages, anchors = the observation before each turn, step rewards from "
         "reward_info.step_rewards, truncated = not (terminated and not truncated)"
     )
+    if short:
+        notes.append(
+            f"{short} trajectories' messages hold only their last turns (the env's observation keeps "
+            f"no history): {unseen} earlier turns come from reward_info.step_rewards, without "
+            "anchor or response (not in the file)"
+        )
     keys = {"trajectory_id": "traj_id"}
     return Imported(
         RawTable(raw.path, out, np.asarray(lines, np.int64), raw.where, raw.from_text, raw.problems),

@@ -27,7 +27,9 @@ first reply) have no step: left out with a counted note.
 
 Versions: ``example_id`` is written from verifiers 0.1.6; 0.1.2.post1 to 0.1.5 wrote ``id``
 (read the same); ``stop_condition`` from 0.1.10 (``save_utils``). verifiers 0.4 (``verifiers.v1``)
-no longer writes this file.
+no longer writes this file: its ``vf-eval`` writes ``<output_dir>/<run>/traces.jsonl``, one
+episode a line with each agent's message graph (fields ``traces``, ``task``, ``env``), read by
+`_verifiers_v1` under this importer's name.
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ import pandas as pd
 from ...errors import MAX_LISTED, LoadError, Problem
 from ..flags import not_a_flag, read_flags
 from ..readers import RawTable, read_table
-from ._common import Imported, require, run_from_dir, to_text
+from ._common import Imported, peek_fields, require, run_from_dir, to_text
+from ._verifiers_v1 import read_traces, sniff_traces
 
 NAME = "verifiers"
 #: What the app calls this format.
@@ -51,7 +54,11 @@ CUT = frozenset({"max_turns_reached", "prompt_too_long", "has_error"})
 
 
 def sniff(fields: set[str]) -> bool:
-    return set(SIGNATURE) <= fields or (set(_OLD) <= fields and "trajectories" not in fields)
+    return (
+        set(SIGNATURE) <= fields
+        or (set(_OLD) <= fields and "trajectories" not in fields)
+        or sniff_traces(fields)  # verifiers 0.4 traces.jsonl
+    )
 
 
 def _messages(v):
@@ -65,6 +72,8 @@ def _content(m):
 
 
 def read(path: str) -> Imported:
+    if sniff_traces(peek_fields(path)):
+        return read_traces(path, NAME)
     raw = read_table(path)
     df = raw.records
     if df.empty:
