@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..safetext import term
 from ._common import (
     BACKEND_CHOICES,
     DEVICE_CHOICES,
@@ -68,5 +69,5 @@ def score_and_write(batch, names: list[str], params: dict, args) -> int:
         out = pd.concat([r.to_frame() for r in results.values()], ignore_index=True)
         write_frame(out, args.out)
         rows = len(out)
-    print(f"wrote {rows} rows ({batch.num_steps} steps x {len(results)} estimator(s)) to {args.out}")
+    print(f"wrote {rows} rows ({batch.num_steps} steps x {len(results)} estimator(s)) to {term(args.out)}")
     return 0
