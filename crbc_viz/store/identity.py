@@ -218,7 +218,7 @@ def _changed_since_interrupt(store, man: dict, where: str) -> str:
     )
 
 
-class RepeatsSource(Exception):
+class _RepeatsSource(Exception):
     """Raised by the ingest before it writes a source that repeats ``source`` (a manifest)."""
 
     def __init__(self, source: dict):

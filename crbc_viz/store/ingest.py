@@ -19,7 +19,7 @@ from ..data import RolloutBatch
 from ..errors import LoadError, Problem
 from ..io.write import atomic_path
 from .identity import (
-    RepeatsSource,
+    _RepeatsSource,
     copy_of,
     existing_traj_overlap,
     file_digest,
@@ -456,7 +456,7 @@ class IngestSession:
                 if man is not None and replaced:
                     man = {**man, "replaces": sorted(set(man.get("replaces", [])) | set(replaced))}
                 man, notes, skipped = self._write_source(src, digest, man, rows_of, stream=False, **new)
-        except RepeatsSource as rep:
+        except _RepeatsSource as rep:
             why = f"already in the store: same content, run and train step(s) as {rep.source.get('path')}"
             return _skip(src, nbytes, rep.source, why, opts.progress)
         except Exception:  # noqa: BLE001  (any error: nothing of this run stays; re-raised)
@@ -496,7 +496,7 @@ class IngestSession:
         """Write one source's parts (chunk by chunk when it streams); returns the manifest, the
         import notes and the skipped rows of every chunk, and counts the committed parts. No
         chunk is referenced while the next one is read, so a streamed source's peak memory is
-        one chunk's. Raises `RepeatsSource` before writing when the first batch repeats the
+        one chunk's. Raises `_RepeatsSource` before writing when the first batch repeats the
         rollouts of one of ``copies`` (`copy_of`)."""
         opts, root = self.options, self.root
         mpath = root / "manifest" / f"{digest}.json"
@@ -516,7 +516,7 @@ class IngestSession:
         )
         for batch, imp in batches:
             if first and copies and (twin := copy_of(batch, copies)) is not None:
-                raise RepeatsSource(twin)
+                raise _RepeatsSource(twin)
             overlap = existing_traj_overlap(self.store, batch, digest, src.path, exclude=replaces)
             if overlap:
                 raise LoadError(overlap)
