@@ -47,10 +47,28 @@ def _chosen(argv: list[str]) -> str | None:
     return None
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, its error line terminal-safe (it names the arguments as given)."""
+
+    def error(self, message: str):
+        from ..safetext import term
+
+        super().error(term(message))
+
+
+class _TermFormatter(logging.Formatter):
+    """Log lines terminal-safe: a logged path or id sends no control character, starts no line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from ..safetext import term
+
+        return term(super().format(record))
+
+
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser with every command listed. With ``argv``, only the arguments of the command it
     names are added (none for ``crbc-viz --help``); without, every command's (for documentation)."""
-    p = argparse.ArgumentParser(prog="crbc-viz", description="Step-level credit over merged rollout groups.")
+    p = _Parser(prog="crbc-viz", description="Step-level credit over merged rollout groups.")
     p.add_argument("-v", "--verbose", action="store_true", help="log diagnostics (closure residual, ...)")
     sub = p.add_subparsers(dest="command", required=True)
     chosen = None if argv is None else _chosen(argv)
@@ -75,9 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
     args = build_parser(argv).parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s"
-    )
+    handler = logging.StreamHandler()
+    handler.setFormatter(_TermFormatter("%(levelname)s %(message)s"))
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, handlers=[handler])
     return run_guarded(args.func, args)
 
 

@@ -195,20 +195,35 @@ def one_line(exc: BaseException) -> str:
     return text if len(text) <= 2000 else text[:1000] + " … " + text[-500:]
 
 
+def error_text(exc: BaseException) -> str:
+    """An error as terminal-safe text (`crbc_viz.safetext.term`): a `LoadError` one line per
+    problem, each escaped on its own (a newline in a file name starts no line of its own); any
+    other error one line (`one_line`)."""
+    from types import SimpleNamespace
+
+    from ..errors import LoadError, Problem
+
+    if not isinstance(exc, LoadError):
+        return term(one_line(exc))
+    safe = [
+        Problem(
+            term(p.path), p.line, None if p.field is None else term(p.field), term(p.message), term(p.where)
+        )
+        for p in exc.problems
+    ]
+    return type(exc).render(SimpleNamespace(problems=safe, total=exc.total))
+
+
 def run_guarded(func, args) -> int:
     """Run ``func(args)``; every `CrbcVizError` (a load error with its problem list, a store, an
     estimator input, an unavailable backend ...), an OS error and input too large or deep to
-    process become exit status 2 with the message on stderr; Ctrl-C is 130."""
-    from ..errors import LoadError
-
+    process become exit status 2 with the message on stderr (`error_text`); Ctrl-C is 130."""
     try:
         return func(args)
     except BrokenPipeError:
         return 0
-    except LoadError as exc:
-        print(f"error: {term(exc, newlines=True)}", file=sys.stderr)
     except (CrbcVizError, OSError, RecursionError, MemoryError) as exc:
-        print(f"error: {term(one_line(exc))}", file=sys.stderr)
+        print(f"error: {error_text(exc)}", file=sys.stderr)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -35,5 +35,5 @@ def run(args) -> int:
         backend=args.backend,
         params=kw,
     )
-    print(f"wrote {len(table):,} scored steps ({args.estimator}) to {term(args.out)}")
+    print(f"wrote {len(table):,} scored steps ({term(args.estimator)}) to {term(args.out)}")
     return 0

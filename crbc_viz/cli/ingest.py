@@ -151,9 +151,12 @@ def _ingest(args) -> int:
         bar.close()
     for s in report.sources:
         how = " (auto-detected)" if args.format == "auto" else ""
-        print(
-            f"{s['status']:>8}  {term(s['path'])}  [{s['format']}]{how}  {s['rows']:,} steps, {s['parts']} part(s)"
+        said = (
+            f"{s['rows']:,} steps {s['why']}"
+            if s.get("why")
+            else f"{s['rows']:,} steps, {s['parts']} part(s)"
         )
+        print(f"{s['status']:>8}  {term(s['path'])}  [{s['format']}]{how}  {term(said)}")
         for n in s.get("notes", []):
             print(f"    note: {term(n)}", file=sys.stderr)
         for w in s.get("warnings", []):
@@ -163,7 +166,7 @@ def _ingest(args) -> int:
     new = sum(1 for s in report.sources if s["status"] != "skipped")
     print(
         f"{new} source(s) ingested, {len(report.sources) - new} already in the store; "
-        f"{report.rows:,} new steps in {args.store}"
+        f"{report.rows:,} new steps in {term(args.store)}"
     )
     return 0
 
@@ -177,9 +180,9 @@ def _watch(args) -> int:
     ingested (a second one interrupts that too: the source is then resumed on the next start)."""
     import signal
 
-    from ..errors import LoadError
+    from ..errors import CrbcVizError
     from ..store.watch import HEARTBEAT_S, POLL_S, SETTLE_S, Watcher
-    from ._common import one_line
+    from ._common import error_text
 
     verbose = bool(getattr(args, "verbose", False))
 
@@ -194,14 +197,12 @@ def _watch(args) -> int:
             )
         elif ev.kind == "present":
             if verbose:
-                print(
-                    f"{'present':>8}  {name}  [{ev.fmt}]  {_plural(ev.steps, 'step')}, already in the store",
-                    flush=True,
-                )
+                said = term(ev.message or "already in the store")
+                print(f"{'present':>8}  {name}  [{ev.fmt}]  {_plural(ev.steps, 'step')} {said}", flush=True)
         elif ev.kind == "failed":
             err = ev.error
-            msg = term(err, newlines=True) if isinstance(err, LoadError) else term(one_line(err))
-            print(f"{'failed':>8}  {name}: {msg}", file=sys.stderr, flush=True)
+            unexpected = "" if isinstance(err, (CrbcVizError, OSError)) else f"{type(err).__name__}: "
+            print(f"{'failed':>8}  {name}: {unexpected}{error_text(err)}", file=sys.stderr, flush=True)
         elif ev.kind in ("waiting", "changed"):
             print(f"{ev.kind:>8}  {name}: {term(ev.message)}", file=sys.stderr, flush=True)
         elif ev.kind == "heartbeat":

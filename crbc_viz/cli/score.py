@@ -93,7 +93,7 @@ def score_and_write(batch, names: list[str], params: dict, args) -> int:
         out = pd.concat([r.to_frame() for r in results.values()], ignore_index=True)
         write_frame(out, args.out)
         rows = len(out)
-    print(f"wrote {rows} rows ({batch.num_steps} steps x {len(results)} estimator(s)) to {args.out}")
+    print(f"wrote {rows} rows ({batch.num_steps} steps x {len(results)} estimator(s)) to {term(args.out)}")
     if refused:
         print(f"not written: {', '.join(refused)} (refused the input; see above)", file=sys.stderr)
         return EXIT_REFUSED

@@ -69,8 +69,8 @@ def run(args) -> int:
             )
         )
         return 0
-    print(f"disagreement = 1 - Spearman({est[0]}, {est[1]}) of step credit, mean over groups")
-    print(steps.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    print(term(f"disagreement = 1 - Spearman({est[0]}, {est[1]}) of step credit, mean over groups"))
+    print(term(steps.to_string(index=False, float_format=lambda x: f"{x:.3f}"), newlines=True))
     return 0
 
 

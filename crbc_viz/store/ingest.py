@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import hashlib
 import json
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +18,16 @@ import pandas as pd
 from ..data import RolloutBatch
 from ..errors import LoadError, Problem
 from ..io.write import atomic_path
+from .identity import (
+    _RepeatsSource,
+    copy_of,
+    existing_traj_overlap,
+    file_digest,
+    manifest_key,
+    source_identity,
+    stamp,
+    twins,
+)
 from .layout import (
     _CANONICAL_TYPES,
     _DROP_AT_INGEST,
@@ -32,7 +41,7 @@ from .layout import (
     _write_json,
 )
 from .query import LogStore, incomplete_sources
-from .stream import _NotGroupContiguous, source_batches, streams
+from .stream import _NotGroupContiguous, source_batches
 
 __all__ = ["ingest", "IngestReport", "IngestOptions", "IngestSession", "drop_incomplete", "file_digest"]
 
@@ -74,34 +83,14 @@ def _outcome_counts(batch: RolloutBatch) -> dict:
     }
 
 
-def file_digest(paths: Iterable[str], root: str | None = None) -> str:
-    """BLAKE2b-128 over the bytes of ``paths`` (and their names relative to ``root``)."""
-    h = hashlib.blake2b(digest_size=16)
-    for p in paths:
-        if root is not None:
-            h.update(os.path.relpath(p, root).encode() + b"\0")
-        with open(p, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 22), b""):
-                h.update(chunk)
-    return h.hexdigest()
-
-
-def _with_run_id(digest: str, run_id: str | None) -> str:
-    """The source digest, distinct per ``--run-id`` override: the same file ingested under
-    another run id is another source (not skipped as already present); without an override
-    the digest is the file's own, as before."""
-    if run_id is None:
-        return digest
-    h = hashlib.blake2b(digest_size=16)
-    h.update(digest.encode() + b"\0run_id\0" + str(run_id).encode("utf-8", "surrogatepass"))
-    return h.hexdigest()
-
-
-def _arrow_column(name: str, values: pd.Series):
-    """(column name, pyarrow array) for a steps column; non-scalar values go to ``<name>__json``."""
+def _arrow_column(name: str, values: pd.Series, path: str = ""):
+    """(column name, pyarrow array) for a steps column; non-scalar values go to ``<name>__json``,
+    and so do an extra field's values that its type cannot hold (an integer beyond int64: kept
+    as text, exactly). A canonical column that cannot be held is a `LoadError` naming ``path``."""
     import pyarrow as pa
 
     kind = _CANONICAL_TYPES.get(name)
+    extra = kind is None
     if kind is None:
         if values.dtype != object and not isinstance(values.dtype, pd.StringDtype):
             if isinstance(values.dtype, pd.CategoricalDtype):
@@ -119,23 +108,28 @@ def _arrow_column(name: str, values: pd.Series):
         }.get(inferred, "json")
         if kind is None:
             return name, None
-    if kind == "json":
-        arr = [
-            None
-            if (v is None or (isinstance(v, float) and v != v))
-            else json.dumps(v.tolist() if isinstance(v, np.ndarray) else v, ensure_ascii=False, default=str)
-            for v in values.to_numpy(dtype=object)
-        ]
-        return name + _JSON_SUFFIX, pa.array(arr, type=pa.string())
-    if kind == "string":
-        obj = values.to_numpy(dtype=object)
-        return name, pa.array(obj, type=pa.string(), from_pandas=True)
-    typ = {"int64": pa.int64(), "float64": pa.float64(), "bool": pa.bool_()}[kind]
-    return name, pa.array(values.to_numpy(dtype=object), type=typ, from_pandas=True)
+    if kind != "json":
+        typ = {"string": pa.string(), "int64": pa.int64(), "float64": pa.float64(), "bool": pa.bool_()}[kind]
+        try:
+            return name, pa.array(values.to_numpy(dtype=object), type=typ, from_pandas=True)
+        except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            if not extra:
+                why = f"a value cannot be stored as {kind} ({str(exc)[:200]})"
+                raise LoadError([Problem(path, None, name, why)]) from None
+    arr = [
+        None
+        if (v is None or (isinstance(v, float) and v != v))
+        else json.dumps(v.tolist() if isinstance(v, np.ndarray) else v, ensure_ascii=False, default=str)
+        for v in values.to_numpy(dtype=object)
+    ]
+    return name + _JSON_SUFFIX, pa.array(arr, type=pa.string())
 
 
-def _tables(batch: RolloutBatch, stem_of_row: np.ndarray, row_in_part: np.ndarray, source: str):
-    """(hot table, text table or None) for the batch's steps in their final row order."""
+def _tables(
+    batch: RolloutBatch, stem_of_row: np.ndarray, row_in_part: np.ndarray, source: str, path: str = ""
+):
+    """(hot table, text table or None) for the batch's steps in their final row order (``path``:
+    the log's, named by an error)."""
     import pyarrow as pa
 
     steps = batch.steps
@@ -145,7 +139,7 @@ def _tables(batch: RolloutBatch, stem_of_row: np.ndarray, row_in_part: np.ndarra
     for c in steps.columns:
         if c in _DROP_AT_INGEST or c.startswith("_"):
             continue
-        name, arr = _arrow_column(c, steps[c])
+        name, arr = _arrow_column(c, steps[c], path)
         if arr is None:
             continue
         (txt if c in TEXT_COLUMNS else hot)[name] = arr
@@ -241,81 +235,6 @@ def _plan_parts(batch: RolloutBatch, part_rows: int):
 def _crash_after() -> int | None:
     v = os.environ.get(CRASH_ENV)
     return int(v) if v else None
-
-
-def _existing_traj_overlap(
-    store: LogStore, batch: RolloutBatch, digest: str, path: str, exclude=()
-) -> list[Problem]:
-    """Trajectories of ``batch`` some other visible source already holds (``exclude``: the
-    versions this one replaces)."""
-    pairs = {(str(r), int(t)) for r, t in zip(batch.groups["run_id"], batch.groups["train_step"])}
-    parts = [
-        p
-        for p in store.parts
-        if (p.run_id, p.train_step) in pairs and p.source != digest and p.source not in exclude
-    ]
-    if not parts:
-        return []
-    first = batch.steps.iloc[batch.traj_offsets[:-1]]
-    new = pd.DataFrame(
-        {
-            "run_id": first["run_id"].astype(str).to_numpy(),
-            "train_step": first["train_step"].to_numpy(np.int64),
-            "group_id": first["group_id"].astype(str).to_numpy(),
-            "traj_id": first["traj_id"].astype(str).to_numpy(),
-        }
-    )
-    store.con.register("__new_trajs", new)
-    try:
-        hit = store.con.execute(
-            f"SELECT DISTINCT s.run_id, s.train_step, s.group_id, s.traj_id, s._source AS src FROM "
-            f"{store._FROM} s JOIN __new_trajs n USING (run_id, train_step, group_id, traj_id) "
-            f"LIMIT 20",
-            [store._files(parts)],
-        ).df()
-    finally:
-        store.con.unregister("__new_trajs")
-    by_src = {d[:16]: m for d, m in store.sources.items()}
-    here = os.path.abspath(path)
-    problems, told = [], set()
-    for r in hit.itertuples():
-        man = by_src.get(r.src, {})
-        where = f"trajectory '{r.traj_id}' of group '{r.run_id}/{r.train_step}/{r.group_id}'"
-        if not man.get("complete", True) and man.get("path") == here:
-            # This very path, under another digest, interrupted: the file changed since.
-            if r.src not in told:
-                told.add(r.src)
-                problems.append(Problem(path, None, None, _changed_since_interrupt(store, man, where)))
-            continue
-        interrupted = (
-            ""
-            if man.get("complete", True)
-            else f"; that copy is an interrupted ingest: `crbc-viz drop-incomplete --store {store.root}` "
-            f"removes it"
-        )
-        problems.append(
-            Problem(
-                path,
-                None,
-                "traj_id",
-                f"{where} is already in the store (from {man.get('path', r.src)}); remove one "
-                f"copy or give the files distinct run ids (--run-id){interrupted}",
-            )
-        )
-    return problems
-
-
-def _changed_since_interrupt(store: LogStore, man: dict, where: str) -> str:
-    """What happened when a file is ingested again after a kill -9 and a change: the store
-    holds part of its earlier content, which can no longer be resumed."""
-    done = sum(int(p["rows"]) for p in man.get("parts", []))
-    return (
-        f"this file changed after its ingest into {store.root} was interrupted (started "
-        f"{man.get('started_at', '?')}; {done:,} of {int(man.get('rows', 0)):,} steps of its earlier "
-        f"content committed, {where} among them, which the new content holds too); the partial "
-        f"earlier content cannot be resumed: remove it with `crbc-viz drop-incomplete --store "
-        f"{store.root}`, then ingest the file again"
-    )
 
 
 def _check_run_id(run_id) -> None:
@@ -494,59 +413,54 @@ class IngestSession:
         incomplete earlier version of the path (an ingest killed before the log changed
         again) is removed first: its content is gone from the log and cannot be resumed.
 
+        A source already in the store is skipped (``why`` says how): the same file with the
+        same content and options (`crbc_viz.store.identity`), or a copy of another source whose
+        rows it repeats (same bytes and options, another path giving the same runs and train
+        steps). The same bytes in another train step's folder are another source.
+
         Raises:
             LoadError: the source cannot be read or validated, or holds trajectories another
-                source in the store already holds (what it wrote is rolled back when it
-                streamed; otherwise its manifest stays incomplete, as after a crash).
+                source in the store already holds (what it wrote is rolled back, as on any
+                error; a kill leaves its manifest incomplete, to be resumed).
         """
-        run_id, part_rows, progress = self.options.run_id, self.options.part_rows, self.options.progress
-        root, store = self.root, self.store
+        opts, root, store = self.options, self.root, self.store
         nbytes = sum(os.path.getsize(f) for f in src.files)
-        digest = _with_run_id(
-            file_digest(src.files, src.path if len(src.files) > 1 or src.files[0] != src.path else None),
-            run_id,
+        ident = source_identity(
+            src,
+            run_id=opts.run_id,
+            import_options=opts.import_options,
+            success_threshold=opts.success_threshold,
         )
+        digest = manifest_key(ident, src.fmt, store.manifests)
         replaced = self._prepare_version(src.path, digest) if replace else []
         man, torn = _readable_parts(root, store.manifests.get(digest))
         if man is not None and man.get("complete"):
-            entry = {
-                "path": src.path,
-                "format": src.fmt,
-                "status": "skipped",
-                "rows": man["rows"],
-                "bytes": nbytes,
-                "parts": len(man["parts"]),
-                "notes": man.get("notes", []),
-                "warnings": [],
-                "replaced": [],
-                "digest": digest,
-            }
-            if progress:
-                progress(entry)
-            return entry
+            return _skip(
+                src, nbytes, man, "already in the store (same file, content and options)", opts.progress
+            )
+        copies = twins(ident, src.fmt, store.sources, replaced) if man is None else []
+        new = {"replaces": replaced, "ident": ident, "copies": copies}
         resumed = man is not None
         if man is not None and replaced:
             man = {**man, "replaces": sorted(set(man.get("replaces", [])) | set(replaced))}
-        rows_of = man.get("part_rows", part_rows) if man else part_rows
+        rows_of = man.get("part_rows", opts.part_rows) if man else opts.part_rows
         mpath = root / "manifest" / f"{digest}.json"
         had_manifest = mpath.exists()
-
         try:
-            man, notes, skipped = self._write_source(
-                src, digest, man, rows_of, stream=True, replaces=replaced
-            )
-        except _NotGroupContiguous:
-            # Groups recur later in the file: chunks cannot be cut at group boundaries.
-            _rollback(root, mpath, man, had_manifest)
-            man = _readable_parts(root, store.manifests.get(digest))[0]
-            if man is not None and replaced:
-                man = {**man, "replaces": sorted(set(man.get("replaces", [])) | set(replaced))}
-            man, notes, skipped = self._write_source(
-                src, digest, man, rows_of, stream=False, replaces=replaced
-            )
-        except LoadError:
-            if streams(src):
-                _rollback(root, mpath, store.manifests.get(digest), had_manifest)
+            try:
+                man, notes, skipped = self._write_source(src, digest, man, rows_of, stream=True, **new)
+            except _NotGroupContiguous:
+                # Groups recur later in the file: chunks cannot be cut at group boundaries.
+                _rollback(root, mpath, man, had_manifest)
+                man = _readable_parts(root, store.manifests.get(digest))[0]
+                if man is not None and replaced:
+                    man = {**man, "replaces": sorted(set(man.get("replaces", [])) | set(replaced))}
+                man, notes, skipped = self._write_source(src, digest, man, rows_of, stream=False, **new)
+        except _RepeatsSource as rep:
+            why = f"already in the store: same content, run and train step(s) as {rep.source.get('path')}"
+            return _skip(src, nbytes, rep.source, why, opts.progress)
+        except Exception:  # noqa: BLE001  (any error: nothing of this run stays; re-raised)
+            _rollback(root, mpath, store.manifests.get(digest), had_manifest)
             raise
         man["parts"].sort(key=_part_number)  # a part written again goes back to its place
         man["complete"] = True
@@ -572,15 +486,18 @@ class IngestSession:
             "replaced": list(man.get("replaces", [])),
             "digest": digest,
         }
-        if progress:
-            progress(entry)
+        if opts.progress:
+            opts.progress(entry)
         return entry
 
-    def _write_source(self, src, digest: str, man: dict | None, rows_of: int, *, stream: bool, replaces=()):
+    def _write_source(
+        self, src, digest: str, man: dict | None, rows_of: int, *, stream: bool, replaces, ident, copies
+    ):
         """Write one source's parts (chunk by chunk when it streams); returns the manifest, the
         import notes and the skipped rows of every chunk, and counts the committed parts. No
         chunk is referenced while the next one is read, so a streamed source's peak memory is
-        one chunk's."""
+        one chunk's. Raises `_RepeatsSource` before writing when the first batch repeats the
+        rollouts of one of ``copies`` (`copy_of`)."""
         opts, root = self.options, self.root
         mpath = root / "manifest" / f"{digest}.json"
         done_paths = {p["path"] for p in man["parts"]} if man else set()
@@ -598,11 +515,13 @@ class IngestSession:
             stream=stream,
         )
         for batch, imp in batches:
-            overlap = _existing_traj_overlap(self.store, batch, digest, src.path, exclude=replaces)
+            if first and copies and (twin := copy_of(batch, copies)) is not None:
+                raise _RepeatsSource(twin)
+            overlap = existing_traj_overlap(self.store, batch, digest, src.path, exclude=replaces)
             if overlap:
                 raise LoadError(overlap)
             if first:
-                man = man or _new_manifest(src, digest, imp, rows_of, replaces)
+                man = man or {**_new_manifest(src, digest, imp, rows_of, replaces), **stamp(ident)}
                 man["rows"], man["skipped"], man["warnings"] = 0, 0, []
                 first = False
             notes = list(imp.notes)
@@ -691,6 +610,17 @@ def _rollback(root: Path, mpath: Path, man: dict | None, had_manifest: bool) -> 
         _write_json(mpath, man)
 
 
+def _skip(src, nbytes: int, man: dict, why: str, progress) -> dict:
+    """The report entry of a source already in the store as ``man`` (``why``: how)."""
+    log.info("%s: skipped, %s", src.path, why)
+    entry = {"path": src.path, "format": src.fmt, "status": "skipped", "rows": man["rows"], "bytes": nbytes}
+    entry.update(parts=len(man["parts"]), notes=man.get("notes", []), warnings=[], replaced=[])
+    entry.update(digest=man["digest"], why=why)
+    if progress:
+        progress(entry)
+    return entry
+
+
 def _new_manifest(src, digest: str, imp, rows_of: int, replaces) -> dict:
     """The manifest of a source ingested for the first time, before any part is written."""
     return {
@@ -731,7 +661,9 @@ def _write_batch_parts(
             continue
         sub = batch.select_groups(gs) if len(gs) != batch.num_groups else batch
         n = sub.num_steps
-        hot, txt = _tables(sub, np.full(n, stem, dtype=object), np.arange(n, dtype=np.int32), digest)
+        hot, txt = _tables(
+            sub, np.full(n, stem, dtype=object), np.arange(n, dtype=np.int32), digest, man["path"]
+        )
         del sub
         trel = None
         if txt is not None:

@@ -4,7 +4,7 @@ ingest lock and the JSON-encoded column convention (shared by `query` and `inges
 Layout of a store folder::
 
     store.json                               marks the folder as a store (format, version)
-    manifest/<digest>.json                   one per ingested source: its parts, keys, notes
+    manifest/<key>.json                      one per ingested source: its parts, keys, notes
     steps/run_id=<run>/train_step=<n>/<digest16>-<k>.parquet   hot columns (ids, reward,
                                              action, anchor key + 64-bit hash, outcome ...)
     text/run_id=<run>/train_step=<n>/<digest16>-<k>.parquet    observation / response, aligned
@@ -15,8 +15,9 @@ Crash safety: every part is written to a temporary name, flushed to the disk and
 place; the source's manifest file is rewritten (temp + rename) only after the part is in place.
 Readers list only parts named by a manifest, so a crash leaves a readable store, and re-running
 the ingest resumes the source where it stopped (part names are deterministic). A source whose
-content digest is already complete in the store is skipped, unless one of its parts cannot be
-read or holds another row count than its manifest records: that part is written again.
+identity (its bytes, path and options: `crbc_viz.store.identity`) is already complete in the
+store is skipped, unless one of its parts cannot be read or holds another row count than its
+manifest records: that part is written again.
 
 Versions (``ingest --watch``, a log that grows while a trainer appends to it): the new content's
 manifest lists the digests it ``replaces``; readers hide it while it is incomplete and hide the

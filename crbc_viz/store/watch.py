@@ -7,9 +7,9 @@ with a newline, JSON with ``]`` or ``}``, a gzip stream reaches its end marker, 
 footer reads. Until then it is *pending*, never committed. A log that changes after it was
 ingested is ingested again with ``replace=True`` (`crbc_viz.store.ingest.IngestSession.add`):
 the store switches from the old version to the new one in one manifest write, so it holds the
-log's whole content once. Sources are keyed by content, so after a kill -9 a new watcher ingests
-what is missing exactly once (an interrupted source is resumed, or dropped when its log changed
-since).
+log's whole content once. Sources are keyed by content and path (`crbc_viz.store.identity`), so
+after a kill -9 a new watcher ingests what is missing exactly once (an interrupted source is
+resumed, or dropped when its log changed since).
 
 The folder is walked as ``ingest DIR`` walks it (`crbc_viz.io.importers.expand_sources`): every
 log file below it, one source each; a folder of rLLM episodes (``--format rllm``, or detected
@@ -43,7 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import LoadError, StoreError
+from ..errors import StoreError
 from ..io.write import atomic_path
 from .ingest import IngestSession
 
@@ -483,7 +483,7 @@ class Watcher:
             entry = self.session.add(src, replace=True)
         except FileNotFoundError:
             return  # removed since the scan: the next scan forgets it
-        except (LoadError, OSError, RecursionError, MemoryError) as exc:
+        except Exception as exc:  # noqa: BLE001  (one log that cannot be ingested never stops the watch)
             u.done = before
             self.counts["failed"] += 1
             emit(WatchEvent("failed", self._rel(path), error=exc))
@@ -511,10 +511,9 @@ class Watcher:
             kind = "resumed"
         else:
             kind = "ingested"
-        self.counts[
-            "present" if kind == "present" else ("replaced" if kind == "replaced" else "ingested")
-        ] += 1
-        emit(WatchEvent(kind, self._rel(path), entry["format"], int(entry["rows"]), train_steps))
+        self.counts[kind if kind in ("present", "replaced") else "ingested"] += 1
+        fields = (entry["format"], int(entry["rows"]), train_steps, entry.get("why", ""))
+        emit(WatchEvent(kind, self._rel(path), *fields))
 
     @staticmethod
     def _stat(f: str) -> tuple:
