@@ -270,7 +270,7 @@ def _encode_rows(rows) -> tuple[dict, object]:
     import pandas as pd
     import pyarrow as pa
 
-    if isinstance(rows, ArrowRows) and not rows.table.schema.metadata:
+    if isinstance(rows, ArrowRows) and _plain_arrow(rows.table):
         return {"lane": "arrow"}, rows.table
     df = rows.to_pandas() if isinstance(rows, ArrowRows) else rows
     idx = df.index
@@ -302,8 +302,8 @@ def _decode_rows(layout, table):
         raise _BadOutcome("rows of an unknown layout")
     _check_types(table)
     if layout["lane"] == "arrow":
-        if table.schema.metadata:
-            raise _BadOutcome("an Arrow table of rows carries metadata")
+        if not _plain_arrow(table):
+            raise _BadOutcome("an Arrow table of rows carries metadata or types the readers do not make")
         return ArrowRows(table)
     cols, n = layout.get("columns"), layout.get("rows")
     if type(cols) is not list or type(n) is not int or n < 0 or (cols and table.num_rows != n):
@@ -346,6 +346,28 @@ def _column_index(names: list, dtype):
     if str(idx.dtype) != dtype:
         raise _BadOutcome("the column names do not match their layout")
     return idx
+
+
+def _plain_arrow(table) -> bool:
+    """Whether ``table`` is sent as Arrow rows: no metadata, and only the types the columnar
+    readers make (numbers, booleans, text, nulls, lists of those), which pandas converts
+    (any other table is sent as its pandas frame)."""
+    import pyarrow as pa
+
+    t = pa.types
+
+    def plain(typ) -> bool:
+        if t.is_list(typ) or t.is_large_list(typ):
+            return plain(typ.value_type)
+        return (
+            t.is_integer(typ)
+            or t.is_floating(typ)
+            or t.is_boolean(typ)
+            or t.is_null(typ)
+            or (t.is_string(typ) or t.is_large_string(typ))
+        )
+
+    return not table.schema.metadata and all(plain(f.type) for f in table.schema)
 
 
 def _check_types(table) -> None:
@@ -494,12 +516,22 @@ def write_outcome(folder: Path, outcome: dict, batch=None) -> None:
 
 
 def read_outcome(folder: Path, limit: int) -> tuple:
-    """The outcome in ``folder``: ``("ok", batch, (format, detected, notes) or None)``, ``("error", exception)``, ``("memory",)``,
-    ``("failed", message, traceback)`` or ``("changed",)``. At most ``limit`` bytes are read.
+    """The outcome in ``folder``: ``("ok", batch, (format, detected, notes) or None)``,
+    ``("error", exception)``, ``("memory",)``, ``("failed", message, traceback)`` or
+    ``("changed",)``. At most ``limit`` bytes are read.
 
     Raises:
         _BadOutcome: no outcome, or not one this module writes (one line: why).
     """
+    try:
+        return _read_outcome(folder, limit)
+    except _BadOutcome:
+        raise
+    except Exception as exc:  # any other failure to rebuild it (pandas, pyarrow): still data only
+        raise _BadOutcome(f"the batch cannot be rebuilt from it ({type(exc).__name__})") from None
+
+
+def _read_outcome(folder: Path, limit: int) -> tuple:
     budget = [limit]
     out = _json(_read_bytes(folder / OUTCOME, budget))
     if type(out) is not dict:

@@ -127,10 +127,13 @@ def test_a_pickled_result_runs_nothing_and_touches_no_file(tmp_path, monkeypatch
         ("bad-arrow", "steps.arrow is not a valid Arrow file"),
         ("cell-tag", "tagged 'pickle'"),
         ("lengths", "disagree in length"),
+        ("arrow-type", "types the readers do not make"),
+        ("frame-dtype", "not int64"),
+        ("unhashable", "cannot be rebuilt"),
     ],
 )
-def test_a_malformed_result_is_one_line_of_refusal(tmp_path, monkeypatch, case, why):
-    real = _real_outcome(tmp_path, monkeypatch)  # the files a real child wrote for the toy log
+def test_a_malformed_result_is_one_line_of_refusal(tmp_path, monkeypatch, real_outcome, case, why):
+    real = real_outcome  # the files a real child wrote for the toy log, altered below
     secret = tmp_path / "secret.txt"
     secret.write_text("TOP SECRET")
 
@@ -165,6 +168,17 @@ def test_a_malformed_result_is_one_line_of_refusal(tmp_path, monkeypatch, case, 
             column = {"name": "c", "cells": True, "dtype": "object"}
             meta["batch"]["steps"] = {"lane": "frame", "rows": 1, "columns": [column], "columns_dtype": "str"}
             target.write_text(json.dumps(meta))
+        elif case == "arrow-type":  # rows as Arrow, of a type no reader makes
+            meta["batch"]["steps"] = {"lane": "arrow"}
+            target.write_text(json.dumps(meta))
+            (folder / "steps.arrow").write_bytes(_ipc(pa.table({"a": pa.array([{"x": 1}])})))
+        elif case in ("frame-dtype", "unhashable"):  # a column that is not what its layout says
+            name = "c" if case == "frame-dtype" else {"$": "dict", "v": [[[1], 2]]}
+            column = {"name": name, "cells": False, "dtype": "int64"}
+            meta["batch"]["steps"] = {"lane": "frame", "rows": 1, "columns": [column], "columns_dtype": "str"}
+            target.write_text(json.dumps(meta))
+            values = pa.array(["x"]) if case == "frame-dtype" else pa.array([1])
+            (folder / "steps.arrow").write_bytes(_ipc(pa.table({"c0": values})))
         elif case == "lengths":
             arrays = pa.ipc.open_file(pa.py_buffer(real["arrays.arrow"])).read_all()
             cols = {n: arrays.column(n) for n in arrays.column_names}
@@ -186,7 +200,8 @@ def _ipc(table: pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def _real_outcome(tmp_path: Path, monkeypatch) -> dict[str, bytes]:
+@pytest.fixture(scope="module")
+def real_outcome(tmp_path_factory) -> dict[str, bytes]:
     """The files a real child writes for the toy log (captured before the server removes them)."""
     captured: dict[str, bytes] = {}
     real_rmtree = shutil.rmtree
@@ -197,9 +212,9 @@ def _real_outcome(tmp_path: Path, monkeypatch) -> dict[str, bytes]:
             captured.update({p.name: p.read_bytes() for p in out.iterdir()})
         return real_rmtree(path, *a, **k)
 
-    with monkeypatch.context() as m:
+    with pytest.MonkeyPatch.context() as m:
         m.setattr(shutil, "rmtree", keep)
-        sandbox.open_batch(str(_log(tmp_path, "real.jsonl")))
+        sandbox.open_batch(str(_log(tmp_path_factory.mktemp("real"), "real.jsonl")))
     assert set(captured) >= {"outcome.json", "steps.arrow", "groups.arrow", "arrays.arrow"}, captured
     return captured
 
