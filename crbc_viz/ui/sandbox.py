@@ -3,7 +3,7 @@
 The readers bound what a file may expand to (`crbc_viz.io`), but a native parser (pyarrow's
 JSON reader, a Parquet decoder, zlib) can still crash on a hostile file, or a file can need more
 memory than the server has. `open_batch` therefore reads every upload and every server path in
-a fresh ``python -m crbc_viz.ui.sandbox`` process, limited to:
+a fresh ``python -m crbc_viz.ui.sandbox_child`` process, limited to:
 
 - ``$CRBC_VIZ_PARSE_MEMORY_MB`` MiB of address space (``RLIMIT_AS``, default
   `PARSE_MEMORY_MB`). Arrow uses the system allocator there and glibc two arenas, so the
@@ -18,10 +18,10 @@ The child (`crbc_viz.ui.sandbox_child`) writes the `RolloutBatch`, or the error,
 IPC and JSON, `crbc_viz.ui.outcome`; never a pickle) into a folder of the parent's, which the
 parent reads only after a clean exit and removes in any case (the child's ``$TMPDIR`` lies in
 it too, so a killed child leaves no copy of an upload). A server path is read only if it is
-still the file it resolved to (`open_batch`). A child that dies by a signal, or runs out of memory or time, becomes a
-`ParseAbortedError`: one line that names the file as the user knows it (an upload by the name
-it was uploaded under, never the server's copy's path). At most `MAX_CHILDREN` children run at
-once, so concurrent uploads cannot add up past the host's memory.
+still the file it resolved to (`open_batch`). A child that dies by a signal, or runs out of
+memory or time, becomes a `ParseAbortedError`: one line that names the file as the user knows
+it (an upload by the name it was uploaded under, never the server's copy's path). At most
+`MAX_CHILDREN` children run at once, so concurrent uploads cannot add up past the host's memory.
 
 What is read (`read`, in the child and for bundled samples alike): a file in any format the
 importers detect (`crbc_viz.io.importers`: canonical logs, verl-agent dumps, verl
