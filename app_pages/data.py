@@ -14,12 +14,12 @@ from crbc_viz.ui import pipeline, view
 from crbc_viz.ui.files import (
     ALLOWED_SUFFIXES,
     MAX_UPLOAD_MB,
-    allowed_roots,
     default_sample,
     discover_samples,
     file_ref,
     is_store_folder,
     resolve_data_source,
+    roots_help,
     save_upload,
 )
 from crbc_viz.ui.params import estimator_names
@@ -194,9 +194,7 @@ def source_picker(sel) -> str:
             key="server_path",
             on_change=_on_path,
             placeholder="/data/rollouts/run1.jsonl.gz",
-            help="allowed folders: "
-            + ", ".join(str(r) for r in allowed_roots())
-            + " (extend with CRBC_VIZ_DATA_ROOTS)",
+            help="allowed folders: " + roots_help(),
         )
         st.button("Open", on_click=_on_path)
         _option_widgets(sel)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import logging
 import os
 import shutil
 import stat
@@ -26,6 +27,7 @@ __all__ = [
     "MAX_UPLOAD_MB",
     "ALLOWED_SUFFIXES",
     "allowed_roots",
+    "roots_help",
     "discover_samples",
     "default_sample",
     "resolve_data_path",
@@ -79,6 +81,7 @@ def _private_upload_dir() -> Path:
 
 UPLOAD_DIR = _private_upload_dir()
 ENV_ROOTS = "CRBC_VIZ_DATA_ROOTS"
+log = logging.getLogger(__name__)
 
 
 def allowed_roots() -> list[Path]:
@@ -89,6 +92,36 @@ def allowed_roots() -> list[Path]:
         if part.strip():
             roots.append(Path(part.strip()).expanduser())
     return [r.resolve() for r in roots]
+
+
+def roots_help() -> str:
+    """The allowed data folders as the page names them: those inside the app's folder relative
+    to it (as a path typed on the page is read); the others, which would show the server's
+    layout to every visitor, only counted (the server's log names them). The upload folder is
+    left out (uploads are named by their content)."""
+    upload = Path(UPLOAD_DIR).resolve()
+    inside, outside = [], []
+    for r in allowed_roots():
+        if r == upload:
+            continue
+        try:
+            inside.append(r.relative_to(REPO_ROOT).as_posix())
+        except ValueError:
+            outside.append(r)
+    shown = ", ".join(dict.fromkeys(inside)) or "none in the app's folder"
+    if outside:
+        log.info("allowed data folders outside the app's folder: %s", outside)
+        shown += f", and {len(outside)} more set in ${ENV_ROOTS} (its value on the server)"
+    return shown + f"; extend with ${ENV_ROOTS}"
+
+
+def _as_asked(path: Path) -> str:
+    """A path under a folder the visitor named, as a message quotes it: relative to the app
+    when it lies there (never the server's absolute layout around the app), else as it is."""
+    try:
+        return _shown(Path(path).relative_to(REPO_ROOT).as_posix())
+    except ValueError:
+        return _shown(str(path))
 
 
 def suffix_of(name: str) -> str | None:
@@ -124,7 +157,7 @@ def default_sample(samples: list[str] | None = None) -> str | None:
 
 def _confined(ref: str) -> Path:
     """``ref`` resolved (repo-relative or absolute, symlinks followed) and checked to lie under
-    one of `allowed_roots`; raises ValueError naming the reference and the roots."""
+    one of `allowed_roots`; raises ValueError naming the reference (the roots go to the server's log only)."""
     if not ref or "\x00" in ref:
         raise ValueError("no path given")
     shown = _shown(ref)
@@ -136,14 +169,16 @@ def _confined(ref: str) -> Path:
             p = REPO_ROOT / p
         p = p.resolve()
         p.exists()  # a name too long or a link loop raises here, not later
-    except (OSError, RuntimeError) as exc:
-        raise ValueError(f"'{shown}': cannot open ({getattr(exc, 'strerror', None) or exc})") from None
+    except (OSError, RuntimeError) as exc:  # its text may hold the resolved path: not shown
+        raise ValueError(
+            f"'{shown}': cannot open ({getattr(exc, 'strerror', None) or type(exc).__name__})"
+        ) from None
     roots = allowed_roots()
     if not any(p == r or r in p.parents for r in roots):
+        # The refusal names what was asked for; the folders (the server's layout) go to its log.
+        log.info("refused %s (resolves to %s): outside the allowed data folders %s", shown, p, roots)
         raise ValueError(
-            f"'{shown}' is outside the allowed data folders "
-            f"({', '.join(str(r) for r in roots)}); add its folder to "
-            f"{ENV_ROOTS} to open it"
+            f"'{shown}' is outside the allowed data folders; add its folder to {ENV_ROOTS} to open it"
         )
     return p
 
@@ -166,7 +201,7 @@ def resolve_data_path(ref: str) -> Path:
     symlinks) to an existing file with an allowed suffix under one of `allowed_roots`.
 
     Raises:
-        ValueError: naming the reference and the allowed roots.
+        ValueError: naming the reference (not the allowed roots: those go to the log).
     """
     p = _confined(ref)
     if suffix_of(p.name) is None:
@@ -183,7 +218,7 @@ def resolve_data_source(ref: str) -> Path:
     as `resolve_data_path` checks it.
 
     Raises:
-        ValueError: naming the reference and the allowed roots.
+        ValueError: naming the reference (not the allowed roots: those go to the log).
     """
     p = _confined(ref)
     return p if p.is_dir() else resolve_data_path(ref)
@@ -213,13 +248,14 @@ def folder_files(folder: str | os.PathLike) -> list[Path]:
     entries = 0
 
     def unreadable(exc: OSError):
-        raise ValueError(f"'{_shown(str(folder))}': cannot list {exc.filename} ({exc.strerror or exc})")
+        where = _as_asked(Path(exc.filename)) if exc.filename else "a subfolder"
+        raise ValueError(f"'{_as_asked(folder)}': cannot list {where} ({exc.strerror or type(exc).__name__})")
 
     for root, dirs, names in os.walk(folder, onerror=unreadable):
         entries += len(dirs) + len(names)
         if entries > MAX_FOLDER_ENTRIES:
             raise ValueError(
-                f"'{_shown(str(folder))}' holds more than {MAX_FOLDER_ENTRIES:,} files and folders; "
+                f"'{_as_asked(folder)}' holds more than {MAX_FOLDER_ENTRIES:,} files and folders; "
                 f"open one of its folders, or ingest it into a log store (`crbc-viz ingest FOLDER "
                 f"--store DIR`) and open the store on the Across training page"
             )
@@ -228,12 +264,12 @@ def folder_files(folder: str | os.PathLike) -> list[Path]:
             try:
                 real = f.resolve()
             except (OSError, RuntimeError) as exc:  # a link loop
-                raise ValueError(f"'{_shown(str(f))}': cannot resolve ({exc})") from None
+                raise ValueError(f"'{_as_asked(f)}': cannot resolve ({type(exc).__name__})") from None
             if not _inside(real, roots):
+                log.info("refused %s: it resolves to %s, outside the allowed data folders %s", f, real, roots)
                 raise ValueError(
-                    f"'{_shown(str(f))}' resolves outside the allowed data folders "
-                    f"({', '.join(str(r) for r in roots)}); remove the link, or add its folder to "
-                    f"{ENV_ROOTS} to open it"
+                    f"'{_as_asked(f)}' resolves outside the allowed data folders; remove the link, "
+                    f"or add its folder to {ENV_ROOTS} to open it"
                 )
             out.append(f)
     return sorted(out)
@@ -338,9 +374,10 @@ def _upload_folder() -> Path:
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     st = os.lstat(folder)
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        log.error("the upload folder %s is not a private folder of this user", folder)
         raise ValueError(
-            f"the upload folder {folder} is not a private folder of this user "
-            f"(a symlink, another owner, or open to others); refusing to use it"
+            "the upload folder is not a private folder of the server's user "
+            "(a symlink, another owner, or open to others); refusing to use it"
         )
     return folder
 

@@ -3,7 +3,7 @@
 The readers bound what a file may expand to (`crbc_viz.io`), but a native parser (pyarrow's
 JSON reader, a Parquet decoder, zlib) can still crash on a hostile file, or a file can need more
 memory than the server has. `open_batch` therefore reads every upload and every server path in
-a fresh ``python -m crbc_viz.ui.sandbox`` process, limited to:
+a fresh ``python -m crbc_viz.ui.sandbox_child`` process, limited to:
 
 - ``$CRBC_VIZ_PARSE_MEMORY_MB`` MiB of address space (``RLIMIT_AS``, default
   `PARSE_MEMORY_MB`). Arrow uses the system allocator there and glibc two arenas, so the
@@ -14,12 +14,14 @@ a fresh ``python -m crbc_viz.ui.sandbox`` process, limited to:
   server is gone;
 - no core file.
 
-The child pickles the `RolloutBatch` (or the `LoadError`'s problems) into a private temporary
-folder under a temporary name and renames it once complete; the parent reads it only after a
-clean exit. A child that dies by a signal, or runs out of memory or time, becomes a
-`ParseAbortedError`: one line that names the file as the user knows it (an upload by the name
-it was uploaded under, never the server's copy's path). At most `MAX_CHILDREN` children run at
-once, so concurrent uploads cannot add up past the host's memory.
+The child (`crbc_viz.ui.sandbox_child`) writes the `RolloutBatch`, or the error, as data (Arrow
+IPC and JSON, `crbc_viz.ui.outcome`; never a pickle) into a folder of the parent's, which the
+parent reads only after a clean exit and removes in any case (the child's ``$TMPDIR`` lies in
+it too, so a killed child leaves no copy of an upload). A server path is read only if it is
+still the file it resolved to (`open_batch`). A child that dies by a signal, or runs out of
+memory or time, becomes a `ParseAbortedError`: one line that names the file as the user knows
+it (an upload by the name it was uploaded under, never the server's copy's path). At most
+`MAX_CHILDREN` children run at once, so concurrent uploads cannot add up past the host's memory.
 
 What is read (`read`, in the child and for bundled samples alike): a file in any format the
 importers detect (`crbc_viz.io.importers`: canonical logs, verl-agent dumps, verl
@@ -43,28 +45,26 @@ so the child runs once per file content.
 from __future__ import annotations
 
 import dataclasses
-import faulthandler
-import io
+import json
 import logging
 import os
-import pickle
 import re
-import resource
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode
 
-from ..errors import CrbcVizError, LoadError, ParseAbortedError, Problem
+from ..errors import LoadError, ParseAbortedError, Problem
 from ..io import _guards
 from ..io.importers import TITLES
+from .outcome import READ_AS_KEY, _BadOutcome, read_outcome
 
 __all__ = [
     "open_batch",
@@ -254,7 +254,7 @@ class ReadAs:
         return FORMAT_TITLES.get(self.fmt, self.fmt)
 
 
-_READ_AS = "_crbc_read_as"
+_READ_AS = READ_AS_KEY
 
 
 def read_as(batch) -> ReadAs | None:
@@ -264,7 +264,7 @@ def read_as(batch) -> ReadAs | None:
 
 def _mark(batch, how: ReadAs):
     # The batch is a frozen dataclass this module just built: the mark travels in its __dict__
-    # (and its pickle), read back by `read_as`.
+    # (and in the child's outcome), read back by `read_as`.
     batch.__dict__[_READ_AS] = how
     return batch
 
@@ -327,102 +327,69 @@ def _is_upload(key: str) -> bool:
 
 def open_batch(key: str):
     """The `RolloutBatch` of a `crbc_viz.ui.sources.Source.key` (already resolved and
-    confined), read in a limited child process unless the key is a bundled sample.
+    confined), read in a limited child process unless the key is a bundled sample. A server
+    path must still be the file (or folder) it resolved to: the device and inode it has now,
+    with no link on its way, are the only ones the child reads (`_identity`).
 
     Raises:
         LoadError: the file's problems (an upload's server path replaced by its name);
-            `ParseAbortedError` when the child died by a signal or ran out of memory or time.
+            `ParseAbortedError` when the child died by a signal or ran out of memory or time,
+            or the path changed after it was checked.
         StoreError: a store group that cannot be read.
     """
     if is_trusted(key):
         return read(key)
     memory, timeout = parse_limits()
-    name = _shown_name(key)
+    name, upload = _shown_name(key), _is_upload(key)
+    job = {"key": key, "memory": memory, "timeout": timeout, "name": name if upload else None}
+    job["ident"] = None if upload or key.startswith(_STORE_PREFIX) else _identity(key, name)
     with _SLOTS:
-        outcome = _run_child(key, name, memory, timeout, upload=_is_upload(key))
-    return _unpack(outcome, key, name)
+        outcome = _run_child(job, name)
+    return _unpack(outcome, key, name, memory)
 
 
 def _refusal(name: str, why: str) -> ParseAbortedError:
     return ParseAbortedError([Problem(name, None, None, why)])
 
 
-class _OutcomeUnpickler(pickle.Unpickler):
-    """Reads the child's outcome, and nothing else. A pickle may name only classes of the
-    libraries a batch or a load error is built from (numpy, pandas' core, pyarrow, crbc_viz's data
-    model and errors, plain builtins), the private reconstructors those classes pickle through,
-    and pyarrow's type factories: no public function (``numpy.load``, ``pandas.read_pickle``,
-    ``crbc_viz.cli.main``), so a pickle put in the folder by anything else cannot run code or
-    touch files in the server. The child writes it with `pickle.dumps` of its own objects."""
-
-    _CLASS_MODULES = re.compile(
-        r"(numpy|numpy\._core\..*|numpy\.core\..*|pandas|pandas\.arrays|pandas\.core\..*|pandas\._libs\..*"
-        r"|pyarrow|pyarrow\.lib|crbc_viz\.data|crbc_viz\.errors|crbc_viz\.ui\.sandbox"
-        r"|crbc_viz\.io\.importers(\..*)?|collections|datetime)"
-    )
-    _RECONSTRUCTOR_MODULES = re.compile(
-        r"(numpy\._core|numpy\.core)\.(multiarray|numeric)|pandas\._libs\..*"
-        r"|pandas\.core\.(indexes|internals|arrays)\..*|pyarrow\.lib|copyreg"
-    )
-    _PYARROW_FACTORIES = frozenset({"chunked_array", "field", "py_buffer", "schema", "type_for_alias"})
-    _BUILTINS = frozenset(
-        {
-            "list",
-            "dict",
-            "tuple",
-            "set",
-            "frozenset",
-            "int",
-            "float",
-            "complex",
-            "str",
-            "bytes",
-            "bytearray",
-            "bool",
-            "slice",
-            "range",
-            "object",
-        }
-    )
-
-    def find_class(self, module: str, name: str):
-        if module == "builtins":
-            allowed = name in self._BUILTINS
-        elif name.startswith("__"):
-            allowed = False
-        elif name.startswith("_"):
-            allowed = bool(self._RECONSTRUCTOR_MODULES.fullmatch(module))
-        elif module == "pyarrow.lib" and name in self._PYARROW_FACTORIES:
-            allowed = True
-        else:
-            allowed = bool(self._CLASS_MODULES.fullmatch(module))
-            if allowed:
-                found = super().find_class(module, name)
-                if isinstance(found, type):
-                    return found
-                allowed = False
-        if allowed:
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"{module}.{name} is not part of a parse outcome")
+_CHANGED = "it was replaced or removed (now a link, or another file) after it was checked; it was not read"
 
 
-def _run_child(key: str, name: str, memory: int, timeout: int, upload: bool = False) -> tuple:
-    """Run the child on ``key`` (an upload: read under ``name``); its pickled outcome, or raise
-    `ParseAbortedError`."""
+def _identity(key: str, name: str) -> list[int]:
+    """[device, inode] of the file or folder ``key`` reads, as it is now: still its resolved path
+    (no link on its way), a regular file or a folder; else refused."""
+    path = _path_of(key)
+    try:
+        st = os.stat(path, follow_symlinks=False)
+        unchanged = os.path.realpath(path) == path and (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode))
+    except (OSError, ValueError):
+        unchanged = False
+    if not unchanged:
+        raise _refusal(name, _CHANGED)
+    return [st.st_dev, st.st_ino]
+
+
+def _run_child(job: dict, name: str) -> tuple:
+    """Run the child on ``job`` (`_child`); its outcome (`crbc_viz.ui.outcome.read_outcome`),
+    or raise `ParseAbortedError`. Everything the child writes lies in a folder of this process
+    (its outcome, and its temporary files: ``$TMPDIR`` points there), removed here whether
+    the child ended or was killed."""
+    key, memory, timeout = job["key"], job["memory"], job["timeout"]
     work = Path(tempfile.mkdtemp(prefix="crbc-viz-parse-"))  # 0700, removed below
-    out, err = work / "outcome.pickle", work / "stderr.txt"
+    out, tmp, err = work / "out", work / "tmp", work / "stderr.txt"
     pkg_root = str(Path(__file__).resolve().parents[2])
     env = {
         **os.environ,
         "ARROW_DEFAULT_MEMORY_POOL": "system",
         "MALLOC_ARENA_MAX": "2",
         "PYTHONPATH": os.pathsep.join(p for p in (pkg_root, os.environ.get("PYTHONPATH")) if p),
+        "TMPDIR": str(tmp),
     }
-    argv = [sys.executable, "-m", __name__, key, str(out), str(memory), str(timeout)]
-    if upload:
-        argv.append(name)
+    argv = [sys.executable, "-m", f"{__package__}.sandbox_child", json.dumps({**job, "out": str(out)})]
     t0 = time.monotonic()
     try:
+        out.mkdir()
+        tmp.mkdir()
         with open(err, "wb") as err_fh:
             try:
                 proc = subprocess.Popen(
@@ -452,10 +419,12 @@ def _run_child(key: str, name: str, memory: int, timeout: int, upload: bool = Fa
         if tail.strip():
             log.info("reading %s: child stderr:\n%s", key, tail)
         try:
-            with open(out, "rb") as fh:
-                outcome = _OutcomeUnpickler(fh).load()
-        except Exception as exc:  # none written, or from other code than this server's
-            raise _refusal(name, f"its reader ended without a result ({type(exc).__name__})") from None
+            outcome = read_outcome(out, memory)
+        except _BadOutcome as exc:  # none written, or not by this server's code
+            log.warning("reading %s: the child's result is refused: %s", key, exc)
+            raise _refusal(
+                name, f"its reader's result is not one this server reads ({exc}); the file is refused"
+            ) from None
         log.debug("read %s in a child in %.2f s", key, time.monotonic() - t0)
         return outcome
     finally:
@@ -483,28 +452,29 @@ def _death(rc: int, memory: int) -> str:
     return f"its reader exited with status {rc} without a result; the file is refused"
 
 
-def _unpack(outcome: tuple, key: str, name: str):
+def _unpack(outcome: tuple, key: str, name: str, memory: int):
     """The batch of a child's outcome, or the error it stands for (raised)."""
     kind = outcome[0]
     path = _path_of(key)
     if kind == "ok":
-        return outcome[1]
-    if kind == "load":
-        _, problems, total = outcome
-        if _is_upload(key):  # named by the user's name, never by the server copy's path
-            problems = _relabel(problems, path, name)
-        raise LoadError(problems, total)
+        _, batch, how = outcome
+        return batch if how is None else _mark(batch, ReadAs(*how))
     if kind == "error":
-        raise outcome[1]
+        err = outcome[1]
+        if isinstance(err, LoadError) and _is_upload(key):  # the user's name, never the server copy's
+            err = type(err)(_relabel(err.problems, path, name), err.total)
+        raise err
     if kind == "memory":
         raise _refusal(
             name,
-            f"reading it needs more than {outcome[1] // 2**20} MiB of memory; "
+            f"reading it needs more than {memory // 2**20} MiB of memory; "
             f"set ${ENV_PARSE_MEMORY} to allow more",
         )
+    if kind == "changed":
+        raise _refusal(name, _CHANGED)
     what = outcome[1].replace(path, name) if _is_upload(key) else outcome[1]
     log.warning("reading %s failed in its child:\n%s", key, outcome[2])
-    raise _refusal(name, f"its reader failed ({what[:300]})")
+    raise _refusal(name, f"its reader failed ({' '.join(what[:300].split())})")
 
 
 def _relabel(problems: list[Problem], path: str, name: str) -> list[Problem]:
@@ -518,10 +488,12 @@ def _relabel(problems: list[Problem], path: str, name: str) -> list[Problem]:
 # ---------------------------------------------------------------- what is read
 
 
-def read(key: str, name: str | None = None):
+def read(key: str, name: str | None = None, ident: list[int] | None = None):
     """The `RolloutBatch` of a `crbc_viz.ui.sources.Source.key`, read in this process (the
     child's work, and the bundled samples'); a file's batch is marked with how it was read
     (`read_as`). ``name``: an upload's name, under which it is read (see the module doc).
+    ``ident``: [device, inode] the file must have (`_open_checked`); it is opened once, and
+    read through that descriptor.
 
     A file is read with the importer its fields name (`crbc_viz.io.importers.detect`), or the
     one its options name; canonical logs with `crbc_viz.io.load_rollouts`. A file whose format
@@ -542,23 +514,72 @@ def read(key: str, name: str | None = None):
         folder, _, label = key[len(_STORE_PREFIX) :].partition(_STORE_SEP)
         return LogStore(folder).load_batch(group=label, text=True)
     path, options = split_read_key(key)
-    if name is None:
+    if name is None and ident is None:
         return _read_file(path, options)
     with tempfile.TemporaryDirectory(prefix="crbc-viz-read-") as tmp:
-        alias = _alias(path, name, Path(tmp))
+        if ident is None:
+            return _read_alias(_alias(path, name, Path(tmp)), name, options)
+        fd = _open_checked(path, ident)
         try:
-            batch = _read_file(str(alias), options)
-        except LoadError as e:
-            raise LoadError(_relabel(e.problems, str(alias), name), e.total) from None
-        except MemoryError:
-            raise
-        except Exception as e:  # its text may hold the path read: the user's name instead
-            raise _ReadFailed(f"{type(e).__name__}: {e}".replace(str(alias), name)) from e
-        how = read_as(batch)
-        return _mark(
-            _renamed(batch, str(alias), name),
-            dataclasses.replace(how, notes=tuple(n.replace(str(alias), name) for n in how.notes)),
-        )
+            return _read_alias(_mirror(path, fd, Path(tmp)), path if name is None else name, options)
+        finally:
+            os.close(fd)
+
+
+def _read_alias(alias: Path, name: str, options: ReadOptions):
+    """`_read_file` of ``alias``, every mention of it (source, warnings, notes, problems, an
+    error's text) written as ``name``."""
+    try:
+        batch = _read_file(str(alias), options)
+    except LoadError as e:
+        raise type(e)(_relabel(e.problems, str(alias), name), e.total) from None
+    except MemoryError:
+        raise
+    except Exception as e:  # its text may hold the path read: the user's name instead
+        raise _ReadFailed(f"{type(e).__name__}: {e}".replace(str(alias), name)) from e
+    how = read_as(batch)
+    return _mark(
+        _renamed(batch, str(alias), name),
+        dataclasses.replace(how, notes=tuple(n.replace(str(alias), name) for n in how.notes)),
+    )
+
+
+class _Changed(Exception):
+    """The path no longer names the file (or folder) that was checked."""
+
+
+def _open_checked(path: str, ident: list[int]) -> int:
+    """A descriptor of ``path``, opened once without following a link at its end, and checked
+    to be the file or folder of ``ident`` ([device, inode], taken when it was checked); a link
+    swapped in anywhere on its way gives another inode.
+
+    Raises:
+        _Changed: a link, another file, or none.
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        raise _Changed() from None
+    st = os.fstat(fd)
+    if [st.st_dev, st.st_ino] != list(ident) or not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        os.close(fd)
+        raise _Changed()
+    return fd
+
+
+def _mirror(path: str, fd: int, folder: Path) -> Path:
+    """A path under ``folder`` that ends in every folder name of ``path`` and its name (the
+    importers take a run and a train step from them) and leads to the open file ``fd`` (a link
+    to ``/proc/self/fd/<fd>``: opening it opens that file, whatever ``path`` names by then)."""
+    proc = Path(f"/proc/self/fd/{fd}")
+    if not proc.exists():  # no /proc: read by the name just checked
+        log.warning("no /proc/self/fd here: %s is read by its name after its check", path)
+        return Path(path)
+    alias = folder / "files" / path.lstrip(os.sep)
+    alias.parent.mkdir(parents=True)
+    os.symlink(proc, alias)
+    return alias
 
 
 class _ReadFailed(Exception):
@@ -655,81 +676,3 @@ def _read_file(path: str, options: ReadOptions):
         return _mark(batch if batch is not None else load_rollouts(path), ReadAs("canonical", detected))
     imp = import_source(src, **options.importer_options())
     return _mark(build_batch(imp.raw), ReadAs(src.fmt, detected, tuple(imp.notes)))
-
-
-# ---------------------------------------------------------------- the child
-
-
-def _limit_memory(memory: int) -> None:
-    """``RLIMIT_AS`` (else ``RLIMIT_DATA``) of this process to ``memory`` bytes; no core file."""
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    for which in ("RLIMIT_AS", "RLIMIT_DATA"):
-        if hasattr(resource, which):
-            try:
-                resource.setrlimit(getattr(resource, which), (memory, memory))
-                return
-            except (ValueError, OSError) as exc:
-                log.warning("cannot set %s to %d bytes: %s", which, memory, exc)
-    log.warning("no memory limit could be set: this read is bounded by its timeout only")
-
-
-def _test_hook(memory: int) -> None:
-    hook = os.environ.get(ENV_TEST_HOOK, "")
-    if hook == "abort":
-        os.abort()
-    elif hook == "memory":
-        bytearray(memory + 1)
-    elif hook == "sleep":
-        time.sleep(1e6)
-    elif hook:
-        raise ValueError(f"${ENV_TEST_HOOK}: expected abort, memory or sleep, got {hook[:40]!r}")
-
-
-def _roundtrips(exc: BaseException) -> bool:
-    try:
-        return str(_OutcomeUnpickler(io.BytesIO(pickle.dumps(exc))).load()) == str(exc)
-    except Exception:
-        return False
-
-
-def _child(argv: list[str]) -> int:
-    """``python -m crbc_viz.ui.sandbox KEY OUT MEMORY_BYTES TIMEOUT_S [NAME]``: read ``KEY``
-    (an upload: under ``NAME``) under the limits, pickle the outcome to ``OUT`` (complete or
-    absent). It does not import `crbc_viz.ui.files` (whose import makes an upload folder)."""
-    key, out, memory, timeout = argv[0], Path(argv[1]), int(argv[2]), int(argv[3])
-    name = argv[4] if len(argv) > 4 else None
-    faulthandler.enable()  # a crash leaves the Python stack in the parent's log
-    signal.alarm(timeout + _ALARM_GRACE_S)
-    _limit_memory(memory)
-    try:
-        _test_hook(memory)
-        outcome: tuple = ("ok", read(key, name))
-    except LoadError as e:
-        outcome = ("load", e.problems, e.total)
-    except CrbcVizError as e:
-        outcome = ("error", e) if _roundtrips(e) else ("failed", f"{type(e).__name__}: {e}", "")
-    except MemoryError:
-        outcome = ("memory", memory)
-    except _ReadFailed as e:
-        outcome = ("failed", str(e), traceback.format_exc())
-    except Exception as e:
-        outcome = ("failed", f"{type(e).__name__}: {e}", traceback.format_exc())
-    tmp = out.with_suffix(".part")
-    try:
-        data = pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
-    except MemoryError:
-        data = pickle.dumps(("memory", memory))
-    except Exception as e:  # e.g. a value nested too deep to pickle
-        data = pickle.dumps(("failed", f"{type(e).__name__}: {e}", traceback.format_exc()))
-    tmp.write_bytes(data)
-    os.replace(tmp, out)
-    return 0
-
-
-if __name__ == "__main__":
-    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
-    # Run as the importable module, not as __main__: the outcome's classes (`ReadAs`) are
-    # pickled under the name the server's unpickler finds them by.
-    from crbc_viz.ui import sandbox as _module
-
-    sys.exit(_module._child(sys.argv[1:]))

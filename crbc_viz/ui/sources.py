@@ -20,6 +20,7 @@ module: the files its manifests name must lie inside the allowed data folders to
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shlex
 from dataclasses import dataclass
@@ -67,6 +68,7 @@ _SEP = "::"
 #: opened when no store is named in the URL or $CRBC_VIZ_STORE.
 BUNDLED_STORE = "sample_rollouts/training/store"
 STORE_ENV = "CRBC_VIZ_STORE"
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -162,7 +164,10 @@ def resolve_ref(ref: str) -> Path:
                 "the link names an upload this server does not hold (uploads stay on "
                 "the server that received them); upload the file again on the Data page"
             )
-        return resolve_data_path(str(path))
+        try:
+            return resolve_data_path(str(path))
+        except ValueError as e:  # named as asked, never by the upload folder's path
+            raise ValueError(str(e).replace(str(path), ref)) from None
     return resolve_data_path(ref)
 
 
@@ -254,12 +259,13 @@ def _check_files(store: _LogStore, roots: list[Path]) -> None:
         try:
             text = real(str(path))
         except (OSError, RuntimeError) as exc:  # a link loop
-            raise StoreError(f"{what}: cannot resolve {path} ({exc})") from None
+            raise StoreError(f"{what}: cannot resolve it ({type(exc).__name__})") from None
         if not any(text == str(r) or text.startswith(p) for r, p in zip(roots, prefixes)):
+            # Where it leads and the folders (the server's layout) go to the log only.
+            log.info("refused %s: it resolves to %s, outside the allowed data folders %s", what, text, roots)
             raise StoreError(
-                f"{what} resolves to {text}, outside the allowed data folders "
-                f"({', '.join(str(r) for r in roots)}); the store links out of them: "
-                f"remove the link, or add the folder to {_files.ENV_ROOTS} to open it"
+                f"{what} resolves outside the allowed data folders (the store links out of them): "
+                f"remove the link, or add its target's folder to {_files.ENV_ROOTS} to open it"
             )
 
     root = store.root
