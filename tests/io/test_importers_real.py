@@ -43,6 +43,8 @@ CASES = [
     ("verl_agent_real", "verl_agent_real/legacy_hook", ("train_steps",), "verl-agent", ("truncated",)),
     ("trl_real", "trl_real/trl_run", ("train_steps",), "trl", ()),
     ("trl_0291", "trl_0291/trl_run", ("train_steps",), "trl", ()),
+    # TRL 1.16.0 with tools: one step per assistant turn, a cut tool loop is truncation
+    ("trl_tools", "trl_tools/trl_run", ("train_steps",), "trl", ()),
     ("verl_real", "verl_real/rollout", ("rollout",), "verl", ()),
     ("verl_real", "verl_real/rollout_v1", ("rollout_v1",), "verl", ()),
     # verl 0.4.1 multi-turn: one line per conversation, a rollout cut by a limit is not marked

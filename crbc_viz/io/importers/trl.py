@@ -38,6 +38,7 @@ import pandas as pd
 from ...errors import MAX_LISTED, LoadError, Problem
 from ..flags import not_a_flag, read_flags
 from ..readers import RawTable, read_table
+from . import _turns
 from ._common import Imported, require, run_from_dir, step_from_path, text_id, to_text
 
 NAME = "trl"
@@ -349,6 +350,28 @@ def completion_rows(
     return out, notes
 
 
+def _tool_turns(df: pd.DataFrame, out: pd.DataFrame, line: np.ndarray):
+    """TRL 1.x conversational completions (a message list: ``GRPOTrainer._tool_call_loop`` appends
+    each tool result and the next assistant message) as one step per assistant turn (`_turns`).
+    Returns (rows, lines, note or None)."""
+    turns = []
+    for p, c in zip(df["prompt"], df["completion"]):
+        history, generated = _turns.messages(p), _turns.messages(c)
+        turns.append(_turns.conversation_turns(history or [], generated) if generated else None)
+    rows, lines, multi, cut = _turns.expand_turns(out, turns, line)
+    if rows is out:
+        return out, line, None
+    note = (
+        f"conversational completions read as turns: {len(rows)} assistant turns in {len(out)} completions "
+        f"({multi} of more than one turn); each turn's anchor is the user / tool message before it"
+    )
+    if cut:
+        note += (
+            f"; {cut} completion(s) end on a tool call left unanswered (tool-call limit or length): truncated"
+        )
+    return rows, lines, note
+
+
 def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
     raw = read_table(path)
     require(raw, SIGNATURE, "TRL completions", "GRPOTrainer completions_<step>.parquet")
@@ -357,8 +380,11 @@ def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
         return Imported(raw, NAME)
     step = df["step"].to_numpy() if "step" in df.columns else np.full(len(df), step_from_path(path) or 0)
     out, notes = completion_rows(raw, df, step, reward_columns=reward_columns, success_column=success_column)
+    out, line, note = _tool_turns(df, out, raw.line)
+    if note:
+        notes.append(note)
     return Imported(
-        RawTable(raw.path, out, raw.line, raw.where, raw.from_text, raw.problems),
+        RawTable(raw.path, out, line, raw.where, raw.from_text, raw.problems),
         NAME,
         {"step": "train_step", "row": "src_row"},
         tuple(notes),
