@@ -59,6 +59,7 @@ CASES = [
     ("swift_real", "swift_real/output", ("train_steps",), "ms-swift", ()),
     ("swift3_real", "swift3_real/output", ("train_steps",), "ms-swift", ()),
     ("swift36_multiturn", "swift36_multiturn/output", ("train_steps",), "ms-swift", ()),
+    ("swift46_multiturn", "swift46_multiturn/output", ("train_steps",), "ms-swift", ()),
     ("verifiers_0110", "verifiers_0110/outputs", ("train_steps",), "verifiers", ()),
     ("verifiers_031", "verifiers_031/outputs", ("train_steps",), "verifiers", ()),
     ("skyrl_b328", "skyrl_b328/export/dumped_evals", ("train_steps",), "skyrl", ()),

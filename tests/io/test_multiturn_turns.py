@@ -26,9 +26,9 @@ def _load(path, fmt="auto"):
     return imp, build_batch(imp.raw)
 
 
-def _anchors_by_group(b, key_of_group):
-    """{group key: sorted list of each trajectory's per-turn anchors}, from the loaded batch."""
-    s = b.steps.sort_values(["group_id", "traj_id", "step_idx"], kind="stable")
+def _anchors_by_group(steps, key_of_group):
+    """{group key: sorted list of each trajectory's per-turn anchors}, from loaded step rows."""
+    s = steps.sort_values(["group_id", "traj_id", "step_idx"], kind="stable")
     out = collections.defaultdict(list)
     for (g, _), t in s.groupby(["group_id", "traj_id"], sort=False):
         assert t["step_idx"].tolist() == list(range(len(t)))
@@ -53,7 +53,7 @@ def test_trl_tool_calling_completion_is_one_step_per_assistant_turn(step):
     assert int(b.traj_success.sum()) == t["successes"]
     last = b.steps.groupby("traj_id")["done"].last()
     assert int((~last.astype(bool)).sum()) == t["truncated"]
-    got = _anchors_by_group(b, lambda traj: traj["anchor_obs"].iloc[0])
+    got = _anchors_by_group(b.steps, lambda traj: traj["anchor_obs"].iloc[0])
     assert got == t["anchors_by_group"]
     # the outcome reward sits on the last turn only
     s = b.steps.sort_values(["traj_id", "step_idx"])
@@ -68,3 +68,20 @@ def test_trl_tool_turns_merge_at_shared_tool_results():
     _, b = _load(FIX / "trl_tools" / "trl_run" / "completions" / "completions_00002.parquet")
     g = build_graph(b)
     assert g.num_nodes < b.num_steps
+
+
+@pytest.mark.parametrize("fixture", ["swift46_multiturn", "swift36_multiturn", "swift3_real"])
+def test_ms_swift_multi_turn_prompt_is_one_step_per_assistant_turn(fixture):
+    """ms-swift logs ``messages[:-1]`` (the whole conversation before the last reply: chat-templated
+    text from 3.5, a message list in 3.4) and the last reply: each assistant turn of the prompt and
+    the completion is a step, anchored at the user message before it, not at the prompt so far."""
+    truth = _truth(fixture)
+    imp, b = _load(FIX / fixture / "output" / "completions.jsonl")
+    assert imp.fmt == "ms-swift"
+    for step, t in truth.items():
+        s = b.steps[b.steps["train_step"] == int(step)]
+        assert s["traj_id"].nunique() == t["trajectories"] and len(s) == t["steps"]
+        assert _anchors_by_group(s, lambda traj: traj["anchor_obs"].iloc[0]) == t["anchors_by_group"]
+        # the sequence reward sits on the last turn: earlier turns carry 0
+        s = s.sort_values(["traj_id", "step_idx"])
+        assert (s.groupby("traj_id")["reward"].apply(lambda r: (r.iloc[:-1] == 0).all())).all()

@@ -121,9 +121,15 @@ _TEMPLATES = (
 )
 
 
+#: A user message made only of tool results (Qwen2.5 / hermes agent templates render a tool
+#: message as ``<tool_response>\n…\n</tool_response>`` inside a user turn).
+_TOOL_RESPONSE = re.compile(r"<tool_response>\n?(.*?)\n?</tool_response>", re.S)
+
+
 def templated_messages(text) -> list[dict] | None:
     """The messages of a chat-templated text (ChatML or Llama 3), else None. An open assistant
-    turn at the end (the generation prompt) is left out."""
+    turn at the end (the generation prompt) is left out; a user turn holding only
+    ``<tool_response>`` blocks is one tool message per block."""
     if not isinstance(text, str):
         return None
     for pat in _TEMPLATES:
@@ -131,7 +137,14 @@ def templated_messages(text) -> list[dict] | None:
         if found:
             if found[-1][0] == "assistant" and not found[-1][1].strip():
                 found = found[:-1]
-            return [{"role": r, "content": c} for r, c in found]
+            out = []
+            for r, c in found:
+                blocks = _TOOL_RESPONSE.findall(c) if r == "user" else []
+                if blocks and not _TOOL_RESPONSE.sub("", c).strip():
+                    out += [{"role": "tool", "content": b} for b in blocks]
+                else:
+                    out.append({"role": r, "content": c})
+            return out
     return None
 
 

@@ -25,6 +25,15 @@ of the success column that is not a flag (NaN, None, ``"yes"``, 2) is a problem 
 never read as a success or a failure (`crbc_viz.io.flags`). Truncation
 (completion cut by ``max_completion_length``) is not in the file: every row is taken as ended.
 Trainer keys kept: ``step`` and the row within the file (``src_row``).
+
+Conversational completions (TRL 1.x, checked on a 1.16.0 run with ``tools``,
+tests/fixtures/trl_tools): ``prompt`` and ``completion`` are message lists; with tools,
+``_tool_call_loop`` appends each ``{"role": "tool", "name", "content"}`` result and the next
+assistant message to the completion. Each assistant turn is a step (`_turns`): its anchor is the
+tool result(s) before it (the prompt's last user message for the first), its action the tool
+calls it made (``[{"name", "arguments"}]``) else its text; the reward sits on the last turn. A
+completion ending on a tool call left unanswered (``max_tool_calling_iterations`` reached, or the
+result dropped as too long) is truncated. A text prompt / completion stays one step.
 """
 
 from __future__ import annotations
