@@ -48,7 +48,11 @@ def _plain(v):
 def messages(value) -> list[dict] | None:
     """A chat message list (dicts with a ``role``), else None."""
     value = _plain(value)
-    if isinstance(value, list) and value and all(isinstance(m, dict) and "role" in m for m in value):
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in value)
+    ):
         return value
     return None
 

@@ -376,7 +376,8 @@ def _tool_turns(df: pd.DataFrame, out: pd.DataFrame, line: np.ndarray):
     )
     if cut:
         note += (
-            f"; {cut} completion(s) end on a tool call left unanswered (tool-call limit or length): truncated"
+            f"; {cut} completion(s) cut inside the tool loop (a tool call left unanswered, or a tool result "
+            "with no turn after it: the tool-call limit or the length): truncated"
         )
     return rows, lines, note
 
