@@ -8,6 +8,7 @@ are not needed here: only the committed outputs are read.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import re
@@ -42,6 +43,8 @@ CASES = [
     ("verl_agent_real", "verl_agent_real/legacy_hook", ("train_steps",), "verl-agent", ("truncated",)),
     ("trl_real", "trl_real/trl_run", ("train_steps",), "trl", ()),
     ("trl_0291", "trl_0291/trl_run", ("train_steps",), "trl", ()),
+    # TRL 1.16.0 with tools: one step per assistant turn, a cut tool loop is truncation
+    ("trl_tools", "trl_tools/trl_run", ("train_steps",), "trl", ()),
     ("verl_real", "verl_real/rollout", ("rollout",), "verl", ()),
     ("verl_real", "verl_real/rollout_v1", ("rollout_v1",), "verl", ()),
     # verl 0.4.1 multi-turn: one line per conversation, a rollout cut by a limit is not marked
@@ -56,6 +59,7 @@ CASES = [
     ("swift_real", "swift_real/output", ("train_steps",), "ms-swift", ()),
     ("swift3_real", "swift3_real/output", ("train_steps",), "ms-swift", ()),
     ("swift36_multiturn", "swift36_multiturn/output", ("train_steps",), "ms-swift", ()),
+    ("swift46_multiturn", "swift46_multiturn/output", ("train_steps",), "ms-swift", ()),
     ("verifiers_0110", "verifiers_0110/outputs", ("train_steps",), "verifiers", ()),
     ("verifiers_031", "verifiers_031/outputs", ("train_steps",), "verifiers", ()),
     ("skyrl_b328", "skyrl_b328/export/dumped_evals", ("train_steps",), "skyrl", ()),
@@ -127,25 +131,63 @@ def test_folder_skips_a_file_no_importer_claims_with_a_note(tmp_path, capsys):
 VA = FIX / "verl_agent_real"
 
 
-def test_verl_agent_rollout_data_dir_drops_adjust_batch_copies():
-    """verl-agent e03bd50's own rollout_data_dir dump, padded by its own adjust_batch(mode="copy"):
-    the import drops exactly the copies (their number is the batch length after adjust_batch minus
-    before), one step per environment step the game recorded."""
+def _bound_from_text(path):
+    """At most how many lines can be adjust_batch copies, by brute force on the raw text: a row
+    is copied at most once (``np.random.choice(bs, to_add, replace=False)``), so ``m`` equal
+    lines hold at most ``m // 2`` copies."""
+    return sum(m // 2 for m in collections.Counter(path.read_text().splitlines()).values())
+
+
+def test_verl_agent_rollout_data_dir_keeps_every_line_and_bounds_the_copies():
+    """verl-agent e03bd50's own rollout_data_dir dump, padded by its own adjust_batch(mode="copy")
+    and reordered by _balance_batch: a copy equals its row in every field and sits anywhere, so
+    every line is kept; here no two real steps are alike (the generator checked), so the bound
+    on the copies is exactly the number adjust_batch appended."""
     for step, t in _truth("verl_agent_e03", "train_steps").items():
         path = FIX / "verl_agent_e03" / "rollout" / f"{step}.jsonl"
-        assert t["adjust_batch_copies"] > 0
-        assert len(path.read_text().splitlines()) == t["steps"] + t["adjust_batch_copies"]
+        lines = t["steps"] + t["adjust_batch_copies"]
+        assert t["adjust_batch_copies"] > 0 and len(path.read_text().splitlines()) == lines
         imp, b = _load(path, "verl-agent")
-        assert b.num_trajectories == b.num_steps == t["steps"]
-        assert any(f"dropped {t['adjust_batch_copies']} exact duplicate row(s)" in n for n in imp.notes)
-        # every step carries its episode's score: the successes are the steps of won episodes
-        assert int(b.traj_success.sum()) == t["steps_in_won_episodes"]
-        # auto-detection reads the file as plain verl: the copies stay, and a note says so
+        assert b.num_trajectories == b.num_steps == lines
+        assert imp.padding_copies_suspected == t["adjust_batch_copies"] == _bound_from_text(path)
+        assert imp.padding_copies_dropped == 0
+        (note,) = [n for n in imp.notes if "padding copies" in n]
+        assert f"up to {t['adjust_batch_copies']} of these {lines} lines" in note and "hook" in note
+        # auto-detection reads the file as plain verl: every line kept, the bound in a note
         imp, b = _load(path)
-        assert imp.fmt == "verl" and b.num_trajectories == t["steps"] + t["adjust_batch_copies"]
+        assert imp.fmt == "verl" and b.num_trajectories == lines and imp.padding_copies_suspected == 0
+        assert any(f"up to {t['adjust_batch_copies']} of them" in n for n in imp.notes)
+
+
+SHARED = ("e03bd50", "796ed31", "8ca3a46")
+
+
+@pytest.mark.parametrize("commit", SHARED)
+def test_verl_agent_rollout_data_dir_keeps_real_steps_that_repeat_another(commit):
+    """verl-agent's own code (upstream e03bd50 and 796ed31, the fork 8ca3a46) with rollouts that
+    share a state, an action and a score: such real steps are lines alike in every field, as
+    the adjust_batch copies are, so none is dropped; the bound on the copies covers the true
+    number (from the generator's row tags) and counts no more than the lines that repeat."""
+    truth = _truth(f"verl_agent_shared/{commit}", "train_steps")
+    assert truth and all(t["real_steps_repeating_another_real_step"] > 0 for t in truth.values())
+    for step, t in truth.items():
+        path = FIX / "verl_agent_shared" / commit / "rollout" / f"{step}.jsonl"
+        assert t["lines"] == t["real_steps"] + t["adjust_batch_copies"] == len(path.read_text().splitlines())
+        imp, b = _load(path, "verl-agent")
+        assert b.num_trajectories == b.num_steps == t["lines"]  # every real step, and the copies
+        assert t["distinct_lines"] < t["real_steps"]  # what dropping repeated lines would keep
+        bound = imp.padding_copies_suspected
+        assert bound == _bound_from_text(path)
+        assert t["adjust_batch_copies"] <= bound
+        assert bound <= t["adjust_batch_copies"] + t["real_steps_repeating_another_real_step"]
         assert any(
-            f"kept {t['adjust_batch_copies']} line(s)" in n and "--format verl-agent" in n for n in imp.notes
+            f"up to {bound} of these {t['lines']} lines may be adjust_batch padding copies" in n
+            for n in imp.notes
         )
+        # every line carries its episode's score: success counts the lines of won episodes
+        assert int(b.traj_success.sum()) == t["lines_of_won_episodes"]
+        imp, b = _load(path)
+        assert imp.fmt == "verl" and b.num_steps == t["lines"]
 
 
 def _load(path, fmt="auto", **opts):
@@ -162,6 +204,7 @@ def test_verl_agent_legacy_dump_drops_adjust_batch_copies_with_a_count():
         assert t["batch_rows_after_adjust_batch"] - t["rows_before_adjust_batch"] == n
         if n:
             assert any(f"dropped {n} exact duplicate row(s)" in x for x in imp.notes)
+        assert imp.padding_copies_dropped == n and imp.padding_copies_suspected == 0
         assert any("truncation is unknown" in x for x in imp.notes)
         assert b.num_steps == t["steps"]
 

@@ -41,12 +41,20 @@ class Imported:
             canonical table that holds it (a canonical column, or an ``src_*`` column added
             at import). ``crbc-viz export`` writes them back under the trainer's names.
         notes: what the importer could not recover (e.g. no anchors), shown after ingest.
+        padding_copies_dropped: rows dropped as a trainer's padding copies (verl-agent's
+            ``adjust_batch``), where the file tells a copy apart (the hook's ``traj_uid`` and
+            ``step``); each is also counted in a note.
+        padding_copies_suspected: rows kept that may be padding copies, an upper bound, where
+            the file cannot tell a copy from a real step that repeats another (verl-agent's
+            ``rollout_data_dir``); 0 where the trainer pads nothing or the file tells them apart.
     """
 
     raw: RawTable
     fmt: str
     source_keys: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    padding_copies_dropped: int = 0
+    padding_copies_suspected: int = 0
 
 
 def first_json_line(path: str) -> dict | None:

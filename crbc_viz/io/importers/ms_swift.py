@@ -24,6 +24,15 @@ group differ in prompt: a message-list prompt is grouped by its first user turn.
 when every prompt is the text of a known template (ChatML, Llama 3) the first user turn is cut
 out of it and groups the same way (noted with the count of multi-turn prompts); a text of
 another template is grouped by the whole prompt, which splits a multi-turn group (noted).
+ms-swift 4.x (read from 4.6.0's wheel, ``_log_rollout`` / ``_apply_chat_template_to_messages_list``
+/ ``log``; the same at 3602360a) logs the same chat-templated ``messages[:-1]`` with
+``advantages`` and the ``solution`` / ``num_turns`` extras (tests/fixtures/swift46_multiturn).
+
+Turns (history-free anchors, SCHEMA.md): a row is one rollout; its prompt's assistant messages
+are its earlier turns and the completion its last, so each assistant turn is a step anchored at
+the environment's message before it (the user message, or the tool results: a ChatML user turn
+of ``<tool_response>`` blocks), never the prompt so far; the reward sits on the last turn.
+A prompt of another template stays one step anchored at the whole prompt.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ import pandas as pd
 
 from ...errors import LoadError, Problem
 from ..readers import RawTable, read_table
+from . import _turns
 from ._common import Imported, first_json_line, require, to_text
 from .trl import _numeric, completion_rows
 
@@ -92,6 +102,32 @@ def _user_turns(prompt) -> int:
             if start in prompt:
                 return prompt.count(start)
     return 0
+
+
+def _conversation_turns(rows: pd.DataFrame, out: pd.DataFrame, line: np.ndarray):
+    """A multi-turn row (the prompt holds the conversation before the last reply: ms-swift logs
+    ``messages[:-1]``, as a message list in 3.4, as ChatML / Llama 3 text from 3.5 through 4.6)
+    as one step per assistant turn: the prompt's assistant messages and then the completion, each
+    anchored at the environment's message before it (`_turns`). A prompt of another template
+    stays one step anchored at the whole prompt. Returns (rows, lines, note or None)."""
+    turns = []
+    for p, c in zip(rows["prompt"], rows["completion"]):
+        msgs = _turns.messages(p) if not isinstance(p, str) else _turns.templated_messages(p)
+        if msgs is None or not isinstance(c, str):
+            turns.append(None)
+            continue
+        at = next((k for k, m in enumerate(msgs) if m.get("role") == "assistant"), len(msgs))
+        turns.append(_turns.conversation_turns(msgs[:at], [*msgs[at:], {"role": "assistant", "content": c}]))
+    rows_out, lines, multi, _ = _turns.expand_turns(out, turns, line)
+    if rows_out is out:
+        return out, line, None
+    return (
+        rows_out,
+        lines,
+        f"conversations read as turns: {len(rows_out)} assistant turns in {len(out)} completions ({multi} "
+        "multi-turn: the prompt's assistant messages are the earlier turns); each turn's anchor is the "
+        "user / tool message before it, never the conversation so far",
+    )
 
 
 def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
@@ -179,8 +215,11 @@ def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
         group_key=key,
     )
     notes[:0] = [f"{len(rows)} completions unrolled from {len(df)} logging step line(s)", *pre]
+    out, line, note = _conversation_turns(rows, out, table.line)
+    if note:
+        notes.append(note)
     return Imported(
-        RawTable(raw.path, out, table.line, raw.where, raw.from_text, raw.problems),
+        RawTable(raw.path, out, line, raw.where, raw.from_text, raw.problems),
         NAME,
         {"step": "train_step", "row": "src_row"},
         tuple(notes),

@@ -25,6 +25,15 @@ of the success column that is not a flag (NaN, None, ``"yes"``, 2) is a problem 
 never read as a success or a failure (`crbc_viz.io.flags`). Truncation
 (completion cut by ``max_completion_length``) is not in the file: every row is taken as ended.
 Trainer keys kept: ``step`` and the row within the file (``src_row``).
+
+Conversational completions (TRL 1.x, checked on a 1.16.0 run with ``tools``,
+tests/fixtures/trl_tools): ``prompt`` and ``completion`` are message lists; with tools,
+``_tool_call_loop`` appends each ``{"role": "tool", "name", "content"}`` result and the next
+assistant message to the completion. Each assistant turn is a step (`_turns`): its anchor is the
+tool result(s) before it (the prompt's last user message for the first), its action the tool
+calls it made (``[{"name", "arguments"}]``) else its text; the reward sits on the last turn. A
+completion ending on a tool call left unanswered (``max_tool_calling_iterations`` reached, or the
+result dropped as too long) is truncated. A text prompt / completion stays one step.
 """
 
 from __future__ import annotations
@@ -38,6 +47,7 @@ import pandas as pd
 from ...errors import MAX_LISTED, LoadError, Problem
 from ..flags import not_a_flag, read_flags
 from ..readers import RawTable, read_table
+from . import _turns
 from ._common import Imported, require, run_from_dir, step_from_path, text_id, to_text
 
 NAME = "trl"
@@ -349,6 +359,29 @@ def completion_rows(
     return out, notes
 
 
+def _tool_turns(df: pd.DataFrame, out: pd.DataFrame, line: np.ndarray):
+    """TRL 1.x conversational completions (a message list: ``GRPOTrainer._tool_call_loop`` appends
+    each tool result and the next assistant message) as one step per assistant turn (`_turns`).
+    Returns (rows, lines, note or None)."""
+    turns = []
+    for p, c in zip(df["prompt"], df["completion"]):
+        history, generated = _turns.messages(p), _turns.messages(c)
+        turns.append(_turns.conversation_turns(history or [], generated) if generated else None)
+    rows, lines, multi, cut = _turns.expand_turns(out, turns, line)
+    if rows is out:
+        return out, line, None
+    note = (
+        f"conversational completions read as turns: {len(rows)} assistant turns in {len(out)} completions "
+        f"({multi} of more than one turn); each turn's anchor is the user / tool message before it"
+    )
+    if cut:
+        note += (
+            f"; {cut} completion(s) cut inside the tool loop (a tool call left unanswered, or a tool result "
+            "with no turn after it: the tool-call limit or the length): truncated"
+        )
+    return rows, lines, note
+
+
 def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
     raw = read_table(path)
     require(raw, SIGNATURE, "TRL completions", "GRPOTrainer completions_<step>.parquet")
@@ -357,8 +390,11 @@ def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
         return Imported(raw, NAME)
     step = df["step"].to_numpy() if "step" in df.columns else np.full(len(df), step_from_path(path) or 0)
     out, notes = completion_rows(raw, df, step, reward_columns=reward_columns, success_column=success_column)
+    out, line, note = _tool_turns(df, out, raw.line)
+    if note:
+        notes.append(note)
     return Imported(
-        RawTable(raw.path, out, raw.line, raw.where, raw.from_text, raw.problems),
+        RawTable(raw.path, out, line, raw.where, raw.from_text, raw.problems),
         NAME,
         {"step": "train_step", "row": "src_row"},
         tuple(notes),

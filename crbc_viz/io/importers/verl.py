@@ -11,8 +11,8 @@ on its multi-turn rollout, ``tests/fixtures/generators/verl041_gen.py``) to 0.9.
 ``multi_turn.enable`` a line holds a whole tool-calling conversation (its turns are not
 separable, so it is one step) and a rollout cut by the length or turn limit is not marked.
 Lines equal in every field are kept (samples of one prompt can coincide), with a note: in a
-verl-agent ``rollout_data_dir`` they are ``adjust_batch`` copies, which ``--format verl-agent``
-drops.
+verl-agent ``rollout_data_dir`` some may be ``adjust_batch`` padding copies, which no field tells
+from real steps (``--format verl-agent`` counts them, `repeated_lines`).
 
 verl's TransferQueue trainer (``verl/trainer/ppo/v1/trainer_base.py``, verl 0.9) also writes
 ``uid`` = ``{uid}_{session}_{index}``: the prompt's uid, one of its ``rollout.n`` sessions, one
@@ -55,19 +55,6 @@ def read(path: str, *, anchors: bool = True) -> Imported:
     if df.empty:
         return Imported(raw, NAME)
     notes = []
-    if not anchors:  # verl-agent: adjust_batch(mode="copy") pads the batch with copies of rows
-        df, line, note = drop_exact_duplicates(
-            df,
-            raw.line,
-            tuple(df.columns),
-            raw.path,
-            raw.where,
-            "verl-agent's adjust_batch(mode='copy') pads the batch with copies of random rows "
-            "(two steps alike in every field cannot be told from a copy)",
-        )
-        if note:
-            notes.append(note)
-            raw = RawTable(raw.path, df, line, raw.where, raw.from_text, raw.problems)
     prompt = df["input"].map(to_text)
     step = df["step"] if "step" in df.columns else pd.Series([step_from_path(path) or 0] * len(df))
     group = [text_id(p) for p in prompt]
@@ -90,12 +77,13 @@ def read(path: str, *, anchors: bool = True) -> Imported:
     keyed = _session_keys(df)
     if keyed is None:
         if anchors:
-            same = int(df.astype(str).duplicated().sum())
+            same, bound = repeated_lines(df)
             if same:
                 notes.append(
                     f"kept {same} line(s) equal to an earlier line in every field (samples of one prompt "
-                    "can coincide); if this is verl-agent's rollout_data_dir they are adjust_batch copies: "
-                    "read it with --format verl-agent, which drops them"
+                    f"can coincide); in a verl-agent rollout_data_dir up to {bound} of them may be "
+                    "adjust_batch padding copies, which the file cannot tell apart (--format verl-agent "
+                    "counts them)"
                 )
         return Imported(
             RawTable(raw.path, out, raw.line, raw.where, raw.from_text, raw.problems),
@@ -126,6 +114,20 @@ def read(path: str, *, anchors: bool = True) -> Imported:
         {"uid": "src_uid", "step": "train_step"},
         (note,) if note else (),
     )
+
+
+def repeated_lines(df: pd.DataFrame) -> tuple[int, int]:
+    """(lines equal to an earlier line in every field, the most of them that can be verl-agent
+    ``adjust_batch`` copies).
+
+    ``adjust_batch(mode="copy")`` appends ``data.select_idxs(np.random.choice(bs, to_add,
+    replace=False))``: each real row is copied at most once, so ``m`` lines alike hold at most
+    ``m // 2`` copies (verl-agent e03bd50 to 796ed31, ``agent_system/multi_turn_rollout/utils.py``).
+    """
+    if df.empty:
+        return 0, 0
+    sizes = pd.Series(list(map(tuple, df.astype(str).to_numpy()))).value_counts().to_numpy()
+    return int((sizes - 1).sum()), int((sizes // 2).sum())
 
 
 _KEY = re.compile(r"^(.+)_(\d+)_(\d+)$")

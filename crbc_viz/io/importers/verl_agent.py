@@ -29,8 +29,9 @@ verl-agent field   meaning                                  canonical field
 
 Rows come after ``adjust_batch(mode="copy")`` (copies of random rows pad the batch) and
 ``_balance_batch`` (rows reordered): exact copies of a (``traj_uid``, ``step``) row are dropped
-with a counted note, two different rows for one (``traj_uid``, ``step``) are an error naming both
-lines, and a file without ``step`` is an error (its rows cannot be put back in order). ``done``
+with a counted note (``Imported.padding_copies_dropped``; a trajectory has one row per turn, so
+a second row for one turn is a copy), two different rows for one (``traj_uid``, ``step``) are
+an error naming both lines, and a file without ``step`` is an error (its rows cannot be put back in order). ``done``
 (the env's flag, written by the hook) marks truncation: a trajectory whose last row has
 ``done = false`` was cut by ``env.max_steps``; without ``done`` truncation is unknown (noted).
 Without ``action`` the last ``<action>…</action>`` of ``response`` is the action (verl-agent's
@@ -42,10 +43,16 @@ file is a problem naming its line, never read as active or inactive.
 ``output``, ``score``, ``step``): verl-agent writes one line per environment *step* with no
 ``uid``/``traj_uid``/``anchor_obs``. This best-effort import is a **trajectory view only,
 lacking anchors**: every line becomes its own one-step trajectory, grouped by identical
-prompt, with no anchor (so nothing merges and step credit is uninformative). Lines equal in
-every field are ``adjust_batch`` copies (verl-agent e03bd50 pads to a multiple of
-``ppo_mini_batch_size``): dropped, counted in a note. ``--format auto`` reads such a file as
-plain verl (the fields are verl's), which keeps the copies and says so in a note.
+prompt, with no anchor (so nothing merges and step credit is uninformative). Every line is kept:
+``adjust_batch`` appends copies of random rows (``np.random.choice(bs, to_add, replace=False)``)
+at the end of the batch, but ``_balance_batch`` (``trainer.balance_batch``, on by default)
+reorders the whole batch before ``_dump_generations`` writes it, and a copy equals its row in
+every written field, so a copy cannot be told from a real step of another rollout that shared
+its prompt (state and history), response and score -- most lines alike are such real steps
+(checked at e03bd50, 796ed31 and the fork 8ca3a46: ``verl_agent_shared_gen.py``). A row is copied
+at most once, so ``m`` lines alike hold at most ``m // 2`` copies: that bound is
+``Imported.padding_copies_suspected``, said in one note. ``--format auto`` reads such a file as
+plain verl (the fields are verl's), which keeps every line too and names the bound in its note.
 """
 
 from __future__ import annotations
@@ -83,6 +90,15 @@ NO_ANCHOR_NOTE = (
 )
 
 
+def padding_note(bound: int, lines: int) -> str:
+    """The one line saying how many of a rollout_data_dir file's lines may be padding copies."""
+    return (
+        f"up to {bound} of these {lines} lines may be adjust_batch padding copies, kept: a copy equals "
+        "a real step that repeats another (same prompt, response and score) in every field; the crbc "
+        "dump hook (docs/verl_agent_hook.md) writes traj_uid and step, which tell copies apart"
+    )
+
+
 def sniff(fields: set[str]) -> bool:
     return set(SIGNATURE) <= fields
 
@@ -100,7 +116,11 @@ def read(path: str) -> Imported:
     df = raw.records
     if not df.empty and {"input", "output", "score"} <= set(df.columns) and "uid" not in df.columns:
         imp = _verl.read(path, anchors=False)
-        return Imported(imp.raw, NAME, imp.source_keys, (NO_ANCHOR_NOTE, *imp.notes))
+        _, bound = _verl.repeated_lines(df)
+        notes = (NO_ANCHOR_NOTE, *imp.notes)
+        if bound:
+            notes += (padding_note(bound, len(df)),)
+        return Imported(imp.raw, NAME, imp.source_keys, notes, padding_copies_suspected=bound)
     require(raw, SIGNATURE + ("rewards",), "verl-agent dump", "see docs/verl_agent_hook.md")
     notes = []
     line = raw.line
@@ -136,6 +156,7 @@ def read(path: str) -> Imported:
                 )
             ]
         )
+    rows = len(df)
     df, line, note = drop_exact_duplicates(
         df,
         line,
@@ -162,5 +183,9 @@ def read(path: str) -> Imported:
         out["train_step"] = step_from_path(path) or 0
     keys = {"uid": "group_id", "traj_uid": "traj_id", "step": "step_idx"}
     return Imported(
-        RawTable(raw.path, out, line, raw.where, raw.from_text, raw.problems), NAME, keys, tuple(notes)
+        RawTable(raw.path, out, line, raw.where, raw.from_text, raw.problems),
+        NAME,
+        keys,
+        tuple(notes),
+        padding_copies_dropped=rows - len(df),
     )
