@@ -583,7 +583,8 @@ def test_verifiers_turns_and_anchors_come_from_completion():
     df = imp.raw.records
     first = df[df["traj_id"] == df["traj_id"].iat[0]]
     assert first["anchor_obs"].tolist() == [row["prompt"][-1]["content"], row["completion"][1]["content"]]
-    assert first["action"].tolist() == [row["completion"][0]["content"], row["completion"][2]["content"]]
+    assert first["response"].tolist() == [row["completion"][0]["content"], row["completion"][2]["content"]]
+    assert "action" not in df  # verifiers logs no action: each turn is keyed by its transition
     assert first["reward"].tolist() == [0.0, row["reward"]]
 
 

@@ -119,7 +119,6 @@ def read(path: str) -> Imported:
             "episode_return": scores,
             "anchor_obs": prompts,
             "observation": prompts,
-            "action": df["output_response"].map(to_text),
             "response": df["output_response"].map(to_text),
             "done": done,
             "env_name": df["env_class"].map(to_text) if "env_class" in df.columns else None,

@@ -34,7 +34,7 @@ lines, and a file without ``step`` is an error (its rows cannot be put back in o
 (the env's flag, written by the hook) marks truncation: a trajectory whose last row has
 ``done = false`` was cut by ``env.max_steps``; without ``done`` truncation is unknown (noted).
 Without ``action`` the last ``<action>…</action>`` of ``response`` is the action (verl-agent's
-prompt convention), else the whole response. ``active_masks`` is a flag (`crbc_viz.io.flags`: a
+prompt convention), else none (the step is identified by its transition, SCHEMA.md). ``active_masks`` is a flag (`crbc_viz.io.flags`: a
 bool or 0/1; in a CSV also the text true/false): a missing value, NaN or ``"False"`` in a JSON
 file is a problem naming its line, never read as active or inactive.
 
@@ -88,11 +88,12 @@ def sniff(fields: set[str]) -> bool:
 
 
 def parse_action(response):
-    """The last ``<action>…</action>`` of a verl-agent response, else the response."""
+    """The last ``<action>…</action>`` of a verl-agent response, else None (no action: the
+    step is identified by its transition, SCHEMA.md; the response stays ``response``)."""
     if not isinstance(response, str):
         return response
     found = _ACTION.findall(response)
-    return found[-1].strip() if found else response
+    return found[-1].strip() if found else None
 
 
 def read(path: str) -> Imported:
