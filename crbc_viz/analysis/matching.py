@@ -127,8 +127,8 @@ def group_matching(graph: AnchorGraph) -> pd.DataFrame:
         reasons.append(r)
         sentences.append(reason_sentence(r, row))
     df.insert(0, "group", graph.batch.group_labels())
-    df["reason"] = reasons
-    df["sentence"] = sentences
+    df["reason"] = pd.Series(reasons, dtype=object)  # None where the credit is not degenerate
+    df["sentence"] = pd.Series(sentences, dtype=object)
     return df
 
 
