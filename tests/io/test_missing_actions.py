@@ -174,3 +174,35 @@ def test_an_empty_action_is_a_logged_action(tmp_path):
     rows = [dict(r, action="") for r in ROWS]
     res = score(load_rollouts(_write(tmp_path, rows)), "crbc")
     np.testing.assert_allclose(res.credit, 0.0, atol=1e-12)
+
+
+def test_a_roll_dump_without_actions_gets_the_adapters_credit():
+    """ROLL's step-wise dump (written by ROLL's own code, tests/fixtures/roll_real) logs no
+    action: the importer leaves it missing (not the response text), so the loader keys steps by
+    their transition as ROLL's training-time adapter does, and both give the same advantage.
+    Before, every anchor looked like one action there: gated_fraction 1, every credit 0."""
+    pytest.importorskip("torch")
+    from types import SimpleNamespace
+
+    from crbc_viz.integrations.roll import response_level_advantages
+    from crbc_viz.io.actions import missing_actions
+    from crbc_viz.io.assemble import build_batch
+    from crbc_viz.io.importers import expand_sources, import_source
+    from helpers import ROOT
+
+    (src,) = expand_sources([ROOT / "tests/fixtures/roll_real/rollout_dump/rollout_dump_data.step_1.jsonl"])
+    b = build_batch(import_source(src).raw)
+    assert missing_actions(b).all()
+    res = score(b, "crbc")
+    assert res.diagnostics["gated_fraction"] < 1.0 and np.abs(res.credit).max() > 0.5
+    st = b.steps
+    nt = {
+        "traj_group_id": st["group_id"].to_numpy(object),
+        "traj_id": st["traj_id"].to_numpy(object),
+        "step": st["step_idx"].to_numpy(np.int64),
+        "state_hash": st["anchor_key"].to_numpy(object),
+        "step_scores": st["reward"].to_numpy(np.float64),
+        "success": b.traj_success[b.step_traj],
+    }
+    got = response_level_advantages(SimpleNamespace(batch={}, non_tensor_batch=nt))
+    np.testing.assert_allclose(got.numpy(), res.advantage, atol=1e-6, rtol=0)
