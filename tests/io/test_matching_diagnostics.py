@@ -95,3 +95,24 @@ def test_one_action_everywhere(tmp_path):
     row = group_matching(build_graph(load_rollouts(path))).iloc[0]
     assert row.reason == "one_action_everywhere" and row.one_action_anchors == row.anchors == 2
     assert "Q = V" in row.sentence
+
+
+def test_an_importers_copy_counts_reach_the_store_summary(tmp_path, monkeypatch, capsys):
+    """`Imported.counts` (filled by an importer: here a wrapped ROLL importer reporting two
+    dropped padding copies) is kept in the store's manifest and summed by ``info --store``."""
+    from crbc_viz.cli import main
+    from crbc_viz.io.importers import roll
+    from crbc_viz.store import ingest
+    from helpers import ROOT
+
+    real = roll.read
+
+    def read(path):
+        imp = real(path)
+        imp.counts["copies_dropped"] = 2
+        return imp
+
+    monkeypatch.setattr(roll, "read", read)
+    ingest(tmp_path / "s", [ROOT / "tests/fixtures/roll_real/rollout_dump/rollout_dump_data.step_1.jsonl"])
+    assert main(["info", "--store", str(tmp_path / "s"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["copies_dropped"] == 2
