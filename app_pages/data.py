@@ -36,6 +36,7 @@ from crbc_viz.ui.sources import (
     read_key,
 )
 from crbc_viz.ui.text import cells, md, md_lines
+from crbc_viz.views.matching import degenerate_line, matching_line
 from crbc_viz.views.training import dash_undefined
 
 SOURCES = ("Bundled sample", "Upload", "Server path")
@@ -264,6 +265,16 @@ def _read_as(sel) -> None:
         st.caption(md(note))
 
 
+def _matching(sel) -> None:
+    """How well the file's steps merged into anchors, and the groups whose credit is
+    degenerate for a reason the data explains."""
+    summary, _ = pipeline.matching(sel.digest, sel.path)
+    st.caption("Matching: " + md(matching_line(summary)))
+    deg = degenerate_line(summary["degenerate_groups"])
+    if deg:
+        st.caption(md(deg) + " (the Graph page says why for each)")
+
+
 def render() -> None:
     st.title("Rollout data")
     sel = selection()
@@ -307,6 +318,7 @@ def render() -> None:
         width="content",
     )
     _read_as(sel)
+    _matching(sel)
     for w in summary["warnings"]:
         st.warning(md(w))
     if summary["skipped"]:
@@ -356,6 +368,9 @@ def render() -> None:
             f"to compare."
         )
     st.markdown(f"Selected: **{md(sel.group_label)}**")
+    row = pipeline.group_matching_row(sel.digest, sel.path, sel.group)
+    if row["sentence"]:
+        st.warning(md(row["sentence"]))
     c1, c2, c3 = st.columns(3)
     q = view.nav_query() or None
     c1.page_link("app_pages/graph.py", label="Open its graph", icon=":material/hub:", query_params=q)

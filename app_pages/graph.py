@@ -19,6 +19,7 @@ from crbc_viz.views.graph_page import MIN_LABEL_PX
 from crbc_viz.views.graph_values import node_values, value_meaning
 from crbc_viz.views.graph_view import DEFAULT_MAX_NODES
 from crbc_viz.views.layout import OPEN_STEP
+from crbc_viz.views.matching import matching_line
 from crbc_viz.views.projector import PROJECTOR_MIN_FONT, projector_graph_page
 from crbc_viz.views.trajectories import anchor_panel_frame
 
@@ -248,7 +249,16 @@ def render() -> None:
     res = sel.result(sel.estimator)
     if isinstance(res, str):
         st.warning(f"`{sel.estimator}` cannot colour this graph: {md(res)}")
-    _draw(sel, graph, ctl, ptxt)
+    row = pipeline.group_matching_row(sel.digest, sel.path, sel.group)
+    st.caption("Matching: " + md(matching_line(row)))
+    if row["sentence"]:
+        # The data explains why every credit is 0 (or uninformative): say it in one sentence;
+        # the grey graph is still there, one click away.
+        st.warning(md(row["sentence"]))
+        with st.expander("Draw the graph anyway"):
+            _draw(sel, graph, ctl, ptxt)
+    else:
+        _draw(sel, graph, ctl, ptxt)
     _how_to_read(sel.estimator, bool(ctl["focus"] and ctl["traj"] is not None))
     if ctl["anchor"] is not None:
         _anchor_panel(sel, graph, res, ctl["anchor"], ctl["step"])

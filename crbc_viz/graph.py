@@ -46,7 +46,8 @@ class AnchorGraph:
         node_first_step: first step visiting each node ``[N]``.
         pair_node, pair_action: ``[P]``; pairs sorted by node (``node_pair_offsets [N + 1]``).
         edge_pair, edge_next, edge_count: ``[E]``; edges sorted by pair then successor.
-        action_names: the action strings ``[A]`` (missing actions are ``""``).
+        action_names: the action strings ``[A]``; a step that logs no action has its
+            transition as its action (`crbc_viz.io.actions`), an id of its own.
     """
 
     batch: RolloutBatch
@@ -159,29 +160,44 @@ def _first_occurrence_ids(keys_sorted_order: np.ndarray, is_new: np.ndarray, n: 
     return rank[ids], np.sort(first)
 
 
-def _factorize_actions(batch: RolloutBatch) -> tuple[np.ndarray, np.ndarray]:
-    """Action ids in first-occurrence order; a missing action is the empty string."""
+def _logged_actions(batch: RolloutBatch) -> tuple[np.ndarray, np.ndarray]:
+    """``(codes [S], names [K])`` of the logged actions (compared as text), -1 where a step
+    logs none (the column absent, or null on its row)."""
     S = batch.num_steps
     if not batch.has_step_column("action"):
-        return np.zeros(S, dtype=np.int64), np.array([""], dtype=object)
+        return np.full(S, -1, dtype=np.int64), np.zeros(0, dtype=object)
     arrow = batch.arrow_steps
-    if arrow is not None:  # rows still in Arrow (the columnar lane): strings, nulls allowed
-        from ._arrow import call, cast, numbers, texts
+    if arrow is not None:  # rows still in Arrow (the columnar lane, the adapters): nulls allowed
+        import pyarrow as pa
 
-        col = arrow.column("action")
-        empty = cast(texts([""]), col.type)[0]  # an Arrow scalar: `pa.scalar` would import pandas
-        enc = call("dictionary_encode", call("coalesce", col, empty).combine_chunks())
+        from ._arrow import call, numbers
+
+        col = arrow.column("action").combine_chunks()
+        enc = col if pa.types.is_dictionary(col.type) else call("dictionary_encode", col)
         codes = numbers(enc.indices).astype(np.int64)
-        return codes, np.asarray(enc.dictionary.to_pylist(), dtype=object)
+        if enc.indices.null_count:
+            codes = np.where(numbers(call("is_valid", enc.indices)), codes, -1)
+        names = np.asarray([str(v) for v in enc.dictionary.to_pylist()], dtype=object)
+        return codes, names
     import pandas as pd
 
     col = batch.steps["action"]
     if isinstance(col.dtype, pd.CategoricalDtype):
-        col = col.cat.add_categories([""]) if "" not in col.cat.categories else col
-        codes, uniques = pd.factorize(col.fillna(""), sort=False)
-        return codes.astype(np.int64), np.asarray(uniques.astype(object), dtype=object)
-    codes, uniques = pd.factorize(col.fillna("").astype(str).to_numpy(), sort=False)
+        names = np.asarray([str(v) for v in col.cat.categories], dtype=object)
+        return col.cat.codes.to_numpy().astype(np.int64), names
+    if pd.api.types.infer_dtype(col, skipna=True) not in ("string", "empty"):
+        col = col.map(str, na_action="ignore")  # compared as text: 1 and "1" are one action
+    codes, uniques = pd.factorize(col.to_numpy(dtype=object), sort=False)  # null: -1
     return codes.astype(np.int64), np.asarray(uniques, dtype=object)
+
+
+def _factorize_actions(batch: RolloutBatch) -> tuple[np.ndarray, np.ndarray]:
+    """Action ids in first-occurrence order: the logged action, or for a step that logs none
+    its transition (`crbc_viz.io.actions`: the next step's anchor, or SUCCESS / FAILURE)."""
+    from .io.actions import step_action_codes
+
+    codes, names = _logged_actions(batch)
+    return step_action_codes(codes, names, batch.step_anchor_hash, batch.traj_offsets, batch.traj_success)
 
 
 _ACTION_IDS: weakref.WeakKeyDictionary[RolloutBatch, tuple] = weakref.WeakKeyDictionary()

@@ -21,7 +21,9 @@ def run(args) -> int:
     from ..analysis.summary import batch_summary
     from ..graph import build_graph
 
-    info = batch_summary(build_graph(load_batch(args)))
+    graph = build_graph(load_batch(args))
+    info = batch_summary(graph)
+    info.update(_matching(graph))
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -37,11 +39,42 @@ def run(args) -> int:
         ("truncated", truncated_text(info)),
         ("steps at shared anchors", f"{info['shared_step_fraction']:.3f}"),
         ("singleton anchors", f"{info['singleton_anchor_fraction']:.3f}"),
+        *matching_rows(info),
     ]
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"{k:<{width}}  {term(v)}")
     return 0
+
+
+def _matching(graph) -> dict:
+    """``actions_inferred`` and the ``matching`` diagnostics of a graph
+    (`crbc_viz.analysis.matching.matching_summary`) for ``info``'s output."""
+    from ..analysis.matching import matching_summary
+
+    m = matching_summary(graph)
+    return {"actions_inferred": m["actions_inferred"], "matching": m}
+
+
+def matching_rows(info: dict) -> list[tuple[str, str]]:
+    """``info``'s text lines of the matching diagnostics (counts, then the degenerate groups)."""
+    m = info["matching"]
+    S = m["steps"]
+    rows = [
+        ("steps at shared anchors (n)", f"{m['shared_steps']} of {S}"),
+        ("singleton anchors (n)", f"{m['singleton_anchors']} of {m['anchors']} (step groups of one: 0)"),
+        ("actions inferred", f"{m['actions_inferred']} of {S} steps (no action logged: keyed by transition)"),
+    ]
+    for k, what in (
+        ("copies_dropped", "padding copies dropped"),
+        ("copies_suspected", "padding copies suspected"),
+    ):
+        if k in m:
+            rows.append((what, str(m[k])))
+    bad = {r: n for r, n in m["degenerate_groups"].items() if n}
+    text = ", ".join(f"{n} {r.replace('_', ' ')}" for r, n in bad.items()) if bad else "none"
+    rows.append(("degenerate groups", text))
+    return rows
 
 
 def truncated_text(info: dict) -> str:
@@ -72,7 +105,9 @@ def _store_info(args) -> int:
     from ..graph import build_graph
 
     batch = load_batch(args, anchor_obs=f["group"] is not None, store=st)
-    info = batch_summary(build_graph(batch))
+    graph = build_graph(batch)
+    info = batch_summary(graph)
+    info.update(_matching(graph))
     if f["group"] is not None:
         tr = batch.trajectories
         info["trajectories_table"] = tr[

@@ -38,6 +38,7 @@ import pandas as pd
 
 from ..data import RolloutBatch
 from ..errors import BackendUnavailable, CrbcVizError
+from ..io.actions import transition_actions
 from ..io.anchors import anchor_hash64
 from ..io.assemble import assemble_arrow, dictionary, place_steps
 from ..io.fields import MAX_ABS_REWARD, MAX_STEP_IDX
@@ -108,7 +109,7 @@ class Steps:
         ]
         out = self.batch.steps[cols].copy()
         for c in out.columns:  # text columns held as Arrow dictionaries arrive as categoricals
-            if isinstance(out[c].dtype, pd.CategoricalDtype):
+            if isinstance(out[c].dtype, (pd.CategoricalDtype, pd.StringDtype)):
                 out[c] = out[c].astype(object)
         return out
 
@@ -376,10 +377,18 @@ def anchor_hashes(anchors: np.ndarray) -> np.ndarray:
 
 def _action_codes(actions, n: int) -> tuple[np.ndarray, np.ndarray]:
     """``(codes [n], names [K])`` of the actions compared as text (``1`` and ``"1"`` are one
-    action)."""
+    action); a missing action (None or NaN) has code -1: its step is keyed by its transition
+    (`crbc_viz.io.actions`)."""
     arr = _to_numpy(actions, "actions", n)
-    text = _text_codes(arr)
-    return text if text is not None else _factorize(arr.astype(str).astype(object))
+    if arr.dtype.kind != "O":
+        arr = arr.astype(object)
+    missing = np.asarray(pd.isna(arr), dtype=bool).reshape(-1)
+    present = arr[~missing]
+    text = _text_codes(present)
+    codes_p, names = text if text is not None else _factorize(present.astype(str).astype(object))
+    codes = np.full(len(arr), -1, np.int64)
+    codes[~missing] = codes_p
+    return codes, names
 
 
 def _first_seen(codes: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
@@ -394,28 +403,6 @@ def _first_seen(codes: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
     renumber = np.zeros(K, np.int64)
     renumber[used] = np.arange(len(used), dtype=np.int64)
     return renumber[codes], used
-
-
-def transition_actions(
-    traj_key: np.ndarray, step: np.ndarray, hashes: np.ndarray, success: np.ndarray
-) -> np.ndarray:
-    """Actions keyed by their transition, for rows without an action: ``"->"`` + the next
-    step's anchor key, or ``"->SUCCESS"`` / ``"->FAILURE"`` after a trajectory's last step.
-
-    Two steps from one anchor then share an action exactly when they led to the same next state
-    (exact in deterministic environments such as Sokoban; distinct actions with the same effect
-    are merged, which is what a state-based credit cannot tell apart anyway).
-    ``traj_key``, ``step``, ``hashes`` and ``success`` (per row) are over unique rows.
-    """
-    order = np.lexsort((step, traj_key))
-    tk = traj_key[order]
-    nxt_same = np.r_[tk[1:] == tk[:-1], False]
-    out = np.empty(len(order), dtype=object)
-    nh = np.r_[hashes[order][1:], np.uint64(0)]
-    keys = np.array([f"->{h:016x}" for h in nh], dtype=object)
-    end = np.where(success[order], "->SUCCESS", "->FAILURE").astype(object)
-    out[order] = np.where(nxt_same, keys, end)
-    return out
 
 
 def _conflicts(first: np.ndarray, row_step: np.ndarray, fields: dict, traj_name, step, source) -> int:
@@ -559,11 +546,6 @@ def _assemble(
         traj_return = np.add.reduceat(reward, starts) if len(reward) else np.zeros(0)
     traj_success = ok[first][starts] if ok is not None else traj_return > 0.0
     step_anchor = anchor[first]
-    if act is not None:
-        action, used = _first_seen(act[0][first], len(act[1]))
-        action_names = act[1][used]
-    else:
-        action, action_names = _transition_codes(step_anchor, hashes, lay, traj_success)
     anchor_code, anchor_used = _first_seen(step_anchor, len(hashes))
     S, G = len(first), len(lay.group_traj_offsets) - 1
     group_first = first[starts[lay.group_traj_offsets[:-1]]]
@@ -575,7 +557,9 @@ def _assemble(
         "step_idx": _arrow_array(s[first]),
         "reward": _arrow_array(reward),
         "anchor_key": dictionary(anchor_code, [f"{h:016x}" for h in hashes[anchor_used].tolist()]),
-        "action": dictionary(action, action_names),
+        # As the trainer gave them, null where it gave none: `crbc_viz.graph.action_ids` keys
+        # those steps by their transition (`crbc_viz.io.actions`), as the loader does.
+        "action": _action_array(None if act is None else act[0][first], None if act is None else act[1], S),
     }
     if row_reward == "episode":
         is_last = np.zeros(S, bool)
@@ -608,19 +592,19 @@ def _arrow_array(values: np.ndarray):
     return array(values)
 
 
-def _transition_codes(step_anchor: np.ndarray, hashes: np.ndarray, lay, traj_success: np.ndarray):
-    """Action codes and names of unique steps in batch order keyed by their transition (as
-    `transition_actions` names them): the next step's anchor hash, or SUCCESS / FAILURE after
-    a trajectory's last step."""
-    distinct, hash_code = np.unique(hashes, return_inverse=True)  # anchors with one hash: one key
-    step_hash = hash_code.reshape(-1)[step_anchor]
-    code = np.empty(len(step_anchor), np.int64)
-    code[:-1] = step_hash[1:]
-    last = lay.traj_offsets[1:] - 1
-    code[last] = len(distinct) + (~np.asarray(traj_success, bool)).astype(np.int64)
-    names = np.array([f"->{h:016x}" for h in distinct.tolist()] + ["->SUCCESS", "->FAILURE"], dtype=object)
-    code, used = _first_seen(code, len(names))
-    return code, names[used]
+def _action_array(codes, names, S: int):
+    """The ``action`` column of ``S`` unique steps: a dictionary array of ``names[codes]``,
+    null where the code is -1 (everywhere when ``codes`` is None: no actions given)."""
+    import pyarrow as pa
+
+    if codes is None:
+        return pa.nulls(S, pa.string())
+    missing = codes < 0
+    full = dictionary(np.where(missing, 0, codes), list(names) if len(names) else [""])
+    if not missing.any():
+        return full
+    indices = pa.array(np.where(missing, 0, codes).astype(np.int32), mask=missing)
+    return pa.DictionaryArray.from_arrays(indices, full.dictionary)
 
 
 def any_per_trajectory(group, traj, flags, *, name: str = "won", source: str = "trainer batch") -> np.ndarray:

@@ -133,9 +133,8 @@ def _steps_of(groups, anchor, action):
             f"{where_step(i)}: no anchor (step.observation and step.input are empty; pass anchor=)"
         )
     rewards = _rewards(_read(flat, "reward"), where_step)
-    if action == "auto":  # step.action where every step has one, else keyed by transition
+    if action == "auto":  # step.action where the step has one, else keyed by its transition
         actions = _read(flat, "action")
-        actions = None if _has_none(actions) else actions
     else:
         actions = None if action is None else list(map(action, flat))
     T, S = len(traj_len), len(flat)
@@ -161,8 +160,9 @@ def assign_step_advantages(groups, *, estimator: str = "crbc", anchor=None, acti
         groups: the trajectory groups of one training step.
         estimator: a registry name.
         anchor: ``fn(step)`` -> the history-free state; default ``step.observation``.
-        action: ``fn(step)`` -> the action; ``"auto"`` (default) uses ``step.action`` when every
-            step has one, else keys actions by their transition; None always keys by transition.
+        action: ``fn(step)`` -> the action; ``"auto"`` (default) uses ``step.action`` where the
+            step has one and keys a step without one by its transition (as the loader does,
+            `crbc_viz.io.actions`); None always keys by transition.
 
     Returns:
         the `crbc_viz.integrations._core.Steps` it scored (for logging / checks).

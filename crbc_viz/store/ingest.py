@@ -629,6 +629,7 @@ def _new_manifest(src, digest: str, imp, rows_of: int, replaces) -> dict:
         "format": src.fmt,
         "source_keys": imp.source_keys,
         "notes": list(imp.notes),
+        "counts": dict(getattr(imp, "counts", {}) or {}),  # the importer's per-file counts
         "warnings": [],
         "skipped": 0,
         "rows": 0,

@@ -588,6 +588,7 @@ class LogStore:
             "steps": self.num_steps,
             "formats": sorted({m.get("format", "?") for m in self.sources.values()}),
             **_sum_outcome_counts(self.sources.values()),
+            **_sum_import_counts(self.sources.values()),
         }
 
 
@@ -612,6 +613,19 @@ class _Connection:
 
     def __getattr__(self, name):
         return getattr(self._raw, name)
+
+
+def _sum_import_counts(manifests) -> dict:
+    """The importers' per-file counts (``copies_dropped``, ``copies_suspected``: see
+    `crbc_viz.io.importers._common.COUNTS`) summed over the complete sources that report them."""
+    out: dict[str, int] = {}
+    for m in manifests:
+        counts = m.get("counts") if m.get("complete") else None
+        if isinstance(counts, dict):
+            for k, v in counts.items():
+                if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+                    out[k] = out.get(k, 0) + v
+    return out
 
 
 def open_store(root: str | os.PathLike) -> LogStore:

@@ -416,14 +416,19 @@ def _encode_batch(batch) -> tuple[dict, dict]:
         "arrays": dtypes,
         "read_as": None
         if how is None
-        else {"fmt": how.fmt, "detected": how.detected, "notes": list(how.notes)},
+        else {
+            "fmt": how.fmt,
+            "detected": how.detected,
+            "notes": list(how.notes),
+            "counts": [[name, int(n)] for name, n in how.counts],
+        },
     }
     tables = {STEPS: steps_table, GROUPS: groups_table, ARRAYS: pa.table(arrays, names=list(_BATCH_ARRAYS))}
     return meta, tables
 
 
 def _decode_batch(meta, tables: dict) -> tuple:
-    """(batch, how it was read: ``(format, detected, notes)`` or None)."""
+    """(batch, how it was read: ``(format, detected, notes, counts)`` or None)."""
     if type(meta) is not dict:
         raise _BadOutcome("the batch is not a JSON object")
     text = {"source": _text(meta.get("source"))}
@@ -442,7 +447,20 @@ def _decode_batch(meta, tables: dict) -> tuple:
         return batch, None
     if type(how) is not dict or type(how.get("detected")) is not bool:
         raise _BadOutcome("how the file was read is malformed")
-    return batch, (_text(how.get("fmt")), how["detected"], tuple(_texts(how.get("notes"))))
+    return batch, (_text(how.get("fmt")), how["detected"], tuple(_texts(how.get("notes"))), _counts(how))
+
+
+def _counts(how: dict) -> tuple[tuple[str, int], ...]:
+    """The importer's per-file counts: ``[[name, count], ...]`` of text and non-negative ints."""
+    pairs = how.get("counts", [])
+    if type(pairs) is not list or len(pairs) > 100:
+        raise _BadOutcome("the importer's counts are malformed")
+    out = []
+    for pair in pairs:
+        if type(pair) is not list or len(pair) != 2 or type(pair[1]) is not int or pair[1] < 0:
+            raise _BadOutcome("the importer's counts are malformed")
+        out.append((_text(pair[0]), pair[1]))
+    return tuple(out)
 
 
 def _decode_arrays(dtypes, table) -> dict:

@@ -14,6 +14,7 @@ import streamlit as st
 
 from ..analysis.agreement import agreement_by_group
 from ..analysis.depth import depth_bound, depth_family
+from ..analysis.matching import group_matching, matching_summary
 from ..analysis.summary import batch_summary, group_table
 from ..analysis.trends import store_trends as _store_trends
 from ..api import REFUSALS, score
@@ -34,6 +35,8 @@ __all__ = [
     "score_group",
     "score_full",
     "overview",
+    "matching",
+    "group_matching_row",
     "depth_sweep",
     "depth_refusal",
     "all_estimators",
@@ -150,6 +153,29 @@ def overview(
         table["disagreement"] = agr["disagreement"].to_numpy()
         table["sign_agreement"] = agr["sign_agreement"].to_numpy()
     return summary, table
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def matching(digest: str, _path: str) -> tuple[dict, pd.DataFrame]:
+    """The file's matching diagnostics (`crbc_viz.analysis.matching.matching_summary`, with the
+    importer's per-file counts) and one row per group (`group_matching`)."""
+    graph = full_graph(digest, _path)
+    how = sandbox.read_as(graph.batch)
+    counts = dict(getattr(how, "counts", ()) or ())
+    return matching_summary(graph, counts), group_matching(graph)
+
+
+def group_matching_row(digest: str, _path: str, group: int) -> dict:
+    """Group ``group``'s row of `matching` (counts, ``reason``, ``sentence``), with the
+    importer's per-file counts."""
+    summary, table = matching(digest, _path)
+    row = table.iloc[int(group)].to_dict()
+    for k in ("reason", "sentence"):  # None, never a NaN a frame may have put there
+        row[k] = row[k] if isinstance(row[k], str) else None
+    for k in ("copies_dropped", "copies_suspected"):
+        if k in summary:
+            row[k] = summary[k]
+    return row
 
 
 #: The depth family is refused above this many (anchor, action) pairs in one group: its

@@ -243,11 +243,13 @@ def split_read_key(key: str) -> tuple[str, ReadOptions]:
 class ReadAs:
     """How a file was read: the importer (`FORMAT_TITLES`), whether it was detected from the
     file's fields or chosen, and the importer's notes (what it could not recover, which columns
-    it took for reward and success)."""
+    it took for reward and success), and its per-file counts (`Imported.counts`: e.g.
+    ``copies_dropped``, ``copies_suspected``) as ``(name, count)`` pairs."""
 
     fmt: str
     detected: bool
     notes: tuple[str, ...] = ()
+    counts: tuple[tuple[str, int], ...] = ()
 
     @property
     def title(self) -> str:
@@ -675,4 +677,5 @@ def _read_file(path: str, options: ReadOptions):
     if src.fmt == "canonical":
         return _mark(batch if batch is not None else load_rollouts(path), ReadAs("canonical", detected))
     imp = import_source(src, **options.importer_options())
-    return _mark(build_batch(imp.raw), ReadAs(src.fmt, detected, tuple(imp.notes)))
+    counts = tuple(imp.counts.items())
+    return _mark(build_batch(imp.raw), ReadAs(src.fmt, detected, tuple(imp.notes), counts))

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph import FAILURE, SUCCESS, AnchorGraph
+from ..io.actions import missing_actions
 from .colors import FAILURE_COLOR, MISSING_COLOR, SUCCESS_COLOR, credit_color, credit_limit, value_color
 from .graph_geometry import FONT, Placement, place, stack_loops
 from .graph_page import (
@@ -110,6 +111,8 @@ class _Scene:
     starts: frozenset
     highlighting: bool
     selected_node: int | None
+    #: Action ids of steps whose log names no action (keyed by their transition, shown as such).
+    inferred: frozenset = frozenset()
 
     def name(self, it) -> str:
         """How an edge's tooltip names a drawn item."""
@@ -291,7 +294,10 @@ def _edge_text(sc: _Scene, r: dict, ts: list, show_action_labels: bool) -> tuple
     credit = fmt_credit(r["credit"])
     if kind in ("act", "time"):
         e, p = r["e"], r["p"]
-        action = str(graph.action_names[graph.pair_action[p]])
+        action = short = str(graph.action_names[graph.pair_action[p]])
+        if int(graph.pair_action[p]) in sc.inferred:  # no action logged: named by its transition
+            short = f"→ {sc.name(dst)}"
+            action = f"{short} (no action logged: keyed by its transition)"
         ident = f"{src}->{dst}#{e}{'t' if kind == 'time' else ''}"
         if kind == "time":
             label = ("t" + ",".join(map(str, ts)) + " · " if ts else "") + "time limit"
@@ -306,7 +312,7 @@ def _edge_text(sc: _Scene, r: dict, ts: list, show_action_labels: bool) -> tuple
         if ts:
             label = "t" + ",".join(str(t) for t in ts)
         elif show_action_labels and not sc.highlighting:
-            label = action if len(action) <= 24 else action[:23] + "…"
+            label = short if len(short) <= 24 else short[:23] + "…"
         return (
             label,
             f"<b>action</b>: {esc(action)}<br>s{src - sc.group_lo} → {esc(sc.name(dst))}<br>"
@@ -496,6 +502,7 @@ def graph_drawing(
         starts=frozenset(start_anchors(graph, group)),
         highlighting=highlight_traj is not None,
         selected_node=selected_node,
+        inferred=frozenset(np.unique(graph.step_action[missing_actions(graph.batch)]).tolist()),
     )
     net = Network(
         height=f"{int(height_px)}px", width="100%", directed=True, cdn_resources="in_line", heading=""

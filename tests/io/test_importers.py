@@ -128,7 +128,9 @@ def test_verl_rollout_data_dir():
     assert np.diff(b.group_traj_offsets).tolist() == [2, 3]
     assert b.traj_success.tolist() == [True, False, True, False, True]
     assert set(b.steps["run_id"]) == {"verl_run"} and set(b.steps["train_step"]) == {7}
-    assert b.steps["action"].iloc[2] == "\\boxed{42}"
+    # verl logs no action: the output is the response, and each step is identified by its
+    # transition (SCHEMA.md), not by its text
+    assert "action" not in b.steps and b.steps["response"].iloc[2] == "\\boxed{42}"
     assert imp.source_keys == {"step": "train_step", "line": "src_line"}
     assert b.steps["src_line"].tolist() == [1, 2, 3, 4, 5]
     # one anchor (the prompt) per group
@@ -152,7 +154,7 @@ def test_verl_identical_lines_are_kept_with_a_note(tmp_path):
     # verl-agent: equal lines may be adjust_batch copies or real steps alike; all are kept, and a
     # row is copied at most once, so the pair holds at most 1 copy and the triple at most 1
     _, imp, b = load(p, "verl-agent")
-    assert b.num_trajectories == 7 and imp.padding_copies_suspected == 2
+    assert b.num_trajectories == 7 and imp.counts.get("copies_suspected", 0) == 2
     assert any("up to 2 of these 7 lines may be adjust_batch padding copies" in n for n in imp.notes)
 
 

@@ -149,13 +149,15 @@ def test_verl_agent_rollout_data_dir_keeps_every_line_and_bounds_the_copies():
         assert t["adjust_batch_copies"] > 0 and len(path.read_text().splitlines()) == lines
         imp, b = _load(path, "verl-agent")
         assert b.num_trajectories == b.num_steps == lines
-        assert imp.padding_copies_suspected == t["adjust_batch_copies"] == _bound_from_text(path)
-        assert imp.padding_copies_dropped == 0
+        assert imp.counts.get("copies_suspected", 0) == t["adjust_batch_copies"] == _bound_from_text(path)
+        assert imp.counts.get("copies_dropped", 0) == 0
         (note,) = [n for n in imp.notes if "padding copies" in n]
         assert f"up to {t['adjust_batch_copies']} of these {lines} lines" in note and "hook" in note
         # auto-detection reads the file as plain verl: every line kept, the bound in a note
         imp, b = _load(path)
-        assert imp.fmt == "verl" and b.num_trajectories == lines and imp.padding_copies_suspected == 0
+        assert (
+            imp.fmt == "verl" and b.num_trajectories == lines and imp.counts.get("copies_suspected", 0) == 0
+        )
         assert any(f"up to {t['adjust_batch_copies']} of them" in n for n in imp.notes)
 
 
@@ -176,7 +178,7 @@ def test_verl_agent_rollout_data_dir_keeps_real_steps_that_repeat_another(commit
         imp, b = _load(path, "verl-agent")
         assert b.num_trajectories == b.num_steps == t["lines"]  # every real step, and the copies
         assert t["distinct_lines"] < t["real_steps"]  # what dropping repeated lines would keep
-        bound = imp.padding_copies_suspected
+        bound = imp.counts.get("copies_suspected", 0)
         assert bound == _bound_from_text(path)
         assert t["adjust_batch_copies"] <= bound
         assert bound <= t["adjust_batch_copies"] + t["real_steps_repeating_another_real_step"]
@@ -204,7 +206,7 @@ def test_verl_agent_legacy_dump_drops_adjust_batch_copies_with_a_count():
         assert t["batch_rows_after_adjust_batch"] - t["rows_before_adjust_batch"] == n
         if n:
             assert any(f"dropped {n} exact duplicate row(s)" in x for x in imp.notes)
-        assert imp.padding_copies_dropped == n and imp.padding_copies_suspected == 0
+        assert imp.counts.get("copies_dropped", 0) == n and imp.counts.get("copies_suspected", 0) == 0
         assert any("truncation is unknown" in x for x in imp.notes)
         assert b.num_steps == t["steps"]
 
@@ -626,7 +628,8 @@ def test_verifiers_turns_and_anchors_come_from_completion():
     df = imp.raw.records
     first = df[df["traj_id"] == df["traj_id"].iat[0]]
     assert first["anchor_obs"].tolist() == [row["prompt"][-1]["content"], row["completion"][1]["content"]]
-    assert first["action"].tolist() == [row["completion"][0]["content"], row["completion"][2]["content"]]
+    assert first["response"].tolist() == [row["completion"][0]["content"], row["completion"][2]["content"]]
+    assert "action" not in df  # verifiers logs no action: each turn is keyed by its transition
     assert first["reward"].tolist() == [0.0, row["reward"]]
 
 

@@ -18,6 +18,7 @@ from ..readers.json_document import check_document, read_charged
 
 __all__ = [
     "Imported",
+    "COUNTS",
     "peek_fields",
     "first_json_line",
     "json_document",
@@ -41,20 +42,25 @@ class Imported:
             canonical table that holds it (a canonical column, or an ``src_*`` column added
             at import). ``crbc-viz export`` writes them back under the trainer's names.
         notes: what the importer could not recover (e.g. no anchors), shown after ingest.
-        padding_copies_dropped: rows dropped as a trainer's padding copies (verl-agent's
-            ``adjust_batch``), where the file tells a copy apart (the hook's ``traj_uid`` and
-            ``step``); each is also counted in a note.
-        padding_copies_suspected: rows kept that may be padding copies, an upper bound, where
-            the file cannot tell a copy from a real step that repeats another (verl-agent's
-            ``rollout_data_dir``); 0 where the trainer pads nothing or the file tells them apart.
+        counts: per-file counts the importer reports, by name (`COUNTS`): shown by the app's
+            Data and Graph pages and by ``crbc-viz info`` beside the matching diagnostics
+            (`crbc_viz.analysis.matching`); a name absent means "not reported", not 0.
     """
 
     raw: RawTable
     fmt: str
     source_keys: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
-    padding_copies_dropped: int = 0
-    padding_copies_suspected: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+#: The per-file counts an importer may report in `Imported.counts`: ``copies_dropped``, rows
+#: dropped as a trainer's padding copies (exact copies of another step); ``copies_suspected``,
+#: lines kept that may be padding copies (the file cannot tell them apart).
+COUNTS = {
+    "copies_dropped": "padding copies dropped",
+    "copies_suspected": "lines that may be padding copies (kept)",
+}
 
 
 def first_json_line(path: str) -> dict | None:

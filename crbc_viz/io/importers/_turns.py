@@ -4,7 +4,8 @@ TRL's tool-calling completions and ms-swift's multi-turn prompts carry a whole c
 one logged row. `expand_turns` makes one step per assistant turn: its anchor is the
 environment's message before it (the ``user`` / ``tool`` messages since the previous turn:
 one message, or the results of each of the previous turn's tool calls), never the conversation
-so far; its action is the turn's tool calls when it made some, else its text.
+so far; its action is the turn's tool calls when it made some; a turn of text alone names no
+action (its text is the response) and is keyed by its transition (SCHEMA.md).
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ def conversation_turns(history: list[dict], generated: list[dict]) -> list[Turn]
         if m.get("role") == "assistant":
             calls = _tool_calls(m)
             text = _content(m)
-            action = json.dumps(calls, ensure_ascii=False, sort_keys=True) if calls else text
+            action = json.dumps(calls, ensure_ascii=False, sort_keys=True) if calls else None
             obs = "\n".join(_content(e) or "" for e in env) if env else None
             turns.append(Turn(_anchor(env), obs, action, text, not calls))
             env = []

@@ -141,8 +141,11 @@ def _turn_rows(trace: dict, path: list[int], nodes: list) -> list[dict]:
         role = msg.get("role")
         if node.get("sampled") and role == "assistant":
             text = _text(msg.get("content"))
-            act = text if text else to_text(msg.get("tool_calls")) or text
-            rows.append({"anchor_obs": anchor, "observation": anchor, "action": act, "response": act})
+            calls = to_text(msg.get("tool_calls")) if msg.get("tool_calls") else None
+            # a tool call is a parsed action; text alone names none: keyed by its transition
+            rows.append(
+                {"anchor_obs": anchor, "observation": anchor, "action": calls, "response": text or calls}
+            )
         elif role in ENV_ROLES:
             anchor = _text(msg.get("content"))
     return rows

@@ -26,7 +26,8 @@ copies ``crbc_traj_group_id`` ... ``crbc_done``, read here as the names without 
 JSONL / Parquet step rows under the same names are read too. Rows may be in any order (``step``
 orders them; without it the file is refused); exact duplicate rows are dropped with a note,
 conflicting ones are an error naming both. Success = ``episode_scores`` > success_threshold
-unless ``success`` is present; without an ``action`` the response text is the edge label.
+unless ``success`` is present; without an ``action`` a step is identified by its transition
+(SCHEMA.md; the response text stays ``response``, as the ROLL adapter keys it).
 ``done`` / ``terminated`` is a flag (`crbc_viz.io.flags`: a bool or 0/1; in a CSV also the text
 true/false): a missing value says nothing, any other value (``"False"`` in a JSON file, 2) is a
 problem naming its row, never read as ended.
@@ -254,7 +255,6 @@ def _agent_native(raw: RawTable, path: str, notes: list[str]) -> Imported:
                     "reward": r,
                     "anchor_obs": obs,
                     "observation": obs,
-                    "action": resp,
                     "response": resp,
                     "done": ended if k == len(turns) - 1 else False,
                     "env_name": env["tag"],
@@ -342,8 +342,6 @@ def read(path: str) -> Imported:
             df["response_text"] = df["messages_list"].map(lambda m: _last_message(m, "assistant"))
         df["observation"] = df["messages_list"].map(lambda m: _last_message(m, "user"))
         df = df.drop(columns=["messages_list"])
-    if "action" not in df.columns and "response_text" in df.columns:
-        df["action"] = df["response_text"]
     out = rename(df, FIELD_MAP)
     if "run_id" not in out.columns:
         out["run_id"] = run_from_dir(path)

@@ -173,8 +173,9 @@ def _frame(df: pd.DataFrame, line: np.ndarray, scores: list, done: list) -> tupl
         "response": responses,
     }
     if stepwise:
-        # a turn's response is the model's text, then the environment's reply (its tokens)
-        out["action"] = [model_part(r, template_of(p)) for r, p in zip(responses, prompts)]
+        # a turn's response is the model's text, then the environment's reply (its tokens); the
+        # file names no parsed action, so each turn is keyed by its transition (SCHEMA.md)
+        out["response"] = [model_part(r, template_of(p)) for r, p in zip(responses, prompts)]
         known = any(d is not None for d in done)
         out["done"] = [d if is_last or not known else False for d, is_last in zip(done, last)]
         n = int(last.sum())
@@ -185,7 +186,6 @@ def _frame(df: pd.DataFrame, line: np.ndarray, scores: list, done: list) -> tupl
             "or by the turn limit is not in the file)"
         )
     else:
-        out["action"] = responses
         out["episode_return"] = scores
         out["done"] = done
         notes.append(

@@ -340,7 +340,6 @@ def completion_rows(
             "reward": reward.to_numpy(),
             "anchor_obs": prompt,
             "observation": prompt,
-            "action": completion,
             "response": completion,
             "done": True,
             "src_row": np.arange(len(df), dtype=np.int64),

@@ -8,8 +8,8 @@ from verifiers 0.1.10 and 0.3.1 and run, tests/fixtures/verifiers_0110, verifier
 ``error``, ``task``, ``answer``, ``info``, ``timing``, token usage.
 
 Canonical mapping: group = ``example_id``; one trajectory per line; one step per assistant
-message of ``completion`` (``action`` / ``response`` its content), anchor and observation = the
-message before it (the environment's reply, or the prompt's last message for the first turn);
+message of ``completion`` (``response`` its content; no action: a step is identified by its
+transition), anchor and observation = the message before it (the environment's reply, or the prompt's last message for the first turn);
 ``reward`` = the rollout's reward on the last turn, 0 before (verifiers scores the rollout, not
 its turns); ``episode_return`` = ``reward`` (success = reward > the success threshold);
 ``env_name`` = ``task``; ``train_step`` 0 (an evaluation carries no training step).
@@ -165,7 +165,6 @@ def read(path: str) -> Imported:
                     "episode_return": rewards[i],
                     "anchor_obs": obs,
                     "observation": obs,
-                    "action": act,
                     "response": act,
                     "done": (ended if last else False),
                     "env_name": to_text(df["task"].iat[i]) if "task" in df.columns else None,

@@ -22,8 +22,8 @@ every row has such a key: group = ``uid``, trajectory = ``{uid}_{session}``, ``s
 its last output and ``reward`` = that score on the last output, 0 before. Two rows with one key
 are dropped when identical and an error when not. Truncation is not in the file.
 
-Canonical mapping: ``input`` -> ``anchor_obs`` and ``observation``; ``output`` -> ``action``
-and ``response``; ``score`` -> ``reward`` (success = score > success_threshold); ``step`` ->
+Canonical mapping: ``input`` -> ``anchor_obs`` and ``observation``; ``output`` -> ``response`` (no action: a step is identified by its
+transition, SCHEMA.md); ``score`` -> ``reward`` (success = score > success_threshold); ``step`` ->
 ``train_step``; the run is the dump folder's parent folder name. Trainer keys kept for
 export: ``step`` and the file line (``src_line``).
 """
@@ -66,7 +66,6 @@ def read(path: str, *, anchors: bool = True) -> Imported:
         traj_id=[f"l{int(x)}" for x in raw.line],
         step_idx=0,
         reward=df["score"].to_numpy(),
-        action=df["output"].map(to_text),
         response=df["output"].map(to_text),
         observation=prompt,
         done=True,

@@ -29,13 +29,13 @@ verl-agent field   meaning                                  canonical field
 
 Rows come after ``adjust_batch(mode="copy")`` (copies of random rows pad the batch) and
 ``_balance_batch`` (rows reordered): exact copies of a (``traj_uid``, ``step``) row are dropped
-with a counted note (``Imported.padding_copies_dropped``; a trajectory has one row per turn, so
+with a counted note (``Imported.counts['copies_dropped']``; a trajectory has one row per turn, so
 a second row for one turn is a copy), two different rows for one (``traj_uid``, ``step``) are
 an error naming both lines, and a file without ``step`` is an error (its rows cannot be put back in order). ``done``
 (the env's flag, written by the hook) marks truncation: a trajectory whose last row has
 ``done = false`` was cut by ``env.max_steps``; without ``done`` truncation is unknown (noted).
 Without ``action`` the last ``<action>…</action>`` of ``response`` is the action (verl-agent's
-prompt convention), else the whole response. ``active_masks`` is a flag (`crbc_viz.io.flags`: a
+prompt convention), else none (the step is identified by its transition, SCHEMA.md). ``active_masks`` is a flag (`crbc_viz.io.flags`: a
 bool or 0/1; in a CSV also the text true/false): a missing value, NaN or ``"False"`` in a JSON
 file is a problem naming its line, never read as active or inactive.
 
@@ -51,7 +51,7 @@ every written field, so a copy cannot be told from a real step of another rollou
 its prompt (state and history), response and score -- most lines alike are such real steps
 (checked at e03bd50, 796ed31 and the fork 8ca3a46: ``verl_agent_shared_gen.py``). A row is copied
 at most once, so ``m`` lines alike hold at most ``m // 2`` copies: that bound is
-``Imported.padding_copies_suspected``, said in one note. ``--format auto`` reads such a file as
+``Imported.counts['copies_suspected']``, said in one note. ``--format auto`` reads such a file as
 plain verl (the fields are verl's), which keeps every line too and names the bound in its note.
 """
 
@@ -104,11 +104,12 @@ def sniff(fields: set[str]) -> bool:
 
 
 def parse_action(response):
-    """The last ``<action>…</action>`` of a verl-agent response, else the response."""
+    """The last ``<action>…</action>`` of a verl-agent response, else None (no action: the
+    step is identified by its transition, SCHEMA.md; the response stays ``response``)."""
     if not isinstance(response, str):
         return response
     found = _ACTION.findall(response)
-    return found[-1].strip() if found else response
+    return found[-1].strip() if found else None
 
 
 def read(path: str) -> Imported:
@@ -120,7 +121,7 @@ def read(path: str) -> Imported:
         notes = (NO_ANCHOR_NOTE, *imp.notes)
         if bound:
             notes += (padding_note(bound, len(df)),)
-        return Imported(imp.raw, NAME, imp.source_keys, notes, padding_copies_suspected=bound)
+        return Imported(imp.raw, NAME, imp.source_keys, notes, counts={"copies_suspected": bound})
     require(raw, SIGNATURE + ("rewards",), "verl-agent dump", "see docs/verl_agent_hook.md")
     notes = []
     line = raw.line
@@ -187,5 +188,5 @@ def read(path: str) -> Imported:
         NAME,
         keys,
         tuple(notes),
-        padding_copies_dropped=rows - len(df),
+        counts={"copies_dropped": rows - len(df)},
     )

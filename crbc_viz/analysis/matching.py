@@ -1,0 +1,152 @@
+"""Matching diagnostics: how well a batch's steps merged into anchors, per group and per file.
+
+Every graph estimator is only as good as the merge. Per group: steps, steps at shared anchors
+(an anchor another rollout of the group also visits), singleton anchors (visited once: GiGPO's
+step groups of one, whose step advantage is 0), anchors with one distinct action (Q = V there),
+steps whose action was inferred (`crbc_viz.io.actions`: the log names none), truncated rollouts,
+successes and failures; and, where the data explains why the group's step credit is degenerate,
+the reason in one sentence (`degenerate_reason`). Per file: the sums, the number of degenerate
+groups by reason, and the importer's padding-copy counts when it reports them.
+
+Pure functions of an `AnchorGraph` (no streamlit, no printing): ``crbc-viz info`` and the app's
+Data and Graph pages show what they return.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..graph import AnchorGraph
+from ..io.actions import missing_actions
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["REASONS", "group_matching", "matching_summary", "degenerate_reason", "reason_sentence"]
+
+#: Why a group's step credit is degenerate, in the order they are looked for (the first that
+#: holds is the group's reason).
+REASONS = ("no_success", "no_shared_anchor", "one_action_everywhere", "no_failure")
+
+#: Per-group count columns of `group_matching`.
+_COUNTS = (
+    "steps",
+    "shared_steps",
+    "anchors",
+    "singleton_anchors",
+    "one_action_anchors",
+    "actions_inferred",
+    "rollouts",
+    "successes",
+    "truncated",
+)
+
+
+def _counts(graph: AnchorGraph) -> dict[str, np.ndarray]:
+    """The per-group count arrays ``[G]`` of `_COUNTS`."""
+    b = graph.batch
+    G = b.num_groups
+    step_group = b.step_group
+    shared = graph.shared_step_mask()
+    visits = graph.node_visits
+    return {
+        "steps": np.bincount(step_group, minlength=G),
+        "shared_steps": np.bincount(step_group[shared], minlength=G),
+        "anchors": np.diff(graph.group_node_offsets),
+        "singleton_anchors": np.bincount(graph.node_group[visits == 1], minlength=G),
+        "one_action_anchors": np.bincount(graph.node_group[graph.node_num_actions == 1], minlength=G),
+        "actions_inferred": np.bincount(step_group[missing_actions(b)], minlength=G),
+        "rollouts": np.diff(b.group_traj_offsets),
+        "successes": np.bincount(b.traj_group[b.traj_success], minlength=G),
+        "truncated": np.bincount(b.traj_group[b.traj_truncated], minlength=G),
+    }
+
+
+def _reason_codes(c: dict) -> np.ndarray:
+    """Per group, the index into `REASONS` of the first reason that holds, -1 where none
+    does (``c``: count arrays, or scalars, with the keys of `_COUNTS`)."""
+    tests = (
+        np.asarray(c["successes"]) == 0,
+        np.asarray(c["shared_steps"]) == 0,
+        np.asarray(c["one_action_anchors"]) == np.asarray(c["anchors"]),
+        np.asarray(c["successes"]) == np.asarray(c["rollouts"]),
+    )
+    out = np.full(np.shape(tests[0]), -1, np.int64)
+    for k in range(len(tests) - 1, -1, -1):  # the first that holds wins
+        out = np.where(tests[k], k, out)
+    return out
+
+
+def degenerate_reason(c: dict) -> str | None:
+    """The first of `REASONS` that holds for one group's counts (a mapping with the keys of
+    `_COUNTS`), or None: the group's step credit can tell actions apart."""
+    k = int(_reason_codes(c))
+    return None if k < 0 else REASONS[k]
+
+
+def reason_sentence(reason: str | None, c: dict) -> str | None:
+    """One sentence saying why a group's credit is degenerate (None when it is not)."""
+    n = int(c["rollouts"])
+    if reason == "no_success":
+        return (
+            f"None of the {n} rollouts succeeded: every anchor's value is 0, so every step's "
+            f"credit is 0 whatever the graph."
+        )
+    if reason == "no_shared_anchor":
+        return (
+            f"No anchor is visited by two of the {n} rollouts: nothing merges (every step group "
+            f"is of one), so there is nothing to compare a step with and its credit is 0."
+        )
+    if reason == "one_action_everywhere":
+        inferred = int(c["actions_inferred"])
+        why = "" if not inferred else f" ({inferred} step(s) log no action and are keyed by their transition)"
+        return (
+            f"Every anchor of this group has one action{why}: Q = V at every anchor, so every "
+            f"step's credit is 0."
+        )
+    if reason == "no_failure":
+        return (
+            f"All {n} rollouts succeeded: no failure tells actions apart, so the credit only "
+            f"reflects path length (the discount)."
+        )
+    return None
+
+
+def group_matching(graph: AnchorGraph) -> pd.DataFrame:
+    """One row per group: the counts of `_COUNTS`, ``reason`` (one of `REASONS` or None) and
+    ``sentence`` (`reason_sentence`)."""
+    import pandas as pd
+
+    counts = _counts(graph)
+    df = pd.DataFrame({k: v.astype(np.int64) for k, v in counts.items()})
+    reasons, sentences = [], []
+    for row in df.to_dict(orient="records"):
+        r = degenerate_reason(row)
+        reasons.append(r)
+        sentences.append(reason_sentence(r, row))
+    df.insert(0, "group", graph.batch.group_labels())
+    df["reason"] = pd.Series(reasons, dtype=object)  # None where the credit is not degenerate
+    df["sentence"] = pd.Series(sentences, dtype=object)
+    return df
+
+
+def matching_summary(graph: AnchorGraph, import_counts: dict | None = None, listed: int = 20) -> dict:
+    """The per-file matching diagnostics (plain Python types, JSON-ready): the sums of
+    `_COUNTS`, ``degenerate_groups`` (how many groups have each reason), the first ``listed``
+    degenerate groups with their reason, and the importer's per-file counts (``import_counts``,
+    e.g. ``copies_dropped`` / ``copies_suspected``; absent keys: not reported)."""
+    counts = _counts(graph)
+    out: dict = {k: int(v.sum()) for k, v in counts.items()}
+    codes = _reason_codes(counts)
+    hist = np.bincount(codes[codes >= 0], minlength=len(REASONS))
+    out["degenerate_groups"] = {r: int(n) for r, n in zip(REASONS, hist)}
+    labels = graph.batch.group_labels()
+    out["degenerate_examples"] = [
+        {"group": labels[g], "reason": REASONS[codes[g]]}
+        for g in np.flatnonzero(codes >= 0)[:listed].tolist()
+    ]
+    for k, v in (import_counts or {}).items():
+        out[k] = int(v)
+    return out
