@@ -87,13 +87,15 @@ def test_skyrl_stepwise_turns_and_anchors_are_the_environments_messages():
     assert sorted(got) == want
 
 
-def test_skyrl_stepwise_action_is_the_models_text_and_rewards_sum_per_turn():
+def test_skyrl_stepwise_response_is_the_models_text_and_rewards_sum_per_turn():
     f = SKY / "global_step_30_evals" / "gsm8k.jsonl"
     lines = [json.loads(x) for x in f.read_text().splitlines()]
     (src,) = expand_sources([f])
     imp = import_source(src)
     df = imp.raw.records
-    assert df["action"].tolist() == [x["output_response"].split("<|im_end|>")[0] for x in lines]
+    assert df["response"].tolist() == [x["output_response"].split("<|im_end|>")[0] for x in lines]
+    # the dump names no parsed action: each turn is keyed by its transition (SCHEMA.md)
+    assert "action" not in df.columns or df["action"].isna().all()
     assert df["reward"].tolist() == [sum(x["score"]) for x in lines]
     b = build_batch(imp.raw)
     assert b.num_trajectories == sum(
@@ -188,8 +190,10 @@ def test_verifiers_traces_turns_and_anchors_are_the_games_messages():
         got.append((rows["anchor_obs"].tolist(), rows["reward"].iat[-1] == 1.0))
     want = [(t["anchors"], t["solved"]) for t in _truth("verifiers_040")["trajectories"]]
     assert sorted(got) == sorted(want)
-    # the turn's action is the model's reply; the reward sits on the last turn
-    assert all(a.startswith(("I think", "<guess>")) for a in df["action"])
+    # the turn's response is the model's reply (text alone names no action: keyed by its
+    # transition); the reward sits on the last turn
+    assert all(a.startswith(("I think", "<guess>")) for a in df["response"])
+    assert df["action"].isna().all()
     assert (df.groupby("traj_id")["reward"].apply(lambda r: (r.iloc[:-1] == 0).all())).all()
 
 

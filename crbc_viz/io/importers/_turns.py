@@ -175,7 +175,8 @@ def expand_turns(out: pd.DataFrame, turns: list[list[Turn] | None], line: np.nda
     keep = [t is None for t in flat]
 
     def pick(col, attr):
-        return [old if t is None else getattr(t, attr) for old, t in zip(rows[col].tolist(), flat)]
+        before = rows[col].tolist() if col in rows.columns else [None] * len(flat)
+        return [old if t is None else getattr(t, attr) for old, t in zip(before, flat)]
 
     rows["anchor_obs"] = [
         old if k or t.anchor is None else t.anchor for old, k, t in zip(rows["anchor_obs"], keep, flat)
