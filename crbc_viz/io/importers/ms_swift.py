@@ -34,6 +34,8 @@ import numpy as np
 import pandas as pd
 
 from ...errors import LoadError, Problem
+from ..fields import INT_LIMIT
+from ..flags import read_numbers
 from ..readers import RawTable, read_table
 from ._common import Imported, first_json_line, flag_column, numbers, numbers_from_text, require, to_text
 from .trl import TEXT_KEPT, _numeric, completion_rows
@@ -159,16 +161,17 @@ def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
         parts.append(pd.DataFrame({k: list(v) for k, v in vals.items()}))
         lines.append(np.full(lens.pop(), int(raw.line[i]), dtype=np.int64))
     rows = pd.concat(parts, ignore_index=True)
-    step = pd.to_numeric(rows["step"], errors="coerce")
-    if step.isna().any():
-        bad = int(np.flatnonzero(step.isna().to_numpy())[0])
+    step = read_numbers(rows["step"].to_numpy(dtype=object))[0]  # ms-swift writes it as text
+    whole = np.isfinite(step) & (step == np.round(step)) & (np.abs(step) <= INT_LIMIT)
+    if not whole.all():
+        bad = int(np.flatnonzero(~whole)[0])
         raise LoadError(
             [
                 Problem(
                     raw.path,
                     int(np.concatenate(lines)[bad]),
                     "step",
-                    f"not a step number: {rows['step'].iat[bad]!r}",
+                    f"not a step number: {rows['step'].iat[bad]!r:.40}",
                     raw.where,
                 )
             ]
@@ -201,7 +204,7 @@ def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
     out, notes = completion_rows(
         table,
         rows.drop(columns=["step"]),
-        step.to_numpy(np.int64),
+        step.astype(np.int64),
         reward_columns=reward_columns,
         success_column=success_column,
         adv_col="advantages",
