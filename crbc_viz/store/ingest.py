@@ -120,18 +120,31 @@ def _arrow_column(name: str, values: pd.Series):
         if kind is None:
             return name, None
     if kind == "json":
-        arr = [
-            None
-            if (v is None or (isinstance(v, float) and v != v))
-            else json.dumps(v.tolist() if isinstance(v, np.ndarray) else v, ensure_ascii=False, default=str)
-            for v in values.to_numpy(dtype=object)
-        ]
-        return name + _JSON_SUFFIX, pa.array(arr, type=pa.string())
+        return _json_column(name, values)
     if kind == "string":
         obj = values.to_numpy(dtype=object)
         return name, pa.array(obj, type=pa.string(), from_pandas=True)
     typ = {"int64": pa.int64(), "float64": pa.float64(), "bool": pa.bool_()}[kind]
-    return name, pa.array(values.to_numpy(dtype=object), type=typ, from_pandas=True)
+    try:
+        return name, pa.array(values.to_numpy(dtype=object), type=typ, from_pandas=True)
+    except (OverflowError, pa.ArrowInvalid):
+        if name in _CANONICAL_TYPES:
+            raise
+        return _json_column(name, values)  # an extra field's integer past int64: kept exactly
+
+
+def _json_column(name: str, values: pd.Series):
+    """(``<name>__json``, the values as JSON text) for a column of non-scalar values (or of
+    integers past int64)."""
+    import pyarrow as pa
+
+    arr = [
+        None
+        if (v is None or (isinstance(v, float) and v != v))
+        else json.dumps(v.tolist() if isinstance(v, np.ndarray) else v, ensure_ascii=False, default=str)
+        for v in values.to_numpy(dtype=object)
+    ]
+    return name + _JSON_SUFFIX, pa.array(arr, type=pa.string())
 
 
 def _tables(batch: RolloutBatch, stem_of_row: np.ndarray, row_in_part: np.ndarray, source: str):

@@ -192,8 +192,8 @@ DELETE = object()
 
 def _leaf(v, rnd: random.Random):
     """One mutation of the value ``v``."""
-    op = rnd.randrange(7)
-    if op == 0:
+    op = rnd.randrange(9)
+    if op in (0, 7, 8):
         return rnd.choice(HOSTILE)
     if op == 1:
         return _swap(v, rnd)
@@ -206,7 +206,7 @@ def _leaf(v, rnd: random.Random):
         return rnd.choice(["x" * rnd.choice([1_000, 200_000]), [0] * rnd.choice([100, 20_000]), 9.9e15])
     if op == 5:
         return DELETE
-    return rnd.choice(HOSTILE + [_swap(v, rnd)])
+    return _swap(v, rnd)
 
 
 JSON = "<json>"  # a path step into the JSON text a string holds (ROLL's cells)
@@ -246,9 +246,10 @@ def apply_at(obj, path: tuple, fn):
     if k == JSON and isinstance(obj, str):
         new = apply_at(json.loads(obj), rest, fn)
         return DELETE if new is DELETE else json.dumps(new)
-    new = apply_at(obj[k], rest, fn)
+    here = obj.get(k) if isinstance(obj, dict) and not rest else obj[k]  # a new key: its value is None
+    new = apply_at(here, rest, fn)
     if new is DELETE:
-        del obj[k]
+        obj.pop(k, None) if isinstance(obj, dict) else obj.pop(k)
     else:
         obj[k] = new
     return obj
@@ -528,6 +529,32 @@ READ_FIELDS = {
     ]
     + [(1, "completion", 0, "content"), (1, "completion", 0, "role")],
 }
+#: seed -> paths of a field the importer does not know (kept, stored and shown as it is).
+EXTRA_FIELDS = {
+    **{
+        name: [(1, "x_extra")]
+        for name in (
+            "canonical",
+            "verl",
+            "verl041",
+            "verl-v1",
+            "verl-agent",
+            "verl-agent-rollout",
+            "roll-rows",
+            "trl",
+            "skyrl",
+            "verifiers",
+        )
+    },
+    "rllm": [
+        ("task-9_0.json", "x_extra"),
+        ("task-9_0.json", "trajectories", 0, "x_extra"),
+        ("task-9_0.json",) + _STEP + ("x_extra",),
+    ],
+    "roll": [(0, "x_extra")],
+    "roll-native": [(0, "x_extra"), _NATIVE + ("x_extra",)],
+    "ms-swift3": [(0, "x_extra")],
+}
 #: A type swap each way, a number past int64, a lone surrogate, a deep value.
 SWAPS = ["False", [], {"a": [1]}, True, 2**64, "x\ud800", _deep("x", 300)]
 
@@ -536,7 +563,15 @@ def test_read_fields_exist_in_the_seeds():
     for name, fields in READ_FIELDS.items():
         recs = seed_records(name)
         for path in fields:
-            apply_at(recs, path, lambda v: v)  # a KeyError / IndexError names a stale path
+            found = []
+            apply_at(
+                recs,
+                path[:-1],
+                lambda parent, k=path[-1]: (
+                    found.append(k in parent if isinstance(parent, dict) else k < len(parent)) or parent
+                ),
+            )
+            assert found == [True], (name, path)  # not a stale path
 
 
 @pytest.mark.parametrize("name", sorted(READ_FIELDS))
@@ -545,7 +580,7 @@ def test_every_read_field_with_every_swap(name, tmp_path):
     clean message (the known crashes: verl ``score`` ``'False'`` / ``[]`` in a keyed file, a
     list rLLM ``name``, a surrogate in an rLLM action or a ROLL message)."""
     _, fmt, _, rel = BY_NAME[name]
-    for i, path in enumerate(READ_FIELDS[name]):
+    for i, path in enumerate(READ_FIELDS[name] + EXTRA_FIELDS.get(name, [])):
         for j, value in enumerate(SWAPS):
             recs = apply_at(seed_records(name), path, lambda v, value=value: value)
             light_check(write(recs, tmp_path / f"{i}-{j}" / rel, random.Random(0), allow_cut=False), fmt)
