@@ -177,6 +177,20 @@ def _number(value):
     return float(x), isinstance(value, str)
 
 
+def _trajectory_problem(tr, j: int) -> tuple[str, str] | None:
+    """(field, why) when trajectory ``j`` is not a trajectory object with a list of step
+    objects and a string (or no) ``name``; else None."""
+    if not isinstance(tr, dict) or not isinstance(tr.get("steps"), list):
+        return f"trajectories[{j}].steps", "expected a list"
+    for k, st in enumerate(tr["steps"]):
+        if not isinstance(st, dict):
+            return f"trajectories[{j}].steps[{k}]", "expected a step object"
+    name = tr.get("name")
+    if name is not None and not isinstance(name, str):
+        return f"trajectories[{j}].name", f"expected a string, got {type(name).__name__}"
+    return None
+
+
 def _advantage(value):
     """A step's logged advantage (shown beside ours), None when it is not a number."""
     if value is None or isinstance(value, (bool, str)):
@@ -237,22 +251,11 @@ def read(path: str) -> Imported:
                 no_correct += 1
             names: dict = {}
             for j, tr in enumerate(ep["trajectories"]):
-                if not isinstance(tr, dict) or not isinstance(tr.get("steps"), list):
-                    problems.append(Problem(f, idx, f"trajectories[{j}].steps", "expected a list", where))
-                    continue
-                if not all(isinstance(st, dict) for st in tr["steps"]):
-                    s_bad = next(k for k, st in enumerate(tr["steps"]) if not isinstance(st, dict))
-                    problems.append(
-                        Problem(f, idx, f"trajectories[{j}].steps[{s_bad}]", "expected a step object", where)
-                    )
+                bad = _trajectory_problem(tr, j)
+                if bad:
+                    problems.append(Problem(f, idx, *bad, where))
                     continue
                 name = tr.get("name")
-                if name is not None and not isinstance(name, str):
-                    field = f"trajectories[{j}].name"
-                    problems.append(
-                        Problem(f, idx, field, f"expected a string, got {type(name).__name__}", where)
-                    )
-                    continue
                 group = task_id if name in _DEFAULT_NAMES else f"{task_id}:{name}"
                 k = names[name] = names.get(name, -1) + 1
                 traj = eid if k == 0 else f"{eid}#{k}"
