@@ -19,6 +19,7 @@ memory of the child).
 from __future__ import annotations
 
 import contextlib
+import gzip
 import io
 import json
 import os
@@ -38,7 +39,7 @@ from crbc_viz.errors import MAX_LISTED
 from helpers import ROOT
 
 FIX = ROOT / "tests" / "fixtures"
-DEFAULT_EXAMPLES = 8
+DEFAULT_EXAMPLES = 25
 EXAMPLES = int(os.environ.get("CRBC_VIZ_FUZZ_EXAMPLES", DEFAULT_EXAMPLES))
 #: At most this many records (lines, episode files) of a fixture are fuzzed: small inputs, fast runs.
 MAX_RECORDS = 12
@@ -48,6 +49,11 @@ GB_KB = 1024 * 1024  # ru_maxrss is in KiB on Linux
 #: written to: names the importers read a step or a layout from are kept).
 SEEDS = [
     ("canonical", "canonical", ROOT / "tests/bad_inputs/ok.jsonl", "ok.jsonl"),
+    # the same rows through every other reader: a JSON document, CSV, Parquet, gzip
+    ("canonical-json", "canonical", ROOT / "tests/bad_inputs/ok.jsonl", "ok.json"),
+    ("canonical-csv", "canonical", ROOT / "tests/bad_inputs/ok.jsonl", "ok.csv"),
+    ("canonical-parquet", "canonical", ROOT / "tests/bad_inputs/ok.jsonl", "ok.parquet"),
+    ("canonical-gz", "canonical", ROOT / "tests/bad_inputs/ok.jsonl", "ok.jsonl.gz"),
     ("verl", "verl", FIX / "verl_run/rollout/7.jsonl", "run/rollout/7.jsonl"),
     ("verl041", "verl", FIX / "verl_041/rollout/1.jsonl", "run/rollout/1.jsonl"),
     ("verl-v1", "verl", FIX / "verl_run/rollout/7.jsonl", "run/rollout/7.jsonl"),  # + uid, see records
@@ -56,6 +62,12 @@ SEEDS = [
         "verl-agent",
         FIX / "verl_agent_real/crbc_dump/crbc_step_000001.jsonl",
         "run/crbc_dump/crbc_step_000001.jsonl",
+    ),
+    (
+        "verl-agent-parquet",
+        "verl-agent",
+        FIX / "verl_agent_real/crbc_dump/crbc_step_000001.jsonl",
+        "run/crbc_dump/crbc_step_000001.parquet",
     ),
     ("verl-agent-rollout", "verl-agent", FIX / "verl_agent_e03/rollout/1.jsonl", "run/rollout/1.jsonl"),
     (
@@ -298,7 +310,16 @@ def write(recs, dest: Path, rnd: random.Random, allow_cut: bool = True) -> Path:
                 data = dest.read_bytes()
                 dest.write_bytes(data[: rnd.randrange(len(data) + 1)])
             return dest
-    data = _dump_lines(recs)
+    if dest.suffix == ".csv":
+        try:
+            pd.DataFrame([r for r in recs if isinstance(r, dict)]).to_csv(dest, index=False)
+        except Exception:  # text pandas cannot write (a lone surrogate): the rows as JSONL
+            dest = dest.with_suffix(".jsonl")
+        else:
+            return dest
+    data = json.dumps(recs, allow_nan=True).encode() if dest.suffix == ".json" else _dump_lines(recs)
+    if dest.suffix == ".gz":
+        data = gzip.compress(data)
     if cut:
         data = data[: rnd.randrange(len(data) + 1)]
     dest.write_bytes(data)
@@ -418,6 +439,8 @@ _STEP = ("trajectories", 0, "steps", 0)
 _NATIVE = (0, "trajectory_data", 0, JSON)
 #: seed -> the paths (in `seed_records`) of the fields its importer reads.
 READ_FIELDS = {
+    "canonical-csv": [(1, k) for k in ("reward", "step_idx", "done", "success")],
+    "canonical-parquet": [(1, k) for k in ("reward", "step_idx", "done", "success")],
     "canonical": [
         (1, k)
         for k in (
