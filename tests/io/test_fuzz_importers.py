@@ -19,6 +19,7 @@ memory of the child).
 from __future__ import annotations
 
 import contextlib
+import copy
 import gzip
 import io
 import json
@@ -206,7 +207,7 @@ def _leaf(v, rnd: random.Random):
     """One mutation of the value ``v``."""
     op = rnd.randrange(9)
     if op in (0, 7, 8):
-        return rnd.choice(HOSTILE)
+        return copy.deepcopy(rnd.choice(HOSTILE))  # never the shared constant: later mutations change it
     if op == 1:
         return _swap(v, rnd)
     if op == 2 and isinstance(v, str):
@@ -605,7 +606,7 @@ def test_every_read_field_with_every_swap(name, tmp_path):
     _, fmt, _, rel = BY_NAME[name]
     for i, path in enumerate(READ_FIELDS[name] + EXTRA_FIELDS.get(name, [])):
         for j, value in enumerate(SWAPS):
-            recs = apply_at(seed_records(name), path, lambda v, value=value: value)
+            recs = apply_at(seed_records(name), path, lambda v, value=value: copy.deepcopy(value))
             light_check(write(recs, tmp_path / f"{i}-{j}" / rel, random.Random(0), allow_cut=False), fmt)
 
 

@@ -15,14 +15,18 @@ The file does not say which numeric columns are rewards and which are logged ext
 otherwise the leading numeric columns (TRL writes rewards before extras) whose unit-weight sum
 reproduces the logged ``advantage`` in every group (TRL's advantage is the group-centred reward,
 scaled), which leaves out extras such as ``num_turns`` (when the advantage cannot decide, the
-column names do; noted); with no ``advantage`` column they must be declared. Success:
-``success_column`` (``--success-column``, a 0/1 column: numbers, bools, or the text ``0``/``1``/
-``true``/``false``), else the one reward column holding only 0 and 1 (e.g. ``reward_won``),
-else the one other column named like a success (``won``, ``success``, ``correct`` ...) holding
-only such flags (a logged extra, or a reward column written as strings), else reward >
-the success threshold (noted, naming any success-named column that holds other values). A value
-of the success column that is not a flag (NaN, None, ``"yes"``, 2) is a problem naming its row,
-never read as a success or a failure (`crbc_viz.io.flags`). Truncation
+column names do; noted); with no ``advantage`` column they must be declared. Values follow the
+one rule of `crbc_viz.io.flags`: a column of numbers written as text (``"0.0"``, ``"1.0"``) is a
+column of numbers (noted); a reward value that is not a number (``"x"``, ``True``, ``[]``) is a
+problem naming its row and column, as is a column named like a reward that mixes numbers with
+other values. Success: ``success_column`` (``--success-column``, a 0/1 column: numbers, bools,
+or the text ``0``/``1``/``true``/``false``), else the one reward column named like a success
+(``won``, ``success``, ``correct``, ``accuracy`` ...) holding only 0 and 1 (e.g. ``reward_won``),
+else the one other column so named holding only flags (a logged extra), else the one 0/1 reward
+column, else reward > the success threshold. The note counts the successes and names every
+column named like a success that was passed over, with why and its counts: a fallback is never
+silent. A value of the success column that is not a flag (NaN, None, ``"yes"``, 2) is a problem
+naming its row, never read as a success or a failure. Truncation
 (completion cut by ``max_completion_length``) is not in the file: every row is taken as ended.
 Trainer keys kept: ``step`` and the row within the file (``src_row``).
 """
@@ -136,9 +140,10 @@ def reward_columns_from_advantage(
     every group, so the advantage cannot tell), the longest one whose last column is named like
     a reward (``*reward*``, ``*acc*``, ``*format*`` ...) is taken, else the shortest.
     """
-    adv = pd.to_numeric(df[adv_col], errors="coerce").to_numpy(np.float64)
-    vals = [pd.to_numeric(df[c], errors="coerce").fillna(0.0).to_numpy(np.float64) for c in cand]
-    ok = [k for k in range(1, len(cand) + 1) if _matches(np.sum(vals[:k], axis=0), adv, groups)]
+    adv = read_numbers(df[adv_col].to_numpy(dtype=object))[0]  # not a number: NaN, which fits nothing
+    vals = [np.nan_to_num(read_numbers(df[c].to_numpy(dtype=object))[0]) for c in cand]
+    with np.errstate(all="ignore"):  # values near the float range: their fit fails, quietly
+        ok = [k for k in range(1, len(cand) + 1) if _matches(np.sum(vals[:k], axis=0), adv, groups)]
     if not ok:
         return None, False
     if len(ok) == 1:
