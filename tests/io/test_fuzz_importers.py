@@ -40,7 +40,7 @@ from crbc_viz.errors import MAX_LISTED
 from helpers import ROOT
 
 FIX = ROOT / "tests" / "fixtures"
-DEFAULT_EXAMPLES = 25
+DEFAULT_EXAMPLES = 15
 EXAMPLES = int(os.environ.get("CRBC_VIZ_FUZZ_EXAMPLES", DEFAULT_EXAMPLES))
 #: At most this many records (lines, episode files) of a fixture are fuzzed: small inputs, fast runs.
 MAX_RECORDS = 12
