@@ -204,3 +204,137 @@ def test_verl_agent_active_masks_are_flags(tmp_path):
     c = tmp_path / "crbc_step_2.csv"
     pd.DataFrame(verl_agent_rows(["true", "true", "false"])).to_csv(c, index=False)
     assert load(c, "verl-agent")[1].num_steps == 2  # the inactive third row is dropped
+
+
+# ---- rewards and scores: numbers, or their text, or a problem naming file, line and field ------
+
+FIX = __import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def _truth(name):
+    return {int(k): v for k, v in json.loads((FIX / name / "truth.json").read_text())["train_steps"].items()}
+
+
+def test_read_numbers_takes_numbers_and_their_text_only():
+    from crbc_viz.io.flags import not_a_number, read_numbers
+
+    nums, bad = read_numbers([1, 0.5, np.float32(2), np.int64(-3), "0.5", " 1e-3 ", "-2", None, float("nan")])
+    assert nums[:7].tolist() == [1.0, 0.5, 2.0, -3.0, 0.5, 0.001, -2.0] and bad.tolist() == []
+    assert np.isnan(nums[7:]).all()  # missing, not bad: the caller decides
+    hostile = [
+        True,
+        np.bool_(False),
+        "False",
+        "nan",
+        "inf",
+        "1e400",
+        "0x1",
+        "1_000",
+        "",
+        [],
+        {},
+        [1],
+        10**400,
+        float("inf"),
+    ]
+    nums, bad = read_numbers(hostile)
+    assert bad.tolist() == list(range(len(hostile))) and np.isnan(nums).all()
+    assert read_numbers(["0.5"], text=False)[1].tolist() == [0]
+    assert read_numbers(np.array([1.0, np.inf]))[1].tolist() == [1]
+    assert not_a_number(True) == "expected a number, got bool True"
+    assert not_a_number("False") == "expected a number, got str 'False'"
+    assert not_a_number(10**400).startswith("expected a finite number, got an integer too large")
+
+
+def _trl_as_text(tmp_path, step):
+    """TRL's own completions file (tests/fixtures/trl_real, written by TRL 1.16's
+    GRPOTrainer.log) with its reward-function columns rewritten as the text of their numbers."""
+    df = pd.read_parquet(FIX / "trl_real" / "trl_run" / "completions" / f"completions_{step:05d}.parquet")
+    for c in ("reward_won", "format_reward"):
+        df[c] = [repr(float(v)) for v in df[c]]  # "0.0", "1.0", "0.2"
+    p = tmp_path / "trl_run" / "completions" / f"completions_{step:05d}.parquet"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    df.to_parquet(p)
+    return p
+
+
+@pytest.mark.parametrize("step", [1, 2, 3])
+def test_trl_reward_columns_written_as_text_are_read_as_numbers(tmp_path, step):
+    """With the reward columns as strings, success fell back to reward > 0 (16 of 16, the
+    format reward is 0.2 everywhere) or the file was refused; read as numbers, success is
+    reward_won's, as many as TRL's reward function scored (the generator's truth)."""
+    want = _truth("trl_real")[step]["successes"]
+    p = _trl_as_text(tmp_path, step)
+    for options in ({}, {"reward_columns": ["reward_won", "format_reward"]}):
+        imp, b = load(p, "trl", **options)
+        assert int(b.traj_success.sum()) == want, (options, imp.notes)
+        assert len(b.traj_success) == 16
+        assert any(
+            "numbers written as text read as numbers in column(s): reward_won (16)" in n for n in imp.notes
+        )
+        assert any(
+            f"success = reward_won (the 0/1 reward column named like a success): {want} of 16" in n
+            for n in imp.notes
+        )
+
+
+@pytest.mark.parametrize(
+    "spell",
+    [lambda v: v == 1.0, lambda v: "true" if v else "false", lambda v: "True" if v else "False", repr],
+    ids=["json-bools", "true-false", "True-False", "number-text"],
+)
+def test_ms_swift3_reward_won_as_flags_or_text_is_the_success(tmp_path, spell):
+    """ms-swift 3.4.1's completions.jsonl (tests/fixtures/swift3_real) with reward_won written as
+    JSON booleans or text: success was silently taken from Format (22); it is reward_won's (5,
+    the generator's truth), and the reward is Format + reward_won as ms-swift summed them."""
+    src = FIX / "swift3_real" / "output" / "completions.jsonl"
+    lines = [json.loads(x) for x in src.read_text().splitlines()]
+    fmt_sum = sum(sum(o["Format"]) for o in lines)  # 22: what success was wrongly read from
+    won_sum = sum(sum(o["reward_won"]) for o in lines)
+    for o in lines:
+        o["reward_won"] = [spell(v) for v in o["reward_won"]]
+    p = tmp_path / "output" / "completions.jsonl"
+    p.parent.mkdir()
+    p.write_text("".join(json.dumps(o) + "\n" for o in lines))
+    imp, b = load(p, "ms-swift")
+    truth = _truth("swift3_real")
+    assert int(b.traj_success.sum()) == sum(t["successes"] for t in truth.values()) == won_sum == 5
+    assert fmt_sum == 22
+    assert float(b.steps["reward"].sum()) == fmt_sum + won_sum
+    assert any("success = reward_won" in n and "5 of 24" in n for n in imp.notes), imp.notes
+
+
+def test_ms_swift3_reward_column_with_other_text_is_refused_by_line_and_column(tmp_path):
+    src = FIX / "swift3_real" / "output" / "completions.jsonl"
+    lines = [json.loads(x) for x in src.read_text().splitlines()]
+    lines[1]["reward_won"][3] = "won"
+    p = tmp_path / "output" / "completions.jsonl"
+    p.parent.mkdir()
+    p.write_text("".join(json.dumps(o) + "\n" for o in lines))
+    with pytest.raises(LoadError) as e:
+        load(p, "ms-swift")
+    assert "completions.jsonl:line 2: field 'reward_won': expected a number, got str 'won'" in str(e.value)
+
+
+def test_trl_fallback_from_a_success_column_names_both_columns_and_counts(tmp_path):
+    """won holds text that is not a flag: success falls back to the 0/1 reward column, and the
+    note names both columns with their counts (it was silent about won)."""
+    won = ["yes", "no", "no", "no"] * 4
+    fmt = [1.0, 1.0, 0.0, 1.0] * 4  # 12 of 16
+    imp, b = load(trl_file(tmp_path, won, check=fmt), "trl", reward_columns=["format_reward", "check"])
+    assert int(b.traj_success.sum()) == 12
+    note = next(n for n in imp.notes if n.startswith("success = check"))
+    assert "12 of 16 completions" in note
+    assert "not won (row 0: 'yes') [16 of 16 rows not flags]" in note
+
+
+def test_trl_reward_column_with_a_value_that_is_not_a_number_is_refused(tmp_path):
+    """A reward column holding numbers and other text is refused by row and column, declared or
+    found by its name; it is never left out of the reward, nor its text read as 0."""
+    acc = ["1.0", "0.0", "0.5", "x"] * 4
+    for k, options in enumerate(({}, {"reward_columns": ["format_reward", "accuracy_reward"]})):
+        with pytest.raises(LoadError) as e:
+            load(trl_file(tmp_path / str(k), WON, accuracy_reward=acc), "trl", **options)
+        msg = str(e.value)
+        assert "4 problems" in msg and ":row 3: field 'accuracy_reward':" in msg, msg
+        assert "expected a number, got str 'x'" in msg

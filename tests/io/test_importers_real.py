@@ -406,7 +406,7 @@ def test_rllm_38dd_numpy_text_is_read_as_numpy_wrote_it_and_other_text_is_refuse
     assert int(b.traj_success.sum()) == _truth("rllm_38dd", "train_steps", "1")["successes"]
     cases = [
         (("is_correct",), "false", "field 'is_correct'"),
-        (("trajectories", 0, "reward"), "nan", "field 'trajectories[0].reward': not a number"),
+        (("trajectories", 0, "reward"), "nan", "field 'trajectories[0].reward': expected a number"),
         (("trajectories", 0, "steps", 0, "reward"), "one", "field 'trajectories[0].steps[0].reward'"),
     ]
     for k, (keys, value, want) in enumerate(cases):
@@ -674,6 +674,10 @@ def test_skyrl_bad_stop_reason_or_score_names_the_line(tmp_path):
     with pytest.raises(LoadError, match=r"line 2.*stop_reason"):
         _load(_write(tmp_path / "a" / "global_step_1_evals" / "x.jsonl", rows))
     rows = [json.loads(x) for x in SK.read_text().splitlines()]
-    rows[3]["score"] = "1.0"
-    with pytest.raises(LoadError, match=r"line 4.*score"):
+    rows[3]["score"] = "True"
+    with pytest.raises(LoadError, match=r"line 4.*score.*expected a number, got str 'True'"):
         _load(_write(tmp_path / "b" / "global_step_1_evals" / "x.jsonl", rows))
+    # the text of a number is the number (the one rule of crbc_viz.io.flags.read_numbers)
+    rows[3]["score"] = "1.0"
+    imp, _ = _load(_write(tmp_path / "c" / "global_step_1_evals" / "x.jsonl", rows))
+    assert imp.raw.records["reward"].iat[3] == 1.0

@@ -1,4 +1,7 @@
-"""Shared helpers of the importers: peeking at a file's fields, stable ids, renaming."""
+"""Shared helpers of the importers: peeking at a file's fields, stable ids, renaming, and the one
+reading of a reward / score value (`numbers`, `numbers_from_text`: `crbc_viz.io.flags`'s rule,
+every bad value named by file, line and field) and of text that cannot be written as UTF-8
+(`replace_surrogates`)."""
 
 from __future__ import annotations
 
@@ -13,7 +16,9 @@ import pandas as pd
 
 from ...errors import MAX_LISTED, LoadError, Problem
 from .. import _guards
+from ..flags import is_number_text, not_a_number, read_flags, read_numbers
 from ..readers import RawTable, detect_format, max_json_bytes, max_line_bytes
+from ..readers._json import SURROGATE, SURROGATE_ESCAPE, fix_surrogates
 from ..readers.json_document import check_document, read_charged
 
 __all__ = [
@@ -28,6 +33,11 @@ __all__ = [
     "step_from_path",
     "rename",
     "cumcount",
+    "numbers",
+    "number_problems",
+    "numbers_from_text",
+    "loads",
+    "surrogate_note",
 ]
 
 
@@ -124,11 +134,12 @@ def peek_fields(path: str) -> set[str]:
     return keys
 
 
-def json_document(path: str):
+def json_document(path: str, fixed: list | None = None):
     """The JSON document in file ``path``, parsed by ``json`` only after its size
     (``$CRBC_VIZ_MAX_JSON_MB``, bytes after gzip), what parsing it takes
     (``$CRBC_VIZ_MAX_MEMORY_MB``, charged as it is read) and its nesting
-    (``$CRBC_VIZ_MAX_DEPTH`` below the document's two own levels) passed.
+    (``$CRBC_VIZ_MAX_DEPTH`` below the document's two own levels) passed; lone surrogates are
+    replaced as `loads` does (their count appended to ``fixed``).
 
     Raises:
         LoadError: a limit passed (one line naming it), or not UTF-8.
@@ -147,7 +158,7 @@ def json_document(path: str):
             [Problem(path, None, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})")]
         ) from None
     del data
-    return json.loads(text)
+    return loads(text, fixed)
 
 
 def text_id(value, prefix: str = "p") -> str:
@@ -317,3 +328,111 @@ def drop_exact_duplicates(
     )
     keep = ~drop
     return df[keep].reset_index(drop=True), line[keep], note
+
+
+def number_problems(
+    values, path: str, lines, field: str, where: str = "line"
+) -> tuple[np.ndarray, list[Problem]]:
+    """``(numbers [n] float64, problems)``: the rewards / scores ``values`` read by the one rule
+    (`crbc_viz.io.flags.read_numbers`: numbers, or the text of a number; NaN where missing) and
+    a `Problem` naming file, line and field for each value that is not a number (``"False"``,
+    ``[]``, ``True``, an integer beyond the float range). ``lines[i]``: the line of value ``i``
+    (None: not known)."""
+    values = values.to_numpy(dtype=object) if isinstance(values, pd.Series) else values
+    nums, bad = read_numbers(values)
+    problems = [
+        Problem(path, None if lines is None else int(lines[i]), field, not_a_number(values[i]), where)
+        for i in bad.tolist()
+    ]
+    return nums, problems
+
+
+def numbers(values, path: str, lines, field: str, where: str = "line") -> np.ndarray:
+    """`number_problems`, raising them.
+
+    Raises:
+        LoadError: naming the file, line and field of every value that is not a number.
+    """
+    nums, problems = number_problems(values, path, lines, field, where)
+    if problems:
+        raise LoadError(problems[:MAX_LISTED], total=len(problems))
+    return nums
+
+
+def _text_numbers(col: pd.Series) -> int:
+    """How many values of ``col`` are numbers written as text when every present value is a
+    number or such a text (0 otherwise: the column is not one of numbers)."""
+    if col.dtype.kind in "iufb" or not len(col):
+        return 0
+    values = col.to_numpy(dtype=object)
+    texts = 0
+    for v in values:
+        if isinstance(v, str):
+            if not is_number_text(v):
+                return 0
+            texts += 1
+        elif v is None or (isinstance(v, float) and np.isnan(v)):
+            continue
+        elif isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+            return 0
+    return texts
+
+
+def numbers_from_text(df: pd.DataFrame, skip=()) -> tuple[pd.DataFrame, list[str]]:
+    """``df`` with each column (not in ``skip``) whose values are all numbers or the text of a
+    number, some of them text (``"0.5"``, ``"1.0"``), read as float numbers; and a note naming
+    those columns, or none. A column of other text is left as it is."""
+    out, seen = df, []
+    for c in df.columns:
+        if c in skip:
+            continue
+        n = _text_numbers(df[c])
+        if n:
+            if out is df:
+                out = df.copy()
+            out[c] = read_numbers(df[c].to_numpy(dtype=object))[0]
+            seen.append(f"{c} ({n})")
+    note = f"numbers written as text read as numbers in column(s): {', '.join(seen)}" if seen else None
+    return out, ([note] if note else [])
+
+
+def flag_column(col: pd.Series) -> tuple[np.ndarray | None, int, int | None]:
+    """``(flags or None, how many present values are not flags, the first such row)`` of a
+    column read by `crbc_viz.io.flags.read_flags` with text (``true`` / ``false`` / ``0`` /
+    ``1``), missing values left out; flags is None unless every present value is one."""
+    present = col.notna().to_numpy()
+    flags, bad = read_flags(col[present], text=True)
+    if not present.any():
+        return None, 0, None
+    if len(bad):
+        return None, len(bad), int(np.flatnonzero(present)[bad[0]])
+    out = np.zeros(len(col), dtype=bool)
+    out[present] = flags
+    return out, 0, None
+
+
+def loads(text: str, fixed: list | None = None):
+    """``json.loads(text)`` with the lone UTF-16 surrogates (``"\\ud800"`` escapes, which no
+    UTF-8 writer accepts and pandas cannot hold as text) in every string replaced by U+FFFD, as
+    the readers do with a file's own strings; how many were replaced is appended to ``fixed``.
+    For the JSON an importer parses itself (rLLM's episodes, ROLL's JSON cells).
+
+    Raises:
+        ValueError: not JSON (`json.JSONDecodeError`).
+    """
+    obj = json.loads(text)
+    if SURROGATE_ESCAPE.search(text) or SURROGATE.search(text):
+        obj, n = fix_surrogates(obj)
+        if fixed is not None and n:
+            fixed.append(n)
+    return obj
+
+
+def surrogate_note(fixed: list) -> list[str]:
+    """The note of `loads`'s replacements (none when there were none)."""
+    if not sum(fixed):
+        return []
+    return [
+        f"{sum(fixed)} lone UTF-16 surrogate(s) (\\ud800-\\udfff escapes, not valid Unicode text) "
+        "replaced by U+FFFD"
+    ]

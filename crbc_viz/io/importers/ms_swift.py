@@ -16,7 +16,9 @@ ms-swift 3.x (read from v3.4.1 and v3.5.0, ``GRPOTrainer.log``) writes ``step``,
 ``completion`` and the reward columns only: no ``advantages``, no extras. Such a file is
 claimed by its first line (``step`` a list of strings); every numeric column is a reward
 function's, summed with unit weights (ms-swift's default ``reward_weights``; the file does not
-record them: noted, ``--reward-columns`` overrides). ms-swift 3.4 logs the prompt as the message
+record them: noted, ``--reward-columns`` overrides); such a column of flags (bools, the text
+``true``/``false``) is read as 1/0, the text of a number as the number, and any other value is a
+problem naming its line and column. ms-swift 3.4 logs the prompt as the message
 list ``messages[:-1]``, which in multi-turn mode holds the earlier turns, so the rollouts of one
 group differ in prompt: a message-list prompt is grouped by its first user turn. ms-swift
 3.5.0-3.6.4 log the same ``messages[:-1]`` as chat-templated text
@@ -41,10 +43,12 @@ import numpy as np
 import pandas as pd
 
 from ...errors import LoadError, Problem
+from ..fields import INT_LIMIT
+from ..flags import read_numbers
 from ..readers import RawTable, read_table
 from . import _turns
-from ._common import Imported, first_json_line, require, to_text
-from .trl import _numeric, completion_rows
+from ._common import Imported, first_json_line, flag_column, numbers, numbers_from_text, require, to_text
+from .trl import TEXT_KEPT, _numeric, completion_rows
 
 NAME = "ms-swift"
 #: What the app calls this format.
@@ -130,6 +134,40 @@ def _conversation_turns(rows: pd.DataFrame, out: pd.DataFrame, line: np.ndarray)
     )
 
 
+def _v3_rewards(rows: pd.DataFrame, table: RawTable) -> tuple[pd.DataFrame, list[str], list[str]]:
+    """(rows, reward columns, notes) of an ms-swift 3.x file (no ``advantages``): every column
+    besides step, prompt and completion is a reward function's, read by the one rule: numbers,
+    the text of numbers, and flags (bools, the text true/false) as 1/0 (as ms-swift's
+    ``torch.tensor(..., dtype=float32)`` reads them; noted); any other value is a problem naming
+    its line and column, never left out of the reward or the success.
+
+    Raises:
+        LoadError: a reward column holding a value that is neither a number nor a flag.
+    """
+    rows, notes = numbers_from_text(rows, skip=TEXT_KEPT)
+    flagged = []
+    for c in rows.columns:
+        if c in TEXT_KEPT or c in _numeric(rows):
+            continue
+        flags, _, _ = flag_column(rows[c])
+        if flags is not None:
+            present = rows[c].notna().to_numpy()
+            rows[c] = np.where(present, flags.astype(np.float64), np.nan)
+            flagged.append(c)
+        else:
+            numbers(rows[c], table.path, table.line, c, table.where)  # names each bad value
+    if flagged:
+        notes.append(f"true/false read as 1/0 in reward column(s): {', '.join(flagged)}")
+    reward_columns = _numeric(rows.drop(columns=["step"]))
+    if reward_columns:
+        notes.append(
+            f"no advantages logged (ms-swift 3.x): reward = {' + '.join(reward_columns)}, every "
+            "numeric column, with unit weights (reward_weights are not in the file); "
+            "--reward-columns overrides"
+        )
+    return rows, reward_columns, notes
+
+
 def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
     raw = read_table(path)
     require(raw, _V3, "ms-swift completions.jsonl", "one object of lists per logging step")
@@ -159,16 +197,17 @@ def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
         parts.append(pd.DataFrame({k: list(v) for k, v in vals.items()}))
         lines.append(np.full(lens.pop(), int(raw.line[i]), dtype=np.int64))
     rows = pd.concat(parts, ignore_index=True)
-    step = pd.to_numeric(rows["step"], errors="coerce")
-    if step.isna().any():
-        bad = int(np.flatnonzero(step.isna().to_numpy())[0])
+    step = read_numbers(rows["step"].to_numpy(dtype=object))[0]  # ms-swift writes it as text
+    whole = np.isfinite(step) & (step == np.round(step)) & (np.abs(step) <= INT_LIMIT)
+    if not whole.all():
+        bad = int(np.flatnonzero(~whole)[0])
         raise LoadError(
             [
                 Problem(
                     raw.path,
                     int(np.concatenate(lines)[bad]),
                     "step",
-                    f"not a step number: {rows['step'].iat[bad]!r}",
+                    f"not a step number: {rows['step'].iat[bad]!r:.40}",
                     raw.where,
                 )
             ]
@@ -176,13 +215,7 @@ def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
     table = RawTable(raw.path, rows, np.concatenate(lines), raw.where, raw.from_text, raw.problems)
     pre = []
     if "advantages" not in rows.columns and not reward_columns:
-        reward_columns = _numeric(rows.drop(columns=["step"]))
-        if reward_columns:
-            pre.append(
-                f"no advantages logged (ms-swift 3.x): reward = {' + '.join(reward_columns)}, every "
-                "numeric column, with unit weights (reward_weights are not in the file); "
-                "--reward-columns overrides"
-            )
+        rows, reward_columns, pre = _v3_rewards(rows, table)
     first_user = rows["prompt"].map(_first_user_turn)
     key = None
     if first_user.notna().all():
@@ -207,7 +240,7 @@ def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
     out, notes = completion_rows(
         table,
         rows.drop(columns=["step"]),
-        step.to_numpy(np.int64),
+        step.astype(np.int64),
         reward_columns=reward_columns,
         success_column=success_column,
         adv_col="advantages",

@@ -45,7 +45,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import re
 from pathlib import Path
 
 import numpy as np
@@ -53,9 +52,18 @@ import pandas as pd
 
 from ...errors import MAX_LISTED, LoadError, Problem
 from .. import _guards
-from ..flags import not_a_flag, read_flags
+from ..flags import not_a_flag, not_a_number, read_flags, read_numbers
 from ..readers import RawTable
-from ._common import Imported, drop_exact_duplicates, json_document, run_from_dir, step_from_path, to_text
+from ._common import (
+    Imported,
+    drop_exact_duplicates,
+    json_document,
+    loads,
+    run_from_dir,
+    step_from_path,
+    surrogate_note,
+    to_text,
+)
 
 NAME = "rllm"
 #: What the app calls this format.
@@ -66,7 +74,6 @@ _DEFAULT_NAMES = {None, "", "default_traj_name"}
 SIDE_FILES = ("batch_summary.json", "meta.json")
 _TRUNCATING = {"max_turns_exceeded", "max_prompt_length_exceeded", "max_response_length_exceeded", "timeout"}
 _NUMPY_BOOL_TEXT = {"True": True, "False": False}
-_NUMBER_TEXT = re.compile(r"-?\d+(\.\d*)?([eE][-+]?\d+)?")
 
 
 def sniff(fields: set[str]) -> bool:
@@ -88,16 +95,17 @@ def episode_files(folder: str) -> list[str]:
     return sorted(out)
 
 
-def _load(path: str, problems: list) -> list[tuple[int, dict]]:
+def _load(path: str, problems: list, fixed: list) -> list[tuple[int, dict]]:
+    """The episodes of one file (lone surrogates replaced, counted in ``fixed``)."""
     items: list[tuple[int, dict]] = []
     try:
         with io.TextIOWrapper(_guards.open_input(path), encoding="utf-8") as fh:  # capped, regular
             if ".jsonl" in path.lower():
                 for i, line in enumerate(fh, start=1):
                     if line.strip():
-                        items.append((i, json.loads(_guards.check_json(line, path, i))))
+                        items.append((i, loads(_guards.check_json(line, path, i), fixed)))
             else:
-                doc = json_document(path)  # size, memory and depth limits first
+                doc = json_document(path, fixed)  # size, memory and depth limits first
                 docs = doc if isinstance(doc, list) else [doc]
                 items = list(enumerate(docs))
     except (json.JSONDecodeError, UnicodeDecodeError, OSError, EOFError, RecursionError) as exc:
@@ -155,18 +163,40 @@ def _flag(value):
 
 
 def _number(value):
-    """``(number, numpy_text)`` of a logged reward, ``(nan, False)`` when it is not one.
+    """``(number, numpy_text)`` of a logged reward, ``(nan, False)`` when it is not one (the one
+    rule, `crbc_viz.io.flags.read_numbers`).
 
     A numpy number written through ``default=str`` (rLLM 38dda579's trajectory ``reward`` is
     ``np.sum`` of the step rewards) arrives as its text, e.g. ``"1"`` or ``"0.5"``.
     """
     if value is None:
         return None, False
-    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
-        return float(value), False
-    if isinstance(value, str) and _NUMBER_TEXT.fullmatch(value):
-        return float(value), True
-    return float("nan"), False
+    (x,), bad = read_numbers([value])
+    if len(bad) or np.isnan(x):
+        return float("nan"), False
+    return float(x), isinstance(value, str)
+
+
+def _trajectory_problem(tr, j: int) -> tuple[str, str] | None:
+    """(field, why) when trajectory ``j`` is not a trajectory object with a list of step
+    objects and a string (or no) ``name``; else None."""
+    if not isinstance(tr, dict) or not isinstance(tr.get("steps"), list):
+        return f"trajectories[{j}].steps", "expected a list"
+    for k, st in enumerate(tr["steps"]):
+        if not isinstance(st, dict):
+            return f"trajectories[{j}].steps[{k}]", "expected a step object"
+    name = tr.get("name")
+    if name is not None and not isinstance(name, str):
+        return f"trajectories[{j}].name", f"expected a string, got {type(name).__name__}"
+    return None
+
+
+def _advantage(value):
+    """A step's logged advantage (shown beside ours), None when it is not a number."""
+    if value is None or isinstance(value, (bool, str)):
+        return None
+    (x,), bad = read_numbers([value], text=False)
+    return None if len(bad) or np.isnan(x) else float(x)
 
 
 def _ends(ep: dict, done: list) -> list:
@@ -191,9 +221,10 @@ def read(path: str) -> Imported:
     no_done = 0
     no_correct = 0
     numpy_text = 0
+    fixed: list[int] = []
     for f in files:
         where = "line" if ".jsonl" in f.lower() else "item"
-        for idx, ep in _load(f, problems):
+        for idx, ep in _load(f, problems, fixed):
             eid = ep.get("id", ep.get("episode_id")) if isinstance(ep, dict) else None
             if not isinstance(eid, str) or not isinstance(ep.get("trajectories"), list):
                 problems.append(
@@ -220,14 +251,9 @@ def read(path: str) -> Imported:
                 no_correct += 1
             names: dict = {}
             for j, tr in enumerate(ep["trajectories"]):
-                if not isinstance(tr, dict) or not isinstance(tr.get("steps"), list):
-                    problems.append(Problem(f, idx, f"trajectories[{j}].steps", "expected a list", where))
-                    continue
-                if not all(isinstance(st, dict) for st in tr["steps"]):
-                    s_bad = next(k for k, st in enumerate(tr["steps"]) if not isinstance(st, dict))
-                    problems.append(
-                        Problem(f, idx, f"trajectories[{j}].steps[{s_bad}]", "expected a step object", where)
-                    )
+                bad = _trajectory_problem(tr, j)
+                if bad:
+                    problems.append(Problem(f, idx, *bad, where))
                     continue
                 name = tr.get("name")
                 group = task_id if name in _DEFAULT_NAMES else f"{task_id}:{name}"
@@ -244,7 +270,7 @@ def read(path: str) -> Imported:
                         bad_step = True
                     if r is not None and np.isnan(r):
                         field = f"trajectories[{j}].steps[{s}].reward"
-                        problems.append(Problem(f, idx, field, f"not a number: {st['reward']!r:.40}", where))
+                        problems.append(Problem(f, idx, field, not_a_number(st["reward"]), where))
                         bad_step = True
                     done.append(d)
                     rewards.append(r)
@@ -252,7 +278,7 @@ def read(path: str) -> Imported:
                 numpy_text += r_text
                 if ret is not None and np.isnan(ret):
                     field = f"trajectories[{j}].reward"
-                    problems.append(Problem(f, idx, field, f"not a number: {tr['reward']!r:.40}", where))
+                    problems.append(Problem(f, idx, field, not_a_number(tr["reward"]), where))
                     bad_step = True
                 if bad_step:
                     continue
@@ -278,9 +304,7 @@ def read(path: str) -> Imported:
                             "success": success,
                             "episode_return": ret,
                             "termination_reason": to_text(ep.get("termination_reason")),
-                            "advantage": adv
-                            if isinstance(adv, (int, float)) and not isinstance(adv, bool)
-                            else None,
+                            "advantage": _advantage(adv),
                             "src_episode_id": eid,
                             "src_traj_uid": to_text(tr.get("uid")),
                             "src_file": os.path.relpath(f, path) if os.path.isdir(path) else Path(f).name,
@@ -295,6 +319,7 @@ def read(path: str) -> Imported:
         df, line, ("traj_id", "step_idx"), path, "item", "one episode written twice", ignore=("src_file",)
     )
     notes = [dup_note] if dup_note else []
+    notes += surrogate_note(fixed)
     if anchors_from.get("chat"):
         notes.append(
             f"{anchors_from['chat']} step(s) have no observation (rLLM's agent-flow "

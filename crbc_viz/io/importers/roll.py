@@ -25,7 +25,9 @@ step-wise manager names no columns, so ROLL writes nothing for it: docs/roll_rec
 copies ``crbc_traj_group_id`` ... ``crbc_done``, read here as the names without ``crbc_``. Plain
 JSONL / Parquet step rows under the same names are read too. Rows may be in any order (``step``
 orders them; without it the file is refused); exact duplicate rows are dropped with a note,
-conflicting ones are an error naming both. Success = ``episode_scores`` > success_threshold
+conflicting ones are an error naming both. ``step_scores`` / ``episode_scores`` (and the
+agent-native ``reward_info.step_rewards``) are numbers or their text (`crbc_viz.io.flags.read_numbers`);
+anything else is a problem naming its row. Success = ``episode_scores`` > success_threshold
 unless ``success`` is present; without an ``action`` a step is identified by its transition
 (SCHEMA.md; the response text stays ``response``, as the ROLL adapter keys it).
 ``done`` / ``terminated`` is a flag (`crbc_viz.io.flags`: a bool or 0/1; in a CSV also the text
@@ -48,16 +50,25 @@ the earlier turns have no anchor or response in the file (noted; tests/fixtures/
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 
 from ...errors import MAX_LISTED, LoadError, Problem
 from .. import _guards
-from ..flags import not_a_flag, read_flags
+from ..flags import not_a_flag, not_a_number, read_flags, read_numbers
 from ..readers import RawTable, read_table
-from ._common import Imported, drop_exact_duplicates, rename, require, run_from_dir, step_from_path, to_text
+from ._common import (
+    Imported,
+    drop_exact_duplicates,
+    loads,
+    numbers,
+    rename,
+    require,
+    run_from_dir,
+    step_from_path,
+    surrogate_note,
+    to_text,
+)
 
 NAME = "roll"
 #: What the app calls this format.
@@ -161,8 +172,9 @@ def _done_flags(col: pd.Series, raw: RawTable) -> np.ndarray:
     return out
 
 
-def _json_cell(raw: RawTable, i: int, field: str, want: type):
-    """The JSON text in ``field`` of row ``i``, parsed after the depth and item guards."""
+def _json_cell(raw: RawTable, i: int, field: str, want: type, fixed: list | None = None):
+    """The JSON text in ``field`` of row ``i``, parsed after the depth and item guards (lone
+    surrogates replaced by U+FFFD, counted in ``fixed``)."""
     v = raw.records[field].iat[i]
     where = raw.path, int(raw.line[i]), field
     if not isinstance(v, str):
@@ -171,7 +183,7 @@ def _json_cell(raw: RawTable, i: int, field: str, want: type):
     if why is not None:
         raise LoadError([Problem(*where, f"too large or deep to read: {why}", raw.where)])
     try:
-        obj = json.loads(v)
+        obj = loads(v, fixed)
     except (ValueError, RecursionError):
         raise LoadError([Problem(*where, "not valid JSON text", raw.where)]) from None
     if not isinstance(obj, want):
@@ -198,11 +210,11 @@ def _agent_native(raw: RawTable, path: str, notes: list[str]) -> Imported:
     ``trajectory_data`` and ``messages``) as step rows."""
     df = raw.records
     require(raw, ("trajectory_data", "messages"), "ROLL agent-native dump", "AgentNativeStepEnvManager")
-    rows, lines, problems = [], [], []
+    rows, lines, problems, fixed = [], [], [], []
     short = unseen = 0  # trajectories whose messages hold only their last turns; turns not in them
     for i in range(len(df)):
-        traj = _json_cell(raw, i, "trajectory_data", dict)
-        msgs = _json_cell(raw, i, "messages", list)
+        traj = _json_cell(raw, i, "trajectory_data", dict, fixed)
+        msgs = _json_cell(raw, i, "messages", list, fixed)
         conversation = msgs[-1] if msgs and isinstance(msgs[-1], list) else []
         env = traj.get("env_info") if isinstance(traj.get("env_info"), dict) else {}
         length = traj.get("length_info") if isinstance(traj.get("length_info"), dict) else {}
@@ -226,6 +238,14 @@ def _agent_native(raw: RawTable, path: str, notes: list[str]) -> Imported:
                     f"turn of messages ({len(turns)})",
                     raw.where,
                 )
+            )
+            continue
+        step_rewards, bad = read_numbers(step_rewards)
+        if len(bad) or np.isnan(step_rewards).any():
+            k = int(bad[0]) if len(bad) else int(np.flatnonzero(np.isnan(step_rewards))[0])
+            why = not_a_number(rinfo["step_rewards"][k]) if len(bad) else "missing (null)"
+            problems.append(
+                Problem(*at, "trajectory_data", f"reward_info.step_rewards[{k}]: {why}", raw.where)
             )
             continue
         if len(turns) < len(step_rewards):
@@ -252,7 +272,7 @@ def _agent_native(raw: RawTable, path: str, notes: list[str]) -> Imported:
                     "group_id": group,
                     "traj_id": str(tid),
                     "step_idx": k,
-                    "reward": r,
+                    "reward": float(r),
                     "anchor_obs": obs,
                     "observation": obs,
                     "response": resp,
@@ -272,6 +292,7 @@ def _agent_native(raw: RawTable, path: str, notes: list[str]) -> Imported:
     if out["train_step"].isna().all():
         out["train_step"] = step_from_path(path) or 0
     out["run_id"] = run_from_dir(path)
+    notes += surrogate_note(fixed)
     notes.append(
         f"ROLL agent-native dump: {len(df)} trajectories, turns = the assistant messages of "
         "messages, anchors = the observation before each turn, step rewards from "
@@ -325,12 +346,14 @@ def read(path: str) -> Imported:
         notes.append(dup)
     raw = RawTable(raw.path, df, line, raw.where, raw.from_text, raw.problems)
     steps = df["step"].to_numpy(dtype=object)
-    df["reward"] = [
+    scores = [
         _scalar(v, s if isinstance(s, (int, np.integer)) else None) for v, s in zip(df["step_scores"], steps)
     ]
+    df["reward"] = numbers(scores, raw.path, raw.line, "step_scores", raw.where)
     df = df.drop(columns=["step_scores"])
     if "episode_scores" in df.columns:
-        df["episode_scores"] = df["episode_scores"].map(_scalar)
+        ep = df["episode_scores"].map(_scalar).to_list()
+        df["episode_scores"] = numbers(ep, raw.path, raw.line, "episode_scores", raw.where)
     if "done" not in df.columns and "terminated" in df.columns:
         df["done"] = df["terminated"]
     if "done" in df.columns:

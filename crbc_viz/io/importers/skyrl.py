@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import MAX_LISTED, LoadError, Problem
+from ..flags import not_a_number, read_numbers
 from ..readers import RawTable, read_table
 from ._chat_text import last_env_message, model_part, template_of
 from ._common import Imported, require, run_from_dir, text_id, to_text
@@ -64,18 +65,23 @@ def train_step_of(path: str) -> int | None:
 
 
 def _number(v):
-    """The score as one finite number, or the reason it is not one."""
+    """The score as one finite number, or the reason it is not one (the one rule of
+    `crbc_viz.io.flags.read_numbers`: a number or its text; a per-token list of them is summed)."""
     if isinstance(v, np.ndarray):
         v = v.tolist()
-    if isinstance(v, list):
-        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
-            return None, "a per-token score list holds a value that is not a number"
-        v = float(sum(v))
-    elif isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
-        return None, f"expected a number or a list of numbers, got {v!r:.40}"
-    if not math.isfinite(float(v)):
-        return None, f"not a finite number: {v!r}"
-    return float(v), None
+    values = v if isinstance(v, list) else [v]
+    nums, bad = read_numbers(values)
+    if len(bad):
+        why = not_a_number(values[int(bad[0])])
+        return None, (
+            f"a per-token score list holds a value that is not a number: {why}" if v is values else why
+        )
+    if np.isnan(nums).any():
+        return None, "a per-token score list holds a null" if v is values else "missing (null)"
+    total = float(nums.sum())
+    if not math.isfinite(total):
+        return None, f"not a finite number: the per-token scores sum to {total}"
+    return total, None
 
 
 def _checked(raw: RawTable) -> tuple[list, list]:

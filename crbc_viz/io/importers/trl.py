@@ -15,14 +15,18 @@ The file does not say which numeric columns are rewards and which are logged ext
 otherwise the leading numeric columns (TRL writes rewards before extras) whose unit-weight sum
 reproduces the logged ``advantage`` in every group (TRL's advantage is the group-centred reward,
 scaled), which leaves out extras such as ``num_turns`` (when the advantage cannot decide, the
-column names do; noted); with no ``advantage`` column they must be declared. Success:
-``success_column`` (``--success-column``, a 0/1 column: numbers, bools, or the text ``0``/``1``/
-``true``/``false``), else the one reward column holding only 0 and 1 (e.g. ``reward_won``),
-else the one other column named like a success (``won``, ``success``, ``correct`` ...) holding
-only such flags (a logged extra, or a reward column written as strings), else reward >
-the success threshold (noted, naming any success-named column that holds other values). A value
-of the success column that is not a flag (NaN, None, ``"yes"``, 2) is a problem naming its row,
-never read as a success or a failure (`crbc_viz.io.flags`). Truncation
+column names do; noted); with no ``advantage`` column they must be declared. Values follow the
+one rule of `crbc_viz.io.flags`: a column of numbers written as text (``"0.0"``, ``"1.0"``) is a
+column of numbers (noted); a reward value that is not a number (``"x"``, ``True``, ``[]``) is a
+problem naming its row and column, as is a column named like a reward that mixes numbers with
+other values. Success: ``success_column`` (``--success-column``, a 0/1 column: numbers, bools,
+or the text ``0``/``1``/``true``/``false``), else the one reward column named like a success
+(``won``, ``success``, ``correct``, ``accuracy`` ...) holding only 0 and 1 (e.g. ``reward_won``),
+else the one other column so named holding only flags (a logged extra), else the one 0/1 reward
+column, else reward > the success threshold. The note counts the successes and names every
+column named like a success that was passed over, with why and its counts: a fallback is never
+silent. A value of the success column that is not a flag (NaN, None, ``"yes"``, 2) is a problem
+naming its row, never read as a success or a failure. Truncation
 (completion cut by ``max_completion_length``) is not in the file: every row is taken as ended.
 Trainer keys kept: ``step`` and the row within the file (``src_row``).
 
@@ -31,7 +35,8 @@ tests/fixtures/trl_tools): ``prompt`` and ``completion`` are message lists; with
 ``_tool_call_loop`` appends each ``{"role": "tool", "name", "content"}`` result and the next
 assistant message to the completion. Each assistant turn is a step (`_turns`): its anchor is the
 tool result(s) before it (the prompt's last user message for the first), its action the tool
-calls it made (``[{"name", "arguments"}]``) else its text; the reward sits on the last turn. A
+calls it made (``[{"name", "arguments"}]``); a turn of text alone names no action and is keyed by
+its transition (SCHEMA.md); the reward sits on the last turn. A
 completion ending on a tool call left unanswered (``max_tool_calling_iterations`` reached, or the
 result dropped as too long) is truncated. A text prompt / completion stays one step.
 """
@@ -45,10 +50,20 @@ import numpy as np
 import pandas as pd
 
 from ...errors import MAX_LISTED, LoadError, Problem
-from ..flags import not_a_flag, read_flags
+from ..flags import not_a_flag, not_a_number, read_flags, read_numbers
 from ..readers import RawTable, read_table
 from . import _turns
-from ._common import Imported, require, run_from_dir, step_from_path, text_id, to_text
+from ._common import (
+    Imported,
+    flag_column,
+    number_problems,
+    numbers_from_text,
+    require,
+    run_from_dir,
+    step_from_path,
+    text_id,
+    to_text,
+)
 
 NAME = "trl"
 #: What the app calls this format.
@@ -65,6 +80,8 @@ _NOT_REWARD = {
     "solution",
     "global_step",
 }
+#: Columns whose text stays text (the text of a number there is an answer, not a reward).
+TEXT_KEPT = (_NOT_REWARD - {"advantage", "advantages"}) | {"prompt", "completion"}
 _SUCCESS_NAME = re.compile(r"won|success|succeed|correct|accura|solved|pass", re.I)
 
 
@@ -134,9 +151,10 @@ def reward_columns_from_advantage(
     every group, so the advantage cannot tell), the longest one whose last column is named like
     a reward (``*reward*``, ``*acc*``, ``*format*`` ...) is taken, else the shortest.
     """
-    adv = pd.to_numeric(df[adv_col], errors="coerce").to_numpy(np.float64)
-    vals = [pd.to_numeric(df[c], errors="coerce").fillna(0.0).to_numpy(np.float64) for c in cand]
-    ok = [k for k in range(1, len(cand) + 1) if _matches(np.sum(vals[:k], axis=0), adv, groups)]
+    adv = read_numbers(df[adv_col].to_numpy(dtype=object))[0]  # not a number: NaN, which fits nothing
+    vals = [np.nan_to_num(read_numbers(df[c].to_numpy(dtype=object))[0]) for c in cand]
+    with np.errstate(all="ignore"):  # values near the float range: their fit fails, quietly
+        ok = [k for k in range(1, len(cand) + 1) if _matches(np.sum(vals[:k], axis=0), adv, groups)]
     if not ok:
         return None, False
     if len(ok) == 1:
@@ -154,10 +172,21 @@ def outcome_columns(
     success_column=None,
     adv_col: str = "advantage",
     fmt: str = "TRL",
+    lines=None,
+    where: str = "row",
 ):
-    """(reward columns, success column or None, notes) of a completions table."""
+    """(reward columns, success column or None, notes) of a completions table whose numbers
+    written as text are already numbers (`numbers_from_text`). ``lines[i]``: the line of row
+    ``i`` (default: the row itself, ``where`` = ``row``).
+
+    Raises:
+        LoadError: a reward column holding a value that is not a number, a success column one
+            that is not a flag, or no reward columns to be found; each named.
+    """
     notes: list[str] = []
+    lines = np.arange(len(df)) if lines is None else lines
     cand = _numeric(df)
+    _refuse_mixed(df, path, lines, where, reward_columns, cand, success_column)
     if reward_columns:
         missing = [c for c in reward_columns if c not in df.columns]
         if missing:
@@ -226,6 +255,7 @@ def outcome_columns(
             + (f"; not rewards (logged extras): {', '.join(left)}" if left else "")
             + "; --reward-columns overrides"
         )
+    reward = reward_sum(df, rcols, path, lines, where)
     if success_column:
         if success_column not in df.columns:
             raise LoadError(
@@ -237,20 +267,8 @@ def outcome_columns(
             )
         scol = success_column
     else:
-        binary = [
-            c
-            for c in rcols
-            if pd.api.types.is_numeric_dtype(df[c])
-            and set(pd.to_numeric(df[c], errors="coerce").dropna().unique()) <= {0.0, 1.0}
-        ]
-        named = [c for c in binary if _SUCCESS_NAME.search(c)]
-        pick = named if len(named) == 1 else binary if len(binary) == 1 else []
-        scol = pick[0] if pick else None
-        if scol:
-            notes.append(f"success = {scol} (the 0/1 reward column); --success-column overrides")
-        else:
-            scol, note = _flag_column(df, rcols)
-            notes.append(note)
+        scol, note = _success_column(df, rcols, reward)
+        notes.append(note)
     if scol is not None:
         col = df[scol]
         _, bad = read_flags(col, text=True)
@@ -259,10 +277,10 @@ def outcome_columns(
                 [
                     Problem(
                         path,
-                        int(i),
+                        int(lines[int(i)]),
                         scol,
                         f"success column holds a value that is not a flag: {not_a_flag(col.iat[int(i)], text=True)}",
-                        "row",
+                        where,
                     )
                     for i in bad[:MAX_LISTED]
                 ],
@@ -271,33 +289,103 @@ def outcome_columns(
     return rcols, scol, notes
 
 
-def _flag_column(df: pd.DataFrame, rcols: list[str]) -> tuple[str | None, str]:
-    """(the success column among the non-reward columns, the note): the one column named like a
-    success whose values are all flags (bools, 0/1, or the text 0/1/true/false)."""
+def reward_sum(df: pd.DataFrame, rcols: list[str], path: str, lines, where: str = "row") -> np.ndarray:
+    """``[n]`` the summed reward of the ``rcols`` (NaN ignored, as TRL's ``nansum``; NaN where every
+    one is missing), each value read by the one rule (`crbc_viz.io.importers._common.numbers`).
+
+    Raises:
+        LoadError: a value that is not a number, named by its row and column.
+    """
+    problems, cols = [], []
+    for c in rcols:
+        nums, bad = number_problems(df[c], path, lines, c, where)
+        problems += bad
+        cols.append(nums)
+    if problems:
+        raise LoadError(problems[:MAX_LISTED], total=len(problems))
+    if not cols:
+        return np.full(len(df), np.nan)
+    stack = np.vstack(cols)
+    return np.where(np.isnan(stack).all(axis=0), np.nan, np.nansum(stack, axis=0))
+
+
+def _refuse_mixed(df: pd.DataFrame, path: str, lines, where: str, declared, numeric, success) -> None:
+    """A column named like a reward (or declared one) that holds numbers and values that are
+    neither numbers nor flags (``0.5`` and ``"abc"``) is refused, naming the rows: leaving it
+    out of the reward, or reading its text as 0, would change the outcome silently. The declared
+    success column (``success``) is checked as flags instead."""
+    problems = []
+    for c in df.columns:
+        if c in TEXT_KEPT or c in numeric or c == success:
+            continue
+        if not (_REWARD_NAME.search(str(c)) or (declared and c in declared)):
+            continue
+        values = df[c].to_numpy(dtype=object)
+        nums, bad = read_numbers(values)
+        if len(bad) == len(values) or flag_column(df[c])[0] is not None:
+            continue  # no number at all (text, flags): not a reward column, noted where it matters
+        problems += [
+            Problem(path, int(lines[i]), c, f"a reward column: {not_a_number(values[i])}", where)
+            for i in bad.tolist()
+        ]
+    if problems:
+        raise LoadError(problems[:MAX_LISTED], total=len(problems))
+
+
+def _passed_over(df: pd.DataFrame, c: str, info: tuple) -> str:
+    """Why the column ``c`` named like a success is not the success column, with its counts."""
+    flags, nbad, first = info
+    n = len(df)
+    if flags is not None:
+        return f"{c} (also flags: {int(flags.sum())} of {n} would succeed)"
+    if first is None:
+        return f"{c} (empty)"
+    return f"{c} (row {first}: {df[c].iat[first]!r:.30}) [{nbad} of {n} rows not flags]"
+
+
+def _success_column(df: pd.DataFrame, rcols: list[str], reward: np.ndarray) -> tuple[str | None, str]:
+    """(the success column or None, the note). In order: the one reward column named like a
+    success (``reward_won``, ``*accuracy*``) holding only 0/1; else the one other column so
+    named holding only flags (bools, 0/1, the text true/false: a logged extra); else the one
+    0/1 reward column; else none (reward > the success threshold). The note gives the count of
+    successes and names every column named like a success that was passed over, with why and
+    its counts: a fallback is never silent."""
+    n = len(df)
     named = [
-        c for c in df.columns if c not in rcols and c not in _NOT_REWARD and _SUCCESS_NAME.search(str(c))
+        c
+        for c in df.columns
+        if c not in _NOT_REWARD and c not in ("prompt", "completion") and _SUCCESS_NAME.search(str(c))
     ]
-    flag_cols, other = [], []
-    for c in named:
-        col = df[c]
-        present = col.notna().to_numpy()
-        _, bad = read_flags(col[present], text=True)
-        if present.any() and not len(bad):
-            flag_cols.append(c)
-        else:
-            k = int(np.flatnonzero(present)[bad[0]]) if len(bad) else None
-            other.append(f"{c} (row {k}: {col.iat[k]!r:.30})" if k is not None else f"{c} (empty)")
-    if len(flag_cols) == 1:
-        return flag_cols[0], (
-            f"success = {flag_cols[0]} (a column of true/false flags, not a reward); --success-column overrides"
+    info = {c: flag_column(df[c]) for c in named}
+    usable = [c for c in named if info[c][0] is not None]
+    named_rewards = [c for c in usable if c in rcols]
+    named_other = [c for c in usable if c not in rcols]
+    binary = [c for c in rcols if c in _numeric(df) and flag_column(df[c])[0] is not None]
+    pick, why = None, ""
+    if len(named_rewards) == 1:
+        pick, why = named_rewards[0], "the 0/1 reward column named like a success"
+    elif not named_rewards and len(named_other) == 1:
+        pick, why = named_other[0], "a column of true/false flags, not a reward"
+    elif not usable and len(binary) == 1:
+        pick, why = binary[0], "the 0/1 reward column"
+    others = [_passed_over(df, c, info[c]) for c in named if c != pick]
+    if pick is not None:
+        k = int(flag_column(df[pick])[0].sum())
+        return pick, (
+            f"success = {pick} ({why}): {k} of {n} completions; --success-column overrides"
+            + (f"; not {', '.join(others)}" if others else "")
         )
-    why = (
-        f"several columns of flags ({', '.join(flag_cols)})"
-        if flag_cols
-        else "no 0/1 reward column"
-        + (f"; column(s) named like a success hold other values: {', '.join(other)}" if other else "")
+    if len(usable) > 1:
+        head = f"several columns of flags ({', '.join(usable)})"
+    else:
+        head = "no 0/1 reward column" + (
+            f"; column(s) named like a success hold other values: {', '.join(others)}" if others else ""
+        )
+    k = int((reward > 0).sum())
+    return None, (
+        f"{head}: success = reward > the success threshold ({k} of {n} completions have reward > 0); "
+        "name one with --success-column"
     )
-    return None, f"{why}: success = reward > the success threshold; name one with --success-column"
 
 
 def completion_rows(
@@ -312,7 +400,9 @@ def completion_rows(
     group_key: pd.Series | None = None,
 ):
     """Canonical one-step rows of a completions table (TRL, ms-swift): (frame, notes). A group is
-    a run of rows with one step and ``group_key`` (default: the prompt)."""
+    a run of rows with one step and ``group_key`` (default: the prompt). Numbers written as text
+    (a reward column of ``"0.0"`` / ``"1.0"``) are read as numbers first, noted."""
+    df, text_notes = numbers_from_text(df, skip=TEXT_KEPT)
     prompt = df["prompt"].map(to_text)
     completion = df["completion"].map(to_text)
     key = prompt if group_key is None else group_key
@@ -325,8 +415,11 @@ def completion_rows(
         success_column=success_column,
         adv_col=adv_col,
         fmt=fmt,
+        lines=raw.line,
+        where=raw.where,
     )
-    reward = df[rcols].apply(pd.to_numeric, errors="coerce").astype(np.float64).sum(axis=1, min_count=1)
+    notes[:0] = text_notes
+    reward = reward_sum(df, rcols, raw.path, raw.line, raw.where)
     gid = np.array([text_id(p) for p in key], dtype=object)
     first_chunk = pd.Series(groups).groupby(pd.Series(gid)).transform("min").to_numpy()
     gid = np.where(groups == first_chunk, gid, [f"{g}#{k}" for g, k in zip(gid, groups)])
@@ -337,7 +430,7 @@ def completion_rows(
             "group_id": gid,
             "traj_id": [f"r{k}" for k in range(len(df))],
             "step_idx": 0,
-            "reward": reward.to_numpy(),
+            "reward": reward,
             "anchor_obs": prompt,
             "observation": prompt,
             "response": completion,

@@ -10,7 +10,8 @@ from verifiers 0.1.10 and 0.3.1 and run, tests/fixtures/verifiers_0110, verifier
 Canonical mapping: group = ``example_id``; one trajectory per line; one step per assistant
 message of ``completion`` (``response`` its content; no action: a step is identified by its
 transition), anchor and observation = the message before it (the environment's reply, or the prompt's last message for the first turn);
-``reward`` = the rollout's reward on the last turn, 0 before (verifiers scores the rollout, not
+``reward`` = the rollout's reward on the last turn, 0 before (a number or its text,
+`crbc_viz.io.flags.read_numbers`; anything else is a problem naming its line) (verifiers scores the rollout, not
 its turns); ``episode_return`` = ``reward`` (success = reward > the success threshold);
 ``env_name`` = ``task``; ``train_step`` 0 (an evaluation carries no training step).
 
@@ -34,13 +35,11 @@ episode a line with each agent's message graph (fields ``traces``, ``task``, ``e
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
 from ...errors import MAX_LISTED, LoadError, Problem
-from ..flags import not_a_flag, read_flags
+from ..flags import not_a_flag, not_a_number, read_flags, read_numbers
 from ..readers import RawTable, read_table
 from ._common import Imported, peek_fields, require, run_from_dir, to_text
 from ._verifiers_v1 import read_traces, sniff_traces
@@ -111,12 +110,9 @@ def read(path: str) -> Imported:
         prompt = _messages(df["prompt"].iat[i]) if "prompt" in df.columns else None
         prompts.append(prompt if isinstance(prompt, (list, str)) else None)
         convs.append(comp)
-        r = df["reward"].iat[i]
-        if isinstance(r, (bool, np.bool_)) or not isinstance(r, (int, float, np.integer, np.floating)):
-            bad(i, "reward", f"expected a number, got {r!r:.40}")
-            r = 0.0
-        elif not math.isfinite(float(r)):
-            bad(i, "reward", f"not a finite number: {r!r}")
+        (r,), badr = read_numbers([df["reward"].iat[i]])
+        if len(badr) or np.isnan(r):
+            bad(i, "reward", not_a_number(df["reward"].iat[i]) if len(badr) else "missing (null)")
             r = 0.0
         rewards.append(float(r))
         s = stops[i]

@@ -2,7 +2,8 @@
 
 One JSONL per training step, ``{global_steps}.jsonl``; one line per sampled response:
 ``input`` (the decoded prompt, chat template included), ``output`` (the decoded response),
-``score`` (the sequence reward), ``step`` (``global_steps``), optionally ``gts`` (ground truth)
+``score`` (the sequence reward: a number; the text of one is read as it, anything else is a
+problem naming its line, `crbc_viz.io.flags.read_numbers`), ``step`` (``global_steps``), optionally ``gts`` (ground truth)
 and every reward-extra-info key (e.g. ``acc``). Trajectory-level: each line is a one-step
 trajectory; lines with the identical ``input`` within a step form a GRPO group (verl repeats
 a prompt ``n`` times and does not write its ``uid``). The prompt is the group's single anchor,
@@ -36,7 +37,16 @@ import numpy as np
 import pandas as pd
 
 from ..readers import RawTable, read_table
-from ._common import Imported, drop_exact_duplicates, require, run_from_dir, step_from_path, text_id, to_text
+from ._common import (
+    Imported,
+    drop_exact_duplicates,
+    numbers,
+    require,
+    run_from_dir,
+    step_from_path,
+    text_id,
+    to_text,
+)
 
 NAME = "verl"
 #: What the app calls this format.
@@ -65,7 +75,7 @@ def read(path: str, *, anchors: bool = True) -> Imported:
         group_id=group,
         traj_id=[f"l{int(x)}" for x in raw.line],
         step_idx=0,
-        reward=df["score"].to_numpy(),
+        reward=numbers(df["score"], raw.path, raw.line, "score", raw.where),
         response=df["output"].map(to_text),
         observation=prompt,
         done=True,

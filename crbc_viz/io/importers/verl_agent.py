@@ -37,7 +37,9 @@ an error naming both lines, and a file without ``step`` is an error (its rows ca
 Without ``action`` the last ``<action>…</action>`` of ``response`` is the action (verl-agent's
 prompt convention), else none (the step is identified by its transition, SCHEMA.md). ``active_masks`` is a flag (`crbc_viz.io.flags`: a
 bool or 0/1; in a CSV also the text true/false): a missing value, NaN or ``"False"`` in a JSON
-file is a problem naming its line, never read as active or inactive.
+file is a problem naming its line, never read as active or inactive. ``rewards`` and
+``episode_rewards`` are numbers or their text, ``won`` a flag, by the same rule; any other value
+is a problem naming its line.
 
 **rollout_data_dir** (verl's ``_dump_generations``: ``{global_steps}.jsonl`` with ``input``,
 ``output``, ``score``, ``step``): verl-agent writes one line per environment *step* with no
@@ -59,11 +61,21 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from ...errors import MAX_LISTED, LoadError, Problem
 from ..flags import not_a_flag, read_flags
 from ..readers import RawTable, read_table
 from . import verl as _verl
-from ._common import Imported, drop_exact_duplicates, rename, require, run_from_dir, step_from_path
+from ._common import (
+    Imported,
+    drop_exact_duplicates,
+    number_problems,
+    rename,
+    require,
+    run_from_dir,
+    step_from_path,
+)
 
 NAME = "verl-agent"
 #: What the app calls this format.
@@ -110,6 +122,36 @@ def parse_action(response):
         return response
     found = _ACTION.findall(response)
     return found[-1].strip() if found else None
+
+
+def _outcomes(df, raw: RawTable, line):
+    """``rewards`` / ``episode_rewards`` read as numbers and ``won`` as flags (missing stays
+    missing) by the one rule (`crbc_viz.io.flags`); any other value is a problem naming its line.
+
+    Raises:
+        LoadError: naming the line and field of each value that is not a number / flag.
+    """
+    df = df.copy()
+    problems = []
+    for f in ("rewards", "episode_rewards"):
+        if f in df.columns:
+            df[f], bad = number_problems(df[f], raw.path, line, f, raw.where)
+            problems += bad
+    if "won" in df.columns:
+        col = df["won"]
+        present = col.notna().to_numpy()
+        flags, bad = read_flags(col[present], text=raw.from_text)
+        rows = np.flatnonzero(present)[bad]
+        problems += [
+            Problem(raw.path, int(line[i]), "won", not_a_flag(col.iat[i], text=raw.from_text), raw.where)
+            for i in rows
+        ]
+        won = np.full(len(col), None, dtype=object)
+        won[present] = flags
+        df["won"] = won
+    if problems:
+        raise LoadError(problems[:MAX_LISTED], total=len(problems))
+    return df
 
 
 def read(path: str) -> Imported:
@@ -168,6 +210,7 @@ def read(path: str) -> Imported:
     )
     if note:
         notes.append(note)
+    df = _outcomes(df, raw, line)
     if "done" not in df.columns and "dones" in df.columns:
         df = df.rename(columns={"dones": "done"})
     if "done" not in df.columns:
