@@ -76,7 +76,8 @@ class _FrameField:
 
 @dataclass(frozen=True, eq=False)
 class RolloutBatch:
-    """Validated rollout groups.
+    """Validated rollout groups. Every way of building one (``dataclasses.replace`` included)
+    checks that its arrays agree (`check_batch`) and raises `BatchInvariantError` if not.
 
     Attributes:
         steps: one row per step ``[S]`` with the canonical columns (``run_id``,
