@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .errors import BatchInvariantError
+
 if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
-__all__ = ["RolloutBatch", "GROUP_KEY", "Layout", "ranges", "ArrowRows"]
+__all__ = ["RolloutBatch", "GROUP_KEY", "Layout", "ranges", "ArrowRows", "check_batch"]
 
 #: A group's identity (SCHEMA.md conventions).
 GROUP_KEY = ("run_id", "train_step", "group_id")
@@ -74,7 +76,8 @@ class _FrameField:
 
 @dataclass(frozen=True, eq=False)
 class RolloutBatch:
-    """Validated rollout groups.
+    """Validated rollout groups. Every way of building one (``dataclasses.replace`` included)
+    checks that its arrays agree (`check_batch`) and raises `BatchInvariantError` if not.
 
     Attributes:
         steps: one row per step ``[S]`` with the canonical columns (``run_id``,
@@ -107,6 +110,9 @@ class RolloutBatch:
     source: str = ""
     warnings: tuple[str, ...] = field(default=())
     skipped: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        check_batch(self)
 
     @property
     def num_steps(self) -> int:
@@ -245,6 +251,87 @@ class RolloutBatch:
             warnings=self.warnings,
             skipped=self.skipped,
         )
+
+
+#: The array fields of a `RolloutBatch`: the dtype kinds each may have (numpy ``dtype.kind``:
+#: ``i``/``u`` integers, ``b`` bool, ``f`` float) and what it has one value per.
+_ARRAYS = {
+    "step_traj": ("iu", "step"),
+    "step_anchor_hash": ("u", "step"),
+    "traj_offsets": ("iu", None),
+    "traj_group": ("iu", "trajectory"),
+    "traj_success": ("b", "trajectory"),
+    "traj_truncated": ("b", "trajectory"),
+    "traj_return": ("f", "trajectory"),
+    "group_traj_offsets": ("iu", None),
+}
+
+
+def _fail(b, name: str, what: str):
+    raise BatchInvariantError(name, what, b.source)
+
+
+def _offsets(b, name: str, arr: np.ndarray, end: int, of: str) -> None:
+    """``arr`` runs from 0 to ``end`` and never decreases."""
+    if len(arr) == 0:
+        _fail(b, name, f"expected offsets from 0 to {end} (the number of {of}), got none")
+    drop = np.flatnonzero(arr[1:] < arr[:-1])
+    if arr[0] != 0 or arr[-1] != end or len(drop):
+        what = (
+            f"decreases at index {int(drop[0]) + 1} ({int(arr[drop[0]])} -> {int(arr[drop[0] + 1])})"
+            if len(drop)
+            else f"starts at {int(arr[0])}"
+            if arr[0] != 0
+            else f"ends at {int(arr[-1])}"
+        )
+        _fail(b, name, f"expected non-decreasing offsets from 0 to {end} (the number of {of}), {what}")
+
+
+def _owners(b, name: str, arr: np.ndarray, offsets: np.ndarray, owner: str) -> None:
+    """``arr[i]`` is the ``owner`` whose ``offsets`` range holds ``i`` (in range, in order)."""
+    want = np.repeat(np.arange(len(offsets) - 1, dtype=np.int64), np.diff(offsets))
+    if not np.array_equal(arr, want):
+        i = int(np.flatnonzero(arr != want)[0])
+        _fail(b, name, f"index {i} is {int(arr[i])}, but the offsets put it in {owner} {int(want[i])}")
+
+
+def check_batch(b: RolloutBatch) -> None:
+    """That ``b``'s arrays agree: every array field a 1-D numpy array of its kind
+    (``step_anchor_hash`` uint64, ``traj_success``/``traj_truncated`` bool, ``traj_return``
+    float, the rest integers); ``traj_offsets`` ``[T + 1]`` and ``group_traj_offsets``
+    ``[G + 1]`` non-decreasing from 0 to the number of steps and of trajectories; one value per
+    step / trajectory / group in every per-step / per-trajectory / per-group field; ``step_traj``
+    and ``traj_group`` the trajectory / group whose offsets hold each index (so in range and in
+    storage order). The counts are the ``steps`` rows (S), ``traj_group`` (T) and the ``groups``
+    rows (G). Vectorised, O(S + T): `RolloutBatch` runs it whenever one is built,
+    `dataclasses.replace` included.
+
+    Raises:
+        BatchInvariantError: naming the field and what is wrong with it.
+    """
+    arrays = {}
+    for name, (kinds, _) in _ARRAYS.items():
+        arr = b.__dict__[name]
+        if not isinstance(arr, np.ndarray) or arr.ndim != 1 or arr.dtype.kind not in kinds:
+            got = f"{arr.dtype}{list(arr.shape)}" if isinstance(arr, np.ndarray) else type(arr).__name__
+            _fail(b, name, f"expected a 1-D numpy array of dtype kind {kinds!r}, got {got}")
+        arrays[name] = arr
+    if arrays["step_anchor_hash"].dtype != np.uint64:
+        _fail(b, "step_anchor_hash", f"expected uint64, got {arrays['step_anchor_hash'].dtype}")
+    S, T, G = len(b.__dict__["_steps_rows"]), len(arrays["traj_group"]), len(b.__dict__["_groups_rows"])
+    for name, end, of, n, per in (
+        ("traj_offsets", S, "steps", T, "trajectories in traj_group"),
+        ("group_traj_offsets", T, "trajectories", G, "rows of groups"),
+    ):
+        _offsets(b, name, arrays[name], end, of)
+        if len(arrays[name]) != n + 1:
+            _fail(b, name, f"expected {n + 1} offsets ({n} {per}, then the end), got {len(arrays[name])}")
+    counts = {"step": S, "trajectory": T}
+    for name, (_, per) in _ARRAYS.items():
+        if per is not None and len(arrays[name]) != counts[per]:
+            _fail(b, name, f"expected one value per {per} ({counts[per]}), got {len(arrays[name])}")
+    _owners(b, "step_traj", arrays["step_traj"], arrays["traj_offsets"], "trajectory")
+    _owners(b, "traj_group", arrays["traj_group"], arrays["group_traj_offsets"], "group")
 
 
 def ranges(starts, stops) -> np.ndarray:

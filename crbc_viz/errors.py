@@ -13,6 +13,7 @@ Each subclass also keeps the built-in base it had before (``ValueError``, ``KeyE
     ├── MissingSignalError   (an estimator needs optional logged fields the input lacks)
     ├── UnknownEstimatorError(no estimator of that name)
     ├── BackendUnavailable   (a requested backend or device is not installed / present)
+    ├── BatchInvariantError  (a `RolloutBatch` whose arrays disagree: a bug in its builder)
     ├── OutputError *        (an output that must not or cannot be written)
     ├── OutputFormatError *  (an output name whose extension is not a known format)
     ├── HookError *          (a trainer batch the verl-agent dump hook cannot write faithfully)
@@ -40,6 +41,7 @@ __all__ = [
     "MissingSignalError",
     "UnknownEstimatorError",
     "BackendUnavailable",
+    "BatchInvariantError",
     "MAX_LISTED",
 ]
 
@@ -103,6 +105,17 @@ class EstimatorInputError(CrbcVizError, ValueError):
 
 class BackendUnavailable(CrbcVizError, RuntimeError):
     """A backend or device that was asked for explicitly is not available on this machine."""
+
+
+class BatchInvariantError(CrbcVizError, ValueError):
+    """A `RolloutBatch` whose arrays disagree (offsets, lengths, index ranges, dtypes). The
+    loaders only build consistent batches, so this names a bug in the code that built the
+    batch, not a problem in an input file; the message names the field and what is wrong."""
+
+    def __init__(self, field: str, what: str, source: str = ""):
+        self.field, self.what = field, what
+        where = f" (from {source})" if source else ""
+        super().__init__(f"RolloutBatch{where}: {field}: {what}")
 
 
 class StoreError(CrbcVizError, ValueError):

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data import ArrowRows, RolloutBatch
-from ..errors import LoadError, ParseAbortedError, Problem, StoreError
+from ..errors import BatchInvariantError, LoadError, ParseAbortedError, Problem, StoreError
 
 __all__ = [
     "ERRORS",
@@ -435,13 +435,17 @@ def _decode_batch(meta, tables: dict) -> tuple:
     for name in ("warnings", "skipped"):
         text[name] = tuple(_texts(meta.get(name)))
     arrays = _decode_arrays(meta.get("arrays"), tables[ARRAYS])
-    batch = RolloutBatch(
-        steps=_decode_rows(meta.get("steps"), tables[STEPS]),
-        groups=_decode_rows(meta.get("groups"), tables[GROUPS]),
-        **arrays,
-        **text,
-    )
-    _check_lengths(batch)
+    try:
+        batch = RolloutBatch(
+            steps=_decode_rows(meta.get("steps"), tables[STEPS]),
+            groups=_decode_rows(meta.get("groups"), tables[GROUPS]),
+            **arrays,
+            **text,
+        )
+    except BatchInvariantError as e:  # the field and counts only, not the child's source text
+        raise _BadOutcome(
+            f"the batch's rows and arrays disagree in length or order ({e.field}: {e.what})"
+        ) from None
     how = meta.get("read_as")
     if how is None:
         return batch, None
@@ -485,18 +489,6 @@ def _decode_arrays(dtypes, table) -> dict:
             raise _BadOutcome(f"the batch's {name} is not of dtype {dt}")
         out[name] = np.array(values.to_numpy(zero_copy_only=False), dtype=dt)
     return out
-
-
-def _check_lengths(b) -> None:
-    S, T, G = len(b.__dict__["_steps_rows"]), len(b.traj_group), len(b.__dict__["_groups_rows"])
-    ok = (
-        len(b.step_traj) == len(b.step_anchor_hash) == S
-        and len(b.traj_offsets) == T + 1
-        and len(b.traj_success) == len(b.traj_truncated) == len(b.traj_return) == T
-        and len(b.group_traj_offsets) == G + 1
-    )
-    if not ok:
-        raise _BadOutcome("the batch's rows and arrays disagree in length")
 
 
 def _text(v) -> str:

@@ -14,6 +14,7 @@ output without recomputing any credit here.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from types import SimpleNamespace
 
@@ -337,7 +338,13 @@ def steps():
 
 
 def _with_batch(steps, **arrays):
-    return dataclasses.replace(steps, batch=dataclasses.replace(steps.batch, **arrays))
+    """``steps`` with its batch's arrays swapped in place: `RolloutBatch` refuses such arrays
+    when built, `dataclasses.replace` included (tests/test_data_invariants.py), so only a batch
+    changed after it was built carries them, and `score_steps` still checks for that."""
+    batch = copy.copy(steps.batch)
+    for name, value in arrays.items():
+        object.__setattr__(batch, name, value)
+    return dataclasses.replace(steps, batch=batch)
 
 
 @pytest.mark.parametrize(
