@@ -81,6 +81,19 @@ def test_every_optional_package_has_its_extra():
         assert pkg in {_name(r) for r in extras[extra]}, f"{pkg}: not in extra [{extra}]"
 
 
+def test_readme_says_how_to_install_each_part():
+    text = (ROOT / "README.md").read_text()
+    for line in (
+        "pip install crbc-viz ",
+        "pip install 'crbc-viz[app]'",
+        "pip install 'crbc-viz[torch]'",
+        "pip install 'crbc-viz[all]'",
+    ):
+        assert line in text, line
+    for extra in _project()["optional-dependencies"]:
+        assert f"[{extra}]" in text, extra
+
+
 def _imports() -> list[tuple[str, str, int]]:
     """(top-level module, file relative to the root, line) of every absolute import in crbc_viz."""
     out = []
