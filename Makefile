@@ -13,11 +13,15 @@ TRN_STAMP := $(TRN_VENV)/.installed
 
 .PHONY: run test lint format install install-dev browser-deps bench bench-quick clean
 
-$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+# The package states lower bounds only (pyproject.toml); constraints.txt pins what this
+# environment must hold (torch==2.13.0, pyvis==0.3.2). Every extra: the app, torch, numba, ...
+PIP_C := -m pip install -q -c constraints.txt
+
+$(STAMP): constraints.txt requirements-dev.txt pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -r requirements-dev.txt
-	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
+	$(BIN)/python $(PIP_C) -r requirements-dev.txt
+	$(BIN)/python $(PIP_C) --no-build-isolation -e '.[all]'
 	$(BIN)/python -m crbc_viz score sample_rollouts/toy/toy_group.jsonl -e crbc -e graft \
 	  --backend numba --out $(VENV)/warmup.parquet  # compiles the numba kernels into their cache
 	touch $(STAMP)
@@ -32,13 +36,15 @@ $(GEN_STAMP): sample_rollouts/sokoban/requirements.txt
 
 # The real trainers the integration tests run against (tests/integrations/test_integrations_trainers.py):
 # torch==2.13.0 first (never another torch), then TRL + what verl's core_algos/ray_trainer
-# import, then verl itself without its (GPU) dependency list, then crbc-viz for its entry points.
-$(TRN_STAMP): tests/trainer_requirements.txt requirements.txt pyproject.toml
+# import, then verl itself without its (GPU) dependency list, then crbc-viz with its core and the
+# torch and numba extras (as a trainer's user installs it; the trainer's torch stays) for its
+# entry points.
+$(TRN_STAMP): tests/trainer_requirements.txt constraints.txt pyproject.toml
 	test -x $(TRN_VENV)/bin/python || $(PY) -m venv $(TRN_VENV)
-	$(TRN_VENV)/bin/python -m pip install -q torch==2.13.0
-	$(TRN_VENV)/bin/python -m pip install -q -r tests/trainer_requirements.txt torch==2.13.0
+	$(TRN_VENV)/bin/python $(PIP_C) torch
+	$(TRN_VENV)/bin/python $(PIP_C) -r tests/trainer_requirements.txt
 	$(TRN_VENV)/bin/python -m pip install -q --no-deps verl==0.9.1
-	$(TRN_VENV)/bin/python -m pip install -q --no-deps --no-build-isolation -e .
+	$(TRN_VENV)/bin/python $(PIP_C) --no-build-isolation -e '.[torch,numba]'
 	touch $(TRN_STAMP)
 
 # Debian's chromium for the browser tests (never `playwright install`).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 
+from ._extras import install_hint, installed
 from .data import RolloutBatch
 from .errors import BackendUnavailable, CrbcVizError, EstimatorInputError, MissingSignalError
 from .graph import AnchorGraph, lazy_graph
@@ -96,9 +97,9 @@ def _auto_backend(spec, device: str, graph: AnchorGraph, params=None) -> str:
             log.info("auto: %s runs on %s:%s (%s)", spec.name, backend, where, why)
             return backend
         passed.append((f"{backend}:{where}", verdict))
+    needs = "torch and a CUDA device" if installed("torch") else f"torch ({install_hint('torch')})"
     raise BackendUnavailable(
-        f"device='{device}': no backend of estimator '{spec.name}' runs there "
-        f"(CUDA needs torch and a CUDA device)"
+        f"device='{device}': no backend of estimator '{spec.name}' runs there (CUDA needs {needs})"
     )
 
 
@@ -119,7 +120,8 @@ def _require(spec, backend: str, device: str) -> str:
     pkg = _package(backend)
     if not pkg.available():
         raise BackendUnavailable(
-            f"backend='{backend}' was asked for but {backend} is not installed; use backend='numpy' or 'auto'"
+            f"backend='{backend}' was asked for but {backend} is not installed: "
+            f"{install_hint(backend)} (or use backend='numpy' or 'auto')"
         )
     if backend == "numba" and device == "cuda":
         raise BackendUnavailable(

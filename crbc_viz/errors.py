@@ -14,6 +14,7 @@ Each subclass also keeps the built-in base it had before (``ValueError``, ``KeyE
     ├── UnknownEstimatorError(no estimator of that name)
     ├── BackendUnavailable   (a requested backend or device is not installed / present)
     ├── BatchInvariantError  (a `RolloutBatch` whose arrays disagree: a bug in its builder)
+    ├── MissingExtra *       (an optional package is not installed: names the extra to install)
     ├── OutputError *        (an output that must not or cannot be written)
     ├── OutputFormatError *  (an output name whose extension is not a known format)
     ├── HookError *          (a trainer batch the verl-agent dump hook cannot write faithfully)
@@ -25,6 +26,7 @@ The classes marked * live beside their one raiser: `Unclaimed` in `crbc_viz.io.i
 `crbc_viz.io.importers.verl_agent_hook`, `IntegrationInputError` in
 `crbc_viz.integrations._core`, `UsageError` in `crbc_viz.cli._common`. The rest are defined
 here (`crbc_viz.store` and `crbc_viz.estimators.registry` also export the ones they raise).
+`MissingExtra` (marked *) is in `crbc_viz._extras`, the helper that imports optional packages.
 """
 
 from __future__ import annotations

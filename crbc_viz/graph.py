@@ -19,6 +19,7 @@ from functools import cached_property
 
 import numpy as np
 
+from ._extras import require
 from .data import RolloutBatch
 
 __all__ = ["AnchorGraph", "build_graph", "lazy_graph", "action_ids", "SUCCESS", "FAILURE"]
@@ -117,7 +118,7 @@ class AnchorGraph:
     def to_networkx(self, g: int):
         """Group ``g`` as a ``networkx.MultiDiGraph``: one edge per distinct (s, a, x) with
         its ``count``; nodes are anchor keys plus ``"SUCCESS"`` and ``"FAILURE"``."""
-        import networkx as nx
+        nx = require("networkx", "AnchorGraph.to_networkx")
 
         out = nx.MultiDiGraph(group=self.batch.group_label(g))
         sl = self.group_slice(g)

@@ -28,6 +28,7 @@ RANKS = {
     "crbc_viz.safetext": 0,
     "crbc_viz._hooks": 0,
     "crbc_viz._arrow": 0,  # numpy <-> Arrow without pandas (data and io use it)
+    "crbc_viz._extras": 0,  # optional packages: `require` names the extra that installs one
     "crbc_viz.io": 1,
     "crbc_viz.graph": 2,
     "crbc_viz.result": 2,  # a result is an output on a graph

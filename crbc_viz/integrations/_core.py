@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .._extras import require
 from ..data import RolloutBatch
 from ..errors import BackendUnavailable, CrbcVizError
 from ..io.actions import transition_actions
@@ -630,7 +631,7 @@ def resolve_params(estimator: str, params: dict):
 def as_device(device, default=None):
     """``device`` (a ``torch.device``, a string, or None for ``default``, else the CPU) as a
     ``torch.device``; only the CPU and CUDA devices this machine has are accepted."""
-    import torch
+    torch = require("torch", "the trainer adapters")
 
     if device is None:
         return torch.device(default) if default is not None else torch.device("cpu")
@@ -746,7 +747,7 @@ def score_steps(steps: Steps, estimator: str = "crbc", *, device=None, **params)
             device.
         BackendUnavailable: a CUDA device that this machine does not have.
     """
-    import torch
+    torch = require("torch", "the trainer adapters")
 
     from ..api import score
 
@@ -798,7 +799,7 @@ def token_tensors(token_level_rewards, response_mask, names=("token_level_reward
     """``(rewards, mask)`` as tensors on the rewards' device, after checking that both are
     ``[B, L]`` of one shape (no broadcasting a ``[B, 1]`` mask), the mask holds only 0 and 1 and
     the rewards are finite (each failure names the argument and the first bad row)."""
-    import torch
+    torch = require("torch", "the trainer adapters")
 
     r_name, m_name = names
     try:
@@ -831,7 +832,7 @@ def _host(t) -> np.ndarray | None:
     else None: the caller then runs the torch code (a device: `_on_device`). On the host numpy
     is used for the whole-tensor passes: one thread, no intra-op pool to wait on when the
     trainer's other threads hold the cores."""
-    import torch
+    torch = require("torch", "the trainer adapters")
 
     if _on_device(t.device) or t.dtype in (torch.bfloat16, torch.complex32):
         return None
@@ -847,7 +848,7 @@ def _all_zero_one(mask) -> bool:
 
 
 def _all_finite(rewards) -> bool:
-    import torch
+    torch = require("torch", "the trainer adapters")
 
     r = _host(rewards)
     return bool(torch.isfinite(rewards).all() if r is None else np.isfinite(r).all())
@@ -857,7 +858,7 @@ def masked_row_sum(rewards, mask):
     """``[B]`` float64 on the rewards' device: each row's sum of ``rewards`` over its
     ``mask == 1`` tokens (``mask`` holds only 0 and 1: `token_tensors`), accumulated in float64
     without a float64 copy of the ``[B, L]`` tensors."""
-    import torch
+    torch = require("torch", "the trainer adapters")
 
     r, m = _host(rewards), _host(mask)
     if r is not None and m is not None:
@@ -869,7 +870,7 @@ def masked_row_sum(rewards, mask):
 def broadcast(row_adv, response_mask, dtype=None):
     """``[B]`` row advantages -> ``[B, L]`` token advantages of ``dtype`` (default the mask's
     float dtype, else float32) on the mask's device, zero outside the response mask."""
-    import torch
+    torch = require("torch", "the trainer adapters")
 
     mask = torch.as_tensor(response_mask)
     if mask.ndim != 2 or mask.shape[0] != row_adv.shape[0]:
@@ -883,7 +884,7 @@ def masked(values, mask, dtype=None):
     """``values * mask`` as ``dtype`` (default the mask's float dtype, else float32) on the
     mask's device: ``values`` ``[B, L]`` (or ``[B, 1]``, one value per row) cast first, so a
     token keeps its value exactly where the mask is 1 and is 0 elsewhere."""
-    import torch
+    torch = require("torch", "the trainer adapters")
 
     dtype = dtype or (mask.dtype if mask.is_floating_point() else torch.float32)
     m, like = _host(mask), _host(torch.empty(0, dtype=dtype))
@@ -933,7 +934,7 @@ def _begin(mask, starts=None, *, what: str = "step starts", within=None):
     a device: `_host`): the first token of each run of ``mask == 1`` (and ``within == 1``,
     when given: TRL's tool mask), or the given ``starts`` (per row, increasing integer token
     offsets; None, NaN or text raise naming the row)."""
-    import torch
+    torch = require("torch", "the trainer adapters")
 
     m = torch.as_tensor(mask)
     if within is not None:
@@ -984,7 +985,7 @@ def token_steps(mask, starts=None, *, what: str = "step starts"):
     belongs to the last step started at or before it; tokens before the first step belong to
     step 0. Both tensors are on the mask's device.
     """
-    import torch
+    torch = require("torch", "the trainer adapters")
 
     begin = _begin(mask, starts, what=what)
     if isinstance(begin, np.ndarray):
@@ -1048,7 +1049,7 @@ class Turns:
     def sums(self, token_values) -> np.ndarray:
         """``[S]`` float64: each step's sum of ``token_values`` ``[B, L]`` (every token of the
         step, masked or not), accumulated in float64."""
-        import torch
+        torch = require("torch", "the trainer adapters")
 
         v = _host(torch.as_tensor(token_values))
         if isinstance(self.begin, np.ndarray) and v is not None:
@@ -1078,7 +1079,7 @@ class Turns:
     def _cells(self):
         """Device: ``(cell [B, L], valid [B, K], K)``: each token's step slot, clamped to the
         ``K`` slots, and which slots are steps."""
-        import torch
+        torch = require("torch", "the trainer adapters")
 
         K = max(int(self.n_steps.max()) if len(self.n_steps) else 0, 1)
         begin = torch.as_tensor(self.begin)
@@ -1089,7 +1090,7 @@ class Turns:
         """``[B, L]`` tensor of ``dtype`` (`masked`'s default) on the mask's device: each token
         carries its step's value from ``step_values`` ``[S]`` (cast to ``dtype`` first), times
         the mask; tokens of rows without a step carry 0."""
-        import torch
+        torch = require("torch", "the trainer adapters")
 
         mask = torch.as_tensor(mask)
         dtype = dtype or (mask.dtype if mask.is_floating_point() else torch.float32)
@@ -1152,7 +1153,7 @@ def trajectory_credit(
             list (one string would be split into characters), one whose length is not the
             row's step count, a success that is not a flag, a non-finite reward.
     """
-    import torch
+    torch = require("torch", "the trainer adapters")
 
     rewards = torch.as_tensor(token_rewards)
     if rewards.ndim != 2 or tuple(tok_step.shape) != tuple(rewards.shape):
@@ -1228,7 +1229,7 @@ def rows_as_steps(
 
 def _step_sums(rewards, cell, K: int) -> np.ndarray:
     """``[B, K]`` float64: per row, the sum of its tokens' rewards in each step slot."""
-    import torch
+    torch = require("torch", "the trainer adapters")
 
     r, c = _host(rewards), _host(cell)
     B = rewards.shape[0]
@@ -1243,7 +1244,7 @@ def _step_sums(rewards, cell, K: int) -> np.ndarray:
 def _per_token(step_adv, valid: np.ndarray, cell, dev):
     """``[B, L]`` float64 on ``dev``: each token's step advantage (``step_adv [S]`` in the
     order of the ``valid [B, K]`` slots)."""
-    import torch
+    torch = require("torch", "the trainer adapters")
 
     B, K = valid.shape
     a, c = _host(step_adv), _host(cell)

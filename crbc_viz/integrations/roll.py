@@ -20,6 +20,7 @@ unless ``non_tensor_batch["action"]`` is present.
 
 from __future__ import annotations
 
+from .._extras import require
 from ._core import IntegrationInputError, canonical_steps, row_flags, row_numbers, score_steps
 
 __all__ = ["response_level_advantages", "REQUIRED_KEYS"]
@@ -36,7 +37,7 @@ def response_level_advantages(batch, *, estimator: str = "crbc", device=None, **
             a ``success`` that is not a flag, a score that is not a finite number (each naming
             the key and the row).
     """
-    import torch
+    torch = require("torch", "the trainer adapters")
 
     nt = batch.non_tensor_batch
     missing = [k for k in REQUIRED_KEYS if k not in nt]

@@ -156,9 +156,11 @@ def completion_advantages(
             ``accelerate.utils.gather_object`` (None: one process).
     """
     import numpy as np
-    import torch
 
+    from .._extras import require
     from ._core import IntegrationInputError, Turns, _begin, rows_as_steps, score_steps
+
+    torch = require("torch", "the trainer adapters")
 
     n = mask.shape[0]
     starts = [d.get("starts") for d in local]

@@ -40,6 +40,7 @@ marked ``needs_non_tensor_batch`` (ours are); without it the estimator raises, s
 
 from __future__ import annotations
 
+from .._extras import require
 from ._core import IntegrationInputError, Turns, as_device, rows_as_steps, score_steps, token_tensors
 
 __all__ = [
@@ -111,7 +112,7 @@ def compute_advantage(
             row's step count; a ``crbc_success`` that is not a flag; ``crbc_step_starts`` that
             are not increasing integer offsets (each naming the key and the row).
     """
-    import torch
+    torch = require("torch", "the trainer adapters")
 
     if non_tensor_batch is None:
         raise IntegrationInputError(

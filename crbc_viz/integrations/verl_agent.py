@@ -16,6 +16,7 @@ are dropped, differing copies raise — and every row, copies included, gets its
 
 from __future__ import annotations
 
+from .._extras import require
 from ._core import (
     any_per_trajectory,
     as_device,
@@ -95,7 +96,7 @@ def compute_advantage(
             not a flag, a ``response_mask`` not of the rewards' ``[B, L]`` shape or not 0/1,
             a non-finite reward, a NaN or non-UTF-8 id, a step index out of range.
     """
-    import torch
+    torch = require("torch", "the trainer adapters")
 
     rewards, mask = token_tensors(token_level_rewards, response_mask)
     row_reward_sum = masked_row_sum(rewards, mask)

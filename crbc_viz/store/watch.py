@@ -43,6 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._extras import MissingExtra, install_hint, require
 from ..errors import StoreError
 from ..io.write import atomic_path
 from .ingest import IngestSession
@@ -545,12 +546,14 @@ class Watcher:
     def _observe(self, emit):
         """Start a change-event observer that sets `wake`; None (and a note) when there is none."""
         try:
-            from watchdog.events import FileSystemEventHandler
-            from watchdog.observers import Observer
-        except ImportError:
+            FileSystemEventHandler = require("watchdog.events").FileSystemEventHandler
+            Observer = require("watchdog.observers").Observer
+        except MissingExtra:
             emit(
                 WatchEvent(
-                    "note", message=f"watchdog is not installed: polling every {self.poll_interval:g} s"
+                    "note",
+                    message=f"watchdog is not installed: polling every {self.poll_interval:g} s "
+                    f"(for change events: {install_hint('watch')})",
                 )
             )
             return None

@@ -1,4 +1,9 @@
 """The Streamlit layer: file choice, cached pipeline, parameter widgets, shared sidebar.
 
-Only this package, the page scripts (``app_pages/``) and ``app.py`` import streamlit.
+Only this package, the page scripts (``app_pages/``) and ``app.py`` import streamlit. Without
+it (``pip install crbc-viz`` is the core), importing this package is one line naming the extra.
 """
+
+from .._extras import ensure
+
+ensure("streamlit", "the app (crbc_viz.ui)")

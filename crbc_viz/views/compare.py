@@ -9,10 +9,12 @@ import math
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 
+from .._extras import require
 from ..analysis.agreement import agreement_by_group, rankdata, sign_agreement, spearman  # noqa: F401
 from .colors import CREDIT_COLORSCALE, SUCCESS_COLOR
+
+go = require("plotly.graph_objects", __name__)
 
 FAILED_STEP_COLOR = "#762a83"
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._extras import require
 from ..graph import FAILURE, SUCCESS, AnchorGraph
 from ..io.actions import missing_actions
 from .colors import FAILURE_COLOR, MISSING_COLOR, SUCCESS_COLOR, credit_color, credit_limit, value_color
@@ -464,7 +465,7 @@ def graph_drawing(
     Raises:
         ValueError: ``min_label_px`` is not a finite number ≥ 0.
     """
-    from pyvis.network import Network
+    Network = require("pyvis.network", "the graph drawing").Network
 
     check_min_label_px(min_label_px)
     est = estimator or (result.estimator if result is not None else "—")

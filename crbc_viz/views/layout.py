@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._extras import require
 from ..graph import FAILURE, SUCCESS, AnchorGraph
 
 __all__ = [
@@ -215,7 +216,7 @@ def order_layers(layer: dict, edges, *, pinned: int | None = None) -> list[list]
     Returns:
         ``L`` lists of items.
     """
-    import igraph
+    igraph = require("igraph", "the graph layout")
 
     items = list(layer)
     if not items:

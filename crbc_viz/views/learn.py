@@ -13,13 +13,15 @@ import re
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 
 from .. import teaching as T
+from .._extras import require
 from ..analysis.depth import anchor_spread
 from ..graph import AnchorGraph
 from .colors import CREDIT_COLORSCALE, FAILURE_COLOR, SUCCESS_COLOR, credit_color, credit_limit
 from .projector import PROJECTOR_FONT_SIZE, PROJECTOR_MIN_FONT, TITLE_CHARS, projector_fonts, wrap_title
+
+go = require("plotly.graph_objects", __name__)
 
 __all__ = [
     "FONT_SIZE",

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import re
 
-import plotly.graph_objects as go
+from .._extras import require
+
+go = require("plotly.graph_objects", __name__)
 
 __all__ = [
     "PROJECTOR_FONT_SIZE",

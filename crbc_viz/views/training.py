@@ -7,6 +7,8 @@ import time
 
 import pandas as pd
 
+from .._extras import require
+
 __all__ = [
     "trends_figure",
     "METRICS",
@@ -49,9 +51,9 @@ def trends_figure(
         steps: `crbc_viz.analysis.trends.Trends.steps`.
         metrics: columns to draw (default: `METRICS`; absent columns are skipped).
     """
-    import plotly.graph_objects as go
-    from plotly.colors import qualitative
-    from plotly.subplots import make_subplots
+    go = require("plotly.graph_objects", "trends_figure")
+    qualitative = require("plotly.colors").qualitative
+    make_subplots = require("plotly.subplots").make_subplots
 
     metrics = [m for m in (metrics or METRICS) if m in steps]
     runs = list(dict.fromkeys(steps["run_id"])) if "run_id" in steps else [None]

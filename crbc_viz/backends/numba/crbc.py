@@ -30,7 +30,7 @@ __all__ = ["crbc_step_credit", "DENSE_MAX"]
 
 DENSE_MAX = 1024
 
-try:  # numba is a declared dependency, but the module must import without it
+try:  # numba is an extra (crbc-viz[numba]); the module must import without it
     import numba as _nb
 
     _njit, _prange = _nb.njit, _nb.prange
