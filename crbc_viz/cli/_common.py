@@ -143,6 +143,7 @@ def open_store(args):
     """The `LogStore` of ``--store``, warning about sources whose ingest was interrupted."""
     from ..store import LogStore, incomplete_sources
 
+    field_map(args)  # a map reads a log file, not a store
     st = LogStore(args.store)
     for m in incomplete_sources(st):
         done = sum(int(p["rows"]) for p in m.get("parts", []))
