@@ -312,3 +312,29 @@ def test_store_identity_depends_on_the_map(tmp_path, capsys):
     other = [m if not m.startswith("success=") else "success=info.end" for m in FLAT_MAP]
     assert main(["ingest", str(log), "--store", str(store), "-q", *_maps(other)]) == 2
     assert "trajectory 'e1' of group 'log/0/A' is already in the store" in capsys.readouterr().err
+
+
+def test_the_watcher_reads_through_the_map(tmp_path, capsys):
+    """``ingest --watch`` takes the same options: the follower ingests each log through the map."""
+    from crbc_viz.io.importers.fieldmap import parse_map
+    from crbc_viz.store.watch import Watcher
+
+    run, store = tmp_path / "run", tmp_path / "S"
+    run.mkdir()
+    _nested_jsonl(run / "log.jsonl")
+    clock, events = [1000.0], []
+    opts = {"field_map": parse_map(NESTED_MAP)}
+    with Watcher(
+        run,
+        store,
+        fmt="fieldmap",
+        import_options=opts,
+        settle=1.0,
+        clock=lambda: clock[0],
+        on_event=events.append,
+    ) as w:
+        for _ in range(3):
+            w.step()
+            clock[0] += 5
+    assert [e.kind for e in events if e.kind in ("ingested", "failed")] == ["ingested"], events
+    _check_store(store, capsys)
