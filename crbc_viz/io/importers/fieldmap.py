@@ -58,6 +58,8 @@ __all__ = [
     "parse_map",
     "load_map_file",
     "map_from_options",
+    "map_from_text",
+    "coerce_map",
     "relabel",
     "sniff",
     "read",
@@ -189,17 +191,23 @@ def load_map_file(path: str) -> FieldMap:
         LoadError: naming the file: unreadable, too large, not TOML, a value that is not a
             string, an unknown target.
     """
-    import tomllib
-
     _guards.check_input_file(path)
     with _guards.open_input(path, 1 << 20, env="CRBC_VIZ_MAX_INPUT_MB") as fh:
         data = fh.read((1 << 20) + 1)
     if len(data) > 1 << 20:
         raise _map_error(path, "a map file is at most 1 MiB")
     try:
-        doc = tomllib.loads(data.decode("utf-8"))
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _map_error(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return _from_toml(text, path)
+
+
+def _from_toml(text: str, path: str) -> FieldMap:
+    import tomllib
+
+    try:
+        doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise _map_error(path, f"invalid TOML: {exc}") from None
     table = doc.get("map", doc) if isinstance(doc.get("map"), dict) else doc
@@ -219,6 +227,22 @@ def map_from_options(items=None, map_file: str | None = None) -> FieldMap | None
     return parse_map(items or [], base) if items else _build(list(base.entries), map_file)
 
 
+def map_from_text(text: str) -> FieldMap:
+    """The map typed in the app: ``target=path`` entries, one a line (or ``;``-separated, as
+    ``str(FieldMap)`` writes them), or the TOML of a map file (any line holding a quote or a
+    ``[map]`` header).
+
+    Raises:
+        LoadError: as `parse_map` / `load_map_file`.
+    """
+    if len(text) > 1 << 20:
+        raise _map_error("field map", "a field map is at most 1 MiB")
+    if '"' in text or "'" in text or re.search(r"^\s*\[", text, re.M):
+        return _from_toml(text, "field map")
+    items = [s for s in (x.strip() for x in re.split(r"[;\n]", text)) if s and not s.startswith("#")]
+    return parse_map(items)
+
+
 def coerce_map(field_map) -> FieldMap:
     """A `FieldMap` from what an import option may carry: a `FieldMap`, a dict, or its text."""
     if isinstance(field_map, FieldMap):
@@ -226,7 +250,7 @@ def coerce_map(field_map) -> FieldMap:
     if isinstance(field_map, dict):
         return _build([(str(k), v) for k, v in field_map.items()], "--map")
     if isinstance(field_map, str):
-        return parse_map([s for s in (x.strip() for x in field_map.split(";")) if s])
+        return map_from_text(field_map)
     raise TypeError(f"field_map: expected a FieldMap, dict or text, got {type(field_map).__name__}")
 
 
