@@ -338,3 +338,11 @@ def test_the_watcher_reads_through_the_map(tmp_path, capsys):
             clock[0] += 5
     assert [e.kind for e in events if e.kind in ("ingested", "failed")] == ["ingested"], events
     _check_store(store, capsys)
+
+
+def test_a_map_with_another_format_is_a_usage_error(tmp_path, capsys):
+    log = _flat_jsonl(tmp_path / "log.jsonl")
+    args = ["ingest", str(log), "--store", str(tmp_path / "S"), "--format", "trl", *_maps(FLAT_MAP)]
+    assert main(args) == 2
+    assert "--map / --map-file read the log as fieldmap; not with --format trl" in capsys.readouterr().err
+    assert not (tmp_path / "S").exists()

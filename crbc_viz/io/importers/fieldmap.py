@@ -347,8 +347,9 @@ def _records(path: str):
         from ..readers.parquet import read_parquet_arrow
 
         table = read_parquet_arrow(path)
-        charge_frame(path, table, "row")
-        _guards.Budget(path, "row").spend(4 * table.nbytes)  # Python objects of every cell
+        charge_frame(path, table, "row")  # the table and its row table
+        budget = _guards.Budget(path, "row")
+        budget.spend(5 * table.nbytes)  # and the Python objects of every cell, charged first
         return table.to_pylist(), list(range(table.num_rows)), "row", False
     from ..readers import read_table
 
@@ -403,12 +404,13 @@ def _why(why: str) -> str:
     return "missing" if why.startswith("no key") and " under " not in why else f"missing ({why})"
 
 
-def _extras(into: dict, src: dict, skip: set[str], mapped: set[str]) -> None:
+def _extras(into: dict, src: dict, skip: set[str]) -> None:
+    """``src``'s fields but ``skip`` into ``into``; a target's name (and a ``src_<target>``,
+    which that would collide with) gains a ``src_`` prefix: only the map sets a target."""
     for k, v in src.items():
         if k in skip:
             continue
-        name = f"src_{k}" if k in TARGETS or k.startswith("src_") and k[4:] in mapped else k
-        into[name] = v
+        into[f"src_{k}" if k in TARGETS or (k.startswith("src_") and k[4:] in TARGETS) else k] = v
 
 
 def _rows(fm: FieldMap, recs, lines, path: str, where: str):
@@ -428,8 +430,8 @@ def _rows(fm: FieldMap, recs, lines, path: str, where: str):
     for traj, step, line, pos in _step_lists(fm, recs, lines, path, where, problems):
         row: dict = {}
         if traj is not None:
-            _extras(row, traj, skip_traj, mapped)
-        _extras(row, step, skip_step, mapped)
+            _extras(row, traj, skip_traj)
+        _extras(row, step, skip_step)
         for p in paths:
             if p.special == LINE:
                 row[p.target] = line
