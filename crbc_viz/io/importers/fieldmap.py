@@ -127,11 +127,13 @@ class FieldMap:
 
 def _check_entry(target: str, path: str, where: str) -> None:
     if target not in TARGETS:
-        raise _map_error(where, f"{target}={path}: unknown target {target!r}; valid: {', '.join(TARGETS)}")
+        raise _map_error(where, f"unknown target {target[:60]!r}; valid: {', '.join(TARGETS)}")
     if not isinstance(path, str) or not path.strip():
         raise _map_error(where, f"{target}=: expected a path (e.g. {target}=info.{target})")
     if len(path) > _MAX_PATH_CHARS:
         raise _map_error(where, f"{target}=...: the path is longer than {_MAX_PATH_CHARS} characters")
+    if ";" in path or not path.isprintable():
+        raise _map_error(where, f"{target}={path[:60]!r}: a path holds no ';' and no control character")
     if path.startswith("@"):
         if path not in (ORDER, LINE) or (path == ORDER and target != "step_idx"):
             raise _map_error(
