@@ -42,8 +42,9 @@ from crbc_viz.views.training import dash_undefined
 SOURCES = ("Bundled sample", "Upload", "Server path")
 #: What a trainer writes that an upload may be (an rLLM episodes folder is a server path).
 TRAINER_FILES = ", ".join(t for f, t in FORMAT_TITLES.items() if f not in ("canonical", "rllm"))
-#: The Import options' widgets: format, reward columns, success column.
+#: The Import options' widgets: format, reward columns, success column, field map.
 OPT_FORMAT, OPT_REWARDS, OPT_SUCCESS = "import_format", "import_rewards", "import_success"
+OPT_MAP, OPT_MAP_FILE = "import_map", "import_map_file"
 
 
 def _options() -> ReadOptions:
@@ -52,7 +53,21 @@ def _options() -> ReadOptions:
         st.session_state.get(OPT_FORMAT) or "auto",
         st.session_state.get(OPT_REWARDS) or "",
         st.session_state.get(OPT_SUCCESS) or "",
+        st.session_state.get(OPT_MAP) or "",
     )
+
+
+def _on_map_file():
+    """A map file (``--map-file``) loaded into the field map box, then the file read again."""
+    up = st.session_state.get(OPT_MAP_FILE)
+    if up is None:
+        return
+    data = up.getvalue()
+    if len(data) > 1 << 20:
+        st.session_state["data_msg"] = ("error", "Import options: a map file is at most 1 MiB")
+        return
+    st.session_state[OPT_MAP] = data.decode("utf-8", errors="replace")
+    _on_options()
 
 
 def _on_sample():
@@ -127,8 +142,9 @@ def _option_widgets(sel) -> None:
         st.session_state[OPT_FORMAT] = opts.fmt
         st.session_state[OPT_REWARDS] = ",".join(opts.reward_columns)
         st.session_state[OPT_SUCCESS] = opts.success_column or ""
+        st.session_state[OPT_MAP] = opts.field_map.replace("; ", "\n")
     changed = st.session_state[OPT_FORMAT] != "auto" or bool(
-        st.session_state[OPT_REWARDS] or st.session_state[OPT_SUCCESS]
+        st.session_state[OPT_REWARDS] or st.session_state[OPT_SUCCESS] or st.session_state[OPT_MAP]
     )
     with st.expander("Import options", expanded=changed):
         st.caption(
@@ -157,6 +173,17 @@ def _option_widgets(sel) -> None:
             placeholder="auto: the one 0/1 reward column",
             help="TRL and ms-swift files: the 0/1 column that is success",
         )
+        m1, m2 = st.columns([3, 2])
+        m1.text_area(
+            "Field map (--map)",
+            key=OPT_MAP,
+            on_change=_on_options,
+            placeholder="group_id=meta.task\ntraj_id=episode\nstep_idx=t\nreward=r",
+            help="Any other log: target=path, one a line (a dotted path into each record; "
+            "steps=turns for a list of steps per record, ^.path for the record around a step, "
+            "step_idx=@order), or a map file's TOML. README: Field maps.",
+        )
+        m2.file_uploader("Map file (--map-file)", type=["toml"], key=OPT_MAP_FILE, on_change=_on_map_file)
 
 
 def source_picker(sel) -> str:

@@ -35,7 +35,47 @@ def add_source_arguments(p: argparse.ArgumentParser, *, lenient: bool = True) ->
     p.add_argument("log", nargs="?", default=None, help="a rollout log file (or give --store DIR)")
     if lenient:
         p.add_argument("--lenient", action="store_true", help=LENIENT_HELP)
+    add_map_arguments(p)
     add_store_arguments(p)
+
+
+def add_map_arguments(p: argparse.ArgumentParser) -> None:
+    """``--map TARGET=PATH`` (repeatable) and ``--map-file FILE``: read a log of any layout
+    through a field map (`crbc_viz.io.importers.fieldmap`)."""
+    g = p.add_argument_group("reading any log through a field map (README: Field maps)")
+    g.add_argument(
+        "--map",
+        action="append",
+        default=None,
+        metavar="TARGET=PATH",
+        help="where a canonical field sits in each record: a dotted path (reward=info.r, "
+        "traj_id=^.episode inside a steps=turns list, step_idx=@order); repeatable",
+    )
+    g.add_argument(
+        "--map-file",
+        dest="map_file",
+        metavar="FILE",
+        help="the same entries in a TOML file (--map entries override it)",
+    )
+
+
+def field_map(args, *, into_store: bool = False):
+    """The `FieldMap` of ``--map`` / ``--map-file`` (None when neither is given); a map with
+    ``--store`` as the source (``into_store``: the store is ``ingest``'s output) or with another
+    ``--format`` is a usage error."""
+    from ..io.importers.fieldmap import NAME, map_from_options
+
+    items, file = getattr(args, "map", None), getattr(args, "map_file", None)
+    if not items and not file:
+        return None
+    if getattr(args, "store", None) and not into_store:
+        raise UsageError(
+            "--map / --map-file: read a log file through a field map; a store holds canonical rows"
+        )
+    fmt = getattr(args, "format", "auto")
+    if fmt not in ("auto", NAME):
+        raise UsageError(f"--map / --map-file read the log as {NAME}; not with --format {fmt}")
+    return map_from_options(items, file)
 
 
 _FILTERS = ("group", "run", "train_step", "env", "success")
@@ -103,6 +143,7 @@ def open_store(args):
     """The `LogStore` of ``--store``, warning about sources whose ingest was interrupted."""
     from ..store import LogStore, incomplete_sources
 
+    field_map(args)  # a map reads a log file, not a store
     st = LogStore(args.store)
     for m in incomplete_sources(st):
         done = sum(int(p["rows"]) for p in m.get("parts", []))
@@ -119,14 +160,33 @@ def open_store(args):
 def load_batch(args, *, anchor_obs: bool = False, store=None):
     """The `RolloutBatch` the command line names: the log file, or the store's filtered groups."""
     check_source(args)
+    fm = field_map(args)
     if args.store:
         st = store if store is not None else open_store(args)
         return st.load_batch(**filters(args), anchor_obs=anchor_obs)
-    from ..io import load_rollouts
+    if fm is not None:
+        batch = _load_mapped(args, fm)
+    else:
+        from ..io import load_rollouts
 
-    batch = load_rollouts(args.log, lenient=args.lenient)
+        batch = load_rollouts(args.log, lenient=args.lenient)
     report_load(batch)
     return batch
+
+
+def _load_mapped(args, fm):
+    """The batch of ``args.log`` read through the field map ``fm``."""
+    from ..errors import LoadError
+    from ..io.assemble import build_batch
+    from ..io.importers import expand_sources, import_source
+    from ..io.importers.fieldmap import NAME, relabel
+
+    (src,) = expand_sources([args.log], NAME)
+    imp = import_source(src, field_map=fm)
+    try:
+        return build_batch(imp.raw, lenient=args.lenient)
+    except LoadError as exc:
+        raise relabel(exc, imp.labels) from None
 
 
 def report_load(batch) -> None:

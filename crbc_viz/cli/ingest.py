@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from ..safetext import term
-from ._common import LENIENT_HELP, UsageError, add_store_arguments
+from ._common import LENIENT_HELP, UsageError, add_map_arguments, add_store_arguments, field_map
 
 HELP = "normalise rollout logs into a Parquet log store (--watch: follow a run)"
 
@@ -61,6 +61,7 @@ def add_arguments(p) -> None:
         help=f"with -v, a line every S seconds while idle (default {HEARTBEAT_S:g})",
     )
     p.add_argument("--format", default="auto", choices=("auto",) + FORMATS)
+    add_map_arguments(p)
     p.add_argument(
         "--run-id", dest="run_id", help="run_id of every ingested row (default: from the log or its folder)"
     )
@@ -87,6 +88,21 @@ def add_arguments(p) -> None:
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
 
 
+def _format(args) -> str:
+    """``--format``, or ``fieldmap`` when a field map is given."""
+    from ..io.importers.fieldmap import NAME
+
+    return NAME if field_map(args, into_store=True) is not None else args.format
+
+
+def _import_options(args) -> dict:
+    return {
+        "reward_columns": args.reward_columns,
+        "success_column": args.success_column,
+        "field_map": field_map(args, into_store=True),
+    }
+
+
 def _total_bytes(paths: list[str]) -> int:
     import os
 
@@ -100,6 +116,7 @@ def _total_bytes(paths: list[str]) -> int:
 
 
 def run(args) -> int:
+    field_map(args, into_store=True)  # a bad map fails before a folder is made or a log read
     if args.watch is not None:
         if args.log:
             raise UsageError("give log files to ingest, or --watch DIR to follow a folder, not both")
@@ -139,18 +156,18 @@ def _ingest(args) -> int:
         report = ingest(
             args.store,
             args.log,
-            fmt=args.format,
+            fmt=_format(args),
             lenient=args.lenient,
             success_threshold=args.success_threshold,
             run_id=args.run_id,
             part_rows=args.part_rows,
             progress=progress,
-            import_options={"reward_columns": args.reward_columns, "success_column": args.success_column},
+            import_options=_import_options(args),
         )
     finally:
         bar.close()
     for s in report.sources:
-        how = " (auto-detected)" if args.format == "auto" else ""
+        how = " (auto-detected)" if _format(args) == "auto" else ""
         said = (
             f"{s['rows']:,} steps {s['why']}"
             if s.get("why")
@@ -233,7 +250,7 @@ def _watch(args) -> int:
     watcher = Watcher(
         args.watch,
         args.store,
-        fmt=args.format,
+        fmt=_format(args),
         settle=SETTLE_S if args.settle is None else args.settle,
         poll=bool(args.poll),
         poll_interval=POLL_S if args.poll_interval is None else args.poll_interval,
@@ -243,7 +260,7 @@ def _watch(args) -> int:
         success_threshold=args.success_threshold,
         run_id=args.run_id,
         part_rows=args.part_rows,
-        import_options={"reward_columns": args.reward_columns, "success_column": args.success_column},
+        import_options=_import_options(args),
     )
     stops = [0]
 

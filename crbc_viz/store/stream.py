@@ -236,11 +236,15 @@ def source_batches(src, tmp_dir: Path, *, run_id, import_options, lenient, succe
     from ..io.assemble import build_batch
     from ..io.importers import import_source
     from ..io.importers._common import Imported
+    from ..io.importers.fieldmap import relabel
 
     def batch_of(imp):
         if run_id is not None:
             imp.raw.records["run_id"] = run_id
-        return build_batch(imp.raw, lenient=lenient, success_threshold=success_threshold), imp
+        try:
+            return build_batch(imp.raw, lenient=lenient, success_threshold=success_threshold), imp
+        except LoadError as exc:  # a field map's values: named by their map entries
+            raise relabel(exc, getattr(imp, "labels", None)) from None
 
     if not (stream and streams(src)):
         yield batch_of(import_source(src, **(import_options or {})))

@@ -108,7 +108,7 @@ READ_PREFIX = "import:"
 #: How the page names each importer's format ("Read as: …").
 FORMAT_TITLES = TITLES
 #: Importer options a key may carry (the names of ``crbc-viz ingest``'s flags).
-_OPTION_NAMES = ("format", "reward_columns", "success_column")
+_OPTION_NAMES = ("format", "reward_columns", "success_column", "field_map")
 _MAX_OPTION_CHARS = 200
 _MAX_REWARD_COLUMNS = 64
 
@@ -116,23 +116,27 @@ _MAX_REWARD_COLUMNS = 64
 @dataclass(frozen=True)
 class ReadOptions:
     """How a file is read: ``crbc-viz ingest``'s ``--format``, ``--reward-columns`` and
-    ``--success-column`` (the last two: TRL and ms-swift files only).
+    ``--success-column`` (the last two: TRL and ms-swift files only), and ``--map`` (a field
+    map, `crbc_viz.io.importers.fieldmap`: the file is then read as ``fieldmap``).
 
     Attributes:
         fmt: ``auto`` (detected from the file's fields) or one importer's name.
         reward_columns: the reward-function columns; empty: the importer decides.
         success_column: the 0/1 column that is success; None: the importer decides.
+        field_map: the field map as ``target=path; ...`` (``str`` of a `FieldMap`); "" none.
     """
 
     fmt: str = "auto"
     reward_columns: tuple[str, ...] = ()
     success_column: str | None = None
+    field_map: str = ""
 
     def __post_init__(self) -> None:
         from ..io.importers import FORMATS
 
         if self.fmt != "auto" and self.fmt not in FORMATS:
             raise ValueError(f"format {self.fmt[:60]!r} is not one of: auto, {', '.join(FORMATS)}")
+        self._check_map()
         if len(self.reward_columns) > _MAX_REWARD_COLUMNS:
             raise ValueError(f"reward columns: at most {_MAX_REWARD_COLUMNS} names")
         for what, name in [("reward column", c) for c in self.reward_columns] + (
@@ -146,16 +150,46 @@ class ReadOptions:
                     f"characters, without commas"
                 )
 
+    def _check_map(self) -> None:
+        """A field map reads the file as ``fieldmap``, and ``fieldmap`` needs one; the map's
+        text is its canonical ``target=path; ...`` (what `from_text` makes)."""
+        from ..io.importers.fieldmap import NAME, map_from_text
+
+        if not self.field_map:
+            if self.fmt == NAME:
+                raise ValueError("format fieldmap: give a field map (target=path, one a line)")
+            return
+        if self.fmt != NAME:
+            raise ValueError(f"a field map reads the file as {NAME}, not as {self.fmt[:60]}")
+        try:
+            text = str(map_from_text(self.field_map))
+        except LoadError as exc:
+            raise ValueError(f"field map: {exc.problems[0]}") from None
+        if text != self.field_map:
+            raise ValueError(f"field map {self.field_map[:120]!r}: expected it as {text[:120]!r}")
+
     @classmethod
-    def from_text(cls, fmt: str, reward_columns: str, success_column: str) -> ReadOptions:
+    def from_text(
+        cls, fmt: str, reward_columns: str, success_column: str, field_map: str = ""
+    ) -> ReadOptions:
         """Options as typed: reward columns comma-separated (as ``--reward-columns A,B``),
-        blank fields for "the importer decides".
+        blank fields for "the importer decides"; a field map as ``target=path`` lines or a
+        map file's TOML (the format is then ``fieldmap``).
 
         Raises:
             ValueError: naming the option and the value.
         """
+        from ..io.importers.fieldmap import NAME, map_from_text
+
         cols = tuple(c.strip() for c in (reward_columns or "").split(",") if c.strip())
-        return cls(fmt or "auto", cols, (success_column or "").strip() or None)
+        text = ""
+        if (field_map or "").strip():
+            try:
+                text = str(map_from_text(field_map))
+            except LoadError as exc:
+                raise ValueError(f"field map: {exc.problems[0]}") from None
+            fmt = NAME if (fmt or "auto") == "auto" else fmt
+        return cls(fmt or "auto", cols, (success_column or "").strip() or None, text)
 
     @property
     def is_default(self) -> bool:
@@ -170,6 +204,8 @@ class ReadOptions:
             pairs.append(("reward_columns", ",".join(self.reward_columns)))
         if self.success_column is not None:
             pairs.append(("success_column", self.success_column))
+        if self.field_map:
+            pairs.append(("field_map", self.field_map))
         return urlencode(pairs)
 
     @classmethod
@@ -194,8 +230,13 @@ class ReadOptions:
             raise ValueError("import option 'reward_columns' is empty")
         if "success_column" in seen and not seen["success_column"].strip():
             raise ValueError("import option 'success_column' is empty")
+        if "field_map" in seen and not seen["field_map"].strip():
+            raise ValueError("import option 'field_map' is empty")
         return cls.from_text(
-            seen.get("format", "auto"), seen.get("reward_columns", ""), seen.get("success_column", "")
+            seen.get("format", "auto"),
+            seen.get("reward_columns", ""),
+            seen.get("success_column", ""),
+            seen.get("field_map", ""),
         )
 
     def cli_flags(self) -> list[str]:
@@ -205,6 +246,10 @@ class ReadOptions:
             out += ["--reward-columns", ",".join(self.reward_columns)]
         if self.success_column is not None:
             out += ["--success-column", self.success_column]
+        if self.field_map:
+            out = out[2:]  # "--format fieldmap": --map implies it
+            for item in self.field_map.split("; "):
+                out += ["--map", item]
         return out
 
     def importer_options(self) -> dict:
@@ -214,6 +259,8 @@ class ReadOptions:
             out["reward_columns"] = list(self.reward_columns)
         if self.success_column is not None:
             out["success_column"] = self.success_column
+        if self.field_map:
+            out["field_map"] = self.field_map
         return out
 
 
@@ -630,6 +677,7 @@ def _read_file(path: str, options: ReadOptions):
     from ..io import load_rollouts
     from ..io.assemble import build_batch
     from ..io.importers import Source, detect, expand_sources, import_source
+    from ..io.importers.fieldmap import relabel
 
     detected, batch = options.fmt == "auto", None
     if os.path.isdir(path):
@@ -677,5 +725,9 @@ def _read_file(path: str, options: ReadOptions):
     if src.fmt == "canonical":
         return _mark(batch if batch is not None else load_rollouts(path), ReadAs("canonical", detected))
     imp = import_source(src, **options.importer_options())
+    try:
+        batch = build_batch(imp.raw)
+    except LoadError as exc:  # a field map's values: named by their map entries
+        raise relabel(exc, getattr(imp, "labels", None)) from None
     counts = tuple(imp.counts.items())
-    return _mark(build_batch(imp.raw), ReadAs(src.fmt, detected, tuple(imp.notes), counts))
+    return _mark(batch, ReadAs(src.fmt, detected, tuple(imp.notes), counts))

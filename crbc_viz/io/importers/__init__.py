@@ -11,6 +11,7 @@ its dumps into canonical step rows (SCHEMA.md), ready for ``build_batch``.
     verl        verl rollout_data_dir ({step}.jsonl with input / output / score)
     verifiers   verifiers / prime-rl results.jsonl (example_id, prompt, completion, reward ...)
     skyrl       SkyRL dumped_evals/global_step_<N>_evals/<data_source>.jsonl
+    fieldmap    any other log, through a field map (--map target=path, --map-file map.toml)
 
 Each is a module that satisfies `Importer` (``NAME``, ``SIGNATURE``, ``sniff``, ``read``;
 optionally ``sniff_file``, `SniffsFile`), listed once in `IMPORTERS`, in detection order:
@@ -29,7 +30,7 @@ from pathlib import Path
 from ...errors import LoadError, Problem
 from .._guards import check_input_file
 from ..readers import SUFFIXES
-from . import canonical, ms_swift, rllm, roll, skyrl, trl, verifiers, verl, verl_agent
+from . import canonical, fieldmap, ms_swift, rllm, roll, skyrl, trl, verifiers, verl, verl_agent
 from ._common import Imported, peek_fields
 from ._protocol import Importer, SniffsFile
 
@@ -48,7 +49,18 @@ __all__ = [
 
 #: Every importer, in detection order: the most specific signature first. A new importer is a
 #: module satisfying `Importer` and one entry here.
-IMPORTERS: tuple[Importer, ...] = (canonical, verl_agent, roll, rllm, ms_swift, verifiers, skyrl, trl, verl)
+IMPORTERS: tuple[Importer, ...] = (
+    canonical,
+    verl_agent,
+    roll,
+    rllm,
+    ms_swift,
+    verifiers,
+    skyrl,
+    trl,
+    verl,
+    fieldmap,  # never detected: chosen by giving a field map (--map, --map-file)
+)
 
 
 def _by_name(importers: tuple[Importer, ...]) -> dict[str, Importer]:
@@ -146,7 +158,7 @@ def _claimed(path: str, fmt: str) -> str:
         got = detect(path)
     except LoadError:
         m = _BY_NAME.get(fmt)
-        if m is not None and _claims(m, path, peek_fields(path)):
+        if m is not None and (fmt == fieldmap.NAME or _claims(m, path, peek_fields(path))):
             return fmt
         raise
     return got if fmt == "auto" else fmt
@@ -232,9 +244,9 @@ def expand_sources(paths, fmt: str = "auto") -> list[Source]:
     return out
 
 
-#: Options an importer may take (``--reward-columns``, ``--success-column``); each importer gets
-#: the ones its ``read`` accepts.
-IMPORT_OPTIONS = ("reward_columns", "success_column")
+#: Options an importer may take (``--reward-columns``, ``--success-column``, the field map of
+#: ``--map`` / ``--map-file``); each importer gets the ones its ``read`` accepts.
+IMPORT_OPTIONS = ("reward_columns", "success_column", "field_map")
 
 
 def import_source(src: Source, **options) -> Imported:
