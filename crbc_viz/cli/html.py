@@ -15,7 +15,7 @@ from pathlib import Path
 from ..safetext import term
 from ._common import BACKEND_CHOICES, UsageError, add_param_argument, check_estimators, one_line, parse_params
 
-HELP = "one group as a self-contained HTML page to share (graph, rollouts, credit, provenance)"
+HELP = "one group as a self-contained HTML page to share"
 
 #: Written, but some estimators refused the input (as ``score``'s `EXIT_REFUSED`).
 EXIT_REFUSED = 3

@@ -120,7 +120,9 @@ def test_parameters_reach_the_estimators_and_the_provenance():
     assert "beta=0.9," in prov["params [crbc]"] and "norm=&#x27;mean&#x27;" in prov["params [grpo]"]
     # GRPO without normalisation: ±0.5 (mean-only, spec_vectors).
     p = _parse(shared.fragment)
-    assert p.credit[("grpo", "t1", 0)] == pytest.approx(0.5) and p.credit[("grpo", "t2", 0)] == pytest.approx(-0.5)
+    assert p.credit[("grpo", "t1", 0)] == pytest.approx(0.5) and p.credit[("grpo", "t2", 0)] == pytest.approx(
+        -0.5
+    )
 
 
 def test_a_trainer_dump_says_how_it_was_read():
