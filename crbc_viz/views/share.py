@@ -281,7 +281,7 @@ def share(
         num_groups=int(batch.num_groups),
         version=_version(),
         params={n: _params_dict(r.params) for n, r in results.items()},
-        backend=backend,
+        backend=f"{backend} (ran: {', '.join(f'{n} on {r.backend}' for n, r in results.items())})",
         sha256=sha256,
         notes=tuple(notes),
         generated=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),

@@ -111,6 +111,7 @@ def test_provenance_names_file_format_group_version_and_params(toy_view):
     assert "beta=0.98" in prov["params [crbc]"] and "min_actions=2" in prov["params [crbc]"]
     assert "norm=&#x27;std&#x27;" in prov["params [grpo]"]
     assert re.fullmatch(r"[0-9a-f]{64}", prov["file SHA-256"])
+    assert re.fullmatch(r"auto \(ran: crbc on \w+, grpo on \w+\)", prov["backend"])
 
 
 def test_parameters_reach_the_estimators_and_the_provenance():
