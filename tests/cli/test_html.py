@@ -92,3 +92,12 @@ def test_one_refusal_writes_the_others_and_exits_3(tmp_path):
     assert line.startswith("error: estimator 'trace' refused the input: ") and "gold_logprob" in line
     page = out.read_text(encoding="utf-8")
     assert "data-crbc-refused='trace'" in page and page.count("<iframe ") == 1
+
+
+def test_logged_control_characters_reach_no_terminal(tmp_path):
+    out = tmp_path / "page.html"
+    proc = _cli(ROOT / "tests/bad_inputs/terminal_escapes.jsonl", "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stdout and "\x9b" not in proc.stdout and "\x07" not in proc.stdout
+    assert "\\x1b]0;pwned\\x07g" in proc.stdout  # the group's label, its controls shown escaped
+    assert out.exists()
