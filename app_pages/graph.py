@@ -12,6 +12,7 @@ from crbc_viz.ui import pipeline, view
 from crbc_viz.ui.links import events
 from crbc_viz.ui.params import params_to_url
 from crbc_viz.ui.selection import pick_anchor, pick_rollout, pick_step, step_buttons
+from crbc_viz.ui.share import download_view_button
 from crbc_viz.ui.sidebar import require_selection
 from crbc_viz.ui.text import cells, md
 from crbc_viz.views.board import board_html
@@ -260,6 +261,7 @@ def render() -> None:
     else:
         _draw(sel, graph, ctl, ptxt)
     _how_to_read(sel.estimator, bool(ctl["focus"] and ctl["traj"] is not None))
+    download_view_button(sel)
     if ctl["anchor"] is not None:
         _anchor_panel(sel, graph, res, ctl["anchor"], ctl["step"])
     if not isinstance(res, str):

@@ -23,6 +23,7 @@ __all__ = [
     "AnchorGraph",
     "CreditResult",
     "LoadError",
+    "show",
 ]
 __version__ = "0.1.0"
 
@@ -34,6 +35,7 @@ _EXPORTS = {
     "LoadError": "io",
     "load_rollouts": "io",
     "CreditResult": "result",
+    "show": "views.share",
 }
 
 

@@ -8,6 +8,7 @@
     crbc-viz info|score --store DIR [--group ID] [--run R] [--train-step N] [--env E] [--success ...]
     crbc-viz trends --store DIR [--json];  crbc-viz export --store DIR --estimator crbc --out F
     crbc-viz drop-incomplete --store DIR
+    crbc-viz html LOG [--group G] [-e NAME ...] [--param key=value ...] -o page.html
 
 `COMMANDS` is the table of commands: each is a module with ``HELP`` (its one-line summary),
 ``add_arguments(parser)`` and ``run(args) -> int``; a new command adds a row here and a module
@@ -36,6 +37,7 @@ COMMANDS: dict[str, str] = {
     "trends": "crbc_viz.cli.trends",
     "drop-incomplete": "crbc_viz.cli.drop_incomplete",
     "export": "crbc_viz.cli.export",
+    "html": "crbc_viz.cli.html",
 }
 
 
