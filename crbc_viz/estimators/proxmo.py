@@ -95,32 +95,53 @@ def step_texts(graph: AnchorGraph) -> np.ndarray:
     )
 
 
-def tfidf_vectors(docs: list[str], weights: np.ndarray, max_features: int) -> np.ndarray | None:
+def tfidf_vectors(docs: list[str], weights: np.ndarray, max_features: int):
     """scikit-learn ``TfidfVectorizer(max_features=...)`` defaults on a corpus of distinct
     documents each standing for ``weights[d]`` identical rows: lower-case, tokens
     ``\\b\\w\\w+\\b``, raw counts, the ``max_features`` terms of highest corpus count (the
     vocabulary sorted alphabetically, then ``(-counts).argsort()``, as sklearn cuts it),
-    idf = ln((1 + n) / (1 + df)) + 1 over the n rows, rows L2-normalised. ``[D, V]``, or None
-    where the corpus has no term (sklearn raises "empty vocabulary" there)."""
+    idf = ln((1 + n) / (1 + df)) + 1 over the n rows, rows L2-normalised. A sparse CSR
+    matrix ``[D, V]``, or None where the corpus has no term (sklearn raises "empty
+    vocabulary" there)."""
+    from scipy import sparse
+
     counts = [Counter(TOKEN.findall(d.lower())) for d in docs]
     vocab = sorted(set().union(*counts))
     if not vocab:
         return None
     col = {t: j for j, t in enumerate(vocab)}
-    X = np.zeros((len(docs), len(vocab)))
-    for d, c in enumerate(counts):
-        for t, k in c.items():
-            X[d, col[t]] = k
+    rows = np.repeat(np.arange(len(docs)), [len(c) for c in counts])
+    cols = np.fromiter((col[t] for c in counts for t in c), dtype=np.int64, count=len(rows))
+    vals = np.fromiter((k for c in counts for k in c.values()), dtype=np.float64, count=len(rows))
+    X = sparse.csr_matrix((vals, (rows, cols)), shape=(len(docs), len(vocab)))
     w = np.asarray(weights, dtype=np.float64)
     if len(vocab) > max_features:
-        tfs = w @ X
-        keep = np.sort((-tfs).argsort()[:max_features])
-        X = X[:, keep]
+        tfs = X.T @ w
+        X = X[:, np.sort((-tfs).argsort()[:max_features])]
     n = w.sum()
-    df = w @ (X > 0)
-    X = X * (np.log((1.0 + n) / (1.0 + df)) + 1.0)
-    norm = np.sqrt((X * X).sum(axis=1, keepdims=True))
-    return X / np.where(norm > 0, norm, 1.0)
+    df = (X > 0).T.astype(np.float64) @ w
+    X = sparse.csr_matrix(X.multiply(np.log((1.0 + n) / (1.0 + df)) + 1.0))
+    norm = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+    return sparse.csr_matrix(sparse.diags(1.0 / np.where(norm > 0, norm, 1.0)) @ X)
+
+
+#: Rows of a group's similarity matrix computed at once (memory: this many × its distinct texts).
+BLOCK = 1024
+
+
+def _group_baseline(vec, R: np.ndarray, doc: np.ndarray, tau: float) -> np.ndarray:
+    """The soft baseline of one group's steps: its distinct texts ``doc`` (rows of ``vec``),
+    each weighing its step count; similarity rows in blocks of `BLOCK`."""
+    d, local = np.unique(doc, return_inverse=True)
+    m = np.bincount(local, minlength=len(d)).astype(np.float64)
+    r_sum = np.bincount(local, weights=R, minlength=len(d))
+    sub = vec[d]
+    out = np.empty(len(d))
+    for lo in range(0, len(d), BLOCK):
+        logits = (sub[lo : lo + BLOCK] @ sub.T).toarray() / tau
+        e = np.exp(logits - logits.max(axis=1, keepdims=True))
+        out[lo : lo + BLOCK] = (e @ r_sum) / (e @ m)
+    return out[local]
 
 
 def psc_weight(score: np.ndarray, p_rate: np.ndarray, alpha: float, target_range: float) -> np.ndarray:
@@ -155,17 +176,14 @@ def _soft_baseline(graph: AnchorGraph, R: np.ndarray, p: ProxMOParams) -> np.nda
         vec = tfidf_vectors(list(docs), mult, p.max_features)
         if vec is None:
             continue  # base stays 0 and so does A^S (set below)
-        div = np.sqrt((vec * vec).sum(axis=1, keepdims=True)) + p.norm_eps
-        vec = vec / np.where(div > 0, div, 1.0)  # an empty text stays the zero vector
+        from scipy import sparse
+
+        norm = np.sqrt(np.asarray(vec.multiply(vec).sum(axis=1)).ravel()) + p.norm_eps
+        vec = sparse.csr_matrix(sparse.diags(1.0 / np.where(norm > 0, norm, 1.0)) @ vec)  # 0 stays 0
         doc_all = np.empty(b.num_steps, dtype=np.int64)
         doc_all[scope] = doc_of
         for rows in groups if scopes else [scope]:
-            d, local = np.unique(doc_all[rows], return_inverse=True)
-            m = np.bincount(local, minlength=len(d)).astype(np.float64)
-            r_sum = np.bincount(local, weights=R[rows], minlength=len(d))
-            logits = (vec[d] @ vec[d].T) / p.temperature
-            e = np.exp(logits - logits.max(axis=1, keepdims=True))
-            base[rows] = ((e @ r_sum) / (e @ m))[local]
+            base[rows] = _group_baseline(vec, R[rows], doc_all[rows], p.temperature)
     return base
 
 

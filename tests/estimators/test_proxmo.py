@@ -101,7 +101,7 @@ def test_step_returns_equal_the_authors_float32_returns(tmp_path, authors):
 def test_tfidf_equals_a_hand_count():
     """Two documents 'the cat sat', 'the cat' (one row each): idf(the) = idf(cat) = 1,
     idf(sat) = ln(3/2) + 1; rows L2-normalised."""
-    v = tfidf_vectors(["The cat sat", "the cat"], np.array([1.0, 1.0]), 1024)
+    v = tfidf_vectors(["The cat sat", "the cat"], np.array([1.0, 1.0]), 1024).toarray()
     i_sat = math.log(1.5) + 1
     row0 = np.array([1.0, i_sat, 1.0]) / math.sqrt(2 + i_sat**2)  # cat, sat, the
     np.testing.assert_allclose(v, [row0, [1 / math.sqrt(2), 0, 1 / math.sqrt(2)]], rtol=0, atol=1e-15)
@@ -113,7 +113,7 @@ def test_brute_force_soft_baseline_on_the_toy_group():
     g = build_graph(load_rollouts(TOY))
     r = proxmo(g, psc=False)
     texts = list(g.batch.steps["anchor_obs"].astype(str))
-    vec = tfidf_vectors(texts, np.ones(len(texts)), 1024)
+    vec = tfidf_vectors(texts, np.ones(len(texts)), 1024).toarray()
     vec = vec / (np.linalg.norm(vec, axis=1, keepdims=True) + 1e-8)
     w = np.exp(vec @ vec.T / 0.1)
     w /= w.sum(axis=1, keepdims=True)
@@ -147,3 +147,22 @@ def test_rejects_out_of_range_parameters():
         proxmo(g, temperature=0.0)
     with pytest.raises(EstimatorInputError, match="'idf_scope' of 'proxmo'"):
         proxmo(g, idf_scope="run")
+
+
+def test_tfidf_vocabulary_cut_equals_sklearn():
+    """The max_features cut (ties included) and repeated rows, against TfidfVectorizer."""
+    text = pytest.importorskip("sklearn.feature_extraction.text")
+    docs = [
+        "red apple red pear",
+        "green pear",
+        "blue sky over the sea",
+        "red sky",
+        "Apple pie, apple tart!",
+        "x",
+    ]
+    mult = np.array([2, 1, 3, 1, 1, 2])
+    rows = [d for d, k in zip(docs, mult) for _ in range(k)]
+    for k in (1, 3, 5, 1024):
+        want = text.TfidfVectorizer(max_features=k).fit_transform(rows).toarray()
+        got = tfidf_vectors(docs, mult.astype(float), k).toarray()
+        np.testing.assert_allclose(np.repeat(got, mult, axis=0), want, rtol=0, atol=1e-12, err_msg=str(k))
