@@ -73,10 +73,7 @@ def test_equals_the_authors_code(tmp_path, authors, mode, omega, seed):
 
 
 def test_toy_by_hand():
-    """§14's toy group (R = 1 on success), mean_norm, no invalid actions.
-
-    V(s0) = (0.95³ + 0.95⁵)/4 = 0.4077890; V(s1) = (0.95² + 0.95² + 0.95³)/4 ... see below.
-    """
+    """§14's toy group (R = 1 on success), mean_norm, no invalid actions (spec vector §14.16)."""
     g = build_graph(load_rollouts(TOY))
     r = g2po(g)
     # Visits (traj, t, T, R): s1 at (0,1,3,1) (1,1,3,0) (2,2,4,0) (3,3,5,1):
@@ -98,6 +95,7 @@ def test_toy_by_hand():
     # Episode term over the 15 rows: R = 1 on 3 + 5 rows.
     a_e = 1.0 - 8 / 15
     assert r.advantage[0] == pytest.approx(a_e + a1 + a2, abs=1e-12)
+    assert round(float(r.advantage[0]), 6) == -0.767484  # docs/spec_vectors.md §14.16
 
 
 def test_permuting_trajectories_changes_nothing(tmp_path):
