@@ -232,7 +232,11 @@ def _proxmo(graph: AnchorGraph, p: ProxMOParams) -> CreditResult:
         numbers. A group whose step returns agree within round-off gets A^S = 0; a corpus
         with no term of two word characters gets A^S = 0 (the code's fallback). A one-row
         group has mean 0 (A^E = its score). Without a logged ``is_action_valid`` no penalty
-        applies. The episode statistics weigh rollouts by length (cross-steps).
+        applies. The episode statistics weigh rollouts by length (cross-steps). PSC reads
+        its score as 0 / 1 (the code's comment): with ``outcome='return'`` on 0 / 10 rewards p
+        clips to 1, as it does in the code. The authors fit one TF-IDF vectorizer on the whole
+        training batch, so a group's vectors depend on the other groups there
+        (``idf_scope='batch'``); the default fits each group on its own steps.
 
     >>> from crbc_viz import load_rollouts, build_graph
     >>> g = build_graph(load_rollouts("sample_rollouts/toy/toy_group.jsonl"))
