@@ -10,4 +10,4 @@ if _TESTS not in sys.path:
 
 # Pristine copies of trainer files (tests/fixtures/trainer_sources/): patched by a test, never
 # imported; fixture generators run in throw-away venvs holding the trainer's package, not here.
-collect_ignore_glob = ["fixtures/trainer_sources/*", "fixtures/generators/*"]
+collect_ignore_glob = ["fixtures/trainer_sources/*", "fixtures/generators/*", "fixtures/authors_code/*"]

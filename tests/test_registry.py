@@ -281,7 +281,7 @@ def test_estimators_page_lists_exactly_the_registry_with_backends():
     assert [s.value for s in at.subheader] == [s.title for s in SPECS]
     lines = {}
     for m in at.markdown:
-        hit = re.match(r"`([a-z_]+)` · .*backends: ([a-z, ]+)$", str(m.value))
+        hit = re.match(r"`([a-z0-9_]+)` · .*backends: ([a-z, ]+)$", str(m.value))
         if hit:
             lines[hit.group(1)] = tuple(hit.group(2).split(", "))
     assert list(lines) == registry.names()

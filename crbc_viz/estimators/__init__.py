@@ -3,7 +3,7 @@
 # Registration order = display order: not sorted.
 # isort: off
 from . import grpo, crbc, shortest_path, gigpo, rtmc, graft, gated_bepo, pgpo, trace, agentopsd  # noqa: F401
-from . import abc, trca, iapo  # noqa: F401
+from . import abc, trca, iapo, g2po, proxmo  # noqa: F401
 from .registry import (
     EstimatorSpec,
     MissingSignalError,

@@ -8,7 +8,7 @@ from ..graph import AnchorGraph
 from .returns import trajectory_outcome
 from .segments import no_spread, segment_stats
 
-__all__ = ["group_advantage"]
+__all__ = ["group_advantage", "row_advantage"]
 
 
 def group_advantage(
@@ -43,3 +43,18 @@ def group_advantage(
     if norm == "mean":
         return centered
     return centered / (std[g] + eps)
+
+
+def row_advantage(graph: AnchorGraph, score: np.ndarray, std_norm: bool, eps: float) -> np.ndarray:
+    """verl-agent's ``episode_norm_reward`` over step rows ``[S]`` (cross-steps statistics):
+    score − mean of the group's rows, divided by std + eps in ``std_norm``; a one-row group
+    has mean 0 and std 1, a group whose rows agree within round-off gets 0."""
+    b = graph.batch
+    sg, G = b.step_group, b.num_groups
+    cnt, mean, std = segment_stats(score, sg, G, ddof=1)
+    single = cnt <= 1
+    flat = ~single & (no_spread(score, sg, G) | (std == 0))
+    mean = np.where(single, 0.0, mean)
+    std = np.where(single | flat, 1.0, std)
+    out = np.where(flat[sg], 0.0, score - mean[sg])
+    return out / (std[sg] + eps) if std_norm else out

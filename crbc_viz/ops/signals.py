@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import EstimatorInputError, MissingSignalError
 from ..graph import AnchorGraph
 
-__all__ = ["is_missing", "step_location", "require_columns", "float_signal", "shown"]
+__all__ = ["is_missing", "step_location", "require_columns", "float_signal", "shown", "action_invalid"]
 _REPR = reprlib.Repr()
 _REPR.maxstring, _REPR.maxother, _REPR.maxlist, _REPR.maxdict, _REPR.maxlevel = 60, 60, 6, 6, 2
 
@@ -65,4 +65,30 @@ def float_signal(
                 f"{step_location(graph, s)}"
             )
         out[s] = x
+    return out
+
+
+def action_invalid(graph: AnchorGraph, estimator: str) -> np.ndarray:
+    """1.0 where the logged ``is_action_valid`` is false, else 0.0 ``[S]`` (verl-agent's
+    ``1 - is_action_valid``). A batch without the column, or a row without a value, counts as
+    valid: the invalid-action penalty then applies nowhere. A value that is not a boolean (or
+    0 / 1) raises `EstimatorInputError` naming the step."""
+    b = graph.batch
+    out = np.zeros(b.num_steps)
+    if not b.has_step_column("is_action_valid"):
+        return out
+    col = b.step_column("is_action_valid")
+    if col.dtype == np.bool_:
+        return (~col).astype(np.float64)
+    for s, v in enumerate(col):
+        if is_missing(v):
+            continue
+        number = isinstance(v, (int, float, np.integer, np.floating)) and v in (0, 1)
+        if isinstance(v, (bool, np.bool_)) or number:
+            out[s] = 0.0 if bool(v) else 1.0
+            continue
+        raise EstimatorInputError(
+            f"{estimator}: field 'is_action_valid' must be true or false, got {shown(v)} at "
+            f"{step_location(graph, s)}"
+        )
     return out

@@ -884,6 +884,126 @@ def o_iapo(trajs, beta_pos, clip, eps, ddof, adv_eps):
     return out
 
 
+@per_group
+def o_g2po(
+    trajs, gamma, success_value, failure_value, invalid_penalty, episode_penalty, omega, mode, eps, outcome
+):
+    """§16 G2PO (no step of these groups logs is_action_valid: no penalty applies)."""
+    scale = mode == "mean_std_norm"
+    terms = defaultdict(list)
+    for tr in trajs:
+        T = len(tr.obs)
+        for t, s in enumerate(tr.obs):
+            terms[s].append(gamma ** (T - t) * outcome_of(tr, outcome))
+    V = {s: mean(v) for s, v in terms.items()}
+    V["+"], V["-"] = success_value, failure_value
+    steps = [(i, t, s, x) for i, tr in enumerate(transitions(trajs)) for t, (s, _, x) in enumerate(tr)]
+    at = defaultdict(dict)
+    for i, t, s, x in steps:
+        at[s][i, t] = V[x]
+    a1 = {}
+    for m in at.values():
+        a1.update(zscore_members(m, 1, eps, scale=scale))
+    a2 = zscore_members({(i, t): V[x] - V[s] for i, t, s, x in steps}, 1, eps, scale=scale)
+    a_e = episode_adv(
+        trajs, norm="std" if scale else "mean", ddof=1, eps=eps, stats="cross_steps", kind=outcome
+    )
+    out = defaultdict(list)
+    for i, t, s, x in steps:
+        c = a1[i, t] + a2[i, t]
+        out["value"].append(V[s])
+        out["q_value"].append(V[x])
+        out["credit"].append(c)
+        out["advantage"].append(a_e[i] + omega * c)
+    return out
+
+
+def _tfidf(texts, max_features):
+    """sklearn TfidfVectorizer defaults, written out: {row: {term: weight}} or None."""
+    import re
+
+    counts = [defaultdict(int) for _ in texts]
+    for c, text in zip(counts, texts):
+        for tok in re.findall(r"(?u)\b\w\w+\b", text.lower()):
+            c[tok] += 1
+    vocab = sorted({t for c in counts for t in c})
+    if not vocab:
+        return None
+    tfs = {t: sum(c.get(t, 0) for c in counts) for t in vocab}
+    keep = set(sorted(vocab, key=lambda t: -tfs[t])[:max_features])  # stable: alphabetical ties
+    n = len(texts)
+    idf = {t: math.log((1 + n) / (1 + sum(1 for c in counts if c.get(t)))) + 1 for t in keep}
+    rows = []
+    for c in counts:
+        v = {t: k * idf[t] for t, k in c.items() if t in keep}
+        norm = math.sqrt(sum(x * x for x in v.values()))
+        rows.append({t: x / norm for t, x in v.items()} if norm > 0 else {})
+    return rows
+
+
+def o_proxmo(groups=None, *, gamma, temperature, max_features, norm_eps, idf_scope, omega, psc, psc_alpha,
+             psc_target_range, invalid_penalty, step_reward, outcome):  # fmt: skip
+    """§16 ProxMO, every row against every row of its group (the authors' masked matrix)."""
+    groups = GROUPS if groups is None else groups
+    texts = [[o for tr in trajs for o in tr.obs] for _, trajs in groups]
+    if idf_scope == "batch":
+        vec_all = _tfidf([o for ts in texts for o in ts], max_features)
+        vecs, k = [], 0
+        for ts in texts:
+            vecs.append(None if vec_all is None else vec_all[k : k + len(ts)])
+            k += len(ts)
+    else:
+        vecs = [_tfidf(ts, max_features) for ts in texts]
+    sig = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
+    beta = psc_target_range / (sig(1.0) - 0.5)
+    out = defaultdict(list)
+    for (_, trajs), vec in zip(groups, vecs):
+        R = []
+        for tr in trajs:
+            r = (
+                list(tr.rew)
+                if step_reward == "env"
+                else [0.0] * (len(tr.obs) - 1) + [outcome_of(tr, outcome)]
+            )
+            R += suffix(r, gamma)
+        if vec is not None:
+            vec = [
+                {t: x / (math.sqrt(sum(y * y for y in v.values())) + norm_eps) for t, x in v.items()}
+                for v in vec
+            ]
+        base = []
+        for i in range(len(R)):
+            if vec is None:
+                base.append(0.0)
+                continue
+            logit = [
+                sum(x * vec[j].get(t, 0.0) for t, x in vec[i].items()) / temperature for j in range(len(R))
+            ]
+            top = max(logit)
+            e = [math.exp(z - top) for z in logit]
+            base.append(sum(w * r for w, r in zip(e, R)) / sum(e))
+        flat = vec is None or max(R) == min(R)
+        a_s = [0.0 if flat else r - b for r, b in zip(R, base)]
+        a_e = episode_adv(trajs, norm="mean", stats="cross_steps", kind=outcome)
+        rows = [outcome_of(tr, outcome) for tr in trajs for _ in tr.obs]
+        p = min(max(mean(rows) if len(rows) > 1 else 0.0, 0.0), 1.0)
+        k = 0
+        for i, tr in enumerate(trajs):
+            Ri = outcome_of(tr, outcome)
+            w = (
+                1 + beta * (sig((1 - p) ** psc_alpha) - 0.5)
+                if Ri > 0.5
+                else 1 + beta * (sig(-(p**psc_alpha)) - 0.5)
+            )
+            for _ in tr.obs:
+                out["value"].append(base[k])
+                out["q_value"].append(R[k])
+                out["credit"].append(a_s[k])
+                out["advantage"].append(a_e[i] * (w if psc else 1.0) + omega * a_s[k])
+                k += 1
+    return out
+
+
 ORACLES = {
     "grpo": o_grpo,
     "crbc": o_crbc,
@@ -899,6 +1019,8 @@ ORACLES = {
     "abc": o_abc,
     "trca": o_trca,
     "iapo": o_iapo,
+    "g2po": o_g2po,
+    "proxmo": o_proxmo,
 }
 
 
@@ -979,6 +1101,25 @@ NUMERIC = {
         "w_step": [0.0, 2.0],
     },
     "iapo": {"beta_pos": [0.0, 1.0], "clip": [0.125, 2.0], "eps": [0.1], "ddof": [0], "adv_eps": [0.1]},
+    "g2po": {
+        "gamma": [1.0, 0.5],
+        "success_value": [1.0],
+        "failure_value": [-1.0],
+        "invalid_penalty": [0.5],
+        "episode_penalty": [0.5],
+        "omega": [0.0, 2.0],
+        "eps": [0.1],
+    },
+    "proxmo": {
+        "gamma": [1.0, 0.5],
+        "temperature": [1.0, 0.02],
+        "max_features": [3],
+        "norm_eps": [0.0, 0.5],
+        "omega": [0.0, 2.0],
+        "psc_alpha": [1.0],
+        "psc_target_range": [0.2],
+        "invalid_penalty": [0.5],
+    },
 }
 COMBOS = {
     "grpo": [

@@ -117,7 +117,9 @@ EXTRA = {
 }
 #: shortest_path's graph reward r·ω^(d+1) has a genuine spread on an all-success group (shorter
 #: routes get more: §3a); it is computed without round-off, so it is checked on all-failure only.
-GENUINE_ON_SUCCESS = {"shortest_path"}
+#: G2PO's SUCCESS boundary scores 10 while a node's score is a mean of γ^(T−t)·R (§16): the
+#: next-node scores and score gains of an all-success group have a genuine spread.
+GENUINE_ON_SUCCESS = {"shortest_path", "g2po"}
 #: Credit columns that are not divided by a spread (raw A^B, raw first-visit A): round-off
 #: stays round-off there; their advantage is still 0.
 RAW_CREDIT = {"gated_bepo"}
