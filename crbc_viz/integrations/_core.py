@@ -39,7 +39,7 @@ import pandas as pd
 from .._extras import require
 from ..data import RolloutBatch
 from ..errors import BackendUnavailable, CrbcVizError
-from ..io.actions import transition_actions
+from ..io.actions import first_seen, transition_actions
 from ..io.anchors import anchor_hash64
 from ..io.assemble import assemble_arrow, dictionary, place_steps
 from ..io.fields import MAX_ABS_REWARD, MAX_STEP_IDX
@@ -392,20 +392,6 @@ def _action_codes(actions, n: int) -> tuple[np.ndarray, np.ndarray]:
     return codes, names
 
 
-def _first_seen(codes: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(renumbered [n], used [K'])``: codes ``0..K-1`` renumbered in order of first occurrence
-    (the numbering the loader gives, `crbc_viz.graph.action_ids`), and the old code of each new
-    one (codes that do not occur are dropped)."""
-    n = len(codes)
-    at = np.full(K, n, np.int64)
-    np.minimum.at(at, codes, np.arange(n, dtype=np.int64))
-    used = np.flatnonzero(at < n)
-    used = used[np.argsort(at[used], kind="stable")]
-    renumber = np.zeros(K, np.int64)
-    renumber[used] = np.arange(len(used), dtype=np.int64)
-    return renumber[codes], used
-
-
 def _conflicts(first: np.ndarray, row_step: np.ndarray, fields: dict, traj_name, step, source) -> int:
     """Rows that repeat a (trajectory, step) must equal its first row in every field; returns
     how many rows are such copies. ``fields``: name -> (values [n], how to show value i)."""
@@ -547,7 +533,7 @@ def _assemble(
         traj_return = np.add.reduceat(reward, starts) if len(reward) else np.zeros(0)
     traj_success = ok[first][starts] if ok is not None else traj_return > 0.0
     step_anchor = anchor[first]
-    anchor_code, anchor_used = _first_seen(step_anchor, len(hashes))
+    anchor_code, anchor_used = first_seen(step_anchor, len(hashes))
     S, G = len(first), len(lay.group_traj_offsets) - 1
     group_first = first[starts[lay.group_traj_offsets[:-1]]]
     columns = {

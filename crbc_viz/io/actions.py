@@ -76,7 +76,7 @@ def transition_codes(step_anchor_hash, traj_offsets, traj_success) -> tuple[np.n
     nonempty = off[1:] > off[:-1]
     last = off[1:][nonempty] - 1
     code[last] = len(distinct) + (~ok[nonempty]).astype(np.int64)
-    code, used = _first_seen(code, len(distinct) + 2)
+    code, used = first_seen(code, len(distinct) + 2)
     K = len(distinct)
     names = np.array(
         [
@@ -106,11 +106,11 @@ def step_action_codes(
     names = np.asarray(list(logged_names), dtype=object)
     missing = logged < 0
     if not missing.any():
-        code, used = _first_seen(logged, len(names))
+        code, used = first_seen(logged, len(names))
         return code, names[used]
     trans, trans_names = transition_codes(step_anchor_hash, traj_offsets, traj_success)
     combined = np.where(missing, len(names) + trans, logged)
-    code, used = _first_seen(combined, len(names) + len(trans_names))
+    code, used = first_seen(combined, len(names) + len(trans_names))
     return code, np.concatenate([names, trans_names])[used]
 
 
@@ -149,9 +149,10 @@ def missing_actions(batch) -> np.ndarray:
     return pd.isna(batch.steps["action"]).to_numpy(dtype=bool)
 
 
-def _first_seen(codes: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
+def first_seen(codes: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
     """``(renumbered [n], used [K'])``: codes ``0..K-1`` renumbered in order of first occurrence
-    and the old code of each new one (codes that do not occur are dropped)."""
+    (the numbering the loader gives, `crbc_viz.graph.action_ids`; the adapters number anchors
+    with it too) and the old code of each new one (codes that do not occur are dropped)."""
     n = len(codes)
     at = np.full(K, n, np.int64)
     np.minimum.at(at, codes, np.arange(n, dtype=np.int64))
