@@ -63,11 +63,11 @@ def field_map(args, *, into_store: bool = False):
     """The `FieldMap` of ``--map`` / ``--map-file`` (None when neither is given); a map with
     ``--store`` as the source (``into_store``: the store is ``ingest``'s output) or with another
     ``--format`` is a usage error."""
-    from ..io.importers.fieldmap import NAME, map_from_options
-
     items, file = getattr(args, "map", None), getattr(args, "map_file", None)
     if not items and not file:
-        return None
+        return None  # before the import: a clean log's lane loads no pandas
+    from ..io.importers.fieldmap import NAME, map_from_options
+
     if getattr(args, "store", None) and not into_store:
         raise UsageError(
             "--map / --map-file: read a log file through a field map; a store holds canonical rows"
