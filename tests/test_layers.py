@@ -37,6 +37,10 @@ RANKS = {
     "crbc_viz.backends": 5,
     "crbc_viz.api": 6,
     "crbc_viz.integrations": 6.5,
+    # the W&B / TensorBoard loggers build the shared view's HTML; adapters only call a logger given
+    "crbc_viz.integrations._dashboards": 8.5,
+    "crbc_viz.integrations.wandb": 8.5,
+    "crbc_viz.integrations.tensorboard": 8.5,
     "crbc_viz.analysis": 7,
     "crbc_viz.store": 7,
     "crbc_viz.teaching": 7,
