@@ -3,6 +3,7 @@ imports included, since those are how a cycle hides today.
 
     errors, data → io → graph, result → ops → estimators → backends → api → analysis, store, teaching
       → views → ui → app_pages            cli → api, analysis, store, io, views    integrations → api
+                                          integrations.{wandb,tensorboard,_dashboards} → api, views
 
 Rules: no import cycle among the project's modules; no module imports a layer above its own; only
 ``crbc_viz.ui``, the pages and ``app.py`` import streamlit; torch and numba only in the backends

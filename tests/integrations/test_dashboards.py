@@ -356,3 +356,21 @@ def test_a_failing_logger_never_stops_training(cadence_off, caplog):
 def test_log_every_refuses_a_bad_cadence(cadence_off, n, logger):
     with pytest.raises(CrbcVizError, match="log_every"):
         cadence_off(n, logger)
+
+
+def test_no_logger_package_is_imported_before_it_is_used(monkeypatch):
+    """Importing the loggers and the adapters imports neither wandb nor tensorboard; without
+    wandb, logging to W&B is one line naming the extra."""
+    code = (
+        "import sys, crbc_viz.integrations.wandb, crbc_viz.integrations.tensorboard, "
+        "crbc_viz.integrations.roll, crbc_viz.integrations.verl\n"
+        "print(sorted(m for m in ('wandb', 'tensorboard') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.stdout.strip() == "[]", out.stderr
+    from crbc_viz._extras import MissingExtra
+    from crbc_viz.integrations.wandb import log_groups
+
+    monkeypatch.setitem(sys.modules, "wandb", None)
+    with pytest.raises(MissingExtra, match=r"^crbc_viz.integrations.wandb needs wandb, .*crbc-viz\[wandb\]'$"):
+        log_groups(FakeRun(), TOY, step=0)
