@@ -372,5 +372,7 @@ def test_no_logger_package_is_imported_before_it_is_used(monkeypatch):
     from crbc_viz.integrations.wandb import log_groups
 
     monkeypatch.setitem(sys.modules, "wandb", None)
-    with pytest.raises(MissingExtra, match=r"^crbc_viz.integrations.wandb needs wandb, .*crbc-viz\[wandb\]'$"):
+    with pytest.raises(
+        MissingExtra, match=r"^crbc_viz.integrations.wandb needs wandb, .*crbc-viz\[wandb\]'$"
+    ):
         log_groups(FakeRun(), TOY, step=0)
