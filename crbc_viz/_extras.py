@@ -12,6 +12,8 @@ to install, never an ImportError traceback.
     numba     numba: the compiled CPU engine (``backend='auto'`` uses it when installed)
     watch     watchdog: change events for ``ingest --watch`` (it polls every few seconds without)
     networkx  networkx: `AnchorGraph.to_networkx`
+    wandb     wandb: `crbc_viz.integrations.wandb` (credit in a W&B run)
+    tensorboard  tensorboard: what a ``SummaryWriter`` for `crbc_viz.integrations.tensorboard` needs
     all       every one of them
 
 ``torch``'s extra has no upper bound and never pins: installed beside a trainer, the trainer's
@@ -38,6 +40,8 @@ EXTRA_OF: dict[str, str] = {
     "numba": "numba",
     "watchdog": "watch",
     "networkx": "networkx",
+    "wandb": "wandb",
+    "tensorboard": "tensorboard",
 }
 
 

@@ -7,8 +7,16 @@ up, `rllm.register` imports rLLM when called, and `verl_plugin` (the ``verl.plug
 point) imports verl — it is verl that loads it, from ``import verl``.
 The shared step handling (de-duplication, ordering by an explicit step index, broadcast back
 to every row and over the response mask) is in `crbc_viz.integrations._core`.
+
+Credit on a dashboard while training: `wandb.log_groups` and `tensorboard.log_groups` log a
+source's graph, per-step credit and statistics to a W&B run or a TensorBoard writer;
+`log_every(N, logger)` has every adapter hand the batch it scored to such a logger on every
+N-th call (`cadence`). Those two modules sit above `crbc_viz.views` (the graph's HTML); no
+adapter imports them.
 """
 
 from __future__ import annotations
 
-__all__ = ["verl_agent", "verl", "verl_plugin", "trl", "roll", "rllm"]
+from .cadence import log_every
+
+__all__ = ["verl_agent", "verl", "verl_plugin", "trl", "roll", "rllm", "wandb", "tensorboard", "log_every"]

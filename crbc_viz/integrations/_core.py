@@ -44,6 +44,7 @@ from ..io.anchors import anchor_hash64
 from ..io.assemble import assemble_arrow, dictionary, place_steps
 from ..io.fields import MAX_ABS_REWARD, MAX_STEP_IDX
 from ..io.flags import not_a_flag, read_flags
+from .cadence import _after_scoring
 
 __all__ = [
     "Steps",
@@ -535,12 +536,14 @@ def _assemble(
     step_anchor = anchor[first]
     anchor_code, anchor_used = first_seen(step_anchor, len(hashes))
     S, G = len(first), len(lay.group_traj_offsets) - 1
+    # A traj_id may repeat across groups: the dictionary holds each name once.
+    traj_code, traj_names = pd.factorize(np.asarray(t_names[t[first[starts]]], dtype=object))
     group_first = first[starts[lay.group_traj_offsets[:-1]]]
     columns = {
         "run_id": dictionary(np.zeros(S, np.int64), [Path(source).name.split(".")[0]]),
         "train_step": _arrow_array(np.zeros(S, np.int64)),
         "group_id": dictionary(lay.traj_group[step_traj], g_names[g[group_first]]),
-        "traj_id": dictionary(step_traj, t_names[t[first[starts]]]),
+        "traj_id": dictionary(traj_code[step_traj], traj_names),
         "step_idx": _arrow_array(s[first]),
         "reward": _arrow_array(reward),
         "anchor_key": dictionary(anchor_code, [f"{h:016x}" for h in hashes[anchor_used].tolist()]),
@@ -725,7 +728,8 @@ def score_steps(steps: Steps, estimator: str = "crbc", *, device=None, **params)
     fused there (`crbc_viz.backends.torch.fused`: merge, batched solve and credit on the
     device; only the step keys are uploaded); other estimators (and ``crbc`` at a finite depth)
     use their batched torch twin there (the numpy reference where an estimator has none, its
-    result moved to the device).
+    result moved to the device). Every N-th call hands the scored batch to the logger
+    `crbc_viz.integrations.log_every` set (off by default).
 
     Raises:
         IntegrationInputError: ``steps`` is not a `Steps` whose arrays agree (lengths, dtypes,
@@ -750,11 +754,13 @@ def score_steps(steps: Steps, estimator: str = "crbc", *, device=None, **params)
                 batch, estimator, backend=backend, device=str(dev) if backend == "torch" else "cpu", **params
             )
             adv = torch.as_tensor(res.advantage, dtype=torch.float64, device=dev)
+        _after_scoring(batch)
         return adv[torch.as_tensor(steps.row_step, device=dev)]
     from ..backends.numba import available
 
     backend = "numba" if (spec.numba_fn is not None and available()) else "auto"
     res = score(batch, estimator, backend=backend, device="cpu", **params)
+    _after_scoring(batch)
     return torch.as_tensor(np.asarray(res.advantage, np.float64)[steps.row_step], device=dev)
 
 
