@@ -397,3 +397,18 @@ def test_wheel_in_fresh_venvs(wheel, tmp_path):
         [cli, "score", TOY, "-e", "crbc", "--backend", "torch", "--out", tmp_path / "t.jsonl"], cwd=tmp_path
     )
     assert out.returncode == 0, out.stderr
+
+
+def test_wheel_ships_the_app(wheel):
+    """``crbc-viz view`` from an installed package: the wheel holds the router, the script
+    Streamlit runs, every page script and the server settings (no checkout needed)."""
+    import zipfile
+
+    names = set(zipfile.ZipFile(wheel).namelist())
+    pages = sorted(p.name for p in (ROOT / "crbc_viz/app/app_pages").glob("*.py"))
+    assert len(pages) >= 7
+    want = {"crbc_viz/app/__init__.py", "crbc_viz/app/main.py", "crbc_viz/app/router.py"}
+    want |= {"crbc_viz/app/streamlit.toml", "crbc_viz/cli/view.py"}
+    want |= {f"crbc_viz/app/app_pages/{p}" for p in pages}
+    assert want <= names, sorted(want - names)
+    assert not any(n.startswith(("app_pages/", "app.py", ".streamlit/")) for n in names)
