@@ -40,10 +40,12 @@ CORE = {"numpy", "scipy", "pandas", "pyarrow", "duckdb", "tqdm"}
 #: Trainer packages: imported only by their adapter (the trainer brings them).
 TRAINERS = {"verl", "trl", "accelerate", "rllm"}
 #: Where an optional package may be imported directly (elsewhere: `crbc_viz._extras.require`):
-#: streamlit in the app layer (its package checks with `ensure` first), torch and numba in the
-#: backends (`crbc_viz.api` refuses a backend that is not installed, naming its extra).
+#: streamlit in the app layer (its package checks with `ensure` first) and in the app's router and
+#: page scripts (run only by Streamlit; `crbc-viz view` checks with `ensure` before it starts it),
+#: torch and numba in the backends (`crbc_viz.api` refuses a backend that is not installed,
+#: naming its extra).
 DIRECT_OK = {
-    "streamlit": ("crbc_viz/ui/",),
+    "streamlit": ("crbc_viz/ui/", "crbc_viz/app/"),
     "torch": ("crbc_viz/backends/torch/",),
     "numba": ("crbc_viz/backends/numba/",),
 }
