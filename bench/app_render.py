@@ -114,7 +114,7 @@ def _one_compare(path: str) -> None:
     at.query_params["file"] = path
     opened = _timed(at.run)
     _check(at)
-    at.switch_page("app_pages/compare.py")
+    at.switch_page("crbc_viz/app/app_pages/compare.py")
     ready = _timed(at.run)
     _check(at)
     depth = _timed(at.toggle(key="cmp_depth_open").set_value(True).run)
@@ -159,7 +159,7 @@ def _store_walk(at) -> tuple[float, float, float, float]:
     by its page link's URL (s each); ``at`` is left on the Graph page."""
     from urllib.parse import unquote_plus
 
-    at.switch_page("app_pages/training.py")
+    at.switch_page("crbc_viz/app/app_pages/training.py")
     t_open = _timed(at.run)
     _check(at)
     gids = at.selectbox(key="training_group").options
@@ -174,7 +174,7 @@ def _store_walk(at) -> tuple[float, float, float, float]:
     )
     at.query_params.clear()
     at.query_params.update({k: unquote_plus(v) for k, v in query.items()})
-    at.switch_page("app_pages/graph.py")
+    at.switch_page("crbc_viz/app/app_pages/graph.py")
     t_graph = _timed(at.run)
     _check(at)
     return t_open, t_group, t_step, t_graph
@@ -190,18 +190,18 @@ def _one_getting_around() -> None:
     scored and drawn), then Compare on it, and Compare on a group of the default sample not
     seen before."""
     warm = _new().run()
-    for page in ("app_pages/graph.py", "app_pages/compare.py"):
+    for page in ("crbc_viz/app/app_pages/graph.py", "crbc_viz/app/app_pages/compare.py"):
         warm.switch_page(page).run()
         _check(warm)
     at = _new().run()
     _check(at)
     t_open, t_group, t_step, t_graph = _store_walk(at)
-    at.switch_page("app_pages/compare.py")
+    at.switch_page("crbc_viz/app/app_pages/compare.py")
     t_cmp_store = _timed(at.run)
     _check(at)
     at2 = _new().run()
     labels = at2.sidebar.selectbox(key="group_pick").options
-    at2.switch_page("app_pages/compare.py").run()
+    at2.switch_page("crbc_viz/app/app_pages/compare.py").run()
     _check(at2)
     t_cmp_new = _timed(at2.sidebar.selectbox(key="group_pick").select(labels[-1]).run)
     _check(at2)
@@ -314,7 +314,11 @@ def main() -> None:
         cold, warm = bench_first_render(args.runs)
         rows.append(("first render, default view (Data), fresh process: imports + load + score", cold, 2.0))
         rows.append(("first render, default view (Data), warm caches", warm, 2.0))
-        for page in ("app_pages/graph.py", "app_pages/trajectories.py", "app_pages/compare.py"):
+        for page in (
+            "crbc_viz/app/app_pages/graph.py",
+            "crbc_viz/app/app_pages/trajectories.py",
+            "crbc_viz/app/app_pages/compare.py",
+        ):
             rows.append(
                 (f"switch group on {Path(page).stem} (uncached group)", bench_switch(page, args.runs), 0.3)
             )

@@ -276,7 +276,7 @@ def test_estimators_page_lists_exactly_the_registry_with_backends():
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
     at.query_params["file"] = TOY
     at.run()
-    at.switch_page("app_pages/estimators.py").run()
+    at.switch_page("crbc_viz/app/app_pages/estimators.py").run()
     assert not at.exception, [e.value for e in at.exception]
     assert [s.value for s in at.subheader] == [s.title for s in SPECS]
     lines = {}

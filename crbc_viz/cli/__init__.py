@@ -9,6 +9,7 @@
     crbc-viz trends --store DIR [--json];  crbc-viz export --store DIR --estimator crbc --out F
     crbc-viz drop-incomplete --store DIR
     crbc-viz html LOG [--group G] [-e NAME ...] [--param key=value ...] -o page.html
+    crbc-viz view PATH [--port P] [--host H]     (the app on a log, a folder of dumps or a store)
 
 `COMMANDS` is the table of commands: each is a module with ``HELP`` (its one-line summary),
 ``add_arguments(parser)`` and ``run(args) -> int``; a new command adds a row here and a module
@@ -38,6 +39,7 @@ COMMANDS: dict[str, str] = {
     "drop-incomplete": "crbc_viz.cli.drop_incomplete",
     "export": "crbc_viz.cli.export",
     "html": "crbc_viz.cli.html",
+    "view": "crbc_viz.cli.view",
 }
 
 

@@ -1,7 +1,8 @@
 """The Streamlit layer: file choice, cached pipeline, parameter widgets, shared sidebar.
 
-Only this package, the page scripts (``app_pages/``) and ``app.py`` import streamlit. Without
-it (``pip install crbc-viz`` is the core), importing this package is one line naming the extra.
+Only this package, the app (``crbc_viz/app/``: router and page scripts) and ``app.py`` import
+streamlit. Without it (``pip install crbc-viz`` is the core), importing this package is one line
+naming the extra.
 """
 
 from .._extras import ensure

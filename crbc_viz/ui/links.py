@@ -9,12 +9,16 @@ and `on_pick` / `on_key` update the shared selection before the rerun draws it.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from . import view
 from .selection import set_rollout, step_by
 
 __all__ = [
+    "PAGES_DIR",
+    "page_script",
     "page_menu",
     "view_tools",
     "events",
@@ -24,6 +28,17 @@ __all__ = [
     "export_config",
     "pause_then_rerun",
 ]
+
+#: The page scripts, shipped inside the package (`crbc_viz.app`).
+PAGES_DIR = Path(__file__).resolve().parents[1] / "app" / "app_pages"
+
+
+def page_script(name: str) -> str:
+    """The absolute path of page script ``name`` (``"graph"``) for ``st.Page`` and
+    ``st.page_link``: the same page whichever main script runs the app (the checkout's
+    ``app.py`` or the package's ``main.py``)."""
+    return str(PAGES_DIR / f"{name}.py")
+
 
 _COPY_HTML = """
 <div class="crbc-copy">

@@ -173,7 +173,7 @@ def test_across_training_opens_the_bundled_store_without_a_path(monkeypatch):
     monkeypatch.delenv("CRBC_VIZ_STORE", raising=False)
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.run()
-    at.switch_page("app_pages/training.py")
+    at.switch_page("crbc_viz/app/app_pages/training.py")
     at.run()
     assert not at.exception and not at.error
     assert at.text_input(key="training_store").value == "sample_rollouts/training/store"

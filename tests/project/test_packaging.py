@@ -40,10 +40,12 @@ CORE = {"numpy", "scipy", "pandas", "pyarrow", "duckdb", "tqdm"}
 #: Trainer packages: imported only by their adapter (the trainer brings them).
 TRAINERS = {"verl", "trl", "accelerate", "rllm"}
 #: Where an optional package may be imported directly (elsewhere: `crbc_viz._extras.require`):
-#: streamlit in the app layer (its package checks with `ensure` first), torch and numba in the
-#: backends (`crbc_viz.api` refuses a backend that is not installed, naming its extra).
+#: streamlit in the app layer (its package checks with `ensure` first) and in the app's router and
+#: page scripts (run only by Streamlit; `crbc-viz view` checks with `ensure` before it starts it),
+#: torch and numba in the backends (`crbc_viz.api` refuses a backend that is not installed,
+#: naming its extra).
 DIRECT_OK = {
-    "streamlit": ("crbc_viz/ui/",),
+    "streamlit": ("crbc_viz/ui/", "crbc_viz/app/"),
     "torch": ("crbc_viz/backends/torch/",),
     "numba": ("crbc_viz/backends/numba/",),
 }
@@ -397,3 +399,18 @@ def test_wheel_in_fresh_venvs(wheel, tmp_path):
         [cli, "score", TOY, "-e", "crbc", "--backend", "torch", "--out", tmp_path / "t.jsonl"], cwd=tmp_path
     )
     assert out.returncode == 0, out.stderr
+
+
+def test_wheel_ships_the_app(wheel):
+    """``crbc-viz view`` from an installed package: the wheel holds the router, the script
+    Streamlit runs, every page script and the server settings (no checkout needed)."""
+    import zipfile
+
+    names = set(zipfile.ZipFile(wheel).namelist())
+    pages = sorted(p.name for p in (ROOT / "crbc_viz/app/app_pages").glob("*.py"))
+    assert len(pages) >= 7
+    want = {"crbc_viz/app/__init__.py", "crbc_viz/app/main.py", "crbc_viz/app/router.py"}
+    want |= {"crbc_viz/app/streamlit.toml", "crbc_viz/cli/view.py"}
+    want |= {f"crbc_viz/app/app_pages/{p}" for p in pages}
+    assert want <= names, sorted(want - names)
+    assert not any(n.startswith(("app_pages/", "app.py", ".streamlit/")) for n in names)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,21 +18,11 @@ TIMEOUT = 120
 
 
 def app_pages() -> list[str]:
-    """The page scripts of ``app.PAGES``, read from app.py's source (importing app.py would run
-    the app): the first argument of each ``st.Page(...)`` in the list."""
-    tree = ast.parse((REPO / "app.py").read_text())
-    found = [
-        n.value
-        for n in tree.body
-        if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "PAGES" for t in n.targets)
-    ]
-    assert len(found) == 1 and isinstance(found[0], ast.List), "app.py: one `PAGES = [...]` list"
-    pages = []
-    for call in found[0].elts:
-        assert isinstance(call, ast.Call) and ast.unparse(call.func) == "st.Page", ast.unparse(call)
-        assert isinstance(call.args[0], ast.Constant), ast.unparse(call)
-        pages.append(call.args[0].value)
-    return pages
+    """The page scripts of the router's ``PAGE_SPECS``, as paths relative to the checkout."""
+    from crbc_viz.app.router import PAGE_SPECS
+    from crbc_viz.ui.links import page_script
+
+    return [str(Path(page_script(name)).relative_to(REPO)) for name, *_ in PAGE_SPECS]
 
 
 def app(**query) -> AppTest:
@@ -76,7 +65,7 @@ def test_default_view_every_page():
 
 def test_graph_page_pick_group_estimator_and_trajectory():
     at = app()
-    at.switch_page("app_pages/graph.py").run()
+    at.switch_page("crbc_viz/app/app_pages/graph.py").run()
     ok(at)
     labels = at.sidebar.selectbox(key="group_pick").options
     at.sidebar.selectbox(key="group_pick").select(labels[1]).run()
@@ -127,7 +116,7 @@ def test_unknown_group_and_estimator_in_link():
 
 def test_parameter_widget_changes_url_and_result():
     at = app(file=TOY)
-    at.switch_page("app_pages/graph.py").run()
+    at.switch_page("crbc_viz/app/app_pages/graph.py").run()
     at.sidebar.number_input(key="param.crbc.beta").set_value(0.9).run()
     ok(at)
     assert "beta=0.9" in at.query_params["p"]
@@ -141,7 +130,7 @@ def test_parameter_widget_changes_url_and_result():
 
 def test_trajectories_page_pick_rollout_and_step():
     at = app(file=TOY)
-    at.switch_page("app_pages/trajectories.py").run()
+    at.switch_page("crbc_viz/app/app_pages/trajectories.py").run()
     ok(at)
     assert at.multiselect(key="traj_estimators").value == ["crbc", "visit_local", "shortest_path"]
     at.selectbox(key="rollout_pick").select("t4").run()
@@ -157,7 +146,7 @@ def test_trajectories_page_pick_rollout_and_step():
 
 def test_compare_page_estimators_and_depth():
     at = app(file=TOY)
-    at.switch_page("app_pages/compare.py").run()
+    at.switch_page("crbc_viz/app/app_pages/compare.py").run()
     ok(at)
     assert len(at.get("plotly_chart")) == 1  # the heavy sections wait until they are opened
     at.toggle(key="cmp_depth_open").set_value(True).run()
@@ -179,7 +168,7 @@ def test_compare_page_estimators_and_depth():
 
 def test_estimators_page_has_a_card_per_estimator():
     at = app(file=TOY)
-    at.switch_page("app_pages/estimators.py").run()
+    at.switch_page("crbc_viz/app/app_pages/estimators.py").run()
     ok(at)
     titles = [s.value for s in at.subheader]
     assert titles == [s.title for s in registry.specs()]
@@ -232,7 +221,11 @@ def signal_estimator():
 
 def test_missing_signal_is_a_message_not_a_traceback(signal_estimator):
     at = app(file=TOY, estimator="needs_gold")
-    for page in ("app_pages/graph.py", "app_pages/trajectories.py", "app_pages/compare.py"):
+    for page in (
+        "crbc_viz/app/app_pages/graph.py",
+        "crbc_viz/app/app_pages/trajectories.py",
+        "crbc_viz/app/app_pages/compare.py",
+    ):
         at.switch_page(page).run()
         ok(at)
         if page.endswith("trajectories.py"):
@@ -274,7 +267,7 @@ def test_compare_shows_a_refusal_as_one_line_and_the_other_estimator(refusing_es
     """A refused estimator is one warning line naming the row (no class name, no traceback);
     the other estimator of the pair is still shown, step by step."""
     at = app(file=TOY)
-    at.switch_page("app_pages/compare.py").run()
+    at.switch_page("crbc_viz/app/app_pages/compare.py").run()
     at.selectbox(key="cmp_a").select("refuser").run()
     at.selectbox(key="cmp_b").select("crbc").run()
     ok(at)
@@ -288,12 +281,12 @@ def test_compare_shows_a_refusal_as_one_line_and_the_other_estimator(refusing_es
 def test_every_registered_estimator_renders():
     """Each estimator's parameter widgets build, and its output (or its message) is placed."""
     at = app(file=TOY)
-    at.switch_page("app_pages/graph.py").run()
+    at.switch_page("crbc_viz/app/app_pages/graph.py").run()
     for name in registry.names():
         at.sidebar.selectbox(key="estimator_pick").select(name).run()
         ok(at)
         assert at.query_params.get("estimator", "crbc") == name
-    at.switch_page("app_pages/trajectories.py").run()
+    at.switch_page("crbc_viz/app/app_pages/trajectories.py").run()
     at.multiselect(key="traj_estimators").set_value(registry.names()[:6]).run()
     ok(at)
 
@@ -329,7 +322,7 @@ def test_file_rules(tmp_path, monkeypatch):
 # ---------------------------------------------------------------- the view is the URL
 def test_every_control_is_in_the_link_and_restores_it():
     at = app(file=TOY)
-    at.switch_page("app_pages/compare.py").run()
+    at.switch_page("crbc_viz/app/app_pages/compare.py").run()
     at.selectbox(key="rollout_pick").select("t3").run()
     at.selectbox(key="step_pick").select(3).run()
     at.selectbox(key="cmp_b").select("grpo").run()
@@ -349,13 +342,13 @@ def test_every_control_is_in_the_link_and_restores_it():
         "k": "4",
         "all": "True",
     }
-    at.switch_page("app_pages/trajectories.py").run()
+    at.switch_page("crbc_viz/app/app_pages/trajectories.py").run()
     at.multiselect(key="traj_estimators").set_value(["grpo", "crbc"]).run()
     ok(at)
     assert at.query_params["est"] == "grpo,crbc"
     # A fresh session opened on the link shows the same Compare view.
     fresh = app(**link)
-    fresh.switch_page("app_pages/compare.py").run()
+    fresh.switch_page("crbc_viz/app/app_pages/compare.py").run()
     ok(fresh)
     assert fresh.selectbox(key="rollout_pick").value == "t3"
     assert fresh.selectbox(key="step_pick").value == 3
@@ -369,7 +362,7 @@ def test_history_step_restores_the_previous_view():
     """Back / Forward re-run the script with an older query string: the view follows it, and
     fields absent from it go back to their defaults."""
     at = app(file=TOY)
-    at.switch_page("app_pages/graph.py").run()
+    at.switch_page("crbc_viz/app/app_pages/graph.py").run()
     at.selectbox(key="rollout_pick").select("t2").run()
     before = dict(at.query_params)
     at.selectbox(key="rollout_pick").select("t4").run()
@@ -386,22 +379,26 @@ def test_history_step_restores_the_previous_view():
 
 def test_page_switch_keeps_the_view_and_the_selection():
     at = app(file=TOY)
-    at.switch_page("app_pages/trajectories.py").run()
+    at.switch_page("crbc_viz/app/app_pages/trajectories.py").run()
     at.selectbox(key="rollout_pick").select("t2").run()
     at.selectbox(key="step_pick").select(1).run()
-    for page in ("app_pages/graph.py", "app_pages/compare.py", "app_pages/trajectories.py"):
+    for page in (
+        "crbc_viz/app/app_pages/graph.py",
+        "crbc_viz/app/app_pages/compare.py",
+        "crbc_viz/app/app_pages/trajectories.py",
+    ):
         at.switch_page(page).run()
         ok(at)
         assert at.selectbox(key="rollout_pick").value == "t2", page
         assert at.selectbox(key="step_pick").value == 1, page
     at.query_params.clear()  # a page switch that dropped the query string
-    at.switch_page("app_pages/graph.py").run()
+    at.switch_page("crbc_viz/app/app_pages/graph.py").run()
     assert at.selectbox(key="rollout_pick").value == "t2"
 
 
 def test_link_with_unknown_selection_is_refused_with_a_message():
     at = app(file=TOY, rollout="nobody", step="99")
-    at.switch_page("app_pages/trajectories.py").run()
+    at.switch_page("crbc_viz/app/app_pages/trajectories.py").run()
     ok(at)
     assert at.selectbox(key="rollout_pick").value is None
     assert any("nobody" in w.value for w in at.warning)
@@ -411,7 +408,7 @@ def test_step_buttons_and_keys_walk_the_rollout():
     from crbc_viz.ui import links
 
     at = app(file=TOY, rollout="t4", step="0")
-    at.switch_page("app_pages/trajectories.py").run()
+    at.switch_page("crbc_viz/app/app_pages/trajectories.py").run()
     at.button(key="step_next").click().run()
     at.button(key="step_next").click().run()
     assert at.selectbox(key="step_pick").value == 2
@@ -455,7 +452,7 @@ def test_graph_click_and_cell_click_choose_the_selection(monkeypatch):
 
 def test_why_did_this_fail_lists_failed_rollouts_and_blamed_steps():
     at = app(file=TOY, rollout="t2")
-    at.switch_page("app_pages/trajectories.py").run()
+    at.switch_page("crbc_viz/app/app_pages/trajectories.py").run()
     ok(at)
     failed = next(d.value for d in at.dataframe if "worst credit [crbc]" in d.value.columns)
     assert failed["rollout"].tolist() == ["t2", "t3"]
@@ -469,7 +466,7 @@ def test_why_did_this_fail_lists_failed_rollouts_and_blamed_steps():
 
 def test_compare_all_estimators_marks_the_unrunnable():
     at = app(file=TOY, rollout="t3", all="True")
-    at.switch_page("app_pages/compare.py").run()
+    at.switch_page("crbc_viz/app/app_pages/compare.py").run()
     ok(at)
     charts = at.get("plotly_chart")
     assert len(charts) == 3  # scatter, rank matrix, step × estimator heatmap
@@ -499,7 +496,7 @@ def test_constant_group_has_no_nan_text(tmp_path, monkeypatch):
     path = write_jsonl(tmp_path / "const.jsonl", rows)
     monkeypatch.setenv("CRBC_VIZ_DATA_ROOTS", str(tmp_path))
     at = app(file=str(path))
-    at.switch_page("app_pages/compare.py").run()
+    at.switch_page("crbc_viz/app/app_pages/compare.py").run()
     ok(at)
     shown = " ".join(str(m.value) for m in at.metric) + text_of(at)
     assert "nan" not in shown.lower() and "None" not in shown
@@ -510,7 +507,7 @@ def test_estimators_page_contents_and_project_reference():
     from crbc_viz.views.reference import anchor_of
 
     at = app(file=TOY)
-    at.switch_page("app_pages/estimators.py").run()
+    at.switch_page("crbc_viz/app/app_pages/estimators.py").run()
     ok(at)
     toc = next(m.value for m in at.markdown if m.value.startswith("**Contents**"))
     doc = (REPO / "docs" / "estimators.md").read_text(encoding="utf-8")
@@ -531,7 +528,7 @@ def test_sokoban_anchor_is_drawn_as_a_board():
     assert "#1565c0" in html and "#e0a030" in html and "#d32f2f" in html  # player, box, target
     assert board_html("corridor 2") == "" and board_html("<img src=x>\n#@#\n###") == ""
     at = app(rollout="r0", step="0")  # the default view: the Sokoban sample
-    at.switch_page("app_pages/trajectories.py").run()
+    at.switch_page("crbc_viz/app/app_pages/trajectories.py").run()
     ok(at)
     assert any("crbc-board" in h.proto.body for h in at.get("html"))
 
@@ -572,7 +569,7 @@ def test_compare_exports_are_named_with_parameters():
     import json
 
     at = app(file=TOY, estimator="crbc", p="beta=0.9", depth="True")
-    at.switch_page("app_pages/compare.py").run()
+    at.switch_page("crbc_viz/app/app_pages/compare.py").run()
     ok(at)
     names = [json.loads(c.proto.config)["toImageButtonOptions"]["filename"] for c in at.get("plotly_chart")]
     assert any("crbc_beta=0.9_" in n and "shortest_path" in n for n in names), names
@@ -585,7 +582,7 @@ def test_step_chosen_with_its_rollout_by_a_click_is_kept():
     from crbc_viz.ui.selection import STEP_OWNER
 
     at = app(file=TOY)
-    at.switch_page("app_pages/trajectories.py").run()
+    at.switch_page("crbc_viz/app/app_pages/trajectories.py").run()
     at.session_state["rollout_pick"] = "t4"
     at.session_state["step_pick"] = 1
     at.session_state[STEP_OWNER] = "t4"
@@ -607,7 +604,7 @@ def test_large_group_focuses_on_the_chosen_rollout(tmp_path, monkeypatch):
     path.write_text("".join(json.dumps(r, default=str) + "\n" for r in batch_to_rows(batch)))
     monkeypatch.setenv("CRBC_VIZ_DATA_ROOTS", str(tmp_path))
     at = app(file=str(path))
-    at.switch_page("app_pages/graph.py").run()
+    at.switch_page("crbc_viz/app/app_pages/graph.py").run()
     ok(at)
     total = int(
         next(c.value for c in at.caption if "anchors · estimator" in c.value)
@@ -632,7 +629,7 @@ def test_scatter_point_click_chooses_the_step():
     from crbc_viz.ui.selection import step_from_points
 
     at = app(file=TOY)
-    at.switch_page("app_pages/compare.py").run()
+    at.switch_page("crbc_viz/app/app_pages/compare.py").run()
     traces = at.session_state["_scatter_steps"]
     # toy: failed rollouts t2 (global steps 3-5) and t3 (6-9), in step order
     assert traces[1] == [3, 4, 5, 6, 7, 8, 9]

@@ -62,7 +62,7 @@ def _app(monkeypatch, root, query: dict) -> AppTest:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.query_params.update(query)
     at.run()
-    at.switch_page("app_pages/training.py")
+    at.switch_page("crbc_viz/app/app_pages/training.py")
     at.run()
     assert not at.exception, at.exception
     return at
@@ -200,7 +200,7 @@ def _compare(at_query: dict) -> AppTest:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.query_params.update(at_query)
     at.run()
-    at.switch_page("app_pages/compare.py")
+    at.switch_page("crbc_viz/app/app_pages/compare.py")
     at.run()
     assert not at.exception, at.exception
     return at

@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 from crbc_viz import teaching as T
 
 REPO = Path(__file__).resolve().parents[2]
-PAGE = "app_pages/learn.py"
+PAGE = "crbc_viz/app/app_pages/learn.py"
 TIMEOUT = 120
 
 

@@ -18,7 +18,7 @@ def test_play_steps_k_to_the_closure_and_stops():
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=TIMEOUT)
     at.query_params["lesson"] = "4"
     at.query_params["lk"] = str(LEARN_KMAX - 1)  # two steps from ∞: the run stays short
-    at.switch_page("app_pages/learn.py")
+    at.switch_page("crbc_viz/app/app_pages/learn.py")
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.select_slider(key="learn_k").value == str(LEARN_KMAX - 1)

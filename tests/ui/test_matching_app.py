@@ -67,14 +67,14 @@ def test_data_and_graph_pages_say_why_a_group_is_degenerate(tmp_path, monkeypatc
     sentence = "Every anchor of this group has one action: Q = V at every anchor"
     assert any(sentence in w.value for w in at.warning), [w.value for w in at.warning]
 
-    at.switch_page("app_pages/graph.py").run()
+    at.switch_page("crbc_viz/app/app_pages/graph.py").run()
     ok(at)
     assert "4 of 4 steps at shared anchors" in text_of(at)  # S and T, both rollouts
     assert any(sentence in w.value for w in at.warning)
     assert [e.label for e in at.expander if e.label == "Draw the graph anyway"]
 
     at = app(file=str(path), group="two_groups/0/two")
-    at.switch_page("app_pages/graph.py").run()
+    at.switch_page("crbc_viz/app/app_pages/graph.py").run()
     ok(at)
     assert "2 of 4 steps at shared anchors" in text_of(at)  # S only
     assert "4 of 4 steps' actions inferred" in text_of(at)

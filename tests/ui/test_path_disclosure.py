@@ -57,7 +57,7 @@ def test_a_refused_file_link_names_the_link_not_the_server_folders(root, asked):
 def test_a_refused_store_names_the_folder_not_the_server_folders(root):
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
     at.run()
-    at.switch_page("app_pages/training.py")
+    at.switch_page("crbc_viz/app/app_pages/training.py")
     at.run()
     at.text_input(key="training_store").set_value("/tmp").run()
     assert not at.exception, [e.value for e in at.exception]
@@ -69,7 +69,7 @@ def test_a_refused_store_names_the_folder_not_the_server_folders(root):
 def test_the_data_page_help_names_only_the_folders_inside_the_app(root):
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
     at.run()
-    at.switch_page("app_pages/data.py")
+    at.switch_page("crbc_viz/app/app_pages/data.py")
     at.run()
     at.radio(key="data_source").set_value("Server path").run()
     help_text = at.text_input(key="server_path").proto.help

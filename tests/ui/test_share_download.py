@@ -26,7 +26,7 @@ def _button(at: AppTest):
 
 def test_graph_page_downloads_the_chosen_view():
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
-    at.switch_page("app_pages/graph.py").run()
+    at.switch_page("crbc_viz/app/app_pages/graph.py").run()
     assert not at.exception, [e.value for e in at.exception]
     labels = at.sidebar.selectbox(key="group_pick").options
     at.sidebar.selectbox(key="group_pick").select(labels[3]).run()
@@ -48,7 +48,7 @@ def test_graph_page_downloads_the_chosen_view():
 
 def test_the_button_is_disabled_when_the_estimator_cannot_run():
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
-    at.switch_page("app_pages/graph.py").run()
+    at.switch_page("crbc_viz/app/app_pages/graph.py").run()
     at.sidebar.selectbox(key="estimator_pick").select("trace").run()  # needs gold_logprob
     assert not at.exception, [e.value for e in at.exception]
     b = _button(at)

@@ -54,7 +54,7 @@ def page(query: dict) -> AppTest:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.query_params.update(query)
     at.run()
-    at.switch_page("app_pages/training.py")
+    at.switch_page("crbc_viz/app/app_pages/training.py")
     at.run()
     assert not at.exception, at.exception
     return at

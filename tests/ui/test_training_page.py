@@ -37,7 +37,7 @@ def _app(monkeypatch, allowed):
     monkeypatch.setenv("CRBC_VIZ_DATA_ROOTS", str(allowed))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.run()
-    at.switch_page("app_pages/training.py")
+    at.switch_page("crbc_viz/app/app_pages/training.py")
     at.run()
     return at
 
@@ -100,7 +100,7 @@ def test_a_store_group_opens_from_its_link_with_the_file_s_credit(store, monkeyp
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.query_params.update({"file": ref})
     at.run()
-    at.switch_page("app_pages/graph.py")
+    at.switch_page("crbc_viz/app/app_pages/graph.py")
     at.run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert any(label in c.value for c in at.sidebar.caption)

@@ -69,7 +69,7 @@ def test_the_figure_is_drawn_once_per_store_state(store, monkeypatch):
     )
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.query_params.update({"store": str(folder), "tstep": "0"})
-    at.switch_page("app_pages/training.py")
+    at.switch_page("crbc_viz/app/app_pages/training.py")
     at.run()
     assert not at.exception, at.exception
     assert built == [0] and _drawn_steps(at) == {0, 1}

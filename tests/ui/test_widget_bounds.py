@@ -20,7 +20,7 @@ from crbc_viz.estimators import registry
 from crbc_viz.ui.params import MAX_URL_PROBLEMS
 
 REPO = Path(__file__).resolve().parents[2]
-PAGE = "app_pages/estimators.py"  # the lightest page that draws the shared sidebar
+PAGE = "crbc_viz/app/app_pages/estimators.py"  # the lightest page that draws the shared sidebar
 TIMEOUT = 120
 #: Parameters set per link: each refused one is one warning, and a link's warnings are capped.
 CHUNK = MAX_URL_PROBLEMS
@@ -184,13 +184,23 @@ def test_many_bad_parameters_are_capped(app):
 @pytest.mark.parametrize(
     ("page", "query", "field", "key"),
     [
-        ("app_pages/graph.py", {"max_nodes": "5"}, "max_nodes", "graph_max_nodes"),
-        ("app_pages/graph.py", {"max_nodes": "99999999999999999999"}, "max_nodes", "graph_max_nodes"),
-        ("app_pages/graph.py", {"max_nodes": "abc"}, "max_nodes", "graph_max_nodes"),
-        ("app_pages/learn.py", {"lesson": "5", "rr_jump": "0"}, "rr_jump", "learn_rr_jump"),
-        ("app_pages/learn.py", {"lesson": "6", "wg": "nan"}, "wg", "learn_wg"),
-        ("app_pages/learn.py", {"lesson": "4", "lk": "99"}, "lk", "learn_k"),
-        ("app_pages/learn.py", {"lesson": "1", "flip": "no_such_rollout"}, "flip", "learn_flip_toy"),
+        ("crbc_viz/app/app_pages/graph.py", {"max_nodes": "5"}, "max_nodes", "graph_max_nodes"),
+        (
+            "crbc_viz/app/app_pages/graph.py",
+            {"max_nodes": "99999999999999999999"},
+            "max_nodes",
+            "graph_max_nodes",
+        ),
+        ("crbc_viz/app/app_pages/graph.py", {"max_nodes": "abc"}, "max_nodes", "graph_max_nodes"),
+        ("crbc_viz/app/app_pages/learn.py", {"lesson": "5", "rr_jump": "0"}, "rr_jump", "learn_rr_jump"),
+        ("crbc_viz/app/app_pages/learn.py", {"lesson": "6", "wg": "nan"}, "wg", "learn_wg"),
+        ("crbc_viz/app/app_pages/learn.py", {"lesson": "4", "lk": "99"}, "lk", "learn_k"),
+        (
+            "crbc_viz/app/app_pages/learn.py",
+            {"lesson": "1", "flip": "no_such_rollout"},
+            "flip",
+            "learn_flip_toy",
+        ),
     ],
 )
 def test_page_control_value_outside_its_range_is_refused_with_a_message(page, query, field, key):
@@ -209,7 +219,7 @@ def test_rare_route_count_above_its_parent_is_reported():
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=TIMEOUT)
     for k, v in {"lesson": "5", "rr_jump": "2", "rr_lucky": "5"}.items():
         at.query_params[k] = v
-    at.switch_page("app_pages/learn.py")
+    at.switch_page("crbc_viz/app/app_pages/learn.py")
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert any("rr_lucky = '5'" in w.value and "showing 2" in w.value for w in at.warning)

@@ -7,7 +7,7 @@ and the alternatives taken there."""
 import streamlit as st
 
 from crbc_viz.ui import view
-from crbc_viz.ui.links import events
+from crbc_viz.ui.links import events, page_script
 from crbc_viz.ui.params import estimator_names
 from crbc_viz.ui.selection import rollout_ids, selection_row, set_rollout, set_step
 from crbc_viz.ui.sidebar import require_selection
@@ -152,13 +152,13 @@ def render() -> None:
             st.html(board)
         st.code(str(graph.node_anchor_obs[n_local])[:4000], language=None)
         st.page_link(
-            "app_pages/graph.py",
+            page_script("graph"),
             label="Show this anchor in the graph",
             icon=":material/hub:",
             query_params=view.nav_query() or None,
         )
         st.page_link(
-            "app_pages/compare.py",
+            page_script("compare"),
             label="Compare estimators at this step",
             icon=":material/compare_arrows:",
             query_params=view.nav_query() or None,

@@ -6,6 +6,7 @@ button that opens a group on the Graph page. While the store changes (``crbc-viz
 import streamlit as st
 
 from crbc_viz.ui import pipeline, sources, view
+from crbc_viz.ui.links import page_script
 from crbc_viz.ui.text import cells, md_lines
 from crbc_viz.views.training import (
     GROUP_COLUMNS,
@@ -141,7 +142,7 @@ def render() -> None:
     link = st.container()  # filled last: the link carries the whole view, the lookup's included
     _lookup(store, str(run), pick, run_key, step_key)
     link.page_link(
-        "app_pages/graph.py",
+        page_script("graph"),
         label="Open in the Graph page",
         icon=":material/hub:",
         query_params=graph_query(store.root, str(run), int(pick), gid),

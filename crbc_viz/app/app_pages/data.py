@@ -22,6 +22,7 @@ from crbc_viz.ui.files import (
     roots_help,
     save_upload,
 )
+from crbc_viz.ui.links import page_script
 from crbc_viz.ui.params import estimator_names
 from crbc_viz.ui.sandbox import read_as, split_read_key
 from crbc_viz.ui.sidebar import FILE_KEY, link_ref, selection, set_file, set_group
@@ -230,7 +231,7 @@ def source_picker(sel) -> str:
         if store and store[0] == st.session_state.get("server_path", "").strip():
             st.info(f"{md(store[0])} is a log store: its runs are shown on the Across training page.")
             st.page_link(
-                "app_pages/training.py",
+                page_script("training"),
                 label="Open this store on Across training",
                 icon=":material/show_chart:",
                 query_params={**view.nav_query(), "store": store[1]},
@@ -400,15 +401,15 @@ def render() -> None:
         st.warning(md(row["sentence"]))
     c1, c2, c3 = st.columns(3)
     q = view.nav_query() or None
-    c1.page_link("app_pages/graph.py", label="Open its graph", icon=":material/hub:", query_params=q)
+    c1.page_link(page_script("graph"), label="Open its graph", icon=":material/hub:", query_params=q)
     c2.page_link(
-        "app_pages/trajectories.py",
+        page_script("trajectories"),
         label="Read its trajectories (why rollouts failed)",
         icon=":material/timeline:",
         query_params=q,
     )
     c3.page_link(
-        "app_pages/compare.py", label="Compare estimators", icon=":material/compare_arrows:", query_params=q
+        page_script("compare"), label="Compare estimators", icon=":material/compare_arrows:", query_params=q
     )
 
 

@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from crbc_viz.ui import pipeline, view
-from crbc_viz.ui.links import events
+from crbc_viz.ui.links import events, page_script
 from crbc_viz.ui.params import params_to_url
 from crbc_viz.ui.selection import pick_anchor, pick_rollout, pick_step, step_buttons
 from crbc_viz.ui.share import download_view_button
@@ -200,7 +200,7 @@ def _anchor_panel(sel, graph, res, anchor: int, step: int | None) -> None:
         width="stretch",
     )
     st.page_link(
-        "app_pages/compare.py",
+        page_script("compare"),
         label="Compare estimators at this step" if step is not None else "Compare estimators on this group",
         icon=":material/compare_arrows:",
         query_params=view.nav_query() or None,
