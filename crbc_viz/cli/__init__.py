@@ -38,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "drop-incomplete": "crbc_viz.cli.drop_incomplete",
     "export": "crbc_viz.cli.export",
     "html": "crbc_viz.cli.html",
+    "verify": "crbc_viz.cli.verify",
 }
 
 
