@@ -31,6 +31,7 @@ __all__ = [
     "Verification",
     "compare",
     "convention",
+    "logged_advantage",
 ]
 
 #: Absolute part of the agreement rule: the float32 tolerance of the torch backend.

@@ -89,7 +89,7 @@ def _conventions_by_estimator(fmt: str) -> set[str]:
 def run(args) -> int:
     import pandas as pd
 
-    from ..analysis.verify import CONVENTIONS, NoAdvantageError, Verification, compare
+    from ..analysis.verify import CONVENTIONS, NoAdvantageError, Verification, compare, logged_advantage
     from ..estimators import get
 
     if args.estimator:
@@ -99,11 +99,12 @@ def run(args) -> int:
     results, without = [], []
     for path, fmt, batch in _read(args):
         try:
-            est, params, what = _plan(fmt, args)
-            v = compare(batch, est, params)
+            logged_advantage(batch)  # none logged: said before asking for an estimator
         except NoAdvantageError:
             without.append(path)
             continue
+        est, params, what = _plan(fmt, args)
+        v = compare(batch, est, params)
         c = CONVENTIONS.get(fmt)
         if c is not None and c.caveat and est == c.estimator:
             v.notes.append(f"{fmt}: {c.caveat}")
