@@ -32,6 +32,8 @@ __all__ = [
     "compare",
     "convention",
     "logged_advantage",
+    "recorded_estimator",
+    "ESTIMATOR_COLUMN",
 ]
 
 #: Absolute part of the agreement rule: the float32 tolerance of the torch backend.
@@ -103,6 +105,30 @@ CONVENTIONS: dict[str, Convention] = {
         "and shows as disagreeing",
     ),
 }
+
+
+#: The column in which a canonical log names the estimator that wrote its ``advantage`` (the
+#: bundled training run, experiments/sokoban_grpo, writes it on every row).
+ESTIMATOR_COLUMN = "estimator"
+
+
+def recorded_estimator(batch: RolloutBatch) -> str | None:
+    """The estimator the rows name in `ESTIMATOR_COLUMN` (one name for every row with an
+    advantage), None when the column is absent.
+
+    Raises:
+        NoConventionError: the rows name several estimators.
+    """
+    steps = batch.steps
+    if ESTIMATOR_COLUMN not in steps.columns:
+        return None
+    names = sorted({str(x) for x in steps[ESTIMATOR_COLUMN].dropna().unique()})
+    if len(names) > 1:
+        raise NoConventionError(
+            f"{batch.source or 'the data'}: the rows name {len(names)} estimators "
+            f"({', '.join(names[:5])}); verify one run at a time (--run) or name one with -e"
+        )
+    return names[0] if names else None
 
 
 def convention(fmt: str) -> Convention:

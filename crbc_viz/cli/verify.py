@@ -7,7 +7,14 @@ Exit status: 0 every group agrees within the float32 rule; 1 some groups disagre
 from __future__ import annotations
 
 from ..safetext import term
-from ._common import LENIENT_HELP, UsageError, add_param_argument, parse_params
+from ._common import (
+    LENIENT_HELP,
+    UsageError,
+    add_param_argument,
+    add_store_arguments,
+    open_store,
+    parse_params,
+)
 
 HELP = "recompute the trainer's own advantage and compare it with the logged one"
 
@@ -23,7 +30,9 @@ def add_arguments(p) -> None:
         "(float32: atol 2e-4, rtol 1e-5); 1 some groups disagree (named); 2 bad input, or no "
         "logged advantage"
     )
-    p.add_argument("source", help="a trainer's dump: a file, or a folder of one run's files")
+    p.add_argument(
+        "source", nargs="?", default=None, help="a trainer's dump: a file, or a folder of one run's files"
+    )
     p.add_argument(
         "--estimator",
         "-e",
@@ -41,16 +50,36 @@ def add_arguments(p) -> None:
     p.add_argument("--success-column", dest="success_column", metavar="COL")
     p.add_argument("--lenient", action="store_true", help=LENIENT_HELP)
     p.add_argument("--json", action="store_true", help="the comparison as JSON on stdout")
-    p.add_argument("--groups", type=int, default=20, metavar="N", help="groups listed in the text output")
+    add_store_arguments(p, filters=("run", "train_step"))
+    p.add_argument(
+        "--rows",
+        type=int,
+        default=20,
+        metavar="N",
+        help="train steps and groups listed in the text output, disagreeing first (--json: all)",
+    )
 
 
 def _read(args):
-    """[(source path, format, batch)] of ``args.source``."""
+    """[(source path, format, batch)] of ``args.source``, or of each run of ``--store``."""
     from ..io import load_rollouts
     from ..io.assemble import build_batch
     from ..io.importers import expand_sources, import_source
 
+    if (args.source is None) == (args.store is None):
+        raise UsageError("verify: give a dump (SOURCE) or --store DIR, not both")
+    if args.store is None and (args.run is not None or args.train_step is not None):
+        raise UsageError("--run / --train-step select from a store; give --store DIR")
     out = []
+    if args.store is not None:
+        st = open_store(args)
+        runs = st.train_steps(args.run)["run_id"].drop_duplicates().tolist()
+        for run in runs:
+            batch = st.load_batch(run=run, train_step=args.train_step)
+            out.append((f"{args.store} (run {run})", "canonical", batch))
+        if not out:
+            raise UsageError(f"--store {args.store}: no run matches the filters")
+        return out
     for src in expand_sources([args.source], args.format):
         if src.fmt == "canonical":
             batch = load_rollouts(src.path, lenient=args.lenient)
@@ -61,11 +90,16 @@ def _read(args):
     return out
 
 
-def _plan(fmt: str, args) -> tuple[str, dict, str]:
-    """(estimator, params, what it reproduces) for a source of format ``fmt``."""
-    from ..analysis.verify import convention
+def _plan(fmt: str, batch, args) -> tuple[str, dict, str]:
+    """(estimator, params, what it reproduces) for a source of format ``fmt``: ``-e``, else the
+    trainer's `Convention`, else (a canonical log) the estimator its rows name."""
+    from ..analysis.verify import CONVENTIONS, ESTIMATOR_COLUMN, convention, recorded_estimator
 
-    if args.estimator:
+    recorded = None if args.estimator or fmt in CONVENTIONS else recorded_estimator(batch)
+    if recorded is not None:
+        name, params = recorded, {}
+        what = f"the estimator the rows name (column {ESTIMATOR_COLUMN!r}), default parameters"
+    elif args.estimator:
         name, params, what = args.estimator, {}, f"-e {args.estimator}"
         if args.estimator in _conventions_by_estimator(fmt):
             params = dict(convention(fmt).params)
@@ -94,8 +128,8 @@ def run(args) -> int:
 
     if args.estimator:
         get(args.estimator)  # an unknown name fails before loading
-    if args.groups < 0:
-        raise UsageError("--groups: expected a count >= 0")
+    if args.rows < 0:
+        raise UsageError("--rows: expected a count >= 0")
     results, without = [], []
     for path, fmt, batch in _read(args):
         try:
@@ -103,22 +137,25 @@ def run(args) -> int:
         except NoAdvantageError:
             without.append(path)
             continue
-        est, params, what = _plan(fmt, args)
+        est, params, what = _plan(fmt, batch, args)
         v = compare(batch, est, params)
         c = CONVENTIONS.get(fmt)
         if c is not None and c.caveat and est == c.estimator:
             v.notes.append(f"{fmt}: {c.caveat}")
         results.append((path, fmt, what, v))
     if not results:
-        raise NoAdvantageError(f"{args.source}: carries no trainer-written advantage (nothing to verify)")
+        raise NoAdvantageError(
+            f"{args.source or args.store}: carries no trainer-written advantage (nothing to verify)"
+        )
     groups = pd.concat([v.groups for *_, v in results], ignore_index=True)
     first = results[0][3]
+    names = list(dict.fromkeys(v.estimator for *_, v in results))
     notes = list(dict.fromkeys(n for *_, v in results for n in v.notes))
     notes += [f"{p}: carries no logged advantage; not compared" for p in without]
     merged = Verification(
         groups,
-        first.estimator,
-        first.params,
+        ", ".join(names),
+        first.params if len(names) == 1 else {},
         first.atol,
         first.rtol,
         sum(v.skipped_steps for *_, v in results),
@@ -128,12 +165,19 @@ def run(args) -> int:
         import json
 
         doc = merged.to_dict()
-        doc["source"] = args.source
-        doc["read"] = [{"path": p, "format": f, "reproduces": w} for p, f, w, _ in results]
+        doc["source"] = args.source or args.store
+        doc["read"] = [
+            {"path": p, "format": f, "estimator": r.estimator, "params": r.params, "reproduces": w}
+            for p, f, w, r in results
+        ]
         print(json.dumps(doc, indent=2, allow_nan=False))
     else:
         _print_text(merged, results, args)
     return 0 if merged.ok else EXIT_DISAGREE
+
+
+def _recomputed(v) -> str:
+    return f"{v.estimator} " + " ".join(f"{k}={val}" for k, val in v.params.items())
 
 
 def _fmt(x: float) -> str:
@@ -141,21 +185,25 @@ def _fmt(x: float) -> str:
 
 
 def _print_text(v, results, args) -> None:
-    path, fmt, what, _ = results[0]
-    params = " ".join(f"{k}={val}" for k, val in v.params.items())
-    print(
-        f"verify {term(args.source)}: read as {fmt} ({len(results)} file(s)); recomputed {v.estimator} {params}"
-    )
-    print(f"  reproduces: {term(what)}")
+    fmts = ", ".join(dict.fromkeys(f for _, f, _, _ in results))
+    print(f"verify {term(args.source or args.store)}: read as {fmts} ({len(results)} source(s))")
+    for line in dict.fromkeys(_recomputed(r) for *_, r in results).keys():
+        print(f"  recomputed {term(line)}")
+    for what in dict.fromkeys(w for _, _, w, _ in results):
+        print(f"  reproduces: {term(what)}")
     print(f"  agreement rule: |logged - recomputed| <= {v.atol:g} + {v.rtol:g}*|recomputed|")
     print("per train step:")
     print(f"  {'run_id':<20} {'step':>5} {'groups':>6} {'disagree':>8} {'max|d|':>9} {'mean|d|':>9}")
-    for r in v.by_train_step().itertuples():
+    steps = v.by_train_step()
+    steps = steps.sort_values("disagreeing_groups", ascending=False, kind="stable").head(args.rows)
+    if len(steps) < len(v.by_train_step()):
+        print(f"  ({len(steps)} of {len(v.by_train_step())} train steps, disagreeing first)")
+    for r in steps.itertuples():
         print(
             f"  {term(str(r.run_id))[:20]:<20} {r.train_step:>5} {r.groups:>6} {r.disagreeing_groups:>8} "
             f"{_fmt(r.max_abs):>9} {_fmt(r.mean_abs):>9}"
         )
-    shown = pd_concat_bad_first(v.groups).head(args.groups)
+    shown = pd_concat_bad_first(v.groups).head(args.rows)
     print(f"per group (disagreeing first; {len(shown)} of {len(v.groups)}):")
     for r in shown.itertuples():
         mark = "ok  " if r.ok else "DIFF"

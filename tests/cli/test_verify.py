@@ -207,3 +207,14 @@ def test_json_structure(capsys):
         "worst",
     }
     assert set(g["worst"][0]) == {"traj_id", "step_idx", "logged", "recomputed", "abs_diff"}
+
+
+def test_bundled_training_store_agrees_run_by_run(capsys):
+    """The bundled run's rows name the estimator that wrote their advantage (through the
+    verl-agent adapter, `crbc_viz.integrations.verl_agent.compute_advantage`); verify reads it
+    per run. A regression check of our own adapter path against the numpy reference."""
+    store = ROOT / "sample_rollouts/training/store"
+    rc, doc = _json(capsys, "--store", store, "--run", "gigpo-s0", "--train-step", "3")
+    assert rc == 0 and doc["agree"] and doc["estimator"] == "gigpo" and doc["groups_compared"] == 8
+    rc, doc = _json(capsys, "--store", store, "--run", "grpo-s0", "--train-step", "1", "-p", "grpo.ddof=0")
+    assert rc == 1 and doc["groups_disagreeing"] > 0
