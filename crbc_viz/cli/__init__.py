@@ -9,6 +9,7 @@
     crbc-viz trends --store DIR [--json];  crbc-viz export --store DIR --estimator crbc --out F
     crbc-viz drop-incomplete --store DIR
     crbc-viz html LOG [--group G] [-e NAME ...] [--param key=value ...] -o page.html
+    crbc-viz verify SOURCE [-e NAME] [--param key=value ...] [--json]   (docs/verify.md)
 
 `COMMANDS` is the table of commands: each is a module with ``HELP`` (its one-line summary),
 ``add_arguments(parser)`` and ``run(args) -> int``; a new command adds a row here and a module

@@ -218,3 +218,21 @@ def test_bundled_training_store_agrees_run_by_run(capsys):
     assert rc == 0 and doc["agree"] and doc["estimator"] == "gigpo" and doc["groups_compared"] == 8
     rc, doc = _json(capsys, "--store", store, "--run", "grpo-s0", "--train-step", "1", "-p", "grpo.ddof=0")
     assert rc == 1 and doc["groups_disagreeing"] > 0
+
+
+def test_docs_state_each_convention_as_the_code_has_it():
+    """docs/verify.md's table row of each format names the estimator and every parameter value
+    of `CONVENTIONS` (parsed back, numbers compared as numbers)."""
+    import re
+
+    from crbc_viz.analysis.verify import CONVENTIONS
+
+    doc = (ROOT / "docs/verify.md").read_text(encoding="utf-8")
+    for fmt, c in CONVENTIONS.items():
+        row = next(line for line in doc.splitlines() if line.startswith(f"| `{fmt}` |"))
+        cell = row.split("|")[2]
+        assert f"`{c.estimator}`" in cell, fmt
+        stated = dict(re.findall(r"(\w+)=([\w.+-]+)", cell))
+        assert set(stated) == set(c.params), fmt
+        for k, v in c.params.items():
+            assert (float(stated[k]) == v) if isinstance(v, (int, float)) else stated[k] == v, (fmt, k)
