@@ -31,6 +31,7 @@ __all__ = [
     "Verification",
     "compare",
     "convention",
+    "default_plan",
     "logged_advantage",
     "recorded_estimator",
     "ESTIMATOR_COLUMN",
@@ -143,6 +144,22 @@ def convention(fmt: str) -> Convention:
             f"{', '.join(CONVENTIONS)}); name the estimator with -e"
         )
     return CONVENTIONS[fmt]
+
+
+def default_plan(fmt: str, batch: RolloutBatch) -> tuple[str, dict, str]:
+    """(estimator, params, what it reproduces) for data read as ``fmt`` with no estimator named:
+    the trainer's `Convention`, else (a canonical log or store) the estimator its rows name.
+
+    Raises:
+        NoConventionError: neither is known.
+    """
+    if fmt not in CONVENTIONS:
+        recorded = recorded_estimator(batch)
+        if recorded is not None:
+            what = f"the estimator the rows name (column {ESTIMATOR_COLUMN!r}), default parameters"
+            return recorded, {}, what
+    c = convention(fmt)
+    return c.estimator, dict(c.params), c.trainer
 
 
 @dataclass

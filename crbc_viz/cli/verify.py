@@ -91,22 +91,18 @@ def _read(args):
 
 
 def _plan(fmt: str, batch, args) -> tuple[str, dict, str]:
-    """(estimator, params, what it reproduces) for a source of format ``fmt``: ``-e``, else the
-    trainer's `Convention`, else (a canonical log) the estimator its rows name."""
-    from ..analysis.verify import CONVENTIONS, ESTIMATOR_COLUMN, convention, recorded_estimator
+    """(estimator, params, what it reproduces) for a source of format ``fmt``: ``-e`` (with the
+    trainer's parameters when it names the trainer's own estimator), else `default_plan`; then
+    ``--param``."""
+    from ..analysis.verify import convention, default_plan
 
-    recorded = None if args.estimator or fmt in CONVENTIONS else recorded_estimator(batch)
-    if recorded is not None:
-        name, params = recorded, {}
-        what = f"the estimator the rows name (column {ESTIMATOR_COLUMN!r}), default parameters"
-    elif args.estimator:
+    if args.estimator:
         name, params, what = args.estimator, {}, f"-e {args.estimator}"
         if args.estimator in _conventions_by_estimator(fmt):
             params = dict(convention(fmt).params)
             what = convention(fmt).trainer
     else:
-        c = convention(fmt)
-        name, params, what = c.estimator, dict(c.params), c.trainer
+        name, params, what = default_plan(fmt, batch)
     given = parse_params(args.param, [name])
     params.update(given.get("*", {}))
     params.update(given.get(name, {}))
