@@ -290,11 +290,17 @@ def compare(
     return Verification(
         _group_rows(batch, logged, ours, diff, has, bad),
         estimator,
-        params,
+        _used(res.params),  # every parameter as the estimator checked it (defaults included)
         atol,
         rtol,
         skipped_steps=int((~has).sum()),
     )
+
+
+def _used(p) -> dict:
+    import dataclasses
+
+    return dataclasses.asdict(p) if dataclasses.is_dataclass(p) else dict(p or {})
 
 
 def _group_rows(batch, logged, ours, diff, has, bad) -> pd.DataFrame:

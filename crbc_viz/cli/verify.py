@@ -214,6 +214,8 @@ def _print_text(v, results, args) -> None:
                 )
     for n in v.notes:
         print(f"note: {term(n)}")
+    if v.skipped_steps:
+        print(f"note: {v.skipped_steps} step(s) carry no logged advantage; not compared")
     bad = v.bad
     if len(bad):
         names = ", ".join(term(x) for x in bad["label"])
