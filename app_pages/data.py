@@ -314,7 +314,7 @@ def _logged_vs_recomputed(sel) -> None:
             st.caption("The file carries the trainer's advantage, but it cannot be recomputed: " + md(out))
             return
         v, what = out
-        (st.success if v.ok else st.error)(md(verify_headline(v, what)))
+        (st.success if v.ok else st.warning)(md(verify_headline(v, what)))
         for note in v.notes:
             st.caption(md(note))
         st.dataframe(cells(verify_table(v)), hide_index=True, width="stretch", key="verify_table")

@@ -32,7 +32,7 @@ def test_verl_agent_file_lists_the_padding_copy_group_first(roots):  # noqa: F81
     at = server_path(app(), FIX / "verl_agent_real/crbc_dump/crbc_step_000001.jsonl")
     ok(at)
     exp = _view(at)
-    assert [e.value for e in exp.error][0].startswith("1 of 3 groups disagree with gigpo")
+    assert [w.value for w in exp.warning][0].startswith("1 of 3 groups disagree with gigpo")
     table = exp.dataframe[0].value
     assert table["status"].tolist() == ["DISAGREES", "agrees", "agrees"]
     assert table["group"].iloc[0].endswith("/" + _copy_group(1))
