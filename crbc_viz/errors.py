@@ -21,13 +21,17 @@ Each subclass also keeps the built-in base it had before (``ValueError``, ``KeyE
     ├── IntegrationInputError * (a trainer adapter's input that cannot be scored as given)
     ├── DashboardInputError * (a W&B / TensorBoard logger's argument that cannot be logged)
     ├── UnknownGroupError *  (a group reference that names no group of the data, or several)
-    └── UsageError *         (a command line that cannot be run as given)
+    ├── UsageError *         (a command line that cannot be run as given)
+    ├── NoAdvantageError *   (``verify``: the data carries no trainer-written advantage)
+    └── NoConventionError *  (``verify``: the format names no trainer estimator known here)
 
 The classes marked * live beside their one raiser: `Unclaimed` in `crbc_viz.io.importers`,
 `OutputError` and `OutputFormatError` in `crbc_viz.io.write`, `HookError` in
 `crbc_viz.io.importers.verl_agent_hook`, `IntegrationInputError` in
-`crbc_viz.integrations._core`, `DashboardInputError` in `crbc_viz.integrations.cadence`, `UnknownGroupError` in `crbc_viz.views.share`, `UsageError` in
-`crbc_viz.cli._common`. The rest are defined here (`crbc_viz.store` and
+`crbc_viz.integrations._core`, `DashboardInputError` in `crbc_viz.integrations.cadence`,
+`UnknownGroupError` in `crbc_viz.views.share`, `UsageError` in `crbc_viz.cli._common`,
+`NoAdvantageError` and `NoConventionError` in `crbc_viz.analysis.verify`. The rest are defined
+here (`crbc_viz.store` and
 `crbc_viz.estimators.registry` also export the ones they raise).
 `MissingExtra` (marked *) is in `crbc_viz._extras`, the helper that imports optional packages.
 """

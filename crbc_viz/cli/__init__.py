@@ -10,6 +10,7 @@
     crbc-viz drop-incomplete --store DIR
     crbc-viz html LOG [--group G] [-e NAME ...] [--param key=value ...] -o page.html
     crbc-viz view PATH [--port P] [--host H]     (the app on a log, a folder of dumps or a store)
+    crbc-viz verify SOURCE [-e NAME] [--param key=value ...] [--json]   (docs/verify.md)
 
 `COMMANDS` is the table of commands: each is a module with ``HELP`` (its one-line summary),
 ``add_arguments(parser)`` and ``run(args) -> int``; a new command adds a row here and a module
@@ -40,6 +41,7 @@ COMMANDS: dict[str, str] = {
     "export": "crbc_viz.cli.export",
     "html": "crbc_viz.cli.html",
     "view": "crbc_viz.cli.view",
+    "verify": "crbc_viz.cli.verify",
 }
 
 

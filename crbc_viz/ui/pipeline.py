@@ -43,6 +43,7 @@ __all__ = [
     "params_key",
     "run_label",
     "DEPTH_MAX_PAIRS",
+    "verification",
 ]
 
 
@@ -153,6 +154,32 @@ def overview(
         table["disagreement"] = agr["disagreement"].to_numpy()
         table["sign_agreement"] = agr["sign_agreement"].to_numpy()
     return summary, table
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def verification(digest: str, _path: str):
+    """The trainer's logged advantage against its estimator recomputed on the same rollouts
+    (`crbc_viz.analysis.verify`), as ``(Verification, what it reproduces)``; None when the data
+    carries no logged advantage; the reason as a string when it cannot be recomputed (no known
+    convention for the format, or the estimator refuses the input)."""
+    from ..analysis.verify import CONVENTIONS, NoAdvantageError, compare, default_plan, logged_advantage
+
+    batch = load_batch(digest, _path)
+    try:
+        logged_advantage(batch)
+    except NoAdvantageError:
+        return None
+    how = sandbox.read_as(batch)
+    fmt = how.fmt if how is not None else "canonical"
+    try:
+        name, params, what = default_plan(fmt, batch)
+        v = compare(batch, name, params)
+    except CrbcVizError as e:
+        return run_label(e)
+    c = CONVENTIONS.get(fmt)
+    if c is not None and c.caveat and c.estimator == name:
+        v.notes.append(c.caveat)
+    return v, what
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

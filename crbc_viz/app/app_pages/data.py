@@ -39,6 +39,7 @@ from crbc_viz.ui.sources import (
 from crbc_viz.ui.text import cells, md, md_lines
 from crbc_viz.views.matching import degenerate_line, matching_line
 from crbc_viz.views.training import dash_undefined
+from crbc_viz.views.verify import verify_headline, verify_table
 
 SOURCES = ("Bundled sample", "Upload", "Server path")
 #: What a trainer writes that an upload may be (an rLLM episodes folder is a server path).
@@ -303,6 +304,26 @@ def _matching(sel) -> None:
         st.caption(md(deg) + " (the Graph page says why for each)")
 
 
+def _logged_vs_recomputed(sel) -> None:
+    """For a file that carries the trainer's own advantage: that advantage against its
+    estimator recomputed on the same rollouts (``crbc-viz verify``), disagreeing groups first."""
+    out = pipeline.verification(sel.digest, sel.path)
+    if out is None:
+        return
+    with st.expander("Logged vs recomputed advantage", expanded=not isinstance(out, str) and not out[0].ok):
+        if isinstance(out, str):
+            st.caption("The file carries the trainer's advantage, but it cannot be recomputed: " + md(out))
+            return
+        v, what = out
+        (st.success if v.ok else st.warning)(md(verify_headline(v, what)))
+        for note in v.notes:
+            st.caption(md(note))
+        st.dataframe(cells(verify_table(v)), hide_index=True, width="stretch", key="verify_table")
+        st.caption(
+            "The same check on the command line, per train step: `crbc-viz verify FILE` (docs/verify.md)."
+        )
+
+
 def render() -> None:
     st.title("Rollout data")
     sel = selection()
@@ -347,6 +368,7 @@ def render() -> None:
     )
     _read_as(sel)
     _matching(sel)
+    _logged_vs_recomputed(sel)
     for w in summary["warnings"]:
         st.warning(md(w))
     if summary["skipped"]:
