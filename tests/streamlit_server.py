@@ -24,6 +24,7 @@ __all__ = [
     "streamlit_server",
     "app_idle",
     "wait_until",
+    "draw_anyway",
     "REPO",
     "WAIT_MS",
     "CHROMIUM",
@@ -166,3 +167,16 @@ def wait_until(pg, check, what: str, timeout_ms: int = WAIT_MS):
         if time.monotonic() > deadline:
             raise AssertionError(f"{what}: not so within {timeout_ms / 1000:.0f} s (last seen: {last!r})")
         pg.wait_for_timeout(100)  # the polling interval between two checks of the condition
+
+
+def draw_anyway(pg, timeout_ms: int = WAIT_MS) -> bool:
+    """On the Graph page of a group whose credit is all 0 for a reason the data explains (no
+    success, ...), the page says why and keeps the graph in a "Draw the graph anyway" expander:
+    open it (a no-op on any other group). Returns whether it was there."""
+    app_idle(pg, timeout_ms)
+    summary = pg.locator("[data-testid='stExpander'] summary", has_text="Draw the graph anyway")
+    if not summary.count():
+        return False
+    summary.first.click()
+    app_idle(pg, timeout_ms)
+    return True

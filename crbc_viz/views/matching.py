@@ -3,7 +3,7 @@ from `crbc_viz.analysis.matching`)."""
 
 from __future__ import annotations
 
-__all__ = ["matching_line", "degenerate_line", "COUNT_TITLES"]
+__all__ = ["matching_line", "degenerate_line", "all_grey", "COUNT_TITLES"]
 
 #: The importer's per-file counts (`crbc_viz.io.importers._common.COUNTS`) as the pages say them.
 COUNT_TITLES = {
@@ -42,3 +42,14 @@ def degenerate_line(by_reason: dict) -> str | None:
         return None
     total = sum(n for _, n in hit)
     return f"{total} group(s) with degenerate credit: " + ", ".join(f"{n} {w}" for w, n in hit)
+
+
+def all_grey(result) -> bool:
+    """True when ``result`` (a `CreditResult`; a refusal's text is not) gives every step a
+    credit of exactly 0: the graph it would colour is all grey. The data's reason (a group's
+    ``sentence`` in `crbc_viz.analysis.matching`) is then said instead; an estimator with credit
+    of its own on such a group (GRPO with one action at every anchor, ABC's judge) is drawn."""
+    import numpy as np
+
+    credit = getattr(result, "credit", None)
+    return credit is not None and len(credit) > 0 and not np.any(np.asarray(credit))

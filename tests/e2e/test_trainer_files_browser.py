@@ -113,7 +113,7 @@ def test_each_trainer_file_opens_on_the_data_page_with_the_cli_counts(setup, bro
         app_idle(pg)
         assert pg.locator("[data-testid='stMetric']").count() == 0
         for path, title in UPLOADS:
-            pg.locator("input[type='file']").set_input_files(str(path))
+            pg.locator(".st-key-upload input[type='file']").set_input_files(str(path))
             opened = pg.locator("[data-testid='stAlert']", has_text=f"Opened the upload {path.name}")
             opened.first.wait_for(timeout=WAIT_MS)
             wait_until(
@@ -136,7 +136,7 @@ def test_each_trainer_file_opens_on_the_data_page_with_the_cli_counts(setup, bro
         # A file no importer reads: said once, by its name, with the command to try.
         bad = tmp / "training metrics.csv"
         bad.write_text("epoch,loss\n1,0.5\n")
-        pg.locator("input[type='file']").set_input_files(str(bad))
+        pg.locator(".st-key-upload input[type='file']").set_input_files(str(bad))
         refusal = pg.locator("[data-testid='stAlert']", has_text="could not be opened")
         refusal.first.wait_for(timeout=WAIT_MS)
         app_idle(pg)

@@ -93,7 +93,7 @@ def test_hostile_uploads_are_refused_and_the_server_survives(server, browser, tm
             app_idle(pg)
             pg.locator("[data-testid='stRadio'] label", has_text="Upload").click()
             app_idle(pg)
-            pg.locator("input[type='file']").set_input_files(str(path))
+            pg.locator(".st-key-upload input[type='file']").set_input_files(str(path))
             refusal = pg.locator("[data-testid='stAlert']", has_text=f"The upload {path.name} could not")
             refusal.first.wait_for(timeout=WAIT_MS)
             app_idle(pg)

@@ -20,7 +20,7 @@ from crbc_viz.views.graph_page import MIN_LABEL_PX
 from crbc_viz.views.graph_values import node_values, value_meaning
 from crbc_viz.views.graph_view import DEFAULT_MAX_NODES
 from crbc_viz.views.layout import OPEN_STEP
-from crbc_viz.views.matching import matching_line
+from crbc_viz.views.matching import all_grey, matching_line
 from crbc_viz.views.projector import PROJECTOR_MIN_FONT, projector_graph_page
 from crbc_viz.views.trajectories import anchor_panel_frame
 
@@ -252,8 +252,8 @@ def render() -> None:
         st.warning(f"`{sel.estimator}` cannot colour this graph: {md(res)}")
     row = pipeline.group_matching_row(sel.digest, sel.path, sel.group)
     st.caption("Matching: " + md(matching_line(row)))
-    if row["sentence"]:
-        # The data explains why every credit is 0 (or uninformative): say it in one sentence;
+    if row["sentence"] and all_grey(res):
+        # The data explains why every credit of this estimator is 0: say it in one sentence;
         # the grey graph is still there, one click away.
         st.warning(md(row["sentence"]))
         with st.expander("Draw the graph anyway"):

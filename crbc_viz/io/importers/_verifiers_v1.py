@@ -61,10 +61,14 @@ def _text(content):
     return to_text(content)
 
 
+def _is_index(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 def _last_branch(nodes: list) -> tuple[list[int], bool]:
     """Node indices root -> last leaf (the last node no other node names as its parent), and
     whether the graph has more than one leaf."""
-    parents = {n.get("parent") for n in nodes if isinstance(n, dict)}
+    parents = {n.get("parent") for n in nodes if isinstance(n, dict) and _is_index(n.get("parent"))}
     leaves = [i for i in range(len(nodes)) if i not in parents]
     if not leaves:
         return [], False
@@ -138,7 +142,9 @@ def _turn_rows(trace: dict, path: list[int], nodes: list) -> list[dict]:
     for nid in path:
         node = nodes[nid] if isinstance(nodes[nid], dict) else {}
         msg = node.get("message") if isinstance(node.get("message"), dict) else {}
-        role = msg.get("role")
+        role = (
+            msg.get("role") if isinstance(msg.get("role"), str) else None
+        )  # a role of another type is no role
         if node.get("sampled") and role == "assistant":
             text = _text(msg.get("content"))
             calls = to_text(msg.get("tool_calls")) if msg.get("tool_calls") else None
