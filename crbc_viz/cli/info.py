@@ -161,7 +161,10 @@ def _store_info(args) -> int:
         print(json.dumps(info, indent=2, default=str))
         return 0
     for k, v in info.items():
-        if k == "trajectories_table":
+        if k == "anchor_rule":
+            for name, text in rule_rows(info):
+                print(f"{name:<29}  {term(text)}")
+        elif k == "trajectories_table":
             print("trajectories:")
             for row in v:
                 print(
