@@ -73,11 +73,11 @@ def test_info_before_and_after(tmp_path, capsys, store):
         ["--anchor-rule", "rtmc"],
     ],
 )
-@pytest.mark.parametrize("cmd", ["score", "info"])
+@pytest.mark.parametrize("cmd", ["score", "info", "html", "verify"])
 def test_bad_rule_is_one_line_exit_2(tmp_path, capsys, opts, cmd):
     log = write(tmp_path / "o.jsonl", object_rows())
-    out = ["-o", str(tmp_path / "x.csv")] if cmd == "score" else []
+    out = {"score": ["-o", str(tmp_path / "x.csv")], "html": ["-o", str(tmp_path / "x.html")]}.get(cmd, [])
     assert main([cmd, log, *opts, *out]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: --anchor-"), err
-    assert not (tmp_path / "x.csv").exists()
+    assert not (tmp_path / "x.csv").exists() and not (tmp_path / "x.html").exists()

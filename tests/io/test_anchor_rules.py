@@ -144,3 +144,15 @@ def test_field_missing_in_every_anchor_is_refused(tmp_path):
     _load(p, rule)
     with pytest.raises(AnchorRuleError, match="bord missing in every anchor"):
         rule.check_found()
+
+
+def test_integrations_key_by_the_rule_in_force():
+    from crbc_viz.integrations._core import anchor_hashes
+
+    anchors = np.array(["start session=abc", "start session=xyz", "start"], dtype=object)
+    exact = anchor_hashes(anchors)
+    assert len(set(exact.tolist())) == 3
+    with using(make_rule(drop=[r"\s*session=\w+"])):
+        ruled = anchor_hashes(anchors)
+    assert len(set(ruled.tolist())) == 1
+    np.testing.assert_array_equal(anchor_hashes(anchors), exact)  # outside the block: exact again
