@@ -21,8 +21,10 @@ to a group by the graph layer, so no rule merges anchors of two groups.
 
 Cost of a pattern: Python's ``re`` has no timeout. A pattern is refused when it is longer than
 `MAX_PATTERN` characters or nests one unbounded repetition inside another (``(a+)+``,
-``(\\w*)*``), the shape of catastrophic backtracking; the anchors it runs on are bounded by the
-loader's limits on a line. Each distinct anchor string is rewritten once.
+``(\\w*)*``), the shape of catastrophic backtracking; other slow shapes (overlapping
+alternatives under a repetition, ``(a|a)*``) are not detected, and their cost is bounded only
+by the anchor's length (the loader's limits on a line). Each distinct anchor string is
+rewritten once.
 
 The rule in force is a context variable (`using`), set by the command line around loading, so
 every path that keys anchors (the schema loader, the columnar lane, the importers, the store's
