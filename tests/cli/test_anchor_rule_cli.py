@@ -81,3 +81,11 @@ def test_bad_rule_is_one_line_exit_2(tmp_path, capsys, opts, cmd):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: --anchor-"), err
     assert not (tmp_path / "x.csv").exists() and not (tmp_path / "x.html").exists()
+
+
+def test_ingest_names_where_a_rule_goes(tmp_path, capsys):
+    log = write(tmp_path / "s.jsonl", session_rows())
+    assert main(["ingest", log, "--store", str(tmp_path / "st"), *DROP]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "give the rule when reading it" in err[0]
+    assert not (tmp_path / "st").exists()

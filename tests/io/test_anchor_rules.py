@@ -156,3 +156,12 @@ def test_integrations_key_by_the_rule_in_force():
         ruled = anchor_hashes(anchors)
     assert len(set(ruled.tolist())) == 1
     np.testing.assert_array_equal(anchor_hashes(anchors), exact)  # outside the block: exact again
+
+
+def test_a_logged_anchor_key_is_kept(tmp_path):
+    rows = session_rows()
+    for i, r in enumerate(rows):
+        r["anchor_key"] = f"k{i}"  # every step its own logged key
+    p = write(tmp_path / "k.jsonl", rows)
+    ruled = build_graph(_load(p, make_rule(drop=[r"\s*session=\w+"])))
+    assert len(ruled.node_visits) == 8
