@@ -22,6 +22,7 @@ Each subclass also keeps the built-in base it had before (``ValueError``, ``KeyE
     ├── DashboardInputError * (a W&B / TensorBoard logger's argument that cannot be logged)
     ├── UnknownGroupError *  (a group reference that names no group of the data, or several)
     ├── UsageError *         (a command line that cannot be run as given)
+    ├── AnchorRuleError *    (an anchor rule that cannot be applied: a bad pattern or field list)
     ├── NoAdvantageError *   (``verify``: the data carries no trainer-written advantage)
     └── NoConventionError *  (``verify``: the format names no trainer estimator known here)
 
@@ -30,6 +31,7 @@ The classes marked * live beside their one raiser: `Unclaimed` in `crbc_viz.io.i
 `crbc_viz.io.importers.verl_agent_hook`, `IntegrationInputError` in
 `crbc_viz.integrations._core`, `DashboardInputError` in `crbc_viz.integrations.cadence`,
 `UnknownGroupError` in `crbc_viz.views.share`, `UsageError` in `crbc_viz.cli._common`,
+`AnchorRuleError` in `crbc_viz.io.anchor_rules`,
 `NoAdvantageError` and `NoConventionError` in `crbc_viz.analysis.verify`. The rest are defined
 here (`crbc_viz.store` and
 `crbc_viz.estimators.registry` also export the ones they raise).

@@ -150,3 +150,55 @@ def matching_summary(graph: AnchorGraph, import_counts: dict | None = None, list
     for k, v in (import_counts or {}).items():
         out[k] = int(v)
     return out
+
+
+def _rule_side(graph: AnchorGraph) -> dict:
+    """The matching counts one anchor rule gives (`rule_comparison`)."""
+    m = matching_summary(graph, listed=0)
+    S, A = m["steps"], m["anchors"]
+    return {
+        "anchors": A,
+        "shared_steps": m["shared_steps"],
+        "shared_step_fraction": m["shared_steps"] / S if S else 0.0,
+        "singleton_anchors": m["singleton_anchors"],
+        "singleton_rate": m["singleton_anchors"] / A if A else 0.0,
+        "degenerate_groups": m["degenerate_groups"],
+    }
+
+
+def rule_comparison(exact: AnchorGraph, ruled: AnchorGraph, estimator: str = "crbc") -> dict:
+    """Before (``exact``: the graph under the exact anchor rule) and after (``ruled``: the same
+    steps under another rule, `crbc_viz.io.anchor_rules`): the matching counts of each, how many
+    anchors merged (exact anchors minus the rule's), and the step whose ``estimator`` credit
+    changes most (largest |Δ credit|, named by group, trajectory and step; None when no step
+    changes). JSON-ready."""
+    from ..api import score
+
+    b0, b1 = exact.batch, ruled.batch
+    if b0.num_steps != b1.num_steps or not np.array_equal(b0.step_traj, b1.step_traj):
+        raise ValueError("rule_comparison: the two graphs hold different steps")
+    before, after = _rule_side(exact), _rule_side(ruled)
+    c0 = np.asarray(score(exact, estimator, backend="numpy").credit, dtype=np.float64)
+    c1 = np.asarray(score(ruled, estimator, backend="numpy").credit, dtype=np.float64)
+    delta = c1 - c0
+    out = {
+        "estimator": estimator,
+        "exact": before,
+        "rule": after,
+        "anchors_merged": before["anchors"] - after["anchors"],
+        "steps_changed": int(np.count_nonzero(np.abs(delta) > 1e-12)),
+        "largest_change": None,
+    }
+    if delta.size and np.abs(delta).max() > 1e-12:
+        s = int(np.argmax(np.abs(delta)))
+        t = int(b0.step_traj[s])
+        labels = b0.group_labels()
+        out["largest_change"] = {
+            "group": labels[int(b0.traj_group[t])],
+            "traj_id": str(b0.trajectories["traj_id"].iat[t]),
+            "step_idx": int(s - b0.traj_offsets[t]),
+            "credit_exact": float(c0[s]),
+            "credit_rule": float(c1[s]),
+            "delta": float(delta[s]),
+        }
+    return out

@@ -37,6 +37,45 @@ def add_source_arguments(p: argparse.ArgumentParser, *, lenient: bool = True) ->
         p.add_argument("--lenient", action="store_true", help=LENIENT_HELP)
     add_map_arguments(p)
     add_store_arguments(p)
+    add_anchor_rule_arguments(p)
+
+
+def add_anchor_rule_arguments(p: argparse.ArgumentParser) -> None:
+    """``--anchor-rule``, ``--anchor-fields``, ``--anchor-drop``: which part of an anchor
+    observation decides its identity (`crbc_viz.io.anchor_rules`; README: Anchor rules)."""
+    g = p.add_argument_group("anchor rules: which part of an anchor decides its identity (README)")
+    g.add_argument(
+        "--anchor-rule",
+        dest="anchor_rule",
+        metavar="RULE",
+        help="exact (as logged; the default), fields (--anchor-fields) or drop (--anchor-drop)",
+    )
+    g.add_argument(
+        "--anchor-fields",
+        dest="anchor_fields",
+        metavar="A,B",
+        help="key object anchors by these fields only (dotted paths reach into nested objects)",
+    )
+    g.add_argument(
+        "--anchor-drop",
+        dest="anchor_drop",
+        action="append",
+        default=None,
+        metavar="REGEX",
+        help="remove every match from text anchors before hashing (repeatable; at most 200 "
+        "characters, no repetition nested in a repetition)",
+    )
+
+
+def anchor_rule(args):
+    """The `AnchorRule` of the command line (`crbc_viz.io.anchor_rules.EXACT` when none is
+    given); a bad rule raises `AnchorRuleError` (exit status 2)."""
+    name, fields, drop = (getattr(args, k, None) for k in ("anchor_rule", "anchor_fields", "anchor_drop"))
+    from ..io.anchor_rules import EXACT, make_rule
+
+    if name is None and fields is None and not drop:
+        return EXACT
+    return make_rule(name, fields, drop)
 
 
 def add_map_arguments(p: argparse.ArgumentParser) -> None:
@@ -157,8 +196,19 @@ def open_store(args):
     return st
 
 
-def load_batch(args, *, anchor_obs: bool = False, store=None):
-    """The `RolloutBatch` the command line names: the log file, or the store's filtered groups."""
+def load_batch(args, *, anchor_obs: bool = False, store=None, rule=None, quiet: bool = False):
+    """The `RolloutBatch` the command line names: the log file, or the store's filtered groups,
+    its anchors keyed by ``rule`` (default: the command line's ``--anchor-*`` rule)."""
+    from ..io.anchor_rules import using
+
+    rule = anchor_rule(args) if rule is None else rule
+    with using(rule):
+        batch = _load_batch(args, anchor_obs=anchor_obs, store=store, quiet=quiet)
+    rule.check_found()
+    return batch
+
+
+def _load_batch(args, *, anchor_obs: bool = False, store=None, quiet: bool = False):
     check_source(args)
     fm = field_map(args)
     if args.store:
@@ -170,7 +220,8 @@ def load_batch(args, *, anchor_obs: bool = False, store=None):
         from ..io import load_rollouts
 
         batch = load_rollouts(args.log, lenient=args.lenient)
-    report_load(batch)
+    if not quiet:
+        report_load(batch)
     return batch
 
 

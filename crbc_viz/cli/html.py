@@ -13,7 +13,16 @@ import sys
 from pathlib import Path
 
 from ..safetext import term
-from ._common import BACKEND_CHOICES, UsageError, add_param_argument, check_estimators, one_line, parse_params
+from ._common import (
+    BACKEND_CHOICES,
+    UsageError,
+    add_anchor_rule_arguments,
+    add_param_argument,
+    anchor_rule,
+    check_estimators,
+    one_line,
+    parse_params,
+)
 
 HELP = "one group as a self-contained HTML page to share"
 
@@ -35,6 +44,7 @@ def add_arguments(p) -> None:
     p.add_argument("--format", default="auto", choices=("auto", *FORMATS), help="how to read SOURCE")
     p.add_argument("--backend", default="auto", choices=BACKEND_CHOICES)
     p.add_argument("--out", "-o", required=True, help="the page to write (.html)")
+    add_anchor_rule_arguments(p)
 
 
 def run(args) -> int:
@@ -48,7 +58,12 @@ def run(args) -> int:
         raise UsageError(f"--out {args.out!r}: the page is HTML; give a name ending in .html")
     check_output(args.out, [args.source])
     kw = {**params.get("*", {}), **{n: v for n, v in params.items() if n != "*"}}
-    view = show(args.source, args.group, names, fmt=args.format, backend=args.backend, **kw)
+    from ..io.anchor_rules import using
+
+    rule = anchor_rule(args)
+    with using(rule):
+        view = show(args.source, args.group, names, fmt=args.format, backend=args.backend, **kw)
+    rule.check_found()
     view.save(args.out)
     for n, exc in view.refused.items():
         print(f"error: estimator '{n}' refused the input: {term(one_line(exc))}", file=sys.stderr)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from ..safetext import term
-from ._common import add_source_arguments, filters, load_batch, open_store
+from ._common import add_source_arguments, anchor_rule, filters, load_batch, open_store
 
 HELP = "summarise a rollout log"
 
@@ -24,6 +24,7 @@ def run(args) -> int:
     graph = build_graph(load_batch(args))
     info = batch_summary(graph)
     info.update(_matching(graph))
+    info.update(_rule_comparison(args, graph))
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -40,6 +41,7 @@ def run(args) -> int:
         ("steps at shared anchors", f"{info['shared_step_fraction']:.3f}"),
         ("singleton anchors", f"{info['singleton_anchor_fraction']:.3f}"),
         *matching_rows(info),
+        *rule_rows(info),
     ]
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
@@ -54,6 +56,47 @@ def _matching(graph) -> dict:
 
     m = matching_summary(graph)
     return {"actions_inferred": m["actions_inferred"], "matching": m}
+
+
+def _rule_comparison(args, graph, store=None) -> dict:
+    """``anchor_rule``: with a rule other than exact, the matching before (exact) and after
+    (``graph``, loaded under the rule) and the step whose CRBC credit changes most
+    (`crbc_viz.analysis.matching.rule_comparison`); nothing under the exact rule."""
+    rule = anchor_rule(args)
+    if rule.exact:
+        return {}
+    from ..analysis.matching import rule_comparison
+    from ..graph import build_graph
+    from ..io.anchor_rules import EXACT
+
+    exact = build_graph(load_batch(args, store=store, rule=EXACT, quiet=True))
+    out = rule_comparison(exact, graph)
+    return {"anchor_rule": {"name": rule.describe(), **out}}
+
+
+def rule_rows(info: dict) -> list[tuple[str, str]]:
+    """``info``'s text lines of the anchor rule's before/after (none under the exact rule)."""
+    r = info.get("anchor_rule")
+    if not r:
+        return []
+    a, b = r["exact"], r["rule"]
+    rows = [
+        ("anchor rule", r["name"]),
+        ("anchors (exact → rule)", f"{a['anchors']} → {b['anchors']} ({r['anchors_merged']} merged)"),
+        ("shared steps (exact → rule)", f"{a['shared_step_fraction']:.3f} → {b['shared_step_fraction']:.3f}"),
+        ("singleton rate (exact → rule)", f"{a['singleton_rate']:.3f} → {b['singleton_rate']:.3f}"),
+        (f"{r['estimator']} steps changed", str(r["steps_changed"])),
+    ]
+    c = r["largest_change"]
+    if c is not None:
+        rows.append(
+            (
+                "largest credit change",
+                f"group {c['group']} traj {c['traj_id']} step {c['step_idx']}: "
+                f"{c['credit_exact']:.4g} → {c['credit_rule']:.4g} (Δ {c['delta']:+.4g})",
+            )
+        )
+    return rows
 
 
 def matching_rows(info: dict) -> list[tuple[str, str]]:
@@ -108,6 +151,7 @@ def _store_info(args) -> int:
     graph = build_graph(batch)
     info = batch_summary(graph)
     info.update(_matching(graph))
+    info.update(_rule_comparison(args, graph, store=st))
     if f["group"] is not None:
         tr = batch.trajectories
         info["trajectories_table"] = tr[
@@ -117,7 +161,10 @@ def _store_info(args) -> int:
         print(json.dumps(info, indent=2, default=str))
         return 0
     for k, v in info.items():
-        if k == "trajectories_table":
+        if k == "anchor_rule":
+            for name, text in rule_rows(info):
+                print(f"{name:<29}  {term(text)}")
+        elif k == "trajectories_table":
             print("trajectories:")
             for row in v:
                 print(

@@ -10,7 +10,15 @@ from __future__ import annotations
 import sys
 
 from ..safetext import term
-from ._common import LENIENT_HELP, UsageError, add_map_arguments, add_store_arguments, field_map
+from ._common import (
+    LENIENT_HELP,
+    UsageError,
+    add_anchor_rule_arguments,
+    add_map_arguments,
+    add_store_arguments,
+    anchor_rule,
+    field_map,
+)
 
 HELP = "normalise rollout logs into a Parquet log store (--watch: follow a run)"
 
@@ -23,6 +31,7 @@ def add_arguments(p) -> None:
 
     p.add_argument("log", nargs="*", help="log files or folders (rLLM: episode folders)")
     add_store_arguments(p, required=True, filters=())
+    add_anchor_rule_arguments(p)
     w = p.add_argument_group("following a run while it trains")
     w.add_argument(
         "--watch",
@@ -117,6 +126,11 @@ def _total_bytes(paths: list[str]) -> int:
 
 def run(args) -> int:
     field_map(args, into_store=True)  # a bad map fails before a folder is made or a log read
+    if not anchor_rule(args).exact:  # a bad rule is named first; a good one belongs to the reader
+        raise UsageError(
+            "--anchor-*: a store keeps the exact anchor keys; give the rule when reading it "
+            "(score / info / verify --store DIR --anchor-...)"
+        )
     if args.watch is not None:
         if args.log:
             raise UsageError("give log files to ingest, or --watch DIR to follow a folder, not both")

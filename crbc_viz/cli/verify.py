@@ -10,8 +10,10 @@ from ..safetext import term
 from ._common import (
     LENIENT_HELP,
     UsageError,
+    add_anchor_rule_arguments,
     add_param_argument,
     add_store_arguments,
+    anchor_rule,
     open_store,
     parse_params,
 )
@@ -51,6 +53,7 @@ def add_arguments(p) -> None:
     p.add_argument("--lenient", action="store_true", help=LENIENT_HELP)
     p.add_argument("--json", action="store_true", help="the comparison as JSON on stdout")
     add_store_arguments(p, filters=("run", "train_step"))
+    add_anchor_rule_arguments(p)
     p.add_argument(
         "--rows",
         type=int,
@@ -61,7 +64,18 @@ def add_arguments(p) -> None:
 
 
 def _read(args):
-    """[(source path, format, batch)] of ``args.source``, or of each run of ``--store``."""
+    """[(source path, format, batch)] of ``args.source``, or of each run of ``--store``, the
+    anchors keyed by the ``--anchor-*`` rule."""
+    from ..io.anchor_rules import using
+
+    rule = anchor_rule(args)
+    with using(rule):
+        out = _read_sources(args)
+    rule.check_found()
+    return out
+
+
+def _read_sources(args):
     from ..io import load_rollouts
     from ..io.assemble import build_batch
     from ..io.importers import expand_sources, import_source

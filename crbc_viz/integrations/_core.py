@@ -40,7 +40,7 @@ from .._extras import require
 from ..data import RolloutBatch
 from ..errors import BackendUnavailable, CrbcVizError
 from ..io.actions import first_seen, transition_actions
-from ..io.anchors import anchor_hash64
+from ..io.anchor_rules import rule_hash64 as anchor_hash64  # the rule in force (exact by default)
 from ..io.assemble import assemble_arrow, dictionary, place_steps
 from ..io.fields import MAX_ABS_REWARD, MAX_STEP_IDX
 from ..io.flags import not_a_flag, read_flags

@@ -1,6 +1,6 @@
 """Step anchor keys of a validated, sorted step table (docs/schema.md, "Anchor identity"): a
-precomputed ``anchor_key`` / ``state_hash``, else the hash of the canonical ``anchor_obs``,
-else one key per trajectory step (a step that merges with nothing)."""
+precomputed ``anchor_key`` / ``state_hash``, else the hash of the canonical ``anchor_obs``
+(under the anchor rule in force, `crbc_viz.io.anchor_rules`), else one key per trajectory step (a step that merges with nothing)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import LoadError, Problem
+from .anchor_rules import rule_hash64
 from .anchors import anchor_hash64
 from .fields import LINE_COLUMN as _LINE
 
@@ -112,7 +113,7 @@ def _obs_hashes(values: np.ndarray, rows: np.ndarray, table: pd.DataFrame, path:
             out[i] = cache[ck]
             continue
         try:
-            h = anchor_hash64(o)
+            h = rule_hash64(o)
         except (RecursionError, ValueError, TypeError, OverflowError) as exc:
             raise fail(i, exc) from None
         if ck is not None:
@@ -129,7 +130,7 @@ def _string_hashes(
     uh = np.zeros(len(uniq), dtype=np.uint64)
     for j, o in enumerate(uniq):
         try:
-            uh[j] = anchor_hash64(o)
+            uh[j] = rule_hash64(o)
         except (RecursionError, ValueError, TypeError, OverflowError) as exc:
             i = int(rows[int(np.argmax(codes == j))])
             line = int(table[_LINE].iat[i]) if _LINE in table else None

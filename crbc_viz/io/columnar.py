@@ -34,7 +34,7 @@ import pyarrow as pa
 from .._arrow import array, call, numbers, take, texts
 from ..data import GROUP_KEY, ArrowRows, RolloutBatch
 from . import _guards
-from .anchors import anchor_hash64
+from .anchor_rules import rule_hash64 as anchor_hash64  # the rule in force (exact by default)
 from .assemble import layout
 from .fields import (
     BAD_COLUMN,

@@ -15,6 +15,8 @@ import pandas as pd
 
 from ..data import RolloutBatch
 from ..errors import MAX_LISTED, LoadError, Problem
+from ..io.anchor_rules import active as active_rule
+from ..io.anchor_rules import rekey
 from ..io.assemble import assemble, row_codes, sort_rows
 from ..io.write import atomic_path
 from .layout import (
@@ -448,6 +450,7 @@ class LogStore:
         if env is not None and "env_name" not in cols:
             raise StoreError(f"{self.root}: no env_name recorded; cannot filter on env '{env}'")
         # Every column but the (constant) raw-anchor names: the log's own field names stay out of SQL.
+        anchor_obs = anchor_obs or not active_rule().exact  # a rule re-keys from the raw anchors
         drop = [c for c in ("anchor_obs", "anchor_obs" + _JSON_SUFFIX) if not anchor_obs and c in cols]
         sel = f"* EXCLUDE ({', '.join(drop)})" if drop else "*"
         df = self._select(sel, parts, group=group, env=env, success=success, run=run, train_step=train_step)
@@ -518,6 +521,12 @@ class LogStore:
         # A writeable copy: Arrow-backed arrays are read-only, which numba types differently
         # (a second compile of the CRBC kernel).
         step_hash = np.array(df["_anchor_hash"].to_numpy(np.uint64), dtype=np.uint64, copy=True)
+        if not active_rule().exact and "anchor_obs" in df and "anchor_key" in df:
+            # The store keeps exact keys; the rule in force re-keys from the raw anchors.
+            step_hash, new_keys = rekey(
+                df["anchor_obs"].to_numpy(dtype=object), df["anchor_key"].to_numpy(dtype=object), step_hash
+            )
+            df["anchor_key"] = new_keys
         return assemble(
             df.drop(columns=list(_INTERNAL_DROP)),
             lay,

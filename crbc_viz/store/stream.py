@@ -233,6 +233,7 @@ def source_batches(src, tmp_dir: Path, *, run_id, import_options, lenient, succe
     """(batch, import) of the whole source, or of each streamed chunk in file order (chunk
     files under ``tmp_dir``). Raises `_NotGroupContiguous` when a streamed source must be read
     whole; the options are `crbc_viz.store.ingest.ingest`'s."""
+    from ..io.anchor_rules import using
     from ..io.assemble import build_batch
     from ..io.importers import import_source
     from ..io.importers._common import Imported
@@ -242,7 +243,8 @@ def source_batches(src, tmp_dir: Path, *, run_id, import_options, lenient, succe
         if run_id is not None:
             imp.raw.records["run_id"] = run_id
         try:
-            return build_batch(imp.raw, lenient=lenient, success_threshold=success_threshold), imp
+            with using(None):  # the store keeps exact keys; a rule re-keys them at read time
+                return build_batch(imp.raw, lenient=lenient, success_threshold=success_threshold), imp
         except LoadError as exc:  # a field map's values: named by their map entries
             raise relabel(exc, getattr(imp, "labels", None)) from None
 
