@@ -112,6 +112,12 @@ SEEDS = [
         "logs/exp/train_data_step2.jsonl",
     ),
     (
+        "ragen",
+        "ragen",
+        FIX / "ragen/results/eval/val_rollouts_20261205_031500.jsonl",
+        "results/eval/val_rollouts_20261205_031500.jsonl",
+    ),
+    (
         "verifiers",
         "verifiers",
         FIX / "verifiers_031/outputs/evals/guess--scripted/0a1b2c3d/results.jsonl",
@@ -580,6 +586,7 @@ READ_FIELDS = {
     + [(0, "reward_won")],
     "skyrl": [(1, k) for k in ("input_prompt", "output_response", "score", "stop_reason", "env_class")],
     "nemo-rl": [(1, k) for k in ("content", "rewards", "token_loss_mask", "input_lengths")],
+    "ragen": [(1, k) for k in ("custom_id", "messages", "metadata")],
     "verifiers": [
         (1, k)
         for k in (
