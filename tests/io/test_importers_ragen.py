@@ -68,7 +68,7 @@ def test_success_is_the_tag_metric_not_the_reward(tmp_path):
     p.write_text("".join(json.dumps(x) + "\n" for x in lines))
     rows = _rows(p)
     by_traj = rows.groupby("traj_id")["success"].first()
-    assert not by_traj["e0"] and by_traj["e1"]
+    assert not by_traj["val_rollouts_1/e0"] and by_traj["val_rollouts_1/e1"]
 
 
 def test_bad_success_flag_is_named(tmp_path):
@@ -79,3 +79,18 @@ def test_bad_success_flag_is_named(tmp_path):
     with pytest.raises(LoadError) as e:
         _rows(p)
     assert "line 3" in str(e.value) and "LineWalk/success" in str(e.value)
+
+
+def test_two_evaluations_in_one_folder_do_not_merge(tmp_path):
+    """Each evaluation numbers its environments (and groups) from 0: two files in one folder
+    stay apart."""
+    d = tmp_path / "results/eval"
+    d.mkdir(parents=True)
+    lines = FILE.read_text().splitlines()
+    (d / "val_rollouts_20261205_031500.jsonl").write_text("\n".join(lines) + "\n")
+    (d / "val_rollouts_20261205_041500.jsonl").write_text("\n".join(reversed(lines)) + "\n")
+    store = tmp_path / "store"
+    r = _cli("ingest", str(d), "--store", str(store))
+    assert r.returncode == 0, r.stderr
+    info = json.loads(_cli("info", "--store", str(store), "--train-step", "0", "--json").stdout)
+    assert (info["groups"], info["trajectories"]) == (2 * TRUTH["groups"], 2 * TRUTH["trajectories"])

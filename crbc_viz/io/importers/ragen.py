@@ -13,7 +13,8 @@ and format penalty), ``success`` (always False: the writer reads ``metrics["succ
 metrics are keyed ``<tag>/success``), then every metric, ``<tag>/success`` (terminated and not
 truncated, as ``EnvStateManager.get_rollout_states`` computes it) among them.
 
-Canonical mapping: group = ``group_id``; trajectory = ``env_id``; one step per assistant message,
+Canonical mapping: group = ``group_id``; trajectory = ``env_id`` (both prefixed by the file's
+name: each evaluation numbers its environments from 0); one step per assistant message,
 its anchor the state (``user`` message) before it with the `` (reward: r)`` suffix removed
 (history-free, SCHEMA.md: the suffix is the turn's own reward, not part of the state); no parsed
 action (the raw LLM output is the response), so each turn is keyed by its transition;
@@ -95,6 +96,7 @@ def _line(raw: RawTable, i: int, problems: list) -> tuple | None:
 
 def _frame(raw: RawTable) -> tuple[pd.DataFrame, np.ndarray, list[str]]:
     df = raw.records
+    run = Path(raw.path).stem  # two evaluations' group / env ids never merge
     rows: dict[str, list] = {k: [] for k in ("group_id", "traj_id", "step_idx", "anchor_obs", "response")}
     rows.update(observation=[], reward=[], episode_return=[], success=[])
     lines, problems, parsed = [], [], []
@@ -125,8 +127,8 @@ def _frame(raw: RawTable) -> tuple[pd.DataFrame, np.ndarray, list[str]]:
             success = bool(flags[0])
         anchors, responses = _turns(msgs)
         n = len(anchors)
-        rows["group_id"] += [f"g{meta['group_id']}"] * n
-        rows["traj_id"] += [f"e{meta['env_id']}"] * n
+        rows["group_id"] += [f"{run}/g{meta['group_id']}"] * n
+        rows["traj_id"] += [f"{run}/e{meta['env_id']}"] * n
         rows["step_idx"] += list(range(n))
         rows["anchor_obs"] += anchors
         rows["observation"] += anchors
