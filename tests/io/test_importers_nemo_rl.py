@@ -50,3 +50,32 @@ def test_per_step_anchors_equal_truth():
         for _, t in sorted(rows.groupby("traj_id"), key=lambda kv: int(kv[1]["src_line"].iloc[0]))
     ]
     assert got == TRUTH["anchors"]
+
+
+def _copy(tmp_path, edit):
+    lines = [json.loads(s) for s in FILE.read_text().splitlines()]
+    edit(lines)
+    p = tmp_path / "train_data_step2.jsonl"
+    p.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return p
+
+
+def test_bad_reward_is_named(tmp_path):
+    from crbc_viz.errors import LoadError
+
+    p = _copy(tmp_path, lambda ls: ls[3].update(rewards=["lots"]))
+    with pytest.raises(LoadError) as e:
+        import_source(expand_sources([str(p)])[0])
+    assert "line 4" in str(e.value) and "rewards" in str(e.value)
+
+
+def test_mask_that_does_not_reconcile_is_one_step_noted(tmp_path):
+    """A mask with no model tokens: the line is one step on its last prompt message, noted."""
+
+    def edit(ls):
+        ls[0]["token_loss_mask"] = [[0] * len(ls[0]["token_loss_mask"][0])]
+
+    imp = import_source(expand_sources([str(_copy(tmp_path, edit))])[0])
+    rows = imp.raw.records
+    assert (rows["src_line"] == 1).sum() == 1
+    assert any("do not match their token_loss_mask" in n for n in imp.notes)
