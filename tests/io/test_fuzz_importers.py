@@ -106,6 +106,18 @@ SEEDS = [
         "export/dumped_evals/global_step_20_evals/gsm8k.jsonl",
     ),
     (
+        "nemo-rl",
+        "nemo-rl",
+        FIX / "nemo_rl/logs/exp_001/train_data_step2.jsonl",
+        "logs/exp/train_data_step2.jsonl",
+    ),
+    (
+        "ragen",
+        "ragen",
+        FIX / "ragen/results/eval/val_rollouts_20261205_031500.jsonl",
+        "results/eval/val_rollouts_20261205_031500.jsonl",
+    ),
+    (
         "verifiers",
         "verifiers",
         FIX / "verifiers_031/outputs/evals/guess--scripted/0a1b2c3d/results.jsonl",
@@ -573,6 +585,8 @@ READ_FIELDS = {
     "ms-swift3": [(0, k, 1) for k in ("step", "prompt", "completion", "Format", "reward_won")]
     + [(0, "reward_won")],
     "skyrl": [(1, k) for k in ("input_prompt", "output_response", "score", "stop_reason", "env_class")],
+    "nemo-rl": [(1, k) for k in ("content", "rewards", "token_loss_mask", "input_lengths")],
+    "ragen": [(1, k) for k in ("custom_id", "messages", "metadata")],
     "verifiers": [
         (1, k)
         for k in (

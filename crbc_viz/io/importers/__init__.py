@@ -11,6 +11,8 @@ its dumps into canonical step rows (SCHEMA.md), ready for ``build_batch``.
     verl        verl rollout_data_dir ({step}.jsonl with input / output / score)
     verifiers   verifiers / prime-rl results.jsonl (example_id, prompt, completion, reward ...)
     skyrl       SkyRL dumped_evals/global_step_<N>_evals/<data_source>.jsonl
+    nemo-rl     NeMo-RL train_data_step<N>.jsonl (content, rewards, token_loss_mask ...)
+    ragen       RAGEN val_rollouts_<timestamp>.jsonl (custom_id, messages, metadata)
     fieldmap    any other log, through a field map (--map target=path, --map-file map.toml)
 
 Each is a module that satisfies `Importer` (``NAME``, ``SIGNATURE``, ``sniff``, ``read``;
@@ -30,7 +32,20 @@ from pathlib import Path
 from ...errors import LoadError, Problem
 from .._guards import check_input_file
 from ..readers import SUFFIXES
-from . import canonical, fieldmap, ms_swift, rllm, roll, skyrl, trl, verifiers, verl, verl_agent
+from . import (
+    canonical,
+    fieldmap,
+    ms_swift,
+    nemo_rl,
+    ragen,
+    rllm,
+    roll,
+    skyrl,
+    trl,
+    verifiers,
+    verl,
+    verl_agent,
+)
 from ._common import Imported, peek_fields
 from ._protocol import Importer, SniffsFile
 
@@ -57,6 +72,8 @@ IMPORTERS: tuple[Importer, ...] = (
     ms_swift,
     verifiers,
     skyrl,
+    nemo_rl,
+    ragen,
     trl,
     verl,
     fieldmap,  # never detected: chosen by giving a field map (--map, --map-file)
