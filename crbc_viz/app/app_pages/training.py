@@ -7,7 +7,7 @@ import streamlit as st
 
 from crbc_viz.ui import pipeline, sources, view
 from crbc_viz.ui.links import page_script
-from crbc_viz.ui.text import cells, md_lines
+from crbc_viz.ui.text import cells, md, md_lines, short_names
 from crbc_viz.views.training import (
     GROUP_COLUMNS,
     METRICS,
@@ -137,7 +137,17 @@ def render() -> None:
         },
     )
     st.caption("Click a row to choose that group.")
-    gid = st.selectbox("Group", gids, key=group_key)
+    short = short_names(gids, GROUP_CHARS)
+    gid = st.selectbox(
+        "Group",
+        gids,
+        key=group_key,
+        format_func=short.__getitem__,
+        help="a long group id keeps its start and its distinguishing end around …; the chosen "
+        "group's full id is shown under the box",
+    )
+    if short[gid] != gid:
+        st.caption(md(gid))
     view.record("tgroup")
     link = st.container()  # filled last: the link carries the whole view, the lookup's included
     _lookup(store, str(run), pick, run_key, step_key)
@@ -158,6 +168,10 @@ def _trends_view(root: str, fingerprint: str, runs: tuple, metrics: tuple, pick,
     fig = trends_figure(_steps, list(metrics), highlight=pick)
     return fig, point_targets(fig), point_ties(fig)
 
+
+#: Characters of a group id the page's full-width group box shows (at 800 px) before it
+#: shortens the id in the middle.
+GROUP_CHARS = 60
 
 #: Separator of a list field in the URL (``metrics=success_rate,disagreement``).
 _LIST_SEP = ","
