@@ -122,8 +122,9 @@ def render() -> None:
         return
     gids = [str(x) for x in g["group_id"].tolist()]
     group_key = view.field("tgroup", gids[0], options=gids)
+    shown = groups_table(g)
     st.dataframe(
-        cells(groups_table(g)),
+        cells(shown),
         hide_index=True,
         width="stretch",
         key="training_groups",
@@ -131,7 +132,7 @@ def render() -> None:
         on_select=lambda: _pick_row("training_groups", gids, group_key),
         column_config={
             h: st.column_config.Column(h, help=tip)
-            if h in ("group", "disagreement")
+            if h in ("group", "disagreement") or (h in shown and shown[h].dtype == object)
             else st.column_config.NumberColumn(h, help=tip, format="%.3f" if "_" in c else None)
             for c, h, tip in GROUP_COLUMNS
         },
