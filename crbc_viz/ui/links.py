@@ -67,7 +67,9 @@ _COPY_JS = """
 // reader then opens or closes the sidebar, that state is removed when the page is left: it is
 // no reader's choice, and a wider window on the next load opens the sidebar.
 function collapseWhenNarrow(tries) {
-  if (window.__crbcNarrowDone || window.innerWidth >= __NARROW_PX__) { return; }
+  if (window.__crbcNarrowDone) { return; }
+  // Only the window the page loads in: a window narrowed later keeps the sidebar as it is.
+  if (window.innerWidth >= __NARROW_PX__) { window.__crbcNarrowDone = true; return; }
   const own = (k) => k.startsWith("stSidebarCollapsed-");
   const keys = () => { try { return Object.keys(window.localStorage).filter(own); } catch (e) { return []; } };
   if (keys().length) { window.__crbcNarrowDone = true; return; }
