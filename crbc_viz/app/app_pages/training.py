@@ -132,7 +132,7 @@ def render() -> None:
         on_select=lambda: _pick_row("training_groups", gids, group_key),
         column_config={
             h: st.column_config.Column(h, help=tip)
-            if h in ("group", "disagreement") or (h in shown and shown[h].dtype == object)
+            if h in ("group", "disagreement") or (h in shown and shown[h].dtype.kind not in "biuf")
             else st.column_config.NumberColumn(h, help=tip, format="%.3f" if "_" in c else None)
             for c, h, tip in GROUP_COLUMNS
         },
