@@ -138,6 +138,7 @@ def test_drill_down_shows_a_dash_where_no_advantage_was_logged(store, monkeypatc
     col = table.value["|trainer adv|"].tolist()
     assert col and set(col) == {"—"}, col
     assert "None" not in table.value.astype(str).to_numpy().ravel().tolist()
+    assert "Not drawn (no value in the logs): mean |trainer advantage|." in [c.value for c in at.caption]
     config = json.loads(table.proto.columns)
     assert "no advantage" in config["|trainer adv|"]["help"]
     assert config["|trainer adv|"].get("type_config", {}).get("type") != "number", config["|trainer adv|"]

@@ -105,6 +105,9 @@ def render() -> None:
         selection_mode="points",
         on_select=lambda: _drill_to_point(targets, ties, run_ids, run_key, step_key),
     )
+    empty = [METRICS[m] for m in metrics if m in steps and steps[m].isna().all()]
+    if empty:
+        st.caption("Not drawn (no value in the logs): " + ", ".join(empty) + ".")
     st.caption(
         "Click a point to drill down to that run and train_step (where runs share a point, the "
         "hover names them all and the run already chosen stays chosen)."
