@@ -102,7 +102,9 @@ def main() -> None:
     """Draw one run of the app: the chosen page, the shared sidebar, the page menu."""
     # A page_icon here keeps Streamlit from using the page's Material icon as favicon (a request
     # to fonts.gstatic.com); an emoji favicon is a data: URL.
-    st.set_page_config(page_title="crbc-viz", page_icon="📊", layout="wide")
+    # "auto": Streamlit collapses the sidebar up to 768 px; the "Copy link" component's script
+    # collapses it up to `links.NARROW_PX` (1000 px), where it would take a third of the page.
+    st.set_page_config(page_title="crbc-viz", page_icon="📊", layout="wide", initial_sidebar_state="auto")
     all_pages = pages()
     page = st.navigation(all_pages, position="hidden")
     view.sync_in()

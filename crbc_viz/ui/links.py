@@ -55,8 +55,44 @@ _COPY_CSS = """
 .crbc-copy-link { display: block; width: 100%; margin-top: 4px; font-size: 11px; }
 """
 
+#: Below this window width the sidebar starts collapsed (Streamlit's own "auto" collapses it
+#: only up to its 768 px breakpoint; from there to here the page would lose a third of its width).
+NARROW_PX = 1000
+
 _COPY_JS = """
+// Once per page load, in a window narrower than NARROW_PX: collapse the sidebar as Streamlit's
+// own button does, unless the reader chose a state before (Streamlit keeps that choice under
+// localStorage "stSidebarCollapsed-…", and re-reads it whenever the window or the sidebar's
+// content changes, so the state this click stores stays while the page is open). Unless the
+// reader then opens or closes the sidebar, that state is removed when the page is left: it is
+// no reader's choice, and a wider window on the next load opens the sidebar.
+function collapseWhenNarrow(tries) {
+  if (window.__crbcNarrowDone) { return; }
+  // Only the window the page loads in: a window narrowed later keeps the sidebar as it is.
+  if (window.innerWidth >= __NARROW_PX__) { window.__crbcNarrowDone = true; return; }
+  const own = (k) => k.startsWith("stSidebarCollapsed-");
+  const keys = () => { try { return Object.keys(window.localStorage).filter(own); } catch (e) { return []; } };
+  if (keys().length) { window.__crbcNarrowDone = true; return; }
+  const btn = document.querySelector("[data-testid='stSidebarCollapseButton'] button");
+  if (!btn) {
+    if (tries > 0) { window.setTimeout(() => collapseWhenNarrow(tries - 1), 100); }
+    return;
+  }
+  window.__crbcNarrowDone = true;
+  btn.click();
+  let chosen = false;
+  document.addEventListener("click", (ev) => {
+    const t = ev.target;
+    if (ev.isTrusted && t && t.closest && t.closest(
+      "[data-testid='stSidebarCollapseButton'], [data-testid='stExpandSidebarButton']")) { chosen = true; }
+  }, true);
+  window.addEventListener("pagehide", () => {
+    if (!chosen) { keys().forEach((k) => { try { window.localStorage.removeItem(k); } catch (e) { /* none */ } }); }
+  });
+}
+
 export default function (component) {
+  collapseWhenNarrow(50);
   const root = component.parentElement;
   const btn = root.querySelector(".crbc-copy-btn");
   const out = root.querySelector(".crbc-copy-link");
@@ -73,6 +109,7 @@ export default function (component) {
   };
 }
 """
+_COPY_JS = _COPY_JS.replace("__NARROW_PX__", str(NARROW_PX))
 
 _EVENTS_JS = """
 export default function (component) {
@@ -145,7 +182,8 @@ def page_menu(container, pages, current) -> None:
 
 
 def view_tools(page) -> None:
-    """The sidebar's "Copy link" and what the link can and cannot restore."""
+    """The sidebar's "Copy link" and what the link can and cannot restore. Its script also
+    starts the sidebar collapsed in a window narrower than `NARROW_PX` (once per page load)."""
     from .sidebar import is_upload
 
     copy, _ = _components()

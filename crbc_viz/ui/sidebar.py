@@ -15,7 +15,7 @@ from . import params as uparams
 from . import pipeline, sources, view
 from .files import default_sample, discover_samples
 from .sources import is_upload, link_ref, resolve_ref  # noqa: F401  (re-exported)
-from .text import md, md_lines
+from .text import md, md_lines, short_names
 
 __all__ = [
     "Selection",
@@ -148,14 +148,20 @@ def render_sidebar() -> Selection:
         labels = sel.batch.group_labels()  # unique, computed once per batch (200k groups: fast)
         if labels:
             key = view.field("group", labels[0], options=labels, problems=problems)
+            short = short_names(labels)
             sel.group_label = sb.selectbox(
                 "Group",
                 labels,
                 key=key,
+                format_func=short.__getitem__,
                 on_change=_on_group_change,
-                help="rollouts of one task (run / train step / group id)",
+                help="rollouts of one task (run / train step / group id); a long name keeps "
+                "its start and its distinguishing end around …, and the chosen group's full "
+                "name is shown under the box",
             )
             view.record("group")
+            if short[sel.group_label] != sel.group_label:
+                sb.caption(md(sel.group_label))
             sel.group = labels.index(sel.group_label)
         else:
             sel.batch = None

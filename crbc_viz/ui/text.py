@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["md", "md_lines", "cells", "MAX_CHARS"]
+__all__ = ["md", "md_lines", "cells", "MAX_CHARS", "NAME_CHARS", "middle_ellipsis", "short_names"]
 
 #: Longest text shown; longer values keep their head and tail around an ellipsis.
 MAX_CHARS = 2000
@@ -62,3 +62,30 @@ def cells(df):
     from ..io.write import csv_safe
 
     return csv_safe(df)
+
+
+#: Characters of a name a sidebar select box shows without cutting it (about 250 px).
+NAME_CHARS = 26
+_MID = "…"
+
+
+def middle_ellipsis(name: str, limit: int = NAME_CHARS) -> str:
+    """``name`` in at most ``limit`` characters: a longer name keeps its first third and its
+    end around one ``…`` — the end is what tells groups such as ``run/step/task-00`` and
+    ``run/step/task-01`` apart, so it is the part kept longest."""
+    if len(name) <= limit:
+        return name
+    keep = max(limit - len(_MID), 2)
+    head = keep // 3
+    return name[:head] + _MID + name[len(name) - (keep - head) :]
+
+
+def short_names(names: list[str], limit: int = NAME_CHARS) -> dict[str, str]:
+    """Each name's `middle_ellipsis`, except where two different names would read the same
+    (they differ only in the middle that was left out): those keep their full name. So the
+    shortened names are unique whenever the names are."""
+    short = {n: middle_ellipsis(n, limit) for n in names}
+    count: dict[str, int] = {}
+    for s in short.values():
+        count[s] = count.get(s, 0) + 1
+    return {n: s if count[s] == 1 else n for n, s in short.items()}

@@ -55,7 +55,9 @@ def trends_figure(
     qualitative = require("plotly.colors").qualitative
     make_subplots = require("plotly.subplots").make_subplots
 
-    metrics = [m for m in (metrics or METRICS) if m in steps]
+    # A metric with no value at all (no trainer logged an advantage) draws no line: it gets no
+    # legend entry and no empty panel either.
+    metrics = [m for m in (metrics or METRICS) if m in steps and steps[m].notna().any()]
     runs = list(dict.fromkeys(steps["run_id"])) if "run_id" in steps else [None]
     several = len(runs) > 1 and len(metrics) > 0
     if several:
@@ -78,6 +80,8 @@ def trends_figure(
     for k, run in enumerate(runs):
         df = steps if run is None else steps[steps["run_id"] == run]
         df = df.sort_values("train_step")
+        # A run's legend entry goes with its first drawn line (not with one it has no value for).
+        first = next((i for i, m in enumerate(metrics) if df[m].notna().any()), 0)
         for i, m in enumerate(metrics):
             label = METRICS.get(m, m)
             tr = dict(
@@ -99,7 +103,7 @@ def trends_figure(
                     customdata=[[_html(run), ties[m][run].get(ts, "")] for ts in df["train_step"]],
                     line={"color": palette[k % len(palette)]},
                     legendgroup=str(run),
-                    showlegend=i == 0,
+                    showlegend=i == first,
                     marker={"size": 4},
                     xaxis=axes[i][0],
                     yaxis=axes[i][1],
@@ -363,7 +367,11 @@ GROUP_COLUMNS = (
     ("shared_step_fraction", "shared", "share of steps at an anchor other rollouts visit too"),
     ("nonzero_credit_fraction", "credit ≠ 0", "share of steps with non-zero CRBC credit"),
     ("credit_abs_mean", "|credit|", "mean |CRBC step credit|"),
-    ("trainer_adv_abs_mean", "|trainer adv|", "mean |advantage| the trainer logged"),
+    (
+        "trainer_adv_abs_mean",
+        "|trainer adv|",
+        f"mean |advantage| the trainer logged; {UNDEFINED} = the trainer logged no advantage for this group",
+    ),
     ("rollouts", "rollouts", "rollouts in the group"),
     ("steps", "steps", "steps in the group"),
 )
@@ -372,7 +380,8 @@ GROUP_COLUMNS = (
 def groups_table(groups: pd.DataFrame) -> pd.DataFrame:
     """One train step's groups as the drill-down shows them: short headers (`GROUP_COLUMNS`,
     the run and train step are the page's choice, not columns), disagreement next to the
-    group so that it shows without scrolling sideways; values stay numbers but disagreement,
+    group so that it shows without scrolling sideways; values stay numbers but disagreement
+    (and |trainer adv| where a group has none, which a table would write "None"),
     written with 3 decimals and `UNDEFINED` where it is not defined.
 
     >>> g = pd.DataFrame({"run_id": ["r"], "train_step": [1], "group_id": ["g"],
@@ -385,4 +394,7 @@ def groups_table(groups: pd.DataFrame) -> pd.DataFrame:
     if "disagreement" in out:
         # In [0, 2] with fixed decimals: the text sorts as the numbers do, "—" last.
         out["disagreement"] = dash_undefined(out["disagreement"])
+    if "|trainer adv|" in out and out["|trainer adv|"].isna().any():
+        # A table writes a missing number as "None": a dash instead, its tooltip says why.
+        out["|trainer adv|"] = dash_undefined(out["|trainer adv|"])
     return out

@@ -28,8 +28,8 @@ def test_graph_page_downloads_the_chosen_view():
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
     at.switch_page("crbc_viz/app/app_pages/graph.py").run()
     assert not at.exception, [e.value for e in at.exception]
-    labels = at.sidebar.selectbox(key="group_pick").options
-    at.sidebar.selectbox(key="group_pick").select(labels[3]).run()
+    at.sidebar.selectbox(key="group_pick").select_index(3).run()
+    label = at.sidebar.selectbox(key="group_pick").value  # the full name (shown shortened)
     at.sidebar.selectbox(key="estimator_pick").select("visit_local").run()
     assert not at.exception, [e.value for e in at.exception]
     b = _button(at)
@@ -39,7 +39,7 @@ def test_graph_page_downloads_the_chosen_view():
     assert page.startswith("<!doctype html>") and page.count("<iframe ") == 1
     assert "anchor graph, visit_local" in page
     prov = dict(re.findall(r"<tr data-crbc-prov='[^']*'><td>(.*?)</td><td>(.*?)</td></tr>", page))
-    run, step, gid = labels[3].split("/")
+    run, step, gid = label.split("/")
     assert (prov["run"], prov["train step"], prov["group"].split(" (")[0]) == (run, step, gid)
     assert prov["file"] == Path(sel.source.file).name and prov["read as"] == "canonical log (detected)"
     assert prov["file SHA-256"] == hashlib.sha256(Path(sel.source.file).read_bytes()).hexdigest()

@@ -123,3 +123,22 @@ def test_a_bad_store_link_says_why(store, monkeypatch, ref, why):
     at.run()
     assert not at.exception
     assert at.sidebar.error and why in at.sidebar.error[0].value, [e.value for e in at.sidebar.error]
+
+
+def test_drill_down_shows_a_dash_where_no_advantage_was_logged(store, monkeypatch):
+    """The Sokoban sample logs no advantage: the drill-down's |trainer adv| reads "—" (a text
+    column, so no cell is flagged as a wrong type), never "None"."""
+    import json
+
+    root, st_dir = store
+    at = _app(monkeypatch, root)
+    at.text_input(key="training_store").set_value(str(st_dir)).run()
+    assert not at.exception and not at.error
+    table = next(d for d in at.dataframe if "|trainer adv|" in d.value.columns)
+    col = table.value["|trainer adv|"].tolist()
+    assert col and set(col) == {"—"}, col
+    assert "None" not in table.value.astype(str).to_numpy().ravel().tolist()
+    assert "Not drawn (no value in the logs): mean |trainer advantage|." in [c.value for c in at.caption]
+    config = json.loads(table.proto.columns)
+    assert "no advantage" in config["|trainer adv|"]["help"]
+    assert config["|trainer adv|"].get("type_config", {}).get("type") != "number", config["|trainer adv|"]

@@ -421,7 +421,8 @@ def render() -> None:
     row = pipeline.group_matching_row(sel.digest, sel.path, sel.group)
     if row["sentence"]:
         st.warning(md(row["sentence"]))
-    c1, c2, c3 = st.columns(3)
+    # One row that wraps (no fixed thirds): each link keeps its whole label at any width.
+    c1 = c2 = c3 = st.container(horizontal=True, gap="medium")
     q = view.nav_query() or None
     c1.page_link(page_script("graph"), label="Open its graph", icon=":material/hub:", query_params=q)
     c2.page_link(

@@ -232,9 +232,10 @@ def lesson_depth(lesson, dataset) -> bool:
         # Play's step happens here, before the K control and the Play toggle are drawn: once a
         # widget exists in a run, its state can no longer be set.
         _step_k(1)
-    c0, c1, c2, c3 = st.columns(
-        [4, 1.3, 1.3, 1.8] if projector() else [6, 1, 1, 1.2], vertical_alignment="bottom"
-    )
+    c0, cb = st.columns([4, 4.4] if projector() else [6, 3.2], vertical_alignment="bottom")
+    # The buttons and Play in one row that wraps: each keeps its whole label at any width
+    # (fixed narrow columns cut them to "◀." and "K." at 800 px).
+    c1 = c2 = c3 = cb.container(horizontal=True, vertical_alignment="center")
     k = c0.select_slider(
         "Backup depth K",
         options=K_OPTIONS,
@@ -245,9 +246,9 @@ def lesson_depth(lesson, dataset) -> bool:
     )
     view.record("lk")
     c1.button(
-        "◀ K", key="learn_k_prev", on_click=_step_k, args=(-1,), help="one backup less", width="stretch"
+        "◀ K", key="learn_k_prev", on_click=_step_k, args=(-1,), help="one backup less", width="content"
     )
-    c2.button("K ▶", key="learn_k_next", on_click=_step_k, args=(1,), help="one backup more", width="stretch")
+    c2.button("K ▶", key="learn_k_next", on_click=_step_k, args=(1,), help="one backup more", width="content")
     playing = c3.toggle(
         "Play", key=PLAY_KEY, on_change=_on_play, help="back up one step per second up to ∞ (from 0 at ∞)"
     )

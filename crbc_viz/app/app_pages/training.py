@@ -7,7 +7,7 @@ import streamlit as st
 
 from crbc_viz.ui import pipeline, sources, view
 from crbc_viz.ui.links import page_script
-from crbc_viz.ui.text import cells, md_lines
+from crbc_viz.ui.text import cells, md, md_lines, short_names
 from crbc_viz.views.training import (
     GROUP_COLUMNS,
     METRICS,
@@ -105,6 +105,9 @@ def render() -> None:
         selection_mode="points",
         on_select=lambda: _drill_to_point(targets, ties, run_ids, run_key, step_key),
     )
+    empty = [METRICS[m] for m in metrics if m in steps and steps[m].isna().all()]
+    if empty:
+        st.caption("Not drawn (no value in the logs): " + ", ".join(empty) + ".")
     st.caption(
         "Click a point to drill down to that run and train_step (where runs share a point, the "
         "hover names them all and the run already chosen stays chosen)."
@@ -122,8 +125,9 @@ def render() -> None:
         return
     gids = [str(x) for x in g["group_id"].tolist()]
     group_key = view.field("tgroup", gids[0], options=gids)
+    shown = groups_table(g)
     st.dataframe(
-        cells(groups_table(g)),
+        cells(shown),
         hide_index=True,
         width="stretch",
         key="training_groups",
@@ -131,13 +135,23 @@ def render() -> None:
         on_select=lambda: _pick_row("training_groups", gids, group_key),
         column_config={
             h: st.column_config.Column(h, help=tip)
-            if h in ("group", "disagreement")
+            if h in ("group", "disagreement") or (h in shown and shown[h].dtype.kind not in "biuf")
             else st.column_config.NumberColumn(h, help=tip, format="%.3f" if "_" in c else None)
             for c, h, tip in GROUP_COLUMNS
         },
     )
     st.caption("Click a row to choose that group.")
-    gid = st.selectbox("Group", gids, key=group_key)
+    short = short_names(gids, GROUP_CHARS)
+    gid = st.selectbox(
+        "Group",
+        gids,
+        key=group_key,
+        format_func=short.__getitem__,
+        help="a long group id keeps its start and its distinguishing end around …; the chosen "
+        "group's full id is shown under the box",
+    )
+    if short[gid] != gid:
+        st.caption(md(gid))
     view.record("tgroup")
     link = st.container()  # filled last: the link carries the whole view, the lookup's included
     _lookup(store, str(run), pick, run_key, step_key)
@@ -158,6 +172,10 @@ def _trends_view(root: str, fingerprint: str, runs: tuple, metrics: tuple, pick,
     fig = trends_figure(_steps, list(metrics), highlight=pick)
     return fig, point_targets(fig), point_ties(fig)
 
+
+#: Characters of a group id the page's full-width group box shows (at 800 px) before it
+#: shortens the id in the middle.
+GROUP_CHARS = 60
 
 #: Separator of a list field in the URL (``metrics=success_rate,disagreement``).
 _LIST_SEP = ","
