@@ -662,72 +662,8 @@ def _renamed(batch, alias: str, name: str):
     return batch
 
 
-def _takes(fmt: str) -> set[str]:
-    """The import options (`crbc_viz.io.importers.IMPORT_OPTIONS`) importer ``fmt`` takes."""
-    import importlib
-    import inspect
-
-    from ..io.importers import IMPORT_OPTIONS
-
-    module = importlib.import_module(f"crbc_viz.io.importers.{fmt.replace('-', '_')}")
-    return set(IMPORT_OPTIONS) & set(inspect.signature(module.read).parameters)
-
-
 def _read_file(path: str, options: ReadOptions):
-    from ..io import load_rollouts
-    from ..io.assemble import build_batch
-    from ..io.importers import Source, detect, expand_sources, import_source
-    from ..io.importers.fieldmap import relabel
+    from ..io.importers import read_file
 
-    detected, batch = options.fmt == "auto", None
-    if os.path.isdir(path):
-        fmt = detect(path) if detected else options.fmt
-        if fmt != "rllm":
-            raise LoadError(
-                [
-                    Problem(
-                        path,
-                        None,
-                        None,
-                        f"a folder is read as rLLM episodes; {fmt} dumps are files: open one",
-                    )
-                ]
-            )
-        files = tuple(f for s in expand_sources([path], fmt) for f in s.files)
-        src = Source(path, fmt, files)
-    elif detected:
-        try:
-            (src,) = expand_sources([path], "auto")
-        except LoadError as undetected:
-            try:
-                batch = load_rollouts(path)
-            except LoadError as unread:
-                if all(p.field is not None and p.line is None for p in unread.problems):
-                    raise undetected.with_traceback(None) from None  # readable, of other fields
-                raise unread.with_traceback(None) from None
-            src = Source(path, "canonical", (path,))  # the canonical reader reads it after all
-    else:
-        src = Source(path, options.fmt, (path,))
-    given = set(options.importer_options())
-    if given - _takes(src.fmt):
-        flags = ", ".join("--" + k.replace("_", "-") for k in sorted(given - _takes(src.fmt)))
-        raise LoadError(
-            [
-                Problem(
-                    path,
-                    None,
-                    None,
-                    f"{flags}: options of TRL and ms-swift files; this one reads as "
-                    f"{FORMAT_TITLES.get(src.fmt, src.fmt)}",
-                )
-            ]
-        )
-    if src.fmt == "canonical":
-        return _mark(batch if batch is not None else load_rollouts(path), ReadAs("canonical", detected))
-    imp = import_source(src, **options.importer_options())
-    try:
-        batch = build_batch(imp.raw)
-    except LoadError as exc:  # a field map's values: named by their map entries
-        raise relabel(exc, getattr(imp, "labels", None)) from None
-    counts = tuple(imp.counts.items())
-    return _mark(batch, ReadAs(src.fmt, detected, tuple(imp.notes), counts))
+    got = read_file(path, options.fmt, **options.importer_options())
+    return _mark(got.batch, ReadAs(got.fmt, got.detected, got.notes, got.counts))

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import CrbcVizError, LoadError
+from ..errors import CrbcVizError
 from .graph_page import esc
 from .trajectories import outcome_label, trajectory_table
 
@@ -111,42 +111,11 @@ def read_log(path: str | os.PathLike, fmt: str = "auto"):
     Raises:
         LoadError: the file's problems (or no importer claims it).
     """
-    from ..io import load_rollouts
-    from ..io.assemble import build_batch
-    from ..io.importers import FORMATS, TITLES, Source, detect, expand_sources, import_source
+    from ..io.importers import TITLES, read_file
 
-    path = str(path)
-    if fmt not in ("auto", *FORMATS):
-        raise LoadError([_problem(path, f"unknown format {fmt!r}; valid: auto, {', '.join(FORMATS)}")])
-    how = "detected" if fmt == "auto" else "chosen"
-    if os.path.isdir(path):
-        got = detect(path) if fmt == "auto" else fmt
-        if got != "rllm":
-            raise LoadError([_problem(path, f"a folder is read as rLLM episodes; {got} dumps are files")])
-        src = Source(path, got, tuple(f for s in expand_sources([path], got) for f in s.files))
-    elif fmt == "auto":
-        try:
-            (src,) = expand_sources([path], "auto")
-        except LoadError as undetected:
-            try:
-                batch = load_rollouts(path)
-            except LoadError as unread:
-                if all(p.field is not None and p.line is None for p in unread.problems):
-                    raise undetected.with_traceback(None) from None
-                raise unread.with_traceback(None) from None
-            return batch, f"{TITLES['canonical']} ({how})", ()
-    else:
-        src = Source(path, fmt, (path,))
-    if src.fmt == "canonical":
-        return load_rollouts(path), f"{TITLES['canonical']} ({how})", ()
-    imp = import_source(src)
-    return build_batch(imp.raw), f"{TITLES.get(src.fmt, src.fmt)} ({how})", tuple(imp.notes)
-
-
-def _problem(path: str, message: str):
-    from ..errors import Problem
-
-    return Problem(path, None, None, message)
+    got = read_file(path, fmt)
+    how = "detected" if got.detected else "chosen"
+    return got.batch, f"{TITLES.get(got.fmt, got.fmt)} ({how})", got.notes
 
 
 def resolve_group(batch, group) -> int:

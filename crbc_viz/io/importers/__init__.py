@@ -60,6 +60,8 @@ __all__ = [
     "detect",
     "expand_sources",
     "import_source",
+    "FileRead",
+    "read_file",
 ]
 
 #: Every importer, in detection order: the most specific signature first. A new importer is a
@@ -278,3 +280,80 @@ def import_source(src: Source, **options) -> Imported:
     if src.notes:
         imp.notes = (*src.notes, *imp.notes)
     return imp
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """One log file (or rLLM episodes folder) as `read_file` read it: the batch, the importer's
+    name, whether it was detected from the file's fields (else chosen), the importer's notes
+    and its per-file counts (`Imported.counts`) as ``(name, count)`` pairs."""
+
+    batch: object  # RolloutBatch
+    fmt: str
+    detected: bool
+    notes: tuple[str, ...] = ()
+    counts: tuple[tuple[str, int], ...] = ()
+
+
+def takes(fmt: str) -> set[str]:
+    """The import options (`IMPORT_OPTIONS`) importer ``fmt``'s ``read`` takes."""
+    import inspect
+
+    return set(IMPORT_OPTIONS) & set(inspect.signature(_BY_NAME[fmt].read).parameters)
+
+
+def read_file(path, fmt: str = "auto", **options) -> FileRead:
+    """Read one log file, or an rLLM episodes folder, in any format the importers read: the one
+    reading the app's parse child, `crbc_viz.show`, ``crbc-viz html`` and the dashboards share.
+
+    ``fmt="auto"`` detects the importer from the file's fields, and a file no importer claims is
+    read by the canonical reader when it can be; ``options`` (`IMPORT_OPTIONS`; None = not set)
+    go to an importer that takes them, and one it does not take is refused by name.
+
+    Raises:
+        LoadError: the file's problems, an unknown format, a folder of another format, or an
+            option the file's importer does not take (a field map's values are named by their
+            map entries).
+    """
+    from .. import load_rollouts
+    from ..assemble import build_batch
+    from .fieldmap import relabel
+
+    path = str(path)
+    if fmt not in ("auto", *FORMATS):
+        raise LoadError(
+            [Problem(path, None, None, f"unknown format {fmt!r}; valid: auto, {', '.join(FORMATS)}")]
+        )
+    detected, batch = fmt == "auto", None
+    if os.path.isdir(path):
+        got = detect(path) if detected else fmt
+        if got != "rllm":
+            why = f"a folder is read as rLLM episodes; {got} dumps are files: open one"
+            raise LoadError([Problem(path, None, None, why)])
+        src = Source(path, got, tuple(f for s in expand_sources([path], got) for f in s.files))
+    elif detected:
+        try:
+            (src,) = expand_sources([path], "auto")
+        except LoadError as undetected:
+            try:
+                batch = load_rollouts(path)
+            except LoadError as unread:
+                if all(p.field is not None and p.line is None for p in unread.problems):
+                    raise undetected.with_traceback(None) from None  # readable, of other fields
+                raise unread.with_traceback(None) from None
+            src = Source(path, "canonical", (path,))  # the canonical reader reads it after all
+    else:
+        src = Source(path, fmt, (path,))
+    unused = {k for k, v in options.items() if v is not None} - takes(src.fmt)
+    if unused:
+        flags = ", ".join("--" + k.replace("_", "-") for k in sorted(unused))
+        why = f"{flags}: options of TRL and ms-swift files; this one reads as {TITLES.get(src.fmt, src.fmt)}"
+        raise LoadError([Problem(path, None, None, why)])
+    if src.fmt == "canonical":
+        return FileRead(batch if batch is not None else load_rollouts(path), "canonical", detected)
+    imp = import_source(src, **options)
+    try:
+        batch = build_batch(imp.raw)
+    except LoadError as exc:  # a field map's values: named by their map entries
+        raise relabel(exc, getattr(imp, "labels", None)) from None
+    return FileRead(batch, src.fmt, detected, tuple(imp.notes), tuple(imp.counts.items()))
