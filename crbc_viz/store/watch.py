@@ -75,6 +75,8 @@ RESCAN_S = 30.0
 #: Seconds the files of a replaced version are kept after the switch (a page that listed them
 #: just before it can still read them).
 GRACE_S = 30.0
+#: How soon a stop asked by a signal ends the wait between two scans (s).
+STOP_POLL_S = 0.25
 #: The watcher's status in the store folder (JSON; read by the app, never by queries).
 STATUS_FILE = "watch.json"
 #: Largest status file the app reads (a bigger one is refused, not parsed).
@@ -275,7 +277,8 @@ class Watcher:
         self._status_key = None
         self._undecided = False
         self._replaced_at: float | None = None  # clock time of the last version switch
-        self._stopping = threading.Event()
+        #: Set by `stop`: a plain flag, since a signal handler must take no lock (see `stop`).
+        self._stop_asked = False
         self.wake = threading.Event()
         self.counts = {"ingested": 0, "replaced": 0, "present": 0, "failed": 0}
         self.started_at = _now_iso()
@@ -290,9 +293,12 @@ class Watcher:
 
     # -- lifecycle ------------------------------------------------------------------------------
     def stop(self) -> None:
-        """Ask `run` to return (after the log being ingested, if any): safe from a signal handler."""
-        self._stopping.set()
-        self.wake.set()
+        """Ask `run` to return (after the log being ingested, if any): safe from a signal handler.
+
+        It only sets a flag: an `Event` takes a lock that this same thread may hold when the
+        signal lands (inside ``wake.clear()`` or ``wake.wait()``), and setting it there would
+        block forever. `run` waits in slices of `STOP_POLL_S`, so it sees the flag that soon."""
+        self._stop_asked = True
 
     def close(self) -> None:
         """Write the final status and release the store."""
@@ -429,7 +435,7 @@ class Watcher:
         if self._undecided:
             self.scan()  # the layout may be decided now that the first file settled
         for path in self._ready(self.clock()):
-            if self._stopping.is_set():
+            if self._stop_asked:
                 break
             # Undecided (rLLM or not: the first JSON file does not read yet), only say why
             # a log waits; nothing is read as a source until it is decided.
@@ -591,16 +597,24 @@ class Watcher:
         """Follow the folder until `stop` is called."""
         observer = None if self.poll else self._observe(self.on_event)
         try:
-            while not self._stopping.is_set():
+            while not self._stop_asked:
                 self.wake.clear()
                 self.step()
-                if self._stopping.is_set():
+                if self._stop_asked:
                     break
-                self.wake.wait(self.next_wait())
+                self._sleep(self.next_wait())
         finally:
             if observer is not None:
                 observer.stop()
                 observer.join(timeout=5)
+
+    def _sleep(self, seconds: float) -> None:
+        """Wait ``seconds``, or until a file event sets `wake`, or until `stop` is asked."""
+        end = time.monotonic() + seconds
+        while not self._stop_asked:
+            left = end - time.monotonic()
+            if left <= 0 or self.wake.wait(min(left, STOP_POLL_S)):
+                return
 
     # -- status ---------------------------------------------------------------------------------
     def _write_status(
