@@ -14,6 +14,7 @@ to install, never an ImportError traceback.
     networkx  networkx: `AnchorGraph.to_networkx`
     wandb     wandb: `crbc_viz.integrations.wandb` (credit in a W&B run)
     tensorboard  tensorboard: what a ``SummaryWriter`` for `crbc_viz.integrations.tensorboard` needs
+    ray       ray[data]: ``score --store S --all --engine ray`` (a whole store re-scored on Ray Data)
     all       every one of them
 
 ``torch``'s extra has no upper bound and never pins: installed beside a trainer, the trainer's
@@ -42,6 +43,7 @@ EXTRA_OF: dict[str, str] = {
     "networkx": "networkx",
     "wandb": "wandb",
     "tensorboard": "tensorboard",
+    "ray": "ray",
 }
 
 
