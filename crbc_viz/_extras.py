@@ -2,7 +2,7 @@
 code that needs one imports it (`require`), so that a missing one is one line naming the extra
 to install, never an ImportError traceback.
 
-``pip install crbc-viz`` (the core: numpy, scipy, pandas, pyarrow, duckdb, tqdm) is what
+``pip install crbc-viz`` (the core: numpy, scipy, pandas, pyarrow, duckdb, tqdm, array-api-compat) is what
 `load_rollouts`, `score`, the command line (``score``, ``info``, ``ingest``, ``export``,
 ``trends``, ``drop-incomplete``, ``estimators``), the log store and the trainer adapters
 (`crbc_viz.integrations`, given the trainer's torch) need. The extras:

@@ -1,8 +1,13 @@
-"""Group-by statistics over integer segment ids: count, mean, std and the z-score."""
+"""Group-by statistics over integer segment ids: count, mean, std and the z-score.
+
+Written once for numpy arrays and torch tensors (`crbc_viz.ops.xp`): the torch backend calls
+these same functions on its tensors, on any device."""
 
 from __future__ import annotations
 
 import numpy as np
+
+from .xp import float_array, namespace, seg_max, seg_min, seg_sum, unit_roundoff
 
 __all__ = [
     "segment_stats",
@@ -24,11 +29,13 @@ def segment_stats(
     alike (verl-agent's cross-steps statistics weigh rollouts by length). The std divides by
     ``max(count − ddof, 1)``; an empty segment has mean 0 and std 0.
     """
-    w = np.ones(len(x)) if weights is None else np.asarray(weights, dtype=np.float64)
-    cnt = np.bincount(seg, weights=w, minlength=num)
-    mean = np.bincount(seg, weights=w * x, minlength=num) / np.maximum(cnt, 1)
-    sq = np.bincount(seg, weights=w * (x - mean[seg]) ** 2, minlength=num)
-    return cnt, mean, np.sqrt(sq / np.maximum(cnt - ddof, 1))
+    x = float_array(x)
+    xp = namespace(x)
+    w = xp.ones_like(x) if weights is None else float_array(weights, like=x)
+    cnt = seg_sum(w, seg, num)
+    mean = seg_sum(w * x, seg, num) / xp.clip(cnt, min=1)
+    sq = seg_sum(w * (x - mean[seg]) ** 2, seg, num)
+    return cnt, mean, xp.sqrt(sq / xp.clip(cnt - ddof, min=1))
 
 
 #: Round-off unit of float64 and of float32 (the float32 paths of the torch backend).
@@ -50,9 +57,11 @@ def roundoff_tol(magnitude, terms, *, eps: float = F64_EPS):
     discounted sum (the solve's error grows with the empirical chain's absorption time, which
     the group's steps bound). A non-finite magnitude allows no spread but 0.
     """
-    magnitude = np.asarray(magnitude, dtype=np.float64)
-    tol = SPREAD_ULPS * eps * np.asarray(terms, dtype=np.float64) * magnitude
-    return np.where(np.isfinite(tol), tol, 0.0)
+    magnitude = float_array(magnitude)
+    xp = namespace(magnitude)
+    terms = terms if isinstance(terms, (int, float)) else float_array(terms, like=magnitude)
+    tol = SPREAD_ULPS * eps * terms * magnitude
+    return xp.where(xp.isfinite(tol), tol, 0.0)
 
 
 def no_spread(
@@ -67,26 +76,23 @@ def no_spread(
     `roundoff_tol`, with the segment's largest |x| or ``magnitude`` (per element) and its
     largest ``terms`` (per element, or one number; by default the segment's members). Equal
     values always qualify; an empty segment gives False."""
-    x = np.asarray(x, dtype=np.float64)
-    seg = np.asarray(seg)
-    xmax = np.full(num, -np.inf)
-    xmin = np.full(num, np.inf)
-    np.maximum.at(xmax, seg, x)
-    np.minimum.at(xmin, seg, x)
-    mag_el = np.abs(x)
+    x = float_array(x)
+    xp = namespace(x)
+    seg = np.asarray(seg) if isinstance(x, np.ndarray) else seg
+    xmax = seg_max(x, seg, num, -np.inf)
+    xmin = seg_min(x, seg, num, np.inf)
+    mag_el = xp.abs(x)
     if magnitude is not None:
-        mag_el = np.maximum(mag_el, np.abs(np.asarray(magnitude, dtype=np.float64)))
-    mag = np.zeros(num)
-    np.maximum.at(mag, seg, mag_el)
+        mag_el = xp.maximum(mag_el, xp.abs(float_array(magnitude, like=x)))
+    mag = seg_max(mag_el, seg, num, 0.0)
     if terms is None:
-        n = np.bincount(seg, minlength=num)
-    elif np.ndim(terms) == 0:
+        n = seg_sum(xp.ones_like(x), seg, num)
+    elif isinstance(terms, (int, float)) or np.ndim(terms) == 0:
         n = float(terms)
     else:
-        n = np.zeros(num)
-        np.maximum.at(n, seg, np.asarray(terms, dtype=np.float64))
+        n = seg_max(float_array(terms, like=x), seg, num, 0.0)
     spread = xmax - xmin
-    return (xmax >= xmin) & ((spread == 0) | (spread <= roundoff_tol(mag, n)))
+    return (xmax >= xmin) & ((spread == 0) | (spread <= roundoff_tol(mag, n, eps=unit_roundoff(x))))
 
 
 def segment_zscore(
@@ -108,12 +114,13 @@ def segment_zscore(
     Returns:
         ``(z [len(x)], mean [num], std [num], count [num])``.
     """
-    x = np.asarray(x, dtype=np.float64)
+    x = float_array(x)
+    xp = namespace(x)
     cnt, mean, std = segment_stats(x, seg, num, ddof=ddof)
     degenerate = (cnt < 2) | no_spread(x, seg, num, magnitude=magnitude, terms=terms) | (std == 0)
-    z = x - mean[seg] if center else x.copy()
+    z = x - mean[seg] if center else xp.asarray(x, copy=True)
     if scale:
         # The degenerate rows are overwritten below; a divisor of 1 there keeps 0/0 out.
-        z = z / (np.where(degenerate, 1.0, std)[seg] + eps)
-    z = np.where(degenerate[seg], 0.0, z)
+        z = z / (xp.where(degenerate, 1.0, std)[seg] + eps)
+    z = xp.where(degenerate[seg], 0.0, z)
     return z, mean, std, cnt

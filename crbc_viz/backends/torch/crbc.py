@@ -160,43 +160,28 @@ def _sparse_solve_large(large: np.ndarray, node_group, i_src, i_dst, i_w, beta, 
 
 
 def group_advantage_torch(traj_success, traj_group, num_groups: int, eps: float = 1e-6):
-    """A^G per trajectory ``[T]`` (success indicator, sample std, eps; a one-rollout group
-    gets mean 0 and std 1; a group with no spread gets 0), from tensors."""
-    import torch
+    """A^G per trajectory ``[T]`` from tensors (success indicator, sample std, eps):
+    `crbc_viz.ops.advantage.outcome_advantage`, the one group advantage."""
+    from ...ops.advantage import outcome_advantage
+    from ...ops.xp import float_array
 
-    from .core import no_spread_t
-
-    dev, dtype = (
-        traj_success.device,
-        torch.float64 if traj_success.dtype == torch.bool else traj_success.dtype,
-    )
-    R = traj_success.to(dtype)
-    g = traj_group
-    cnt = torch.zeros(num_groups, device=dev, dtype=dtype).index_add_(0, g, torch.ones_like(R))
-    mean = torch.zeros(num_groups, device=dev, dtype=dtype).index_add_(0, g, R) / cnt.clamp(min=1)
-    sq = torch.zeros(num_groups, device=dev, dtype=dtype).index_add_(0, g, (R - mean[g]) ** 2)
-    std = torch.sqrt(sq / (cnt - 1).clamp(min=1))
-    single = cnt <= 1
-    flat = ~single & (no_spread_t(R, g, num_groups) | (std == 0))
-    mean = torch.where(single, torch.zeros_like(mean), mean)
-    std = torch.where(single | flat, torch.ones_like(std), std)
-    return torch.where(flat[g], torch.zeros_like(R), R - mean[g]) / (std[g] + eps)
+    return outcome_advantage(float_array(traj_success), traj_group, num_groups, eps=eps)
 
 
 def readout(V, Q, pair_node, mu, node_num_actions, *, sigma_min: float, min_actions: int, pair_terms):
     """Eq. 13: A = Q − V, σ(s)² = Σ_a μ A², gated and σ-normalised credit per pair ``[P]``;
-    an anchor whose Q agree within round-off (`no_spread_t`: magnitude max(|Q|, |V|),
+    an anchor whose Q agree within round-off (`crbc_viz.ops.segments.no_spread`: magnitude max(|Q|, |V|),
     ``pair_terms`` = the steps of each pair's group) gets 0.
 
     Returns ``(pair_credit [P], gate [N])``."""
     import torch
 
-    from .core import no_spread_t
+    from ...ops.segments import no_spread
 
     adv = Q - V[pair_node]
     sigma = torch.sqrt(torch.zeros_like(V).index_add_(0, pair_node, mu * adv**2))
     gate = node_num_actions >= min_actions
-    flat = no_spread_t(Q, pair_node, V.shape[0], magnitude=V[pair_node], terms=pair_terms)
+    flat = no_spread(Q, pair_node, V.shape[0], magnitude=V[pair_node], terms=pair_terms)
     pair_credit = torch.where(
         (gate & ~flat)[pair_node], adv / sigma.clamp(min=sigma_min)[pair_node], torch.zeros_like(adv)
     )

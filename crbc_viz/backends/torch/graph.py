@@ -1,6 +1,7 @@
 """Batched torch twins of the graph-wide peer estimators (GiGPO, RTMC, GRAFT, Gated-BEPO,
 PGPO): same signature as the numpy reference plus ``device``, float64, every group in one
-pass.
+pass; the segment statistics are the numpy references' own (`crbc_viz.ops.segments`, written
+once for numpy and torch).
 
 There are no per-step Python loops: per-trajectory discounted sums are blocked matmuls
 (``[blocks, 64]`` values times a ``[64, 64]`` discount Toeplitz matrix, carried back block by
@@ -17,9 +18,9 @@ import numpy as np
 
 from ...estimators.registry import implements
 from ...graph import FAILURE, SUCCESS, AnchorGraph
+from ...ops.segments import no_spread, segment_stats, segment_zscore
 from ...result import CreditResult
 from ._device import resolve_device
-from .core import no_spread_t
 
 __all__ = ["gigpo_torch", "rtmc_torch", "graft_torch", "gated_bepo_torch", "pgpo_torch"]
 
@@ -79,32 +80,6 @@ def _discounted(graph: AnchorGraph, x, decay: float):
         last_blk, torch.zeros((), dtype=x.dtype, device=dev), dec ** (B - col).to(x.dtype) * carry[row + 1]
     )
     return local[row, col] + tail
-
-
-def _seg_stats(x, seg, num: int, ddof: int):
-    import torch
-
-    cnt = torch.zeros(num, dtype=x.dtype, device=x.device).index_add_(0, seg, torch.ones_like(x))
-    mean = torch.zeros(num, dtype=x.dtype, device=x.device).index_add_(0, seg, x) / cnt.clamp(min=1)
-    dev2 = (x - mean[seg]) ** 2
-    var = torch.zeros(num, dtype=x.dtype, device=x.device).index_add_(0, seg, dev2) / (cnt - ddof).clamp(
-        min=1
-    )
-    return cnt, mean, var.sqrt()
-
-
-def _seg_zscore(
-    x, seg, num: int, *, ddof: int = 1, eps: float = 1e-6, scale: bool = True, magnitude=None, terms=None
-):
-    """Twin of `crbc_viz.ops.segments.segment_zscore`: ``(z, mean, std, count)``."""
-    import torch
-
-    cnt, mean, std = _seg_stats(x, seg, num, ddof)
-    degenerate = (cnt < 2) | no_spread_t(x, seg, num, magnitude=magnitude, terms=terms) | (std == 0)
-    z = x - mean[seg]
-    if scale:  # a divisor of 1 on the degenerate rows (overwritten below) keeps 0/0 out
-        z = z / (torch.where(degenerate, torch.ones_like(std), std)[seg] + eps)
-    return torch.where(degenerate[seg], torch.zeros_like(z), z), mean, std, cnt
 
 
 def _group_ids(graph: AnchorGraph, dev):
@@ -176,7 +151,7 @@ def gigpo_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditRe
     R = _discounted(graph, r, gamma)  # Eq. 5
     seg_np, num = step_groups(graph, similarity, similarity_thresh)  # Eq. 6
     seg = _t(seg_np, dev)
-    a_s, mean, _, cnt = _seg_zscore(
+    a_s, mean, _, cnt = segment_zscore(
         R,
         seg,
         num,
@@ -246,9 +221,9 @@ def rtmc_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditRes
     adv = a.clone()
     if normalize:
         sg = _t(b.step_group, dev)
-        _, _, std = _seg_stats(a, sg, G, 0)
+        _, _, std = segment_stats(a, sg, G, ddof=0)
         node = _t(graph.step_node, dev)
-        flat = no_spread_t(a, sg, G, magnitude=q[pair].abs() + v[node].abs(), terms=_step_terms(graph, dev))
+        flat = no_spread(a, sg, G, magnitude=q[pair].abs() + v[node].abs(), terms=_step_terms(graph, dev))
         ok = ((std > norm_eps) & ~flat)[sg]
         adv = torch.where(ok, a / torch.where(ok, std[sg], torch.ones_like(a)), a)
     node = _t(graph.step_node, dev)
@@ -324,7 +299,7 @@ def graft_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditRe
 
         mag = (gamma * v_next).abs() + v_cur.abs() + bonus.abs()
         terms = _step_terms(graph, dev)
-        a_hat = _seg_zscore(a_gae, node, N, ddof=ddof, eps=eps, magnitude=mag, terms=terms)[0]
+        a_hat = segment_zscore(a_gae, node, N, ddof=ddof, eps=eps, magnitude=mag, terms=terms)[0]
         zero = a_gae.abs() <= SPREAD_ULPS * F64_EPS * terms * mag  # |A| of round-off: 0
         sing = {
             "sign": lambda: torch.where(
@@ -371,7 +346,9 @@ def gated_bepo_torch(graph: AnchorGraph, params, *, device: str = "auto") -> Cre
     if bellman_norm == "group_z":  # a group of one step, or with no spread, gets 0
         sg, G = _group_ids(graph, dev)
         mag = _discounted(graph, (gamma * v_next).abs() + v_cur.abs(), gamma * gae_lambda)
-        a_norm = _seg_zscore(a_b, sg, G, ddof=ddof, eps=eps, magnitude=mag, terms=_step_terms(graph, dev))[0]
+        a_norm = segment_zscore(a_b, sg, G, ddof=ddof, eps=eps, magnitude=mag, terms=_step_terms(graph, dev))[
+            0
+        ]
     else:
         a_norm = a_b
     N = graph.num_nodes
@@ -417,7 +394,7 @@ def pgpo_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditRes
     R_mag = _discounted(graph, r.abs(), eta)
     terms = _step_terms(graph, dev)
     node = _t(graph.step_node, dev)
-    a_s, _, _, _ = _seg_zscore(R, node, N, ddof=ddof, eps=eps, magnitude=R_mag, terms=terms)  # Eq. 3
+    a_s, _, _, _ = segment_zscore(R, node, N, ddof=ddof, eps=eps, magnitude=R_mag, terms=terms)  # Eq. 3
     phi_sum = torch.zeros(N, dtype=f64, device=dev).index_add_(0, node, R)  # Eq. 6
     phi_cnt = torch.zeros(N, dtype=f64, device=dev).index_add_(0, node, torch.ones_like(R))
     phi = phi_sum / phi_cnt.clamp(min=1)
@@ -440,7 +417,7 @@ def pgpo_torch(graph: AnchorGraph, params, *, device: str = "auto") -> CreditRes
     delta = torch.where(terminal, gamma * r_final, gamma * phi_n) - phi_m  # Eq. 7
     phi_mag_n = phi_mag[nn] if N else torch.zeros_like(R)
     d_mag = torch.where(terminal, gamma * r_final.abs(), gamma * phi_mag_n) + phi_mag[node]
-    a_phi, _, _, _ = _seg_zscore(delta, node, N, ddof=ddof, eps=eps, magnitude=d_mag, terms=terms)  # Eq. 8
+    a_phi, _, _, _ = segment_zscore(delta, node, N, ddof=ddof, eps=eps, magnitude=d_mag, terms=terms)  # Eq. 8
     tg = _t(b.traj_group, dev)
     succ = (r[last] > 0).to(f64)  # r_final > 0
     p_succ = torch.zeros(G, dtype=f64, device=dev).index_add_(0, tg, succ) / torch.zeros(
