@@ -18,6 +18,7 @@ from . import _hooks
 __all__ = [
     "load_rollouts",
     "score",
+    "load_engine",
     "build_graph",
     "RolloutBatch",
     "AnchorGraph",
@@ -29,6 +30,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "score": "api",
+    "load_engine": "api",
     "RolloutBatch": "data",
     "AnchorGraph": "graph",
     "build_graph": "graph",

@@ -71,6 +71,19 @@ def score(
 AUTO_ORDER = (("torch", "cuda"), ("numba", "cpu"), ("torch", "cpu"), ("numpy", "cpu"))
 
 
+def load_engine() -> bool:
+    """Load the compiled CPU engine (numba) into this process now, so that ``backend='auto'``
+    runs it from the next call on. For a process that scores again and again (a trainer loop,
+    the app server, a notebook that re-scores): the load (~0.4 s from numba's disk cache) is
+    paid once, here, and every later choice depends only on the input. Returns False, and
+    changes nothing, where numba is not installed (``pip install 'crbc-viz[numba]'``)."""
+    pkg = _package("numba")
+    if not pkg.available():
+        return False
+    pkg.load()
+    return True
+
+
 def load_backends() -> None:
     """Import the backend packages (each adds its kernels to the registry's table): the one
     place they are imported. Neither imports torch nor numba."""

@@ -21,7 +21,7 @@ import logging
 
 import streamlit as st
 
-from crbc_viz.ui import view
+from crbc_viz.ui import pipeline, view
 from crbc_viz.ui.links import page_menu, page_script, view_tools
 from crbc_viz.ui.sidebar import render_sidebar
 
@@ -105,6 +105,7 @@ def main() -> None:
     # "auto": Streamlit collapses the sidebar up to 768 px; the "Copy link" component's script
     # collapses it up to `links.NARROW_PX` (1000 px), where it would take a third of the page.
     st.set_page_config(page_title="crbc-viz", page_icon="📊", layout="wide", initial_sidebar_state="auto")
+    pipeline.engine_loading()
     all_pages = pages()
     page = st.navigation(all_pages, position="hidden")
     view.sync_in()

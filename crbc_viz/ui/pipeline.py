@@ -17,7 +17,7 @@ from ..analysis.depth import depth_bound, depth_family
 from ..analysis.matching import group_matching, matching_summary
 from ..analysis.summary import batch_summary, group_table
 from ..analysis.trends import store_trends as _store_trends
-from ..api import REFUSALS, score
+from ..api import REFUSALS, load_engine, score
 from ..errors import CrbcVizError
 from ..estimators.crbc import CRBCParams
 from ..estimators.crbc import crbc as crbc_fn
@@ -26,6 +26,7 @@ from . import sandbox, sources
 from .files import file_digest
 
 __all__ = [
+    "engine_loading",
     "digest_of",
     "source_digest",
     "load_batch",
@@ -73,6 +74,18 @@ def source_digest(src: sources.Source) -> str:
     if src.is_store:
         return f"{src.key}@{src.stamp[0]}"
     return f"{digest_of(src.file or src.key, *src.stamp)}-{src.read_tag}"
+
+
+@st.cache_resource(show_spinner=False)
+def engine_loading():
+    """The server scores again and again: it loads the compiled engine once per process, in a
+    background thread (`crbc_viz.api.load_engine`, ~0.4 s from numba's cache), so ``auto`` runs
+    it from then on without the first page waiting for it."""
+    import threading
+
+    t = threading.Thread(target=load_engine, name="crbc-viz-engine-load", daemon=True)
+    t.start()
+    return t
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)

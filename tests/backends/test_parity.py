@@ -205,7 +205,6 @@ def test_auto_on_cpu_picks_the_fastest_exact_engine(graph, monkeypatch):
         )
 
     monkeypatch.setattr(numba_backend, "loaded", lambda: False)
-    monkeypatch.setattr(numba_backend, "LOAD_ON_CALL", math.inf)  # one call each, as in a fresh CLI
     crbc, sp = registry.get("crbc"), registry.get("shortest_path")
     assert api._auto_backend(crbc, "auto", fake(10, [5])) == "numpy"  # load costs more than the job
     assert api._auto_backend(crbc, "auto", fake(5_000_000, [40] * 4096)) == "numba"

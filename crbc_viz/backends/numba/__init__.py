@@ -10,7 +10,7 @@ import sys
 from .. import numpy_seconds
 from . import kernels  # noqa: F401  (registers the numba rows of the kernel table)
 
-__all__ = ["available", "loaded", "should_run", "NUMBA_LOAD_S", "REPEAT_MIN_S", "LOAD_ON_CALL"]
+__all__ = ["available", "load", "loaded", "should_run", "NUMBA_LOAD_S"]
 
 #: Loading the compiled engine from its disk cache on a CPU core (``python -m bench --write``).
 NUMBA_LOAD_S = 0.4
@@ -26,20 +26,19 @@ def loaded() -> bool:
     return __name__ + ".crbc" in sys.modules and "numba" in sys.modules
 
 
-#: A process's ``auto`` calls of one estimator that would run numpy for longer than
-#: ``REPEAT_MIN_S`` load the engine from the ``LOAD_ON_CALL``-th such call on (a trainer or
-#: the app server scores again; a CLI run scores each estimator once).
-REPEAT_MIN_S = 0.002
-LOAD_ON_CALL = 2
-_numpy_chosen: dict[str, int] = {}
+def load() -> None:
+    """Load the compiled engine into this process now (from numba's disk cache: about
+    `NUMBA_LOAD_S`), so that ``auto`` runs it from the next call on: what a process that will
+    score again and again (a trainer, the app server) asks for, explicitly
+    (`crbc_viz.api.load_engine`)."""
+    from . import crbc, graph  # noqa: F401
 
 
 def should_run(spec, graph, device: str, params) -> bool | str:
-    """``auto`` on a CPU: numba when it is loaded already; when the numpy reference is expected
-    to take longer than loading the engine; or from the second call in a process that scores
-    the same estimator again (a trainer, the app server): a process that calls twice will call
-    again, and the engine's one load is repaid within a few calls. A one-shot call, or a CLI run
-    of several estimators once each, never pays the load."""
+    """``auto`` on a CPU: numba when it is loaded already (`load`: a process that scores again
+    and again loads it once, explicitly), or when the numpy reference is expected to take longer
+    than loading the engine. The choice depends on the input and on what the process loaded,
+    never on how many calls came before: a one-shot call (the CLI) never pays the load."""
     if device == "cuda":
         return "the numba engine runs on the CPU only"
     if not available():
@@ -49,8 +48,4 @@ def should_run(spec, graph, device: str, params) -> bool | str:
     seconds = numpy_seconds(spec, graph, params, worth_counting=NUMBA_LOAD_S)
     if seconds > NUMBA_LOAD_S:
         return True
-    if seconds >= REPEAT_MIN_S:
-        _numpy_chosen[spec.name] = _numpy_chosen.get(spec.name, 0) + 1
-        if _numpy_chosen[spec.name] >= LOAD_ON_CALL:
-            return True
     return f"numpy is expected to finish ({seconds:.2g} s) before numba loads ({NUMBA_LOAD_S} s)"
