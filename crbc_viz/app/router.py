@@ -30,20 +30,30 @@ log = logging.getLogger("crbc_viz.app")
 #: What the browser shows when a page fails: no exception type, server path or source line.
 PAGE_FAILED = "Something went wrong on this page; details are in the server log."
 
-#: (script in ``app_pages/``, title, url_path or None for the script's name, icon); the first
-#: is the default page.
-PAGE_SPECS = [
-    ("data", "Data", None, ":material/dataset:"),
-    ("graph", "Graph", None, ":material/hub:"),
-    ("trajectories", "Trajectories", None, ":material/timeline:"),
-    ("compare", "Compare", None, ":material/compare_arrows:"),
-    ("estimators", "Estimators", None, ":material/menu_book:"),
-    ("training", "Across training", "training", ":material/show_chart:"),
-    ("learn", "Learn", "learn", ":material/school:"),
-]
+
+def page_facts() -> list[dict]:
+    """Every page of the app, in menu order: the ``PAGE`` dict each script in ``app_pages/``
+    declares about itself (order, title, icon, optional url_path and own_data, ready), read
+    with `ast.literal_eval` (a page is not run to be listed), plus its script ``name``. Adding a
+    page is adding its script; nothing here lists pages."""
+    import ast
+    from pathlib import Path
+
+    out = []
+    for f in sorted(Path(page_script("data")).parent.glob("*.py")):
+        tree = ast.parse(f.read_text(encoding="utf-8"), str(f))
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["PAGE"]:
+                out.append({"name": f.stem, **ast.literal_eval(node.value)})
+    return sorted(out, key=lambda p: p["order"])
+
+
+#: (script in ``app_pages/``, title, url_path or None for the script's name, icon) of every page
+#: (`page_facts`); the first is the default page.
+PAGE_SPECS = [(p["name"], p["title"], p.get("url_path"), p["icon"]) for p in page_facts()]
 
 #: Pages with their own data choice: the shared file/group/estimator sidebar is not drawn there.
-SELF_CONTAINED = {"Learn", "Across training"}
+SELF_CONTAINED = {p["title"] for p in page_facts() if p.get("own_data")}
 
 #: Root font size in projector mode: 1.5 % of the window's width, 16 … `PROJECTOR_ROOT_PX` px
 #: (19.2 px at 1280 px, where Streamlit's 0.875rem labels become 16.8 px; a narrow window keeps

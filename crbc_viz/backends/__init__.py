@@ -23,8 +23,6 @@ __all__ = ["numpy_seconds", "NUMPY_S_PER_STEP", "NUMPY_S_PER_FLOP", "NUMPY_S_PER
 NUMPY_S_PER_STEP = 1e-6
 NUMPY_S_PER_FLOP = 1e-9
 NUMPY_S_PER_SPARSE_ANCHOR = 5e-6
-#: Estimators whose reference solves the closure (cost by anchors, not steps).
-SOLVES = ("crbc", "graft", "gated_bepo")
 
 
 def _group_sizes(graph: AnchorGraph) -> tuple[np.ndarray, bool]:
@@ -40,7 +38,7 @@ def _estimate(spec, graph: AnchorGraph, params) -> tuple[float, bool]:
 
     seconds = NUMPY_S_PER_STEP * graph.batch.num_steps
     sizes, exact = _group_sizes(graph)
-    if spec.name in SOLVES and math.isinf(getattr(params, "depth", math.inf)):
+    if spec.solves and math.isinf(getattr(params, "depth", math.inf)):
         dense = sizes[sizes <= DENSE_MAX]
         seconds += NUMPY_S_PER_FLOP * float(np.sum(size_class(dense).astype(np.float64) ** 3)) / 3
         seconds += NUMPY_S_PER_SPARSE_ANCHOR * float(sizes[sizes > DENSE_MAX].sum())

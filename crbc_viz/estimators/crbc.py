@@ -243,6 +243,7 @@ crbc = register(
         section="§3",
         kernel=_crbc,
         params_cls=CRBCParams,
+        solves=True,
     )
 )
 visit_local = register(

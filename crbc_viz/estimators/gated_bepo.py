@@ -174,5 +174,6 @@ gated_bepo = register(
         section="§5",
         kernel=_gated_bepo_numpy,
         params_cls=GatedBEPOParams,
+        solves=True,
     )
 )

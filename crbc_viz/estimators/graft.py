@@ -242,5 +242,6 @@ graft = register(
         section="§4",
         kernel=_graft_numpy,
         params_cls=GRAFTParams,
+        solves=True,
     )
 )

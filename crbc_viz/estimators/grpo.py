@@ -82,5 +82,6 @@ grpo = register(
         section="§1",
         kernel=_grpo,
         params_cls=GRPOParams,
+        value_meaning=("V(s): mean return of the rollouts through s", True, "SUCCESS", "FAILURE"),
     )
 )

@@ -104,6 +104,12 @@ class EstimatorSpec:
     kernel: Callable
     params_cls: type
     requires: tuple[str, ...] = ()
+    #: Its reference solves the closure (a linear solve per group at depth ∞): its cost grows
+    #: with each group's anchors, not only its steps (`crbc_viz.backends.numpy_seconds`).
+    solves: bool = False
+    #: What a node's colour means on the graph: (legend title, higher is better, SUCCESS label,
+    #: FAILURE label); None: a state value V(s), higher is better.
+    value_meaning: tuple[str, bool, str, str] | None = None
     fn: Callable | None = field(default=None, repr=False, compare=False)
 
     @property

@@ -164,5 +164,6 @@ shortest_path = register(
         section="§3a",
         kernel=_shortest_path,
         params_cls=ShortestPathParams,
+        value_meaning=("d(s): hops to SUCCESS", False, "SUCCESS\nd = 0", "FAILURE\nd = ∞"),
     )
 )

@@ -17,7 +17,6 @@ __all__ = [
     "select_nodes",
     "truncated_steps",
     "EdgeCredit",
-    "VALUE_MEANING",
     "value_meaning",
 ]
 
@@ -131,14 +130,10 @@ class EdgeCredit:
         }
 
 
-#: What node colour means per estimator: (legend title, higher is better?, SUCCESS label,
-#: FAILURE label). Estimators not listed colour by a state value V(s) (higher = better).
-VALUE_MEANING = {
-    "shortest_path": ("d(s): hops to SUCCESS", False, "SUCCESS\nd = 0", "FAILURE\nd = ∞"),
-    "grpo": ("V(s): mean return of the rollouts through s", True, "SUCCESS", "FAILURE"),
-}
-
-
 def value_meaning(estimator: str | None) -> tuple[str, bool, str, str]:
-    """(legend title, higher is better, SUCCESS label, FAILURE label) for ``estimator``."""
-    return VALUE_MEANING.get(estimator or "", ("V(s)", True, "SUCCESS", "FAILURE"))
+    """(legend title, higher is better, SUCCESS label, FAILURE label) for ``estimator``: its
+    spec's ``value_meaning`` (a state value V(s) where the spec says nothing)."""
+    from ..estimators import registry
+
+    spec = registry.get(estimator) if estimator in registry.names() else None
+    return (spec and spec.value_meaning) or ("V(s)", True, "SUCCESS", "FAILURE")

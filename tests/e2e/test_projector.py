@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from crbc_viz.app.router import page_facts
 from streamlit_server import CHROMIUM, WAIT_MS, app_idle, streamlit_server
 
 pytestmark = pytest.mark.browser
@@ -29,17 +30,12 @@ REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "test-output"
 MIN_PX = 16.0
 LESSONS = range(1, 7)
-#: Every page of the app (url path) and, for each, an element that is there once it has loaded.
+#: Every page of the app (url path) and, for each, an element that is there once it has loaded:
+#: from the pages' own facts (`crbc_viz.app.router.page_facts`), the first page at "", plus two
+#: Learn lessons (one in projector mode).
 PAGES = {
-    "": "[data-testid='stDataFrame']",
-    "graph": "iframe",
-    "trajectories": "[data-testid='stHtml'], [data-testid='stDataFrame']",
-    "compare": ".js-plotly-plot",
-    "estimators": "[data-testid='stDataFrame']",
-    "training": ".js-plotly-plot, [data-testid='stAlert']",
-    "learn?lesson=2": "iframe",
-    "learn?lesson=4&projector=1": "iframe",
-}
+    ("" if i == 0 else p.get("url_path") or p["name"]): p["ready"] for i, p in enumerate(page_facts())
+} | {"learn?lesson=2": "iframe", "learn?lesson=4&projector=1": "iframe"}
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 
 if not os.path.exists(CHROMIUM):

@@ -32,6 +32,16 @@ from crbc_viz.views.projector import projector_fonts
 from crbc_viz.views.training import dash_undefined
 from crbc_viz.views.trajectories import step_frame
 
+#: This page's facts, read by the router without running the page (`crbc_viz.app.router.page_facts`):
+#: menu order, title, icon, url path (default: the script's name), whether it has its own data
+#: choice (no shared sidebar), and an element that is there once it has loaded (tests wait on it).
+PAGE = {
+    "order": 4,
+    "title": "Compare",
+    "icon": ":material/compare_arrows:",
+    "ready": ".js-plotly-plot",
+}
+
 
 def _sized(fig):
     """``fig`` with projector fonts in projector mode (the app's toggle)."""

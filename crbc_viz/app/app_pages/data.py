@@ -41,6 +41,16 @@ from crbc_viz.views.matching import degenerate_line, matching_line
 from crbc_viz.views.training import dash_undefined
 from crbc_viz.views.verify import verify_headline, verify_table
 
+#: This page's facts, read by the router without running the page (`crbc_viz.app.router.page_facts`):
+#: menu order, title, icon, url path (default: the script's name), whether it has its own data
+#: choice (no shared sidebar), and an element that is there once it has loaded (tests wait on it).
+PAGE = {
+    "order": 1,
+    "title": "Data",
+    "icon": ":material/dataset:",
+    "ready": "[data-testid='stDataFrame']",
+}
+
 SOURCES = ("Bundled sample", "Upload", "Server path")
 #: What a trainer writes that an upload may be (an rLLM episodes folder is a server path).
 TRAINER_FILES = ", ".join(t for f, t in FORMAT_TITLES.items() if f not in ("canonical", "rllm"))

@@ -14,6 +14,16 @@ from crbc_viz.views.reference import (
     specs,
 )
 
+#: This page's facts, read by the router without running the page (`crbc_viz.app.router.page_facts`):
+#: menu order, title, icon, url path (default: the script's name), whether it has its own data
+#: choice (no shared sidebar), and an element that is there once it has loaded (tests wait on it).
+PAGE = {
+    "order": 5,
+    "title": "Estimators",
+    "icon": ":material/menu_book:",
+    "ready": "[data-testid='stDataFrame']",
+}
+
 
 def card(spec) -> None:
     with st.container(border=True):

@@ -24,6 +24,16 @@ from crbc_viz.views.matching import all_grey, matching_line
 from crbc_viz.views.projector import PROJECTOR_MIN_FONT, projector_graph_page
 from crbc_viz.views.trajectories import anchor_panel_frame
 
+#: This page's facts, read by the router without running the page (`crbc_viz.app.router.page_facts`):
+#: menu order, title, icon, url path (default: the script's name), whether it has its own data
+#: choice (no shared sidebar), and an element that is there once it has loaded (tests wait on it).
+PAGE = {
+    "order": 2,
+    "title": "Graph",
+    "icon": ":material/hub:",
+    "ready": "iframe",
+}
+
 HEIGHT = 620
 #: Above this many anchors the page offers (and defaults to) the chosen rollout's neighbourhood.
 LARGE = 150

@@ -25,6 +25,18 @@ from crbc_viz.ui.pipeline import learn_rows as base_rows
 from crbc_viz.ui.text import md
 from crbc_viz.views import learn as V
 
+#: This page's facts, read by the router without running the page (`crbc_viz.app.router.page_facts`):
+#: menu order, title, icon, url path (default: the script's name), whether it has its own data
+#: choice (no shared sidebar), and an element that is there once it has loaded (tests wait on it).
+PAGE = {
+    "order": 7,
+    "title": "Learn",
+    "icon": ":material/school:",
+    "url_path": "learn",
+    "own_data": True,
+    "ready": "iframe",
+}
+
 LESSON_KEY = "learn_lesson"
 EXPORT_KEY = "learn_export"
 K_KEY = "learn_k"

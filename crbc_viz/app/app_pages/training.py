@@ -20,6 +20,18 @@ from crbc_viz.views.training import (
     trends_figure,
 )
 
+#: This page's facts, read by the router without running the page (`crbc_viz.app.router.page_facts`):
+#: menu order, title, icon, url path (default: the script's name), whether it has its own data
+#: choice (no shared sidebar), and an element that is there once it has loaded (tests wait on it).
+PAGE = {
+    "order": 6,
+    "title": "Across training",
+    "icon": ":material/show_chart:",
+    "url_path": "training",
+    "own_data": True,
+    "ready": ".js-plotly-plot, [data-testid='stAlert']",
+}
+
 #: Seconds between two looks at the store's manifests (a listing; the page reruns on a change).
 LIVE_EVERY_S = 3
 

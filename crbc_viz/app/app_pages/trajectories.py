@@ -15,6 +15,16 @@ from crbc_viz.ui.text import cells, md
 from crbc_viz.views.board import board_html
 from crbc_viz.views.trajectories import failed_frame, step_alternatives, trajectory_table, worst_steps
 
+#: This page's facts, read by the router without running the page (`crbc_viz.app.router.page_facts`):
+#: menu order, title, icon, url path (default: the script's name), whether it has its own data
+#: choice (no shared sidebar), and an element that is there once it has loaded (tests wait on it).
+PAGE = {
+    "order": 3,
+    "title": "Trajectories",
+    "icon": ":material/timeline:",
+    "ready": "[data-testid='stHtml'], [data-testid='stDataFrame']",
+}
+
 DEFAULT_TRIO = ("crbc", "visit_local", "shortest_path")
 MAX_CHIPS = 6
 
