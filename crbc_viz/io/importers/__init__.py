@@ -33,6 +33,7 @@ from ...errors import LoadError, Problem
 from .._guards import check_input_file
 from ..readers import SUFFIXES
 from . import (
+    art,
     canonical,
     fieldmap,
     ms_swift,
@@ -41,6 +42,7 @@ from . import (
     rllm,
     roll,
     skyrl,
+    tinker_cookbook,
     trl,
     verifiers,
     verl,
@@ -76,6 +78,8 @@ IMPORTERS: tuple[Importer, ...] = (
     skyrl,
     nemo_rl,
     ragen,
+    art,
+    tinker_cookbook,
     trl,
     verl,
     fieldmap,  # never detected: chosen by giving a field map (--map, --map-file)
