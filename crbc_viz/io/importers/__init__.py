@@ -351,7 +351,10 @@ def read_file(path, fmt: str = "auto", **options) -> FileRead:
     unused = {k for k, v in options.items() if v is not None} - takes(src.fmt)
     if unused:
         flags = ", ".join("--" + k.replace("_", "-") for k in sorted(unused))
-        why = f"{flags}: options of TRL and ms-swift files; this one reads as {TITLES.get(src.fmt, src.fmt)}"
+        names = ", ".join(f for f in FORMATS if unused & takes(f))
+        why = (
+            f"{flags}: taken only by the {names} format(s); this one reads as {TITLES.get(src.fmt, src.fmt)}"
+        )
         raise LoadError([Problem(path, None, None, why)])
     if src.fmt == "canonical":
         return FileRead(batch if batch is not None else load_rollouts(path), "canonical", detected)

@@ -182,9 +182,7 @@ def _parquet_rows(path: str) -> _Rows:
             ]
         )
     charge_frame(path, table, "row")
-    col = table.column("messages") if "messages" in table.column_names else None
-    n_msgs = sum(len(v) for v in col.to_pylist() if isinstance(v, list)) if col is not None else 0
-    _guards.Budget(path, "row").spend(table.nbytes + _MESSAGE_COST * n_msgs)
+    _guards.Budget(path, "row").spend(table.nbytes + _MESSAGE_COST * _count_messages(table))
     for i, r in enumerate(table.to_pylist()):
         g = r.get("group_index")
         if not isinstance(g, int) or isinstance(g, bool) or g < 0:
@@ -192,6 +190,19 @@ def _parquet_rows(path: str) -> _Rows:
             continue
         _add(rows, (i, f"r{i}", ""), g, r, legacy=False)
     return rows
+
+
+def _count_messages(table) -> int:
+    """How many messages the ``messages`` column holds (0 when it is not a list column)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if "messages" not in table.column_names:
+        return 0
+    col = table.column("messages")
+    if not (pa.types.is_list(col.type) or pa.types.is_large_list(col.type)):
+        return 0
+    return int(pc.sum(pc.list_value_length(col)).as_py() or 0)
 
 
 def _jsonl_rows(path: str) -> _Rows:
