@@ -90,7 +90,7 @@ def add_arguments(p) -> None:
         metavar="COL",
         help="TRL / ms-swift: the 0/1 column that is success (default: the one 0/1 "
         "reward column, e.g. reward_won); ART / tinker-cookbook: the metrics key that is "
-        "success (default: ART's one 0/1 metric named like win / success / correct, "
+        "success (default: ART's one 0/1 metric named win / success / correct ..., "
         "tinker-cookbook's correct)",
     )
     p.add_argument(

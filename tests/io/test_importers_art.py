@@ -108,18 +108,27 @@ def _rewrite(src: Path, dest: Path, change) -> Path:
     return dest
 
 
-def test_success_column_overrides(tmp_path):
+def _with_metrics(tmp_path, update) -> Path:
     def change(rows):
         for r in rows:
             m = json.loads(r["metrics"])
-            m["solved_by_judge"] = 1
+            update(m)
             r["metrics"] = json.dumps(m)
 
-    p = _rewrite(_file("v1"), tmp_path / "m/p/models/n/trajectories/train/0003.parquet", change)
-    # two metrics named like a success: neither is guessed
+    return _rewrite(_file("v1"), tmp_path / "m/p/models/n/trajectories/train/0003.parquet", change)
+
+
+def test_success_column_overrides(tmp_path):
+    p = _with_metrics(tmp_path, lambda m: m.update(solved=1))
+    # two metrics named as a success: neither is guessed
     assert "success" not in _rows(p).columns
-    rows = _rows(p, success_column="solved_by_judge")
+    rows = _rows(p, success_column="solved")
     assert rows["success"].all()
+
+
+def test_a_metric_merely_containing_a_success_word_is_not_guessed(tmp_path):
+    p = _with_metrics(tmp_path, lambda m: m.update(format_pass=m.pop("win")))
+    assert "success" not in _rows(p).columns  # reward > threshold instead
 
 
 def test_success_column_naming_no_metric_is_an_error(tmp_path):

@@ -23,8 +23,9 @@ history-free, SCHEMA.md), its action the tool calls it made (name and arguments)
 alone has none and is keyed by its transition; ``reward`` on the last turn and as
 ``episode_return``; ``train_step`` from the file name, ``split`` from its folder, ``run_id``
 ``<project>/<name>``. Success: ``success_column`` (``--success-column``) names a ``metrics``
-key; else the one key named like a success (``win``, ``success``, ``correct`` ...) that every
-trajectory has and holds only 0/1 / true / false; else reward > the success threshold. What
+key; else the one key named as a success (exactly ``win``, ``won``, ``success``, ``solved``,
+``resolved``, ``correct``, ``passed`` ..., any case, ``is_`` allowed) that every trajectory has
+and holds only 0/1 / true / false; else reward > the success threshold. What
 the file cannot carry: truncation (no finish reason, no turn limit: ``done`` unknown), the
 exceptions, ``additional_histories`` (Parquet), the policy versions.
 """
@@ -53,7 +54,11 @@ NAME = "art"
 TITLE = "OpenPipe ART trajectories"
 SIGNATURE = ("group_index", "reward", "messages")
 _LEGACY = ("trajectories",)
-_SUCCESS_NAME = re.compile(r"win|won|success|succeed|correct|solved|resolved|pass", re.I)
+#: Metric names read as success (exactly, any case): a name merely containing one
+#: (``format_pass``, ``partial_win_rate``) is not guessed.
+_SUCCESS_NAME = re.compile(
+    r"(is_)?(win|won|success|successful|succeeded|solved|resolved|correct|passed)", re.I
+)
 #: Bytes charged per message of a row made into Python objects (a dict of five fields).
 _MESSAGE_COST = 800
 
@@ -287,7 +292,7 @@ def _pick_success(rows: _Rows, success_column: str | None) -> tuple[str | None, 
                 ]
             )
         return success_column, f"success = metrics.{success_column} (--success-column)"
-    named = sorted({k for m in rows.metrics for k in m if isinstance(k, str) and _SUCCESS_NAME.search(k)})
+    named = sorted({k for m in rows.metrics for k in m if isinstance(k, str) and _SUCCESS_NAME.fullmatch(k)})
     usable = [
         k
         for k in named
@@ -298,14 +303,14 @@ def _pick_success(rows: _Rows, success_column: str | None) -> tuple[str | None, 
         wins = int(read_flags([m[k] for m in rows.metrics])[0].sum())
         passed = [x for x in named if x != k]
         return k, (
-            f"success = metrics.{k} (the one metric named like a success holding only 0/1 / true / false "
+            f"success = metrics.{k} (the one metric named as a success holding only 0/1 / true / false "
             f"in every trajectory): {wins} of {n}; --success-column overrides"
             + (f"; not {', '.join(passed)}" if passed else "")
         )
     why = (
         f"several such metrics ({', '.join(usable)})"
         if usable
-        else "no metric named like a success holding only flags in every trajectory"
+        else "no metric named as a success (win, success, correct ...) holding only flags in every trajectory"
     )
     if named and not usable:
         why += f" (seen: {', '.join(named[:5])})"
