@@ -197,3 +197,15 @@ def test_no_trainable_message_reads_every_assistant_turn(tmp_path):
 def test_an_exception_only_group_is_named():
     (src,) = expand_sources([str(_file("v1"))])
     assert any("group_index value(s) without a row (2)" in n for n in import_source(src).notes)
+
+
+def test_a_bad_legacy_tool_call_names_its_message(tmp_path):
+    lines = _file("jsonl").read_text().splitlines()
+    rec = json.loads(lines[0])
+    rec["trajectories"][1]["messages_and_choices"][2]["message"]["tool_calls"] = "{bad"
+    lines[0] = json.dumps(rec)
+    p = tmp_path / "0001.jsonl"
+    p.write_text("\n".join(lines) + "\n")
+    with pytest.raises(LoadError) as e:
+        _rows(p)
+    assert "line 1: field 'trajectories[1].messages_and_choices[2].tool_calls'" in str(e.value)

@@ -85,6 +85,9 @@ class _Rows:
         self.path, self.where = path, where
         self.line: list[int] = []
         self.key: list[str] = []
+        self.field: list[
+            str
+        ] = []  # where the messages are: ``messages``, ``trajectories[k].messages_and_choices``
         self.group: list[int] = []
         self.reward: list = []
         self.metrics: list[dict] = []
@@ -167,6 +170,7 @@ def _add(rows: _Rows, at: tuple[int, str, str], group, traj: dict, legacy: bool)
         return
     rows.line.append(line)
     rows.key.append(key)
+    rows.field.append(pre + field)
     rows.group.append(group)
     rows.reward.append(traj.get("reward"))
     rows.metrics.append(metrics)
@@ -267,7 +271,7 @@ def _turns(rows: _Rows, i: int) -> tuple[list, bool]:
         role = m.get("role")
         if role == "assistant":
             if every or m.get("trainable"):
-                calls = _calls(rows, line, f"messages[{k}].tool_calls", m.get("tool_calls"))
+                calls = _calls(rows, line, f"{rows.field[i]}[{k}].tool_calls", m.get("tool_calls"))
                 action = json.dumps(calls, ensure_ascii=False, sort_keys=True) if calls else None
                 turns.append((_anchor(env), action, to_text(m.get("content"))))
             env = []
