@@ -89,7 +89,9 @@ def add_arguments(p) -> None:
         dest="success_column",
         metavar="COL",
         help="TRL / ms-swift: the 0/1 column that is success (default: the one 0/1 "
-        "reward column, e.g. reward_won)",
+        "reward column, e.g. reward_won); ART / tinker-cookbook: the metrics key that is "
+        "success (default: ART's one 0/1 metric named win / success / correct ..., "
+        "tinker-cookbook's correct)",
     )
     p.add_argument(
         "--part-rows", type=int, default=500_000, dest="part_rows", help="most steps per Parquet part"

@@ -116,7 +116,8 @@ _MAX_REWARD_COLUMNS = 64
 @dataclass(frozen=True)
 class ReadOptions:
     """How a file is read: ``crbc-viz ingest``'s ``--format``, ``--reward-columns`` and
-    ``--success-column`` (the last two: TRL and ms-swift files only), and ``--map`` (a field
+    ``--success-column`` (the last two: TRL and ms-swift files; the last also ART and
+    tinker-cookbook, naming a metrics key), and ``--map`` (a field
     map, `crbc_viz.io.importers.fieldmap`: the file is then read as ``fieldmap``).
 
     Attributes:

@@ -154,6 +154,30 @@ SEEDS = [
         FIX / "swift46_multiturn/output/completions.jsonl",
         "output/completions.jsonl",
     ),
+    (
+        "art-v1",
+        "art",
+        FIX / "art/art_v1/corridor/models/agent-001/trajectories/train/0003.parquet",
+        "art/p/models/m/trajectories/train/0003.parquet",
+    ),
+    (
+        "art-v2",
+        "art",
+        FIX / "art/art_v2/corridor/models/agent-002/trajectories/train/0012.parquet",
+        "art/p/models/m/trajectories/train/0012.parquet",
+    ),
+    (
+        "art-jsonl",
+        "art",
+        FIX / "art/art_jsonl/corridor/models/agent-000/trajectories/val/0001.jsonl",
+        "art/p/models/m/trajectories/val/0001.jsonl",
+    ),
+    (
+        "tinker-cookbook",
+        "tinker-cookbook",
+        FIX / "tinker_cookbook/log/iteration_000003/train_rollout_summaries.jsonl",
+        "log/iteration_000003/train_rollout_summaries.jsonl",
+    ),
 ]
 #: Formats read only through a user's field map (nothing to read without one): their hostile
 #: maps and values are tests/io/test_fieldmap.py's.
@@ -600,6 +624,24 @@ READ_FIELDS = {
         )
     ]
     + [(1, "completion", 0, "content"), (1, "completion", 0, "role")],
+    "art-v2": [(1, k) for k in ("group_index", "reward", "metrics", "messages")]
+    + [(1, "messages", 2, k) for k in ("role", "content", "tool_calls", "trainable")],
+    "art-jsonl": [(1, "trajectories"), (1, "trajectories", 0, "reward"), (1, "trajectories", 0, "metrics")]
+    + [(1, "trajectories", 0, "messages_and_choices", 2, k) for k in ("finish_reason", "message")],
+    "tinker-cookbook": [
+        (1, k)
+        for k in (
+            "schema_version",
+            "split",
+            "iteration",
+            "group_idx",
+            "traj_idx",
+            "total_reward",
+            "final_reward",
+            "steps",
+        )
+    ]
+    + [(1, "steps", 1, k) for k in ("step_idx", "reward", "episode_done", "metrics", "ob_len")],
 }
 #: seed -> paths of a field the importer does not know (kept, stored and shown as it is).
 EXTRA_FIELDS = {
@@ -616,6 +658,8 @@ EXTRA_FIELDS = {
             "trl",
             "skyrl",
             "verifiers",
+            "art-v2",
+            "tinker-cookbook",
         )
     },
     "rllm": [

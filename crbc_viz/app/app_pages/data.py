@@ -183,7 +183,7 @@ def _option_widgets(sel) -> None:
             key=OPT_SUCCESS,
             on_change=_on_options,
             placeholder="auto: the one 0/1 reward column",
-            help="TRL and ms-swift files: the 0/1 column that is success",
+            help="TRL and ms-swift files: the 0/1 column that is success; ART and tinker-cookbook: the metrics key",
         )
         m1, m2 = st.columns([3, 2])
         m1.text_area(

@@ -33,6 +33,7 @@ from ...errors import LoadError, Problem
 from .._guards import check_input_file
 from ..readers import SUFFIXES
 from . import (
+    art,
     canonical,
     fieldmap,
     ms_swift,
@@ -41,6 +42,7 @@ from . import (
     rllm,
     roll,
     skyrl,
+    tinker_cookbook,
     trl,
     verifiers,
     verl,
@@ -76,6 +78,8 @@ IMPORTERS: tuple[Importer, ...] = (
     skyrl,
     nemo_rl,
     ragen,
+    art,
+    tinker_cookbook,
     trl,
     verl,
     fieldmap,  # never detected: chosen by giving a field map (--map, --map-file)
@@ -347,7 +351,10 @@ def read_file(path, fmt: str = "auto", **options) -> FileRead:
     unused = {k for k, v in options.items() if v is not None} - takes(src.fmt)
     if unused:
         flags = ", ".join("--" + k.replace("_", "-") for k in sorted(unused))
-        why = f"{flags}: options of TRL and ms-swift files; this one reads as {TITLES.get(src.fmt, src.fmt)}"
+        names = ", ".join(f for f in FORMATS if unused & takes(f))
+        why = (
+            f"{flags}: taken only by the {names} format(s); this one reads as {TITLES.get(src.fmt, src.fmt)}"
+        )
         raise LoadError([Problem(path, None, None, why)])
     if src.fmt == "canonical":
         return FileRead(batch if batch is not None else load_rollouts(path), "canonical", detected)
