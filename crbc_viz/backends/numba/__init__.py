@@ -30,8 +30,19 @@ def load() -> None:
     """Load the compiled engine into this process now (from numba's disk cache: about
     `NUMBA_LOAD_S`), so that ``auto`` runs it from the next call on: what a process that will
     score again and again (a trainer, the app server) asks for, explicitly
-    (`crbc_viz.api.load_engine`)."""
+    (`crbc_viz.api.load_engine`). A call on a two-step group of the real dtypes brings the
+    cached machine code in, which numba otherwise does on the first real call."""
+    import numpy as np
+
     from . import crbc, graph  # noqa: F401
+
+    crbc.crbc_step_credit(
+        np.array([1, 2], dtype=np.uint64),
+        np.zeros(2, dtype=np.int64),
+        np.array([0, 1, 2], dtype=np.int64),
+        np.array([0, 2], dtype=np.int64),
+        np.array([True, False]),
+    )
 
 
 def should_run(spec, graph, device: str, params) -> bool | str:
