@@ -41,7 +41,15 @@ marked ``needs_non_tensor_batch`` (ours are); without it the estimator raises, s
 from __future__ import annotations
 
 from .._extras import require
-from ._core import IntegrationInputError, Turns, as_device, rows_as_steps, score_steps, token_tensors
+from ._core import (
+    IntegrationInputError,
+    Turns,
+    as_device,
+    rows_as_steps,
+    score_steps,
+    token_tensors,
+    with_anchor_rule,
+)
 
 __all__ = [
     "compute_advantage",
@@ -76,6 +84,7 @@ def _per_row(nt: dict, key: str, B: int, required: bool):
     return v
 
 
+@with_anchor_rule
 def compute_advantage(
     token_level_rewards,
     response_mask,

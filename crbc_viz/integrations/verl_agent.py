@@ -25,11 +25,13 @@ from ._core import (
     masked_row_sum,
     score_steps,
     token_tensors,
+    with_anchor_rule,
 )
 
 __all__ = ["compute_advantage"]
 
 
+@with_anchor_rule
 def compute_advantage(
     token_level_rewards,
     response_mask,
