@@ -55,6 +55,7 @@ def apply_rule(batch: RolloutBatch, rule: AnchorRule | None) -> RolloutBatch:
                 steps["anchor_key"].to_numpy(dtype=object),
                 batch.step_anchor_hash,
             )
+        rule.check_found()  # a field no anchor has: refused, as the command line refuses it
         batch = _rekeyed(batch, h, k)
     return merge_anchors(batch, rule)
 
