@@ -168,6 +168,8 @@ def assign_step_advantages(groups, *, estimator: str = "crbc", anchor=None, acti
         groups: the trajectory groups of one training step.
         estimator: a registry name.
         anchor: ``fn(step)`` -> the history-free state; default ``step.observation``.
+        anchor_rule: (keyword) how anchors are matched, as in
+            `crbc_viz.integrations.verl_agent.compute_advantage`.
         action: ``fn(step)`` -> the action; ``"auto"`` (default) uses ``step.action`` where the
             step has one and keys a step without one by its transition (as the loader does,
             `crbc_viz.io.actions`); None always keys by transition.

@@ -108,6 +108,9 @@ def compute_advantage(
             optionally ``crbc_actions``, ``crbc_success``, ``crbc_step_starts``; module doc).
         estimator: a registry name.
         device: where the result goes; default the rewards' device.
+        anchor_rule: how anchors are matched (README "Anchor rules"): an `AnchorRule`, a rule
+            name (``"rtmc"``) or `make_rule`'s keywords (``{"name": "similar", "threshold":
+            0.9}``); None keys them exactly, as ``crbc-viz score`` without ``--anchor-rule``.
 
     Returns:
         ``(advantages, returns)``: the same ``[B, L]`` tensor, zero outside ``response_mask``.

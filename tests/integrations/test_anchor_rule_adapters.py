@@ -119,3 +119,43 @@ def test_adapter_rule_does_not_leak(log):
     assert active().exact
     a1, _ = _adapter_advantage(rs, None)
     np.testing.assert_array_equal(a0, a1)
+
+
+def _rllm_groups(rs):
+    from types import SimpleNamespace
+
+    out = []
+    for g in dict.fromkeys(r["group_id"] for r in rs):
+        trajs = []
+        for t in dict.fromkeys(r["traj_id"] for r in rs if r["group_id"] == g):
+            mine = sorted(
+                (r for r in rs if (r["group_id"], r["traj_id"]) == (g, t)), key=lambda r: r["step_idx"]
+            )
+            steps = [
+                SimpleNamespace(
+                    observation=r["anchor_obs"], input=None, action=r["action"], reward=r["reward"]
+                )
+                for r in mine
+            ]
+            trajs.append(SimpleNamespace(uid=t, reward=float(_ok(rs, mine[0])), steps=steps, keys=mine))
+        out.append(SimpleNamespace(group_id=g, trajectories=trajs))
+    return out
+
+
+@pytest.mark.parametrize("name", ["rtmc", "similar", "tfidf", "similar-batch"])
+def test_rllm_adapter_agrees_with_the_cli(log, tmp_path, name):
+    """rLLM's adapter assembles its steps on another path (one row per step object)."""
+    from crbc_viz.integrations.rllm import assign_step_advantages
+
+    opts, spec = RULES[name]
+    cli = _cli_advantage(log, opts, tmp_path / "rule.csv")
+    groups = _rllm_groups(rows())
+    assign_step_advantages(groups, anchor_rule=spec)
+    got = [s.advantage for g in groups for t in g.trajectories for s in t.steps]
+    want = [
+        cli[(r["group_id"], r["traj_id"], r["step_idx"])]
+        for g in groups
+        for t in g.trajectories
+        for r in t.keys
+    ]
+    np.testing.assert_allclose(got, want, atol=1e-12, rtol=0)
