@@ -142,17 +142,6 @@ class AnchorRule:
             parts.append(f"{self.merge} >= {self.threshold:g} ({self.cluster}, scope {self.scope})")
         return "; ".join(parts)
 
-    def spec(self) -> dict:
-        """The rule as `make_rule`'s keywords (what the app's link and the adapters carry)."""
-        out: dict = {"name": self.merge}
-        if self.fields:
-            out["fields"] = ",".join(self.fields)
-        if self.drop:
-            out["drop"] = [p.pattern for p in self.drop]
-        if self.needs_text:
-            out.update(threshold=self.threshold, scope=self.scope, cluster=self.cluster)
-        return {k: v for k, v in out.items() if v is not None}
-
     def apply(self, value):
         """The observation the rule keys ``value`` by."""
         if self.fields:
