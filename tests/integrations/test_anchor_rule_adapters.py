@@ -159,3 +159,33 @@ def test_rllm_adapter_agrees_with_the_cli(log, tmp_path, name):
         for r in t.keys
     ]
     np.testing.assert_allclose(got, want, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["drop", "rtmc", "similar", "tfidf", "similar-batch"])
+def test_verl_adapter_agrees_with_the_cli(log, tmp_path, name):
+    """verl's rows are whole trajectories (the path TRL's adapter shares): each step is one run
+    of the response mask, here tokens 0 and 2 of a row."""
+    from crbc_viz.integrations.verl import compute_advantage
+
+    opts, spec = RULES[name]
+    cli = _cli_advantage(log, opts, tmp_path / "rule.csv")
+    rs = rows()
+    trajs = list(dict.fromkeys((r["group_id"], r["traj_id"]) for r in rs))
+    by = {
+        k: sorted((r for r in rs if (r["group_id"], r["traj_id"]) == k), key=lambda r: r["step_idx"])
+        for k in trajs
+    }
+    mask = torch.tensor([[1.0, 0.0, 1.0, 0.0]] * len(trajs), dtype=torch.float64)
+    tlr = torch.zeros_like(mask)
+    for i, k in enumerate(trajs):
+        tlr[i, 0], tlr[i, 2] = by[k][0]["reward"], by[k][1]["reward"]
+    nt = {
+        "uid": np.array([g for g, _ in trajs], dtype=object),
+        "crbc_anchors": np.array([[r["anchor_obs"] for r in by[k]] for k in trajs], dtype=object),
+        "crbc_actions": np.array([[r["action"] for r in by[k]] for k in trajs], dtype=object),
+        "crbc_success": np.array([_ok(rs, by[k][0]) for k in trajs]),
+    }
+    adv, _ = compute_advantage(tlr, mask, non_tensor_batch=nt, anchor_rule=spec)
+    got = adv[:, [0, 2]].numpy().ravel()
+    want = [cli[(g, t, s)] for g, t in trajs for s in (0, 1)]
+    np.testing.assert_allclose(got, want, atol=1e-12, rtol=0)
