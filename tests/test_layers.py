@@ -1,7 +1,7 @@
 """The layering of docs/architecture.md, checked by an AST scan of every import — function-level
 imports included, since those are how a cycle hides today.
 
-    errors, data → io → graph, result → ops → estimators → backends → api → analysis, store, teaching
+    errors, data → io → graph, result → ops → estimators → backends → anchor_merge → api → analysis, store, teaching
       → views → ui → app (router, pages)            cli → api, analysis, store, io, views    integrations → api
                                           integrations.{wandb,tensorboard,_dashboards} → api, views
 
@@ -37,6 +37,7 @@ RANKS = {
     "crbc_viz.ops": 3,
     "crbc_viz.estimators": 4,
     "crbc_viz.backends": 5,
+    "crbc_viz.anchor_merge": 5.5,  # the anchor rules that re-key a batch use GiGPO's and ProxMO's similarity
     "crbc_viz.api": 6,
     "crbc_viz.integrations": 6.5,
     # the W&B / TensorBoard loggers build the shared view's HTML; adapters only call a logger given

@@ -202,3 +202,43 @@ def rule_comparison(exact: AnchorGraph, ruled: AnchorGraph, estimator: str = "cr
             "delta": float(delta[s]),
         }
     return out
+
+
+def rule_report(exact: AnchorGraph, ruled: AnchorGraph, rule) -> dict:
+    """What ``info`` and the app's anchor panel show of an anchor rule (one function for both):
+    `rule_comparison` of the two graphs plus the rule's ``name``, its ``scope`` and
+    ``cross_task`` (`crbc_viz.anchor_merge.cross_task`: anchors of different groups the rule
+    gives one key). JSON-ready."""
+    from ..anchor_merge import cross_task
+
+    out = {"name": rule.describe(), **rule_comparison(exact, ruled)}
+    out["scope"] = rule.scope if rule.needs_text else "group"
+    out["cross_task"] = cross_task(exact.batch, ruled.batch)
+    return out
+
+
+def rule_preview(batch, rule) -> dict:
+    """`rule_report` of ``rule`` on ``batch`` (keyed by the exact rule): the batch is re-keyed
+    by `crbc_viz.anchor_merge.apply_rule`, as the command line and the adapters key it."""
+    from ..anchor_merge import apply_rule
+    from ..graph import build_graph
+
+    return rule_report(build_graph(batch), build_graph(apply_rule(batch, rule)), rule)
+
+
+def cross_task_sentence(report: dict) -> str | None:
+    """The warning (scope ``batch``) or note (scope ``group``) about anchors of different tasks
+    that a rule gives one key; None when there are none."""
+    c = report.get("cross_task") or {}
+    if not c.get("keys"):
+        return None
+    names = ", ".join(c["groups"]) + (" …" if len(c["groups"]) >= 6 else "")
+    if report.get("scope") == "batch":
+        return (
+            f"this rule merges anchors of different tasks: {c['keys']} key(s) shared by groups "
+            f"{names} (--anchor-scope batch)"
+        )
+    return (
+        f"this rule gives anchors of different tasks one key ({c['keys']} key(s), groups {names}); "
+        f"they stay apart: merging stays within each group"
+    )

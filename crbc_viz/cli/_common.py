@@ -48,7 +48,9 @@ def add_anchor_rule_arguments(p: argparse.ArgumentParser) -> None:
         "--anchor-rule",
         dest="anchor_rule",
         metavar="RULE",
-        help="exact (as logged; the default), fields (--anchor-fields) or drop (--anchor-drop)",
+        help="exact (as logged; the default), fields (--anchor-fields), drop (--anchor-drop), "
+        "rtmc (the set of coarsened actions taken so far), similar (difflib ratio, GiGPO) or "
+        "tfidf (TF-IDF cosine, ProxMO)",
     )
     g.add_argument(
         "--anchor-fields",
@@ -65,17 +67,39 @@ def add_anchor_rule_arguments(p: argparse.ArgumentParser) -> None:
         help="remove every match from text anchors before hashing (repeatable; at most 200 "
         "characters, no repetition nested in a repetition)",
     )
+    g.add_argument(
+        "--anchor-threshold",
+        dest="anchor_threshold",
+        type=float,
+        metavar="T",
+        help="similar / tfidf: the similarity two anchors need to merge (default 0.95 / 0.9)",
+    )
+    g.add_argument(
+        "--anchor-cluster",
+        dest="anchor_cluster",
+        metavar="HOW",
+        help="similar / tfidf: greedy (join the first similar representative; GiGPO's, the "
+        "default) or components (chains of similar anchors merge)",
+    )
+    g.add_argument(
+        "--anchor-scope",
+        dest="anchor_scope",
+        metavar="SCOPE",
+        help="similar / tfidf: group (compare anchors within each group; the default) or batch "
+        "(across groups; warns naming the tasks whose anchors share a key)",
+    )
 
 
 def anchor_rule(args):
     """The `AnchorRule` of the command line (`crbc_viz.io.anchor_rules.EXACT` when none is
     given); a bad rule raises `AnchorRuleError` (exit status 2)."""
     name, fields, drop = (getattr(args, k, None) for k in ("anchor_rule", "anchor_fields", "anchor_drop"))
+    extra = {k: getattr(args, "anchor_" + k, None) for k in ("threshold", "scope", "cluster")}
     from ..io.anchor_rules import EXACT, make_rule
 
-    if name is None and fields is None and not drop:
+    if name is None and fields is None and not drop and all(v is None for v in extra.values()):
         return EXACT
-    return make_rule(name, fields, drop)
+    return make_rule(name, fields, drop, **extra)
 
 
 def add_map_arguments(p: argparse.ArgumentParser) -> None:
@@ -205,6 +229,10 @@ def load_batch(args, *, anchor_obs: bool = False, store=None, rule=None, quiet: 
     with using(rule):
         batch = _load_batch(args, anchor_obs=anchor_obs, store=store, quiet=quiet)
     rule.check_found()
+    if rule.merge is not None:
+        from ..anchor_merge import merge_anchors
+
+        batch = merge_anchors(batch, rule)
     return batch
 
 

@@ -65,13 +65,12 @@ def _rule_comparison(args, graph, store=None) -> dict:
     rule = anchor_rule(args)
     if rule.exact:
         return {}
-    from ..analysis.matching import rule_comparison
+    from ..analysis.matching import rule_report
     from ..graph import build_graph
     from ..io.anchor_rules import EXACT
 
     exact = build_graph(load_batch(args, store=store, rule=EXACT, quiet=True))
-    out = rule_comparison(exact, graph)
-    return {"anchor_rule": {"name": rule.describe(), **out}}
+    return {"anchor_rule": rule_report(exact, graph, rule)}
 
 
 def rule_rows(info: dict) -> list[tuple[str, str]]:
@@ -79,10 +78,18 @@ def rule_rows(info: dict) -> list[tuple[str, str]]:
     r = info.get("anchor_rule")
     if not r:
         return []
+    from ..analysis.matching import cross_task_sentence
+
     a, b = r["exact"], r["rule"]
+    m = r["anchors_merged"]
     rows = [
         ("anchor rule", r["name"]),
-        ("anchors (exact → rule)", f"{a['anchors']} → {b['anchors']} ({r['anchors_merged']} merged)"),
+        (
+            "anchors (exact → rule)",
+            f"{a['anchors']} → {b['anchors']} ({m} merged)"
+            if m >= 0
+            else f"{a['anchors']} → {b['anchors']} ({-m} split)",
+        ),
         ("shared steps (exact → rule)", f"{a['shared_step_fraction']:.3f} → {b['shared_step_fraction']:.3f}"),
         ("singleton rate (exact → rule)", f"{a['singleton_rate']:.3f} → {b['singleton_rate']:.3f}"),
         (f"{r['estimator']} steps changed", str(r["steps_changed"])),
@@ -96,6 +103,9 @@ def rule_rows(info: dict) -> list[tuple[str, str]]:
                 f"{c['credit_exact']:.4g} → {c['credit_rule']:.4g} (Δ {c['delta']:+.4g})",
             )
         )
+    note = cross_task_sentence(r)
+    if note:
+        rows.append(("warning" if r.get("scope") == "batch" else "note", note))
     return rows
 
 

@@ -66,13 +66,14 @@ def add_arguments(p) -> None:
 def _read(args):
     """[(source path, format, batch)] of ``args.source``, or of each run of ``--store``, the
     anchors keyed by the ``--anchor-*`` rule."""
+    from ..anchor_merge import merge_anchors
     from ..io.anchor_rules import using
 
     rule = anchor_rule(args)
     with using(rule):
         out = _read_sources(args)
     rule.check_found()
-    return out
+    return [(src, fmt, merge_anchors(batch, rule)) for src, fmt, batch in out]
 
 
 def _read_sources(args):

@@ -40,6 +40,8 @@ from .._extras import require
 from ..data import RolloutBatch
 from ..errors import BackendUnavailable, CrbcVizError
 from ..io.actions import first_seen, transition_actions
+from ..io.anchor_rules import AnchorRule, make_rule, using
+from ..io.anchor_rules import active as active_rule
 from ..io.anchor_rules import rule_hash64 as anchor_hash64  # the rule in force (exact by default)
 from ..io.assemble import assemble_arrow, dictionary, place_steps
 from ..io.fields import MAX_ABS_REWARD, MAX_STEP_IDX
@@ -66,6 +68,9 @@ __all__ = [
     "any_per_trajectory",
     "row_flags",
     "row_numbers",
+    "with_anchor_rule",
+    "anchor_rule_scope",
+    "as_anchor_rule",
 ]
 
 #: How a row's reward is read: ``step`` — the row carries its own step's reward (a trajectory's
@@ -479,16 +484,79 @@ def canonical_steps(
     act = None if actions is None else _action_codes(actions, n)
     ok = None if success is None else row_flags(success, "success", n, source)
     return _assemble(
-        g, g_names, t, t_names, s, anchor, hashes, r, act, ok, row_reward=row_reward, source=source
+        g,
+        g_names,
+        t,
+        t_names,
+        s,
+        anchor,
+        hashes,
+        r,
+        act,
+        ok,
+        row_reward=row_reward,
+        source=source,
+        anchor_values=anchor_arr,
     )
 
 
+def as_anchor_rule(rule) -> AnchorRule:
+    """An adapter's ``anchor_rule=``: an `AnchorRule`, a rule name (``"rtmc"``, ``"similar"``
+    ...: its defaults) or a dict of `crbc_viz.io.anchor_rules.make_rule`'s keywords
+    (``{"name": "similar", "threshold": 0.9}``, ``{"drop": [r"\\bsession=\\w+"]}``)."""
+    if isinstance(rule, AnchorRule):
+        return rule
+    if isinstance(rule, str):
+        return make_rule(rule)
+    if isinstance(rule, dict):
+        return make_rule(**rule)
+    raise IntegrationInputError(
+        f"anchor_rule: expected an AnchorRule, a rule name or a dict of make_rule's keywords, "
+        f"got {type(rule).__name__}"
+    )
+
+
+def anchor_rule_scope(rule):
+    """The block in which an adapter keys anchors by ``rule`` (`as_anchor_rule`; None: the
+    rule in force, exact by default)."""
+    import contextlib
+
+    return contextlib.nullcontext() if rule is None else using(as_anchor_rule(rule))
+
+
+def with_anchor_rule(fn):
+    """An adapter that takes ``anchor_rule=`` (`anchor_rule_scope`): its anchors are keyed by
+    the rule, as ``--anchor-rule`` keys a log."""
+    import functools
+
+    @functools.wraps(fn)
+    def adapter(*args, anchor_rule=None, **kwargs):
+        with anchor_rule_scope(anchor_rule):
+            return fn(*args, **kwargs)
+
+    return adapter
+
+
+def _anchor_texts(values, first: np.ndarray):
+    """The ``anchor_obs`` column a similarity rule compares (``str`` of each unique step's
+    anchor, as the loader's column gives ``str(obs)``), or None when the rule in force needs
+    none."""
+    if values is None or not active_rule().needs_text:
+        return None
+    import pyarrow as pa
+
+    vals = np.asarray(values, dtype=object)[first]
+    return pa.array([v if isinstance(v, str) else str(v) for v in vals], type=pa.string())
+
+
 def _assemble(
-    g, g_names, t, t_names, s, anchor, hashes, r, act, ok, *, row_reward: str, source: str
+    g, g_names, t, t_names, s, anchor, hashes, r, act, ok, *, row_reward: str, source: str, anchor_values=None
 ) -> Steps:
     """Checked, factorised rows -> `Steps` (`canonical_steps`' steps 2-3): ``g``/``t`` id codes
     into ``g_names``/``t_names``, ``s`` step indices, ``anchor`` codes into ``hashes``, ``r``
-    finite rewards, ``act`` None or (codes, names), ``ok`` None or flags; all ``[B]``."""
+    finite rewards, ``act`` None or (codes, names), ``ok`` None or flags; all ``[B]``.
+    ``anchor_values``: the rows' anchors, kept as the ``anchor_obs`` column when the rule in
+    force compares texts."""
     n = len(g)
     if n == 0:
         raise IntegrationInputError(f"{source}: no steps (an empty batch has no credit to give)")
@@ -551,6 +619,9 @@ def _assemble(
         # those steps by their transition (`crbc_viz.io.actions`), as the loader does.
         "action": _action_array(None if act is None else act[0][first], None if act is None else act[1], S),
     }
+    texts = _anchor_texts(anchor_values, first)
+    if texts is not None:
+        columns["anchor_obs"] = texts
     if row_reward == "episode":
         is_last = np.zeros(S, bool)
         is_last[lay.traj_offsets[1:] - 1] = True
@@ -745,6 +816,10 @@ def score_steps(steps: Steps, estimator: str = "crbc", *, device=None, **params)
     dev = as_device(device)
     spec, p = resolve_params(estimator, params)
     batch = steps.batch
+    if active_rule().merge is not None:  # RTMC signatures, similarity: re-key the whole batch
+        from ..anchor_merge import merge_anchors
+
+        batch = merge_anchors(batch, active_rule())
     if _on_device(dev):
         if spec.name == "crbc" and math.isinf(p.depth):
             adv = _fused_crbc(batch, dev, p)
@@ -1198,7 +1273,8 @@ def rows_as_steps(
     S = int(counts.sum())
     row = np.repeat(np.arange(B, dtype=np.int64), counts)
     step = np.arange(S, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-    anchor, hashes = _anchor_codes(_flat(anchors, B, S))
+    anchor_values = _flat(anchors, B, S)
+    anchor, hashes = _anchor_codes(anchor_values)
     act = None if actions is None else _action_codes(_flat(actions, B, S), S)
     ok = None if success is None else row_flags(success, s_name, B, source)[row]
     group, group_names = _id_codes(index, "index", B)
@@ -1216,6 +1292,7 @@ def rows_as_steps(
         ok,
         row_reward="step",
         source=source,
+        anchor_values=anchor_values,
     )
 
 

@@ -30,7 +30,14 @@ import operator
 
 import numpy as np
 
-from ._core import IntegrationInputError, _action_codes, _anchor_codes, _assemble, score_steps
+from ._core import (
+    IntegrationInputError,
+    _action_codes,
+    _anchor_codes,
+    _assemble,
+    score_steps,
+    with_anchor_rule,
+)
 
 __all__ = ["assign_step_advantages", "register"]
 
@@ -153,6 +160,7 @@ def _steps_of(groups, anchor, action):
     return out, flat
 
 
+@with_anchor_rule
 def assign_step_advantages(groups, *, estimator: str = "crbc", anchor=None, action="auto", **params):
     """Set ``step.advantage`` (float) on every step of ``groups`` (rLLM ``TrajectoryGroup``s).
 
@@ -160,6 +168,8 @@ def assign_step_advantages(groups, *, estimator: str = "crbc", anchor=None, acti
         groups: the trajectory groups of one training step.
         estimator: a registry name.
         anchor: ``fn(step)`` -> the history-free state; default ``step.observation``.
+        anchor_rule: (keyword) how anchors are matched, as in
+            `crbc_viz.integrations.verl_agent.compute_advantage`.
         action: ``fn(step)`` -> the action; ``"auto"`` (default) uses ``step.action`` where the
             step has one and keys a step without one by its transition (as the loader does,
             `crbc_viz.io.actions`); None always keys by transition.
@@ -186,6 +196,7 @@ def assign_step_advantages(groups, *, estimator: str = "crbc", anchor=None, acti
         rows["success"],
         row_reward="step",
         source="rLLM groups",
+        anchor_values=rows["anchors"],
     )
     adv = score_steps(steps, estimator, **params).cpu().numpy().tolist()
     for step, v in zip(flat, adv):

@@ -21,16 +21,26 @@ unless ``non_tensor_batch["action"]`` is present.
 from __future__ import annotations
 
 from .._extras import require
-from ._core import IntegrationInputError, canonical_steps, row_flags, row_numbers, score_steps
+from ._core import (
+    IntegrationInputError,
+    canonical_steps,
+    row_flags,
+    row_numbers,
+    score_steps,
+    with_anchor_rule,
+)
 
 __all__ = ["response_level_advantages", "REQUIRED_KEYS"]
 
 REQUIRED_KEYS = ("traj_group_id", "traj_id", "step", "state_hash", "step_scores")
 
 
+@with_anchor_rule
 def response_level_advantages(batch, *, estimator: str = "crbc", device=None, **params):
     """``[B]`` float32 tensor of step credit for a ROLL ``DataProto`` (or anything with a
     ``non_tensor_batch`` dict and a ``batch`` of tensors), on the batch's device.
+    ``anchor_rule=`` (keyword): how anchors are matched, as in
+    `crbc_viz.integrations.verl_agent.compute_advantage`.
 
     Raises:
         IntegrationInputError: a required key is missing, conflicting duplicate rows, gaps,

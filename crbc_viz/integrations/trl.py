@@ -139,6 +139,7 @@ def completion_advantages(
     process_index: int = 0,
     gather=None,
     estimator: str = "crbc",
+    anchor_rule=None,
     **params,
 ):
     """What `CreditGRPOTrainer` puts in ``output["advantages"]``: ``[n, T]`` float32, each
@@ -154,11 +155,13 @@ def completion_advantages(
         num_generations: completions per prompt (a group). ``process_index``: this process's
             rank (its completions are rows ``rank * n ...`` of the gathered batch); ``gather``:
             ``accelerate.utils.gather_object`` (None: one process).
+        anchor_rule: how anchors are matched (`crbc_viz.integrations._core.as_anchor_rule`:
+            a rule, its name or `make_rule`'s keywords; None: exact), as ``--anchor-rule``.
     """
     import numpy as np
 
     from .._extras import require
-    from ._core import IntegrationInputError, Turns, _begin, rows_as_steps, score_steps
+    from ._core import IntegrationInputError, Turns, _begin, anchor_rule_scope, rows_as_steps, score_steps
 
     torch = require("torch", "the trainer adapters")
 
@@ -198,17 +201,18 @@ def completion_advantages(
         if not all(d["actions"] is not None for d in everyone):
             raise IntegrationInputError("actions given for some completions only")
         acts = [_as_list(d["actions"]) for d in everyone]
-    steps = rows_as_steps(
-        [i // num_generations for i in range(N)],
-        step_reward,
-        counts,
-        [d["anchors"] for d in everyone],
-        actions=acts,
-        success=_success_values(everyone, reward),
-        source="TRL generation batch",
-        names=("anchors", "actions", "success"),
-    )
-    step_adv = score_steps(steps, estimator, device=mask.device, **params)
+    with anchor_rule_scope(anchor_rule):
+        steps = rows_as_steps(
+            [i // num_generations for i in range(N)],
+            step_reward,
+            counts,
+            [d["anchors"] for d in everyone],
+            actions=acts,
+            success=_success_values(everyone, reward),
+            source="TRL generation batch",
+            names=("anchors", "actions", "success"),
+        )
+        step_adv = score_steps(steps, estimator, device=mask.device, **params)
     lo, first = process_index * n, np.r_[0, ends]  # this process's rows, and their steps
     adv = turns.spread(step_adv[int(first[lo]) : int(first[lo + n])], mask, torch.float32)
     mine_unscorable = unscorable[lo : lo + n]

@@ -41,7 +41,15 @@ marked ``needs_non_tensor_batch`` (ours are); without it the estimator raises, s
 from __future__ import annotations
 
 from .._extras import require
-from ._core import IntegrationInputError, Turns, as_device, rows_as_steps, score_steps, token_tensors
+from ._core import (
+    IntegrationInputError,
+    Turns,
+    as_device,
+    rows_as_steps,
+    score_steps,
+    token_tensors,
+    with_anchor_rule,
+)
 
 __all__ = [
     "compute_advantage",
@@ -76,6 +84,7 @@ def _per_row(nt: dict, key: str, B: int, required: bool):
     return v
 
 
+@with_anchor_rule
 def compute_advantage(
     token_level_rewards,
     response_mask,
@@ -99,6 +108,9 @@ def compute_advantage(
             optionally ``crbc_actions``, ``crbc_success``, ``crbc_step_starts``; module doc).
         estimator: a registry name.
         device: where the result goes; default the rewards' device.
+        anchor_rule: how anchors are matched (README "Anchor rules"): an `AnchorRule`, a rule
+            name (``"rtmc"``) or `make_rule`'s keywords (``{"name": "similar", "threshold":
+            0.9}``); None keys them exactly, as ``crbc-viz score`` without ``--anchor-rule``.
 
     Returns:
         ``(advantages, returns)``: the same ``[B, L]`` tensor, zero outside ``response_mask``.

@@ -25,11 +25,13 @@ from ._core import (
     masked_row_sum,
     score_steps,
     token_tensors,
+    with_anchor_rule,
 )
 
 __all__ = ["compute_advantage"]
 
 
+@with_anchor_rule
 def compute_advantage(
     token_level_rewards,
     response_mask,
@@ -83,6 +85,9 @@ def compute_advantage(
             makes the row sums differ: pass ``success`` / ``won`` and keep ``"step"`` there);
             the canonical rows put it on the last step.
         **params: the estimator's hyper-parameters (e.g. ``beta=0.98``, ``w_step=5.0``).
+        anchor_rule: how anchors are matched (README "Anchor rules"): an `AnchorRule`, a rule
+            name (``"rtmc"``) or `make_rule`'s keywords (``{"name": "similar", "threshold":
+            0.9}``); None keys them exactly, as ``crbc-viz score`` without ``--anchor-rule``.
 
     Returns:
         ``(advantages, returns)``: both the same ``[B, L]`` tensor (no critic, as GiGPO),

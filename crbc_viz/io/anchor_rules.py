@@ -19,6 +19,27 @@ Both may be given; the fields apply first. A rule only changes keys computed fro
 observation: a precomputed ``anchor_key`` / ``state_hash`` is kept as logged. Keys are scoped
 to a group by the graph layer, so no rule merges anchors of two groups.
 
+Three rules look at more than one observation; they re-key a loaded batch
+(`crbc_viz.anchor_merge`, after the fields / drop rewriting):
+
+- ``rtmc`` (RTMC's state signature, ESTIMATORS.md §7.1): the anchor of step t is the set of
+  the trajectory's actions before t, coarsened (every hex run of 4+ characters holding a digit,
+  a content hash, is removed) — cumulative and order-invariant.
+- ``similar`` (``--anchor-threshold T``, default 0.95): GiGPO's similarity mode,
+  ``difflib.SequenceMatcher(None, obs, rep).ratio() >= T`` (`crbc_viz.estimators.gigpo.similar`,
+  under its work limit).
+- ``tfidf`` (``--anchor-threshold T``, default 0.9): ProxMO's TF-IDF vectors of the anchor
+  texts (`crbc_viz.estimators.proxmo.tfidf_vectors`, fitted on the group's steps), cosine >= T.
+
+The similarity rules cluster the anchors (``--anchor-cluster``): ``greedy`` (the default, GiGPO's
+own): in the order of their texts (sorted, so the merge does not depend on the order rows
+arrive in) an anchor joins the first cluster whose representative (its first member) it is
+similar to, else opens one; ``components``: the connected components of
+"similar in either direction" (chains merge). Every step of a cluster takes its
+representative's key. ``--anchor-scope group`` (the default) clusters each group's anchors on
+their own; ``batch`` clusters all anchors of the batch together (an anchor can then join a
+cluster through another group's anchors; the graph still keeps a node per group and key).
+
 Cost of a pattern: Python's ``re`` has no timeout. A pattern is refused when it is longer than
 `MAX_PATTERN` characters or nests one unbounded repetition inside another (``(a+)+``,
 ``(\\w*)*``), the shape of catastrophic backtracking; other slow shapes (overlapping
@@ -45,8 +66,12 @@ __all__ = [
     "AnchorRule",
     "AnchorRuleError",
     "EXACT",
+    "CLUSTERS",
+    "DEFAULT_THRESHOLD",
     "MAX_PATTERN",
+    "MERGE_RULES",
     "RULE_NAMES",
+    "SCOPES",
     "active",
     "make_rule",
     "rule_hash64",
@@ -55,7 +80,13 @@ __all__ = [
 
 #: The longest ``--anchor-drop`` pattern accepted, in characters.
 MAX_PATTERN = 200
-RULE_NAMES = ("exact", "fields", "drop")
+RULE_NAMES = ("exact", "fields", "drop", "rtmc", "similar", "tfidf")
+#: The rules that re-key a loaded batch (`crbc_viz.anchor_merge`) rather than one observation.
+MERGE_RULES = ("rtmc", "similar", "tfidf")
+#: The default ``--anchor-threshold`` of each similarity rule (GiGPO's 0.95 for difflib).
+DEFAULT_THRESHOLD = {"similar": 0.95, "tfidf": 0.9}
+SCOPES = ("group", "batch")
+CLUSTERS = ("greedy", "components")
 
 
 class AnchorRuleError(CrbcVizError, ValueError):
@@ -69,17 +100,33 @@ _MISSING = object()
 @dataclass(eq=False)
 class AnchorRule:
     """An anchor rule: ``fields`` (dotted paths kept of an object anchor; empty: all) and
-    ``drop`` (compiled patterns removed from text anchors). ``found`` counts, per field, the
-    object anchors that had it (for the "missing in every anchor" check)."""
+    ``drop`` (compiled patterns removed from text anchors); ``merge`` (None, or one of
+    `MERGE_RULES`: a rule that re-keys the loaded batch, `crbc_viz.anchor_merge`) with its
+    ``threshold``, ``scope`` and ``cluster``. ``found`` counts, per field, the object anchors
+    that had it (for the "missing in every anchor" check)."""
 
     fields: tuple[str, ...] = ()
     drop: tuple[re.Pattern, ...] = ()
     found: dict = field(default_factory=dict)
     objects: int = 0
+    merge: str | None = None
+    threshold: float | None = None
+    scope: str = "group"
+    cluster: str = "greedy"
 
     @property
     def exact(self) -> bool:
-        return not self.fields and not self.drop
+        return not self.fields and not self.drop and self.merge is None
+
+    @property
+    def rewrites(self) -> bool:
+        """Whether the rule rewrites each observation before it is hashed (fields, drop)."""
+        return bool(self.fields or self.drop)
+
+    @property
+    def needs_text(self) -> bool:
+        """Whether the rule compares anchor texts (the similarity rules)."""
+        return self.merge in ("similar", "tfidf")
 
     def describe(self) -> str:
         if self.exact:
@@ -89,6 +136,10 @@ class AnchorRule:
             parts.append("fields " + ",".join(self.fields))
         for p in self.drop:
             parts.append(f"drop /{p.pattern}/")
+        if self.merge == "rtmc":
+            parts.append("rtmc signatures")
+        elif self.merge is not None:
+            parts.append(f"{self.merge} >= {self.threshold:g} ({self.cluster}, scope {self.scope})")
         return "; ".join(parts)
 
     def apply(self, value):
@@ -154,7 +205,7 @@ def using(rule: AnchorRule | None):
 def rule_hash64(value) -> int:
     """The 64-bit anchor hash of an observation under the rule in force."""
     rule = _current.get()
-    return anchor_hash64(value if rule.exact else rule.apply(value))
+    return anchor_hash64(rule.apply(value) if rule.rewrites else value)
 
 
 def exact_key(value) -> str:
@@ -212,10 +263,18 @@ def _compile(pattern: str) -> re.Pattern:
 
 
 def make_rule(
-    name: str | None = None, fields: str | None = None, drop: list[str] | None = None
+    name: str | None = None,
+    fields: str | None = None,
+    drop: list[str] | None = None,
+    *,
+    threshold: float | None = None,
+    scope: str | None = None,
+    cluster: str | None = None,
 ) -> AnchorRule:
     """The rule of the command-line options: ``name`` (one of `RULE_NAMES`, or None: implied by
-    the other options), ``fields`` (comma-separated dotted paths), ``drop`` (patterns)."""
+    the other options), ``fields`` (comma-separated dotted paths), ``drop`` (patterns);
+    ``threshold``, ``scope``, ``cluster``: the similarity rules' options (`SCOPES`,
+    `CLUSTERS`)."""
     if name is not None and name not in RULE_NAMES:
         raise AnchorRuleError(f"--anchor-rule {name!r}: expected one of {', '.join(RULE_NAMES)}")
     paths: tuple[str, ...] = ()
@@ -233,7 +292,49 @@ def make_rule(
         raise AnchorRuleError("--anchor-rule fields: give the fields with --anchor-fields a,b")
     if name == "drop" and not patterns:
         raise AnchorRuleError("--anchor-rule drop: give a pattern with --anchor-drop REGEX")
-    return AnchorRule(fields=paths, drop=patterns)
+    merge = name if name in MERGE_RULES else None
+    similar = merge in DEFAULT_THRESHOLD
+    for opt, v in (
+        ("--anchor-threshold", threshold),
+        ("--anchor-scope", scope),
+        ("--anchor-cluster", cluster),
+    ):
+        if v is not None and not similar:
+            raise AnchorRuleError(f"{opt}: an option of --anchor-rule similar or tfidf")
+    if not similar:
+        return AnchorRule(fields=paths, drop=patterns, merge=merge)
+    return AnchorRule(
+        fields=paths,
+        drop=patterns,
+        merge=merge,
+        threshold=_threshold(merge, threshold),
+        scope=_choice("--anchor-scope", scope or "group", SCOPES),
+        cluster=_choice("--anchor-cluster", cluster or "greedy", CLUSTERS),
+    )
+
+
+def _choice(opt: str, v: str, allowed: tuple[str, ...]) -> str:
+    if v not in allowed:
+        raise AnchorRuleError(f"{opt} {v!r}: expected one of {', '.join(allowed)}")
+    return v
+
+
+def _threshold(merge: str, t) -> float:
+    """The threshold of similarity rule ``merge``: difflib's strictly inside (0, 1) (GiGPO's
+    bound), the cosine's in (0, 1]."""
+    import math
+
+    if t is None:
+        return DEFAULT_THRESHOLD[merge]
+    try:
+        v = float(t)
+    except (TypeError, ValueError):
+        v = math.nan
+    hi_ok = v < 1.0 if merge == "similar" else v <= 1.0
+    if not (v > 0.0 and hi_ok):
+        bound = "strictly between 0 and 1" if merge == "similar" else "in (0, 1]"
+        raise AnchorRuleError(f"--anchor-threshold {t!r}: the {merge} rule takes a number {bound}")
+    return v
 
 
 def rekey(obs, keys, hashes):
@@ -247,7 +348,7 @@ def rekey(obs, keys, hashes):
     rule = _current.get()
     hashes = np.array(hashes, dtype=np.uint64, copy=True)
     keys = np.array(keys, dtype=object, copy=True)
-    if rule.exact:
+    if not rule.rewrites:
         return hashes, keys
     cache: dict = {}
     for i, o in enumerate(obs):

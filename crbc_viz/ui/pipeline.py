@@ -22,6 +22,8 @@ from ..errors import CrbcVizError
 from ..estimators.crbc import CRBCParams
 from ..estimators.crbc import crbc as crbc_fn
 from ..graph import build_graph
+from ..views.anchor_rules import preview as _rule_preview
+from ..views.anchor_rules import rule_of, split_digest
 from . import sandbox, sources
 from .files import file_digest
 
@@ -45,6 +47,7 @@ __all__ = [
     "run_label",
     "DEPTH_MAX_PAIRS",
     "verification",
+    "anchor_preview",
 ]
 
 
@@ -100,16 +103,43 @@ def _load_outcome(digest: str, _path: str):
 
 def load_batch(digest: str, _path: str):
     """The batch of a `sources.Source.key` (a file path or a store group), read once per
-    content digest; uploads and server paths in a limited child process (`sandbox`).
+    content digest; uploads and server paths in a limited child process (`sandbox`). A digest
+    that names an anchor rule (`crbc_viz.views.anchor_rules.ruled_digest`: the Graph page's
+    anchor panel) gives the source's batch keyed by that rule.
 
     Raises:
         CrbcVizError: the file's `LoadError` (a `ParseAbortedError` when its reader died or ran
             out of memory or time), or a store's `StoreError`.
     """
+    if split_digest(digest)[1] is not None:
+        return _ruled_batch(digest, _path)
     outcome = _load_outcome(digest, _path)
     if isinstance(outcome, CrbcVizError):
         raise outcome.with_traceback(None)
     return outcome
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _ruled_batch(digest: str, _path: str):
+    """The batch of a `crbc_viz.views.anchor_rules.ruled_digest`: the source's batch re-keyed
+    by the rule (`crbc_viz.anchor_merge.apply_rule`, as the command line keys it)."""
+    from ..anchor_merge import apply_rule
+
+    base, spec = split_digest(digest)
+    return apply_rule(load_batch(base, _path), rule_of(spec))
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def anchor_preview(digest: str, _path: str, spec_json: str) -> dict:
+    """The anchor panel's preview of a rule (`crbc_viz.views.anchor_rules.preview`: the
+    numbers of ``crbc-viz info --anchor-rule``) on the source's whole batch, or
+    ``{"error": one line}`` for a rule that cannot be applied."""
+    import json
+
+    try:
+        return _rule_preview(load_batch(digest, _path), json.loads(spec_json))
+    except CrbcVizError as e:
+        return {"error": str(e)}
 
 
 @st.cache_data(show_spinner="Computing trends over the store …", max_entries=8)

@@ -60,6 +60,14 @@ FIELDS: dict[str, str | None] = {
     "max_nodes": "graph_max_nodes",
     "labels": "graph_labels",
     "focus": "graph_focus",
+    # Graph: the anchor-rule panel (ui.anchor_panel)
+    "arule": "graph_anchor_rule",
+    "afields": "graph_anchor_fields",
+    "adrop": "graph_anchor_drop",
+    "athr": "graph_anchor_threshold",
+    "ascope": "graph_anchor_scope",
+    "aclust": "graph_anchor_cluster",
+    "aapply": "graph_anchor_apply",
     # Trajectories
     "est": "traj_estimators",
     # Compare

@@ -107,15 +107,19 @@ def read_log(path: str | os.PathLike, fmt: str = "auto"):
     """A log file (or an rLLM episode folder) in any format the importers read, as
     ``(batch, read_as, notes)``: ``read_as`` names the importer and whether it was detected
     from the file's fields or chosen; ``notes`` are the importer's (what it could not recover).
+    The anchors are keyed by the anchor rule in force (`crbc_viz.io.anchor_rules.using`).
 
     Raises:
         LoadError: the file's problems (or no importer claims it).
     """
+    from ..anchor_merge import merge_anchors
+    from ..io.anchor_rules import active
     from ..io.importers import TITLES, read_file
 
     got = read_file(path, fmt)
     how = "detected" if got.detected else "chosen"
-    return got.batch, f"{TITLES.get(got.fmt, got.fmt)} ({how})", got.notes
+    batch = merge_anchors(got.batch, active())  # RTMC signatures, similarity: the whole batch
+    return batch, f"{TITLES.get(got.fmt, got.fmt)} ({how})", got.notes
 
 
 def resolve_group(batch, group) -> int:

@@ -70,7 +70,10 @@ def test_info_before_and_after(tmp_path, capsys, store):
         ["--anchor-fields", ","],
         ["--anchor-fields", "nope"],
         ["--anchor-rule", "fields"],
-        ["--anchor-rule", "rtmc"],
+        ["--anchor-rule", "kmeans"],
+        ["--anchor-threshold", "0.5"],
+        ["--anchor-rule", "similar", "--anchor-threshold", "1.5"],
+        ["--anchor-rule", "tfidf", "--anchor-scope", "world"],
     ],
 )
 @pytest.mark.parametrize("cmd", ["score", "info", "html", "verify"])

@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from crbc_viz.ui import pipeline, view
+from crbc_viz.ui.anchor_panel import anchor_rule_panel
 from crbc_viz.ui.links import events, page_script
 from crbc_viz.ui.params import params_to_url
 from crbc_viz.ui.selection import pick_anchor, pick_rollout, pick_step, step_buttons
@@ -248,9 +249,10 @@ def _anchors_table(graph, res, estimator: str) -> None:
 
 def render() -> None:
     sel = require_selection()
-    graph = sel.graph()
     events()
     st.title("Anchor graph")
+    sel = anchor_rule_panel(sel)
+    graph = sel.graph()
     ptxt = params_to_url(sel.estimator, sel.params).replace(";", ", ")
     st.caption(
         f"Group **{md(sel.group_label)}** · {graph.batch.num_trajectories} rollouts · "
