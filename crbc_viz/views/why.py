@@ -49,7 +49,7 @@ __all__ = [
 #: Rows of any one table in a panel, at most (the rest is counted).
 MAX_ROWS = 12
 #: Drawn edges whose explanation a graph page embeds, at most (most travelled first).
-MAX_WHY_EDGES = 300
+MAX_WHY_EDGES = 150
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,7 @@ class Line:
     expr: str
     value: float
     signed: bool = False
+    whole: bool = False  # a count or a distance: written without decimals
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,8 @@ class Table:
     rows: list
     more: int = 0
     focus: int | None = None
+    #: Cells carry their column and exact value (``data-col``, ``data-val``): the per-visit table.
+    exact: bool = False
 
 
 @dataclass(frozen=True)
@@ -158,19 +161,28 @@ class Explainer:
         g = self.graph
         return g.pair_count / g.node_visits[g.pair_node]
 
-    def group_adv(self, **kw) -> tuple[np.ndarray, str]:
-        """A^G per trajectory ``[T]`` (`crbc_viz.ops.advantage.group_advantage`, the one A^G)
-        and how it reads with this group's outcomes."""
+    def group_adv(self, group: int, **kw) -> tuple[np.ndarray, str]:
+        """A^G per trajectory ``[T]`` (`crbc_viz.ops.advantage.group_advantage`, the one A^G;
+        ``kw`` its options) and how it reads with the outcomes of group ``group``."""
         from ..ops.advantage import group_advantage
-        from ..ops.returns import trajectory_outcome
 
-        adv = group_advantage(self.graph, **kw)
-        R = trajectory_outcome(self.graph, kw.get("outcome", "success"))
+        return group_advantage(self.graph, **kw), self.adv_expr(group, **kw)
+
+    def adv_expr(self, group: int, *, norm="std", stats="trajectory", outcome="success", **_) -> str:
+        """The statistics of A^G in group ``group``: its rollouts' mean outcome and spread."""
+        from ..ops.returns import trajectory_outcome
+        from ..ops.segments import segment_stats
+
         b = self.graph.batch
-        return adv, (
-            f"(R_i − mean R) / ({'1' if kw.get('norm') == 'mean' else 'std R + ε'}) over the group's "
-            f"{b.num_trajectories} rollouts ({int(np.count_nonzero(R))} with R ≠ 0"
-            f"{', each rollout weighed by its length' if kw.get('stats') == 'cross_steps' else ''})"
+        lo, hi = int(b.group_traj_offsets[group]), int(b.group_traj_offsets[group + 1])
+        R = trajectory_outcome(self.graph, outcome)[lo:hi]
+        w = b.traj_len[lo:hi].astype(np.float64) if stats == "cross_steps" else None
+        _, mean, std = segment_stats(R, np.zeros(len(R), np.int64), 1, ddof=1, weights=w)
+        div = "1" if norm == "mean" else f"std R = {_n(std[0])} + ε"
+        how = ", each rollout weighed by its length" if stats == "cross_steps" else ""
+        return (
+            f"(R_i − mean R = {_n(mean[0])}) / ({div}) over the group's {hi - lo} rollouts "
+            f"({int(np.count_nonzero(R))} with R ≠ 0{how})"
         )
 
     def visits(self, steps: np.ndarray, credit, extra: dict, advantage, caption: str) -> Table:
@@ -193,7 +205,7 @@ class Explainer:
                     float(advantage[k]),
                 )
             )
-        return Table(caption, header, cols, rows, more=len(steps) - len(shown), focus=0)
+        return Table(caption, header, cols, rows, more=len(steps) - len(shown), focus=0, exact=True)
 
     # ---------------------------------------------------------------- dispatch
     def explain(self, steps) -> Why:
@@ -357,7 +369,7 @@ class Explainer:
             s_expr = "0 (the Q(s, ·) agree within the round-off of the solve: no spread to credit)"
         else:
             s_expr = f"{_n(adv_inf, True)} / max({_n(sig)}, σ_min = {float(p.sigma_min):g}) = {_n(adv_inf, True)} / {_n(denom)}"
-        a_traj, g_expr = self.group_adv()
+        a_traj, g_expr = self.group_adv(int(g.batch.step_group[s0]))
         a_g = a_traj[g.batch.step_traj[steps]]
         final = float(p.w_group) * a_g + float(p.w_step) * a_s
         lines = [
@@ -454,7 +466,7 @@ class Explainer:
         else:
             z = (mine - mean) / (std + float(p.eps))
             z_expr = f"({_n(mine)} − {_n(mean)}) / ({_n(std)} + {float(p.eps):g})"
-        a_traj, g_expr = self.group_adv()
+        a_traj, g_expr = self.group_adv(grp)
         a_e = a_traj[g.batch.step_traj[steps]]
         final = float(p.w_graph) * z + float(p.w_group) * a_e
         table = Table(
@@ -474,9 +486,15 @@ class Explainer:
             more=max(len(es) - MAX_ROWS, 0),
         )
         expo = "d(x′)+1" if plus else "d(x′)"
+        if x == FAILURE:
+            route = "FAILURE: no route to SUCCESS, so d_max + 1"
+        elif x >= 0 and not reached[grp]:
+            route = "no rollout of this group reached SUCCESS"
+        else:
+            route = self._route(x, d)
         lines = [
-            Line("d_s", "d(s) = min over out-edges of 1 + d(x′)", "", float(d[n])),
-            Line("route", "shortest route from x′", self._route(x, d), float(dist(x))),
+            Line("d_s", "d(s) = min over out-edges of 1 + d(x′)", "", float(d[n]), whole=True),
+            Line("route", "d(x′), the hops of a shortest route from x′", route, float(dist(x)), whole=True),
             Line("RG", f"q = R^G = r_succ·ω^({expo})", f"{r_succ:g}×{omega:g}^{dist(x) + plus}", mine),
             Line("mean", "mean of R^G over s's outgoing occurrences", "", mean),
             Line("std", f"std (ddof = {int(p.ddof)})", "", std),
@@ -579,7 +597,12 @@ class Explainer:
             Line(
                 "A_G",
                 "A^E_i (per rollout, in the table)",
-                f"episode advantage, mode {p.mode}, {p.episode_stats} statistics",
+                self.adv_expr(
+                    int(g.batch.step_group[s0]),
+                    norm="mean" if p.mode == "mean_norm" else "std",
+                    stats=p.episode_stats,
+                    outcome=p.outcome,
+                ),
                 float(a_e[0]),
                 True,
             ),
@@ -662,11 +685,17 @@ def why_style() -> str:
     return _STYLE
 
 
-def _cell(col: str, v) -> str:
+def _exact(v: float) -> str:
+    """A value for ``data-val``: 12 significant digits (the panel shows 4 decimals)."""
+    return format(float(v), ".12g")
+
+
+def _cell(col: str, v, exact: bool) -> str:
+    tag = f"<td data-col='{esc(col)}'" if exact else "<td"
     if isinstance(v, (float, np.floating)):
         signed = col in ("credit", "advantage", "A_G", "A")
-        return f"<td data-col='{esc(col)}' data-val='{float(v)!r}'>{esc(_n(v, signed))}</td>"
-    return f"<td class='t' data-col='{esc(col)}'>{esc(v)}</td>"
+        return f"{tag}{f' data-val={_exact(v)!r}' if exact else ''}>{esc(_n(v, signed))}</td>"
+    return f"{tag} class='t'>{esc(v)}</td>"
 
 
 def _table_html(t: Table) -> str:
@@ -674,16 +703,18 @@ def _table_html(t: Table) -> str:
     rows = []
     for k, row in enumerate(t.rows):
         cls = " class='why-focus'" if t.focus is not None and k == t.focus else ""
-        rows.append(f"<tr{cls}>" + "".join(_cell(c, v) for c, v in zip(t.cols, row)) + "</tr>")
+        rows.append(f"<tr{cls}>" + "".join(_cell(c, v, t.exact) for c, v in zip(t.cols, row)) + "</tr>")
     more = f"<div class='why-note'>… {t.more:,} more row(s)</div>" if t.more else ""
     return f"<div class='why-cap'>{esc(t.caption)}</div><table><tr>{head}</tr>{''.join(rows)}</table>{more}"
 
 
 def _line_html(ln: Line) -> str:
+    whole = ln.whole and math.isfinite(ln.value) and float(ln.value).is_integer()
+    shown = str(int(ln.value)) if whole else _n(ln.value, ln.signed)
     mid = f" = <span class='why-x'>{esc(ln.expr)}</span>" if ln.expr else ""
     return (
-        f"<div class='why-ln' data-why='{esc(ln.key)}' data-val='{float(ln.value)!r}'>"
-        f"<span class='why-l'>{esc(ln.label)}</span>{mid} = <b>{esc(_n(ln.value, ln.signed))}</b></div>"
+        f"<div class='why-ln' data-why='{esc(ln.key)}' data-val='{_exact(ln.value)}'>"
+        f"<span class='why-l'>{esc(ln.label)}</span>{mid} = <b>{esc(shown)}</b></div>"
     )
 
 
@@ -761,7 +792,7 @@ _PANEL = """
   // The explanations are HTML built in Python with every piece of logged text escaped.
   function show(id) {
     var d = payload(), h = d.edges[id];
-    if (h === undefined) { h = d.none; }
+    if (h === undefined) { h = d.more.indexOf(id) >= 0 ? d.none : d.summed; }
     if (!h) { return; }
     body.innerHTML = d.style + h;
     var head = document.getElementById("crbc-head");
@@ -791,9 +822,9 @@ _PANEL = """
 
 
 def _json_for_script(obj) -> str:
-    """JSON that cannot close its ``<script>`` element (``<``, ``>``, ``&`` as escapes)."""
-    s = json.dumps(obj, ensure_ascii=False)
-    return s.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    """JSON that cannot end its ``<script>`` element or open a comment in it: every ``<`` as
+    ``\\u003c`` (the element's text is raw: nothing else there is markup)."""
+    return json.dumps(obj, ensure_ascii=False).replace("<", "\\u003c")
 
 
 def why_page_block(graph: AnchorGraph, result, edges: list[tuple[str, int, bool]], cut: np.ndarray) -> str:
@@ -823,10 +854,14 @@ def why_page_block(graph: AnchorGraph, result, edges: list[tuple[str, int, bool]
         f"<div class='crbc-why'><b>Why this number</b>: this page explains its {MAX_WHY_EDGES} most "
         f"travelled (anchor, action) edges; choose one of this edge's steps on the Trajectories page "
         f"for its arithmetic.</div>"
-        if len(edges) > MAX_WHY_EDGES
-        else ""
     )
-    data = {"style": why_style(), "edges": payload, "none": none}
+    summed = (
+        "<div class='crbc-why'><b>Why this number</b>: this edge sums the transitions of several "
+        "anchors (a “+n anchors” cluster or a linear chain); click it open to draw its (anchor, "
+        "action) edges, each with its arithmetic.</div>"
+    )
+    more = [edges[k][0] for k in rank[MAX_WHY_EDGES:]]
+    data = {"style": why_style(), "edges": payload, "more": more, "none": none, "summed": summed}
     return _PANEL.replace("__DATA__", _json_for_script(data))
 
 

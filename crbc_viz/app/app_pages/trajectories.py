@@ -180,7 +180,10 @@ def render() -> None:
         )
     # "Why this number": the arithmetic of this step's credit under each estimator shown (the
     # panel a click on its edge opens on the Graph page).
-    st.markdown(f"**Why this number** (step t{i} of {md(ids[t])}, then the other occurrences of its edge)")
+    st.markdown(
+        f"**Why this number** (step {i} of rollout {md(ids[t])} first, then the other occurrences "
+        f"of its edge)"
+    )
     st.html(why_html(graph, shown, edge_steps(graph, s, truncated_steps(graph))))
 
 
