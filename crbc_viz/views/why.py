@@ -663,19 +663,20 @@ def explain(graph: AnchorGraph, result, steps) -> Why:
 _STYLE = """
 <style>
   .crbc-why { font-family: sans-serif; font-size: 12px; line-height: 1.45; color: #222; }
-  .crbc-why h4 { margin: 8px 0 2px; font-size: 13px; }
-  .crbc-why .why-head { font-size: 13px; margin-bottom: 4px; }
-  .crbc-why .why-f { font-family: monospace; font-size: 11px; color: #555; margin: 2px 0 4px; }
-  .crbc-why .why-ln { margin: 1px 0; }
-  .crbc-why .why-x { color: #444; font-family: monospace; font-size: 11px; }
+  #crbc-why .crbc-why { font-size: inherit; }
+  .crbc-why h4 { margin: 0.6em 0 0.15em; font-size: 1.08em; }
+  .crbc-why .why-head { font-size: 1.08em; margin-bottom: 0.3em; }
+  .crbc-why .why-f { font-family: monospace; font-size: 0.95em; color: #555; margin: 0.15em 0 0.3em; }
+  .crbc-why .why-ln { margin: 0.1em 0; }
+  .crbc-why .why-x { color: #444; font-family: monospace; font-size: 0.95em; }
   .crbc-why .why-ln b { font-family: monospace; }
-  .crbc-why table { border-collapse: collapse; font-size: 11px; margin: 3px 0 6px; }
+  .crbc-why table { border-collapse: collapse; font-size: 0.95em; margin: 0.25em 0 0.5em; }
   .crbc-why td, .crbc-why th { border: 1px solid #ddd; padding: 1px 4px; text-align: right; }
   .crbc-why td.t, .crbc-why th { text-align: left; }
   .crbc-why tr.why-focus td { background: #fff7d6; }
   .crbc-why .why-cap { font-style: italic; color: #555; }
   .crbc-why .why-note { color: #555; }
-  .crbc-why section { border-top: 1px solid #ddd; padding-top: 3px; margin-top: 4px; }
+  .crbc-why section { border-top: 1px solid #ddd; padding-top: 0.25em; margin-top: 0.3em; }
 </style>
 """
 
@@ -770,7 +771,7 @@ def why_html(
 _PANEL = """
 <style>
   #crbc-why { display: none; position: absolute; right: 8px; top: 34px; z-index: 10;
-              width: min(460px, 46vw); max-height: calc(100% - 48px); overflow: auto;
+              font-size: 12px; width: min(38em, 48vw); max-height: calc(100% - 48px); overflow: auto;
               background: #ffffff; border: 1px solid #999; border-radius: 6px;
               box-shadow: 0 2px 10px rgba(0,0,0,0.25); padding: 6px 10px 8px; box-sizing: border-box; }
   #crbc-why-close { float: right; border: none; background: none; font-size: 16px; cursor: pointer; }
@@ -783,6 +784,9 @@ _PANEL = """
 (function () {
   var box = document.getElementById("crbc-why"), body = document.getElementById("crbc-why-body");
   var data = null;  // parsed on the first click only
+  // As large as the page's smallest label asks (a projector's 16 px), never below 12 px.
+  var minPx = parseFloat(document.body.getAttribute("data-crbc-min-label") || "0");
+  if (minPx > 12) { box.style.fontSize = minPx + "px"; }
   function payload() {
     if (data === null) {
       try { data = JSON.parse(document.getElementById("crbc-why-data").textContent); } catch (e) { data = {}; }
