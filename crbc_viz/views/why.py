@@ -737,9 +737,13 @@ def _heading(graph: AnchorGraph, steps: np.ndarray) -> str:
     lo = int(graph.group_node_offsets[int(graph.node_group[n])])
     dst = "SUCCESS" if x == SUCCESS else "FAILURE" if x == FAILURE else f"s{x - lo}"
     action = str(graph.action_names[graph.pair_action[p]])
+    b = graph.batch
+    t = int(b.step_traj[s0])
+    cut = s0 == int(b.traj_offsets[t + 1]) - 1 and bool(b.traj_truncated[t]) and not bool(b.traj_success[t])
+    limit = " (time limit: the rollout ran out of steps, counted as FAILURE)" if cut else ""
     return (
         f"<div class='why-head'><b>Why this number</b> · action <b>{esc(action)}</b> at "
-        f"s{n - lo} → {esc(dst)} · {len(steps):,} occurrence(s)</div>"
+        f"s{n - lo} → {esc(dst)}{limit} · {len(steps):,} occurrence(s)</div>"
     )
 
 
