@@ -224,3 +224,94 @@ def test_a_step_click_on_the_trajectories_page_opens_the_same_panel(browser, url
         assert crbc["lines"]["advantage"][1] == "−9.5263"
     finally:
         ctx.close()
+
+
+def test_the_html_export_explains_an_edge_too(browser, cli, tmp_path):
+    """The offline page of `crbc_viz.views.share` (each estimator's graph in an ``<iframe
+    srcdoc>``, no server): a click on an edge of its crbc graph opens the same panel, numbers
+    those of ``crbc-viz score``."""
+    from crbc_viz import load_rollouts
+    from crbc_viz.views.share import share
+
+    path = tmp_path / "export.html"
+    path.write_text(share(load_rollouts(REPO / TOY), estimators=("crbc", "shortest_path")).page())
+    pg = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        pg.goto(path.as_uri())
+
+        def crbc_frame():
+            for f in pg.frames:
+                try:
+                    if f.evaluate(
+                        "() => document.body.getAttribute('data-crbc-ready') === '1' && "
+                        "document.body.getAttribute('data-crbc-name') === 'graph_crbc'"
+                    ):
+                        return f
+                except Exception:  # the main page, or a frame still loading
+                    pass
+            return None
+
+        pg.wait_for_function("() => document.querySelectorAll('iframe').length === 2", timeout=WAIT_MS)
+        frame = None
+        for _ in range(WAIT_MS // 100):
+            frame = crbc_frame()
+            if frame:
+                break
+            pg.wait_for_timeout(100)  # polling the frames until the crbc graph is ready
+        assert frame is not None, "the crbc graph of the export is not ready"
+        frame.frame_element().scroll_into_view_if_needed()
+        edge = frame.evaluate("() => edges.get().find((e) => e.from === 0 && e.to === 1).id")
+        at = frame.evaluate(
+            "(id) => network.canvasToDOM(network.body.edges[id].edgeType.getPoint(0.5))", edge
+        )
+        box = frame.locator("#mynetwork canvas").bounding_box()
+        pg.mouse.click(box["x"] + at["x"], box["y"] + at["y"])
+        frame.wait_for_selector(f"#crbc-why[data-edge='{edge}']", timeout=WAIT_MS)
+        sections = frame.evaluate(PANEL, frame.query_selector("#crbc-why"))
+        # s0 -a-> s1 is taken by t1 and t2 at step 0; §14.4: σ(s0) = 0.0070 < σ_min, A^S = +0.0699.
+        assert _check_panel(sections, cli, {"crbc"}) == 2 * 4
+        assert sections[0]["lines"]["credit"][1] == "+0.0699"
+        pg.screenshot(path=str(OUT / "why_share_export_1280.png"))
+    finally:
+        pg.close()
+
+
+def test_a_logged_action_stays_text_in_the_panel(browser, tmp_path):
+    """Actions and anchors that are markup or script: the opened panel shows them as text and
+    runs nothing (``window.__xss`` stays undefined)."""
+    import json
+
+    from crbc_viz import build_graph, load_rollouts, score
+    from crbc_viz.views.graph_view import graph_html
+
+    evil = "<img src=x onerror=window.__xss=1>"
+    rows = []
+    for traj, ok, acts in (
+        ("r0", True, [evil, "go"]),
+        ("r1", False, ["</script><script>window.__xss=2</script>", "go"]),
+    ):
+        for i, act in enumerate(acts):
+            anchor = "<b onmouseover=window.__xss=3>start</b>" if i == 0 else "mid"
+            rows.append(
+                {"group_id": "g", "traj_id": traj, "step_idx": i, "action": act, "anchor_obs": anchor}
+            )
+            rows[-1] |= {"reward": float(ok and i == 1), "done": i == 1, "success": ok}
+    log = tmp_path / "xss.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    graph = build_graph(load_rollouts(log))
+    page = tmp_path / "xss.html"
+    page.write_text(graph_html(graph, score(graph, "crbc", backend="numpy")))
+    pg = browser.new_page(viewport={"width": 1280, "height": 800})
+    try:
+        pg.goto(page.as_uri())
+        pg.wait_for_selector("body[data-crbc-ready='1']", state="attached", timeout=WAIT_MS)
+        edge = pg.evaluate(
+            "() => edges.get().find((e) => e.from === 0 && e.to === 1 && e.id.indexOf('#0') > 0).id"
+        )
+        pg.evaluate("(id) => crbcWhy(id)", edge)
+        pg.wait_for_selector("#crbc-why[data-edge]", timeout=WAIT_MS)
+        assert pg.evaluate("() => document.querySelector('#crbc-why .why-head b + b').textContent") == evil
+        assert pg.evaluate("() => document.querySelectorAll('#crbc-why img, #crbc-why script').length") == 0
+        assert pg.evaluate("() => typeof window.__xss") == "undefined"
+    finally:
+        pg.close()
