@@ -210,7 +210,8 @@ class Explainer:
     # ---------------------------------------------------------------- dispatch
     def explain(self, steps) -> Why:
         steps = np.asarray(steps, dtype=np.int64)
-        if self.name in ("crbc", "visit_local") and hasattr(self.p, "sigma_min"):
+        closure = self.name in ("crbc", "visit_local") and hasattr(self.p, "sigma_min")
+        if closure and self.result.node_value is not None and self.result.pair_q is not None:
             return self._closure(steps)
         if self.name == "shortest_path":
             return self._shortest(steps)
