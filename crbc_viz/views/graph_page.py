@@ -146,7 +146,7 @@ PAGE_SCRIPT = """
         var id = String(p.nodes[0]);
         msg = {crbc: "pick", kind: id.indexOf("cluster:") === 0 ? "cluster" : "node", id: id};
       } else if (p.edges && p.edges.length) {
-        msg = {crbc: "pick", kind: "edge", id: String(p.edges[0]).split("#")[0]};
+        msg = {crbc: "pick", kind: "edge", id: String(p.edges[0])};
       }
       if (msg && window.parent !== window) { window.parent.postMessage(msg, "*"); }
     });

@@ -51,6 +51,7 @@ from .layout import (
     group_edges,
     start_anchors,
 )
+from .why import why_page_block
 
 __all__ = ["DEFAULT_MAX_NODES", "GraphDrawing", "graph_html", "graph_drawing", "summary_note"]
 
@@ -456,8 +457,10 @@ def graph_drawing(
             narrow canvas labels are drawn larger in canvas units (16 for a projector).
 
     Clicking a node or an edge posts ``{crbc: "pick", kind, id}`` to the parent window (the
-    app turns it into a selection); the id is the node's global id, ``"src->dst"``, or for a
-    cluster ``kind: "cluster"`` with id ``"cluster:<lo>"``.
+    app turns it into a selection); the id is the node's global id, the edge's vis id
+    (``"src->dst#…"``), or for a cluster ``kind: "cluster"`` with id ``"cluster:<lo>"``. A
+    click on an (anchor, action) edge also opens its "Why this number" panel
+    (`crbc_viz.views.why`).
 
     Returns:
         `GraphDrawing`; no file is written.
@@ -526,6 +529,13 @@ def graph_drawing(
         name=f"graph_{est}{('_' + params_text) if params_text else ''}",
         min_label_px=min_label_px,
     )
+    # "Why this number": a click on an (anchor, action) edge opens its arithmetic in a panel.
+    why = [
+        (ed["id"], r["e"], r["kind"] == "time")
+        for r, ed in zip(records, edges)
+        if r["kind"] in ("act", "time")
+    ]
+    page = page.replace("</body>", why_page_block(graph, result, why, cut) + "</body>", 1)
     return GraphDrawing(page, pl.summary, summary_note(pl.summary))
 
 

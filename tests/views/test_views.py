@@ -211,9 +211,13 @@ def test_graph_html_escapes_payloads(tmp_path):
         titles = [x.get("title", "") for x in json.loads(blob)]
         joined = "".join(titles)
         assert "&lt;img src=x onerror=window.__xss=1&gt;" in joined or "&lt;/script&gt;" in joined
-    # utils.js, vis-network, the drawing, the tooltip fix-up: a payload opened no extra script
-    assert len(parser.scripts) == 4
-    assert all("window.__xss" not in s for i, s in enumerate(parser.scripts) if i != 2)
+    # utils.js, vis-network, the drawing, the tooltip fix-up, the "Why this number" data (JSON,
+    # not run) and its panel: a payload opened no extra script
+    assert len(parser.scripts) == 6
+    assert all("window.__xss" not in s for i, s in enumerate(parser.scripts) if i not in (2, 4))
+    why = parser.scripts[4]
+    assert '<script type="application/json" id="crbc-why-data">' in page and "<" not in why
+    assert "&lt;img src=x onerror=window.__xss=1&gt;" in "".join(json.loads(why)["edges"].values())
 
 
 # ---------------------------------------------------------------- trajectories

@@ -24,6 +24,7 @@ from crbc_viz.views.layout import OPEN_STEP
 from crbc_viz.views.matching import all_grey, matching_line
 from crbc_viz.views.projector import PROJECTOR_MIN_FONT, projector_graph_page
 from crbc_viz.views.trajectories import anchor_panel_frame
+from crbc_viz.views.why import open_why
 
 #: This page's facts, read by the router without running the page (`crbc_viz.app.router.page_facts`):
 #: menu order, title, icon, url path (default: the script's name), whether it has its own data
@@ -39,6 +40,34 @@ HEIGHT = 620
 #: Above this many anchors the page offers (and defaults to) the chosen rollout's neighbourhood.
 LARGE = 150
 _OPENED = "_graph_opened"
+_WHY = "_graph_why"
+
+
+def _pick():
+    events_state = st.session_state.get("crbc_events")
+    try:
+        return (
+            events_state.get("pick") if hasattr(events_state, "get") else getattr(events_state, "pick", None)
+        )
+    except Exception:  # the bridge's state is not there yet
+        return None
+
+
+def why_edge(graph_key: str) -> str | None:
+    """The edge whose "Why this number" panel is open in this group's graph: the last edge
+    clicked there (the click reruns the page, which redraws the graph with it open), until a
+    click on a node or on the panel's close button."""
+    store = st.session_state.setdefault(_WHY, {})
+    pick = _pick()
+    # Each click once (the bridge numbers them), and only in the group it was made in.
+    if isinstance(pick, dict) and store.get("_last") != pick.get("n"):
+        store["_last"] = pick.get("n")
+        ident = str(pick.get("id", ""))
+        if pick.get("kind") == "edge" and "#" in ident:
+            store[graph_key] = ident
+        elif pick.get("kind") in ("node", "cluster", "why-close"):
+            store.pop(graph_key, None)
+    return store.get(graph_key)
 
 
 def opened_clusters(graph_key: str) -> tuple:
@@ -175,6 +204,7 @@ def _draw(sel, graph, ctl: dict, ptxt: str) -> None:
     if opened and st.button("Fold the opened clusters", key="graph_fold"):
         st.session_state[_OPENED].pop(gkey, None)
         st.rerun()
+    page = open_why(page, why_edge(gkey))
     st.iframe(projector_graph_page(page) if on_projector else page, height=HEIGHT + 12)
 
 
@@ -192,7 +222,8 @@ def _how_to_read(estimator: str, by_step: bool) -> None:
         f"**{estimator}** "
         f"({'higher is better' if higher else 'nearer is better'}), size = visits; edge "
         f"width = transition count, colour = mean step credit (red negative, blue positive). "
-        f"Click a node or an edge to choose its anchor; hover for the anchor text, actions, "
+        f"Click a node or an edge to choose its anchor (an edge also opens *Why this number*: the "
+        f"arithmetic of its credit); hover for the anchor text, actions, "
         f"counts and credit; drag to pan, scroll to zoom; Fit / PNG / SVG at the top right."
     )
 

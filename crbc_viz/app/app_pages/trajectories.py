@@ -13,7 +13,9 @@ from crbc_viz.ui.selection import rollout_ids, selection_row, set_rollout, set_s
 from crbc_viz.ui.sidebar import require_selection
 from crbc_viz.ui.text import cells, md
 from crbc_viz.views.board import board_html
+from crbc_viz.views.graph_values import truncated_steps
 from crbc_viz.views.trajectories import failed_frame, step_alternatives, trajectory_table, worst_steps
+from crbc_viz.views.why import edge_steps, why_html
 
 #: This page's facts, read by the router without running the page (`crbc_viz.app.router.page_facts`):
 #: menu order, title, icon, url path (default: the script's name), whether it has its own data
@@ -186,6 +188,13 @@ def render() -> None:
                 if c.startswith(("Q [", "credit ["))
             },
         )
+    # "Why this number": the arithmetic of this step's credit under each estimator shown (the
+    # panel a click on its edge opens on the Graph page).
+    st.markdown(
+        f"**Why this number** (step {i} of rollout {md(ids[t])} first, then the other occurrences "
+        f"of its edge)"
+    )
+    st.html(why_html(graph, shown, edge_steps(graph, s, truncated_steps(graph))))
 
 
 render()
