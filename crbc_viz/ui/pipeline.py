@@ -373,6 +373,7 @@ def graph_page(
         "params_text": params_text,
         "graph_key": f"{digest[:12]}:{group}",
         "min_label_px": min_label_px,
+        "why_on_click": True,  # the page adds the clicked edge's panel (views.why.edge_explanation)
     }
     if focus and keep:
         drawing = graph_drawing(

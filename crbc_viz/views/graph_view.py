@@ -431,6 +431,7 @@ def graph_drawing(
     graph_key: str = "",
     by_step: bool = False,
     min_label_px: float = MIN_LABEL_PX,
+    why_on_click: bool = False,
 ) -> GraphDrawing:
     """The anchor graph of group ``group`` as a standalone HTML page (vis-network inlined).
 
@@ -455,6 +456,9 @@ def graph_drawing(
         by_step: columns by the highlighted rollout's step (`step_depths`), for large groups.
         min_label_px: the smallest node and edge label on screen (px) at the first fit: on a
             narrow canvas labels are drawn larger in canvas units (16 for a projector).
+        why_on_click: build no "Why this number" panel here (the app, which reruns on a click,
+            adds the clicked edge's with `crbc_viz.views.why.open_why`); else the
+            `crbc_viz.views.why.MAX_WHY_EDGES` most travelled edges' panels are in the page.
 
     Clicking a node or an edge posts ``{crbc: "pick", kind, id}`` to the parent window (the
     app turns it into a selection); the id is the node's global id, the edge's vis id
@@ -535,7 +539,9 @@ def graph_drawing(
         for r, ed in zip(records, edges)
         if r["kind"] in ("act", "time")
     ]
-    page = page.replace("</body>", why_page_block(graph, result, why, cut) + "</body>", 1)
+    page = page.replace(
+        "</body>", why_page_block(graph, result, why, cut, on_click=why_on_click) + "</body>", 1
+    )
     return GraphDrawing(page, pl.summary, summary_note(pl.summary))
 
 

@@ -34,6 +34,7 @@ from .graph_page import esc
 __all__ = [
     "MAX_ROWS",
     "MAX_WHY_EDGES",
+    "edge_explanation",
     "Line",
     "Table",
     "Why",
@@ -795,13 +796,20 @@ _PANEL = """
   function payload() {
     if (data === null) {
       try { data = JSON.parse(document.getElementById("crbc-why-data").textContent); } catch (e) { data = {}; }
+      // The app's explanation of the edge clicked last (computed on the click's rerun).
+      var extra = document.getElementById("crbc-why-extra");
+      if (extra) {
+        try { var x = JSON.parse(extra.textContent); for (var k in x) { data.edges[k] = x[k]; } } catch (e) {}
+      }
     }
     return data;
   }
   // The explanations are HTML built in Python with every piece of logged text escaped.
   function show(id) {
     var d = payload(), h = d.edges[id];
-    if (h === undefined) { h = d.more.indexOf(id) >= 0 ? d.none : d.summed; }
+    if (h === undefined) {
+      h = (d.ids || []).indexOf(id) >= 0 ? d.pending : d.more.indexOf(id) >= 0 ? d.none : d.summed;
+    }
     if (!h) { return; }
     body.innerHTML = d.style + h;
     var head = document.getElementById("crbc-head");
@@ -836,15 +844,57 @@ def _json_for_script(obj) -> str:
     return json.dumps(obj, ensure_ascii=False).replace("<", "\\u003c")
 
 
-def why_page_block(graph: AnchorGraph, result, edges: list[tuple[str, int, bool]], cut: np.ndarray) -> str:
+_SUMMED = (
+    "<div class='crbc-why'><b>Why this number</b>: this edge sums the transitions of several "
+    "anchors (a “+n anchors” cluster or a linear chain); click it open to draw its (anchor, "
+    "action) edges, each with its arithmetic.</div>"
+)
+
+
+def edge_explanation(graph: AnchorGraph, result, edge_id: str | None) -> str | None:
+    """The panel of the drawn (anchor, action) edge ``edge_id`` (a graph page's vis id,
+    ``"src->dst#<edge>"`` or ``"…#<edge>t"`` for its time-limit part), or None for another id
+    or without a result."""
+    import re
+
+    from .graph_values import truncated_steps
+
+    m = re.fullmatch(r"[^#]*->[^#]*#(\d+)(t?)", edge_id or "")
+    if m is None or result is None or isinstance(result, str):
+        return None
+    e, time_part = int(m.group(1)), bool(m.group(2))
+    cut = truncated_steps(graph)
+    steps = np.flatnonzero((graph.step_edge == e) & (cut == time_part))
+    if not steps.size:
+        return None
+    return why_html(graph, {result.estimator: result}, steps, style=False)
+
+
+def why_page_block(
+    graph: AnchorGraph, result, edges: list[tuple[str, int, bool]], cut: np.ndarray, *, on_click: bool = False
+) -> str:
     """The panel of a graph page and its lazy payload (parsed on the first click).
 
     ``edges``: the drawn (anchor, action) edges as ``(vis edge id, edge id, time-limit
     part?)``; ``cut``: the time-limit steps (`crbc_viz.views.graph_values.truncated_steps`).
     The `MAX_WHY_EDGES` most travelled get their explanation; a click on any other says why
-    it has none. '' without a result."""
+    it has none. ``on_click`` (the app, which reruns on a click): no explanation is built
+    here; a click shows "working it out" until the rerun draws the page again with that edge's
+    (`edge_explanation`, `open_why`). '' without a result."""
     if result is None:
         return ""
+    if on_click:
+        pending = "<div class='crbc-why'><b>Why this number</b>: working out this edge's arithmetic …</div>"
+        data = {
+            "style": why_style(),
+            "edges": {},
+            "more": [],
+            "none": "",
+            "summed": _SUMMED,
+            "pending": pending,
+        }
+        data["ids"] = [vis for vis, _, _ in edges]
+        return _PANEL.replace("__DATA__", _json_for_script(data))
     order = np.lexsort((cut, graph.step_edge))
     keys = graph.step_edge[order] * 2 + cut[order]
     starts = np.searchsorted(keys, [e * 2 + int(t) for _, e, t in edges])
@@ -864,18 +914,18 @@ def why_page_block(graph: AnchorGraph, result, edges: list[tuple[str, int, bool]
         f"travelled (anchor, action) edges; choose one of this edge's steps on the Trajectories page "
         f"for its arithmetic.</div>"
     )
-    summed = (
-        "<div class='crbc-why'><b>Why this number</b>: this edge sums the transitions of several "
-        "anchors (a “+n anchors” cluster or a linear chain); click it open to draw its (anchor, "
-        "action) edges, each with its arithmetic.</div>"
-    )
     more = [edges[k][0] for k in rank[MAX_WHY_EDGES:]]
-    data = {"style": why_style(), "edges": payload, "more": more, "none": none, "summed": summed}
+    data = {"style": why_style(), "edges": payload, "more": more, "none": none, "summed": _SUMMED}
     return _PANEL.replace("__DATA__", _json_for_script(data))
 
 
-def open_why(page: str, edge_id: str | None) -> str:
-    """``page`` (a graph page with `why_page_block`) opening the panel of ``edge_id`` at load."""
+def open_why(page: str, edge_id: str | None, explanation: str | None = None) -> str:
+    """``page`` (a graph page with `why_page_block`) opening the panel of ``edge_id`` at load;
+    ``explanation``: that edge's panel (`edge_explanation`), for a page drawn ``on_click``."""
     if not edge_id:
         return page
+    if explanation is not None:
+        extra = f'<script type="application/json" id="crbc-why-extra">{_json_for_script({edge_id: explanation})}</script>'
+        # before the panel's script, which reads it as the page is parsed
+        page = page.replace('<div id="crbc-why" ', extra + '<div id="crbc-why" ', 1)
     return page.replace("<body ", f"<body data-crbc-why-open='{esc(edge_id)}' ", 1)

@@ -304,3 +304,29 @@ def test_logged_text_cannot_inject_markup_or_script(tmp_path):
             "<img" not in panel and "<script" not in panel and html.escape(EVIL_ACTION, quote=True) in panel
         )
     assert "<img" not in W.open_why("<body x>", "\"'><img src=x>")
+
+
+def test_the_app_draws_without_panels_and_adds_the_clicked_edges_own():
+    """The Graph page (which reruns on a click) builds no explanation when it draws: the page
+    is as light as one without the panel, and the rerun adds the clicked edge's panel before
+    the panel's script, equal to the one the exported page embeds."""
+    import re
+    from html import escape as html_escape
+
+    from crbc_viz import build_graph, load_rollouts, score
+    from crbc_viz.views.graph_view import graph_drawing
+    from crbc_viz.views.why import edge_explanation, open_why
+
+    g = build_graph(load_rollouts("sample_rollouts/toy/toy_group.jsonl"))
+    r = score(g, "crbc", backend="numpy")
+    lazy = graph_drawing(g, r, why_on_click=True).html
+    full = graph_drawing(g, r).html
+    assert "Q(s,a)" not in lazy.split('id="crbc-why-data"')[1].split("</script>")[0]
+    edge = "1->2#2"
+    html = edge_explanation(g, r, edge)
+    assert html and edge_explanation(g, r, "1->2#chain") is None and edge_explanation(g, None, edge) is None
+    page = open_why(lazy, edge, html)
+    assert page.index('id="crbc-why-extra"') < page.index('<div id="crbc-why" ')
+    assert f"data-crbc-why-open='{html_escape(edge)}'" in page
+    embedded = re.search(r'id="crbc-why-data">(.*?)</script>', full, re.S).group(1)
+    assert json.loads(embedded)["edges"][edge] == html

@@ -24,7 +24,7 @@ from crbc_viz.views.layout import OPEN_STEP
 from crbc_viz.views.matching import all_grey, matching_line
 from crbc_viz.views.projector import PROJECTOR_MIN_FONT, projector_graph_page
 from crbc_viz.views.trajectories import anchor_panel_frame
-from crbc_viz.views.why import open_why
+from crbc_viz.views.why import edge_explanation, open_why
 
 #: This page's facts, read by the router without running the page (`crbc_viz.app.router.page_facts`):
 #: menu order, title, icon, url path (default: the script's name), whether it has its own data
@@ -204,7 +204,8 @@ def _draw(sel, graph, ctl: dict, ptxt: str) -> None:
     if opened and st.button("Fold the opened clusters", key="graph_fold"):
         st.session_state[_OPENED].pop(gkey, None)
         st.rerun()
-    page = open_why(page, why_edge(gkey))
+    edge = why_edge(gkey)
+    page = open_why(page, edge, edge_explanation(graph, sel.result(sel.estimator), edge) if edge else None)
     st.iframe(projector_graph_page(page) if on_projector else page, height=HEIGHT + 12)
 
 
