@@ -13,6 +13,7 @@ its dumps into canonical step rows (SCHEMA.md), ready for ``build_batch``.
     skyrl       SkyRL dumped_evals/global_step_<N>_evals/<data_source>.jsonl
     nemo-rl     NeMo-RL train_data_step<N>.jsonl (content, rewards, token_loss_mask ...)
     ragen       RAGEN val_rollouts_<timestamp>.jsonl (custom_id, messages, metadata)
+    slime       slime debug rollout dump (.pt: rollout_id, samples), read weights-only
     fieldmap    any other log, through a field map (--map target=path, --map-file map.toml)
 
 Each is a module that satisfies `Importer` (``NAME``, ``SIGNATURE``, ``sniff``, ``read``;
@@ -41,6 +42,7 @@ from . import (
     rllm,
     roll,
     skyrl,
+    slime,
     trl,
     verifiers,
     verl,
@@ -78,6 +80,7 @@ IMPORTERS: tuple[Importer, ...] = (
     ragen,
     trl,
     verl,
+    slime,
     fieldmap,  # never detected: chosen by giving a field map (--map, --map-file)
 )
 
