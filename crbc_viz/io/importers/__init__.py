@@ -14,6 +14,7 @@ its dumps into canonical step rows (SCHEMA.md), ready for ``build_batch``.
     nemo-rl     NeMo-RL train_data_step<N>.jsonl (content, rewards, token_loss_mask ...)
     ragen       RAGEN val_rollouts_<timestamp>.jsonl (custom_id, messages, metadata)
     slime       slime debug rollout dump (.pt: rollout_id, samples), read weights-only
+    graphgpo    GraphGPO / verl-agent DataProto batch saved as .pth (uid, traj_uid, anchor_obs ...)
     fieldmap    any other log, through a field map (--map target=path, --map-file map.toml)
 
 Each is a module that satisfies `Importer` (``NAME``, ``SIGNATURE``, ``sniff``, ``read``;
@@ -36,6 +37,7 @@ from ..readers import SUFFIXES
 from . import (
     canonical,
     fieldmap,
+    graphgpo,
     ms_swift,
     nemo_rl,
     ragen,
@@ -81,6 +83,7 @@ IMPORTERS: tuple[Importer, ...] = (
     trl,
     verl,
     slime,
+    graphgpo,
     fieldmap,  # never detected: chosen by giving a field map (--map, --map-file)
 )
 
