@@ -14,6 +14,7 @@ its dumps into canonical step rows (SCHEMA.md), ready for ``build_batch``.
     nemo-rl     NeMo-RL train_data_step<N>.jsonl (content, rewards, token_loss_mask ...)
     ragen       RAGEN val_rollouts_<timestamp>.jsonl (custom_id, messages, metadata)
     slime       slime debug rollout dump (.pt: rollout_id, samples), read weights-only
+    areal       AReaL rollout/<version>/<task_id>.jsonl (task_id, sample_idx, prompt, completion)
     graphgpo    GraphGPO / verl-agent DataProto batch saved as .pth (uid, traj_uid, anchor_obs ...)
     fieldmap    any other log, through a field map (--map target=path, --map-file map.toml)
 
@@ -35,6 +36,7 @@ from ...errors import LoadError, Problem
 from .._guards import check_input_file
 from ..readers import SUFFIXES
 from . import (
+    areal,
     canonical,
     fieldmap,
     graphgpo,
@@ -80,6 +82,7 @@ IMPORTERS: tuple[Importer, ...] = (
     skyrl,
     nemo_rl,
     ragen,
+    areal,
     trl,
     verl,
     slime,
