@@ -102,7 +102,7 @@ def _tensordict_globals() -> list:
     ]
 
 
-_GLOBAL = re.compile(r"GLOBAL ([\w.]+) was not an allowed global")
+_GLOBAL = re.compile(r"GLOBAL ([\w.]+)")
 
 
 def _refusal(path: str, exc: BaseException, what: str) -> LoadError:
@@ -114,7 +114,9 @@ def _refusal(path: str, exc: BaseException, what: str) -> LoadError:
             f"(a {what} holds only plain values and tensors)"
         )
     else:
-        first = next((s.strip() for s in text.splitlines() if s.strip()), type(exc).__name__)
+        skip = ("Weights only load failed", "Check the documentation")
+        lines = [s.strip() for s in text.splitlines() if s.strip() and not s.strip().startswith(skip)]
+        first = lines[0] if lines else type(exc).__name__
         why = f"not a readable torch.save file ({first[:200]})"
     return LoadError([Problem(path, None, None, why)])
 
