@@ -22,9 +22,9 @@ from crbc_viz.io.importers import detect, expand_sources, import_source  # noqa:
 ROOT = Path(__file__).resolve().parents[2]
 SLIME = ROOT / "tests/fixtures/slime"
 GRAPHGPO = ROOT / "tests/fixtures/graphgpo"
-CASES = [
-    (SLIME / name, "slime", t) for name, t in json.loads((SLIME / "truth.json").read_text()).items()
-] + [(GRAPHGPO / name, "graphgpo", t) for name, t in json.loads((GRAPHGPO / "truth.json").read_text()).items()]
+CASES = [(SLIME / name, "slime", t) for name, t in json.loads((SLIME / "truth.json").read_text()).items()] + [
+    (GRAPHGPO / name, "graphgpo", t) for name, t in json.loads((GRAPHGPO / "truth.json").read_text()).items()
+]
 
 
 def _cli(*args):
@@ -85,7 +85,10 @@ def test_a_pickle_that_runs_code_is_refused_by_name_and_runs_nothing(tmp_path, f
     marker = tmp_path / "pwned"
     if fmt == "graphgpo":
         path = tmp_path / "batch.pth"
-        ntb = {k: np.array(["a"], dtype=object) for k in ("uid", "traj_uid", "anchor_obs", "next_obs", "text_actions")}
+        ntb = {
+            k: np.array(["a"], dtype=object)
+            for k in ("uid", "traj_uid", "anchor_obs", "next_obs", "text_actions")
+        }
         ntb["episode_rewards"] = np.array([Evil(marker)], dtype=object)
         torch.save({"batch": None, "non_tensor_batch": ntb, "meta_info": {}}, path)
     else:
@@ -98,7 +101,9 @@ def test_a_pickle_that_runs_code_is_refused_by_name_and_runs_nothing(tmp_path, f
 
 
 def test_slime_dict_reward_is_refused_naming_the_sample_and_field(tmp_path):
-    path = _slime_dump(tmp_path / "rollout_1.pt", [_sample(), _sample(index=1, reward={"acc": 1.0, "fmt": 0.5})])
+    path = _slime_dump(
+        tmp_path / "rollout_1.pt", [_sample(), _sample(index=1, reward={"acc": 1.0, "fmt": 0.5})]
+    )
     with pytest.raises(LoadError) as e:
         import_source(expand_sources([str(path)])[0])
     msg = str(e.value)

@@ -16,8 +16,9 @@ import zipfile
 
 from ...errors import LoadError, Problem
 from .. import _guards
+from ..readers._json import SURROGATE
 
-__all__ = ["TORCH_SUFFIXES", "has_keys", "load", "TensorDictState"]
+__all__ = ["TORCH_SUFFIXES", "has_keys", "load", "TensorDictState", "fix_text"]
 
 #: File names a torch.save dump has (slime ``.pt``, GraphGPO ``.pth``).
 TORCH_SUFFIXES = (".pt", ".pth")
@@ -145,3 +146,20 @@ def load(path: str, what: str, *, numpy: bool = False, tensordict: bool = False)
         raise LoadError([Problem(path, None, None, "too large to load into memory")]) from None
     except Exception as exc:  # noqa: BLE001 - any failure of an untrusted file is one line
         raise _refusal(path, exc, what) from None
+
+
+def fix_text(cols: dict) -> list[str]:
+    """Lone UTF-16 surrogates (not valid Unicode text; a pickle keeps them, no UTF-8 writer and
+    no Arrow string column does) in the text values of ``cols`` (name -> list of values)
+    replaced by U+FFFD, in place; the note saying how many (none when there were none)."""
+    count = 0
+    for values in cols.values():
+        if not isinstance(values, list):
+            continue
+        for i, v in enumerate(values):
+            if isinstance(v, str) and SURROGATE.search(v):
+                values[i], n = SURROGATE.subn("\ufffd", v)
+                count += n
+    if not count:
+        return []
+    return [f"{count} lone UTF-16 surrogate(s) (not valid Unicode text) replaced by U+FFFD"]

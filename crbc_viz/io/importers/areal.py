@@ -69,7 +69,11 @@ def _step(path: str, tail: np.ndarray, raw: RawTable) -> tuple[int, list[str]]:
     if folder.isdigit():
         step = int(folder)
         off = int((tail != step).sum())
-        note = [f"{off} line(s) whose tail_version is not their folder's {step}: read as step {step}"] if off else []
+        note = (
+            [f"{off} line(s) whose tail_version is not their folder's {step}: read as step {step}"]
+            if off
+            else []
+        )
         return step, note
     if len(set(tail.tolist())) > 1:
         i = int(np.flatnonzero(tail != tail[0])[0])

@@ -70,7 +70,15 @@ def _columns(path: str) -> tuple[dict, dict, int]:
     missing = [k for k in _NEEDED if k not in ntb]
     if missing:
         raise LoadError(
-            [Problem(path, None, k, f"missing from non_tensor_batch (a GraphGPO batch has {', '.join(_NEEDED)})") for k in missing]
+            [
+                Problem(
+                    path,
+                    None,
+                    k,
+                    f"missing from non_tensor_batch (a GraphGPO batch has {', '.join(_NEEDED)})",
+                )
+                for k in missing
+            ]
         )
     cols: dict[str, list] = {}
     n = None
@@ -109,13 +117,17 @@ def _numbers(values: list, name: str, path: str, problems: list) -> np.ndarray:
 
 def _frame(path: str, cols: dict, n: int) -> tuple[pd.DataFrame, list[str], int]:
     problems: list[Problem] = []
+    text = {
+        "group_id": _ids(cols["uid"], "uid", path, problems),
+        "traj_id": _ids(cols["traj_uid"], "traj_uid", path, problems),
+        "anchor_obs": [to_text(list(a) if isinstance(a, tuple) else a) for a in cols["anchor_obs"]],
+        "next_obs": [to_text(list(a) if isinstance(a, tuple) else a) for a in cols["next_obs"]],
+        "response": [to_text(a) for a in cols["text_actions"]],
+    }
+    notes = _torch_file.fix_text(text)
     df = pd.DataFrame(
         {
-            "group_id": _ids(cols["uid"], "uid", path, problems),
-            "traj_id": _ids(cols["traj_uid"], "traj_uid", path, problems),
-            "anchor_obs": [to_text(list(a) if isinstance(a, tuple) else a) for a in cols["anchor_obs"]],
-            "next_obs": [to_text(list(a) if isinstance(a, tuple) else a) for a in cols["next_obs"]],
-            "response": [to_text(a) for a in cols["text_actions"]],
+            **text,
             "episode_return": _numbers(cols["episode_rewards"], "episode_rewards", path, problems),
             "src_row": np.arange(n, dtype=np.int64),
         }
@@ -133,7 +145,7 @@ def _frame(path: str, cols: dict, n: int) -> tuple[pd.DataFrame, list[str], int]
     if problems:
         raise LoadError(problems[:MAX_LISTED], total=len(problems))
     df, dropped = _drop_copies(path, df)
-    return df, [], dropped
+    return df, notes, dropped
 
 
 def _drop_copies(path: str, df: pd.DataFrame) -> tuple[pd.DataFrame, int]:
@@ -200,7 +212,9 @@ def read(path: str) -> Imported:
     df["train_step"] = step
     df["run_id"] = run_from_dir(str(Path(path).parent))
     if dropped:
-        notes.append(f"dropped {dropped} adjust_batch padding copies (rows past their trajectory's episode_lengths)")
+        notes.append(
+            f"dropped {dropped} adjust_batch padding copies (rows past their trajectory's episode_lengths)"
+        )
     notes.append(
         f"GraphGPO saved batch: {len(df)} steps of {df['traj_id'].nunique()} trajectories; "
         "success = episode_rewards > 0 (GraphGPO's rule); the step limit is not in the batch (done unknown)"

@@ -105,7 +105,9 @@ def _samples(path: str):
         raise LoadError([Problem(path, None, "samples", why)])
     step = _plain(data.get("rollout_id"))
     if isinstance(step, bool) or not isinstance(step, int):
-        raise LoadError([Problem(path, None, "rollout_id", f"expected an integer, got {type(step).__name__}")])
+        raise LoadError(
+            [Problem(path, None, "rollout_id", f"expected an integer, got {type(step).__name__}")]
+        )
     samples = data["samples"]
     cap = _guards.count_setting(_guards.ENV_MAX_ROWS, _guards.MAX_ROWS)
     if len(samples) > cap:
@@ -115,8 +117,7 @@ def _samples(path: str):
 
 def _rows(path: str, samples: list) -> tuple[dict, list[str]]:
     cols: dict[str, list] = {
-        k: []
-        for k in ("group_id", "traj_id", "anchor_obs", "observation", "response", "status", "reward_in")
+        k: [] for k in ("group_id", "traj_id", "anchor_obs", "observation", "response", "status", "reward_in")
     }
     cols["src_sample"] = []
     problems: list[Problem] = []
@@ -127,10 +128,19 @@ def _rows(path: str, samples: list) -> tuple[dict, list[str]]:
             continue
         group = _key(s.get("group_index"), i, "group_index", path, problems)
         rid = s.get("rollout_id")
-        traj = _key(s.get("index") if rid is None else rid, i, "index" if rid is None else "rollout_id", path, problems)
+        traj = _key(
+            s.get("index") if rid is None else rid,
+            i,
+            "index" if rid is None else "rollout_id",
+            path,
+            problems,
+        )
         status = _plain(s.get("status"))
-        if status not in _DONE:
-            problems.append(Problem(path, i, "status", f"expected one of {', '.join(_DONE)}, got {status!r}"[:200], _WHERE))
+        if not isinstance(status, str) or status not in _DONE:
+            got = repr(status[:40]) if isinstance(status, str) else type(status).__name__
+            problems.append(
+                Problem(path, i, "status", f"expected one of {', '.join(_DONE)}, got {got}", _WHERE)
+            )
         reward = _reward(s.get("reward"), i, path, problems)
         removed += bool(_plain(s.get("remove_sample")))
         anchor = _anchor(s.get("prompt"))
@@ -163,6 +173,7 @@ def _steps(cols: dict) -> pd.DataFrame:
 def read(path: str) -> Imported:
     step, samples = _samples(path)
     cols, notes = _rows(path, samples)
+    notes += _torch_file.fix_text(cols)
     df = _steps(cols)
     df["train_step"] = step
     df["run_id"] = run_from_dir(str(Path(path).parent))
