@@ -147,3 +147,19 @@ def test_graphgpo_rows_out_of_step_order_are_refused_naming_the_trajectory(tmp_p
     with pytest.raises(LoadError) as e:
         import_source(expand_sources([str(path)], "graphgpo")[0])
     assert str(ntb["traj_uid"][3]) in str(e.value) and "step order" in str(e.value)
+
+
+def test_a_batch_without_next_obs_or_text_actions_reads_in_row_order_with_a_note(tmp_path):
+    """Stock verl-agent / G2PO batches carry neither: steps in row order, said in a note."""
+    from crbc_viz.io.importers import _torch_file
+
+    data = _torch_file.load(str(GRAPHGPO / "batch_step4.pth"), "t", numpy=True, tensordict=True)
+    ntb = {k: v for k, v in data["non_tensor_batch"].items() if k not in ("next_obs", "text_actions")}
+    path = tmp_path / "batch_step4.pth"
+    torch.save({"batch": None, "non_tensor_batch": ntb, "meta_info": {}}, path)
+    assert detect(str(path)) == "graphgpo"
+    imp = import_source(expand_sources([str(path)])[0])
+    assert (
+        len(imp.raw.records) == json.loads((GRAPHGPO / "truth.json").read_text())["batch_step4.pth"]["steps"]
+    )
+    assert any("unchecked" in n for n in imp.notes)

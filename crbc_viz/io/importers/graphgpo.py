@@ -21,8 +21,10 @@ by name, never unpickled.
 
 Canonical mapping: group = ``uid``, trajectory = ``traj_uid``, steps in row order (checked: each
 step's ``next_obs`` is the next step's ``anchor_obs``; a batch reordered before it was saved,
-``_balance_batch``, is refused naming the trajectory); ``text_actions`` -> ``response`` (no
-parsed action: each step is keyed by its transition); ``rewards`` -> ``reward`` (else
+``_balance_batch``, is refused naming the trajectory; a batch without ``next_obs``, stock
+verl-agent's or G2PO's (Nala-YN/G2PO b8ffaf5 writes neither ``next_obs`` nor ``text_actions``
+and saves no batch itself), is read in row order with a note saying it is unchecked);
+``text_actions`` -> ``response`` (no parsed action: each step is keyed by its transition); ``rewards`` -> ``reward`` (else
 ``episode_rewards`` on the last step); ``episode_rewards`` -> ``episode_return``; success =
 ``episode_rewards > 0`` (GraphGPO's own rule: ``find_success_states_per_task``, the
 ``'success'`` marker). Rows beyond a trajectory's ``episode_lengths`` that repeat one of its rows
@@ -48,8 +50,8 @@ from ._common import Imported, run_from_dir, step_from_path, to_text
 NAME = "graphgpo"
 #: What the app calls this format.
 TITLE = "GraphGPO / verl-agent saved batch (.pth)"
-SIGNATURE = ("non_tensor_batch", "uid", "traj_uid", "anchor_obs", "next_obs", "episode_rewards")
-_NEEDED = ("uid", "traj_uid", "anchor_obs", "next_obs", "text_actions", "episode_rewards")
+SIGNATURE = ("non_tensor_batch", "uid", "traj_uid", "anchor_obs", "episode_rewards")
+_NEEDED = ("uid", "traj_uid", "anchor_obs", "episode_rewards")
 _WHERE = "row"
 
 
@@ -121,9 +123,10 @@ def _frame(path: str, cols: dict, n: int) -> tuple[pd.DataFrame, list[str], int]
         "group_id": _ids(cols["uid"], "uid", path, problems),
         "traj_id": _ids(cols["traj_uid"], "traj_uid", path, problems),
         "anchor_obs": [to_text(list(a) if isinstance(a, tuple) else a) for a in cols["anchor_obs"]],
-        "next_obs": [to_text(list(a) if isinstance(a, tuple) else a) for a in cols["next_obs"]],
-        "response": [to_text(a) for a in cols["text_actions"]],
     }
+    for name, key in (("next_obs", "next_obs"), ("response", "text_actions")):
+        if key in cols:
+            text[name] = [to_text(list(a) if isinstance(a, tuple) else a) for a in cols[key]]
     notes = _torch_file.fix_text(text)
     df = pd.DataFrame(
         {
@@ -180,6 +183,8 @@ def _drop_copies(path: str, df: pd.DataFrame) -> tuple[pd.DataFrame, int]:
 def _order(path: str, df: pd.DataFrame) -> pd.DataFrame:
     """Steps in row order, checked: each step's ``next_obs`` is the next step's ``anchor_obs``."""
     df["step_idx"] = df.groupby("traj_id", sort=False).cumcount().astype(np.int64)
+    if "next_obs" not in df.columns:
+        return _outcome(df)
     nxt = df.groupby("traj_id", sort=False)["anchor_obs"].shift(-1)
     broken = nxt.notna() & (nxt != df["next_obs"])
     if broken.any():
@@ -190,6 +195,10 @@ def _order(path: str, df: pd.DataFrame) -> pd.DataFrame:
             "_balance_batch before it was saved cannot be read; save it before)"
         )
         raise LoadError([Problem(path, int(df["src_row"].iat[i]), "next_obs", why, _WHERE)])
+    return _outcome(df)
+
+
+def _outcome(df: pd.DataFrame) -> pd.DataFrame:
     last = df.groupby("traj_id", sort=False)["step_idx"].transform("max") == df["step_idx"]
     if "step_reward" in df.columns:
         df["reward"] = df.pop("step_reward")
@@ -203,6 +212,8 @@ def read(path: str) -> Imported:
     cols, meta, n = _columns(path)
     df, notes, dropped = _frame(path, cols, n)
     df = _order(path, df)
+    if "next_obs" not in df.columns:
+        notes.append("no next_obs (a stock verl-agent / G2PO batch): rows taken in step order unchecked")
     step = meta.get("global_steps")
     if isinstance(step, bool) or not isinstance(step, int):
         step = step_from_path(path)
