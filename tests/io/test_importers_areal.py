@@ -80,6 +80,7 @@ def test_task_id_that_is_not_an_integer_is_named(tmp_path):
 
 def test_reward_that_is_not_a_number_is_named(tmp_path):
     p = _copy(tmp_path, edit=lambda ls: ls[1].update(reward=[1]))
+    assert detect(str(p)) == "areal"
     with pytest.raises(LoadError) as e:
         import_source(expand_sources([str(p)])[0])
     assert "line 2: field 'reward'" in str(e.value)
