@@ -163,3 +163,13 @@ def test_a_batch_without_next_obs_or_text_actions_reads_in_row_order_with_a_note
         len(imp.raw.records) == json.loads((GRAPHGPO / "truth.json").read_text())["batch_step4.pth"]["steps"]
     )
     assert any("unchecked" in n for n in imp.notes)
+
+
+def test_slime_eval_dump_groups_by_prompt_and_is_val(tmp_path):
+    """``save_debug_rollout_data(..., evaluation=True)``: ``eval_<id>`` in the name, samples
+    without ``group_index`` (eval samples come from the dataset, not the data source)."""
+    samples = [_sample(group_index=None, index=i, prompt=f"q{i // 2}") for i in range(4)]
+    path = _slime_dump(tmp_path / "rollout_eval_1.pt", samples)
+    rows = import_source(expand_sources([str(path)])[0]).raw.records
+    assert rows["group_id"].nunique() == 2 and rows["traj_id"].nunique() == 4
+    assert set(rows["split"]) == {"val"}

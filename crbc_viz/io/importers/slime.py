@@ -10,8 +10,9 @@ one rollout was split into several samples, the "compact" rollouts; None otherwi
 sample the model's turns and the tool outputs in one text, told apart only by the token-level
 ``loss_mask``), ``reward`` (a number, or a dict of which ``--reward-key`` picks one),
 ``status`` (``completed``, ``truncated``: the length limit cut it, ``aborted``, ``failed``,
-``pending``), ``remove_sample``, ``metadata`` ... An evaluation's file is ``eval_<id>`` by its
-path template, its ``rollout_id`` the same number.
+``pending``), ``remove_sample``, ``metadata`` ... An evaluation's file has ``eval_<id>`` where
+the path template has ``{rollout_id}`` (read as split ``val``), its ``rollout_id`` the number;
+its samples carry no ``group_index`` and are grouped by identical prompt.
 
 Read with ``torch.load(weights_only=True)`` (`_torch_file`): plain values and tensors only; a
 file that needs any other class is refused by name, never unpickled.
@@ -32,6 +33,7 @@ command-line option, not in the file.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +44,7 @@ from .. import _guards
 from ..flags import not_a_number, read_numbers
 from ..readers import RawTable
 from . import _torch_file
-from ._common import Imported, run_from_dir, to_text
+from ._common import Imported, run_from_dir, text_id, to_text
 
 NAME = "slime"
 #: What the app calls this format.
@@ -121,12 +123,16 @@ def _rows(path: str, samples: list) -> tuple[dict, list[str]]:
     }
     cols["src_sample"] = []
     problems: list[Problem] = []
-    removed = 0
+    removed = by_prompt = 0
     for i, s in enumerate(samples):
         if not isinstance(s, dict):
             problems.append(Problem(path, i, None, f"expected a sample dict, got {type(s).__name__}", _WHERE))
             continue
-        group = _key(s.get("group_index"), i, "group_index", path, problems)
+        if s.get("group_index") is None:  # evaluation samples: grouped by their prompt
+            group = text_id(to_text(_plain(s.get("prompt"))) or "")
+            by_prompt += 1
+        else:
+            group = _key(s.get("group_index"), i, "group_index", path, problems)
         rid = s.get("rollout_id")
         traj = _key(
             s.get("index") if rid is None else rid,
@@ -155,6 +161,8 @@ def _rows(path: str, samples: list) -> tuple[dict, list[str]]:
     if problems:
         raise LoadError(problems[:MAX_LISTED], total=len(problems))
     notes = [f"{removed} sample(s) slime marked remove_sample (kept)"] if removed else []
+    if by_prompt:
+        notes.append(f"{by_prompt} sample(s) without group_index (evaluation): grouped by identical prompt")
     return cols, notes
 
 
@@ -177,7 +185,7 @@ def read(path: str) -> Imported:
     df = _steps(cols)
     df["train_step"] = step
     df["run_id"] = run_from_dir(str(Path(path).parent))
-    if Path(path).name.startswith("eval_"):
+    if re.search(r"eval_\d", Path(path).name):  # the writer puts eval_<id> in the template
         df["split"] = "val"
     n = int(df["traj_id"].nunique()) if len(df) else 0
     multi = n < len(df)
