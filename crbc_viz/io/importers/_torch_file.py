@@ -22,8 +22,6 @@ __all__ = ["TORCH_SUFFIXES", "has_keys", "load", "TensorDictState", "fix_text"]
 
 #: File names a torch.save dump has (slime ``.pt``, GraphGPO ``.pth``).
 TORCH_SUFFIXES = (".pt", ".pth")
-#: Most pickle bytes `has_keys` reads for a sniff.
-_PEEK_BYTES = 64 << 20
 
 
 def _pickle_name(z: zipfile.ZipFile) -> str | None:
@@ -48,7 +46,8 @@ def has_keys(path: str, keys: tuple[str, ...]) -> bool:
         _guards.check_input_file(path)
         with zipfile.ZipFile(path) as z:
             name = _pickle_name(z)
-            if name is None or z.getinfo(name).file_size > _PEEK_BYTES:
+            cap = _guards.mib_setting(_guards.ENV_MAX_INPUT, _guards.MAX_INPUT_MB)
+            if name is None or z.getinfo(name).file_size > cap:  # the input limit, as `load`
                 return False
             data = z.read(name)
     except (LoadError, OSError, zipfile.BadZipFile, ValueError, EOFError, KeyError, RuntimeError):
