@@ -178,6 +178,10 @@ SEEDS = [
         FIX / "tinker_cookbook/log/iteration_000003/train_rollout_summaries.jsonl",
         "log/iteration_000003/train_rollout_summaries.jsonl",
     ),
+    ("areal", "areal", FIX / "areal/run/rollout/2/3.jsonl", "run/rollout/2/3.jsonl"),
+    # torch.save files: the records are the samples / rows, saved again as the trainer saves them
+    ("slime", "slime", FIX / "slime/compact/rollout_5.pt", "run/compact/rollout_5.pt"),
+    ("graphgpo", "graphgpo", FIX / "graphgpo/batch_padded_step4.pth", "run/batch_step4.pth"),
 ]
 #: Formats read only through a user's field map (nothing to read without one): their hostile
 #: maps and values are tests/io/test_fieldmap.py's.
@@ -197,9 +201,54 @@ def seed_records(name: str):
     return recs
 
 
+def _plain(v):
+    """A loaded torch file's value as JSON-like Python (numpy scalars and tuples unwrapped)."""
+    if hasattr(v, "item") and not isinstance(v, (list, dict, str)):
+        return v.item()
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    return v
+
+
+def _torch_records(src: Path) -> list:
+    """A slime dump's samples, or a GraphGPO batch's rows (whole trajectories of the first
+    group), as JSON-like dicts."""
+    from crbc_viz.io.importers import _torch_file
+
+    data = _torch_file.load(str(src), "seed", numpy=True, tensordict=True)
+    if "samples" in data:
+        return _plain(data["samples"][:MAX_RECORDS])
+    ntb = data["non_tensor_batch"]
+    rows = [{k: _plain(v[i]) for k, v in ntb.items()} for i in range(len(ntb["uid"]))]
+    keep = list(dict.fromkeys(r["traj_uid"] for r in rows if r["uid"] == rows[0]["uid"]))[:3]
+    return [r for r in rows if r["traj_uid"] in keep]
+
+
+def _torch_write(recs, dest: Path) -> None:
+    """``torch.save`` as slime (``.pt``: ``{"rollout_id", "samples"}``) or a GraphGPO batch
+    (``.pth``: a DataProto's ``__dict__``, its rows as object columns) saves it."""
+    import numpy as np
+    import torch
+
+    if dest.suffix == ".pt":
+        torch.save({"rollout_id": 5, "samples": recs}, dest)
+        return
+    rows = [r for r in recs if isinstance(r, dict)]
+    cols = {}
+    for k in dict.fromkeys(k for r in rows for k in r):
+        col = np.empty(len(rows), dtype=object)
+        col[:] = [r.get(k) for r in rows]
+        cols[k] = col
+    torch.save({"batch": None, "non_tensor_batch": cols, "meta_info": {}}, dest)
+
+
 def records(src: Path):
-    """The fixture's records: a list of JSON lines, a list of Parquet rows, or (an rLLM folder)
-    ``{file name: episode document}``."""
+    """The fixture's records: a list of JSON lines, a list of Parquet rows, (an rLLM folder)
+    ``{file name: episode document}``, or a torch file's samples / rows (`_torch_records`)."""
+    if src.suffix in (".pt", ".pth"):
+        return _torch_records(src)
     if src.is_dir():
         files = sorted(p for p in src.glob("*.json") if p.name not in ("batch_summary.json", "meta.json"))
         return {p.name: json.loads(p.read_text()) for p in files[:MAX_RECORDS]}
@@ -370,6 +419,12 @@ def write(recs, dest: Path, rnd: random.Random, allow_cut: bool = True) -> Path:
             if cut and rnd.random() < 0.5:
                 data = data[: rnd.randrange(len(data) + 1)]
             (dest / name).write_bytes(data)
+        return dest
+    if dest.suffix in (".pt", ".pth"):
+        _torch_write(recs, dest)
+        if cut:
+            data = dest.read_bytes()
+            dest.write_bytes(data[: rnd.randrange(len(data) + 1)])
         return dest
     if dest.suffix == ".parquet":
         try:
@@ -611,6 +666,24 @@ READ_FIELDS = {
     "skyrl": [(1, k) for k in ("input_prompt", "output_response", "score", "stop_reason", "env_class")],
     "nemo-rl": [(1, k) for k in ("content", "rewards", "token_loss_mask", "input_lengths")],
     "ragen": [(1, k) for k in ("custom_id", "messages", "metadata")],
+    "areal": [(1, k) for k in ("task_id", "sample_idx", "tail_version", "prompt", "completion", "reward")],
+    "slime": [
+        (1, k) for k in ("group_index", "index", "rollout_id", "prompt", "response", "reward", "status")
+    ],
+    "graphgpo": [
+        (1, k)
+        for k in (
+            "uid",
+            "traj_uid",
+            "anchor_obs",
+            "next_obs",
+            "text_actions",
+            "episode_rewards",
+            "rewards",
+            "episode_lengths",
+            "is_action_valid",
+        )
+    ],
     "verifiers": [
         (1, k)
         for k in (

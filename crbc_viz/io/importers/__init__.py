@@ -13,6 +13,9 @@ its dumps into canonical step rows (SCHEMA.md), ready for ``build_batch``.
     skyrl       SkyRL dumped_evals/global_step_<N>_evals/<data_source>.jsonl
     nemo-rl     NeMo-RL train_data_step<N>.jsonl (content, rewards, token_loss_mask ...)
     ragen       RAGEN val_rollouts_<timestamp>.jsonl (custom_id, messages, metadata)
+    slime       slime debug rollout dump (.pt: rollout_id, samples), read weights-only
+    areal       AReaL rollout/<version>/<task_id>.jsonl (task_id, sample_idx, prompt, completion)
+    graphgpo    GraphGPO / verl-agent DataProto batch saved as .pth (uid, traj_uid, anchor_obs ...)
     fieldmap    any other log, through a field map (--map target=path, --map-file map.toml)
 
 Each is a module that satisfies `Importer` (``NAME``, ``SIGNATURE``, ``sniff``, ``read``;
@@ -33,15 +36,18 @@ from ...errors import LoadError, Problem
 from .._guards import check_input_file
 from ..readers import SUFFIXES
 from . import (
+    areal,
     art,
     canonical,
     fieldmap,
+    graphgpo,
     ms_swift,
     nemo_rl,
     ragen,
     rllm,
     roll,
     skyrl,
+    slime,
     tinker_cookbook,
     trl,
     verifiers,
@@ -80,8 +86,11 @@ IMPORTERS: tuple[Importer, ...] = (
     ragen,
     art,
     tinker_cookbook,
+    areal,
     trl,
     verl,
+    slime,
+    graphgpo,
     fieldmap,  # never detected: chosen by giving a field map (--map, --map-file)
 )
 
