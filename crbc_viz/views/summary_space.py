@@ -19,6 +19,7 @@ empty" for every cell at once); footprints are kept `GAP` px apart.
 from __future__ import annotations
 
 import math
+import threading
 import weakref
 from collections.abc import Callable
 
@@ -205,6 +206,7 @@ def frame_positions(
 #: The layered positions of a base summary per graph: reopening the same drawing (a click on
 #: a cluster) reuses them instead of laying the group out again.
 _BASE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
 
 
 def base_positions(graph: AnchorGraph, g: int, summary: Summary, *, box: tuple[float, float]) -> dict:
@@ -214,14 +216,18 @@ def base_positions(graph: AnchorGraph, g: int, summary: Summary, *, box: tuple[f
     key = (
         int(g),
         base.anchors,
-        tuple((c.id, c.depth) for c in base.clusters),
+        tuple((c.id, c.depth, hash(c.members)) for c in base.clusters),
         tuple((ch.src, ch.dst) for ch in base.chains),
         tuple(float(b) for b in box),
         tuple(base.depths[n] for n in base.anchors),
     )
-    memo = _BASE.setdefault(graph, {})
-    if key not in memo:
-        if len(memo) >= 8:
-            memo.pop(next(iter(memo)))
-        memo[key] = summary_positions(graph, g, base, box=box)
-    return dict(memo[key])
+    with _LOCK:  # app sessions run in threads
+        got = _BASE.setdefault(graph, {}).get(key)
+    if got is None:
+        got = summary_positions(graph, g, base, box=box)
+        with _LOCK:
+            memo = _BASE.setdefault(graph, {})
+            while len(memo) >= 8:
+                memo.pop(next(iter(memo)))
+            memo[key] = got
+    return dict(got)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -135,8 +136,10 @@ def test_opening_a_cluster_keeps_the_drawing_still_and_marks_the_new_anchors(bro
             frame.locator("#mynetwork").scroll_into_view_if_needed()
             pg.screenshot(path=str(OUT / "cluster_before_open_1440.png"))
             ids = frame.evaluate("() => JSON.stringify(nodes.getIds())")
+            t0 = time.monotonic()
             _click_node(pg, frame, target["id"])
             frame = _graph_frame(pg, changed_from=ids)
+            (OUT / "cluster_open_seconds.txt").write_text(f"{time.monotonic() - t0:.2f}\n")
             after = {n["id"]: n for n in frame.evaluate(SHAPES)}
             new = sorted(set(after) - set(before))
             assert len(new) == OPEN_STEP, new
