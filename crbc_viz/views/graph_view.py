@@ -191,7 +191,7 @@ def _cluster_nodes(sc: _Scene, pl: Placement) -> list[dict]:
         out.append(
             {
                 "id": cl.id,
-                "label": f"+{len(cl.members):,}\nanchors",
+                "label": f"+{len(cl.members):,}",
                 "title": (
                     f"<b>+{len(cl.members):,} anchors</b> at depth "
                     f"{cl.lo if cl.lo == cl.hi else f'{cl.lo}–{cl.hi}'} are not drawn one by one "
@@ -498,6 +498,7 @@ def graph_drawing(
         opened=opened,
         selected_node=selected_node,
         by_step=by_step,
+        min_label_px=min_label_px,
     )
     nv = node_values(graph, result)
     q, c = pair_values(graph, result)

@@ -2,12 +2,13 @@
 its label, and without moving anything already drawn.
 
 Pure: numpy only. Every drawn item has a footprint, the rectangle its shape and its label
-cover in canvas px around its position (`footprint`: a vis-network dot's label hangs 3 px below
-the dot, a box holds its label). A summary is placed in two steps (`frame_positions`):
+cover in canvas px around its position (`footprint`: a vis-network dot's label hangs below the
+dot, a box holds its label). A summary is placed in two steps (`frame_positions`):
 
 1. The summary before any cluster was opened (`Summary.base`) is laid out in layers
    (`crbc_viz.views.layout.summary_positions`); a cluster whose footprint touches another
-   item's is moved to the nearest free place, staying near its column.
+   item's is moved to the nearest free place, staying near its column (up and down first;
+   where its column is full, above or below the drawing).
 2. Each click on a cluster (`Summary.opened`, in click order) places the anchors it draws in
    the free space nearest to that cluster, inside the frame of the first drawing, so that the
    fitted view does not change and nothing drawn before moves.
@@ -29,6 +30,7 @@ from ..graph import AnchorGraph
 from .layout import FAILURE_ID, SUCCESS_ID, Summary, summary_positions
 
 __all__ = [
+    "NARROWEST_SCALE",
     "GAP",
     "CELL",
     "text_width",
@@ -43,6 +45,15 @@ __all__ = [
 GAP = 4.0
 #: Raster cell (canvas px).
 CELL = 4.0
+#: A cluster's distance to where the layers put it weighs x (leaving its column) this many
+#: times more than y; the frame grows by up to this many clusters' heights above and below.
+CLUSTER_WEIGHT = (4.0, 1.0)
+CLUSTER_ROOM = 1.0
+#: Footprints take labels at least ``min label px / NARROWEST_SCALE`` (canvas px): below this
+#: fitted scale the page's script draws labels larger in canvas units (`crbc_viz.views.graph_page`)
+#: — for the 10 px minimum, 16 px labels grow below 0.64. Their generous glyph width and line
+#: height cover the ~10 % growth of an 800 px window (scale 0.58) on a 1440 px layout.
+NARROWEST_SCALE = 0.64
 #: A label's line height per px of font, and its mean glyph width (Arial, generous).
 _LINE = 1.2
 _GLYPH = 0.62
@@ -55,14 +66,16 @@ def text_width(text: str, font_px: float) -> float:
 
 def footprint(shape: str, size: float, label: str, font_px: float, margin: float = 8.0) -> tuple:
     """``(left, top, right, bottom)`` offsets from an item's position of what it covers: a
-    ``"dot"`` of radius ``size`` with its label below, or a ``"box"`` around its label."""
-    w = text_width(label, font_px)
-    h = _LINE * float(font_px) * max(1, str(label).count("\n") + 1) if label else 0.0
+    ``"dot"`` of radius ``size`` with its label below (vis-network puts the label's top half a
+    line plus 4 px below the dot, as measured in Chromium), or a ``"box"`` around its label."""
+    f = float(font_px)
+    w = text_width(label, f)
+    lines = max(1, str(label).count("\n") + 1)
     if shape == "box":
-        hw, hh = w / 2.0 + margin + 2.0, h / 2.0 + margin + 2.0
+        hw, hh = w / 2.0 + margin + 2.0, _LINE * f * lines / 2.0 + margin + 2.0
         return (-hw, -hh, hw, hh)
     hw = max(float(size), w / 2.0)
-    return (-hw, -float(size), hw, float(size) + (3.0 + h if label else 0.0))
+    return (-hw, -float(size), hw, float(size) + (4.0 + f / 2.0 + _LINE * f * lines if label else 0.0))
 
 
 def overlaps(a: tuple, b: tuple, gap: float = 0.0) -> bool:
@@ -177,15 +190,18 @@ def frame_positions(
     fps = {it: fp_of(it) for it in base_pos}
     pos = dict(base_pos)
     frame = _frame(pos, fps)
-    # 1. Clusters off every other footprint, the largest first, staying near their column.
+    # 1. Clusters off every other footprint, the largest first, in their column: where the
+    # column is full, above or below the drawing (the frame grows by up to one cluster).
     fixed = [it for it in pos if it not in set(clusters)]
-    space = FreeSpace(frame)
+    tall = max((fps[c][3] - fps[c][1] for c in clusters), default=0.0) * CLUSTER_ROOM
+    space = FreeSpace((frame[0], frame[1] - tall, frame[2], frame[3] + tall))
     for it in fixed:
         space.take(_at(pos[it], fps[it]))
     by_size = sorted(clusters, key=lambda cid: (fps[cid][0], cid))  # the widest footprint first
     for cid in by_size:
-        pos[cid], space = _place(space, fps[cid], pos[cid], (2.0, 1.0))
+        pos[cid], space = _place(space, fps[cid], pos[cid], CLUSTER_WEIGHT)
         space.take(_at(pos[cid], fps[cid]))
+    frame = _frame(pos, fps)
     # 2. Each click's anchors in the free space nearest its cluster, inside the first frame.
     inner = (frame[0] + inset, frame[1] + inset, frame[2] - inset, frame[3] - inset)
     room = FreeSpace(inner)

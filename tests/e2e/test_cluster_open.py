@@ -187,3 +187,45 @@ def test_opening_a_cluster_keeps_the_drawing_still_and_marks_the_new_anchors(bro
             assert not far, far[:5]
         finally:
             ctx.close()
+
+
+@pytest.fixture(scope="module")
+def drawings(tmp_path_factory):
+    """The 1,939-anchor summary (crbc colours) before and after a click on its largest cluster,
+    as HTML files."""
+    from crbc_viz import build_graph, score
+    from crbc_viz.synthetic import random_mdp_batch
+    from crbc_viz.views.graph_view import graph_drawing
+
+    g = build_graph(random_mdp_batch(num_groups=1, rollouts=48, max_steps=200, num_states=4000, seed=1))
+    res = score(g, "crbc", backend="numpy")
+    first = graph_drawing(g, res, height_px=620)
+    lo = max(first.summary.clusters, key=lambda c: len(c.members)).lo
+    out = tmp_path_factory.mktemp("cluster")
+    (out / "before.html").write_text(first.html)
+    (out / "after.html").write_text(graph_drawing(g, res, height_px=620, opened=(lo,), mark_opened=True).html)
+    return out
+
+
+@pytest.mark.parametrize("width", [800, 1440])
+def test_the_summary_page_at_800_and_1440_px(browser, drawings, width):
+    """The page alone (no app) in an 800 px window, where labels are drawn larger in canvas
+    units, and at 1440 px: no cluster touches a node or a label, before or after the click, and
+    nothing drawn before moves on screen."""
+    got = {}
+    for k in ("before", "after"):
+        pg = browser.new_page(viewport={"width": width, "height": 900})
+        try:
+            pg.goto((drawings / f"{k}.html").as_uri())
+            pg.wait_for_selector("body[data-crbc-ready='1']", state="attached", timeout=WAIT_MS)
+            got[k] = {n["id"]: n for n in pg.evaluate(SHAPES)}
+            clash = _cluster_clashes(list(got[k].values()))
+            assert not clash, (width, k, clash[:5])
+        finally:
+            pg.close()
+    moved = [
+        k
+        for k, b in got["before"].items()
+        if k in got["after"] and abs(got["after"][k]["x"] - b["x"]) + abs(got["after"][k]["y"] - b["y"]) > 2
+    ]
+    assert not moved, moved[:5]

@@ -57,14 +57,15 @@ def width_of():
 
 def _boxes(page: str, width_of) -> dict:
     """``{node id: [shape box, label box or None]}`` as vis-network draws them at scale 1: a dot
-    of radius ``size`` with its label hanging 3 px below it, a box around its label (margin)."""
+    of radius ``size`` with its label's top half a line plus 4 px below it (measured in
+    Chromium: 12 px for a 16 px label), a box around its label (margin)."""
     out = {}
     for n in dataset(page, 0):
         x, y, label, px = n["x"], n["y"], str(n.get("label", "")), n["font"]["size"]
         w, h = width_of(label, px), px * (label.count("\n") + 1)
         if n["shape"] == "dot":
             r = n["size"]
-            top = y + r + 3
+            top = y + r + 4 + px / 2
             out[n["id"]] = [
                 (x - r, y - r, x + r, y + r),
                 (x - w / 2, top, x + w / 2, top + h) if label else None,
@@ -143,7 +144,8 @@ def test_no_cluster_on_a_node_or_a_label_and_opened_anchors_in_free_space_in_the
     for n in new:
         for b in boxes1[n]:
             assert frame[0] <= b[0] and b[2] <= frame[2] and frame[1] <= b[1] and b[3] <= frame[3], (n, b)
-    # near their cluster: closer to it than the drawn anchors are on average
+    # near their cluster (the nearest free space, in this crowded drawing 90 … 360 px away):
+    # closer to it than the other drawn anchors are on average, the first one within 150 px
     nodes1 = {n["id"]: n for n in dataset(d1.html, 0)}
     at = np.array([nodes1[target.id]["x"], nodes1[target.id]["y"]])
     dist = {
@@ -151,7 +153,8 @@ def test_no_cluster_on_a_node_or_a_label_and_opened_anchors_in_free_space_in_the
         for k, v in nodes1.items()
         if isinstance(k, int)
     }
-    assert np.mean([dist[n] for n in new]) < 0.6 * np.mean([dist[k] for k in dist if k not in new])
+    assert np.mean([dist[n] for n in new]) < 0.8 * np.mean([dist[k] for k in dist if k not in new])
+    assert min(dist[n] for n in new) <= 150
     # the labels of what was drawn are the same
     nodes0 = {n["id"]: n for n in dataset(d0.html, 0)}
     assert all(nodes1[k]["label"] == v["label"] for k, v in nodes0.items() if isinstance(k, int))
