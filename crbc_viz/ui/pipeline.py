@@ -346,13 +346,15 @@ def graph_page(
     params_text: str = "",
     opened: tuple = (),
     min_label_px: float,
+    mark_opened: bool = False,
 ) -> tuple[str, int, int, str]:
     """(pyvis HTML, anchors drawn, anchors in the group, what the summary leaves out) for the
     Graph page. ``focus``: only the highlighted rollout's anchors and their one-step
     neighbourhood, laid out by the rollout's steps (large groups); otherwise a group above
     ``max_nodes`` anchors is summarised (`crbc_viz.views.layout.summarise`), with the clusters
-    in ``opened`` (``((first depth, clicks), …)``) drawn further. ``min_label_px``: the
-    smallest label on screen at the first fit (`crbc_viz.views.graph_view.graph_drawing`)."""
+    in ``opened`` (their first depths, in click order) drawn further, the last click's anchors
+    ringed with ``mark_opened``. ``min_label_px``: the smallest label on screen at the first
+    fit (`crbc_viz.views.graph_view.graph_drawing`)."""
     from ..views.graph_values import trajectory_path
     from ..views.graph_view import graph_drawing
     from ..views.layout import neighbourhood
@@ -380,7 +382,15 @@ def graph_page(
             graph, res, nodes=neighbourhood(graph, keep), by_step=highlight_traj is not None, **common
         )
     else:
-        drawing = graph_drawing(graph, res, max_nodes=max_nodes, keep=keep, opened=dict(opened), **common)
+        drawing = graph_drawing(
+            graph,
+            res,
+            max_nodes=max_nodes,
+            keep=keep,
+            opened=tuple(opened),
+            mark_opened=mark_opened,
+            **common,
+        )
     return drawing.html, len(drawing.summary.anchors), int(graph.num_nodes), drawing.note
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph import AnchorGraph
+from .graph_page import MIN_LABEL_PX, short_label
 from .graph_values import trajectory_path
 from .layout import (
     FAILURE_ID,
@@ -20,8 +21,8 @@ from .layout import (
     neighbourhood,
     step_depths,
     summarise,
-    summary_positions,
 )
+from .summary_space import NARROWEST_SCALE, base_positions, footprint, frame_positions
 
 __all__ = ["FONT", "LOOP_STEP", "LABEL_PX_PER_CHAR", "Placement", "place", "stack_loops"]
 
@@ -60,11 +61,13 @@ def place(
     opened: dict | None = None,
     selected_node: int | None = None,
     by_step: bool = False,
+    min_label_px: float = MIN_LABEL_PX,
 ) -> Placement:
     """Choose and place what `crbc_viz.views.graph_view.graph_drawing` draws (its arguments of
     the same names): exactly ``nodes`` when given, else the summary of the group keeping
     ``keep``, the highlighted path and the chosen anchor with its neighbours; columns by depth,
-    or by the highlighted rollout's step with ``by_step``."""
+    or by the highlighted rollout's step with ``by_step``. Clusters and opened anchors keep
+    clear of labels drawn at least ``min_label_px`` on screen down to `NARROWEST_SCALE`."""
     sl = graph.group_slice(group)
     path_steps = np.zeros(0, dtype=np.int64)
     if highlight_traj is not None:
@@ -88,19 +91,48 @@ def place(
         summary = summarise(
             graph, group, max_nodes=max_nodes, keep=want, opened=opened, depths=depth, box=box
         )
-    pos = summary_positions(graph, group, summary, box=box)
+    pos = base_positions(graph, group, summary, box=box)
     # Room for a label: the usual distance between neighbouring columns (a 16 px label needs
-    # about 9 px per character).
+    # about 9 px per character), measured on the drawing before any cluster was opened so that
+    # opening one keeps every label as it was.
     xs = np.unique(np.round([pos[it][0] for it in pos if it not in (SUCCESS_ID, FAILURE_ID)], 1))
     gap = float(np.median(np.diff(xs))) if xs.size > 1 else 200.0
+    label_chars = int(min(12, max(4, gap // 9)))
+    if summary.clusters or summary.opened:
+        label_px = float(min_label_px) * 1.02 / NARROWEST_SCALE  # as graph_page's script grows them
+        pos = frame_positions(pos, summary, _footprints(graph, group, summary, label_chars, label_px))
     return Placement(
         summary=summary,
         pos=pos,
         item=summary.item_of(),
-        label_chars=int(min(12, max(4, gap // 9))),
+        label_chars=label_chars,
         path_steps=path_steps,
         path_nodes=path_nodes,
     )
+
+
+def _footprints(graph: AnchorGraph, group: int, summary: Summary, label_chars: int, label_px: float):
+    """An item's footprint (`crbc_viz.views.summary_space.footprint`) as
+    `crbc_viz.views.graph_view` draws it: anchors by visits with their short label, clusters at
+    their size before any was opened, the boundaries as boxes (room for a two-line label);
+    labels at least ``label_px`` (canvas px)."""
+    lo = graph.group_slice(group).start
+    drawn = list(summary.anchors)
+    vmax = max(int(graph.node_visits[drawn].max()) if drawn else 1, 1)
+    size = {c.id: len(c.members) for c in (summary.base or summary).clusters}
+
+    def fp(it):
+        if it in (SUCCESS_ID, FAILURE_ID):
+            return footprint("box", 0.0, f"{it}\nd = 0", max(FONT["boundary"], label_px))
+        if isinstance(it, str):
+            n = size.get(it, 1)
+            return footprint("dot", 10 + 4 * math.log10(n + 1), f"+{n:,}", max(FONT["cluster"], label_px))
+        label = short_label(graph.node_anchor_obs[it], int(it) - lo, label_chars)
+        return footprint(
+            "dot", 8 + 12 * math.sqrt(graph.node_visits[it] / vmax), label, max(FONT["anchor"], label_px)
+        )
+
+    return fp
 
 
 def stack_loops(loops: dict, pos: dict, sizes: dict) -> None:

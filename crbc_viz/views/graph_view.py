@@ -53,7 +53,7 @@ from .layout import (
 )
 from .why import why_page_block
 
-__all__ = ["DEFAULT_MAX_NODES", "GraphDrawing", "graph_html", "graph_drawing", "summary_note"]
+__all__ = ["DEFAULT_MAX_NODES", "FRESH_COLOR", "GraphDrawing", "graph_html", "graph_drawing", "summary_note"]
 
 #: Anchors drawn one by one before a group is summarised (`crbc_viz.views.layout.summarise`).
 DEFAULT_MAX_NODES = 120
@@ -115,6 +115,8 @@ class _Scene:
     selected_node: int | None
     #: Action ids of steps whose log names no action (keyed by their transition, shown as such).
     inferred: frozenset = frozenset()
+    #: Anchors that the last click on a cluster drew (marked until the next interaction).
+    fresh: frozenset = frozenset()
 
     def name(self, it) -> str:
         """How an edge's tooltip names a drawn item."""
@@ -166,7 +168,18 @@ def _anchor_nodes(sc: _Scene, pl: Placement) -> list[dict]:
                 "font": {"size": FONT["anchor"], "color": "#222222"},
             }
         )
+        if n in sc.fresh:
+            out[-1].update(_FRESH, title=_FRESH_TIP + out[-1]["title"])
+            if not chosen:
+                out[-1]["borderWidth"] = 5
+                out[-1]["color"] = {**out[-1]["color"], "border": FRESH_COLOR}
     return out
+
+
+#: The ring and glow of an anchor that the last click on a cluster drew.
+FRESH_COLOR = "#ff6d00"
+_FRESH = {"crbcFresh": True, "shadow": {"enabled": True, "color": FRESH_COLOR, "size": 14, "x": 0, "y": 0}}
+_FRESH_TIP = "<div><b style='color:#e65100'>just drawn</b> from the cluster you opened</div>"
 
 
 def _cluster_nodes(sc: _Scene, pl: Placement) -> list[dict]:
@@ -179,7 +192,7 @@ def _cluster_nodes(sc: _Scene, pl: Placement) -> list[dict]:
         out.append(
             {
                 "id": cl.id,
-                "label": f"+{len(cl.members):,}\nanchors",
+                "label": f"+{len(cl.members):,}",
                 "title": (
                     f"<b>+{len(cl.members):,} anchors</b> at depth "
                     f"{cl.lo if cl.lo == cl.hi else f'{cl.lo}–{cl.hi}'} are not drawn one by one "
@@ -432,6 +445,7 @@ def graph_drawing(
     by_step: bool = False,
     min_label_px: float = MIN_LABEL_PX,
     why_on_click: bool = False,
+    mark_opened: bool = False,
 ) -> GraphDrawing:
     """The anchor graph of group ``group`` as a standalone HTML page (vis-network inlined).
 
@@ -445,8 +459,10 @@ def graph_drawing(
         max_nodes: anchors drawn one by one before the group is summarised.
         keep: global node ids the summary always draws (besides the highlighted path and the
             chosen anchor with its neighbours).
-        opened: ``{lo: clicks}`` on the summary's "+n anchors" clusters (``lo``: the first
-            depth a cluster gathers, its id ``cluster:<lo>``).
+        opened: the clicks on the summary's "+n anchors" clusters: their first depths in click
+            order (a cluster's id is ``cluster:<lo>``), or ``{lo: clicks}``. Everything drawn
+            before a click stays where it was; the anchors a click draws go into free space
+            near their cluster (`crbc_viz.views.summary_space`).
         height_px: page height (the legend row and the canvas).
         show_action_labels: write the action on each edge; default when ≤ 60 edges are drawn.
         estimator: name shown in tooltips and the legend (default ``result.estimator``).
@@ -459,6 +475,7 @@ def graph_drawing(
         why_on_click: build no "Why this number" panel here (the app, which reruns on a click,
             adds the clicked edge's with `crbc_viz.views.why.open_why`); else the
             `crbc_viz.views.why.MAX_WHY_EDGES` most travelled edges' panels are in the page.
+        mark_opened: ring the anchors that the last click in ``opened`` drew (`FRESH_COLOR`).
 
     Clicking a node or an edge posts ``{crbc: "pick", kind, id}`` to the parent window (the
     app turns it into a selection); the id is the node's global id, the edge's vis id
@@ -488,6 +505,7 @@ def graph_drawing(
         opened=opened,
         selected_node=selected_node,
         by_step=by_step,
+        min_label_px=min_label_px,
     )
     nv = node_values(graph, result)
     q, c = pair_values(graph, result)
@@ -511,6 +529,7 @@ def graph_drawing(
         highlighting=highlight_traj is not None,
         selected_node=selected_node,
         inferred=frozenset(np.unique(graph.step_action[missing_actions(graph.batch)]).tolist()),
+        fresh=frozenset(pl.summary.opened[-1][1]) if mark_opened and pl.summary.opened else frozenset(),
     )
     net = Network(
         height=f"{int(height_px)}px", width="100%", directed=True, cdn_resources="in_line", heading=""

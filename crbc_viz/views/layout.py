@@ -494,6 +494,9 @@ class Summary:
         chains: collapsed linear chains.
         total: anchors in the group.
         depths: ``{node: column}`` of every anchor of the group.
+        base: the summary before any cluster was opened (None when none was): its drawing is
+            the frame that opened anchors are placed into (`crbc_viz.views.summary_space`).
+        opened: one ``(cluster's first depth, anchors it drew)`` per click, in click order.
     """
 
     anchors: tuple[int, ...]
@@ -501,6 +504,8 @@ class Summary:
     chains: tuple[Chain, ...]
     total: int
     depths: dict
+    base: Summary | None = None
+    opened: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
     @property
     def summarised(self) -> bool:
@@ -516,13 +521,22 @@ class Summary:
         return out
 
 
+def _clicks(opened) -> list[int]:
+    """The clicks of ``opened`` in order: ``{lo: clicks}`` (by depth) or a sequence of ``lo``."""
+    if opened is None:
+        return []
+    if isinstance(opened, dict):
+        return [int(lo) for lo, k in sorted(opened.items()) for _ in range(max(int(k), 0))]
+    return [int(lo) for lo in opened]
+
+
 def summarise(
     graph: AnchorGraph,
     g: int = 0,
     *,
     max_nodes: int,
     keep=(),
-    opened: dict | None = None,
+    opened=None,
     depths: dict | None = None,
     box: tuple[float, float] = (1180.0, 446.0),
 ) -> Summary:
@@ -534,8 +548,9 @@ def summarise(
         max_nodes: a group with more anchors is summarised; the summary draws half as many
             one by one (clusters and chains take the rest of the room), plus the kept ones.
         keep: global node ids always drawn.
-        opened: ``{lo: clicks}``: each click on the cluster of depths from ``lo`` draws
-            `OPEN_STEP` more of its most visited anchors.
+        opened: the clicks on "+n anchors" clusters, each drawing `OPEN_STEP` more of that
+            cluster's most visited members: a sequence of the clicked clusters' first depths
+            in click order, or ``{lo: clicks}`` (taken by depth).
         depths: columns (default `group_depths`).
         box: the layout box (`layout_box`) whose columns' room bounds what is drawn.
 
@@ -569,20 +584,44 @@ def summarise(
             shown.add(n)
             used[depth[n]] = used.get(depth[n], 0) + 1
     width = max(1, math.ceil((max(per_depth) + 1) / MAX_CLUSTERS))
-
-    def run_of(n: int) -> int:
-        return depth[n] // width * width
-
-    for lo, clicks in sorted((opened or {}).items()):
-        hidden = [n for n in by_visits if run_of(n) == int(lo) and n not in shown]
-        shown.update(hidden[: max(int(clicks), 0) * OPEN_STEP])
     succ, pred = _successors(graph, g)
+
+    def fold(drawn: set) -> Summary:
+        chains = _chains(ids, drawn, succ, pred)
+        in_chain = {n for ch in chains for n in ch.interior}
+        rest: dict[int, list[int]] = {}
+        for n in by_visits:
+            if n not in drawn and n not in in_chain:
+                rest.setdefault(depth[n] // width * width, []).append(n)
+        clusters = tuple(
+            Cluster(lo, lo + width - 1, int(np.median([depth[n] for n in m])), tuple(m))
+            for lo, m in sorted(rest.items())
+        )
+        return Summary(tuple(sorted(drawn)), clusters, tuple(chains), len(ids), depth)
+
+    base = fold(shown)
+    clicks = _clicks(opened)
+    if not clicks:
+        return base
+    # A click draws the next most visited members of the cluster as the base summary has it:
+    # the base's drawing stays the frame, and each click adds to it (`summary_space`).
+    left = {c.lo: list(c.members) for c in base.clusters}
+    got: list[tuple[int, tuple[int, ...]]] = []
+    for lo in clicks:
+        new, left[lo] = left.get(lo, [])[:OPEN_STEP], left.get(lo, [])[OPEN_STEP:]
+        got.append((lo, tuple(new)))
+        shown.update(new)
+    full = fold(shown)
+    return Summary(full.anchors, full.clusters, full.chains, full.total, depth, base=base, opened=tuple(got))
+
+
+def _chains(ids: list[int], shown: set, succ: dict, pred: dict) -> list[Chain]:
+    """Linear runs of undrawn anchors (one way in, one way out) between two drawn items."""
     hidden = [n for n in ids if n not in shown]
     linear = {n for n in hidden if len(pred.get(n, ())) == 1 and len(succ.get(n, ())) == 1}
     chains: list[Chain] = []
-    in_chain: set[int] = set()
     for n in hidden:
-        if n not in linear or n in in_chain or next(iter(pred[n])) in linear:
+        if n not in linear or next(iter(pred[n])) in linear:
             continue
         run = [n]
         while True:
@@ -593,16 +632,7 @@ def summarise(
         src, dst = next(iter(pred[n])), next(iter(succ[run[-1]]))
         if src in shown and (dst in shown or isinstance(dst, str)):
             chains.append(Chain(src, dst, tuple(run)))
-            in_chain.update(run)
-    rest: dict[int, list[int]] = {}
-    for n in by_visits:
-        if n not in shown and n not in in_chain:
-            rest.setdefault(run_of(n), []).append(n)
-    clusters = tuple(
-        Cluster(lo, lo + width - 1, int(np.median([depth[n] for n in m])), tuple(m))
-        for lo, m in sorted(rest.items())
-    )
-    return Summary(tuple(sorted(shown)), clusters, tuple(chains), len(ids), depth)
+    return chains
 
 
 def _summary_items(graph: AnchorGraph, g: int, summary: Summary) -> tuple[dict, list]:

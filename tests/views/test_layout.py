@@ -228,7 +228,7 @@ def test_summary_page_draws_clusters_and_says_what_it_left_out(big):
     d = graph_drawing(big, None)
     nodes = {n["id"]: n for n in dataset(d.html, 0)}
     for c in d.summary.clusters:
-        assert nodes[c.id]["label"] == f"+{len(c.members):,}\nanchors"
+        assert nodes[c.id]["label"] == f"+{len(c.members):,}"  # one line: it fits in its column
     assert len([k for k in nodes if isinstance(k, int)]) == len(d.summary.anchors)
     folded = sum(len(c.members) for c in d.summary.clusters)
     assert f"Summary of {big.num_nodes:,} anchors" in d.note and f"{folded:,} anchors in" in d.note

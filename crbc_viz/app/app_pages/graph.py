@@ -70,12 +70,14 @@ def why_edge(graph_key: str) -> str | None:
     return store.get(graph_key)
 
 
-def opened_clusters(graph_key: str) -> tuple:
-    """``((first depth, clicks), …)``: the "+n anchors" clusters clicked in this group's graph
-    during the session; a click that triggered this run is counted once (the bridge numbers
-    its messages)."""
+def opened_clusters(graph_key: str) -> tuple[tuple, bool]:
+    """(the first depths of the "+n anchors" clusters clicked in this group's graph during the
+    session, in click order; whether this run is the one a click triggered). A click is
+    counted once (the bridge numbers its messages); its anchors are marked until the next run."""
     store = st.session_state.setdefault(_OPENED, {})
-    opened = store.setdefault(graph_key, {})
+    opened = store.setdefault(graph_key, [])
+    if isinstance(opened, dict):  # a session from before clicks were kept in order
+        opened = store[graph_key] = [lo for lo, k in sorted(opened.items()) for _ in range(k)]
     events_state = st.session_state.get("crbc_events")
     try:
         pick = (
@@ -83,13 +85,15 @@ def opened_clusters(graph_key: str) -> tuple:
         )
     except Exception:  # the bridge's state is not there yet
         pick = None
+    fresh = False
     if isinstance(pick, dict) and pick.get("kind") == "cluster":
         lo = str(pick.get("id", "")).partition("cluster:")[2]
         seen = (graph_key, pick.get("n"), lo)
         if lo.isdigit() and store.get("_last") != seen:
             store["_last"] = seen
-            opened[int(lo)] = opened.get(int(lo), 0) + 1
-    return tuple(sorted(opened.items()))
+            opened.append(int(lo))
+            fresh = True
+    return tuple(opened), fresh
 
 
 def _controls(graph) -> dict:
@@ -168,7 +172,7 @@ def _draw(sel, graph, ctl: dict, ptxt: str) -> None:
     lo = int(graph.group_node_offsets[0])
     focused = bool(ctl["focus"] and (t is not None or anchor is not None))
     gkey = f"{sel.digest}:{sel.group}"
-    opened = () if focused else opened_clusters(gkey)
+    opened, fresh = ((), False) if focused else opened_clusters(gkey)
     on_projector = bool(st.session_state.get(view.FIELDS["projector"]))
     with st.spinner("Drawing the graph …"):
         page, drawn, total, note = pipeline.graph_page(
@@ -186,6 +190,7 @@ def _draw(sel, graph, ctl: dict, ptxt: str) -> None:
             focus=focused,
             params_text=ptxt,
             opened=opened,
+            mark_opened=fresh,
             min_label_px=PROJECTOR_MIN_FONT if on_projector else MIN_LABEL_PX,
         )
     if focused and drawn < total:
@@ -201,12 +206,13 @@ def _draw(sel, graph, ctl: dict, ptxt: str) -> None:
         )
     elif ctl["large"] and t is None and anchor is None:
         st.info(f"{total} anchors: choose a rollout or an anchor to focus on its neighbourhood.")
-    if opened and st.button("Fold the opened clusters", key="graph_fold"):
-        st.session_state[_OPENED].pop(gkey, None)
-        st.rerun()
     edge = why_edge(gkey)
     page = open_why(page, edge, edge_explanation(graph, sel.result(sel.estimator), edge) if edge else None)
     st.iframe(projector_graph_page(page) if on_projector else page, height=HEIGHT + 12)
+    # Below the drawing, so that the first click on a cluster does not move the drawing down.
+    if opened and st.button("Fold the opened clusters", key="graph_fold"):
+        st.session_state[_OPENED].pop(gkey, None)
+        st.rerun()
 
 
 def _how_to_read(estimator: str, by_step: bool) -> None:
