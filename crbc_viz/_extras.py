@@ -14,6 +14,8 @@ to install, never an ImportError traceback.
     networkx  networkx: `AnchorGraph.to_networkx`
     wandb     wandb: `crbc_viz.integrations.wandb` (credit in a W&B run)
     tensorboard  tensorboard: what a ``SummaryWriter`` for `crbc_viz.integrations.tensorboard` needs
+    s3        boto3: writing a log store on S3 (``--store s3://...``: its one-writer lease is a
+              conditional write, which pyarrow cannot send; reading needs only pyarrow)
     all       every one of them
 
 ``torch``'s extra has no upper bound and never pins: installed beside a trainer, the trainer's
@@ -42,6 +44,7 @@ EXTRA_OF: dict[str, str] = {
     "networkx": "networkx",
     "wandb": "wandb",
     "tensorboard": "tensorboard",
+    "boto3": "s3",
 }
 
 
