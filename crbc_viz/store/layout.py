@@ -19,6 +19,10 @@ identity (its bytes, path and options: `crbc_viz.store.identity`) is already com
 store is skipped, unless one of its parts cannot be read or holds another row count than its
 manifest records: that part is written again.
 
+A store on S3 (``s3://BUCKET/PREFIX``, `crbc_viz.store.s3`) has the same layout under its prefix;
+a part is uploaded under a temporary key and copied to its key before its manifest names it, and
+the lock is a lease object (``.lease``) created with a conditional write.
+
 Versions (``ingest --watch``, a log that grows while a trainer appends to it): the new content's
 manifest lists the digests it ``replaces``; readers hide it while it is incomplete and hide the
 old version once it is complete (`crbc_viz.store.query.hidden_sources`), so the switch is the

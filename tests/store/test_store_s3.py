@@ -216,6 +216,26 @@ def test_an_upload_that_never_completes_is_never_named(s3, tmp_path, monkeypatch
     assert _consistent(url) == 0
 
 
+def test_a_crashed_ingest_is_dropped_by_drop_incomplete(s3, tmp_path, capsys):
+    """An ingest that exits right after its first part (the crash hook) leaves an incomplete
+    source and its lease; once the lease expired, drop-incomplete removes its part objects and
+    its manifest, and the store reads empty."""
+    from crbc_viz.store import CRASH_ENV
+
+    rows = batch_to_rows(random_mdp_batch(12, 4, 10, seed=5))
+    log = str(write_jsonl(tmp_path / "crash.jsonl", rows))
+    url = s3.url()
+    proc = _writer(url, log, {**s3.env, "CRBC_VIZ_S3_LEASE_S": "1"}, **{CRASH_ENV: "1"})
+    proc.communicate(timeout=120)
+    assert proc.returncode == 17
+    assert ".lease" in _objects(url) and len(LogStore(url).parts) == 1
+    time.sleep(2)
+    _run(["drop-incomplete", "--store", url], capsys)
+    assert not any(k.startswith(("steps/", "text/", "manifest/")) for k in _objects(url))
+    assert ".lease" not in _objects(url)
+    assert LogStore(url).summary()["sources"] == 0
+
+
 def test_two_writers_exactly_one_is_let_in(s3, tmp_path):
     """Eight writers open the same store at once (a barrier): exactly one holds it, the others
     are refused with one line; once it is released the next one gets in."""

@@ -4,6 +4,7 @@ refuses one outside every root; the ``:`` of an s3 URL does not split the roots.
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -12,9 +13,32 @@ from streamlit.testing.v1 import AppTest
 from crbc_viz.store import StoreError, ingest
 from crbc_viz.ui import files, sources
 from helpers import ROOT
-from test_training_follow import step_file
 
 pytestmark = pytest.mark.timeout(600)
+
+
+def step_file(folder, train_step: int):
+    """A log of one train step: two groups of two rollouts of two steps."""
+    rows = [
+        {
+            "run_id": "live",
+            "train_step": train_step,
+            "group_id": f"g{g}",
+            "traj_id": f"t{train_step}-{g}-{r}",
+            "step_idx": i,
+            "action": "a" if i else "b",
+            "anchor_obs": f"s{g}{i}",
+            "reward": float(r == 0 and i == 1),
+            "done": i == 1,
+            "success": r == 0,
+        }
+        for g in range(2)
+        for r in range(2)
+        for i in range(2)
+    ]
+    path = folder / f"step_{train_step}.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in rows))
+    return path
 
 
 @pytest.fixture
