@@ -45,6 +45,7 @@ EXTRA_OF: dict[str, str] = {
     "wandb": "wandb",
     "tensorboard": "tensorboard",
     "boto3": "s3",
+    "botocore": "s3",
 }
 
 

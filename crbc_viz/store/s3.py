@@ -347,8 +347,9 @@ def _lease_ttl() -> float:
 def _boto_client():
     from .._extras import require
 
-    boto3 = require("boto3", "a writer of a store on S3 (its lease: a conditional write)")
-    from botocore.config import Config
+    what = "a writer of a store on S3 (its lease: a conditional write)"
+    boto3 = require("boto3", what)
+    Config = require("botocore.config", what).Config
 
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
@@ -401,9 +402,8 @@ class Lease:
         return r["ETag"]
 
     def __enter__(self) -> Lease:
-        from botocore.exceptions import ClientError
-
         self._client = _boto_client()
+        ClientError = self._client.exceptions.ClientError
         try:
             self.etag = self._put(IfNoneMatch="*")
         except ClientError as exc:
@@ -419,7 +419,7 @@ class Lease:
 
     def _take_over(self) -> None:
         """The lease exists: take it over when it has expired, else refuse."""
-        from botocore.exceptions import ClientError
+        ClientError = self._client.exceptions.ClientError
 
         try:
             r = self._client.get_object(Bucket=self.root._store.bucket, Key=self.obj.key)
@@ -459,7 +459,7 @@ class Lease:
         log.warning("%s: took over the lease of %s, expired %.0f s ago", self.root, holder, age - ttl)
 
     def _renew_loop(self) -> None:
-        from botocore.exceptions import ClientError
+        ClientError = self._client.exceptions.ClientError
 
         while not self._stop.wait(self.ttl / 4):
             try:
