@@ -168,9 +168,10 @@ def stop_server(proc: subprocess.Popen) -> None:
             proc.wait(15)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def s3_server(tmp_path_factory):
-    """A running SeaweedFS S3 server (module-wide) with the bucket `BUCKET`."""
+    """A running SeaweedFS S3 server (one per test session and conftest that imports it) with
+    the bucket `BUCKET`."""
     server = start_server(tmp_path_factory.mktemp("weed"))
     try:
         yield server

@@ -154,7 +154,7 @@ def test_a_reader_never_sees_a_half_written_part(s3, tmp_path):
         r["observation"] = f"obs {i}"
     log = str(write_jsonl(tmp_path / "big.jsonl", rows))
     url = s3.url()
-    env = {**s3.env, "CRBC_VIZ_S3_LEASE_S": "3"}
+    env = {**s3.env, "CRBC_VIZ_S3_LEASE_S": "5"}
     proc = _writer(url, log, env)
     seen, parts = [], 0
     deadline = time.monotonic() + 120
@@ -181,8 +181,8 @@ def test_a_reader_never_sees_a_half_written_part(s3, tmp_path):
     # the dead writer's lease holds for its ttl, then the next writer resumes
     with pytest.raises(StoreError, match="another ingest is writing to this store"):
         ingest(url, [log])
-    time.sleep(4)
-    os.environ["CRBC_VIZ_S3_LEASE_S"] = "3"
+    time.sleep(6)
+    os.environ["CRBC_VIZ_S3_LEASE_S"] = "5"
     try:
         rep = ingest(url, [log], part_rows=30)
     finally:
@@ -225,11 +225,12 @@ def test_a_crashed_ingest_is_dropped_by_drop_incomplete(s3, tmp_path, capsys):
     rows = batch_to_rows(random_mdp_batch(12, 4, 10, seed=5))
     log = str(write_jsonl(tmp_path / "crash.jsonl", rows))
     url = s3.url()
-    proc = _writer(url, log, {**s3.env, "CRBC_VIZ_S3_LEASE_S": "1"}, **{CRASH_ENV: "1"})
+    proc = _writer(url, log, {**s3.env, "CRBC_VIZ_S3_LEASE_S": "4"}, **{CRASH_ENV: "1"})
     proc.communicate(timeout=120)
     assert proc.returncode == 17
     assert ".lease" in _objects(url) and len(LogStore(url).parts) == 1
-    time.sleep(2)
+    assert main(["drop-incomplete", "--store", url]) == 2  # its lease holds until it expires
+    time.sleep(5)
     _run(["drop-incomplete", "--store", url], capsys)
     assert not any(k.startswith(("steps/", "text/", "manifest/")) for k in _objects(url))
     assert ".lease" not in _objects(url)
