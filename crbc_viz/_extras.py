@@ -15,6 +15,8 @@ to install, never an ImportError traceback.
     wandb     wandb: `crbc_viz.integrations.wandb` (credit in a W&B run)
     tensorboard  tensorboard: what a ``SummaryWriter`` for `crbc_viz.integrations.tensorboard` needs
     ray       ray[data]: ``score --store S --all --engine ray`` (a whole store re-scored on Ray Data)
+    s3        boto3: writing a log store on S3 (``--store s3://...``: its one-writer lease is a
+              conditional write, which pyarrow cannot send; reading needs only pyarrow)
     all       every one of them
 
 ``torch``'s extra has no upper bound and never pins: installed beside a trainer, the trainer's
@@ -44,6 +46,8 @@ EXTRA_OF: dict[str, str] = {
     "wandb": "wandb",
     "tensorboard": "tensorboard",
     "ray": "ray",
+    "boto3": "s3",
+    "botocore": "s3",
 }
 
 

@@ -45,7 +45,8 @@ def export_scores(
     from ..api import score
     from ..io.write import check_output, write_frame
 
-    check_output(out, [store.root])  # never over the store's own parts, before any scoring
+    # never over the store's own parts, before any scoring (a store on S3 holds no local file)
+    check_output(out, [] if getattr(store.root, "is_remote", False) else [store.root])
     frames = []
     for r in store.train_steps(run).itertuples():
         if train_step is not None and int(r.train_step) != int(train_step):

@@ -201,8 +201,11 @@ def store_trends(
     steps["run_id"] = steps["run_id"].astype(str)
     if cache:
         try:
-            write_frame(steps, spath)
-            write_frame(gdf, gpath)
+            for df, path in ((steps, spath), (gdf, gpath)):
+                if getattr(path, "is_remote", False):  # a store on S3: one PUT per table
+                    df.to_parquet(path.location, filesystem=path.filesystem, index=False, compression="zstd")
+                else:
+                    write_frame(df, path)
         except OSError as exc:  # a read-only store (or disk full): the result stands, uncached
             log.warning("trends not cached: cannot write to %s (%s)", cdir, exc)
     return Trends(steps, gdf, tuple(estimators))
@@ -221,6 +224,8 @@ def _read_cached(spath, gpath):
     """The cached (steps, groups) tables, or None when a file is unreadable (a corrupt cache
     is recomputed and rewritten, never an error)."""
     try:
+        if getattr(spath, "is_remote", False):  # a store on S3 (crbc_viz.store.s3.S3Path)
+            return tuple(pd.read_parquet(p.location, filesystem=p.filesystem) for p in (spath, gpath))
         return pd.read_parquet(spath), pd.read_parquet(gpath)
     except Exception:  # pyarrow raises several types for a damaged file
         return None

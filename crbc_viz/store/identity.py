@@ -165,13 +165,14 @@ def existing_traj_overlap(store, batch, digest: str, path: str, exclude=()) -> l
             "traj_id": first["traj_id"].astype(str).to_numpy(),
         }
     )
+    frm, pre = store._scan(parts)
     store.con.register("__new_trajs", new)
     try:
         hit = store.con.execute(
             f"SELECT DISTINCT s.run_id, s.train_step, s.group_id, s.traj_id, s._source AS src FROM "
-            f"{store._FROM} s JOIN __new_trajs n USING (run_id, train_step, group_id, traj_id) "
+            f"{frm} s JOIN __new_trajs n USING (run_id, train_step, group_id, traj_id) "
             f"LIMIT 20",
-            [store._files(parts)],
+            pre,
         ).df()
     finally:
         store.con.unregister("__new_trajs")

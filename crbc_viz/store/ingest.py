@@ -41,6 +41,7 @@ from .layout import (
     _write_json,
 )
 from .query import LogStore, incomplete_sources
+from .s3 import is_remote, store_root
 from .stream import _NotGroupContiguous, source_batches
 
 __all__ = ["ingest", "IngestReport", "IngestOptions", "IngestSession", "drop_incomplete", "file_digest"]
@@ -159,6 +160,9 @@ def _write_parquet(table, path: Path, *, text: bool) -> None:
     manifest that names it is written after, so it never names a part the disk does not hold."""
     import pyarrow.parquet as pq
 
+    if is_remote(path):
+        _write_parquet_s3(table, path, text=text)
+        return
     with atomic_path(path) as tmp:
         if text:
             pq.write_table(
@@ -176,6 +180,24 @@ def _write_parquet(table, path: Path, *, text: bool) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def _write_parquet_s3(table, path, *, text: bool) -> None:
+    """`_write_parquet` on S3: uploaded under a temporary key (an object appears only once its
+    upload completed), then copied to its key; the manifest that names it is written after."""
+    import pyarrow.parquet as pq
+
+    tmp = path.temporary()
+    opts = (
+        {"row_group_size": 4096, "use_dictionary": ["_row"], "write_statistics": ["_row"]}
+        if text
+        else {"row_group_size": 65536}
+    )
+    try:
+        pq.write_table(table, tmp.location, filesystem=tmp.filesystem, compression="zstd", **opts)
+        path.commit_from(tmp)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _part_number(part: dict) -> int:
@@ -198,7 +220,11 @@ def _readable_parts(root: Path, man: dict | None) -> tuple[dict | None, list[str
             if rel is None:
                 continue
             try:
-                ok = pq.read_metadata(root / rel).num_rows == int(p["rows"])
+                if is_remote(root):
+                    ok = pq.read_metadata((root / rel).location, filesystem=root.filesystem)
+                    ok = ok.num_rows == int(p["rows"])
+                else:
+                    ok = pq.read_metadata(root / rel).num_rows == int(p["rows"])
             except Exception:  # noqa: BLE001  (pyarrow raises several types for a damaged file)
                 ok = False
             if not ok:
@@ -256,7 +282,7 @@ def _check_run_id(run_id) -> None:
 def drop_incomplete(root: str | os.PathLike) -> list[str]:
     """Remove every incomplete source from the store at ``root`` (its parts, then its manifest),
     under the ingest lock; returns the source paths dropped. Complete sources are untouched."""
-    root = Path(root)
+    root = store_root(root)
     LogStore(root)  # a store, or a StoreError
     dropped = []
     with _locked(root):
@@ -377,7 +403,7 @@ class IngestSession:
         import_options: dict | None = None,
     ):
         _check_run_id(run_id)
-        self.root = Path(root)
+        self.root = store_root(root)  # a Path, or an S3Path for s3://BUCKET/PREFIX
         self.options = IngestOptions(lenient, success_threshold, run_id, part_rows, progress, import_options)
         self.crash_after = _crash_after()
         self.committed = 0
@@ -387,6 +413,8 @@ class IngestSession:
             self.store = LogStore(self.root, create=True)
             self._stack.callback(self.store.close)
             (self.root / "manifest").mkdir(exist_ok=True)
+            if is_remote(self.root):
+                self.root.clear_temporary()  # uploads a killed writer left (the lease is ours)
         except BaseException:
             self._stack.close()
             raise
@@ -505,9 +533,15 @@ class IngestSession:
         notes: list = []
         skipped: list = []
         first = True
+        if is_remote(root):  # the chunk files of a streamed source: a local folder
+            import tempfile
+
+            tmp_dir = Path(self._stack.enter_context(tempfile.TemporaryDirectory(prefix="crbc-viz-ingest-")))
+        else:
+            tmp_dir = root / ".ingest-tmp"
         batches = source_batches(
             src,
-            root / ".ingest-tmp",
+            tmp_dir,
             run_id=opts.run_id,
             import_options=opts.import_options,
             lenient=opts.lenient,

@@ -19,6 +19,10 @@ identity (its bytes, path and options: `crbc_viz.store.identity`) is already com
 store is skipped, unless one of its parts cannot be read or holds another row count than its
 manifest records: that part is written again.
 
+A store on S3 (``s3://BUCKET/PREFIX``, `crbc_viz.store.s3`) has the same layout under its prefix;
+a part is uploaded under a temporary key and copied to its key before its manifest names it, and
+the lock is a lease object (``.lease``) created with a conditional write.
+
 Versions (``ingest --watch``, a log that grows while a trainer appends to it): the new content's
 manifest lists the digests it ``replaces``; readers hide it while it is incomplete and hide the
 old version once it is complete (`crbc_viz.store.query.hidden_sources`), so the switch is the
@@ -40,6 +44,7 @@ import pandas as pd
 
 from ..errors import StoreError  # noqa: F401  (re-exported)
 from ..io.write import atomic_path
+from .s3 import check_key, is_remote
 
 __all__ = [
     "StoreError",
@@ -142,7 +147,9 @@ def _confined_part(root: Path, manifest: Path, rel, top: str) -> None:
     regular file (no ``..``, no absolute path, no symlink out of the store, no glob character:
     DuckDB would expand ``steps/x/*.parquet`` to every file there, symlinks out included)."""
     bad = None
-    if not isinstance(rel, str) or not rel:
+    if is_remote(root):
+        bad = _confined_key(root, rel, top)
+    elif not isinstance(rel, str) or not rel:
         bad = "is not a path"
     elif any(c in rel for c in GLOB_CHARS):
         bad = "holds a glob character (*, ? or [) that would name other files than itself"
@@ -166,6 +173,21 @@ def _confined_part(root: Path, manifest: Path, rel, top: str) -> None:
             f"tampered with: restore the file, or remove this manifest and re-ingest "
             f"its source"
         )
+
+
+def _confined_key(root, rel, top: str) -> str | None:
+    """`_confined_part`'s check of a part key of a store on S3 (no links there: a key names
+    itself, once it is a plain key under ``top/``, and is listed)."""
+    why = check_key(rel) if isinstance(rel, str) else "is not a path"
+    if why:
+        return why
+    if any(c in rel for c in GLOB_CHARS):
+        return "holds a glob character (*, ? or [) that would name other files than itself"
+    if rel.split("/", 1)[0] != top or "/" not in rel:
+        return f"is outside the store's {top}/ folder"
+    if not root.has_file(rel):
+        return "is missing (deleted or never written)"
+    return None
 
 
 def _check_manifest(root: Path, f: Path, m) -> None:
@@ -214,6 +236,10 @@ def _decode_json(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _write_json(path: Path, obj) -> None:
+    if is_remote(path):  # one PUT: the object appears whole; only while the lease is held
+        path.check_lease()
+        path.write_bytes(json.dumps(obj, indent=1, ensure_ascii=False).encode("utf-8"))
+        return
     with atomic_path(path) as tmp:
         with open(tmp, "w", encoding="utf-8") as fh:
             json.dump(obj, fh, indent=1, ensure_ascii=False)
@@ -223,6 +249,12 @@ def _write_json(path: Path, obj) -> None:
 
 @contextlib.contextmanager
 def _locked(root: Path):
+    if is_remote(root):  # a lease object taken by a conditional write (crbc_viz.store.s3)
+        from .s3 import Lease
+
+        with Lease(root):
+            yield
+        return
     import fcntl
 
     root.mkdir(parents=True, exist_ok=True)

@@ -33,6 +33,7 @@ from .layout import (
     _sum_outcome_counts,
     glob_literal,
 )
+from .s3 import LEASE_NAME, is_remote, store_root
 
 __all__ = ["LogStore", "open_store", "parse_group_label", "incomplete_sources", "hidden_sources"]
 
@@ -47,6 +48,11 @@ MANIFESTS_MAX = 16
 _RESOLVED: dict[tuple, tuple[str, int, str]] = {}
 _MEMO_LOCK = threading.Lock()
 RESOLVED_MAX = 1024
+#: Datasets of parts (a store on S3) one connection keeps registered.
+VIEWS_MAX = 64
+#: The Arrow schema of each part object read (S3; a part is written once), by location.
+_SCHEMAS: dict[str, object] = {}
+SCHEMAS_MAX = 4096
 
 
 def parse_group_label(label: str) -> list[tuple[str | None, int | None, str]]:
@@ -72,7 +78,9 @@ class LogStore:
     """
 
     def __init__(self, root: str | os.PathLike, *, create: bool = False):
-        self.root = Path(root)
+        self.root = store_root(root)  # a Path, or an S3Path for s3://BUCKET/PREFIX
+        self._remote = is_remote(self.root)
+        self._views: dict[tuple, str] = {}
         marker = self.root / STORE_FILE
         if not marker.exists():
             if not create:
@@ -80,14 +88,18 @@ class LogStore:
                     f"{self.root}: not a crbc-viz store (no {STORE_FILE}); create one "
                     f"with `crbc-viz ingest LOG --store {self.root}`"
                 )
-            if self.root.exists() and any(p.name != ".lock" for p in self.root.iterdir()):
+            writer = LEASE_NAME if self._remote else ".lock"
+            if self.root.exists() and any(p.name != writer for p in self.root.iterdir()):
                 raise StoreError(
                     f"{self.root}: folder is not empty and not a crbc-viz store; "
                     f"choose a new folder for the store"
                 )
             self.root.mkdir(parents=True, exist_ok=True)
-            with atomic_path(marker) as tmp:
-                Path(tmp).write_text(json.dumps({"format": STORE_FORMAT, "version": STORE_VERSION}))
+            if self._remote:  # one PUT: whole or absent
+                marker.write_text(json.dumps({"format": STORE_FORMAT, "version": STORE_VERSION}))
+            else:
+                with atomic_path(marker) as tmp:
+                    Path(tmp).write_text(json.dumps({"format": STORE_FORMAT, "version": STORE_VERSION}))
         meta = _read_marker(marker)
         if meta.get("format") != STORE_FORMAT or meta.get("version") != STORE_VERSION:
             raise StoreError(
@@ -122,11 +134,20 @@ class LogStore:
         own_parts: dict[str, tuple[Part, ...]] = {}
         mdir = self.root / "manifest"
         try:
-            entries = sorted((e for e in os.scandir(mdir) if e.name.endswith(".json")), key=lambda e: e.name)
+            entries = sorted(
+                (
+                    e
+                    for e in (mdir.scandir() if self._remote else os.scandir(mdir))
+                    if e.name.endswith(".json")
+                ),
+                key=lambda e: e.name,
+            )
         except (FileNotFoundError, NotADirectoryError):
             entries = []
+        if self._remote:
+            self.root.forget_listing()  # the parts' keys are listed again (one listing per top folder)
         for e in entries:
-            f = e.path  # a str: a Path per manifest would be most of a refresh's time
+            f = e.path  # a str: a Path per manifest would be most of a refresh's time (an S3Path on S3)
             try:
                 st = e.stat()
                 key = (e.name, st.st_size, st.st_mtime_ns, st.st_ino)
@@ -134,14 +155,18 @@ class LogStore:
                     m, mparts, trusted = cache[key]
                 else:
                     # Trusted next time only when it was read well after its last write (a
-                    # rewrite within the file system's time granularity keeps the mtime).
-                    trusted = time.time_ns() - st.st_mtime_ns > _SAME_MTIME_NS
-                    with open(f, encoding="utf-8") as fh:
-                        m = json.loads(fh.read())
+                    # rewrite within the file system's time granularity keeps the mtime). On S3
+                    # never: the mtime is the server's clock, and a rewrite keeps the size.
+                    trusted = not self._remote and time.time_ns() - st.st_mtime_ns > _SAME_MTIME_NS
+                    if self._remote:
+                        m = json.loads(f.read_text())
+                    else:
+                        with open(f, encoding="utf-8") as fh:
+                            m = json.loads(fh.read())
                     try:
-                        _check_manifest(self.root, Path(f), m)
+                        _check_manifest(self.root, f if self._remote else Path(f), m)
                     except StoreError:
-                        if os.path.exists(f):
+                        if f.exists() if self._remote else os.path.exists(f):
                             raise
                         continue  # removed, then its parts, while this was read
                     mparts = _manifest_parts(m)
@@ -205,6 +230,7 @@ class LogStore:
         if self._con is not None:
             self._con.close()
             self._con = None
+            self._views.clear()  # registered with that connection
 
     def __enter__(self):
         return self
@@ -229,11 +255,40 @@ class LogStore:
     def _files(self, parts: list[Part]) -> list[str]:
         return [self._abs(p.path) for p in parts]
 
+    def _scan(self, parts: list[Part]) -> tuple[str, list]:
+        """The FROM item over the steps files of ``parts`` and the parameters it binds first:
+        `_FROM` with the files' paths (a folder), or the name of a pyarrow dataset of the
+        objects registered with the connection (a store on S3: DuckDB reads no s3:// URL)."""
+        if not self._remote:
+            return self._FROM, [self._files(parts)]
+        return self._view([p.path for p in parts]), []
+
+    def _view(self, rels: list[str]) -> str:
+        """The connection's name of a pyarrow dataset over the objects ``rels`` (keys below the
+        store's prefix), their columns united by name as ``read_parquet(union_by_name=true)``
+        unites them; one per list of objects (parts are written once), the oldest dropped
+        beyond `VIEWS_MAX`."""
+        key = tuple(rels)
+        name = self._views.get(key)
+        if name is None:
+            try:
+                dset = _s3_dataset(self.root, rels)
+            except (OSError, ValueError) as exc:  # pyarrow's errors (ArrowInvalid: a ValueError)
+                raise StoreError(
+                    f"{self.root}: cannot read the store's data ({type(exc).__name__}: "
+                    f"{' '.join(str(exc).split())[:300]}); a part may be corrupt: re-ingest its source"
+                ) from None
+            self._nviews = getattr(self, "_nviews", 0) + 1
+            name = f"__s3_parts_{self._nviews}"
+            self.con.register(name, dset)
+            self._views[key] = name
+            while len(self._views) > VIEWS_MAX:
+                self.con.unregister(self._views.pop(next(iter(self._views))))
+        return name
+
     def _columns(self, parts: list[Part]) -> list[str]:
-        return [
-            r[0]
-            for r in self.con.execute(f"DESCRIBE SELECT * FROM {self._FROM}", [self._files(parts)]).fetchall()
-        ]
+        frm, pre = self._scan(parts)
+        return [r[0] for r in self.con.execute(f"DESCRIBE SELECT * FROM {frm}", pre).fetchall()]
 
     @staticmethod
     def _where(
@@ -285,8 +340,9 @@ class LogStore:
         """``SELECT <select> FROM <filtered steps> <tail>``; the group-level success filter keeps
         whole groups. ``select`` and ``tail`` are constant SQL written in this module."""
         where, params = self._where(group, env, run, train_step)
-        src = f"(SELECT * FROM {self._FROM} WHERE {where})"
-        params = [self._files(parts), *params]
+        frm, pre = self._scan(parts)
+        src = f"(SELECT * FROM {frm} WHERE {where})"
+        params = [*pre, *params]
         if success is not None:
             if success not in self._SUCCESS:
                 raise ValueError(f"success filter must be one of {', '.join(self._SUCCESS)}, got {success!r}")
@@ -365,9 +421,8 @@ class LogStore:
 
     def _has_group(self, parts: list[Part], group_id: str) -> bool:
         """Whether a row of ``parts`` has this ``group_id`` (its column alone is read)."""
-        hit = self.con.execute(
-            f"SELECT 1 FROM {self._FROM} WHERE group_id = ? LIMIT 1", [self._files(parts), group_id]
-        ).fetchall()
+        frm, pre = self._scan(parts)
+        hit = self.con.execute(f"SELECT 1 FROM {frm} WHERE group_id = ? LIMIT 1", [*pre, group_id]).fetchall()
         return bool(hit)
 
     def resolve_group(
@@ -475,10 +530,11 @@ class LogStore:
             if part is None or part.text is None:
                 continue
             lo, hi = int(rows.min()), int(rows.max())
-            t = self.con.execute(
-                "SELECT * FROM read_parquet(?, hive_partitioning=false) WHERE _row BETWEEN ? AND ?",
-                [self._abs(part.text), lo, hi],
-            ).df()
+            if self._remote:
+                frm, pre = self._view([part.text]), []
+            else:
+                frm, pre = "read_parquet(?, hive_partitioning=false)", [self._abs(part.text)]
+            t = self.con.execute(f"SELECT * FROM {frm} WHERE _row BETWEEN ? AND ?", [*pre, lo, hi]).df()
             t = t[t["_row"].isin(rows.to_numpy())]
             t.insert(0, "_part", stem)
             frames.append(t)
@@ -562,9 +618,10 @@ class LogStore:
             if c in cols
         ]
         cond = " OR ".join(f'contains(lower("{c}"), lower(?))' for c in fields)
+        frm, pre = self._scan(self.parts)
         df = self.con.execute(
-            f"SELECT {', '.join(shown)} FROM {self._FROM} WHERE {cond} LIMIT ?",
-            [self._files(self.parts), *([text] * len(fields)), int(limit)],
+            f"SELECT {', '.join(shown)} FROM {frm} WHERE {cond} LIMIT ?",
+            [*pre, *([text] * len(fields)), int(limit)],
         ).df()
         return _decode_json(df)
 
@@ -573,9 +630,8 @@ class LogStore:
         order, with the text columns joined."""
         if not self.parts:
             return pd.DataFrame()
-        df = self.con.execute(
-            f"SELECT * FROM {self._FROM} WHERE traj_id = ?", [self._files(self.parts), str(traj_id)]
-        ).df()
+        frm, pre = self._scan(self.parts)
+        df = self.con.execute(f"SELECT * FROM {frm} WHERE traj_id = ?", [*pre, str(traj_id)]).df()
         if df.empty:
             return df
         if text:
@@ -635,6 +691,51 @@ def _sum_import_counts(manifests) -> dict:
                 if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
                     out[k] = out.get(k, 0) + v
     return out
+
+
+def _s3_dataset(root, rels: list[str]):
+    """A pyarrow dataset of the part objects ``rels`` of the store at ``root`` (an `S3Path`),
+    its schema every column of every part by name (`_united`)."""
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    fs = root.filesystem
+    locs = [(root / r).location for r in rels]
+    schemas = []
+    for loc in locs:
+        sch = _SCHEMAS.get(loc)
+        if sch is None:
+            sch = pq.read_schema(loc, filesystem=fs)
+            with _MEMO_LOCK:
+                _SCHEMAS[loc] = sch
+                while len(_SCHEMAS) > SCHEMAS_MAX:
+                    _SCHEMAS.pop(next(iter(_SCHEMAS)))
+        schemas.append(sch)
+    return ds.dataset(locs, schema=_united(schemas), filesystem=fs, format="parquet")
+
+
+def _united(schemas: list):
+    """The columns of ``schemas`` by name, in order of first appearance, as DuckDB's
+    ``union_by_name`` unites them: a column whose types differ between parts takes the type
+    that holds both (int64 and double: double), else text."""
+    import pyarrow as pa
+
+    try:
+        return pa.unify_schemas(schemas, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError, NotImplementedError):
+        pass
+    types: dict[str, list] = {}
+    for s in schemas:
+        for f in s:
+            types.setdefault(f.name, []).append(f.type)
+    fields = []
+    for name, ts in types.items():
+        try:
+            t = pa.unify_schemas([pa.schema([(name, t)]) for t in ts], promote_options="permissive")[0].type
+        except (pa.ArrowInvalid, pa.ArrowTypeError, NotImplementedError):
+            t = pa.string()
+        fields.append(pa.field(name, t))
+    return pa.schema(fields)
 
 
 def open_store(root: str | os.PathLike) -> LogStore:

@@ -245,7 +245,13 @@ class Watcher:
         **ingest_options,
     ):
         from ..io.importers import FORMATS
+        from .s3 import is_s3_url
 
+        if is_s3_url(store):
+            raise StoreError(
+                f"--store {store}: --watch follows a run into a local store folder only; ingest "
+                f"into a store on S3 with `crbc-viz ingest LOG... --store {store}`"
+            )
         if fmt != "auto" and fmt not in FORMATS:
             raise StoreError(f"format {fmt!r}: expected auto or one of {', '.join(FORMATS)}")
         self.fmt = fmt
@@ -709,11 +715,14 @@ def store_state(root: str | os.PathLike, *, status: bool = True) -> dict:
     written, added or removed), ``changed_at`` (POSIX time of the newest manifest write, None
     for none), ``manifests`` (their count) and ``watch`` (`read_status`; None without
     ``status``)."""
+    from .s3 import is_s3_url, store_root
+
     h = hashlib.blake2b(digest_size=8)
     newest, n = None, 0
-    mdir = Path(root) / "manifest"
+    remote = is_s3_url(root)
+    mdir = store_root(root) / "manifest"
     try:
-        entries = sorted(os.scandir(mdir), key=lambda e: e.name)
+        entries = sorted(mdir.scandir() if remote else os.scandir(mdir), key=lambda e: e.name)
     except FileNotFoundError:
         entries = []
     for e in entries:
@@ -730,5 +739,5 @@ def store_state(root: str | os.PathLike, *, status: bool = True) -> dict:
         "signature": h.hexdigest(),
         "changed_at": newest,
         "manifests": n,
-        "watch": read_status(root) if status else None,
+        "watch": read_status(root) if status and not remote else None,
     }

@@ -84,14 +84,62 @@ ENV_ROOTS = "CRBC_VIZ_DATA_ROOTS"
 log = logging.getLogger(__name__)
 
 
+def _root_entries() -> list[str]:
+    """The entries of ``$CRBC_VIZ_DATA_ROOTS`` (``os.pathsep``-separated; the ``:`` of an
+    ``s3://`` URL does not separate), stripped, empty ones left out."""
+    import re
+
+    raw = os.environ.get(ENV_ROOTS, "")
+    parts = re.split(r":(?!//)", raw) if os.pathsep == ":" else raw.split(os.pathsep)
+    return [p.strip() for p in parts if p.strip()]
+
+
 def allowed_roots() -> list[Path]:
-    """The sample folder, the upload folder, and each entry of ``$CRBC_VIZ_DATA_ROOTS``
-    (``os.pathsep``-separated), resolved."""
+    """The sample folder, the upload folder, and each folder of ``$CRBC_VIZ_DATA_ROOTS``
+    (``os.pathsep``-separated), resolved; its ``s3://`` entries are `allowed_s3_roots`."""
     roots = [SAMPLES_DIR, UPLOAD_DIR]
-    for part in os.environ.get(ENV_ROOTS, "").split(os.pathsep):
-        if part.strip():
-            roots.append(Path(part.strip()).expanduser())
+    for part in _root_entries():
+        if not part.startswith("s3://"):
+            roots.append(Path(part).expanduser())
     return [r.resolve() for r in roots]
+
+
+def allowed_s3_roots() -> list[tuple[str, str]]:
+    """(bucket, prefix) of each ``s3://BUCKET/PREFIX`` entry of ``$CRBC_VIZ_DATA_ROOTS`` (an
+    entry that is not a valid s3 URL allows nothing; the server's log names it)."""
+    from ..store.s3 import parse_url
+
+    out = []
+    for part in _root_entries():
+        if part.startswith("s3://"):
+            try:
+                out.append(parse_url(part))
+            except ValueError as exc:
+                log.warning("%s: entry ignored (%s)", ENV_ROOTS, exc)
+    return out
+
+
+def resolve_s3_store(ref: str) -> str:
+    """A store on S3 named by ``ref`` (``s3://BUCKET/PREFIX``), as its canonical URL, checked to
+    lie at or under an ``s3://`` entry of ``$CRBC_VIZ_DATA_ROOTS`` (a whole segment:
+    ``s3://b/runs`` allows ``s3://b/runs/x``, never ``s3://b/runs-other``).
+
+    Raises:
+        ValueError: not a valid s3 URL (a bucket name S3 refuses, a ``..`` segment ...), or
+            outside the allowed roots (naming the reference, not the roots).
+    """
+    from ..store.s3 import parse_url
+
+    shown = _shown(ref)
+    try:
+        bucket, prefix = parse_url(ref)
+    except ValueError as exc:
+        raise ValueError(f"'{shown}': {str(exc).split(': ', 1)[-1]}") from None
+    for rb, rp in allowed_s3_roots():
+        if rb == bucket and (not rp or prefix == rp or prefix.startswith(rp + "/")):
+            return f"s3://{bucket}/{prefix}".rstrip("/")
+    log.info("refused %s: outside the allowed s3 roots %s", shown, allowed_s3_roots())
+    raise ValueError(f"'{shown}' is outside the allowed data folders; add it to {ENV_ROOTS} to open it")
 
 
 def roots_help() -> str:

@@ -29,6 +29,7 @@ from pathlib import Path
 from ..errors import LoadError
 from ..store import LogStore as _LogStore
 from ..store import StoreError
+from ..store.s3 import is_remote, is_s3_url
 from . import files as _files
 from . import sandbox as _sandbox
 from .files import file_ref, resolve_data_dir, resolve_data_path
@@ -111,7 +112,8 @@ class Source:
 
 def store_group_ref(store_dir: str | os.PathLike, run: str, train_step: int, group_id: str) -> str:
     """The reference of one store group (what "Open in the Graph page" puts in the URL)."""
-    return f"{STORE_PREFIX}{file_ref(Path(store_dir))}{_SEP}{run}/{int(train_step)}/{group_id}"
+    folder = str(store_dir) if is_s3_url(str(store_dir)) else file_ref(Path(store_dir))
+    return f"{STORE_PREFIX}{folder}{_SEP}{run}/{int(train_step)}/{group_id}"
 
 
 def file_part(ref: str) -> str:
@@ -243,7 +245,15 @@ class LogStore(_LogStore):
 
 
 def _check_within_roots(store: _LogStore) -> None:
-    """Raise a `StoreError` naming the first file of ``store`` that lies outside the roots."""
+    """Raise a `StoreError` naming the first file of ``store`` that lies outside the roots (a
+    store on S3: its prefix lies under an ``s3://`` root; it holds no links, and the store's
+    own check keeps every part key under its ``steps/`` and ``text/``)."""
+    if is_remote(store.root):
+        try:
+            _files.resolve_s3_store(str(store.root))
+        except ValueError as exc:
+            raise StoreError(str(exc)) from None
+        return
     try:
         _check_files(store, _files.allowed_roots())
     except OSError as exc:  # a folder of the store that cannot be listed
@@ -335,6 +345,8 @@ def open_store(ref: str) -> LogStore:
     Raises:
         ValueError: outside the allowed folders or not a folder; StoreError: not a store.
     """
+    if is_s3_url(ref):  # s3://BUCKET/PREFIX under an s3:// entry of CRBC_VIZ_DATA_ROOTS
+        return LogStore(_files.resolve_s3_store(ref))
     return LogStore(resolve_data_dir(ref))
 
 
@@ -349,6 +361,8 @@ def store_state(ref: str) -> dict:
     from ..store.watch import STATUS_FILE
     from ..store.watch import store_state as _state
 
+    if is_s3_url(ref):  # no watcher writes to a store on S3: its manifests' listing only
+        return _state(_files.resolve_s3_store(ref), status=False)
     root = resolve_data_dir(ref)
     state = _state(root, status=False)
     status = root / STATUS_FILE
