@@ -337,3 +337,26 @@ def test_hostile_part_keys_are_refused(s3, tmp_path, rel):
 def test_bad_store_urls_are_refused(url):
     with pytest.raises(StoreError, match="bucket name|prefix"):
         LogStore(url)
+
+
+def test_whole_store_rescoring_reads_s3_as_it_reads_a_folder(s3, tmp_path, monkeypatch, capsys):
+    """``score --store s3://… --all`` (this process, then a local Ray the command starts, whose
+    workers read the bucket with the same AWS variables) writes the bytes the local store's
+    re-scoring writes."""
+    pytest.importorskip("ray", reason="ray is not installed (pip install 'crbc-viz[ray]')")
+    monkeypatch.chdir(tmp_path)
+    logs = [str(p) for p in _logs(tmp_path / "logs")]
+    url, local = s3.url(), str(tmp_path / "local-store")
+    for store in (url, local):
+        _run(["ingest", *logs, "--store", store, "-q"], capsys)
+    outs = {}
+    for name, store, extra in [
+        ("local", local, []),
+        ("s3", url, []),
+        ("s3-ray", url, ["--engine", "ray", "--workers", "2"]),
+    ]:
+        out = tmp_path / f"rescored-{name}"
+        _run(["score", "--store", store, "--all", "-e", "crbc", "-e", "grpo", *extra, "-o", str(out)], capsys)
+        outs[name] = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    assert len(outs["local"]) == 4  # three train steps and rescore.json
+    assert outs["s3"] == outs["local"] and outs["s3-ray"] == outs["local"]
