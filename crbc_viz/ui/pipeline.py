@@ -303,13 +303,15 @@ def graph_page(
     params_text: str = "",
     opened: tuple = (),
     min_label_px: float,
+    fit_canvas: bool = False,
 ) -> tuple[str, int, int, str]:
     """(pyvis HTML, anchors drawn, anchors in the group, what the summary leaves out) for the
     Graph page. ``focus``: only the highlighted rollout's anchors and their one-step
     neighbourhood, laid out by the rollout's steps (large groups); otherwise a group above
     ``max_nodes`` anchors is summarised (`crbc_viz.views.layout.summarise`), with the clusters
     in ``opened`` (``((first depth, clicks), …)``) drawn further. ``min_label_px``: the
-    smallest label on screen at the first fit (`crbc_viz.views.graph_view.graph_drawing`)."""
+    smallest label on screen at the first fit; ``fit_canvas``: the canvas takes the drawing's
+    shape (both: `crbc_viz.views.graph_view.graph_drawing`)."""
     from ..views.graph_values import trajectory_path
     from ..views.graph_view import graph_drawing
     from ..views.layout import neighbourhood
@@ -330,6 +332,7 @@ def graph_page(
         "params_text": params_text,
         "graph_key": f"{digest[:12]}:{group}",
         "min_label_px": min_label_px,
+        "fit_canvas": fit_canvas,
     }
     if focus and keep:
         drawing = graph_drawing(

@@ -15,6 +15,7 @@ from .layout import (
     FAILURE_ID,
     SUCCESS_ID,
     Summary,
+    fit_box,
     group_depths,
     layout_box,
     neighbourhood,
@@ -38,7 +39,8 @@ class Placement:
     """What is drawn (``summary``) and where: ``pos`` maps each drawn item (a node id, a
     cluster id, ``SUCCESS`` / ``FAILURE``) to its (x, y) in canvas px; ``item`` maps each node
     to the item that stands for it; ``label_chars`` is the longest anchor text a label shows;
-    ``path_steps`` / ``path_nodes`` are the highlighted rollout's steps and anchors."""
+    ``path_steps`` / ``path_nodes`` are the highlighted rollout's steps and anchors; ``box`` the
+    (width, height) in canvas px that the positions fill."""
 
     summary: Summary
     pos: dict
@@ -46,6 +48,7 @@ class Placement:
     label_chars: int
     path_steps: np.ndarray
     path_nodes: frozenset
+    box: tuple[float, float] = (0.0, 0.0)
 
 
 def place(
@@ -60,11 +63,14 @@ def place(
     opened: dict | None = None,
     selected_node: int | None = None,
     by_step: bool = False,
+    fit_width: float | None = None,
 ) -> Placement:
     """Choose and place what `crbc_viz.views.graph_view.graph_drawing` draws (its arguments of
     the same names): exactly ``nodes`` when given, else the summary of the group keeping
     ``keep``, the highlighted path and the chosen anchor with its neighbours; columns by depth,
-    or by the highlighted rollout's step with ``by_step``."""
+    or by the highlighted rollout's step with ``by_step``. With ``fit_width`` the positions fill
+    a box that wide whose height is the drawing's own (`crbc_viz.views.layout.fit_box`), for a
+    canvas that takes the drawing's shape; else the box of a ``height_px`` canvas."""
     sl = graph.group_slice(group)
     path_steps = np.zeros(0, dtype=np.int64)
     if highlight_traj is not None:
@@ -88,6 +94,8 @@ def place(
         summary = summarise(
             graph, group, max_nodes=max_nodes, keep=want, opened=opened, depths=depth, box=box
         )
+    if fit_width is not None:
+        box = fit_box(_column_sizes(summary), fit_width)
     pos = summary_positions(graph, group, summary, box=box)
     # Room for a label: the usual distance between neighbouring columns (a 16 px label needs
     # about 9 px per character).
@@ -100,7 +108,14 @@ def place(
         label_chars=int(min(12, max(4, gap // 9))),
         path_steps=path_steps,
         path_nodes=path_nodes,
+        box=(float(box[0]), float(box[1])),
     )
+
+
+def _column_sizes(summary: Summary) -> list[int]:
+    """Items per drawn column (anchors and clusters) of ``summary``."""
+    cols = [summary.depths[n] for n in summary.anchors] + [c.depth for c in summary.clusters]
+    return list(np.unique(np.asarray(cols, dtype=np.int64), return_counts=True)[1]) if cols else [1]
 
 
 def stack_loops(loops: dict, pos: dict, sizes: dict) -> None:

@@ -56,6 +56,12 @@ __all__ = ["DEFAULT_MAX_NODES", "GraphDrawing", "graph_html", "graph_drawing", "
 
 #: Anchors drawn one by one before a group is summarised (`crbc_viz.views.layout.summarise`).
 DEFAULT_MAX_NODES = 120
+#: A canvas that takes its drawing's shape: the width (canvas px) the layout fills, about the
+#: narrowest canvas of the app's Graph page (an 800 px window), so that a wider one shows it at
+#: a scale ≥ 1; and the room (px) around the layout's box for node labels, self-loops and
+#: the boundaries' boxes.
+FIT_WIDTH = 720.0
+_FIT_PAD = (90.0, 70.0)
 
 
 @dataclass(frozen=True)
@@ -148,6 +154,8 @@ def _anchor_nodes(sc: _Scene, pl: Placement) -> list[dict]:
             {
                 "id": n,
                 "label": short_label(graph.node_anchor_obs[n], local, pl.label_chars),
+                # What the page's label placement shortens the label to where it has no room.
+                "crbcShort": f"s{local}",
                 "title": tip + sc.credit_note,
                 "x": float(x),
                 "y": float(y),
@@ -383,7 +391,8 @@ def _edges(sc: _Scene, pl: Placement, records: list[dict], cut: np.ndarray, show
                 if kind.startswith("agg")
                 else 1.0,
             },
-            "font": {"size": FONT["edge"], "align": "middle", "color": "#333333", "strokeWidth": 3},
+            # Horizontal: the page's label placement moves it by its upright box.
+            "font": {"size": FONT["edge"], "align": "horizontal", "color": "#333333", "strokeWidth": 3},
         }
         if r["src"] == r["dst"]:
             loops.setdefault(r["src"], []).append(edge)
@@ -430,6 +439,7 @@ def graph_drawing(
     graph_key: str = "",
     by_step: bool = False,
     min_label_px: float = MIN_LABEL_PX,
+    fit_canvas: bool = False,
 ) -> GraphDrawing:
     """The anchor graph of group ``group`` as a standalone HTML page (vis-network inlined).
 
@@ -454,6 +464,11 @@ def graph_drawing(
         by_step: columns by the highlighted rollout's step (`step_depths`), for large groups.
         min_label_px: the smallest node and edge label on screen (px) at the first fit: on a
             narrow canvas labels are drawn larger in canvas units (16 for a projector).
+        fit_canvas: the canvas takes the drawing's shape: the layout fills a `FIT_WIDTH` box
+            as tall as its columns need (`crbc_viz.views.layout.fit_box`) and the page makes
+            its canvas's height its width × that box's aspect, within bounds (the body grows
+            with it: embed it in a frame that follows its content's height); else the
+            canvas is ``height_px`` less the legend row.
 
     Clicking a node or an edge posts ``{crbc: "pick", kind, id}`` to the parent window (the
     app turns it into a selection); the id is the node's global id, ``"src->dst"``, or for a
@@ -481,6 +496,7 @@ def graph_drawing(
         opened=opened,
         selected_node=selected_node,
         by_step=by_step,
+        fit_width=FIT_WIDTH if fit_canvas else None,
     )
     nv = node_values(graph, result)
     q, c = pair_values(graph, result)
@@ -525,6 +541,7 @@ def graph_drawing(
         graph_key=graph_key,
         name=f"graph_{est}{('_' + params_text) if params_text else ''}",
         min_label_px=min_label_px,
+        fit_ratio=(pl.box[1] + _FIT_PAD[1]) / (pl.box[0] + _FIT_PAD[0]) if fit_canvas else 0.0,
     )
     return GraphDrawing(page, pl.summary, summary_note(pl.summary))
 

@@ -147,6 +147,7 @@ def _draw(sel, graph, ctl: dict, ptxt: str) -> None:
             params_text=ptxt,
             opened=opened,
             min_label_px=PROJECTOR_MIN_FONT if on_projector else MIN_LABEL_PX,
+            fit_canvas=True,
         )
     if focused and drawn < total:
         st.info(
@@ -164,7 +165,8 @@ def _draw(sel, graph, ctl: dict, ptxt: str) -> None:
     if opened and st.button("Fold the opened clusters", key="graph_fold"):
         st.session_state[_OPENED].pop(gkey, None)
         st.rerun()
-    st.iframe(projector_graph_page(page) if on_projector else page, height=HEIGHT + 12)
+    # The canvas takes the drawing's shape; the frame follows the page's height.
+    st.iframe(projector_graph_page(page) if on_projector else page, height="content")
 
 
 def _how_to_read(estimator: str, by_step: bool) -> None:
