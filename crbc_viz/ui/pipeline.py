@@ -347,6 +347,7 @@ def graph_page(
     opened: tuple = (),
     min_label_px: float,
     mark_opened: bool = False,
+    fit_canvas: bool = False,
 ) -> tuple[str, int, int, str]:
     """(pyvis HTML, anchors drawn, anchors in the group, what the summary leaves out) for the
     Graph page. ``focus``: only the highlighted rollout's anchors and their one-step
@@ -354,7 +355,8 @@ def graph_page(
     ``max_nodes`` anchors is summarised (`crbc_viz.views.layout.summarise`), with the clusters
     in ``opened`` (their first depths, in click order) drawn further, the last click's anchors
     ringed with ``mark_opened``. ``min_label_px``: the smallest label on screen at the first
-    fit (`crbc_viz.views.graph_view.graph_drawing`)."""
+    fit; ``fit_canvas``: the canvas takes the drawing's shape (both:
+    `crbc_viz.views.graph_view.graph_drawing`)."""
     from ..views.graph_values import trajectory_path
     from ..views.graph_view import graph_drawing
     from ..views.layout import neighbourhood
@@ -376,6 +378,7 @@ def graph_page(
         "graph_key": f"{digest[:12]}:{group}",
         "min_label_px": min_label_px,
         "why_on_click": True,  # the page adds the clicked edge's panel (views.why.edge_explanation)
+        "fit_canvas": fit_canvas,
     }
     if focus and keep:
         drawing = graph_drawing(

@@ -16,6 +16,7 @@ from .layout import (
     FAILURE_ID,
     SUCCESS_ID,
     Summary,
+    fit_box,
     group_depths,
     layout_box,
     neighbourhood,
@@ -39,7 +40,8 @@ class Placement:
     """What is drawn (``summary``) and where: ``pos`` maps each drawn item (a node id, a
     cluster id, ``SUCCESS`` / ``FAILURE``) to its (x, y) in canvas px; ``item`` maps each node
     to the item that stands for it; ``label_chars`` is the longest anchor text a label shows;
-    ``path_steps`` / ``path_nodes`` are the highlighted rollout's steps and anchors."""
+    ``path_steps`` / ``path_nodes`` are the highlighted rollout's steps and anchors; ``box`` the
+    (width, height) in canvas px that the positions fill."""
 
     summary: Summary
     pos: dict
@@ -47,6 +49,7 @@ class Placement:
     label_chars: int
     path_steps: np.ndarray
     path_nodes: frozenset
+    box: tuple[float, float] = (0.0, 0.0)
 
 
 def place(
@@ -62,12 +65,17 @@ def place(
     selected_node: int | None = None,
     by_step: bool = False,
     min_label_px: float = MIN_LABEL_PX,
+    fit_width: float | None = None,
 ) -> Placement:
     """Choose and place what `crbc_viz.views.graph_view.graph_drawing` draws (its arguments of
     the same names): exactly ``nodes`` when given, else the summary of the group keeping
     ``keep``, the highlighted path and the chosen anchor with its neighbours; columns by depth,
     or by the highlighted rollout's step with ``by_step``. Clusters and opened anchors keep
-    clear of labels drawn at least ``min_label_px`` on screen down to `NARROWEST_SCALE`."""
+    clear of labels drawn at least ``min_label_px`` on screen down to `NARROWEST_SCALE`. With
+    ``fit_width`` the positions fill a box that wide whose height is the drawing's own
+    (`crbc_viz.views.layout.fit_box`, from the columns of the drawing before any cluster was
+    opened, so that opening one keeps the box), for a canvas that takes the drawing's shape;
+    else the box of a ``height_px`` canvas."""
     sl = graph.group_slice(group)
     path_steps = np.zeros(0, dtype=np.int64)
     if highlight_traj is not None:
@@ -91,6 +99,8 @@ def place(
         summary = summarise(
             graph, group, max_nodes=max_nodes, keep=want, opened=opened, depths=depth, box=box
         )
+    if fit_width is not None:
+        box = fit_box(_column_sizes(summary.base or summary), fit_width)
     pos = base_positions(graph, group, summary, box=box)
     # Room for a label: the usual distance between neighbouring columns (a 16 px label needs
     # about 9 px per character), measured on the drawing before any cluster was opened so that
@@ -108,6 +118,7 @@ def place(
         label_chars=label_chars,
         path_steps=path_steps,
         path_nodes=path_nodes,
+        box=(float(box[0]), float(box[1])),
     )
 
 
@@ -133,6 +144,12 @@ def _footprints(graph: AnchorGraph, group: int, summary: Summary, label_chars: i
         )
 
     return fp
+
+
+def _column_sizes(summary: Summary) -> list[int]:
+    """Items per drawn column (anchors and clusters) of ``summary``."""
+    cols = [summary.depths[n] for n in summary.anchors] + [c.depth for c in summary.clusters]
+    return list(np.unique(np.asarray(cols, dtype=np.int64), return_counts=True)[1]) if cols else [1]
 
 
 def stack_loops(loops: dict, pos: dict, sizes: dict) -> None:

@@ -195,20 +195,145 @@ PAGE_SCRIPT = """
       }
       grow(nodes, "n:"); grow(edges, "e:");
     }
+    // The canvas takes the drawing's shape (data-crbc-fit: its height over its width, from
+    // the layout's box), within bounds; the body grows with it, and the app's frame with that.
+    var fitRatio = parseFloat(document.body.getAttribute("data-crbc-fit") || "0");
+    function shape() {
+      if (!(fitRatio > 0)) { return; }
+      var box = document.getElementById("mynetwork");
+      var h = Math.round(Math.min(Math.max(box.clientWidth * fitRatio, 320), 1100));
+      box.style.setProperty("height", h + "px", "important");
+      box.style.setProperty("flex", "0 0 auto", "important");
+      document.body.style.height = "auto";
+    }
+    // Labels never cover each other: once drawn at the fitted scale, each label (the chosen
+    // and highlighted anchors first, "+n anchors" clusters, then by visits; then edge labels,
+    // the highlighted steps first, then by count) keeps its place, moves above its anchor
+    // (an edge label: just above or below), shortens to its s-id, or is hidden; the page says
+    // how many are hidden (their text stays in the tooltips).
+    var orig = {};
+    function placeLabels() {
+      var t0 = performance.now(), cell = 96, grid = {}, gap = 3;  // gap: between two labels side by side
+      function cells(r, f) {
+        for (var i = Math.floor(r[0] / cell); i <= Math.floor(r[2] / cell); i++) {
+          for (var j = Math.floor(r[1] / cell); j <= Math.floor(r[3] / cell); j++) {
+            if (f(i + "," + j)) { return true; }
+          }
+        }
+        return false;
+      }
+      function free(r) {
+        return !cells(r, function (k) {
+          return (grid[k] || []).some(function (q) {
+            return r[0] - gap < q[2] && q[0] < r[2] + gap && r[1] < q[3] && q[1] < r[3];
+          });
+        });
+      }
+      function take(r) { cells(r, function (k) { (grid[k] = grid[k] || []).push(r); return false; }); }
+      var todo = [], hidden = 0, nupd = [], eupd = [];
+      network.body.nodeIndices.forEach(function (id) {
+        var n = network.body.nodes[id], o = n.options;
+        if (o.shape !== "dot") {
+          take([n.x - n.shape.width / 2, n.y - n.shape.height / 2, n.x + n.shape.width / 2, n.y + n.shape.height / 2]);
+          return;
+        }
+        var r = 0.85 * o.size;
+        take([n.x - r, n.y - r, n.x + r, n.y + r]);
+        if (!(("n:" + id) in orig)) { orig["n:" + id] = {label: o.label, v: o.font.vadjust || 0}; }
+        if (!o.label) { return; }
+        var prio = (o.borderWidth >= 4 ? 3000 : 0) + (String(id).indexOf("cluster:") === 0 ? 2000 : 0) + o.size;
+        todo.push({ds: "n", id: id, item: n, prio: prio});
+      });
+      network.body.edgeIndices.forEach(function (id) {
+        var e = network.body.edges[id], o = e.options;
+        if (!(("e:" + id) in orig)) { orig["e:" + id] = {label: o.label, v: o.font.vadjust || 0}; }
+        if (!o.label || !e.connected) { return; }
+        todo.push({ds: "e", id: id, item: e, prio: (/^t[0-9]/.test(String(o.label)) ? 1000 : 0) + o.width});
+      });
+      todo.sort(function (a, b) { return b.prio - a.prio; });
+      todo.forEach(function (t) {
+        var z = t.item.labelModule.size, o = t.item.options, k = t.ds + ":" + t.id;
+        var rect = [z.left, z.top, z.left + z.width, z.top + z.height];
+        var moves = t.ds === "n"
+          ? [0, -(z.top - t.item.y) - o.size - 2 - z.height]
+          : [0, -(z.height + 2), z.height + 2];
+        var texts = [o.label];
+        if (t.ds === "n" && o.crbcShort && o.crbcShort !== o.label) { texts.push(o.crbcShort); }
+        for (var a = 0; a < texts.length; a++) {
+          var w = z.width * (a ? (texts[a].length + 1) / (String(o.label).length + 1) : 1);
+          var cx = (rect[0] + rect[2]) / 2;
+          for (var m = 0; m < moves.length; m++) {
+            var r = [cx - w / 2, rect[1] + moves[m], cx + w / 2, rect[3] + moves[m]];
+            if (free(r)) {
+              take(r);
+              if (a || m) {
+                var u = {id: t.id, label: texts[a], font: {vadjust: orig[k].v + moves[m]}};
+                (t.ds === "n" ? nupd : eupd).push(u);
+              }
+              return;
+            }
+          }
+        }
+        hidden += 1;  // (vis-network keeps a label replaced by "": a blank one draws nothing)
+        (t.ds === "n" ? nupd : eupd).push({id: t.id, label: " "});
+      });
+      // On the drawn items themselves: a DataSet update makes vis-network re-check every
+      // node and edge (tens of ms on a summary); the data sets keep the labels as made.
+      nupd.forEach(function (u) { network.body.nodes[u.id].setOptions(u); });
+      eupd.forEach(function (u) { network.body.edges[u.id].setOptions(u); });
+      document.body.setAttribute("data-crbc-place-ms", (performance.now() - t0).toFixed(1));
+      var note = document.getElementById("crbc-hidden");
+      if (note) {
+        note.textContent = hidden ? hidden + " label" + (hidden > 1 ? "s" : "") +
+          " hidden where they would cover others (least visited first; hover for them)" : "";
+        note.style.display = hidden ? "" : "none";
+      }
+    }
+    function unplace() {
+      function back(items, p) {
+        Object.keys(items).forEach(function (id) {
+          var o = orig[p + id], x = items[id];
+          if (o && (x.options.label !== o.label || (x.options.font.vadjust || 0) !== o.v)) {
+            x.setOptions({id: x.id, label: o.label, font: {vadjust: o.v}});
+          }
+        });
+      }
+      back(network.body.nodes, "n:"); back(network.body.edges, "e:");
+    }
     // Fit once the frame has a width (also when an expander or tab reveals it after the
-    // first draw); the page says it is ready after that first fit.
-    var lastW = 0;
+    // first draw), and again when its width changes (vis-network would shrink the zoom, and
+    // the labels with it); the page says it is ready after that first fit.
+    var lastW = 0, lastH = 0;
     function ready() { document.body.setAttribute("data-crbc-ready", "1"); }
-    new ResizeObserver(function () {
-      var w = document.body.clientWidth;
-      if (lastW === 0 && w > 0) {
-        network.fit({animation: false});
-        legible();
-        network.once("afterDrawing", ready);
+    function draw() {
+      var box = document.getElementById("mynetwork");
+      // Again if the note on hidden labels changed the canvas's height (vis-network would
+      // shrink the zoom, and the labels with it).
+      for (var pass = 0; pass < 3; pass++) {
+        shape();
+        var w = box.clientWidth, h = box.clientHeight;
         network.redraw();
+        // (vis-network never zooms a fit past 1 unless told: a canvas wider than its layout)
+        network.fit({animation: false, maxZoomLevel: 4});
+        unplace();
+        legible();
+        network.redraw();
+        placeLabels();
+        if (box.clientWidth === w && box.clientHeight === h) { break; }
+      }
+      network.once("afterDrawing", ready);
+      network.redraw();
+    }
+    var canvasBox = document.getElementById("mynetwork");
+    var watch = new ResizeObserver(function () {
+      var w = document.body.clientWidth, h = canvasBox.clientHeight;
+      if (w > 0 && (lastW === 0 || Math.abs(w - lastW) > 1 || Math.abs(h - lastH) > 1)) {
+        draw();
+        h = canvasBox.clientHeight;
       } else if (w === 0) { ready(); }
-      lastW = w;
-    }).observe(document.body);
+      lastW = w; lastH = h;
+    });
+    watch.observe(document.body); watch.observe(canvasBox);
     // Export the whole graph (fit first, then restore the view), on a white background.
     window.crbcExport = function (kind, name) {
       var scale = network.getScale(), at = network.getViewPosition();
@@ -283,12 +408,13 @@ def legend_html(
         f"<span class='item'>credit: {-credit_lim:.2g}<span class='bar credit' style='background:"
         f"{css_gradient(CREDIT_COLORSCALE)}'></span>+{credit_lim:.2g}</span>"
         f"<span class='item'><span style='color:{MISSING_COLOR}'>■</span> undefined</span>"
-        f"<span class='item'><span style='letter-spacing:-1px'>- - →</span> time limit</span></div>"
+        f"<span class='item'><span style='letter-spacing:-1px'>- - →</span> time limit</span>"
+        f"<span class='item' id='crbc-hidden' style='display:none'></span></div>"
     )
 
 
 _TOOLS = (
-    "<div id='crbc-tools'><button onclick=\"network.fit()\">Fit</button>"
+    "<div id='crbc-tools'><button onclick=\"network.fit({maxZoomLevel: 4})\">Fit</button>"
     "<button onclick=\"crbcExport('png')\">PNG</button>"
     "<button onclick=\"crbcExport('svg')\">SVG</button></div>"
 )
@@ -302,22 +428,32 @@ def check_min_label_px(min_label_px) -> None:
 
 
 def finish_page(
-    page: str, *, height_px: int, legend: str, graph_key: str, name: str, min_label_px: float
+    page: str,
+    *,
+    height_px: int,
+    legend: str,
+    graph_key: str,
+    name: str,
+    min_label_px: float,
+    fit_ratio: float = 0.0,
 ) -> str:
     """pyvis's generated ``page`` made self-contained and laid out: its unused bootstrap CDN
     tags and empty heading dropped (nothing reaches the network), the style, the legend and
     tools row above the canvas, the body's data attributes (``graph_key`` for the remembered
-    zoom, ``name`` for exports, ``min_label_px``) and `PAGE_SCRIPT`."""
+    zoom, ``name`` for exports, ``min_label_px``, ``fit_ratio``: > 0 for a canvas whose height
+    is its width × ``fit_ratio``, within bounds, the body growing with it) and `PAGE_SCRIPT`."""
     check_min_label_px(min_label_px)
     page = re.sub(r"<link[^>]*bootstrap[^>]*>\s*", "", page, flags=re.S)
     page = re.sub(r"<script[^>]*bootstrap[^>]*>\s*</script>\s*", "", page, flags=re.S)
     page = re.sub(r"<center>\s*<h1>\s*</h1>\s*</center>\s*", "", page, flags=re.S)
-    page = page.replace("</head>", page_style(height_px) + "</head>", 1)
+    # A canvas that takes its drawing's shape starts short: its frame can grow, not shrink.
+    page = page.replace("</head>", page_style(height_px if not fit_ratio > 0 else 340) + "</head>", 1)
     fname = re.sub(r"[^A-Za-z0-9_.=-]+", "_", name)
     page = page.replace(
         "<body>",
         f"<body data-crbc-graph='{esc(graph_key)}' data-crbc-name='{esc(fname)}' "
-        f"data-crbc-min-label='{float(min_label_px):g}'><div id='crbc-head'>{legend}{_TOOLS}</div>",
+        f"data-crbc-min-label='{float(min_label_px):g}' data-crbc-fit='{float(fit_ratio):.4g}'>"
+        f"<div id='crbc-head'>{legend}{_TOOLS}</div>",
         1,
     )
     return page.replace("</body>", PAGE_SCRIPT + "</body>", 1)

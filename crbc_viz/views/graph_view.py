@@ -57,6 +57,12 @@ __all__ = ["DEFAULT_MAX_NODES", "FRESH_COLOR", "GraphDrawing", "graph_html", "gr
 
 #: Anchors drawn one by one before a group is summarised (`crbc_viz.views.layout.summarise`).
 DEFAULT_MAX_NODES = 120
+#: A canvas that takes its drawing's shape: the width (canvas px) the layout fills, about the
+#: narrowest canvas of the app's Graph page (an 800 px window), so that a wider one shows it at
+#: a scale ≥ 1; and the room (px) around the layout's box for node labels, self-loops and
+#: the boundaries' boxes.
+FIT_WIDTH = 720.0
+_FIT_PAD = (90.0, 70.0)
 
 
 @dataclass(frozen=True)
@@ -151,6 +157,8 @@ def _anchor_nodes(sc: _Scene, pl: Placement) -> list[dict]:
             {
                 "id": n,
                 "label": short_label(graph.node_anchor_obs[n], local, pl.label_chars),
+                # What the page's label placement shortens the label to where it has no room.
+                "crbcShort": f"s{local}",
                 "title": tip + sc.credit_note,
                 "x": float(x),
                 "y": float(y),
@@ -397,7 +405,8 @@ def _edges(sc: _Scene, pl: Placement, records: list[dict], cut: np.ndarray, show
                 if kind.startswith("agg")
                 else 1.0,
             },
-            "font": {"size": FONT["edge"], "align": "middle", "color": "#333333", "strokeWidth": 3},
+            # Horizontal: the page's label placement moves it by its upright box.
+            "font": {"size": FONT["edge"], "align": "horizontal", "color": "#333333", "strokeWidth": 3},
         }
         if r["src"] == r["dst"]:
             loops.setdefault(r["src"], []).append(edge)
@@ -446,6 +455,7 @@ def graph_drawing(
     min_label_px: float = MIN_LABEL_PX,
     why_on_click: bool = False,
     mark_opened: bool = False,
+    fit_canvas: bool = False,
 ) -> GraphDrawing:
     """The anchor graph of group ``group`` as a standalone HTML page (vis-network inlined).
 
@@ -476,6 +486,11 @@ def graph_drawing(
             adds the clicked edge's with `crbc_viz.views.why.open_why`); else the
             `crbc_viz.views.why.MAX_WHY_EDGES` most travelled edges' panels are in the page.
         mark_opened: ring the anchors that the last click in ``opened`` drew (`FRESH_COLOR`).
+        fit_canvas: the canvas takes the drawing's shape: the layout fills a `FIT_WIDTH` box
+            as tall as its columns need (`crbc_viz.views.layout.fit_box`) and the page makes
+            its canvas's height its width × that box's aspect, within bounds (the body grows
+            with it: embed it in a frame that follows its content's height); else the
+            canvas is ``height_px`` less the legend row.
 
     Clicking a node or an edge posts ``{crbc: "pick", kind, id}`` to the parent window (the
     app turns it into a selection); the id is the node's global id, the edge's vis id
@@ -506,6 +521,7 @@ def graph_drawing(
         selected_node=selected_node,
         by_step=by_step,
         min_label_px=min_label_px,
+        fit_width=FIT_WIDTH if fit_canvas else None,
     )
     nv = node_values(graph, result)
     q, c = pair_values(graph, result)
@@ -551,6 +567,7 @@ def graph_drawing(
         graph_key=graph_key,
         name=f"graph_{est}{('_' + params_text) if params_text else ''}",
         min_label_px=min_label_px,
+        fit_ratio=(pl.box[1] + _FIT_PAD[1]) / (pl.box[0] + _FIT_PAD[0]) if fit_canvas else 0.0,
     )
     # "Why this number": a click on an (anchor, action) edge opens its arithmetic in a panel.
     why = [

@@ -46,6 +46,7 @@ __all__ = [
     "crossings",
     "layered_positions",
     "layout_box",
+    "fit_box",
     "layered_layout",
     "summarise",
     "summary_positions",
@@ -62,6 +63,9 @@ MAX_CLUSTERS = 24
 #: nodes of one sub-column (a dot and its label below it), and between neighbouring columns or
 #: sub-columns (a label like ``s1234`` at 16 px).
 MIN_GAP = {"dy": 44.0, "dx": 46.0}
+#: Centre-to-centre distance (canvas px) from the last column to the SUCCESS / FAILURE boxes
+#: (half a box with its 18 px label, a dot and a gap).
+_BOUNDARY_GAP = 80.0
 _MAX_BANDS = 6
 _MAX_SUBCOLUMNS = 4
 _SWEEPS = 8
@@ -314,6 +318,27 @@ def layout_box(height_px: int) -> tuple[float, float]:
     return 1180.0 * h / (0.72 * 620.0), h
 
 
+#: A fitted box's height, as a share of its width, at least and at most.
+FIT_ASPECT = (0.45, 1.1)
+
+
+def fit_box(sizes, width: float) -> tuple[float, float]:
+    """(width, height) in canvas pixels of a box that holds columns of ``sizes`` items (the
+    boundaries' column not counted) at ``width`` without squeezing them: its height gives the
+    tallest column of every band at most two staggered sub-columns at the minimum spacing
+    (`MIN_GAP`), within `FIT_ASPECT` of ``width`` — the shape of what is drawn, for a canvas
+    whose height follows its drawing."""
+    sizes = [int(n) for n in sizes if int(n) > 0] or [1]
+    grid = _grid(len(sizes), max(sizes), float(width), float(width))
+    tallest = max(
+        max(sizes[b * grid.per_band : (b + 1) * grid.per_band], default=1) for b in range(grid.bands)
+    )
+    band_h = (tallest - 1) * MIN_GAP["dy"] / 2.0 + MIN_GAP["dy"]
+    need = band_h * grid.bands / (0.8 if grid.bands > 1 else 1.0)
+    lo, hi = FIT_ASPECT
+    return float(width), float(min(max(need, lo * width), hi * width))
+
+
 @dataclass(frozen=True)
 class _Grid:
     bands: int
@@ -378,7 +403,15 @@ def layered_positions(
             int(min(_MAX_SUBCOLUMNS, max(1, math.ceil((len(body[c]) - 1) * MIN_GAP["dy"] / grid.band_h))))
             for c in cols_here
         ]
-        units = np.asarray([*sub, 1], dtype=np.float64)
+        # The boundaries' column is as wide as their boxes need: at least `_BOUNDARY_GAP`
+        # from the last column's centre to theirs.
+        rest = sum(sub) - sub[0] / 2.0
+        wide = (
+            (2.0 * _BOUNDARY_GAP * rest - sub[-1] * width) / (width - _BOUNDARY_GAP)
+            if width > _BOUNDARY_GAP
+            else 1.0
+        )
+        units = np.asarray([*sub, max(1.0, wide)], dtype=np.float64)
         centres = np.cumsum(units) - units / 2.0
         unit_px = width / (centres[-1] - centres[0])  # > 0: at least one column and the boundaries
         xs = x0 + (centres - centres[0]) * unit_px

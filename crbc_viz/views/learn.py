@@ -156,20 +156,6 @@ _PROJECTOR = """
   #crbc-tools button { font-size: 16px !important; }
   div.vis-tooltip, table.crbc-tab { font-size: 16px !important; }
 </style>
-<script>
-// Projector sizes: scale every node and edge label (their sizes are set per item).
-(function () {
-  if (typeof nodes === "undefined" || typeof edges === "undefined") { return; }
-  function big(ds, f) {
-    ds.update(ds.get().map(function (x) {
-      var font = Object.assign({}, x.font || {});
-      font.size = Math.round((font.size || 14) * f);
-      return {id: x.id, font: font};
-    }));
-  }
-  big(nodes, 1.4); big(edges, 1.6);
-})();
-</script>
 """
 
 
@@ -183,8 +169,17 @@ def with_png_button(page: str, filename: str, projector: bool = False) -> str:
 
 
 def projector_graph(page: str) -> str:
-    """A `graph_html` page for a projector: legend, tools and tooltips at 16 px, node and edge
-    labels scaled up (×1.4, ×1.6)."""
+    """A `graph_html` page for a projector: legend, tools and tooltips at 16 px, and every node
+    and edge label at least `PROJECTOR_MIN_FONT` px on screen at the fitted scale (the page's
+    smallest label, which its script applies in canvas units: a fixed factor on a canvas
+    drawn at a scale below 1 left them at 12–15 px)."""
+    page = re.sub(
+        r"data-crbc-min-label='[^']*'", f"data-crbc-min-label='{PROJECTOR_MIN_FONT:g}'", page, count=1
+    )
+    # In the head: a style parsed after the page's script would grow the legend row after the
+    # first fit, shrinking the canvas and vis-network's zoom with it.
+    if "</head>" in page:
+        return page.replace("</head>", _PROJECTOR + "</head>", 1)
     return page.replace("</body>", _PROJECTOR + "</body>", 1)
 
 

@@ -5,10 +5,11 @@ Python package, never `playwright install`) from the vis-network object itself: 
 Default view at 1440×900 for groups of 34 (Sokoban task-04), 104 (TextWorld task-09), ~300 and
 ~2,000 anchors (random MDPs): SUCCESS and FAILURE drawn and labelled at ≥ 10 px; the drawn
 nodes span ≥ 60 % of the canvas width and ≥ 30 % of its height; the median distance to the
-nearest drawn neighbour ≥ 24 px; ≥ 90 % of drawn nodes labelled at ≥ 10 px. At 800×900 (the
-layout drawn at ~0.6 of that scale) the labels still are: SUCCESS, FAILURE and ≥ 90 % of the
-nodes at ≥ 10 px. In projector mode at 1280 px (the real app) node and edge labels, the legend
-and the buttons are ≥ 16 px. Then: the legend
+nearest drawn neighbour ≥ 24 px; every drawn label ≥ 10 px, a label hidden where it would
+cover another counted in the page's note (≥ 60 % of nodes keep theirs). The app's Graph page at
+800, 1280 and 1440 px (overlaps, spans, projector sizes): ``test_graph_canvas.py``. In
+projector mode at 1280 px (the real app) node and edge labels, the legend and the buttons are
+≥ 16 px. Then: the legend
 and the Fit/PNG/SVG buttons apart at 800 and 1440 px, self-loop labels apart, a hovered
 node's edges keeping their credit colours, and in the real app a "+n anchors" cluster that a
 click opens. Screenshots go to ``test-output/``."""
@@ -95,7 +96,8 @@ MEASURE = """() => {
     out.push({id: String(id), x: p.x, y: p.y, label: String(n.options.label || ''),
               px: n.options.font.size * s});
   }
-  return {w: r.width, h: r.height, nodes: out};
+  return {w: r.width, h: r.height, nodes: out,
+          note: (document.getElementById('crbc-hidden') || {}).textContent || ''};
 }"""
 
 
@@ -108,6 +110,8 @@ def _check_geometry(m: dict, where: str) -> dict:
         "span_x": float(np.ptp(xy[:, 0]) / m["w"]),
         "span_y": float(np.ptp(xy[:, 1]) / m["h"]),
         "median_nearest_px": float(np.median(d.min(axis=1))),
+        # A label that would cover another is hidden (blank), and the page says how many.
+        "hidden": sum(not n["label"].strip() for n in nodes),
         "labelled_10px": sum(bool(n["label"].strip()) and n["px"] >= 10 for n in nodes) / len(nodes),
     }
     for bid in ("SUCCESS", "FAILURE"):
@@ -116,7 +120,11 @@ def _check_geometry(m: dict, where: str) -> dict:
         assert 0 <= b["x"] <= m["w"] and 0 <= b["y"] <= m["h"], (where, b, m["w"], m["h"])
     assert got["span_x"] >= 0.6 and got["span_y"] >= 0.3, (where, got)
     assert got["median_nearest_px"] >= 24, (where, got)
-    assert got["labelled_10px"] >= 0.9, (where, got)
+    assert got["labelled_10px"] >= 0.6, (where, got)
+    assert all(n["px"] >= 10 for n in nodes if n["label"].strip()), (where, got)
+    hidden = got["hidden"]
+    said = int(m["note"].split()[0]) if m["note"].strip() else 0  # node and edge labels hidden
+    assert hidden <= said, (where, hidden, m["note"])
     return got
 
 
@@ -127,34 +135,6 @@ def test_default_view_geometry(browser, pages, name):
         m = pg.evaluate(MEASURE)
         _check_geometry(m, name)
         assert all(0 <= n["x"] <= m["w"] and 0 <= n["y"] <= m["h"] for n in m["nodes"])  # all in view
-    finally:
-        pg.close()
-
-
-def _check_labels(m: dict, where: str, min_px: float) -> None:
-    """SUCCESS and FAILURE labelled at ≥ ``min_px`` on screen and in view; ≥ 90 % of the drawn
-    nodes labelled at ≥ ``min_px``."""
-    nodes = m["nodes"]
-    for bid in ("SUCCESS", "FAILURE"):
-        b = next(n for n in nodes if n["id"] == bid)
-        assert b["label"].startswith(bid) and b["px"] >= min_px, (where, b)
-        assert 0 <= b["x"] <= m["w"] and 0 <= b["y"] <= m["h"], (where, b, m["w"], m["h"])
-    small = [
-        (n["id"], n["label"], round(n["px"], 1)) for n in nodes if not n["label"].strip() or n["px"] < min_px
-    ]
-    assert len(small) <= 0.1 * len(nodes), (where, len(small), len(nodes), small[:5])
-
-
-@pytest.mark.parametrize("name", list(GROUPS))
-def test_labels_legible_at_800(browser, pages, name):
-    """In an 800 px window the layout is drawn at ~0.6 of its 1440 px scale; its labels are
-    still ≥ 10 px on screen, every node in view."""
-    pg = _open(browser, pages[name], 800)
-    try:
-        m = pg.evaluate(MEASURE)
-        assert m["w"] <= 800
-        _check_labels(m, f"{name} at 800 px", 10.0)
-        assert all(0 <= n["x"] <= m["w"] and 0 <= n["y"] <= m["h"] for n in m["nodes"])
     finally:
         pg.close()
 
@@ -364,7 +344,9 @@ def test_projector_mode_graph_labels_at_1280(browser):
             frame = _graph_frame(pg)
             m = frame.evaluate(MEASURE)
             assert m["w"] < 1280 and len(m["nodes"]) >= 10, m["w"]
-            _check_labels(m, "projector, 1280 px", 16.0)
+            drawn = [n for n in m["nodes"] if n["label"].strip()]
+            assert {"SUCCESS", "FAILURE"} <= {n["id"] for n in drawn}
+            assert all(n["px"] >= 16 for n in drawn), [n for n in drawn if n["px"] < 16][:5]
             edges = frame.evaluate(EDGE_LABELS)
             assert edges, "no labelled edge (labels=on)"
             assert all(e["px"] >= 16 for e in edges), [e for e in edges if e["px"] < 16][:5]

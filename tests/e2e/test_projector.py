@@ -232,3 +232,67 @@ def test_learn_screenshots_and_titles(server, browser, width):
     finally:
         ctx.close()
     assert not bad, "\n".join(bad)
+
+
+#: Every non-empty text of every plotly figure, at its size on screen (its font size × the
+#: scale its SVG transforms apply, e.g. bar text shrunk to fit).
+_FIGURE_TEXT_JS = """() => [...document.querySelectorAll('.js-plotly-plot svg text')]
+  .filter(e => e.textContent.trim() && e.getBoundingClientRect().width > 0)
+  .map(e => { const m = e.getCTM(), root = e.ownerSVGElement.getCTM();
+              const k = m && root ? Math.hypot(m.a, m.b) / Math.hypot(root.a, root.b) : 1;
+              return [e.textContent.trim().slice(0, 40), parseFloat(getComputedStyle(e).fontSize) * k]; })"""
+
+#: Every drawn node and edge label of a graph frame, at its size on screen (font × zoom).
+_GRAPH_TEXT_JS = """() => {
+  if (typeof network === 'undefined' || !network) return null;
+  const c = document.querySelector('#mynetwork canvas');
+  if (!c || !c.clientWidth || document.body.getAttribute('data-crbc-ready') !== '1') return null;
+  const s = network.getScale(), out = [];
+  for (const id of network.body.nodeIndices) {
+    const n = network.body.nodes[id];
+    if (String(n.options.label || '').trim()) out.push(['node', String(n.options.label), n.options.font.size * s]);
+  }
+  for (const id of network.body.edgeIndices) {
+    const e = network.body.edges[id];
+    if (e.connected && String(e.options.label || '').trim()) out.push(['edge', String(e.options.label), e.options.font.size * s]);
+  }
+  return out;
+}"""
+
+
+def test_projector_every_lesson_graph_and_figure_text_at_1280(server, browser):
+    """``?projector=1`` at 1280 px: on every lesson, every text drawn in a figure (titles,
+    ticks, legends, annotations, cell and bar text) and every node and edge label drawn on a
+    graph canvas is ≥ 16 px on screen."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 1600})
+    pg = ctx.new_page()
+    small, kinds, graphs, texts = [], set(), 0, 0
+    try:
+        for n in LESSONS:
+            open_lesson(pg, server, n)
+            # A graph kept in an expander ("The graph of this group") is drawn once opened.
+            for summary in pg.locator("[data-testid='stExpander'] summary", has_text="graph").all():
+                summary.click()
+                app_idle(pg)
+                pg.frame_locator("iframe").last.locator("body[data-crbc-ready='1']").wait_for(
+                    state="attached", timeout=WAIT_MS
+                )
+            figure = pg.evaluate(_FIGURE_TEXT_JS)
+            texts += len(figure)
+            small += [f"lesson {n}: figure text {t!r} at {px:.1f}px" for t, px in figure if px < MIN_PX]
+            for f in pg.frames:
+                try:
+                    got = f.evaluate(_GRAPH_TEXT_JS)
+                except Exception:  # not a graph page
+                    continue
+                if not got:
+                    continue
+                graphs += 1
+                kinds |= {k for k, _, _ in got}
+                small += [
+                    f"lesson {n}: graph {k} label {t!r} at {px:.1f}px" for k, t, px in got if px < MIN_PX
+                ]
+    finally:
+        ctx.close()
+    assert graphs >= 3 and kinds == {"node", "edge"} and texts > 100, (graphs, kinds, texts)
+    assert not small, "\n".join(small[:40])

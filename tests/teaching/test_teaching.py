@@ -186,8 +186,9 @@ def test_export_config_and_png_button():
     # ours sits in a corner of the canvas, where the zoom buttons are.
     assert 'setAttribute("data-crbc-name", "abc")' in page and "<button" not in page
     assert page.count("</body>") == 1 and "big(nodes" not in page
-    big = V.with_png_button("<body></body>", "g", projector=True)
-    assert "big(nodes, 1.4)" in big and "#crbc-head { font-size: 16px" in big
+    big = V.with_png_button("<body data-crbc-min-label='10'></body>", "g", projector=True)
+    # Projector labels: at least 16 px on screen (the page's own minimum), not a fixed factor.
+    assert "data-crbc-min-label='16'" in big and "#crbc-head { font-size: 16px" in big
     assert V.projector_graph("<body></body>") == V.projector_graph("<body></body>")
 
 

@@ -192,6 +192,7 @@ def _draw(sel, graph, ctl: dict, ptxt: str) -> None:
             opened=opened,
             mark_opened=fresh,
             min_label_px=PROJECTOR_MIN_FONT if on_projector else MIN_LABEL_PX,
+            fit_canvas=True,
         )
     if focused and drawn < total:
         st.info(
@@ -208,7 +209,8 @@ def _draw(sel, graph, ctl: dict, ptxt: str) -> None:
         st.info(f"{total} anchors: choose a rollout or an anchor to focus on its neighbourhood.")
     edge = why_edge(gkey)
     page = open_why(page, edge, edge_explanation(graph, sel.result(sel.estimator), edge) if edge else None)
-    st.iframe(projector_graph_page(page) if on_projector else page, height=HEIGHT + 12)
+    # The canvas takes the drawing's shape; the frame follows the page's height.
+    st.iframe(projector_graph_page(page) if on_projector else page, height="content")
     # Below the drawing, so that the first click on a cluster does not move the drawing down.
     if opened and st.button("Fold the opened clusters", key="graph_fold"):
         st.session_state[_OPENED].pop(gkey, None)
