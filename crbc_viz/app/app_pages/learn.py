@@ -34,7 +34,7 @@ PAGE = {
     "icon": ":material/school:",
     "url_path": "learn",
     "own_data": True,
-    "ready": "iframe",
+    "ready": "iframe, .js-plotly-plot, [data-testid='stTable'], [data-testid='stDataFrame']",
 }
 
 LESSON_KEY = "learn_lesson"
