@@ -56,49 +56,11 @@ def random_mdp_batch(
     rng = np.random.default_rng(seed)
     n_s = num_states or max(6, max_steps // 2)
     G, A = num_groups, num_actions
-    goal = n_s - 1
-    trap = n_s - 2 if n_s >= 4 else -1
-    # Primary successor per (group, state, action).
-    nxt = rng.integers(0, n_s, size=(G, n_s, A))
-    forward = np.minimum(np.arange(n_s)[None, :] + rng.integers(1, 3, size=(G, n_s)), goal)
-    nxt[:, :, 0] = forward
-    u = rng.random((G, n_s, A))
-    nxt = np.where(u < p_self, np.arange(n_s)[None, :, None], nxt)
-    back = rng.integers(0, np.maximum(np.arange(n_s), 1)[None, :, None], size=(G, n_s, A))
-    nxt = np.where((u >= p_self) & (u < p_self + p_back), back, nxt)
-    fail_exit = rng.random((G, n_s, A)) < p_fail
-    fail_exit[:, :, 0] = False
-    if trap >= 0:
-        # Dead end: from the trap state every action stays or moves between trap and itself.
-        nxt[:, trap, :] = trap
-        fail_exit[:, trap, :] = False
-    alt = rng.integers(0, n_s, size=(G, n_s, A))
-
-    R = G * rollouts
+    nxt, fail_exit, alt = _mdp(rng, G, n_s, A, p_self=p_self, p_back=p_back, p_fail=p_fail)
     group_of = np.repeat(np.arange(G), rollouts)
-    state = np.zeros(R, dtype=np.int64)
-    alive = np.ones(R, dtype=bool)
-    success = np.zeros(R, dtype=bool)
-    done_at = np.full(R, -1, dtype=np.int64)
-    rec_state = np.full((max_steps, R), -1, dtype=np.int64)
-    rec_action = np.zeros((max_steps, R), dtype=np.int64)
-    for t in range(max_steps):
-        idx = np.flatnonzero(alive)
-        if idx.size == 0:
-            break
-        g, s = group_of[idx], state[idx]
-        act = np.where(rng.random(idx.size) < p_progress, 0, rng.integers(0, A, idx.size))
-        rec_state[t, idx] = s
-        rec_action[t, idx] = act
-        x = nxt[g, s, act]
-        x = np.where(rng.random(idx.size) < p_stochastic, alt[g, s, act], x)
-        failed = fail_exit[g, s, act]
-        reached = (x == goal) & ~failed
-        ended = failed | reached
-        success[idx[reached]] = True
-        done_at[idx[ended]] = t
-        alive[idx[ended]] = False
-        state[idx] = x
+    rec_state, rec_action, success, done_at = _roll_out(
+        rng, (nxt, fail_exit, alt), group_of, max_steps, p_progress=p_progress, p_stochastic=p_stochastic
+    )
     # Flatten rollout-major: trajectory r's steps are rec_*[0:len_r, r].
     lens = (rec_state >= 0).sum(axis=0)
     keep = lens > 0
@@ -162,6 +124,64 @@ def random_mdp_batch(
         groups=groups,
         source=f"<{run_id}>",
     )
+
+
+def _mdp(rng, G: int, n_s: int, A: int, *, p_self: float, p_back: float, p_fail: float):
+    """Each task's MDP ``[G, n_s, A]``: the primary successor, whether the action is a failure
+    exit, and the alternative successor a stochastic transition takes."""
+    goal = n_s - 1
+    trap = n_s - 2 if n_s >= 4 else -1
+    # Primary successor per (group, state, action).
+    nxt = rng.integers(0, n_s, size=(G, n_s, A))
+    forward = np.minimum(np.arange(n_s)[None, :] + rng.integers(1, 3, size=(G, n_s)), goal)
+    nxt[:, :, 0] = forward
+    u = rng.random((G, n_s, A))
+    nxt = np.where(u < p_self, np.arange(n_s)[None, :, None], nxt)
+    back = rng.integers(0, np.maximum(np.arange(n_s), 1)[None, :, None], size=(G, n_s, A))
+    nxt = np.where((u >= p_self) & (u < p_self + p_back), back, nxt)
+    fail_exit = rng.random((G, n_s, A)) < p_fail
+    fail_exit[:, :, 0] = False
+    if trap >= 0:
+        # Dead end: from the trap state every action stays or moves between trap and itself.
+        nxt[:, trap, :] = trap
+        fail_exit[:, trap, :] = False
+    alt = rng.integers(0, n_s, size=(G, n_s, A))
+    return nxt, fail_exit, alt
+
+
+def _roll_out(
+    rng, mdp: tuple, group_of: np.ndarray, max_steps: int, *, p_progress: float, p_stochastic: float
+):
+    """The behaviour policy run on every rollout at once (rollout ``r`` in task ``group_of[r]``):
+    the states and actions ``[max_steps, R]`` (state -1 past the end), success and the step
+    each rollout ended at (-1: truncated)."""
+    nxt, fail_exit, alt = mdp
+    A, goal = nxt.shape[2], nxt.shape[1] - 1
+    R = len(group_of)
+    state = np.zeros(R, dtype=np.int64)
+    alive = np.ones(R, dtype=bool)
+    success = np.zeros(R, dtype=bool)
+    done_at = np.full(R, -1, dtype=np.int64)
+    rec_state = np.full((max_steps, R), -1, dtype=np.int64)
+    rec_action = np.zeros((max_steps, R), dtype=np.int64)
+    for t in range(max_steps):
+        idx = np.flatnonzero(alive)
+        if idx.size == 0:
+            break
+        g, s = group_of[idx], state[idx]
+        act = np.where(rng.random(idx.size) < p_progress, 0, rng.integers(0, A, idx.size))
+        rec_state[t, idx] = s
+        rec_action[t, idx] = act
+        x = nxt[g, s, act]
+        x = np.where(rng.random(idx.size) < p_stochastic, alt[g, s, act], x)
+        failed = fail_exit[g, s, act]
+        reached = (x == goal) & ~failed
+        ended = failed | reached
+        success[idx[reached]] = True
+        done_at[idx[ended]] = t
+        alive[idx[ended]] = False
+        state[idx] = x
+    return rec_state, rec_action, success, done_at
 
 
 def batch_to_rows(batch: RolloutBatch) -> list[dict]:

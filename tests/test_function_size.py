@@ -1,7 +1,8 @@
-"""Small enough to read: in the package, the app and its pages, no function takes more than
-``MAX_POSITIONAL`` positional parameters (numba takes named tuples of arrays; the ingest its
-options object) or runs over ``MAX_LINES`` lines, and the engine's raw-array entry point takes its
-defaults from `CRBCParams` instead of repeating them."""
+"""Small enough to read: in the package, the app and its pages, no module runs over
+``MAX_MODULE_LINES`` lines, no function takes more than ``MAX_POSITIONAL`` positional parameters
+(numba takes named tuples of arrays; the ingest its options object) or runs over ``MAX_LINES``
+lines, and the engine's raw-array entry point takes its defaults from `CRBCParams` instead of
+repeating them."""
 
 from __future__ import annotations
 
@@ -11,41 +12,91 @@ import inspect
 
 from helpers import ROOT
 
-MAX_POSITIONAL = 10
-MAX_LINES = 150
+MAX_POSITIONAL = 8
+MAX_LINES = 100
+MAX_MODULE_LINES = 700
 ENGINE = "crbc_viz/backends/numba/crbc.py"
 MODULES = tuple(
     sorted(str(p.relative_to(ROOT)) for p in [*(ROOT / "crbc_viz").rglob("*.py"), ROOT / "app.py"])
 )
 
 
-def oversized(source: str, where: str) -> list[str]:
-    """``where:line name: …`` for each function of ``source`` over either limit."""
+#: Debts being paid in other branches: the modules (``"path"``) and functions (``("path",
+#: "name")``) still over a limit, in files whose split is not this change's. Each entry is
+#: removed as its file is split; the set is to end empty, and nothing is added to it.
+NOT_YET: set = {
+    "crbc_viz/integrations/_core.py",
+    ("crbc_viz/integrations/_core.py", "_assemble"),
+    "crbc_viz/store/ingest.py",
+    ("crbc_viz/store/ingest.py", "_write_batch_parts"),
+    "crbc_viz/views/learn.py",
+    ("crbc_viz/views/graph_view.py", "graph_drawing"),
+    ("crbc_viz/app/app_pages/data.py", "render"),
+    ("crbc_viz/app/app_pages/training.py", "render"),
+}
+
+
+def oversized_entries(source: str, where: str) -> list[tuple[str, str, str]]:
+    """``(where, name, line)`` for each function of ``source`` over either limit, and
+    ``(where, "", line)`` for the module itself when it runs over ``MAX_MODULE_LINES``."""
     out = []
+    if (n := len(source.splitlines())) > MAX_MODULE_LINES:
+        out.append((where, "", f"{where}: {n} lines"))
     for node in ast.walk(ast.parse(source, where)):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             args = [a.arg for a in node.args.posonlyargs + node.args.args]
             positional = len(args) - (args[:1] in (["self"], ["cls"]))
             lines = node.end_lineno - node.lineno + 1
             if positional > MAX_POSITIONAL or lines > MAX_LINES:
-                out.append(f"{where}:{node.lineno} {node.name}: {positional} positional, {lines} lines")
+                out.append(
+                    (
+                        where,
+                        node.name,
+                        f"{where}:{node.lineno} {node.name}: {positional} positional, {lines} lines",
+                    )
+                )
     return out
 
 
+def oversized(source: str, where: str) -> list[str]:
+    """``where:line name: …`` for each function of ``source`` over either limit (and
+    ``where: n lines`` for a module over ``MAX_MODULE_LINES``)."""
+    return [text for _, _, text in oversized_entries(source, where)]
+
+
 def test_oversized_finds_long_signatures_and_bodies():
-    eleven = "def f(" + ", ".join(f"a{i}" for i in range(11)) + "):\n    pass\n"
-    ten_and_self = "class C:\n    def m(self, " + ", ".join(f"a{i}" for i in range(10)) + "):\n        pass\n"
-    long_body = "def h():\n" + "    x = 1\n" * 150
-    assert oversized(eleven + ten_and_self + long_body, "m.py") == [
-        "m.py:1 f: 11 positional, 2 lines",
-        "m.py:6 h: 0 positional, 151 lines",
+    nine = "def f(" + ", ".join(f"a{i}" for i in range(9)) + "):\n    pass\n"
+    eight_and_self = (
+        "class C:\n    def m(self, " + ", ".join(f"a{i}" for i in range(8)) + "):\n        pass\n"
+    )
+    long_body = "def h():\n" + "    x = 1\n" * 100
+    just_fits = "def k():\n" + "    x = 1\n" * 99
+    assert oversized(nine + eight_and_self + long_body + just_fits, "m.py") == [
+        "m.py:1 f: 9 positional, 2 lines",
+        "m.py:6 h: 0 positional, 101 lines",
     ]
 
 
-def test_no_oversized_functions():
+def test_oversized_finds_long_modules():
+    assert oversized("x = 1\n" * 700, "m.py") == []
+    assert oversized("x = 1\n" * 701, "m.py") == ["m.py: 701 lines"]
+
+
+def _found() -> list[tuple[str, str, str]]:
+    return [e for m in MODULES for e in oversized_entries((ROOT / m).read_text(), m)]
+
+
+def test_no_oversized_modules_or_functions():
     assert ENGINE in MODULES and "crbc_viz/app/app_pages/graph.py" in MODULES and len(MODULES) > 100
-    found = [s for m in MODULES for s in oversized((ROOT / m).read_text(), m)]
+    found = [text for where, name, text in _found() if (where if not name else (where, name)) not in NOT_YET]
     assert not found, "split these:\n" + "\n".join(found)
+
+
+def test_not_yet_lists_only_what_still_fails():
+    """An entry whose module or function now fits is removed from `NOT_YET` (it would hide a
+    new debt)."""
+    failing = {where if not name else (where, name) for where, name, _ in _found()}
+    assert not NOT_YET - failing, f"fits now, remove from NOT_YET: {sorted(NOT_YET - failing, key=str)}"
 
 
 def test_engine_defaults_come_from_the_params_dataclass():

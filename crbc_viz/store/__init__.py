@@ -1,9 +1,10 @@
-"""Whole training runs: a Parquet + DuckDB log store. `layout` (format, manifests, parts,
-lock), `query` (the read side: `LogStore`), `ingest` (the write side: `ingest`,
-`drop_incomplete`), `identity` (which source a log is: the key its manifest is filed under),
-`stream` (a large source read in chunks cut at group boundaries), `watch` (``ingest --watch``),
-`s3` (a store at ``s3://BUCKET/PREFIX``: its paths and the one-writer lease).
-Trends and export live in `crbc_viz.analysis`.
+"""Whole training runs: a Parquet + DuckDB log store. `layout` (format, manifests, parts, lock),
+`query` (the read side: `LogStore`; `manifests` what the manifests say, `scan` how its queries
+reach the parts), `ingest` (the write side: `ingest`, `drop_incomplete`), `identity` (which source
+a log is: the key its manifest is filed under), `stream` (a large source read in chunks cut at
+group boundaries), `watch` (``ingest --watch``; `complete` whether a log can be read yet,
+`watch_status` what the app reads of it), `s3` (a store at ``s3://BUCKET/PREFIX``: its paths and
+the one-writer lease). Trends and export live in `crbc_viz.analysis`.
 
 Note: the package attribute ``crbc_viz.store.ingest`` is the `ingest` function; the module is
 ``sys.modules["crbc_viz.store.ingest"]`` (``importlib.import_module``)."""

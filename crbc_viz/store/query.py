@@ -33,7 +33,9 @@ from .layout import (
     _sum_outcome_counts,
     glob_literal,
 )
+from .manifests import _manifest_parts, _sum_import_counts, hidden_sources
 from .s3 import LEASE_NAME, is_remote, store_root
+from .scan import _Connection, _s3_dataset
 
 __all__ = ["LogStore", "open_store", "parse_group_label", "incomplete_sources", "hidden_sources"]
 
@@ -50,9 +52,6 @@ _MEMO_LOCK = threading.Lock()
 RESOLVED_MAX = 1024
 #: Datasets of parts (a store on S3) one connection keeps registered.
 VIEWS_MAX = 64
-#: The Arrow schema of each part object read (S3; a part is written once), by location.
-_SCHEMAS: dict[str, object] = {}
-SCHEMAS_MAX = 4096
 
 
 def parse_group_label(label: str) -> list[tuple[str | None, int | None, str]]:
@@ -657,106 +656,8 @@ class LogStore:
         }
 
 
-class _Connection:
-    """A DuckDB connection whose query errors (a corrupt, truncated or unreadable part) become
-    a one-line `StoreError` instead of a DuckDB traceback."""
-
-    def __init__(self, con, root: Path):
-        self._raw, self._root = con, root
-
-    def execute(self, *a, **k):
-        import duckdb
-
-        try:
-            return self._raw.execute(*a, **k)
-        except duckdb.Error as exc:
-            msg = " ".join(str(exc).split("\nLINE ")[0].split())[:400]  # not the SQL text
-            raise StoreError(
-                f"{self._root}: cannot read the store's data ({type(exc).__name__}: "
-                f"{msg}); a part file may be corrupt: re-ingest its source"
-            ) from None
-
-    def __getattr__(self, name):
-        return getattr(self._raw, name)
-
-
-def _sum_import_counts(manifests) -> dict:
-    """The importers' per-file counts (``copies_dropped``, ``copies_suspected``: see
-    `crbc_viz.io.importers._common.COUNTS`) summed over the complete sources that report them."""
-    out: dict[str, int] = {}
-    for m in manifests:
-        counts = m.get("counts") if m.get("complete") else None
-        if isinstance(counts, dict):
-            for k, v in counts.items():
-                if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
-                    out[k] = out.get(k, 0) + v
-    return out
-
-
-def _s3_dataset(root, rels: list[str]):
-    """A pyarrow dataset of the part objects ``rels`` of the store at ``root`` (an `S3Path`),
-    its schema every column of every part by name (`_united`)."""
-    import pyarrow.dataset as ds
-    import pyarrow.parquet as pq
-
-    fs = root.filesystem
-    locs = [(root / r).location for r in rels]
-    schemas = []
-    for loc in locs:
-        sch = _SCHEMAS.get(loc)
-        if sch is None:
-            sch = pq.read_schema(loc, filesystem=fs)
-            with _MEMO_LOCK:
-                _SCHEMAS[loc] = sch
-                while len(_SCHEMAS) > SCHEMAS_MAX:
-                    _SCHEMAS.pop(next(iter(_SCHEMAS)))
-        schemas.append(sch)
-    return ds.dataset(locs, schema=_united(schemas), filesystem=fs, format="parquet")
-
-
-def _united(schemas: list):
-    """The columns of ``schemas`` by name, in order of first appearance, as DuckDB's
-    ``union_by_name`` unites them: a column whose types differ between parts takes the type
-    that holds both (int64 and double: double), else text."""
-    import pyarrow as pa
-
-    try:
-        return pa.unify_schemas(schemas, promote_options="permissive")
-    except (pa.ArrowInvalid, pa.ArrowTypeError, NotImplementedError):
-        pass
-    types: dict[str, list] = {}
-    for s in schemas:
-        for f in s:
-            types.setdefault(f.name, []).append(f.type)
-    fields = []
-    for name, ts in types.items():
-        try:
-            t = pa.unify_schemas([pa.schema([(name, t)]) for t in ts], promote_options="permissive")[0].type
-        except (pa.ArrowInvalid, pa.ArrowTypeError, NotImplementedError):
-            t = pa.string()
-        fields.append(pa.field(name, t))
-    return pa.schema(fields)
-
-
 def open_store(root: str | os.PathLike) -> LogStore:
     return LogStore(root)
-
-
-def _manifest_parts(m: dict) -> tuple[Part, ...]:
-    """The parts a (checked) manifest names, in its order."""
-    started = str(m.get("started_at", ""))
-    return tuple(
-        Part(
-            path=p["path"],
-            text=p.get("text"),
-            source=m["digest"],
-            run_id=str(p["run_id"]),
-            train_step=int(p["train_step"]),
-            rows=int(p["rows"]),
-            order=(started, m["digest"], k),
-        )
-        for k, p in enumerate(m.get("parts", []))
-    )
 
 
 def incomplete_sources(store: LogStore) -> list[dict]:
@@ -764,25 +665,3 @@ def incomplete_sources(store: LogStore) -> list[dict]:
     written now): their committed parts are readable but the source is partial. A new version
     of a log that is still incomplete is listed too (its parts stay hidden until it is whole)."""
     return [m for m in store.manifests.values() if not m.get("complete")]
-
-
-def hidden_sources(manifests: dict[str, dict]) -> set[str]:
-    """Digests of the sources readers do not see: each source a complete manifest ``replaces``,
-    and each incomplete source that replaces one still in the store (a new version of a log
-    becomes visible, and hides the old one, in the one write that marks it complete).
-
-    >>> old = {"digest": "a", "complete": True}
-    >>> new = {"digest": "b", "complete": False, "replaces": ["a"]}
-    >>> sorted(hidden_sources({"a": old, "b": new}))
-    ['b']
-    >>> sorted(hidden_sources({"a": old, "b": {**new, "complete": True}}))
-    ['a']
-    """
-    hidden: set[str] = set()
-    for digest, m in manifests.items():
-        older = [r for r in m.get("replaces", ()) if r in manifests and r != digest]
-        if m.get("complete"):
-            hidden.update(older)
-        elif older:
-            hidden.add(digest)
-    return hidden

@@ -1,15 +1,15 @@
 """Follow a trainer's dump folder while it trains: each log is ingested once it is complete, and
 again, as a new version of the same source, when it grows (``crbc-viz ingest --watch DIR``).
 
-A log is *complete* when it has not changed for ``settle`` seconds (size, mtime and inode, as
-seen by the scans) and its format says it ends there (`incomplete_reason`): JSONL and CSV end
-with a newline, JSON with ``]`` or ``}``, a gzip stream reaches its end marker, a Parquet file's
-footer reads. Until then it is *pending*, never committed. A log that changes after it was
-ingested is ingested again with ``replace=True`` (`crbc_viz.store.ingest.IngestSession.add`):
-the store switches from the old version to the new one in one manifest write, so it holds the
-log's whole content once. Sources are keyed by content and path (`crbc_viz.store.identity`), so
-after a kill -9 a new watcher ingests what is missing exactly once (an interrupted source is
-resumed, or dropped when its log changed since).
+A log is *complete* when it has not changed for ``settle`` seconds (size, mtime and inode, as seen
+by the scans) and its format says it ends there (`incomplete_reason`, in
+`crbc_viz.store.complete`): JSONL and CSV end with a newline, JSON with ``]`` or ``}``, a gzip
+stream reaches its end marker, a Parquet file's footer reads. Until then it is *pending*, never
+committed. A log that changes after it was ingested is ingested again with ``replace=True``
+(`crbc_viz.store.ingest.IngestSession.add`): the store switches from the old version to the new one
+in one manifest write, so it holds the log's whole content once. Sources are keyed by content and
+path (`crbc_viz.store.identity`), so after a kill -9 a new watcher ingests what is missing exactly
+once (an interrupted source is resumed, or dropped when its log changed since).
 
 The folder is walked as ``ingest DIR`` walks it (`crbc_viz.io.importers.expand_sources`): every
 log file below it, one source each; a folder of rLLM episodes (``--format rllm``, or detected
@@ -22,7 +22,7 @@ every ``poll_interval`` seconds: network file systems, where events do not arriv
 watcher only waits.
 
 The watcher writes `STATUS_FILE` into the store (pending logs, counts, a heartbeat time) for the
-app's Across training page; `store_state` reads what that page shows without opening the store.
+app's Across training page; `store_state` (`crbc_viz.store.watch_status`) reads what that page shows without opening the store.
 No streamlit here.
 """
 
@@ -30,15 +30,12 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import gzip
-import hashlib
 import json
 import logging
 import math
 import os
 import threading
 import time
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +43,9 @@ from pathlib import Path
 from .._extras import MissingExtra, install_hint, require
 from ..errors import StoreError
 from ..io.write import atomic_path
+from .complete import incomplete_reason
 from .ingest import IngestSession
+from .watch_status import HEARTBEAT_S, STATUS_FILE, read_status, store_state
 
 __all__ = [
     "Watcher",
@@ -68,8 +67,6 @@ log = logging.getLogger(__name__)
 SETTLE_S = 5.0
 #: Seconds between two scans when polling (``--poll-interval``).
 POLL_S = 2.0
-#: Seconds between two heartbeats while idle (a ``-v`` line, and the status file's time).
-HEARTBEAT_S = 30.0
 #: With change events, a full rescan this often anyway (events can be lost: a full queue).
 RESCAN_S = 30.0
 #: Seconds the files of a replaced version are kept after the switch (a page that listed them
@@ -77,14 +74,8 @@ RESCAN_S = 30.0
 GRACE_S = 30.0
 #: How soon a stop asked by a signal ends the wait between two scans (s).
 STOP_POLL_S = 0.25
-#: The watcher's status in the store folder (JSON; read by the app, never by queries).
-STATUS_FILE = "watch.json"
-#: Largest status file the app reads (a bigger one is refused, not parsed).
-STATUS_MAX_BYTES = 1 << 16
 #: Pending logs named in the status file (the count is always whole).
 STATUS_LISTED = 20
-
-_GZ_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -120,80 +111,6 @@ class _Unit:
 
 def _now_iso() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat()
-
-
-def incomplete_reason(path: str) -> str | None:
-    """Why the log at ``path`` cannot be complete yet, or None when it can be read: JSONL, NDJSON
-    and CSV must end with a newline, JSON with ``]`` or ``}`` (after white space), a ``.gz``
-    file must hold a whole gzip stream (and end with a newline inside, for JSONL / CSV), a
-    Parquet file must have a footer that reads. An empty file is never complete.
-
-    >>> import tempfile, os
-    >>> d = tempfile.mkdtemp()
-    >>> p = os.path.join(d, "a.jsonl")
-    >>> _ = open(p, "w").write('{"a": 1}\\n{"a": ')
-    >>> incomplete_reason(p)
-    'does not end with a newline (a line is being written)'
-    >>> _ = open(p, "a").write('2}\\n')
-    >>> incomplete_reason(p) is None
-    True
-    """
-    low = path.lower()
-    try:
-        size = os.path.getsize(path)
-        if size == 0:
-            return "is empty"
-        if low.endswith(".gz"):
-            return _gzip_reason(path, low[:-3])
-        if low.endswith((".parquet", ".pq")):
-            return _parquet_reason(path, size)
-        with open(path, "rb") as fh:
-            fh.seek(max(0, size - 256))
-            tail = fh.read()
-    except OSError as exc:
-        return f"cannot be read ({exc.strerror or exc})"
-    return _text_reason(low, tail)
-
-
-def _text_reason(low: str, tail: bytes) -> str | None:
-    if low.endswith((".jsonl", ".ndjson", ".csv")):
-        return None if tail.endswith(b"\n") else "does not end with a newline (a line is being written)"
-    if low.endswith(".json"):
-        end = tail.rstrip()
-        return (
-            None if end.endswith((b"]", b"}")) else "does not end with ] or } (the document is being written)"
-        )
-    return None
-
-
-def _gzip_reason(path: str, inner: str) -> str | None:
-    """A gzip file is complete when its stream (every member) reaches its end marker."""
-    tail = b""
-    try:
-        with gzip.open(path, "rb") as fh:
-            while chunk := fh.read(_GZ_CHUNK):
-                tail = (tail + chunk)[-256:]
-    except (EOFError, OSError, zlib.error) as exc:
-        return f"does not hold a whole gzip stream yet ({str(exc)[:120]})"
-    if not tail:
-        return "is empty"
-    return _text_reason(inner, tail)
-
-
-def _parquet_reason(path: str, size: int) -> str | None:
-    if size < 12:
-        return "is too short for a Parquet file (being written)"
-    with open(path, "rb") as fh:
-        fh.seek(size - 4)
-        if fh.read(4) != b"PAR1":
-            return "has no Parquet footer yet (being written)"
-    import pyarrow.parquet as pq
-
-    try:
-        pq.read_metadata(path)
-    except Exception as exc:  # noqa: BLE001  (pyarrow raises several types for a torn footer)
-        return f"has a Parquet footer that does not read ({str(exc)[:120]})"
-    return None
 
 
 def _finite(name: str, value: float, *, low: float, positive: bool = False) -> float:
@@ -652,92 +569,3 @@ class Watcher:
         # by the next watcher, and a fsync per log would be most of a small log's cost.
         with atomic_path(self.store / STATUS_FILE) as tmp:
             Path(tmp).write_text(json.dumps(status, indent=1), encoding="utf-8")
-
-
-# -- what the app reads -------------------------------------------------------------------------
-def read_status(root: str | os.PathLike) -> dict | None:
-    """The watcher status of the store at ``root`` (`STATUS_FILE`), None when there is none.
-
-    The values are checked: a file that is too big, not JSON or holds mistyped fields gives
-    ``{"error": <why>}``, never a guess. ``alive``: the watcher has not stopped and reported
-    within three heartbeats."""
-    path = Path(root) / STATUS_FILE
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(STATUS_MAX_BYTES + 1)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        return {"error": f"{path}: cannot be read ({exc.strerror or exc})"}
-    if len(raw) > STATUS_MAX_BYTES:
-        return {"error": f"{path}: larger than {STATUS_MAX_BYTES} bytes; not a watcher status"}
-    try:
-        st = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        return {"error": f"{path}: not JSON ({str(exc)[:100]})"}
-    kinds = {
-        "updated_at": str,
-        "heartbeat_s": (int, float),
-        "pending": int,
-        "pending_paths": list,
-        "ingested": int,
-        "replaced": int,
-        "present": int,
-        "failed": int,
-    }
-    bad = (
-        [k for k, t in kinds.items() if not isinstance(st.get(k), t) or isinstance(st.get(k), bool)]
-        if isinstance(st, dict)
-        else ["(not an object)"]
-    )
-    if not bad:
-        try:
-            updated = _dt.datetime.fromisoformat(st["updated_at"])
-            if updated.tzinfo is None:
-                raise ValueError("no time zone")
-        except ValueError:
-            bad = ["updated_at"]
-    if bad or not all(isinstance(p, str) for p in st["pending_paths"]) or st["pending"] < 0:
-        return {"error": f"{path}: not a watcher status (field(s) {', '.join(bad) or 'pending'} mistyped)"}
-    age = (_dt.datetime.now(_dt.UTC) - updated).total_seconds()
-    hb = float(st["heartbeat_s"]) if math.isfinite(float(st["heartbeat_s"])) else HEARTBEAT_S
-    out = {k: st[k] for k in kinds}
-    out["writing"] = st.get("writing") if isinstance(st.get("writing"), str) else None
-    out["stopped"] = "stopped_at" in st
-    out["age_s"] = age
-    out["alive"] = not out["stopped"] and age <= 3 * hb + 5
-    return out
-
-
-def store_state(root: str | os.PathLike, *, status: bool = True) -> dict:
-    """What a page following the store at ``root`` needs, from one listing of its manifests
-    (none is read or followed through a link): ``signature`` (changes whenever a manifest is
-    written, added or removed), ``changed_at`` (POSIX time of the newest manifest write, None
-    for none), ``manifests`` (their count) and ``watch`` (`read_status`; None without
-    ``status``)."""
-    from .s3 import is_s3_url, store_root
-
-    h = hashlib.blake2b(digest_size=8)
-    newest, n = None, 0
-    remote = is_s3_url(root)
-    mdir = store_root(root) / "manifest"
-    try:
-        entries = sorted(mdir.scandir() if remote else os.scandir(mdir), key=lambda e: e.name)
-    except FileNotFoundError:
-        entries = []
-    for e in entries:
-        if not e.name.endswith(".json"):
-            continue
-        try:
-            st = e.stat(follow_symlinks=False)
-        except FileNotFoundError:
-            continue
-        n += 1
-        h.update(f"{e.name}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\n".encode())
-        newest = st.st_mtime if newest is None else max(newest, st.st_mtime)
-    return {
-        "signature": h.hexdigest(),
-        "changed_at": newest,
-        "manifests": n,
-        "watch": read_status(root) if status and not remote else None,
-    }

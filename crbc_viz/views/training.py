@@ -52,7 +52,6 @@ def trends_figure(
         metrics: columns to draw (default: `METRICS`; absent columns are skipped).
     """
     go = require("plotly.graph_objects", "trends_figure")
-    qualitative = require("plotly.colors").qualitative
     make_subplots = require("plotly.subplots").make_subplots
 
     # A metric with no value at all (no trainer logged an advantage) draws no line: it gets no
@@ -72,7 +71,19 @@ def trends_figure(
         fig = go.Figure()
     # Panel i's axes, as make_subplots names them (row 1: x / y, row 2: x2 / y2, …).
     axes = [("x", "y")] + [(f"x{i}", f"y{i}") for i in range(2, len(metrics) + 1)]
-    palette = qualitative.Plotly
+    traces = _trend_traces(steps, metrics, runs, axes, several=several)
+    layout = _trend_layout(steps, metrics, axes, several=several, highlight=highlight, title=title)
+    fig.add_traces(traces)
+    fig.update_layout(layout)
+    return fig
+
+
+def _trend_traces(
+    steps: pd.DataFrame, metrics: list[str], runs: list, axes: list, *, several: bool
+) -> list[dict]:
+    """`trends_figure`'s traces: one per run and metric, as plain dicts (in panel ``axes[i]``
+    of metric ``i`` when ``several`` runs are drawn)."""
+    palette = require("plotly.colors").qualitative.Plotly
     ties = {m: _hover_runs(steps, m) for m in metrics} if several else {}
     # Traces as plain dicts added in one call: a figure of 30 traces built trace by trace (each
     # validated, then placed in its panel) took most of the page's time.
@@ -109,6 +120,20 @@ def trends_figure(
                     yaxis=axes[i][1],
                 )
             traces.append(tr)
+    return traces
+
+
+def _trend_layout(
+    steps: pd.DataFrame,
+    metrics: list[str],
+    axes: list,
+    *,
+    several: bool,
+    highlight: int | None,
+    title: str | None,
+) -> dict:
+    """`trends_figure`'s layout: the dashed line at ``highlight``, the train-step ticks, and
+    the panels' (``several`` runs) or the one axis's titles, legend and size."""
     layout: dict = {}
     if highlight is not None:
         # A dashed line across each panel (what add_vline draws, without its per-panel lookups).
@@ -150,9 +175,7 @@ def trends_figure(
             hovermode="x unified",
             margin=dict(l=40, r=20, t=40 if title else 20, b=40),
         )
-    fig.add_traces(traces)
-    fig.update_layout(layout)
-    return fig
+    return layout
 
 
 def _html(text: object) -> str:

@@ -98,22 +98,7 @@ def trajectory_table(
         f"min-width:{round(92 * font_px / 12)}px;font-size:{int(font_px)}px;"
     )
     out = ["<div style='overflow-x:auto;max-width:100%;font-family:sans-serif'>"]
-    legend = []
-    for k in results:
-        if k in ok:
-            legend.append(
-                f"<span style='margin-right:14px'><b>{esc(abbrev[k])}</b> = {esc(k)} "
-                f"(±{limits[k]:.3g})</span>"
-            )
-        else:
-            legend.append(
-                f"<span style='margin-right:14px;color:#a33'><b>{esc(k)}</b>: {esc(results[k])}</span>"
-            )
-    out.append(
-        f"<div style='font-size:{int(font_px)}px;margin-bottom:4px'>chips, top to bottom: "
-        + "".join(legend)
-        + "</div>"
-    )
+    out.append(_chip_legend(results, limits, abbrev, font_px))
     out.append(
         "<table style='border-collapse:collapse'><tr>"
         f"<th style='{cell}'>rollout</th><th style='{cell}'>outcome</th>"
@@ -153,6 +138,27 @@ def trajectory_table(
         out.append("".join(row))
     out.append("</table></div>")
     return "".join(out)
+
+
+def _chip_legend(results: dict, limits: dict, abbrev: dict, font_px: int) -> str:
+    """The legend above `trajectory_table`: each estimator's chip label and its colour limit
+    (``limits``, for those that ran), or the reason it could not run."""
+    legend = []
+    for k in results:
+        if k in limits:
+            legend.append(
+                f"<span style='margin-right:14px'><b>{esc(abbrev[k])}</b> = {esc(k)} "
+                f"(±{limits[k]:.3g})</span>"
+            )
+        else:
+            legend.append(
+                f"<span style='margin-right:14px;color:#a33'><b>{esc(k)}</b>: {esc(results[k])}</span>"
+            )
+    return (
+        f"<div style='font-size:{int(font_px)}px;margin-bottom:4px'>chips, top to bottom: "
+        + "".join(legend)
+        + "</div>"
+    )
 
 
 def step_alternatives(graph: AnchorGraph, results: dict, step: int) -> pd.DataFrame:

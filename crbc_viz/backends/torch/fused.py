@@ -193,26 +193,11 @@ def crbc_step_credit_torch(
     )
     dev = step_hash.device
     S = step_hash.shape[0]
-    T = traj_offsets.shape[0] - 1
     G = group_traj_offsets.shape[0] - 1
-    traj_len = traj_offsets[1:] - traj_offsets[:-1]
-    traj_group = torch.repeat_interleave(
-        torch.arange(G, device=dev), group_traj_offsets[1:] - group_traj_offsets[:-1], output_size=T
+    step_traj, traj_group, step_node, node_group, group_node_offsets = _merge(
+        step_hash, traj_offsets, group_traj_offsets
     )
-    step_traj = torch.repeat_interleave(torch.arange(T, device=dev), traj_len, output_size=S)
-    step_group = traj_group[step_traj]
-    # Merge: sort by (group, hash) with two stable sorts, then number the runs.
-    o1 = torch.argsort(step_hash, stable=True)
-    order = o1[torch.argsort(step_group[o1], stable=True)]
-    gs, hs = step_group[order], step_hash[order]
-    new = torch.ones(S, dtype=torch.bool, device=dev)
-    new[1:] = (gs[1:] != gs[:-1]) | (hs[1:] != hs[:-1])
-    sorted_id = torch.cumsum(new, 0) - 1
-    step_node = torch.empty(S, dtype=torch.int64, device=dev)
-    step_node[order] = sorted_id
-    node_group = gs[new]
     N = node_group.shape[0]
-    group_node_offsets = np.r_[0, np.cumsum(torch.bincount(node_group, minlength=G).cpu().numpy())]
     # Pairs and successors.
     A = int(step_action.max()) + 1 if S else 1
     pair_keys, step_pair = torch.unique(step_node * A + step_action, return_inverse=True)
@@ -253,3 +238,33 @@ def crbc_step_credit_torch(
         "advantage": w_group * a_group + w_step * credit,
         "closure_residual": residual,
     }
+
+
+def _merge(step_hash, traj_offsets, group_traj_offsets):
+    """The anchor merge on the device: each step's trajectory ``[S]``, each trajectory's group
+    ``[T]``, each step's node ``[S]``, each node's group ``[N]`` and the groups' node offsets
+    ``[G + 1]`` (a host array: the one small copy, which sizes the closure's buckets)."""
+    import torch
+
+    dev = step_hash.device
+    S = step_hash.shape[0]
+    T = traj_offsets.shape[0] - 1
+    G = group_traj_offsets.shape[0] - 1
+    traj_len = traj_offsets[1:] - traj_offsets[:-1]
+    traj_group = torch.repeat_interleave(
+        torch.arange(G, device=dev), group_traj_offsets[1:] - group_traj_offsets[:-1], output_size=T
+    )
+    step_traj = torch.repeat_interleave(torch.arange(T, device=dev), traj_len, output_size=S)
+    step_group = traj_group[step_traj]
+    # Merge: sort by (group, hash) with two stable sorts, then number the runs.
+    o1 = torch.argsort(step_hash, stable=True)
+    order = o1[torch.argsort(step_group[o1], stable=True)]
+    gs, hs = step_group[order], step_hash[order]
+    new = torch.ones(S, dtype=torch.bool, device=dev)
+    new[1:] = (gs[1:] != gs[:-1]) | (hs[1:] != hs[:-1])
+    sorted_id = torch.cumsum(new, 0) - 1
+    step_node = torch.empty(S, dtype=torch.int64, device=dev)
+    step_node[order] = sorted_id
+    node_group = gs[new]
+    group_node_offsets = np.r_[0, np.cumsum(torch.bincount(node_group, minlength=G).cpu().numpy())]
+    return step_traj, traj_group, step_node, node_group, group_node_offsets

@@ -259,28 +259,10 @@ def read(path: str) -> Imported:
                 group = task_id if name in _DEFAULT_NAMES else f"{task_id}:{name}"
                 k = names[name] = names.get(name, -1) + 1
                 traj = eid if k == 0 else f"{eid}#{k}"
-                done, rewards, bad_step = [], [], False
-                for s, st in enumerate(tr["steps"]):
-                    d, as_text = (None, False) if st.get("done") is None else _flag(st["done"])
-                    r, r_text = _number(st.get("reward"))
-                    numpy_text += as_text + r_text
-                    if st.get("done") is not None and d is None:
-                        field = f"trajectories[{j}].steps[{s}].done"
-                        problems.append(Problem(f, idx, field, not_a_flag(st["done"]), where))
-                        bad_step = True
-                    if r is not None and np.isnan(r):
-                        field = f"trajectories[{j}].steps[{s}].reward"
-                        problems.append(Problem(f, idx, field, not_a_number(st["reward"]), where))
-                        bad_step = True
-                    done.append(d)
-                    rewards.append(r)
-                ret, r_text = _number(tr.get("reward"))
-                numpy_text += r_text
-                if ret is not None and np.isnan(ret):
-                    field = f"trajectories[{j}].reward"
-                    problems.append(Problem(f, idx, field, not_a_number(tr["reward"]), where))
-                    bad_step = True
-                if bad_step:
+                done, rewards, ret, as_text, bad = _trajectory_values(tr, j)
+                numpy_text += as_text
+                if bad:
+                    problems.extend(Problem(f, idx, field, why, where) for field, why in bad)
                     continue
                 ends = _ends(ep, done)
                 no_done += bool(tr["steps"]) and ends[-1] is None
@@ -320,6 +302,41 @@ def read(path: str) -> Imported:
     )
     notes = [dup_note] if dup_note else []
     notes += surrogate_note(fixed)
+    notes += _notes(anchors_from, numpy_text, no_correct, no_done)
+    raw = RawTable(path, df, line, "item", False)
+    return Imported(
+        raw,
+        NAME,
+        {"episode_id": "src_episode_id", "trajectory_uid": "src_traj_uid", "step": "step_idx"},
+        tuple(notes),
+    )
+
+
+def _trajectory_values(tr: dict, j: int) -> tuple[list, list, float | None, int, list[tuple[str, str]]]:
+    """Trajectory ``j``'s step ``done`` flags and rewards, its own reward, how many of those
+    values are numpy values written as text, and the ``(field, why)`` of each unreadable one."""
+    done, rewards, bad = [], [], []
+    numpy_text = 0
+    for s, st in enumerate(tr["steps"]):
+        d, as_text = (None, False) if st.get("done") is None else _flag(st["done"])
+        r, r_text = _number(st.get("reward"))
+        numpy_text += as_text + r_text
+        if st.get("done") is not None and d is None:
+            bad.append((f"trajectories[{j}].steps[{s}].done", not_a_flag(st["done"])))
+        if r is not None and np.isnan(r):
+            bad.append((f"trajectories[{j}].steps[{s}].reward", not_a_number(st["reward"])))
+        done.append(d)
+        rewards.append(r)
+    ret, r_text = _number(tr.get("reward"))
+    numpy_text += r_text
+    if ret is not None and np.isnan(ret):
+        bad.append((f"trajectories[{j}].reward", not_a_number(tr["reward"])))
+    return done, rewards, ret, numpy_text, bad
+
+
+def _notes(anchors_from: dict, numpy_text: int, no_correct: int, no_done: int) -> list[str]:
+    """What the reading assumed or filled in, one note each."""
+    notes = []
     if anchors_from.get("chat"):
         notes.append(
             f"{anchors_from['chat']} step(s) have no observation (rLLM's agent-flow "
@@ -347,10 +364,4 @@ def read(path: str) -> Imported:
             f"{no_done} trajectory(ies) have neither a termination_reason nor a step "
             "'done': truncation unknown, taken as ended"
         )
-    raw = RawTable(path, df, line, "item", False)
-    return Imported(
-        raw,
-        NAME,
-        {"episode_id": "src_episode_id", "trajectory_uid": "src_traj_uid", "step": "step_idx"},
-        tuple(notes),
-    )
+    return notes

@@ -204,6 +204,42 @@ def _turns(conversation: list) -> list[tuple[str | None, str | None]]:
     return out
 
 
+def _native_trajectory(
+    at: tuple, where: str, env: dict, rinfo: dict, length: dict, turns: list
+) -> tuple[Problem | None, np.ndarray | None, list, bool]:
+    """One agent-native trajectory's checked step rewards, its turns (padded at the front with
+    ``(None, None)`` where its messages hold only the last turns) and whether the env ended it;
+    or the `Problem` (at ``at``) that keeps it out."""
+
+    def problem(why: str):
+        return Problem(*at, "trajectory_data", why, where), None, turns, False
+
+    missing = [k for k in ("tag", "group_id", "episode_id", "seed", "env_id") if k not in env]
+    if missing:
+        return problem(f"env_info lacks {', '.join(missing)}")
+    step_rewards = rinfo.get("step_rewards")
+    if not isinstance(step_rewards, list) or len(step_rewards) < len(turns):
+        n = len(step_rewards) if isinstance(step_rewards, list) else step_rewards
+        return problem(
+            f"reward_info.step_rewards ({n!r:.40}) does not give one reward per assistant "
+            f"turn of messages ({len(turns)})"
+        )
+    step_rewards, bad = read_numbers(step_rewards)
+    if len(bad) or np.isnan(step_rewards).any():
+        k = int(bad[0]) if len(bad) else int(np.flatnonzero(np.isnan(step_rewards))[0])
+        why = not_a_number(rinfo["step_rewards"][k]) if len(bad) else "missing (null)"
+        return problem(f"reward_info.step_rewards[{k}]: {why}")
+    if len(turns) < len(step_rewards):
+        turns = [(None, None)] * (len(step_rewards) - len(turns)) + turns
+    flags, bad = read_flags([length.get("terminated"), length.get("truncated")])
+    if len(bad):
+        k = ("terminated", "truncated")[int(bad[0])]
+        return problem(f"length_info.{k}: {not_a_flag(length.get(k))}")
+    # stop_reason MAX_STEPS is set at the step limit even when the env ended the episode
+    # on that step: truncated is what says it was cut
+    return None, step_rewards, turns, bool(flags[0]) and not bool(flags[1])
+
+
 def _agent_native(raw: RawTable, path: str, notes: list[str]) -> Imported:
     """ROLL's ``AgentNativeStepEnvManager`` dump: one element per trajectory (ROLL's
     ``remove_nan_items`` keeps only each trajectory's last step row, the one that holds
@@ -220,50 +256,17 @@ def _agent_native(raw: RawTable, path: str, notes: list[str]) -> Imported:
         length = traj.get("length_info") if isinstance(traj.get("length_info"), dict) else {}
         rinfo = traj.get("reward_info") if isinstance(traj.get("reward_info"), dict) else {}
         at = (raw.path, int(raw.line[i]))
-        step_rewards = rinfo.get("step_rewards")
         turns = _turns(conversation)
-        missing = [k for k in ("tag", "group_id", "episode_id", "seed", "env_id") if k not in env]
-        if missing:
-            problems.append(
-                Problem(*at, "trajectory_data", f"env_info lacks {', '.join(missing)}", raw.where)
-            )
+        problem, step_rewards, padded, ended = _native_trajectory(at, raw.where, env, rinfo, length, turns)
+        if problem is not None:
+            problems.append(problem)
             continue
-        if not isinstance(step_rewards, list) or len(step_rewards) < len(turns):
-            n = len(step_rewards) if isinstance(step_rewards, list) else step_rewards
-            problems.append(
-                Problem(
-                    *at,
-                    "trajectory_data",
-                    f"reward_info.step_rewards ({n!r:.40}) does not give one reward per assistant "
-                    f"turn of messages ({len(turns)})",
-                    raw.where,
-                )
-            )
-            continue
-        step_rewards, bad = read_numbers(step_rewards)
-        if len(bad) or np.isnan(step_rewards).any():
-            k = int(bad[0]) if len(bad) else int(np.flatnonzero(np.isnan(step_rewards))[0])
-            why = not_a_number(rinfo["step_rewards"][k]) if len(bad) else "missing (null)"
-            problems.append(
-                Problem(*at, "trajectory_data", f"reward_info.step_rewards[{k}]: {why}", raw.where)
-            )
-            continue
-        if len(turns) < len(step_rewards):
+        if len(padded) > len(turns):
             # ROLL dumps the last step's input messages and its reply: an env whose observation
             # keeps no history leaves only the last turns there; the turns are the step rewards
-            unseen += len(step_rewards) - len(turns)
+            unseen += len(padded) - len(turns)
             short += 1
-            turns = [(None, None)] * (len(step_rewards) - len(turns)) + turns
-        flags, bad = read_flags([length.get("terminated"), length.get("truncated")])
-        if len(bad):
-            k = ("terminated", "truncated")[int(bad[0])]
-            problems.append(
-                Problem(*at, "trajectory_data", f"length_info.{k}: {not_a_flag(length.get(k))}", raw.where)
-            )
-            continue
-        # stop_reason MAX_STEPS is set at the step limit even when the env ended the episode
-        # on that step: truncated is what says it was cut
-        ended = bool(flags[0]) and not bool(flags[1])
+        turns = padded
         group = f"{env['tag']}_{env['group_id']}_{env['episode_id']}_{env['seed']}"
         tid = traj.get("trajectory_id") or f"{group}_{env['env_id']}"
         for k, ((obs, resp), r) in enumerate(zip(turns, step_rewards)):

@@ -204,58 +204,85 @@ def outcome_columns(
             )
         rcols = list(reward_columns)
     else:
-        if not cand:
-            raise LoadError(
-                [
-                    Problem(
-                        path,
-                        None,
-                        None,
-                        f"no reward column: a {fmt} completions file "
-                        "has one numeric column per reward function",
-                    )
-                ]
-            )
-        if adv_col not in df.columns:
-            raise LoadError(
-                [
-                    Problem(
-                        path,
-                        None,
-                        None,
-                        f"cannot tell reward-function columns from "
-                        f"logged extras without an '{adv_col}' column; numeric columns: "
-                        f"{', '.join(cand)}; name the rewards with --reward-columns",
-                    )
-                ]
-            )
-        rcols, decided = reward_columns_from_advantage(df, cand, groups, adv_col)
-        if rcols is None:
-            raise LoadError(
-                [
-                    Problem(
-                        path,
-                        None,
-                        adv_col,
-                        "no set of numeric columns ("
-                        f"{', '.join(cand)}) sums to a reward that reproduces the logged "
-                        "advantage (reward_weights other than 1?); name them with "
-                        "--reward-columns",
-                    )
-                ]
-            )
-        left = [c for c in cand if c not in rcols]
-        how = (
-            "the columns that reproduce the logged advantage"
-            if decided
-            else "the advantage fits several column sets here; chosen by column order and name"
-        )
-        notes.append(
-            f"reward = {' + '.join(rcols)} ({how})"
-            + (f"; not rewards (logged extras): {', '.join(left)}" if left else "")
-            + "; --reward-columns overrides"
-        )
+        rcols, note = _reward_columns_found(df, path, groups, cand, adv_col, fmt)
+        notes.append(note)
     reward = reward_sum(df, rcols, path, lines, where)
+    scol, note = _success_from(df, path, lines, where, success_column, rcols, reward)
+    if note is not None:
+        notes.append(note)
+    return rcols, scol, notes
+
+
+def _reward_columns_found(
+    df: pd.DataFrame, path: str, groups: np.ndarray, cand: list[str], adv_col: str, fmt: str
+) -> tuple[list[str], str]:
+    """The reward columns among the numeric ``cand`` (those whose sum reproduces the logged
+    advantage) and the note that says how they were chosen.
+
+    Raises:
+        LoadError: no numeric column, no advantage column, or no set of columns that fits it.
+    """
+    if not cand:
+        raise LoadError(
+            [
+                Problem(
+                    path,
+                    None,
+                    None,
+                    f"no reward column: a {fmt} completions file has one numeric column per reward function",
+                )
+            ]
+        )
+    if adv_col not in df.columns:
+        raise LoadError(
+            [
+                Problem(
+                    path,
+                    None,
+                    None,
+                    f"cannot tell reward-function columns from "
+                    f"logged extras without an '{adv_col}' column; numeric columns: "
+                    f"{', '.join(cand)}; name the rewards with --reward-columns",
+                )
+            ]
+        )
+    rcols, decided = reward_columns_from_advantage(df, cand, groups, adv_col)
+    if rcols is None:
+        raise LoadError(
+            [
+                Problem(
+                    path,
+                    None,
+                    adv_col,
+                    "no set of numeric columns ("
+                    f"{', '.join(cand)}) sums to a reward that reproduces the logged "
+                    "advantage (reward_weights other than 1?); name them with "
+                    "--reward-columns",
+                )
+            ]
+        )
+    left = [c for c in cand if c not in rcols]
+    how = (
+        "the columns that reproduce the logged advantage"
+        if decided
+        else "the advantage fits several column sets here; chosen by column order and name"
+    )
+    return rcols, (
+        f"reward = {' + '.join(rcols)} ({how})"
+        + (f"; not rewards (logged extras): {', '.join(left)}" if left else "")
+        + "; --reward-columns overrides"
+    )
+
+
+def _success_from(
+    df: pd.DataFrame, path: str, lines, where: str, success_column, rcols: list[str], reward: np.ndarray
+) -> tuple[str | None, str | None]:
+    """The success column (``success_column``, else the one `_success_column` finds) and the
+    note of that finding, None for one given.
+
+    Raises:
+        LoadError: the column given is missing, or the column holds a value that is not a flag.
+    """
     if success_column:
         if success_column not in df.columns:
             raise LoadError(
@@ -265,10 +292,9 @@ def outcome_columns(
                     )
                 ]
             )
-        scol = success_column
+        scol, note = success_column, None
     else:
         scol, note = _success_column(df, rcols, reward)
-        notes.append(note)
     if scol is not None:
         col = df[scol]
         _, bad = read_flags(col, text=True)
@@ -286,7 +312,7 @@ def outcome_columns(
                 ],
                 total=len(bad),
             )
-    return rcols, scol, notes
+    return scol, note
 
 
 def reward_sum(df: pd.DataFrame, rcols: list[str], path: str, lines, where: str = "row") -> np.ndarray:

@@ -70,6 +70,62 @@ def _content(m):
     return to_text(m.get("content")) if isinstance(m, dict) else None
 
 
+def _ended(stop: str | None, errored: bool, cut: bool, *, single_turn: bool, has_trunc: bool) -> bool | None:
+    """Whether a rollout ended in the environment (not cut), from its stop condition, its error
+    and its ``is_truncated`` flag ``cut``; None when the file says neither."""
+    if errored or stop in CUT - {"max_turns_reached"}:
+        return False
+    if stop == "max_turns_reached":
+        return single_turn and not cut
+    if stop is not None:
+        return True
+    if has_trunc:
+        return not cut
+    return None
+
+
+def _notes(
+    n: int, gid: str, n_empty: int, n_replies_cut: int, *, single_turn: bool, has_stop: bool
+) -> list[str]:
+    """What the reading of ``n`` rollouts assumed or left out, one note each."""
+    notes = []
+    if gid == "id":
+        notes.append("groups from id (verifiers 0.1.5 and older)")
+    if n_empty:
+        notes.append(
+            f"{n_empty} rollout(s) with no assistant message (an error before the first reply) left out"
+        )
+    if n_replies_cut:
+        notes.append(
+            f"{n_replies_cut} rollout(s) had a reply cut by max_tokens (is_truncated) but the "
+            "environment ended them (stop_condition): read as ended"
+        )
+    if single_turn and has_stop:
+        notes.append(
+            "single-turn rollouts: max_turns_reached is the environment's end; only is_truncated cuts"
+        )
+    notes.append(
+        f"verifiers results: {n} rollouts, turns = the assistant messages of completion, anchors = the "
+        "message before each, reward on the last turn, cut = stop_condition max_turns_reached / "
+        "prompt_too_long / has_error; train_step 0 (an evaluation)"
+    )
+    return notes
+
+
+def _cut_flags(df: pd.DataFrame, bad) -> np.ndarray:
+    """``is_truncated`` per rollout ``[n]`` (False where absent); ``bad(row, field, why)`` is told
+    of each value that is not a flag."""
+    cut_flag = np.zeros(len(df), dtype=bool)
+    if "is_truncated" in df.columns:
+        col = df["is_truncated"]
+        present = ~pd.isna(col).to_numpy()
+        flags, badf = read_flags(col.to_numpy(dtype=object)[present])
+        for j in np.flatnonzero(present)[badf]:
+            bad(j, "is_truncated", not_a_flag(col.iat[j]))
+        cut_flag[present] = flags
+    return cut_flag
+
+
 def read(path: str) -> Imported:
     if sniff_traces(peek_fields(path)):
         return read_traces(path, NAME)
@@ -86,15 +142,8 @@ def read(path: str) -> Imported:
         problems.append(Problem(raw.path, int(raw.line[i]), field, why, raw.where))
 
     # flags and stop conditions, per rollout
-    cut_flag = np.zeros(n, dtype=bool)
     has_trunc = "is_truncated" in df.columns
-    if has_trunc:
-        col = df["is_truncated"]
-        present = ~pd.isna(col).to_numpy()
-        flags, badf = read_flags(col.to_numpy(dtype=object)[present])
-        for j in np.flatnonzero(present)[badf]:
-            bad(j, "is_truncated", not_a_flag(col.iat[j]))
-        cut_flag[present] = flags
+    cut_flag = _cut_flags(df, bad)
     stops = (
         df["stop_condition"].to_numpy(dtype=object) if "stop_condition" in df.columns else np.full(n, None)
     )
@@ -133,17 +182,9 @@ def read(path: str) -> Imported:
             continue
         stop = stops[i] if isinstance(stops[i], str) else None
         errored = errors[i] is not None and not (isinstance(errors[i], float) and np.isnan(errors[i]))
-        if errored or stop in CUT - {"max_turns_reached"}:
-            ended = False
-        elif stop == "max_turns_reached":
-            ended = single_turn and not cut_flag[i]
-        elif stop is not None:
-            ended = True
-            n_replies_cut += bool(cut_flag[i])
-        elif has_trunc:
-            ended = not cut_flag[i]
-        else:
-            ended = None
+        ended = _ended(stop, errored, bool(cut_flag[i]), single_turn=single_turn, has_trunc=has_trunc)
+        # a reply cut by max_tokens in a rollout the environment ended
+        n_replies_cut += bool(cut_flag[i]) and not errored and stop is not None and stop not in CUT
         prompt = prompts[i]
         before = prompt[-1] if isinstance(prompt, list) and prompt and isinstance(prompt[-1], dict) else None
         first_obs = _content(before) if before is not None else to_text(prompt)
@@ -175,26 +216,7 @@ def read(path: str) -> Imported:
     if not has_stop and not has_trunc:
         out = out.drop(columns=["done"])
         notes.append("no stop_condition or is_truncated (verifiers before 0.1.9): truncation unknown")
-    if gid == "id":
-        notes.append("groups from id (verifiers 0.1.5 and older)")
-    if n_empty:
-        notes.append(
-            f"{n_empty} rollout(s) with no assistant message (an error before the first reply) left out"
-        )
-    if n_replies_cut:
-        notes.append(
-            f"{n_replies_cut} rollout(s) had a reply cut by max_tokens (is_truncated) but the "
-            "environment ended them (stop_condition): read as ended"
-        )
-    if single_turn and has_stop:
-        notes.append(
-            "single-turn rollouts: max_turns_reached is the environment's end; only is_truncated cuts"
-        )
-    notes.append(
-        f"verifiers results: {n} rollouts, turns = the assistant messages of completion, anchors = the "
-        "message before each, reward on the last turn, cut = stop_condition max_turns_reached / "
-        "prompt_too_long / has_error; train_step 0 (an evaluation)"
-    )
+    notes += _notes(n, gid, n_empty, n_replies_cut, single_turn=single_turn, has_stop=has_stop)
     out["run_id"] = run_from_dir(path)
     return Imported(
         RawTable(raw.path, out, np.asarray(lines, np.int64), raw.where, False, raw.problems),

@@ -69,25 +69,8 @@ def read_jsonl_arrow(path: str, limit: int, *, lists: bool = False) -> pa.Table 
     every row (gigabytes from a 1.5 MB file).
     """
     budget = _guards.Budget(path)
-    try:
-        size = os.path.getsize(path)
-        if size > FAST_JSONL_MAX_BYTES or 2 * size > budget.max_bytes:
-            return None
-        with open_binary(path) as fh:  # gzip, NUL sniff and the decompressed-size cap
-            data = fh.read(FAST_JSONL_MAX_BYTES + 1)
-    except LoadError:
-        raise
-    except (OSError, EOFError, zlib.error):
-        return None
-    # Every array made from here on is per line or per 16 MiB piece, never per byte of data.
-    if (
-        not data
-        or len(data) > FAST_JSONL_MAX_BYTES
-        or 2 * len(data) > budget.max_bytes
-        or data.startswith(BOM)
-        or data.find(b"\x00") >= 0
-        or (data.find(b"\\") >= 0 and _SURROGATE_BYTES.search(data))  # memchr first: fast
-    ):
+    data = _whole_file(path, budget)
+    if data is None:
         return None
     buf = np.frombuffer(data, dtype=np.uint8)
     # At most one position per row: 200 MB of blank lines would need 1.6 GB of them.
@@ -136,8 +119,43 @@ def read_jsonl_arrow(path: str, limit: int, *, lists: bool = False) -> pa.Table 
             )
     except Exception:  # noqa: BLE001 (pyarrow raises several types; the streaming path reports)
         return None
+    if not _table_fits(table, len(ends), budget, lists=lists):
+        return None
+    return table
+
+
+def _whole_file(path: str, budget: _guards.Budget) -> bytes | None:
+    """The file's bytes (decompressed) when the vectorised reader may take them: within
+    `FAST_JSONL_MAX_BYTES` and the memory budget, no BOM, NUL byte or surrogate escape."""
+    try:
+        size = os.path.getsize(path)
+        if size > FAST_JSONL_MAX_BYTES or 2 * size > budget.max_bytes:
+            return None
+        with open_binary(path) as fh:  # gzip, NUL sniff and the decompressed-size cap
+            data = fh.read(FAST_JSONL_MAX_BYTES + 1)
+    except LoadError:
+        raise
+    except (OSError, EOFError, zlib.error):
+        return None
+    # Every array made from here on is per line or per 16 MiB piece, never per byte of data.
     if (
-        table.num_rows != len(ends)
+        not data
+        or len(data) > FAST_JSONL_MAX_BYTES
+        or 2 * len(data) > budget.max_bytes
+        or data.startswith(BOM)
+        or data.find(b"\x00") >= 0
+        or (data.find(b"\\") >= 0 and _SURROGATE_BYTES.search(data))  # memchr first: fast
+    ):
+        return None
+    return data
+
+
+def _table_fits(table: pa.Table, n_lines: int, budget: _guards.Budget, *, lists: bool) -> bool:
+    """Whether pyarrow's ``table`` reads as the streaming reader would: one row per line, within
+    the field and cell caps, only flat types (string lists with ``lists``), no ``steps`` field,
+    and no float column holding a NaN / Infinity literal or an integer past 2**53."""
+    if (
+        table.num_rows != n_lines
         or table.num_columns > budget.max_fields
         or table.num_rows * table.num_columns > budget.max_cells
         or any(
@@ -145,7 +163,7 @@ def read_jsonl_arrow(path: str, limit: int, *, lists: bool = False) -> pa.Table 
         )
         or "steps" in table.column_names
     ):
-        return None
+        return False
     from ..._arrow import call, numbers  # not `to_numpy`: that would import pandas
 
     for name, typ in zip(table.column_names, table.schema.types):
@@ -157,8 +175,8 @@ def read_jsonl_arrow(path: str, limit: int, *, lists: bool = False) -> pa.Table 
             # NaN / Infinity literals (json.loads tags them), integers past 2**53 or past the
             # float range (json.loads keeps them exact): all are the streaming path's to report.
             if not np.isfinite(v).all() or np.any((np.abs(v) >= 2.0**53) & (v == np.round(v))):
-                return None
-    return table
+                return False
+    return True
 
 
 #: Most values one line may hold for pyarrow's reader (a tenth of the default
