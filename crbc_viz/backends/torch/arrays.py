@@ -38,9 +38,12 @@ def to_numpy_result(r: CreditResult, backend: str) -> CreditResult:
     return dataclasses.replace(r, backend=backend, **{k: _numpy(getattr(r, k)) for k in _ARRAY_FIELDS})
 
 
-def array_kernel(fn):
+def array_kernel(fn, reference=None):
     """``kernel(graph, params, *, device)`` running ``fn(graph, params, to=DeviceArrays(dev))``
-    — the estimator's one copy, written against ``xp`` — and returning its result in numpy."""
+    — the estimator's one copy, written against ``xp`` — and returning its result in numpy.
+    ``reference``: the estimator function ``fn`` calls, when ``fn`` only passes it the
+    device's solvers (named in the kernel's name and docstring)."""
+    ref = fn if reference is None else reference
 
     def kernel(graph, params, *, device: str = "auto") -> CreditResult:
         import torch
@@ -48,9 +51,9 @@ def array_kernel(fn):
         dev = torch.device(resolve_device(device))
         return to_numpy_result(fn(graph, params, to=DeviceArrays(dev)), f"torch:{dev.type}")
 
-    kernel.__name__ = kernel.__qualname__ = f"{fn.__name__.lstrip('_')}_torch"
+    kernel.__name__ = kernel.__qualname__ = f"{ref.__name__.lstrip('_')}_torch"
     kernel.__doc__ = (
-        f"The torch row of `{fn.__module__}.{fn.__qualname__}`: that one function on the graph's "
+        f"The torch row of `{ref.__module__}.{ref.__qualname__}`: that one function on the graph's "
         "arrays as tensors on ``device`` (``backends.torch.arrays.array_kernel``)."
     )
     return kernel

@@ -51,5 +51,4 @@ def _shortest_path_on_device(graph, params, *, to):
     return _shortest_path(graph, params, to=to, distances=distance_to_success_torch)
 
 
-_shortest_path_on_device.__name__ = "_shortest_path"
-implements("shortest_path", "torch")(array_kernel(_shortest_path_on_device))
+implements("shortest_path", "torch")(array_kernel(_shortest_path_on_device, _shortest_path))
