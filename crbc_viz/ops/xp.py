@@ -62,8 +62,8 @@ def asarray_like(x, like):
 
 
 def copy(x):
-    """A copy of ``x`` in its own library."""
-    return namespace(x).asarray(x, copy=True)
+    """A copy of ``x`` in its own library (on its device)."""
+    return x.clone() if is_torch_array(x) else np.array(x, copy=True)
 
 
 def _tensor_like(x, like):
