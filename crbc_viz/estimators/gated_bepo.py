@@ -17,6 +17,7 @@ from ..ops.advantage import group_advantage
 from ..ops.closure import mean_backup_values, successor_values
 from ..ops.returns import discounted_returns, group_steps
 from ..ops.segments import segment_zscore
+from ..ops.xp import as_numpy, namespace
 from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
 
@@ -68,7 +69,8 @@ def distinct_successors(graph: AnchorGraph) -> np.ndarray:
 
 def trajectory_gae(graph: AnchorGraph, delta: np.ndarray, decay: float) -> np.ndarray:
     """A_{i,t} = Σ_{l≥0} decay^l · δ_{i,t+l} along each trajectory (backwards) ``[S]``:
-    the discounted suffix sum of GiGPO's returns, applied to δ with decay γλ."""
+    the discounted suffix sum of GiGPO's returns, applied to δ with decay γλ (a numpy array or
+    a tensor: `crbc_viz.ops.returns.discounted_returns`)."""
     return discounted_returns(graph, delta, decay)
 
 
@@ -116,8 +118,11 @@ def _gated_bepo_numpy(graph: AnchorGraph, p: GatedBEPOParams) -> CreditResult:
 
 
 def _gated_bepo(
-    graph, _values, _gae, *, gamma, gae_lambda, rho, min_successors, bellman_norm, ddof, eps
+    graph, _values, _gae, *, gamma, gae_lambda, rho, min_successors, bellman_norm, ddof, eps, to=as_numpy
 ) -> CreditResult:
+    """The estimator once, for numpy and tensors: ``_values(graph, γ) -> (V, residual)`` and
+    ``_gae(graph, δ, decay)`` in ``to``'s arrays (the numba row passes compiled ones, the
+    torch row its closure solve, `trajectory_gae` and a converter to its device)."""
     if bellman_norm not in ("group_z", "none"):
         raise EstimatorInputError(f"bellman_norm must be 'group_z' or 'none', got {bellman_norm!r}")
     params = GatedBEPOParams(
@@ -131,22 +136,23 @@ def _gated_bepo(
     )
     b = graph.batch
     V, residual = _values(graph, gamma)
+    xp = namespace(V)
     v_next = successor_values(graph, V)
-    v_cur = V[graph.step_node]
+    v_cur = V[to(graph.step_node)]
     delta = gamma * v_next - v_cur
     a_b = _gae(graph, delta, gamma * gae_lambda)
     if bellman_norm == "group_z":  # a group of one step, or with no spread, gets 0
         # Round-off of A^B: that of the values its δ subtract, summed as δ is.
-        mag = _gae(graph, np.abs(gamma * v_next) + np.abs(v_cur), gamma * gae_lambda)
-        terms = group_steps(graph)[b.step_group]
+        mag = _gae(graph, xp.abs(gamma * v_next) + xp.abs(v_cur), gamma * gae_lambda)
+        terms = to(group_steps(graph)[b.step_group])
         a_norm = segment_zscore(
-            a_b, b.step_group, b.num_groups, ddof=ddof, eps=eps, magnitude=mag, terms=terms
+            a_b, to(b.step_group), b.num_groups, ddof=ddof, eps=eps, magnitude=mag, terms=terms
         )[0]
     else:
         a_norm = a_b
-    gate = (distinct_successors(graph) >= min_successors)[graph.step_node]
-    a_e = group_advantage(graph, ddof=ddof, eps=eps)[b.step_traj]
-    adv = np.where(gate, (1.0 - rho) * a_e + rho * a_norm, a_e)
+    gate = to((distinct_successors(graph) >= min_successors)[graph.step_node])
+    a_e = to(group_advantage(graph, ddof=ddof, eps=eps)[b.step_traj])  # O(trajectories): numpy, moved
+    adv = xp.where(gate, (1.0 - rho) * a_e + rho * a_norm, a_e)
     return CreditResult(
         "gated_bepo",
         params,
@@ -157,7 +163,7 @@ def _gated_bepo(
         adv,
         node_value=V,
         diagnostics={
-            "gated_fraction": float(np.mean(~gate)) if len(gate) else 0.0,
+            "gated_fraction": float(xp.mean(xp.astype(~gate, xp.float64))) if b.num_steps else 0.0,
             "closure_residual": residual,
         },
     )

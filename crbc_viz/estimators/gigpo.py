@@ -11,6 +11,7 @@ from ..graph import AnchorGraph
 from ..ops.advantage import group_advantage
 from ..ops.returns import discounted_returns, group_steps, step_rewards
 from ..ops.segments import segment_zscore
+from ..ops.xp import as_numpy, namespace
 from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
 
@@ -225,7 +226,7 @@ def episode_advantage(graph: AnchorGraph, mode: str, stats: str, eps: float, out
 # ---------------------------------------------------------------- the estimator
 
 
-def _gigpo(graph: AnchorGraph, p: GiGPOParams) -> CreditResult:
+def _gigpo(graph: AnchorGraph, p: GiGPOParams, *, to=as_numpy) -> CreditResult:
     """GiGPO: episode advantage plus the z-scored discounted return within anchor-state groups.
 
         A^E_i     = (R_i − mean) / F_norm                       (Eq. 3; stats as §1)
@@ -243,6 +244,8 @@ def _gigpo(graph: AnchorGraph, p: GiGPOParams) -> CreditResult:
     Args:
         graph: anchor graph; steps ``[S]`` are grouped by anchor node (or similarity cluster).
         p: the checked `GiGPOParams` (`gigpo` takes its fields as keywords).
+        to: the converter of the graph's arrays (`crbc_viz.ops.xp`): numpy here, tensors on a
+            device in the torch row, which runs this same function.
 
     Returns:
         `CreditResult` ``[S]``: value = mean of R over the step's anchor group (the baseline),
@@ -267,10 +270,13 @@ def _gigpo(graph: AnchorGraph, p: GiGPOParams) -> CreditResult:
     [1.8183, 1.732, 1.4434]
     """
     b = graph.batch
-    a_ep = episode_advantage(graph, p.mode, p.episode_stats, p.eps, p.outcome)[b.step_traj]
-    r = step_rewards(graph, p.step_reward, p.outcome)
+    # A^E is O(trajectories): computed in numpy, then moved.
+    a_ep = to(episode_advantage(graph, p.mode, p.episode_stats, p.eps, p.outcome)[b.step_traj])
+    r = to(step_rewards(graph, p.step_reward, p.outcome))
+    xp = namespace(r)
     R = discounted_returns(graph, r, p.gamma)  # Eq. 5
-    seg, num = step_groups(graph, p.similarity, p.similarity_thresh)  # Eq. 6
+    seg_np, num = step_groups(graph, p.similarity, p.similarity_thresh)  # Eq. 6
+    seg = to(seg_np)
     a_step, mean, _, cnt = segment_zscore(
         R,
         seg,
@@ -278,10 +284,11 @@ def _gigpo(graph: AnchorGraph, p: GiGPOParams) -> CreditResult:
         ddof=1,
         eps=p.eps,  # Eq. 7
         scale=(p.mode == "mean_std_norm"),
-        magnitude=discounted_returns(graph, np.abs(r), p.gamma),  # R's round-off: Σγ^k·|r|
-        terms=group_steps(graph)[b.step_group],
+        magnitude=discounted_returns(graph, xp.abs(r), p.gamma),  # R's round-off: Σγ^k·|r|
+        terms=to(group_steps(graph)[b.step_group]),
     )
     node_value = None if p.similarity else mean
+    single = xp.astype(cnt[seg] < 2, xp.float64)
     return CreditResult(
         "gigpo",
         p,
@@ -292,8 +299,8 @@ def _gigpo(graph: AnchorGraph, p: GiGPOParams) -> CreditResult:
         a_ep + p.omega * a_step,  # Eq. 8
         node_value=node_value,
         diagnostics={
-            "singleton_fraction": float(np.mean(cnt[seg] < 2)) if len(seg) else 0.0,
-            "num_step_groups": int(np.count_nonzero(cnt)),
+            "singleton_fraction": float(xp.mean(single)) if len(seg_np) else 0.0,
+            "num_step_groups": int(xp.sum(cnt > 0)),
         },
     )
 

@@ -16,6 +16,7 @@ from ..graph import AnchorGraph
 from ..ops.closure import mean_backup_values, successor_values
 from ..ops.returns import group_steps
 from ..ops.segments import roundoff_tol, segment_zscore
+from ..ops.xp import as_numpy, copy, namespace
 from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
 
@@ -186,33 +187,40 @@ def _graft_numpy(graph: AnchorGraph, p: GRAFTParams) -> CreditResult:
 
 def _sign(a: np.ndarray, eps: float) -> np.ndarray:
     """A / (|A| + eps): ±1 up to eps, and exactly 0 where A = 0 (§4.5), eps = 0 included."""
-    return np.where(a == 0, 0.0, a / np.where(a == 0, 1.0, np.abs(a) + eps))
+    xp = namespace(a)
+    return xp.where(a == 0, 0.0, a / xp.where(a == 0, 1.0, xp.abs(a) + eps))
 
 
-def _graft(graph, _values, _bonus, *, gamma, gae_lambda, normalize, ddof, eps, singleton) -> CreditResult:
+def _graft(
+    graph, _values, _bonus, *, gamma, gae_lambda, normalize, ddof, eps, singleton, to=as_numpy
+) -> CreditResult:
+    """The estimator once, for numpy and tensors: ``_values(graph, γ) -> (V, residual)`` and
+    ``_bonus(graph, td, γ, λ)`` in ``to``'s arrays (the numba row passes compiled ones, the
+    torch row its closure solve, its bonus and a converter to its device)."""
     if singleton not in ("sign", "zero", "raw"):
         raise EstimatorInputError(f"singleton must be 'sign', 'zero' or 'raw', got {singleton!r}")
     params = GRAFTParams(
         gamma=gamma, gae_lambda=gae_lambda, normalize=normalize, ddof=ddof, eps=eps, singleton=singleton
     )
     V, residual = _values(graph, gamma)  # Eqs. 5–6
+    xp = namespace(V)
     v_next = successor_values(graph, V)
-    v_cur = V[graph.step_node]
+    node = to(graph.step_node)
+    v_cur = V[node]
     td = gamma * v_next - v_cur  # Eq. 8
     bonus = _bonus(graph, td, gamma, gae_lambda)
     a_gae = td + bonus  # Eqs. 9–10
-    node = graph.step_node
-    N = graph.num_nodes
-    cnt = np.bincount(node, minlength=N)
-    single = cnt[node] == 1
+    single = to(np.bincount(graph.step_node, minlength=graph.num_nodes)[graph.step_node] == 1)
     if normalize:  # Eq. 11; a node whose edges agree within round-off gets 0 (no 0/0 at eps = 0)
         # Round-off of A^GAE: that of the values it subtracts, from the group's closure solve.
-        mag = np.abs(gamma * v_next) + np.abs(v_cur) + np.abs(bonus)
-        terms = group_steps(graph)[graph.batch.step_group]
-        a_hat = segment_zscore(a_gae, node, N, ddof=ddof, eps=eps, magnitude=mag, terms=terms)[0]
-        a_sig = np.where(np.abs(a_gae) <= roundoff_tol(mag, terms), 0.0, a_gae)  # |A| of round-off: 0
-        sing = {"sign": _sign(a_sig, eps), "zero": np.zeros_like(a_gae), "raw": a_gae}[singleton]
-        a_hat = np.where(single, sing, a_hat)
+        mag = xp.abs(gamma * v_next) + xp.abs(v_cur) + xp.abs(bonus)
+        terms = to(group_steps(graph)[graph.batch.step_group])
+        a_hat = segment_zscore(a_gae, node, graph.num_nodes, ddof=ddof, eps=eps, magnitude=mag, terms=terms)[
+            0
+        ]
+        a_sig = xp.where(xp.abs(a_gae) <= roundoff_tol(mag, terms), 0.0, a_gae)  # |A| of round-off: 0
+        sing = {"sign": _sign(a_sig, eps), "zero": xp.zeros_like(a_gae), "raw": a_gae}[singleton]
+        a_hat = xp.where(single, sing, a_hat)
     else:
         a_hat = a_gae
     return CreditResult(
@@ -222,11 +230,13 @@ def _graft(graph, _values, _bonus, *, gamma, gae_lambda, normalize, ddof, eps, s
         v_cur,
         gamma * v_next,
         a_hat,
-        a_hat.copy(),
+        copy(a_hat),
         node_value=V,
         diagnostics={
             "closure_residual": residual,
-            "singleton_fraction": float(np.mean(single)) if len(node) else 0.0,
+            "singleton_fraction": float(xp.mean(xp.astype(single, xp.float64)))
+            if graph.batch.num_steps
+            else 0.0,
         },
     )
 

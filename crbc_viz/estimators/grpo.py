@@ -8,6 +8,7 @@ import numpy as np
 
 from ..graph import AnchorGraph
 from ..ops.advantage import group_advantage
+from ..ops.xp import as_numpy, copy, namespace
 from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
 
@@ -41,7 +42,7 @@ class GRPOParams:
     )
 
 
-def _grpo(graph: AnchorGraph, p: GRPOParams) -> CreditResult:
+def _grpo(graph: AnchorGraph, p: GRPOParams, *, to=as_numpy) -> CreditResult:
     """GRPO: every step of a rollout gets its trajectory's group advantage.
 
         A^G_i = (R_i − mean_j R_j) / (std_j R_j + eps)
@@ -51,6 +52,8 @@ def _grpo(graph: AnchorGraph, p: GRPOParams) -> CreditResult:
     Args:
         graph: the anchor graph (only its batch's trajectories are used).
         p: the checked `GRPOParams` (`grpo` takes its fields as keywords).
+        to: the converter of the graph's arrays (`crbc_viz.ops.xp`): numpy here, tensors on a
+            device in the torch row, which runs this same function.
 
     Returns:
         `CreditResult` with ``credit = advantage = A^G`` per step ``[S]``; value and
@@ -67,10 +70,10 @@ def _grpo(graph: AnchorGraph, p: GRPOParams) -> CreditResult:
     >>> [round(float(x), 4) for x in group_advantage(g)]
     [0.866, -0.866, -0.866, 0.866]
     """
-    adv = group_advantage(graph, norm=p.norm, ddof=p.ddof, eps=p.eps, stats=p.stats, outcome=p.outcome)
-    step_adv = adv[graph.batch.step_traj]
-    nan = np.full_like(step_adv, np.nan)
-    return CreditResult("grpo", p, graph, nan, nan.copy(), step_adv, step_adv.copy())
+    adv = group_advantage(graph, norm=p.norm, ddof=p.ddof, eps=p.eps, stats=p.stats, outcome=p.outcome, to=to)
+    step_adv = adv[to(graph.batch.step_traj)]
+    nan = namespace(step_adv).full_like(step_adv, np.nan)
+    return CreditResult("grpo", p, graph, nan, copy(nan), step_adv, copy(step_adv))
 
 
 grpo = register(

@@ -10,6 +10,7 @@ from ..errors import EstimatorInputError
 from ..graph import AnchorGraph
 from ..ops.returns import discounted_returns, group_steps, step_rewards
 from ..ops.segments import segment_zscore
+from ..ops.xp import as_numpy, asarray_like, copy, namespace, seg_sum
 from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
 
@@ -44,15 +45,14 @@ class PGPOParams:
 
 
 def anchor_potentials(graph: AnchorGraph, R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Φ(s̃) = mean of R_{j,l} over the visits of s̃ (Eq. 6): ``(sum [N], count [N])``."""
+    """Φ(s̃) = mean of R_{j,l} over the visits of s̃ (Eq. 6): ``(sum [N], count [N])``, in
+    ``R``'s library (a numpy array or a tensor)."""
     N = graph.num_nodes
-    return (
-        np.bincount(graph.step_node, weights=R, minlength=N),
-        np.bincount(graph.step_node, minlength=N).astype(np.float64),
-    )
+    node = asarray_like(graph.step_node, R)
+    return seg_sum(R, node, N), seg_sum(namespace(R).ones_like(R), node, N)
 
 
-def _pgpo(graph: AnchorGraph, p: PGPOParams) -> CreditResult:
+def _pgpo(graph: AnchorGraph, p: PGPOParams, *, to=as_numpy) -> CreditResult:
     """PGPO: GiGPO's anchor z-score plus a gated, z-scored difference of anchor potentials.
 
         R_{i,t}  = Σ_{l≥t} η^(l−t) · r_{i,l}                               (Eq. 1)
@@ -69,6 +69,8 @@ def _pgpo(graph: AnchorGraph, p: PGPOParams) -> CreditResult:
     Args:
         graph: anchor graph ``[S]`` steps; anchor groups are its nodes.
         p: the checked `PGPOParams` (`pgpo` takes its fields as keywords).
+        to: the converter of the graph's arrays (`crbc_viz.ops.xp`): numpy here, tensors on a
+            device in the torch row, which runs this same function.
 
     Returns:
         `CreditResult` ``[S]``: value = Φ(s_t), q_value = NaN, credit = advantage =
@@ -105,51 +107,53 @@ def _pgpo(graph: AnchorGraph, p: PGPOParams) -> CreditResult:
         raise EstimatorInputError(f"potential must be 'mean' or 'loo', got {potential!r}")
     b = graph.batch
     N = graph.num_nodes
-    r = step_rewards(graph, step_reward)
+    r = to(step_rewards(graph, step_reward))
+    xp = namespace(r)
     R = discounted_returns(graph, r, eta)  # Eq. 1
-    R_mag = discounted_returns(graph, np.abs(r), eta)  # R's round-off: Σ η^k·|r|
-    terms = group_steps(graph)[b.step_group]
-    node = graph.step_node
+    R_mag = discounted_returns(graph, xp.abs(r), eta)  # R's round-off: Σ η^k·|r|
+    terms = to(group_steps(graph)[b.step_group])
+    node = to(graph.step_node)
     a_s, _, _, _ = segment_zscore(R, node, N, ddof=ddof, eps=eps, magnitude=R_mag, terms=terms)  # Eq. 3
     phi_sum, phi_cnt = anchor_potentials(graph, R)  # Eq. 6
-    phi = phi_sum / np.maximum(phi_cnt, 1)
-    phi_mag = anchor_potentials(graph, R_mag)[0] / np.maximum(phi_cnt, 1)
-    nxt = graph.step_next
+    phi = phi_sum / xp.clip(phi_cnt, min=1)
+    phi_mag = anchor_potentials(graph, R_mag)[0] / xp.clip(phi_cnt, min=1)
+    nxt = to(graph.step_next)
     terminal = nxt < 0
-    nxt_node = np.maximum(nxt, 0)
+    nxt_node = xp.where(terminal, 0, nxt)
     if potential == "mean":
         phi_m = phi[node]
         phi_n = phi[nxt_node]
     else:
 
         def loo(total, count):
-            return np.where(count > 0, total / np.maximum(count, 1), 0.0)
+            return xp.where(count > 0, total / xp.clip(count, min=1), 0.0)
 
         phi_m = loo(phi_sum[node] - R, phi_cnt[node] - 1)
         same = (nxt_node == node) & ~terminal
-        phi_n = loo(phi_sum[nxt_node] - np.where(same, R, 0.0), phi_cnt[nxt_node] - same)
-    r_final = r[b.traj_offsets[1:] - 1][b.step_traj]
-    delta = np.where(terminal, gamma * r_final, gamma * phi_n) - phi_m  # Eq. 7
+        phi_n = loo(
+            phi_sum[nxt_node] - xp.where(same, R, 0.0), phi_cnt[nxt_node] - xp.astype(same, xp.float64)
+        )
+    last = to(b.traj_offsets[1:] - 1)
+    r_final = r[last][to(b.step_traj)]
+    delta = xp.where(terminal, gamma * r_final, gamma * phi_n) - phi_m  # Eq. 7
     # δ's round-off: that of the potentials it subtracts (`phi_mag` bounds the loo ones too).
-    d_mag = np.where(terminal, gamma * np.abs(r_final), gamma * phi_mag[nxt_node]) + phi_mag[node]
+    d_mag = xp.where(terminal, gamma * xp.abs(r_final), gamma * phi_mag[nxt_node]) + phi_mag[node]
     a_phi, _, _, _ = segment_zscore(delta, node, N, ddof=ddof, eps=eps, magnitude=d_mag, terms=terms)  # Eq. 8
-    won = (r[b.traj_offsets[1:] - 1] > 0).astype(np.float64)  # r_final > 0
-    p_succ = np.bincount(b.traj_group, weights=won, minlength=b.num_groups) / np.maximum(
-        np.bincount(b.traj_group, minlength=b.num_groups), 1
-    )
+    won = xp.astype(r[last] > 0, xp.float64)  # r_final > 0
+    tg = to(b.traj_group)
+    p_succ = seg_sum(won, tg, b.num_groups) / xp.clip(seg_sum(xp.ones_like(won), tg, b.num_groups), min=1)
     w = beta * (1.0 - p_succ) ** alpha  # Eqs. 9–10
-    adv = a_s + w[b.step_group] * a_phi  # Eq. 11
-    nan = np.full(b.num_steps, np.nan)
+    adv = a_s + w[to(b.step_group)] * a_phi  # Eq. 11
     return CreditResult(
         "pgpo",
         p,
         graph,
         phi[node],
-        nan,
+        xp.full_like(R, np.nan),
         adv,
-        adv.copy(),
+        copy(adv),
         node_value=phi,
-        diagnostics={"task_gate_mean": float(np.mean(w)) if len(w) else 0.0},
+        diagnostics={"task_gate_mean": float(xp.mean(w)) if b.num_groups else 0.0},
     )
 
 

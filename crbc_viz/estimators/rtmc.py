@@ -8,7 +8,8 @@ import numpy as np
 
 from ..graph import AnchorGraph
 from ..ops.returns import group_steps, trajectory_outcome
-from ..ops.segments import no_spread
+from ..ops.segments import no_spread, segment_stats
+from ..ops.xp import as_numpy, copy, namespace, seg_sum
 from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
 
@@ -45,7 +46,7 @@ def first_visit_mask(graph: AnchorGraph) -> np.ndarray:
     return mask
 
 
-def _rtmc(graph: AnchorGraph, p: RTMCParams) -> CreditResult:
+def _rtmc(graph: AnchorGraph, p: RTMCParams, *, to=as_numpy) -> CreditResult:
     """RTMC: first-visit Monte Carlo Q per (state, action), minus a prior-smoothed V.
 
         n(s,a) += 1;  sum(s,a) += γ^(T−1−t) · R     (first visit of (s,a) in each rollout, 0-indexed t)
@@ -63,6 +64,8 @@ def _rtmc(graph: AnchorGraph, p: RTMCParams) -> CreditResult:
         graph: anchor graph; anchors are the state signatures and actions the action
             signatures ``[S]``.
         p: the checked `RTMCParams` (`rtmc` takes its fields as keywords).
+        to: the converter of the graph's arrays (`crbc_viz.ops.xp`): numpy here, tensors on a
+            device in the torch row, which runs this same function.
 
     Returns:
         `CreditResult` ``[S]``: value = V′(s_t), q_value = Q(s_t, a_t), credit = A,
@@ -85,51 +88,47 @@ def _rtmc(graph: AnchorGraph, p: RTMCParams) -> CreditResult:
     """
     gamma, n_prior, normalize, norm_eps, outcome = p.gamma, p.n_prior, p.normalize, p.norm_eps, p.outcome
     b = graph.batch
-    P, N = len(graph.pair_node), graph.num_nodes
-    R = trajectory_outcome(graph, outcome)
-    ret = gamma ** (b.traj_len[b.step_traj] - 1 - b.step_pos) * R[b.step_traj]
-    first = first_visit_mask(graph)
-    n_pair = np.bincount(graph.step_pair[first], minlength=P).astype(np.float64)
-    s_pair = np.bincount(graph.step_pair[first], weights=ret[first], minlength=P)
-    q = s_pair / np.maximum(n_pair, 1)
-    n_s = np.bincount(graph.pair_node, weights=n_pair, minlength=N)
-    s_s = np.bincount(graph.pair_node, weights=s_pair, minlength=N)
-    G = b.num_groups
-    v_prior = (
-        np.bincount(b.traj_group, weights=R, minlength=G)
-        / np.maximum(np.bincount(b.traj_group, minlength=G), 1)
-    )[graph.node_group]
-    v = (s_s + n_prior * v_prior) / np.maximum(n_s + n_prior, 1e-300)  # Eq. 11
-    pair_adv = q - v[graph.pair_node]
-    a = pair_adv[graph.step_pair]
-    adv = a.copy()
+    P, N, G = len(graph.pair_node), graph.num_nodes, b.num_groups
+    R = to(trajectory_outcome(graph, outcome))
+    xp = namespace(R)
+    traj, pair, pair_node = to(b.step_traj), to(graph.step_pair), to(graph.pair_node)
+    steps_left = to(b.traj_len[b.step_traj] - 1 - b.step_pos)
+    ret = gamma ** xp.astype(steps_left, xp.float64) * R[traj]
+    first = to(first_visit_mask(graph))
+    n_pair = seg_sum(xp.ones_like(ret[first]), pair[first], P)
+    s_pair = seg_sum(ret[first], pair[first], P)
+    q = s_pair / xp.clip(n_pair, min=1)
+    n_s = seg_sum(n_pair, pair_node, N)
+    s_s = seg_sum(s_pair, pair_node, N)
+    tg = to(b.traj_group)
+    v_prior = (seg_sum(R, tg, G) / xp.clip(seg_sum(xp.ones_like(R), tg, G), min=1))[to(graph.node_group)]
+    v = (s_s + n_prior * v_prior) / xp.clip(n_s + n_prior, min=1e-300)  # Eq. 11
+    pair_adv = q - v[pair_node]
+    a = pair_adv[pair]
+    adv = copy(a)
+    node = to(graph.step_node)
     if normalize:
-        sg = b.step_group
-        cnt = np.bincount(sg, minlength=G).astype(np.float64)
-        mean = np.bincount(sg, weights=a, minlength=G) / np.maximum(cnt, 1)
-        std = np.sqrt(np.bincount(sg, weights=(a - mean[sg]) ** 2, minlength=G) / np.maximum(cnt, 1))
+        sg = to(b.step_group)
+        _, _, std = segment_stats(a, sg, G, ddof=0)  # population std, not centred
         # A group whose A agree within round-off (of the Q and V′ they subtract) has std 0.
         flat = no_spread(
-            a,
-            sg,
-            G,
-            magnitude=np.abs(q[graph.step_pair]) + np.abs(v[graph.step_node]),
-            terms=group_steps(graph)[sg],
+            a, sg, G, magnitude=xp.abs(q[pair]) + xp.abs(v[node]), terms=to(group_steps(graph)[b.step_group])
         )
         ok = (std > norm_eps) & ~flat
-        adv = np.where(ok[sg], a / np.where(ok, std, 1.0)[sg], a)
+        adv = xp.where(ok[sg], a / xp.where(ok, std, 1.0)[sg], a)
+    single = xp.astype(n_s[node] < 2, xp.float64)
     return CreditResult(
         "rtmc",
         p,
         graph,
-        v[graph.step_node],
-        q[graph.step_pair],
+        v[node],
+        q[pair],
         a,
         adv,
         node_value=v,
         pair_q=q,
         pair_credit=pair_adv,
-        diagnostics={"singleton_state_fraction": float(np.mean(n_s[graph.step_node] < 2)) if len(a) else 0.0},
+        diagnostics={"singleton_state_fraction": float(xp.mean(single)) if b.num_steps else 0.0},
     )
 
 

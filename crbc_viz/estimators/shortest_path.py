@@ -9,6 +9,7 @@ import numpy as np
 from ..graph import SUCCESS, AnchorGraph
 from ..ops.advantage import group_advantage
 from ..ops.segments import segment_zscore
+from ..ops.xp import as_numpy, namespace
 from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
 
@@ -83,7 +84,14 @@ def distance_to_success(graph: AnchorGraph) -> tuple[np.ndarray, np.ndarray, np.
     return d, d_max + 1, reached
 
 
-def _shortest_path(graph: AnchorGraph, p: ShortestPathParams) -> CreditResult:
+def _distances(graph: AnchorGraph, to) -> tuple:
+    """`distance_to_success` in ``to``'s arrays."""
+    return tuple(to(a) for a in distance_to_success(graph))
+
+
+def _shortest_path(
+    graph: AnchorGraph, p: ShortestPathParams, *, to=as_numpy, distances=_distances
+) -> CreditResult:
     """GraphGPO shortest-path credit: reward steps by their successor's distance to success.
 
         d(SUCCESS) = 0;  d(s) = min over out-edges (s,a,s′) of 1 + d(s′)   (reverse BFS)
@@ -100,6 +108,9 @@ def _shortest_path(graph: AnchorGraph, p: ShortestPathParams) -> CreditResult:
     Args:
         graph: anchor graph.
         p: the checked `ShortestPathParams` (`shortest_path` takes its fields as keywords).
+        to: the converter of the graph's arrays (`crbc_viz.ops.xp`); ``distances(graph, to)``:
+            `distance_to_success` in those arrays (the torch row passes its reverse BFS over
+            the edge list on the device, and otherwise runs this same function).
 
     Returns:
         `CreditResult`: value = d(s_t) (unreachable = d_max + 1, FAILURE likewise), q_value =
@@ -128,29 +139,32 @@ def _shortest_path(graph: AnchorGraph, p: ShortestPathParams) -> CreditResult:
         p.w_group,
     )
     b = graph.batch
-    d, d_unreachable, reached = distance_to_success(graph)
+    d, d_unreachable, reached = distances(graph, to)
+    xp = namespace(d)
     G = graph.num_groups
-    step_group = b.step_group
-    nxt = graph.step_next
+    step_group = to(b.step_group)
+    nxt = to(graph.step_next)
     # Successor distance: SUCCESS = 0, FAILURE = d_max + 1 (unreachable), else d(s′).
-    d_next = np.where(nxt == SUCCESS, 0, np.where(nxt >= 0, d[np.maximum(nxt, 0)], d_unreachable[step_group]))
+    d_next = xp.where(
+        nxt == SUCCESS, 0, xp.where(nxt >= 0, d[xp.where(nxt >= 0, nxt, 0)], d_unreachable[step_group])
+    )
     power = d_next + (1 if exponent == "d+c" else 0)
-    q = r_succ * omega ** power.astype(np.float64)
+    q = r_succ * omega ** xp.astype(power, xp.float64)
     # z-score within each source node's outgoing occurrences (one occurrence or no spread: 0).
-    node = graph.step_node
+    node = to(graph.step_node)
     z = segment_zscore(q, node, graph.num_nodes, ddof=ddof, eps=eps)[0]
-    z = np.where(reached[step_group], z, 0.0)
-    a_group = group_advantage(graph)[b.step_traj]  # A^E: verl-agent's (sample std, eps 1e-6)
+    z = xp.where(reached[step_group], z, 0.0)
+    a_group = group_advantage(graph, to=to)[to(b.step_traj)]  # A^E: verl-agent's (sample std, eps 1e-6)
     return CreditResult(
         "shortest_path",
         p,
         graph,
-        d[node].astype(np.float64),
+        xp.astype(d[node], xp.float64),
         q,
         z,
         w_graph * z + w_group * a_group,
-        node_value=d.astype(np.float64),
-        diagnostics={"groups_without_success": int(G - reached.sum())},
+        node_value=xp.astype(d, xp.float64),
+        diagnostics={"groups_without_success": int(G - int(xp.sum(reached)))},
     )
 
 

@@ -1,4 +1,5 @@
-"""Numpy primitives with no estimator knowledge (docs/architecture.md, layer ``ops``).
+"""Primitives with no estimator knowledge (docs/architecture.md, layer ``ops``), written once
+for numpy arrays and torch tensors where the vectorised estimators use them (`xp`).
 
 Every estimator module builds on these instead of importing a peer estimator:
 

@@ -8,7 +8,7 @@ import numpy as np
 from ..graph import AnchorGraph
 from .returns import trajectory_outcome
 from .segments import no_spread, segment_stats
-from .xp import float_array, namespace
+from .xp import as_numpy, float_array, namespace
 
 __all__ = ["group_advantage", "outcome_advantage", "row_advantage"]
 
@@ -44,9 +44,11 @@ def group_advantage(
     eps: float = 1e-6,
     stats: str = "trajectory",
     outcome: str = "success",
+    to=as_numpy,
 ) -> np.ndarray:
     """A^G_i = (R_i − mean_j R_j) / (F_norm + eps), one value per trajectory ``[T]``
-    (`outcome_advantage` over the graph's trajectories and groups).
+    (`outcome_advantage` over the graph's trajectories and groups; ``to``: the converter of
+    the graph's arrays, `crbc_viz.ops.xp.as_numpy` or the torch backend's to its device).
 
     ``norm='std'``: F_norm is the group std (GRPO); ``'mean'``: no division (Dr.GRPO / RLOO
     mean_norm). ``stats='cross_steps'`` weighs each rollout by its length (verl-agent's
@@ -54,9 +56,9 @@ def group_advantage(
     `outcome_advantage`.
     """
     b = graph.batch
-    R = trajectory_outcome(graph, outcome)
-    w = b.traj_len.astype(np.float64) if stats == "cross_steps" else None
-    return outcome_advantage(R, b.traj_group, b.num_groups, norm=norm, ddof=ddof, eps=eps, weights=w)
+    R = to(trajectory_outcome(graph, outcome))
+    w = to(b.traj_len.astype(np.float64)) if stats == "cross_steps" else None
+    return outcome_advantage(R, to(b.traj_group), b.num_groups, norm=norm, ddof=ddof, eps=eps, weights=w)
 
 
 def row_advantage(graph: AnchorGraph, score: np.ndarray, std_norm: bool, eps: float) -> np.ndarray:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import FAILURE, SUCCESS
+from .xp import asarray_like, namespace
 
 __all__ = [
     "solve_closure",
@@ -197,7 +198,11 @@ def mean_backup_values(graph, gamma: float) -> tuple[np.ndarray, float]:
     return solve_closure(*graph_entries(graph), graph.group_node_offsets, gamma)
 
 
-def successor_values(graph, node_value: np.ndarray) -> np.ndarray:
-    """V(s_{t+1}) per step ``[S]`` with V(SUCCESS) = 1 and V(FAILURE) = 0."""
-    nxt = graph.step_next
-    return np.where(nxt == SUCCESS, 1.0, np.where(nxt == FAILURE, 0.0, node_value[np.maximum(nxt, 0)]))
+def successor_values(graph, node_value):
+    """V(s_{t+1}) per step ``[S]`` with V(SUCCESS) = 1 and V(FAILURE) = 0 (``node_value`` a
+    numpy array or a tensor: the result is in its library, on its device)."""
+    xp = namespace(node_value)
+    nxt = asarray_like(graph.step_next, node_value)
+    return xp.where(
+        nxt == SUCCESS, 1.0, xp.where(nxt == FAILURE, 0.0, node_value[xp.where(nxt >= 0, nxt, 0)])
+    )

@@ -14,7 +14,17 @@ from __future__ import annotations
 import numpy as np
 from array_api_compat import array_namespace, is_torch_array
 
-__all__ = ["namespace", "float_array", "seg_sum", "seg_max", "seg_min", "unit_roundoff"]
+__all__ = [
+    "namespace",
+    "float_array",
+    "as_numpy",
+    "asarray_like",
+    "copy",
+    "seg_sum",
+    "seg_max",
+    "seg_min",
+    "unit_roundoff",
+]
 
 
 def namespace(*arrays):
@@ -34,6 +44,26 @@ def float_array(x, like=None):
     if is_torch_array(x):
         return x if x.is_floating_point() else x.double()
     return np.asarray(x, dtype=np.float64)
+
+
+def as_numpy(x):
+    """The estimators' default converter ``to``: a graph's numpy array as it is (no copy).
+
+    An estimator written once takes ``to=`` (numpy array → the arrays it computes on); the
+    torch backend passes one that puts the array on its device (``backends.torch.arrays``)."""
+    return np.asarray(x)
+
+
+def asarray_like(x, like):
+    """A graph's numpy array ``x`` in ``like``'s library, on its device (``x`` itself for numpy)."""
+    if is_torch_array(like):
+        return namespace(like).asarray(np.ascontiguousarray(x), device=like.device)
+    return np.asarray(x)
+
+
+def copy(x):
+    """A copy of ``x`` in its own library (on its device)."""
+    return x.clone() if is_torch_array(x) else np.array(x, copy=True)
 
 
 def _tensor_like(x, like):

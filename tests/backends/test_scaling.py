@@ -110,7 +110,7 @@ def test_blocked_discounted_sums_on_long_rollouts(name):
 
 
 def test_discounted_sum_by_hand():
-    from crbc_viz.backends.torch.graph import _discounted
+    from crbc_viz.ops.returns import discounted_returns
 
     graph = crbc_viz.build_graph(
         random_mdp_batch(
@@ -118,7 +118,7 @@ def test_discounted_sum_by_hand():
         )
     )
     x = np.random.default_rng(0).normal(size=graph.batch.num_steps)
-    got = _discounted(graph, torch.as_tensor(x), 0.9).numpy()
+    got = discounted_returns(graph, torch.as_tensor(x), 0.9).numpy()
     want = np.zeros_like(x)
     b = graph.batch
     for t in range(b.num_trajectories):

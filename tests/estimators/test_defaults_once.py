@@ -74,8 +74,14 @@ def test_signature_and_help_are_built_from_the_dataclass(spec):
 @pytest.mark.parametrize("spec", SPECS, ids=IDS)
 def test_kernel_takes_the_params_object_and_the_public_call_builds_it(spec, toy):
     sig = inspect.signature(spec.kernel)
-    assert len(sig.parameters) == 2, (spec.name, sig)
-    assert all(p.default is inspect.Parameter.empty for p in sig.parameters.values()), spec.name
+    # graph and the params object; beyond them only what an estimator written once against
+    # the array API takes from its torch row (the array converter `to`, a device solver),
+    # keyword-only with the numpy default, never a hyper-parameter.
+    params = list(sig.parameters.values())
+    assert len(params) >= 2 and all(p.default is inspect.Parameter.empty for p in params[:2]), spec.name
+    extra = {p.name for p in params[2:]}
+    assert extra <= {"to", "distances"}, (spec.name, sig)
+    assert all(p.kind is p.KEYWORD_ONLY and p.default is not p.empty for p in params[2:]), spec.name
     # The reference page shows the numpy reference's own source.
     assert inspect.getsource(spec.fn).lstrip().startswith(f"def {spec.kernel.__name__}("), spec.name
     if spec.requires:

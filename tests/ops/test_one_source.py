@@ -72,3 +72,42 @@ def test_a_change_to_the_one_copy_reaches_the_torch_backend(monkeypatch):
     after = score(g, "grpo", backend="torch", device="cpu").advantage
     assert np.any(before != 0)
     np.testing.assert_allclose(after, 2 * before, rtol=0, atol=1e-12)
+
+
+def _double_first(fn):
+    """``fn`` with its (first) output doubled."""
+
+    def doubled(*a, **k):
+        out = fn(*a, **k)
+        return (2 * out[0], *out[1:]) if isinstance(out, tuple) else 2 * out
+
+    return doubled
+
+
+#: (estimator, module attribute its one copy calls, mutation of that attribute).
+MUTATIONS = [
+    ("grpo", "group_advantage", _double_first),
+    ("shortest_path", "segment_zscore", _double_first),
+    ("gigpo", "discounted_returns", _double_first),
+    ("pgpo", "anchor_potentials", _double_first),
+    ("rtmc", "first_visit_mask", lambda fn: lambda graph: np.ones(graph.batch.num_steps, dtype=bool)),
+    ("gated_bepo", "distinct_successors", lambda fn: lambda graph: fn(graph) + 1),
+    ("graft", "segment_zscore", _double_first),
+]
+
+
+@pytest.mark.parametrize("name, attr, mutate", MUTATIONS, ids=[m[0] for m in MUTATIONS])
+def test_a_change_to_an_estimators_one_copy_reaches_its_torch_row(monkeypatch, name, attr, mutate):
+    """Each vectorised estimator is written once (`crbc_viz.estimators.<name>`): a mutation of
+    what its one copy calls moves the torch row's numbers with the numpy reference's."""
+    import importlib
+
+    module = importlib.import_module(f"crbc_viz.estimators.{name}")
+    g = build_graph(random_mdp_batch(6, 4, 12, seed=2, p_self=0.3))
+    before = score(g, name, backend="torch", device="cpu").advantage
+    monkeypatch.setattr(module, attr, mutate(getattr(module, attr)))
+    after = score(g, name, backend="torch", device="cpu")
+    assert after.backend == "torch:cpu"
+    assert np.max(np.abs(after.advantage - before)) > 1e-3, "the mutation did not reach the torch row"
+    ref = score(g, name, backend="numpy")
+    np.testing.assert_allclose(after.advantage, ref.advantage, rtol=0, atol=1e-9)
