@@ -435,6 +435,56 @@ _OPTIONS = {
 }
 
 
+def _network(sc: _Scene, pl: Placement, credit, *, height_px, group, labels, show_action_labels, cut):
+    """The pyvis ``Network`` of a drawing, its edge records and its vis-network edges."""
+    Network = require("pyvis.network", "the graph drawing").Network
+    graph = sc.graph
+    net = Network(
+        height=f"{int(height_px)}px", width="100%", directed=True, cdn_resources="in_line", heading=""
+    )
+    # Direct append: pyvis's add_node re-scans the node list per node (quadratic).
+    net.nodes.extend(_anchor_nodes(sc, pl) + _cluster_nodes(sc, pl) + _boundary_nodes(pl, *labels))
+    net.node_ids = [nd["id"] for nd in net.nodes]
+    records = _edge_records(graph, group, pl, credit)
+    edges, loops = _edges(sc, pl, records, cut, show_action_labels)
+    net.edges.extend(edges)
+    stack_loops(loops, pl.pos, {nd["id"]: float(nd.get("size", 0.0)) for nd in net.nodes})
+    net.options = _OPTIONS
+    return net, records, edges
+
+
+def _scene(
+    graph: AnchorGraph, result, pl: Placement, *, group, estimator, highlight_traj, selected_node, mark_opened
+):
+    """The `_Scene` of a drawing (values, colour scales, marks) and what its node colour means
+    (`value_meaning`: legend title, higher is better, SUCCESS and FAILURE labels)."""
+    sl = graph.group_slice(group)
+    nv = node_values(graph, result)
+    q, c = pair_values(graph, result)
+    step_sl = np.flatnonzero(graph.batch.step_group == group)
+    meaning = value_meaning(estimator)
+    lo, hi = value_range(nv[sl])
+    sc = _Scene(
+        graph=graph,
+        group_lo=sl.start,
+        estimator=estimator,
+        node_value=nv,
+        pair_q=q,
+        pair_credit=c,
+        value_lo=lo,
+        value_hi=hi,
+        higher_better=meaning[1],
+        credit_lim=credit_limit(result.credit[step_sl] if result is not None else None),
+        credit_note=credit_meaning(result),
+        starts=frozenset(start_anchors(graph, group)),
+        highlighting=highlight_traj is not None,
+        selected_node=selected_node,
+        inferred=frozenset(np.unique(graph.step_action[missing_actions(graph.batch)]).tolist()),
+        fresh=frozenset(pl.summary.opened[-1][1]) if mark_opened and pl.summary.opened else frozenset(),
+    )
+    return sc, meaning
+
+
 def graph_drawing(
     graph: AnchorGraph,
     result=None,
@@ -504,11 +554,9 @@ def graph_drawing(
     Raises:
         ValueError: ``min_label_px`` is not a finite number ≥ 0.
     """
-    Network = require("pyvis.network", "the graph drawing").Network
-
+    require("pyvis.network", "the graph drawing")  # a missing [app] extra: one line, before any work
     check_min_label_px(min_label_px)
     est = estimator or (result.estimator if result is not None else "—")
-    sl = graph.group_slice(group)
     pl = place(
         graph,
         group=group,
@@ -523,47 +571,31 @@ def graph_drawing(
         min_label_px=min_label_px,
         fit_width=FIT_WIDTH if fit_canvas else None,
     )
-    nv = node_values(graph, result)
-    q, c = pair_values(graph, result)
     cut = truncated_steps(graph)
-    step_sl = np.flatnonzero(graph.batch.step_group == group)
-    v_title, higher_better, succ_label, fail_label = value_meaning(est)
-    lo, hi = value_range(nv[sl])
-    sc = _Scene(
-        graph=graph,
-        group_lo=sl.start,
+    sc, (v_title, higher_better, succ_label, fail_label) = _scene(
+        graph,
+        result,
+        pl,
+        group=group,
         estimator=est,
-        node_value=nv,
-        pair_q=q,
-        pair_credit=c,
-        value_lo=lo,
-        value_hi=hi,
-        higher_better=higher_better,
-        credit_lim=credit_limit(result.credit[step_sl] if result is not None else None),
-        credit_note=credit_meaning(result),
-        starts=frozenset(start_anchors(graph, group)),
-        highlighting=highlight_traj is not None,
+        highlight_traj=highlight_traj,
         selected_node=selected_node,
-        inferred=frozenset(np.unique(graph.step_action[missing_actions(graph.batch)]).tolist()),
-        fresh=frozenset(pl.summary.opened[-1][1]) if mark_opened and pl.summary.opened else frozenset(),
+        mark_opened=mark_opened,
     )
-    net = Network(
-        height=f"{int(height_px)}px", width="100%", directed=True, cdn_resources="in_line", heading=""
+    net, records, edges = _network(
+        sc,
+        pl,
+        EdgeCredit(graph, result, cut),
+        height_px=height_px,
+        group=group,
+        labels=(succ_label, fail_label),
+        show_action_labels=show_action_labels,
+        cut=cut,
     )
-    # Direct append: pyvis's add_node re-scans the node list per node (quadratic).
-    net.nodes.extend(
-        _anchor_nodes(sc, pl) + _cluster_nodes(sc, pl) + _boundary_nodes(pl, succ_label, fail_label)
-    )
-    net.node_ids = [nd["id"] for nd in net.nodes]
-    records = _edge_records(graph, group, pl, EdgeCredit(graph, result, cut))
-    edges, loops = _edges(sc, pl, records, cut, show_action_labels)
-    net.edges.extend(edges)
-    stack_loops(loops, pl.pos, {nd["id"]: float(nd.get("size", 0.0)) for nd in net.nodes})
-    net.options = _OPTIONS
     page = finish_page(
         net.generate_html(),
         height_px=height_px,
-        legend=legend_html(est, params_text, v_title, higher_better, lo, hi, sc.credit_lim),
+        legend=legend_html(est, params_text, v_title, higher_better, sc.value_lo, sc.value_hi, sc.credit_lim),
         graph_key=graph_key,
         name=f"graph_{est}{('_' + params_text) if params_text else ''}",
         min_label_px=min_label_px,
