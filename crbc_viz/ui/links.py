@@ -259,8 +259,12 @@ def export_config(*parts: str) -> dict:
     }
 
 
-def pause_then_rerun(seconds: float) -> None:
+def pause_then_rerun(seconds: float, since: float | None = None) -> None:
     """For "Play" controls: write the view into the URL, wait, then rerun the script.
+
+    ``since``: the `time.monotonic` at which this run's step began; the wait is then what is
+    left of ``seconds`` after it (none when the run took longer), so that the steps come
+    ``seconds`` apart however long a run takes, rather than ``seconds`` plus the run.
 
     The rerun starts from the query string as it is when `st.rerun` is called; written only
     after it (by the app's `view.sync_out`), the new URL would read as a link opened in place
@@ -268,5 +272,7 @@ def pause_then_rerun(seconds: float) -> None:
     import time
 
     view.sync_out()
-    time.sleep(seconds)
+    left = seconds if since is None else seconds - (time.monotonic() - since)
+    if left > 0:
+        time.sleep(left)
     st.rerun()

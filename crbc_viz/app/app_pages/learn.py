@@ -9,6 +9,8 @@ CSS), lesson 4's figure and table one under the other.
 
 from __future__ import annotations
 
+import time
+
 import pandas as pd
 import streamlit as st
 
@@ -226,7 +228,8 @@ def lesson_visit_local(lesson, dataset) -> None:
 
 
 def lesson_depth(lesson, dataset) -> bool:
-    """Lesson 4; True while Play runs (the page then reruns itself a second later)."""
+    """Lesson 4; True while Play runs (the page then reruns itself a second after this run
+    began)."""
     rows = base_rows(dataset)
     if st.session_state.pop(PLAY_TICK, False) and st.session_state.get(PLAY_KEY):
         # Play's step happens here, before the K control and the Play toggle are drawn: once a
@@ -449,6 +452,7 @@ def lesson_combination(lesson, dataset) -> None:
 
 # ---------------------------------------------------------------- the page
 def render() -> None:
+    began = time.monotonic()  # Play's next step comes a second after this one began
     st.title("Learn: credit assignment, step by step")
     top = st.columns([4.5, 1.6], vertical_alignment="bottom")
     numbers = [ls.number for ls in V.LESSONS]
@@ -506,7 +510,7 @@ def render() -> None:
         )
     if playing:
         st.session_state[PLAY_TICK] = True
-        pause_then_rerun(1.0)
+        pause_then_rerun(1.0, since=began)
     else:
         st.session_state.pop(PLAY_TICK, None)
 
