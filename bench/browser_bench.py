@@ -132,7 +132,16 @@ def timed(pg, runs: Runs, action, graph: bool, plots: bool = False) -> tuple[flo
     ended = settled(pg, before, graph, plots)
     t1, w1 = time.perf_counter(), time.time()
     rows = runs.within(w0, w1)
-    return t1 - t0, sum(r["wall"] for r in rows), sum(r["cpu"] for r in rows), ended - t0
+    asked = [r["asked"] - w0 for r in rows if r.get("asked")]
+    waited = sum(r["start"] - r["asked"] for r in rows if r.get("asked"))
+    return (
+        t1 - t0,
+        sum(r["wall"] for r in rows),
+        sum(r["cpu"] for r in rows),
+        ended - t0,
+        min(asked) if asked else float("nan"),
+        waited,
+    )
 
 
 def _open(pg, key: str):
@@ -198,16 +207,18 @@ def drill_down(pg, url: str, runs: Runs, n: int) -> list[tuple[float, float, flo
 
 PLAY_JS = """() => {
   window.__crbcSteps = [];
+  window.__crbcDraws = [];
   let last = null;
   const look = () => {
     const t = document.querySelector('.st-key-learn_k [data-testid="stSliderThumbValue"]');
     const k = t ? t.textContent : null;
-    const app = document.querySelector('[data-testid="stApp"]');
-    const fs = Array.from(document.querySelectorAll('iframe')).map(f => f.contentDocument);
-    const drawn = fs.length > 0 && fs.every(d => d && d.body && d.body.getAttribute('data-crbc-ready') === '1');
-    if (k !== null && k !== last && drawn && !document.querySelector('[data-stale="true"]')) {
-      window.__crbcSteps.push([performance.now(), k]);
-      last = k;
+    if (k !== null && k !== last) { window.__crbcSteps.push([performance.now(), k]); last = k; }
+    for (const f of document.querySelectorAll('iframe')) {
+      const d = f.contentDocument;
+      if (d && d.body && d.body.getAttribute('data-crbc-ready') === '1' && !f.contentWindow.__crbcSeen) {
+        f.contentWindow.__crbcSeen = true;
+        window.__crbcDraws.push(performance.now());
+      }
     }
     requestAnimationFrame(look);
   };
@@ -215,9 +226,9 @@ PLAY_JS = """() => {
 }"""
 
 
-def play(pg, url: str, runs: Runs, steps: int) -> tuple[list[float], list[float], list[float]]:
-    """Lesson 4's Play from K = 0: the intervals between two drawn steps (s), and the server
-    runs' wall and CPU per step."""
+def play(pg, url: str, runs: Runs, steps: int) -> tuple[list[float], list[float], list[float], list[float]]:
+    """Lesson 4's Play from K = 0: the intervals between two steps of K shown on the page (s),
+    between two new graph drawings (s), and the server runs' wall and CPU per step."""
     pg.goto(url + "/learn?lesson=4&lk=0")
     app_idle(pg)
     pg.wait_for_function(DRAWN_JS.replace("&& !d.defaultView.__crbcBenchOld", ""), timeout=WAIT_MS)
@@ -226,13 +237,14 @@ def play(pg, url: str, runs: Runs, steps: int) -> tuple[list[float], list[float]
     pg.locator(".st-key-learn_play label").first.click()
     pg.wait_for_function(f"() => window.__crbcSteps.length >= {steps + 2}", timeout=WAIT_MS * 2)
     w1 = time.time()
-    seen = pg.evaluate("() => window.__crbcSteps")
+    seen, draws = pg.evaluate("() => [window.__crbcSteps, window.__crbcDraws]")
     pg.locator(".st-key-learn_play label").first.click()  # stop
     app_idle(pg)
-    rows = [r for r in runs.within(w0, w1)]
+    rows = runs.within(w0, w1)
     times = [t for t, _ in seen[1:]]  # the first entry is K = 0 as it was before Play
     gaps = [(b - a) / 1000 for a, b in zip(times, times[1:])]
-    return gaps, [r["wall"] for r in rows], [r["cpu"] for r in rows]
+    drawn = [(b - a) / 1000 for a, b in zip(draws[1:], draws[2:])]
+    return gaps, drawn, [r["wall"] for r in rows], [r["cpu"] for r in rows]
 
 
 def measure(load: int, n: int) -> tuple[list[list], str]:
@@ -255,14 +267,16 @@ def measure(load: int, n: int) -> tuple[list[list], str]:
             app_idle(pg)
 
             def row(name, xs, la):
-                b, w, c, e = zip(*xs)
-                rows.append([name, b, w, c, e, la])
+                b, w, c, e, a, q = zip(*xs)
+                rows.append([name, b, w, c, e, a, q, la])
 
             for name, xs in interactions(pg, url, runs, n).items():
                 row(name, xs, _loadavg())
             row("drill down (Across training)", drill_down(pg, url, runs, n), _loadavg())
-            gaps, walls, cpus = play(pg, url, runs, max(4, n))
-            rows.append(["Play step interval (Learn, lesson 4)", gaps, walls, cpus, (), _loadavg()])
+            gaps, drawn, walls, cpus = play(pg, url, runs, max(4, n))
+            la = _loadavg()
+            rows.append(["Play: K shown, interval (Learn, lesson 4)", gaps, walls, cpus, (), (), (), la])
+            rows.append(["Play: graph redrawn, interval", drawn or [float("nan")], (), (), (), (), (), la])
             br.close()
     finally:
         for b in burners:
@@ -271,7 +285,8 @@ def measure(load: int, n: int) -> tuple[list[list], str]:
 
 
 def _fmt(xs) -> str:
-    return f"{statistics.median(xs):.2f}"
+    xs = [x for x in xs if x == x]  # no NaN
+    return f"{statistics.median(xs):.2f}" if xs else "–"
 
 
 def table(rows: list[list], load: int, la0: str, n: int) -> str:
@@ -279,23 +294,25 @@ def table(rows: list[list], load: int, la0: str, n: int) -> str:
     head = (
         f"**{load} CPU-bound process(es) beside the server** ({n} runs of each; load average "
         f"1/5/15 min at the start {la0})\n\n"
-        "| interaction | browser median s | browser range s | run's end in the browser, median s | "
-        "server wall median s | server CPU median s | target | met | load avg after |\n"
-        "| --- | ---: | ---: | ---: | ---: | ---: | --- | :---: | --- |"
+        "| interaction | browser median s | browser range s | click → request at the server | "
+        "request → run start | server run wall s | server run CPU s | click → run's end in the "
+        "browser | target | met | load avg after |\n"
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | :---: | --- |"
     )
     lines = [head]
-    for name, b, w, c, e, la in rows:
+    for name, b, w, c, e, a, q, la in rows:
         med = statistics.median(b)
-        if name.startswith("Play"):
+        if name.startswith("Play: graph"):
+            tgt, met = "", ""
+        elif name.startswith("Play"):
             tgt, met = f"{PLAY_S:g} s apart", "yes" if abs(med - PLAY_S) <= 0.15 else "no"
         elif target is None:
             tgt, met = "", ""
         else:
             tgt, met = f"≤ {target:g} s", "yes" if med <= target else "no"
         lines.append(
-            f"| {name} | {med:.2f} | {min(b):.2f}–{max(b):.2f} | {_fmt(e) if e else '–'} | "
-            f"{_fmt(w) if w else '–'} | "
-            f"{_fmt(c) if c else '–'} | {tgt} | {met} | {la} |"
+            f"| {name} | {med:.2f} | {min(b):.2f}–{max(b):.2f} | {_fmt(a)} | {_fmt(q)} | "
+            f"{_fmt(w)} | {_fmt(c)} | {_fmt(e)} | {tgt} | {met} | {la} |"
         )
     return "\n".join(lines)
 
