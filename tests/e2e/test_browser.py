@@ -279,14 +279,14 @@ def test_failed_rollout_to_blamed_step_to_graph_to_compare_and_back(server, brow
         ctx.close()
 
 
-def _network_frame(pg, not_before=None):
-    """The frame whose graph has drawn (``data-crbc-ready``); with ``not_before``, another than
-    that frame (the drawing that replaced it)."""
+def _network_frame(pg):
+    """The frame whose graph has drawn (``data-crbc-ready``), and not a drawing marked
+    ``window.__crbcOld`` (a redraw loads a new document, in the same frame or a new one)."""
 
     def drawn():
         for f in pg.frames:
             try:
-                if f != not_before and f.evaluate(
+                if f.evaluate(
                     "() => typeof network !== 'undefined' && !!network && "
                     "document.body.getAttribute('data-crbc-ready') === '1' && !window.__crbcOld"
                 ):
@@ -318,7 +318,7 @@ def test_graph_zoom_survives_a_redraw(server, page):
     page.wait_for_function(
         "() => new URLSearchParams(location.search).get('labels') === 'off'", timeout=WAIT_MS
     )
-    inner = _network_frame(page, not_before=inner)
+    inner = _network_frame(page)
     # The restore comes in a message from the page after the new drawing says hello.
     try:
         inner.wait_for_function("() => Math.abs(network.getScale() - 2.5) < 1e-6", timeout=WAIT_MS)
