@@ -102,43 +102,86 @@ class Runs:
         return [r for r in rows if t0 <= r["start"] <= t1]
 
 
-def settled(pg, before: int, graph: bool, plots: bool = False) -> float:
-    """Wait until a run finished after ``before`` (the tracker's count), the app is idle and
-    (``graph``) a new graph iframe has drawn, (``plots``) every plotly chart has drawn.
-    Returns when the run's end reached the browser (`time.perf_counter`)."""
+#: In the page (every document the page loads, main frame only): the time of the last trusted
+#: click, and of each end of a script run (Streamlit's ``data-test-script-state`` leaving
+#: "running"), on the page's own clock.
+INSTR_JS = """(() => {
+  if (window.top !== window) { return; }
+  const T = window.__crbcT = {click: null, ends: [], done: null};
+  document.addEventListener('click', (e) => { if (e.isTrusted) { T.click = performance.now(); } }, true);
+  const watch = () => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    if (!app) { requestAnimationFrame(watch); return; }
+    let prev = app.getAttribute('data-test-script-state');
+    new MutationObserver(() => {
+      const s = app.getAttribute('data-test-script-state');
+      if (prev === 'running' && s !== 'running') { T.ends.push(performance.now()); }
+      prev = s;
+    }).observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+  };
+  watch();
+})()"""
+#: After an action: look every frame for the first one where a run has ended since the click
+#: (or the harness says so, ``__crbcPyDone``) and the page is settled; keep that frame's time.
+DONE_JS = (
+    """([graph, plots]) => {
+  const T = window.__crbcT;
+  const idle = (IDLE);
+  const drawn = (DRAWN);
+  const charts = (PLOTS);
+  const look = () => {
+    const ran = T.ends.some((t) => t > T.click) || window.__crbcPyDone;
+    if (ran && idle() && (!graph || drawn()) && (!plots || charts())) { T.done = performance.now(); return; }
+    requestAnimationFrame(look);
+  };
+  requestAnimationFrame(look);
+}""".replace("IDLE", IDLE_JS)
+    .replace("DRAWN", DRAWN_JS)
+    .replace("PLOTS", PLOTS_JS)
+)
+
+
+def settled(pg, before: int, graph: bool, plots: bool = False) -> None:
+    """Wait until a run finished after ``before`` (the tracker's count: Streamlit's messages on
+    the websocket), then until the page's own look (`DONE_JS`) has found it settled and drawn:
+    idle, (``graph``) a new graph iframe drawn, (``plots``) every plotly chart drawn."""
     tr = pg._crbc_runs
     deadline = time.monotonic() + WAIT_MS / 1000
     while not tr.idle(before):
         if time.monotonic() > deadline:
             raise AssertionError(f"no run finished after the action ({vars(tr)})")
         pg.wait_for_timeout(5)
-    ended = time.perf_counter()
-    pg.wait_for_function(IDLE_JS, timeout=WAIT_MS, polling="raf")
-    if graph:
-        pg.wait_for_function(DRAWN_JS, timeout=WAIT_MS, polling="raf")
-    if plots:
-        pg.wait_for_function(PLOTS_JS, timeout=WAIT_MS, polling="raf")
-    return ended
+    pg.evaluate("() => { window.__crbcPyDone = true; }")
+    pg.wait_for_function("() => window.__crbcT.done !== null", timeout=WAIT_MS)
 
 
 def timed(pg, runs: Runs, action, graph: bool, plots: bool = False) -> tuple[float, ...]:
-    """(browser s, server wall s, server CPU s, s until the run's end reached the browser) of
-    one action."""
+    """Of one action, from its last click on the page's clock: (s until the page was settled
+    and drawn, the server's run wall s and CPU s, s until the click's request reached the
+    server, s it waited there before its run started, s until the run's end reached the page)."""
     app_idle(pg)
     pg.evaluate(MARK_JS)
+    pg.evaluate(
+        "() => { window.__crbcPyDone = false; window.__crbcT.done = null; window.__crbcT.click = null; }"
+    )
     before = pg._crbc_runs.finished
-    w0, t0 = time.time(), time.perf_counter()
+    w0 = time.time()
     action()
-    ended = settled(pg, before, graph, plots)
-    t1, w1 = time.perf_counter(), time.time()
-    rows = runs.within(w0, w1)
-    asked = [r["asked"] - w0 for r in rows if r.get("asked")]
+    pg.evaluate(DONE_JS, [graph, plots])
+    settled(pg, before, graph, plots)
+    origin, click, done, ends = pg.evaluate(
+        "() => [performance.timeOrigin, window.__crbcT.click, window.__crbcT.done, window.__crbcT.ends]"
+    )
+    clicked = (origin + click) / 1000  # the click, on the wall clock
+    rows = runs.within(w0, time.time())
+    asked = [r["asked"] - clicked for r in rows if r.get("asked")]
     waited = sum(r["start"] - r["asked"] for r in rows if r.get("asked"))
+    ended = [t for t in ends if t > click]
     return (
-        t1 - t0,
+        (done - click) / 1000,
         sum(r["wall"] for r in rows),
         sum(r["cpu"] for r in rows),
-        ended - t0,
+        (ended[-1] - click) / 1000 if ended else float("nan"),
         min(asked) if asked else float("nan"),
         waited,
     )
@@ -263,6 +306,7 @@ def measure(load: int, n: int) -> tuple[list[list], str]:
         ):
             br = track_browser(p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS))
             pg = br.new_page(viewport={"width": 1500, "height": 1000})
+            pg.add_init_script(INSTR_JS)
             pg.goto(url)  # the server's first render (imports, sample load): not timed
             app_idle(pg)
 
