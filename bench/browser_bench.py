@@ -158,7 +158,8 @@ def settled(pg, before: int, graph: bool, plots: bool = False) -> None:
 def timed(pg, runs: Runs, action, graph: bool, plots: bool = False) -> tuple[float, ...]:
     """Of one action, from its last click on the page's clock: (s until the page was settled
     and drawn, the server's run wall s and CPU s, s until the click's request reached the
-    server, s it waited there before its run started, s until the run's end reached the page)."""
+    server, s it waited there before its run started, s until the page's script state left
+    "running" after the click)."""
     app_idle(pg)
     pg.evaluate(MARK_JS)
     pg.evaluate(
@@ -338,9 +339,9 @@ def table(rows: list[list], load: int, la0: str, n: int) -> str:
     head = (
         f"**{load} CPU-bound process(es) beside the server** ({n} runs of each; load average "
         f"1/5/15 min at the start {la0})\n\n"
-        "| interaction | browser median s | browser range s | click → request at the server | "
-        "request → run start | server run wall s | server run CPU s | click → run's end in the "
-        "browser | target | met | load avg after |\n"
+        "| interaction | click → settled and drawn, median s | range s | click → request at "
+        "the server s | request → run start s | server run wall s | server run CPU s | click → "
+        "the page's script state leaves running s | target | met | load avg after |\n"
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | :---: | --- |"
     )
     lines = [head]
@@ -383,6 +384,7 @@ def main(argv=None) -> str:
     from bench.__main__ import machine, write_block
 
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    commit = _commit()  # the tree measured (read before, in case it changes while this runs)
     parts = []
     for load in (int(x) for x in args.load.split(",")):
         rows, la0 = measure(load, args.runs)
@@ -390,7 +392,7 @@ def main(argv=None) -> str:
         print(parts[-1], flush=True)
     text = "\n\n".join(
         [
-            f"Machine: {machine()}; {os.cpu_count()} CPUs seen. Commit {_commit()}, run {started}. "
+            f"Machine: {machine()}; {os.cpu_count()} CPUs seen. Commit {commit}, run {started}. "
             f"Command: `python -m bench.browser_bench --load {args.load} --runs {args.runs}"
             f"{' --write' if args.write else ''}`.",
             *parts,

@@ -9,13 +9,11 @@ CSS), lesson 4's figure and table one under the other.
 
 from __future__ import annotations
 
-import time
-
 import pandas as pd
 import streamlit as st
 
 from crbc_viz.ui import view
-from crbc_viz.ui.links import pause_then_rerun
+from crbc_viz.ui.links import pause_then_rerun, play_clock
 from crbc_viz.ui.pipeline import LEARN_GRAPH_HEIGHT as GRAPH_HEIGHT
 from crbc_viz.ui.pipeline import LEARN_KMAX
 from crbc_viz.ui.pipeline import learn_edited_rows as edited_rows
@@ -452,7 +450,7 @@ def lesson_combination(lesson, dataset) -> None:
 
 # ---------------------------------------------------------------- the page
 def render() -> None:
-    began = time.monotonic()  # Play's next step comes a second after this one began
+    began = play_clock()  # Play's next step comes a second after this one began
     st.title("Learn: credit assignment, step by step")
     top = st.columns([4.5, 1.6], vertical_alignment="bottom")
     numbers = [ls.number for ls in V.LESSONS]
