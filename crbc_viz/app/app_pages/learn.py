@@ -31,6 +31,8 @@ K_KEY = "learn_k"
 PLAY_KEY = "learn_play"
 #: Set by a playing lesson 4 just before it reruns: the next run advances K by one.
 PLAY_TICK = "_learn_play_tick"
+#: When a playing lesson 4's pause ends (`crbc_viz.ui.links.play_clock`): the next step's pace.
+PLAY_DUE = "_learn_play_due"
 INF = "∞"
 K_OPTIONS = [str(k) for k in range(LEARN_KMAX + 1)] + [INF]
 DATASETS = {"toy": "Toy group (§14.1)", "sokoban": f"Sokoban · {V.SOKOBAN_GROUP}"}
@@ -450,7 +452,7 @@ def lesson_combination(lesson, dataset) -> None:
 
 # ---------------------------------------------------------------- the page
 def render() -> None:
-    began = play_clock()  # Play's next step comes a second after this one began
+    began = play_clock()
     st.title("Learn: credit assignment, step by step")
     top = st.columns([4.5, 1.6], vertical_alignment="bottom")
     numbers = [ls.number for ls in V.LESSONS]
@@ -508,9 +510,15 @@ def render() -> None:
         )
     if playing:
         st.session_state[PLAY_TICK] = True
-        pause_then_rerun(1.0, since=began)
+        # Steps a second apart: from the end of the last step's pause (so the time between two
+        # runs counts too), or from this run's start when Play starts or has fallen behind.
+        last = st.session_state.get(PLAY_DUE)
+        since = last if last is not None and 0 <= began - last < 1.0 else began
+        st.session_state[PLAY_DUE] = since + 1.0
+        pause_then_rerun(1.0, since=since)
     else:
         st.session_state.pop(PLAY_TICK, None)
+        st.session_state.pop(PLAY_DUE, None)
 
 
 render()
