@@ -294,7 +294,9 @@ def main() -> None:
 
         text = (
             f"Getting around (AppTest, server side, {args.runs} runs each, a fresh process per run; "
-            f"`.venv/bin/python bench/app_render.py --getting-around --runs {args.runs}`). "
+            f"`.venv/bin/python bench/app_render.py --getting-around --runs {args.runs}`): the "
+            "script's run time on the server, not what a person waits for in a browser "
+            "(`python -m bench.browser_bench`). "
             "The first six rows: a running server with cold data caches (one visitor has opened "
             "the Data, Graph and Compare pages on the default sample's first group, so those "
             "pages' code is imported; the store, its trends and every group timed are not yet "

@@ -1,6 +1,9 @@
 """Start and stop a real ``streamlit run app.py`` for the browser tests and benchmarks.
 
-Readiness is polled on ``/_stcore/health`` in a bounded loop (no fixed sleeps).
+Readiness is polled on ``/_stcore/health`` in a bounded loop (no fixed sleeps). A page's
+script runs are followed on its websocket (`RunTracker`: the rerun requests the browser sends,
+the run starts and ends the server sends), so `app_idle` cannot mistake the page as it was
+before an action's rerun started for the page after it.
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ __all__ = [
     "stop_server",
     "streamlit_server",
     "app_idle",
+    "rerun",
+    "RunTracker",
+    "track",
+    "track_browser",
     "wait_until",
     "draw_anyway",
     "REPO",
@@ -64,8 +71,11 @@ def start_server(
     env: dict | None = None,
     timeout: float = 60.0,
     log_path: str | os.PathLike | None = None,
+    module: str = "streamlit",
 ):
     """Start the app; return (process, base URL) once ``/_stcore/health`` answers 200.
+    ``module``: what ``python -m`` runs with ``run app.py …`` (a wrapper of Streamlit's CLI,
+    such as the benchmark's run timer, may take its place).
 
     Raises:
         RuntimeError: the server exited or did not become healthy within ``timeout`` seconds
@@ -78,7 +88,7 @@ def start_server(
         [
             sys.executable,
             "-m",
-            "streamlit",
+            module,
             "run",
             "app.py",
             "--server.address",
@@ -126,29 +136,184 @@ def stop_server(proc: subprocess.Popen) -> None:
 
 
 @contextmanager
-def streamlit_server(env: dict | None = None, log_path=None):
-    proc, url = start_server(env=env, log_path=log_path)
+def streamlit_server(env: dict | None = None, log_path=None, module: str = "streamlit"):
+    proc, url = start_server(env=env, log_path=log_path, module=module)
     try:
         yield url
     finally:
         stop_server(proc)
 
 
-#: Streamlit's own ready state: no status widget ("Running..."), no skeleton, and no element left
-#: stale by a script run in progress (the frontend marks the previous run's elements
+#: Streamlit's own ready state: the app connected and its script not running
+#: (``data-test-script-state``), no status widget ("Running..."), no skeleton, and no element
+#: left stale by a script run in progress (the frontend marks the previous run's elements
 #: ``data-stale="true"`` from the moment a rerun starts until the new run replaces them).
 IDLE_JS = (
-    "() => !document.querySelector('[data-testid=\"stStatusWidget\"]') && "
+    "() => { const app = document.querySelector('[data-testid=\"stApp\"]'); "
+    "return !!app && app.getAttribute('data-test-connection-state') === 'CONNECTED' && "
+    "app.getAttribute('data-test-script-state') === 'notRunning' && "
+    "!document.querySelector('[data-testid=\"stStatusWidget\"]') && "
     "document.querySelectorAll('[data-testid=\"stSkeleton\"]').length === 0 && "
-    "document.querySelectorAll('[data-stale=\"true\"]').length === 0"
+    "document.querySelectorAll('[data-stale=\"true\"]').length === 0; }"
 )
+#: How often a wait looks again at a condition it cannot be told about (ms).
+POLL_MS = 25
+#: A page counts as idle when it is so at two looks this far apart with no script-run message
+#: between them: a rerun request a click has just sent reaches the websocket listener a moment
+#: after the click returns (ms).
+SETTLE_MS = 60
 
 
-def app_idle(pg, timeout_ms: int = WAIT_MS) -> None:
-    """Wait until Streamlit reports the script run finished (its status widget is gone, no
-    skeleton and no stale element is left) — the app's own ready state, no sleeps."""
+class RunTracker:
+    """The script runs of one page, read from Streamlit's own messages on its websocket: the
+    rerun requests the browser sends (``BackMsg.rerun_script``, a widget change, a page link,
+    a fragment's timer, the first run of a page load) and the run starts and ends the server
+    sends (``ForwardMsg.new_session``, ``ForwardMsg.script_finished``).
+
+    ``finished``: runs finished so far (full or fragment; a run stopped early for a rerun is
+    not counted). Attach it before the page opens its websocket (`track`, `track_browser`)."""
+
+    def __init__(self, pg):
+        from streamlit.proto.BackMsg_pb2 import BackMsg
+        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+        self._back, self._fwd = BackMsg, ForwardMsg
+        self._early = ForwardMsg.ScriptFinishedStatus.Value("FINISHED_EARLY_FOR_RERUN")
+        self.seq = 0  # every message below, in the order the browser saw them
+        self.sent = self.started = self.ended = 0  # the seq of the last of each
+        self.stopped_early = False
+        self.finished = 0
+        self.sockets = 0
+        pg.on("websocket", self._socket)
+
+    def _socket(self, ws) -> None:
+        if "_stcore/stream" not in ws.url:
+            return
+        self.sockets += 1
+        ws.on("framesent", self._on_sent)
+        ws.on("framereceived", self._on_received)
+
+    def _parse(self, cls, payload):
+        if isinstance(payload, str):
+            return None
+        msg = cls()
+        try:
+            msg.ParseFromString(payload)
+        except Exception:  # not one of Streamlit's messages
+            return None
+        return msg.WhichOneof("type"), msg
+
+    def _on_sent(self, payload) -> None:
+        kind = self._parse(self._back, payload)
+        if kind and kind[0] == "rerun_script":
+            self.seq += 1
+            self.sent = self.seq
+
+    def _on_received(self, payload) -> None:
+        kind = self._parse(self._fwd, payload)
+        if not kind:
+            return
+        if kind[0] == "new_session":
+            self.seq += 1
+            self.started = self.seq
+        elif kind[0] == "script_finished":
+            self.seq += 1
+            self.ended = self.seq
+            self.stopped_early = kind[1].script_finished == self._early
+            self.finished += 0 if self.stopped_early else 1
+
+    def idle(self, since: int | None = None) -> bool:
+        """No run in progress or asked for, and (``since``: a `finished` count read before an
+        action) a run finished after it."""
+        if since is not None and self.finished <= since:
+            return False
+        return self.ended > max(self.sent, self.started) and not self.stopped_early
+
+
+def track(pg) -> RunTracker:
+    """The page's `RunTracker`, attached now if it has none (before its first ``goto``)."""
+    tr = getattr(pg, "_crbc_runs", None)
+    if tr is None:
+        tr = RunTracker(pg)
+        pg._crbc_runs = tr
+    return tr
+
+
+def track_browser(br):
+    """Make every page ``br`` opens (``br.new_page()``, ``br.new_context().new_page()``) carry
+    a `RunTracker` from its start. Returns ``br``."""
+
+    def tracked(ctx):
+        ctx.on("page", track)
+        return ctx
+
+    new_context, new_page = br.new_context, br.new_page
+    br.new_context = lambda *a, **kw: tracked(new_context(*a, **kw))
+
+    def page(*a, **kw):
+        pg = new_page(*a, **kw)
+        track(pg)  # the "page" event of its own context has already fired
+        return pg
+
+    br.new_page = page
+    return br
+
+
+def _idle_now(pg, tr, since) -> bool:
+    try:
+        return (tr is None or tr.idle(since)) and bool(pg.evaluate(IDLE_JS))
+    except Exception:  # the page is navigating: its document is being replaced
+        return False
+
+
+def app_idle(pg, timeout_ms: int = WAIT_MS, since: int | None = None) -> None:
+    """Wait until Streamlit reports the script run finished — the app's own ready state, no
+    sleeps: on a tracked page (`track`), no rerun the browser asked for is still to start or
+    to finish; Streamlit's script state is "notRunning"; no status widget, skeleton or stale
+    element is left; and so at two looks `SETTLE_MS` apart with no run message in between.
+    ``since``: a `RunTracker.finished` count read before an action: wait for a run finished
+    after it, too (`rerun` does this around an action).
+
+    Raises:
+        AssertionError: not idle within ``timeout_ms`` (what was seen is named).
+    """
+    tr = getattr(pg, "_crbc_runs", None)
+    if tr is not None and not tr.sockets:
+        tr = None  # attached after the page connected: its messages are not seen
+    deadline = time.monotonic() + timeout_ms / 1000
     pg.wait_for_selector("[data-testid='stApp']", timeout=timeout_ms)
-    pg.wait_for_function(IDLE_JS, timeout=timeout_ms)
+    while True:
+        if _idle_now(pg, tr, since):
+            seq = tr.seq if tr is not None else None
+            pg.wait_for_timeout(SETTLE_MS)  # events are delivered while it waits
+            if _idle_now(pg, tr, since) and (tr is None or tr.seq == seq):
+                return
+        elif tr is not None and tr.idle(since):
+            # Only the page is still drawing: let the browser tell us when it is done.
+            left = max(1, int((deadline - time.monotonic()) * 1000))
+            try:
+                pg.wait_for_function(IDLE_JS, timeout=min(left, 2000))
+            except Exception:  # not yet (or navigating): look again below
+                pass
+            continue
+        if time.monotonic() > deadline:
+            state = vars(tr) if tr is not None else "untracked"
+            raise AssertionError(f"the app was not idle within {timeout_ms / 1000:.0f} s ({state})")
+        pg.wait_for_timeout(POLL_MS)  # the polling interval; websocket events arrive meanwhile
+
+
+@contextmanager
+def rerun(pg, timeout_ms: int = WAIT_MS):
+    """``with rerun(pg): <an action>`` waits, after the action, for a script run that finished
+    after it, then for the app to be idle (`app_idle`): never the page as it was before.
+    The page must be tracked (`track`, `track_browser`); an action that starts no run times
+    out."""
+    tr = getattr(pg, "_crbc_runs", None)
+    if tr is None or not tr.sockets:
+        raise RuntimeError("rerun() needs a page tracked before it opened the app (track, track_browser)")
+    before = tr.finished
+    yield
+    app_idle(pg, timeout_ms, since=before)
 
 
 def wait_until(pg, check, what: str, timeout_ms: int = WAIT_MS):

@@ -27,6 +27,7 @@ __all__ = [
     "step_by",
     "export_config",
     "pause_then_rerun",
+    "play_clock",
 ]
 
 #: The page scripts, shipped inside the package (`crbc_viz.app`).
@@ -259,8 +260,20 @@ def export_config(*parts: str) -> dict:
     }
 
 
-def pause_then_rerun(seconds: float) -> None:
+def play_clock() -> float:
+    """The clock "Play" controls pace their steps on (`time.monotonic`): read it when a step's
+    run begins and give it to `pause_then_rerun` as ``since``."""
+    import time
+
+    return time.monotonic()
+
+
+def pause_then_rerun(seconds: float, since: float | None = None) -> None:
     """For "Play" controls: write the view into the URL, wait, then rerun the script.
+
+    ``since``: the `play_clock` at which this run's step began; the wait is then what is
+    left of ``seconds`` after it (none when the run took longer), so that the steps come
+    ``seconds`` apart however long a run takes, rather than ``seconds`` plus the run.
 
     The rerun starts from the query string as it is when `st.rerun` is called; written only
     after it (by the app's `view.sync_out`), the new URL would read as a link opened in place
@@ -268,5 +281,7 @@ def pause_then_rerun(seconds: float) -> None:
     import time
 
     view.sync_out()
-    time.sleep(seconds)
+    left = seconds if since is None else seconds - (time.monotonic() - since)
+    if left > 0:
+        time.sleep(left)
     st.rerun()

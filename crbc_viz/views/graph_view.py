@@ -9,12 +9,18 @@ credit per edge), `crbc_viz.views.graph_geometry` (what is drawn and where, from
 `crbc_viz.views.layout`), `crbc_viz.views.graph_page` (tooltips, legend, the page's style and
 script); this module turns them into vis-network nodes and edges. Physics is off: every
 position is computed in Python.
+
+Clicking a node or an edge posts ``{crbc: "pick", kind, id}`` to the parent window (the app turns
+it into a selection); the id is the node's global id, the edge's vis id (``"src->dst#…"``), or
+for a cluster ``kind: "cluster"`` with id ``"cluster:<lo>"``. A click on an (anchor, action)
+edge also opens its "Why this number" panel (`crbc_viz.views.why`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -435,6 +441,18 @@ _OPTIONS = {
 }
 
 
+@lru_cache(maxsize=4)
+def pyvis_templates(template_dir: str):
+    """One jinja environment for pyvis's page template, shared by every drawing: pyvis makes a
+    new one per `Network`, so each drawing compiled the template again, with the ~0.5 MB
+    vis-network library it includes (about 40 % of a drawing's time); the environment keeps
+    the compiled templates (and reloads one whose file changed). The same settings as pyvis's
+    own, so the page is the same."""
+    from jinja2 import Environment, FileSystemLoader
+
+    return Environment(loader=FileSystemLoader(template_dir))
+
+
 def _network(sc: _Scene, pl: Placement, credit, *, height_px, group, labels, show_action_labels, cut):
     """The pyvis ``Network`` of a drawing, its edge records and its vis-network edges."""
     Network = require("pyvis.network", "the graph drawing").Network
@@ -442,6 +460,7 @@ def _network(sc: _Scene, pl: Placement, credit, *, height_px, group, labels, sho
     net = Network(
         height=f"{int(height_px)}px", width="100%", directed=True, cdn_resources="in_line", heading=""
     )
+    net.templateEnv = pyvis_templates(net.template_dir)
     # Direct append: pyvis's add_node re-scans the node list per node (quadratic).
     net.nodes.extend(_anchor_nodes(sc, pl) + _cluster_nodes(sc, pl) + _boundary_nodes(pl, *labels))
     net.node_ids = [nd["id"] for nd in net.nodes]
@@ -485,6 +504,43 @@ def _scene(
     return sc, meaning
 
 
+def _drawn(graph: AnchorGraph, result, pl: Placement, est: str, marks: dict, page_opts: dict) -> GraphDrawing:
+    """`graph_drawing` once placed: ``marks`` are its group, highlight, chosen anchor and fresh
+    rings, ``page_opts`` its page arguments (the same names)."""
+    o = page_opts
+    cut = truncated_steps(graph)
+    sc, (v_title, higher_better, succ_label, fail_label) = _scene(graph, result, pl, estimator=est, **marks)
+    net, records, edges = _network(
+        sc,
+        pl,
+        EdgeCredit(graph, result, cut),
+        height_px=o["height_px"],
+        group=marks["group"],
+        labels=(succ_label, fail_label),
+        show_action_labels=o["show_action_labels"],
+        cut=cut,
+    )
+    params_text = o["params_text"]
+    page = finish_page(
+        net.generate_html(),
+        height_px=o["height_px"],
+        legend=legend_html(est, params_text, v_title, higher_better, sc.value_lo, sc.value_hi, sc.credit_lim),
+        graph_key=o["graph_key"],
+        name=f"graph_{est}{('_' + params_text) if params_text else ''}",
+        min_label_px=o["min_label_px"],
+        fit_ratio=(pl.box[1] + _FIT_PAD[1]) / (pl.box[0] + _FIT_PAD[0]) if o["fit_canvas"] else 0.0,
+    )
+    # "Why this number": a click on an (anchor, action) edge opens its arithmetic in a panel.
+    why = [
+        (ed["id"], r["e"], r["kind"] == "time")
+        for r, ed in zip(records, edges)
+        if r["kind"] in ("act", "time")
+    ]
+    block = why_page_block(graph, result, why, cut, on_click=o["why_on_click"])
+    page = page.replace("</body>", block + "</body>", 1)
+    return GraphDrawing(page, pl.summary, summary_note(pl.summary))
+
+
 def graph_drawing(
     graph: AnchorGraph,
     result=None,
@@ -519,10 +575,8 @@ def graph_drawing(
         max_nodes: anchors drawn one by one before the group is summarised.
         keep: global node ids the summary always draws (besides the highlighted path and the
             chosen anchor with its neighbours).
-        opened: the clicks on the summary's "+n anchors" clusters: their first depths in click
-            order (a cluster's id is ``cluster:<lo>``), or ``{lo: clicks}``. Everything drawn
-            before a click stays where it was; the anchors a click draws go into free space
-            near their cluster (`crbc_viz.views.summary_space`).
+        opened: the clicks on the "+n anchors" clusters (``cluster:<lo>``): their first depths in
+            click order, or ``{lo: clicks}``; what was drawn stays (`crbc_viz.views.summary_space`).
         height_px: page height (the legend row and the canvas).
         show_action_labels: write the action on each edge; default when ≤ 60 edges are drawn.
         estimator: name shown in tooltips and the legend (default ``result.estimator``).
@@ -536,17 +590,11 @@ def graph_drawing(
             adds the clicked edge's with `crbc_viz.views.why.open_why`); else the
             `crbc_viz.views.why.MAX_WHY_EDGES` most travelled edges' panels are in the page.
         mark_opened: ring the anchors that the last click in ``opened`` drew (`FRESH_COLOR`).
-        fit_canvas: the canvas takes the drawing's shape: the layout fills a `FIT_WIDTH` box
-            as tall as its columns need (`crbc_viz.views.layout.fit_box`) and the page makes
-            its canvas's height its width × that box's aspect, within bounds (the body grows
-            with it: embed it in a frame that follows its content's height); else the
-            canvas is ``height_px`` less the legend row.
+        fit_canvas: the canvas takes the drawing's shape (a `FIT_WIDTH` box as tall as its
+            columns need, `crbc_viz.views.layout.fit_box`; embed it in a frame that follows its
+            content's height); else the canvas is ``height_px`` less the legend row.
 
-    Clicking a node or an edge posts ``{crbc: "pick", kind, id}`` to the parent window (the
-    app turns it into a selection); the id is the node's global id, the edge's vis id
-    (``"src->dst#…"``), or for a cluster ``kind: "cluster"`` with id ``"cluster:<lo>"``. A
-    click on an (anchor, action) edge also opens its "Why this number" panel
-    (`crbc_viz.views.why`).
+    A click posts ``{crbc: "pick", kind, id}`` to the parent window (the module's docstring).
 
     Returns:
         `GraphDrawing`; no file is written.
@@ -571,46 +619,24 @@ def graph_drawing(
         min_label_px=min_label_px,
         fit_width=FIT_WIDTH if fit_canvas else None,
     )
-    cut = truncated_steps(graph)
-    sc, (v_title, higher_better, succ_label, fail_label) = _scene(
+    return _drawn(
         graph,
         result,
         pl,
-        group=group,
-        estimator=est,
-        highlight_traj=highlight_traj,
-        selected_node=selected_node,
-        mark_opened=mark_opened,
+        est,
+        dict(
+            group=group, highlight_traj=highlight_traj, selected_node=selected_node, mark_opened=mark_opened
+        ),
+        dict(
+            height_px=height_px,
+            show_action_labels=show_action_labels,
+            params_text=params_text,
+            graph_key=graph_key,
+            min_label_px=min_label_px,
+            why_on_click=why_on_click,
+            fit_canvas=fit_canvas,
+        ),
     )
-    net, records, edges = _network(
-        sc,
-        pl,
-        EdgeCredit(graph, result, cut),
-        height_px=height_px,
-        group=group,
-        labels=(succ_label, fail_label),
-        show_action_labels=show_action_labels,
-        cut=cut,
-    )
-    page = finish_page(
-        net.generate_html(),
-        height_px=height_px,
-        legend=legend_html(est, params_text, v_title, higher_better, sc.value_lo, sc.value_hi, sc.credit_lim),
-        graph_key=graph_key,
-        name=f"graph_{est}{('_' + params_text) if params_text else ''}",
-        min_label_px=min_label_px,
-        fit_ratio=(pl.box[1] + _FIT_PAD[1]) / (pl.box[0] + _FIT_PAD[0]) if fit_canvas else 0.0,
-    )
-    # "Why this number": a click on an (anchor, action) edge opens its arithmetic in a panel.
-    why = [
-        (ed["id"], r["e"], r["kind"] == "time")
-        for r, ed in zip(records, edges)
-        if r["kind"] in ("act", "time")
-    ]
-    page = page.replace(
-        "</body>", why_page_block(graph, result, why, cut, on_click=why_on_click) + "</body>", 1
-    )
-    return GraphDrawing(page, pl.summary, summary_note(pl.summary))
 
 
 def graph_html(graph: AnchorGraph, result=None, **kwargs) -> str:

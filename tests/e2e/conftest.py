@@ -1,11 +1,12 @@
 """What every browser test shares: one headless Debian Chromium per test module (never
-`playwright install`; the flags are `streamlit_server.CHROMIUM_ARGS`)."""
+`playwright install`; the flags are `streamlit_server.CHROMIUM_ARGS`), whose pages follow their
+script runs from the start (`streamlit_server.track_browser`: what `app_idle` waits on)."""
 
 from __future__ import annotations
 
 import pytest
 
-from streamlit_server import CHROMIUM, CHROMIUM_ARGS
+from streamlit_server import CHROMIUM, CHROMIUM_ARGS, track_browser
 
 
 @pytest.fixture(scope="module")
@@ -15,6 +16,6 @@ def browser():
     with sync_playwright() as p:
         br = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            yield br
+            yield track_browser(br)
         finally:
             br.close()

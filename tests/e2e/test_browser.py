@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from streamlit_server import CHROMIUM, WAIT_MS, app_idle, streamlit_server
+from streamlit_server import CHROMIUM, WAIT_MS, app_idle, rerun, streamlit_server, wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -253,10 +253,7 @@ def test_failed_rollout_to_blamed_step_to_graph_to_compare_and_back(server, brow
         # Copy link: the button fills (and copies) the link to this view.
         pg.get_by_role("button", name="Copy link").click()
         box = pg.locator("input.crbc-copy-link")
-        pg.wait_for_function(
-            "() => { const h = document.querySelector('[class*=\"crbc_copy\"]'); return true; }"
-        )
-        box.wait_for(state="visible", timeout=WAIT_MS)
+        box.wait_for(state="visible", timeout=WAIT_MS)  # shown once its value is set
         shared = box.input_value()
         assert shared == pg.url, (shared, pg.url)
 
@@ -283,18 +280,22 @@ def test_failed_rollout_to_blamed_step_to_graph_to_compare_and_back(server, brow
 
 
 def _network_frame(pg):
-    for _ in range(200):
+    """The frame whose graph has drawn (``data-crbc-ready``), and not a drawing marked
+    ``window.__crbcOld`` (a redraw loads a new document, in the same frame or a new one)."""
+
+    def drawn():
         for f in pg.frames:
             try:
                 if f.evaluate(
                     "() => typeof network !== 'undefined' && !!network && "
-                    "document.body.getAttribute('data-crbc-ready') === '1'"
+                    "document.body.getAttribute('data-crbc-ready') === '1' && !window.__crbcOld"
                 ):
                     return f
             except Exception:  # a frame being replaced
                 pass
-        pg.wait_for_timeout(100)
-    raise AssertionError("no graph frame")
+        return None
+
+    return wait_until(pg, drawn, "a drawn graph frame")
 
 
 def test_graph_zoom_survives_a_redraw(server, page):
@@ -304,17 +305,25 @@ def test_graph_zoom_survives_a_redraw(server, page):
     app_idle(page)
     inner = _network_frame(page)
     inner.evaluate("() => { network.moveTo({scale: 2.5, animation: false}); network.emit('zoom', {}); }")
-    page.wait_for_timeout(300)
+    # The page has kept the zoom (the graph tells its parent on every zoom).
+    page.wait_for_function(
+        "() => Object.values(window.__crbcViews || {}).some(v => Math.abs(v.scale - 2.5) < 1e-6)",
+        timeout=WAIT_MS,
+    )
+    inner.evaluate("() => { window.__crbcOld = true; }")
     # Another control redraws the graph (a new iframe): the zoom is restored there.
-    page.locator(".st-key-graph_labels").click()
-    page.get_by_role("option", name="off").click()
+    with rerun(page):
+        page.locator(".st-key-graph_labels").click()
+        page.get_by_role("option", name="off").click()
     page.wait_for_function(
         "() => new URLSearchParams(location.search).get('labels') === 'off'", timeout=WAIT_MS
     )
-    app_idle(page)
-    page.wait_for_timeout(500)
     inner = _network_frame(page)
-    page.wait_for_timeout(300)
+    # The restore comes in a message from the page after the new drawing says hello.
+    try:
+        inner.wait_for_function("() => Math.abs(network.getScale() - 2.5) < 1e-6", timeout=WAIT_MS)
+    except Exception:
+        pass  # asserted below, with the scale seen
     assert abs(inner.evaluate("() => network.getScale()") - 2.5) < 1e-6
 
 

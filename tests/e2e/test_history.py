@@ -11,7 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from streamlit_server import CHROMIUM, CHROMIUM_ARGS, WAIT_MS, app_idle, draw_anyway, streamlit_server
+from streamlit_server import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    WAIT_MS,
+    app_idle,
+    draw_anyway,
+    streamlit_server,
+    track_browser,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -37,7 +45,7 @@ def page():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        br = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        br = track_browser(p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS))
         try:
             ctx = br.new_context(viewport={"width": 1440, "height": 1800})
             yield ctx.new_page()
@@ -79,6 +87,7 @@ def test_training_to_graph_and_back_one_entry_per_action(server, page):
     box = page.locator(".st-key-training_group button[aria-haspopup='listbox']").first
     box.scroll_into_view_if_needed()
     box.click()
+    page.get_by_role("option").first.wait_for(timeout=WAIT_MS)  # the list is open
     names = [o.strip() for o in page.get_by_role("option").all_inner_texts()]
     other = next(n for n in names if n != first)
     page.get_by_role("option", name=other, exact=True).click()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from streamlit_server import CHROMIUM, WAIT_MS, app_idle, streamlit_server
+from streamlit_server import CHROMIUM, WAIT_MS, app_idle, streamlit_server, track_browser
 from streamlit_server import CHROMIUM_ARGS as ARGS
 
 pytestmark = pytest.mark.browser
@@ -38,7 +38,7 @@ def page(server):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        br = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        br = track_browser(p.chromium.launch(executable_path=CHROMIUM, args=ARGS))
         try:
             # Projector width; tall enough that one screenshot holds the whole lesson (Streamlit
             # scrolls inside its own container, so full_page alone would not).

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from streamlit_server import CHROMIUM, CHROMIUM_ARGS, app_idle, streamlit_server
+from streamlit_server import CHROMIUM, CHROMIUM_ARGS, app_idle, streamlit_server, track_browser
 
 pytestmark = pytest.mark.browser
 
@@ -134,7 +134,7 @@ def test_a_followed_run_grows_in_the_browser_and_survives_kill_9(tmp_path):
             ) as url,
             sync_playwright() as p,
         ):
-            br = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            br = track_browser(p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS))
             pg = br.new_page(viewport={"width": 1400, "height": 1400})
             pg.goto(f"{url}/training?" + urllib.parse.urlencode({"store": str(store), "follow": "1"}))
             pg.get_by_text("Groups of train_step 0").wait_for(timeout=60_000)

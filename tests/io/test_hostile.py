@@ -459,7 +459,7 @@ def test_compare_and_estimators_pages_and_url_params_stay_inert(tmp_path_factory
     group = b.group_label(0)
     out = ROOT / "test-output"
     out.mkdir(exist_ok=True)
-    from streamlit_server import CHROMIUM, CHROMIUM_ARGS
+    from streamlit_server import CHROMIUM, CHROMIUM_ARGS, track_browser
     from streamlit_server import WAIT_MS as wait
     from streamlit_server import app_idle as idle
 
@@ -474,7 +474,7 @@ def test_compare_and_estimators_pages_and_url_params_stay_inert(tmp_path_factory
         ) as url,
         sync_playwright() as p,
     ):
-        br = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        br = track_browser(p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS))
         try:
             pg = br.new_page(viewport={"width": 1400, "height": 1800})
             q = {"file": str(log), "group": group, "estimator": "crbc"}
@@ -1095,7 +1095,7 @@ def test_url_values_in_the_browser_fetch_nothing_and_link_nowhere(tmp_path_facto
 
     from playwright.sync_api import sync_playwright
 
-    from streamlit_server import CHROMIUM, CHROMIUM_ARGS, streamlit_server
+    from streamlit_server import CHROMIUM, CHROMIUM_ARGS, streamlit_server, track_browser
     from streamlit_server import WAIT_MS as wait
     from streamlit_server import app_idle as idle
 
@@ -1110,7 +1110,7 @@ def test_url_values_in_the_browser_fetch_nothing_and_link_nowhere(tmp_path_facto
         ) as url,
         sync_playwright() as p,
     ):
-        br = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        br = track_browser(p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS))
         try:
             pg = br.new_page(viewport={"width": 1400, "height": 1600})
             asked, shown = [], []

@@ -91,3 +91,46 @@ def test_user_path_cli_baseline_is_the_tree_the_issue_measured(tmp_path, monkeyp
         text=True,
     )
     assert proc.stdout.strip() == str(tree / "crbc_viz" / "__init__.py")  # `-m` from there runs it
+
+
+def test_browser_bench_server_timer_logs_each_script_run(tmp_path, monkeypatch):
+    """`bench.timed_streamlit` (the browser benchmark's server side) writes one line per script
+    run, its wall and CPU time from Streamlit's own start and stop events: checked on an AppTest
+    run of the app's Data page, whose time the same test measures around it."""
+    import json
+    import time
+
+    from streamlit.runtime.app_session import AppSession
+    from streamlit.runtime.scriptrunner import script_runner
+    from streamlit.testing.v1 import AppTest
+
+    from bench import timed_streamlit
+
+    monkeypatch.setattr(script_runner.ScriptRunner, "__init__", script_runner.ScriptRunner.__init__)
+    monkeypatch.setattr(AppSession, "handle_backmsg", AppSession.handle_backmsg)  # restored after
+    log = tmp_path / "runs.jsonl"
+    timed_streamlit._install(str(log))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    t0, w0 = time.perf_counter(), time.time()
+    at.run()
+    outside = time.perf_counter() - t0
+    assert not at.exception
+    (row,) = [json.loads(x) for x in log.read_text().splitlines()]
+    assert row["end"] == "SCRIPT_STOPPED_WITH_SUCCESS"
+    assert w0 <= row["start"] <= w0 + outside
+    assert 0 < row["wall"] <= outside and 0 < row["cpu"] <= row["wall"] + 0.05
+
+
+def test_browser_bench_is_one_command_with_load_and_targets():
+    """``python -m bench.browser_bench``: every interaction the issue names, ``--load N`` CPU-bound
+    processes, ``--write`` into its own block of bench/RESULTS.md, and the targets."""
+    from bench import browser_bench as bb
+
+    text = (ROOT / "bench" / "browser_bench.py").read_text()
+    for what in ("open Graph", "switch group", "change estimator", "open Compare", "drill down", "Play"):
+        assert what in text, what
+    assert bb.TARGET_S == {0: 0.5, 2: 1.0} and bb.PLAY_S == 1.0
+    rows = [["open Graph", [0.4, 0.6, 0.45], [0.1], [0.05], [0.3], [0.02], [0.0], "1.0/1.0/1.0"]]
+    table = bb.table(rows, 2, "1.0/1.0/1.0", 3)
+    assert "| open Graph | 0.45 | 0.40–0.60 |" in table and "| ≤ 1 s | yes |" in table
+    assert "browser-bench:begin" in (ROOT / "bench" / "RESULTS.md").read_text()

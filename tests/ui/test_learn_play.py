@@ -29,3 +29,25 @@ def test_play_steps_k_to_the_closure_and_stops():
     assert at.toggle(key="learn_play").value is False
     assert at.query_params["lk"] == "∞"
     assert not at.error
+
+
+def test_play_steps_come_a_second_apart_however_long_a_run_takes(monkeypatch):
+    """Play's pause is what is left of its second after the step's run began (it was a full
+    second after the run: a run of 0.3 s made steps 1.3 s apart), and none past it."""
+    import time
+
+    from crbc_viz.ui import links
+
+    calls: list = []
+    monkeypatch.setattr(links.view, "sync_out", lambda: calls.append("url"))
+    monkeypatch.setattr(links.st, "rerun", lambda: calls.append("rerun"))
+    monkeypatch.setattr(time, "sleep", calls.append)
+    links.pause_then_rerun(1.0, since=time.monotonic() - 0.3)
+    assert calls[0] == "url" and calls[2] == "rerun" and len(calls) == 3
+    assert 0.6 < calls[1] <= 0.7, calls  # 1 s − the 0.3 s the run took (− the call itself)
+    calls.clear()
+    links.pause_then_rerun(1.0, since=time.monotonic() - 1.4)  # a run longer than the second
+    assert calls == ["url", "rerun"]
+    calls.clear()
+    links.pause_then_rerun(1.0)  # no start given: the whole second, as before
+    assert calls == ["url", 1.0, "rerun"]

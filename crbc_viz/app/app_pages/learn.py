@@ -13,7 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from crbc_viz.ui import view
-from crbc_viz.ui.links import pause_then_rerun
+from crbc_viz.ui.links import pause_then_rerun, play_clock
 from crbc_viz.ui.pipeline import LEARN_GRAPH_HEIGHT as GRAPH_HEIGHT
 from crbc_viz.ui.pipeline import LEARN_KMAX
 from crbc_viz.ui.pipeline import learn_edited_rows as edited_rows
@@ -43,6 +43,8 @@ K_KEY = "learn_k"
 PLAY_KEY = "learn_play"
 #: Set by a playing lesson 4 just before it reruns: the next run advances K by one.
 PLAY_TICK = "_learn_play_tick"
+#: When a playing lesson 4's pause ends (`crbc_viz.ui.links.play_clock`): the next step's pace.
+PLAY_DUE = "_learn_play_due"
 INF = "∞"
 K_OPTIONS = [str(k) for k in range(LEARN_KMAX + 1)] + [INF]
 DATASETS = {"toy": "Toy group (§14.1)", "sokoban": f"Sokoban · {V.SOKOBAN_GROUP}"}
@@ -238,7 +240,8 @@ def lesson_visit_local(lesson, dataset) -> None:
 
 
 def lesson_depth(lesson, dataset) -> bool:
-    """Lesson 4; True while Play runs (the page then reruns itself a second later)."""
+    """Lesson 4; True while Play runs (the page then reruns itself a second after this run
+    began)."""
     rows = base_rows(dataset)
     if st.session_state.pop(PLAY_TICK, False) and st.session_state.get(PLAY_KEY):
         # Play's step happens here, before the K control and the Play toggle are drawn: once a
@@ -461,6 +464,7 @@ def lesson_combination(lesson, dataset) -> None:
 
 # ---------------------------------------------------------------- the page
 def render() -> None:
+    began = play_clock()
     st.title("Learn: credit assignment, step by step")
     top = st.columns([4.5, 1.6], vertical_alignment="bottom")
     numbers = [ls.number for ls in V.LESSONS]
@@ -518,9 +522,15 @@ def render() -> None:
         )
     if playing:
         st.session_state[PLAY_TICK] = True
-        pause_then_rerun(1.0)
+        # Steps a second apart: from the end of the last step's pause (so the time between two
+        # runs counts too), or from this run's start when Play starts or has fallen behind.
+        last = st.session_state.get(PLAY_DUE)
+        since = last if last is not None and 0 <= began - last < 1.0 else began
+        st.session_state[PLAY_DUE] = since + 1.0
+        pause_then_rerun(1.0, since=since)
     else:
         st.session_state.pop(PLAY_TICK, None)
+        st.session_state.pop(PLAY_DUE, None)
 
 
 render()
