@@ -30,7 +30,6 @@ NOT_YET: set = {
     "crbc_viz/store/ingest.py",
     ("crbc_viz/store/ingest.py", "_write_batch_parts"),
     "crbc_viz/views/learn.py",
-    ("crbc_viz/views/graph_view.py", "graph_drawing"),
     ("crbc_viz/app/app_pages/data.py", "render"),
     ("crbc_viz/app/app_pages/training.py", "render"),
 }
