@@ -294,6 +294,9 @@ def expand_sources(paths, fmt: str = "auto") -> list[Source]:
     out: list[Source] = []
     problems: list[Problem] = []
     for p in paths:
+        if isinstance(p, Source):  # already a source (the watcher builds its own): taken as it is
+            out.append(p)
+            continue
         p = str(p)
         if not os.path.exists(p) and not os.path.islink(p):  # a link loop is named below
             problems.append(Problem(p, None, None, "no such file or folder"))
