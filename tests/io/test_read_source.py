@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 
 import crbc_viz.io.importers as importers
-from crbc_viz.io.importers import IMPORTERS, Registry, expand_sources, read_file, read_source
+from crbc_viz.io.importers import IMPORTERS, expand_sources, read_file
 from crbc_viz.io.readers import RawTable
 from crbc_viz.store import LogStore, ingest
 
@@ -66,7 +66,7 @@ def _toy_rows(group: str, trajs: dict[str, int]) -> str:
 def toy(tmp_path, monkeypatch):
     """The table with the toy importer first, and a folder of two toy episode folders (3 + 2
     steps in group A, 1 step in group B) beside a side file no walk reads."""
-    monkeypatch.setattr(importers, "_REG", Registry((_toy_module(), *IMPORTERS)))
+    monkeypatch.setattr(importers, "_REG", importers.Registry((_toy_module(), *IMPORTERS)))
     root = tmp_path / "toy"
     (root / "a").mkdir(parents=True)
     (root / "b").mkdir()
@@ -83,7 +83,7 @@ def test_a_folder_format_registered_in_the_table_alone_is_read_everywhere(toy, t
     got = read_file(toy)
     assert (got.fmt, got.detected) == ("toy", True)
     assert (got.batch.num_groups, got.batch.num_trajectories, got.batch.num_steps) == (2, 3, 6)
-    imp = read_source(str(toy / "a"))  # a path: detected here
+    imp = importers.read_source(str(toy / "a"))  # a path: detected here
     assert imp.fmt == "toy" and len(imp.raw.records) == 5
     report = ingest(tmp_path / "store", [toy])
     assert [(s["format"], s["rows"]) for s in report.sources] == [("toy", 5), ("toy", 1)]
@@ -128,11 +128,11 @@ def test_an_importer_whose_members_disagree_is_refused():
     bad = _toy_module()
     del bad.folder_files
     with pytest.raises(ValueError, match="toy_folder: a FOLDER importer needs"):
-        Registry((bad,))
+        importers.Registry((bad,))
     bad = _toy_module()
     bad.OPTIONS = ("field_map",)  # its read takes no such keyword
     with pytest.raises(ValueError, match=r"toy_folder: OPTIONS \['field_map'\]"):
-        Registry((bad,))
+        importers.Registry((bad,))
 
 
 # -- detection once --------------------------------------------------------------------------
