@@ -9,7 +9,7 @@
     crbc-viz trends --store DIR [--json];  crbc-viz export --store DIR --estimator crbc --out F
     crbc-viz drop-incomplete --store DIR
     crbc-viz html LOG [--group G] [-e NAME ...] [--param key=value ...] -o page.html
-    crbc-viz view PATH [--port P] [--host H]     (the app on a log, a folder of dumps or a store)
+    crbc-viz view PATH [--port P] [--host H] [--map T=P | --map-file F]  (the app on a log, a folder of dumps or a store)
     crbc-viz verify SOURCE [-e NAME] [--param key=value ...] [--json]   (docs/verify.md)
 
 `COMMANDS` is the table of commands: each is a module with ``HELP`` (its one-line summary),

@@ -257,11 +257,10 @@ def _load_mapped(args, fm):
     """The batch of ``args.log`` read through the field map ``fm``."""
     from ..errors import LoadError
     from ..io.assemble import build_batch
-    from ..io.importers import expand_sources, import_source
+    from ..io.importers import read_source
     from ..io.importers.fieldmap import NAME, relabel
 
-    (src,) = expand_sources([args.log], NAME)
-    imp = import_source(src, field_map=fm)
+    imp = read_source(args.log, NAME, field_map=fm)
     try:
         return build_batch(imp.raw, lenient=args.lenient)
     except LoadError as exc:

@@ -1,4 +1,5 @@
-"""``crbc-viz view PATH [--port P] [--host H]``: serve the app on PATH, a rollout log file, a
+"""``crbc-viz view PATH [--port P] [--host H] [--map T=P ... | --map-file F]``: serve the app on
+PATH, a rollout log file, a
 folder of trainer dumps or a log store, at http://127.0.0.1:P (the app's pages ship inside the
 package: no checkout needed, ``pip install 'crbc-viz[app]'``).
 
@@ -6,7 +7,10 @@ PATH's folder (a file's folder; a folder or store itself) is added to the data f
 server may read (``CRBC_VIZ_DATA_ROOTS``), and the printed link opens the app on PATH: a file or
 an rLLM episodes folder on the Graph page, a store on the Across-training page, another folder
 of trainer dumps (one log per train step) ingested into a temporary store (removed when the
-server stops) and opened on Across training. The server settings
+server stops) and opened on Across training. ``--map`` / ``--map-file`` read PATH through a field
+map (`crbc_viz.io.importers.fieldmap`), as ``ingest`` does: the link carries it as the Data
+page's Import options carry theirs (``file=import:format=fieldmap&field_map=...::PATH``), and a
+bad map is one line before the server starts. The server settings
 are the package's ``streamlit.toml`` (those of the checkout's ``.streamlit/config.toml``),
 passed as ``streamlit run`` flags.
 
@@ -28,7 +32,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 from ..safetext import term
-from ._common import UsageError
+from ._common import UsageError, add_map_arguments, field_map
 
 HELP = "serve the app on a log file, a folder of trainer dumps or a log store"
 
@@ -55,6 +59,7 @@ def add_arguments(p) -> None:
         default=DEFAULT_HOST,
         help=f"the address to serve on (default {DEFAULT_HOST}: this machine only; 0.0.0.0 shares it)",
     )
+    add_map_arguments(p)
 
 
 def is_loopback(host: str) -> bool:
@@ -71,27 +76,45 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def target(path: Path, scratch: Path) -> tuple[list[Path], str]:
+def mapped_key(path: Path, fm) -> str:
+    """The app's reference to ``path`` read through the field map ``fm`` (None: ``path``
+    itself): the key the Data page's Import options make (``import:<options>::<path>``,
+    `crbc_viz.ui.sandbox.read_key`), with the format ``fieldmap`` and the map's text."""
+    if fm is None:
+        return str(path)
+    from ..io.importers.fieldmap import NAME
+
+    return "import:" + urlencode([("format", NAME), ("field_map", str(fm))]) + "::" + str(path)
+
+
+def target(path: Path, scratch: Path, fm=None) -> tuple[list[Path], str]:
     """The data folders to allow and the app's page + query for ``path`` (resolved, existing):
-    a store on the Across-training page; a file or an rLLM episodes folder (which the app opens
-    as one source) on the Graph page; another folder of trainer dumps ingested first into a
+    a store on the Across-training page; a file or a folder read as one source (rLLM
+    episodes) on the Graph page; another folder of trainer dumps ingested first into a
     store in ``scratch`` (an empty folder the caller removes), opened on Across training.
+    ``fm``: a field map every log is read through (`mapped_key`; ingested with it).
 
     Raises:
         LoadError: a folder with no log an importer reads (naming each file).
+        UsageError: a field map with a store.
     """
     if path.is_dir() and (path / "store.json").is_file():
+        if fm is not None:
+            raise UsageError(
+                "--map / --map-file: read a log file through a field map; a store holds canonical rows"
+            )
         return [path], "training?" + urlencode({"store": str(path)})
     if path.is_file():
-        return [path.parent], "graph?" + urlencode({"file": str(path)})
+        return [path.parent], "graph?" + urlencode({"file": mapped_key(path, fm)})
     from ..io.importers import expand_sources
+    from ..io.importers.fieldmap import NAME
     from ..store import ingest
 
-    sources = expand_sources([path])
+    sources = expand_sources([path], "auto" if fm is None else NAME)
     if len(sources) == 1 and Path(sources[0].path).resolve() == path:
-        return [path], "graph?" + urlencode({"file": str(path)})
+        return [path], "graph?" + urlencode({"file": mapped_key(path, fm)})
     store = scratch / "store"
-    report = ingest(store, sources)
+    report = ingest(store, sources, import_options=None if fm is None else {"field_map": fm})
     print(
         f"crbc-viz view: {len(report.sources)} log(s) of {term(str(path))} read into a temporary store",
         flush=True,
@@ -142,9 +165,10 @@ def run(args) -> int:
     if not path.exists():
         raise UsageError(f"{term(args.path)}: no such file or folder")
     path = path.resolve()
+    fm = field_map(args)  # a bad map: one line, before the port is checked or a log read
     check_port(args.host, args.port)
     with tempfile.TemporaryDirectory(prefix="crbc-viz-view-") as scratch:
-        roots, page = target(path, Path(scratch).resolve())
+        roots, page = target(path, Path(scratch).resolve(), fm)
         if not is_loopback(args.host):
             print(
                 f"warning: --host {term(args.host)} serves the app to every machine that can reach this "

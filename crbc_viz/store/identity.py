@@ -24,7 +24,6 @@ is unchanged: readers list the manifests whatever they are filed under.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import os
 from collections.abc import Iterable
@@ -75,12 +74,15 @@ class Identity:
 
 
 def _taken_options(fmt: str, import_options: dict | None) -> dict:
-    """The import options the format's importer takes (as `import_source` passes them)."""
-    from ..io.importers import IMPORTERS
+    """The import options the format's importer takes (its ``OPTIONS``, as `read_source`
+    passes them)."""
+    from ..io.importers import takes
 
-    read = next((m.read for m in IMPORTERS if m.NAME == fmt), None)
-    params = inspect.signature(read).parameters if read is not None else {}
-    return {k: v for k, v in (import_options or {}).items() if v is not None and k in params}
+    try:
+        taken = takes(fmt)
+    except KeyError:  # a format no importer reads now
+        taken = set()
+    return {k: v for k, v in (import_options or {}).items() if v is not None and k in taken}
 
 
 def source_identity(src, *, run_id, import_options, success_threshold) -> Identity:

@@ -17,6 +17,7 @@ import pandas as pd
 
 from ..data import RolloutBatch
 from ..errors import LoadError, Problem
+from ..io.importers import expand_sources
 from ..io.write import atomic_path
 from .identity import (
     _RepeatsSource,
@@ -280,7 +281,7 @@ def _check_run_id(run_id) -> None:
 
 
 def drop_incomplete(root: str | os.PathLike) -> list[str]:
-    """Remove every incomplete source from the store at ``root`` (its parts, then its manifest),
+    """Remove every incomplete source from the store at ``root`` (its manifest, then its parts),
     under the ingest lock; returns the source paths dropped. Complete sources are untouched."""
     root = store_root(root)
     LogStore(root)  # a store, or a StoreError
@@ -288,12 +289,7 @@ def drop_incomplete(root: str | os.PathLike) -> list[str]:
     with _locked(root):
         store = LogStore(root)
         for m in incomplete_sources(store):
-            for p in m.get("parts", []):
-                for rel in (p.get("path"), p.get("text")):
-                    if rel:
-                        with contextlib.suppress(FileNotFoundError):
-                            (root / rel).unlink()
-            (root / "manifest" / f"{m['digest']}.json").unlink()
+            _drop_source(root, m)
             dropped.append(str(m.get("path", m["digest"])))
         store.close()
     return dropped
@@ -310,16 +306,6 @@ def _drop_source(root: Path, man: dict) -> None:
             if rel:
                 with contextlib.suppress(FileNotFoundError):
                     (root / rel).unlink()
-
-
-def _sources(paths, fmt: str):
-    """``paths`` as sources: a `Source` is taken as it is (the `crbc_viz.store.watch` follower
-    builds its own), every other item goes through `expand_sources`."""
-    from ..io.importers import Source, expand_sources
-
-    if not any(isinstance(p, Source) for p in paths):
-        return expand_sources(paths, fmt)
-    return [s for p in paths for s in ([p] if isinstance(p, Source) else expand_sources([p], fmt))]
 
 
 def ingest(
@@ -362,7 +348,7 @@ def ingest(
             is not valid UTF-8 text.
     """
     _check_run_id(run_id)
-    sources = _sources(paths, fmt)
+    sources = expand_sources(paths, fmt)  # a Source is taken as it is; each source is read by read_source
     report = IngestReport()
     with IngestSession(
         root,
@@ -527,12 +513,9 @@ class IngestSession:
         one chunk's. Raises `_RepeatsSource` before writing when the first batch repeats the
         rollouts of one of ``copies`` (`copy_of`)."""
         opts, root = self.options, self.root
-        mpath = root / "manifest" / f"{digest}.json"
-        done_paths = {p["path"] for p in man["parts"]} if man else set()
-        state = {"k": 0, "committed": self.committed, "counts": None}
-        notes: list = []
-        skipped: list = []
-        first = True
+        state = {"k": 0, "committed": self.committed, "counts": None, "digest": digest, "rows_of": rows_of}
+        state["done"] = {p["path"] for p in man["parts"]} if man else set()  # parts written before
+        notes, skipped, first = [], [], True
         if is_remote(root):  # the chunk files of a streamed source: a local folder
             import tempfile
 
@@ -560,9 +543,7 @@ class IngestSession:
                 first = False
             notes = list(imp.notes)
             skipped += list(batch.skipped)
-            _write_batch_parts(
-                root, batch, digest, man, mpath, rows_of, done_paths, state, self.crash_after, opts.progress
-            )
+            _write_batch_parts(root, batch, man, state, self.crash_after, opts.progress)
             del batch, imp  # not held while the next chunk is read
         self.committed = state["committed"]
         return man, notes, skipped
@@ -675,10 +656,11 @@ def _new_manifest(src, digest: str, imp, rows_of: int, replaces) -> dict:
     }
 
 
-def _write_batch_parts(
-    root, batch, digest, man, mpath, rows_of, done_paths, state, crash_after, progress
-) -> None:
-    """Add one batch (a whole source or a chunk) to the source's manifest and write its parts."""
+def _write_batch_parts(root, batch, man: dict, state: dict, crash_after, progress) -> None:
+    """Add one batch (a whole source or a chunk) to the source's manifest and write its parts.
+    ``state``: the source's ``digest``, ``rows_of``, ``done``; ``k``, ``committed``, ``counts`` go on."""
+    digest, rows_of, done_paths = state["digest"], state["rows_of"], state["done"]
+    mpath = root / "manifest" / f"{digest}.json"
     man["rows"] += batch.num_steps
     man["skipped"] += len(batch.skipped)
     man["warnings"] += [w for w in batch.warnings if w not in man["warnings"]]

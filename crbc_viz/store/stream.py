@@ -235,7 +235,7 @@ def source_batches(src, tmp_dir: Path, *, run_id, import_options, lenient, succe
     whole; the options are `crbc_viz.store.ingest.ingest`'s."""
     from ..io.anchor_rules import using
     from ..io.assemble import build_batch
-    from ..io.importers import import_source
+    from ..io.importers import read_source
     from ..io.importers._common import Imported
     from ..io.importers.fieldmap import relabel
 
@@ -249,7 +249,7 @@ def source_batches(src, tmp_dir: Path, *, run_id, import_options, lenient, succe
             raise relabel(exc, getattr(imp, "labels", None)) from None
 
     if not (stream and streams(src)):
-        yield batch_of(import_source(src, **(import_options or {})))
+        yield batch_of(read_source(src, **(import_options or {})))
         return
     keys = {k: k for k in ("group_id", "traj_id", "step_idx")}
     seen: set = set()

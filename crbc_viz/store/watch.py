@@ -12,8 +12,8 @@ path (`crbc_viz.store.identity`), so after a kill -9 a new watcher ingests what 
 once (an interrupted source is resumed, or dropped when its log changed since).
 
 The folder is walked as ``ingest DIR`` walks it (`crbc_viz.io.importers.expand_sources`): every
-log file below it, one source each; a folder of rLLM episodes (``--format rllm``, or detected
-from its first episode file) gives one source per episode folder. Hidden files and folders, the
+log file below it, one source each; a folder of a ``FOLDER`` format (rLLM episodes: ``--format
+rllm``, or detected from its first episode file) gives one source per episode folder. Hidden files and folders, the
 store itself and files of other suffixes (a trainer's ``*.tmp``) are never read.
 
 Scans are driven by the file system's change events (watchdog: inotify, FSEvents, ...), with a
@@ -194,7 +194,10 @@ class Watcher:
         self.store = self.session.root
         self._store_ids = self._ids(self.store)
         self._units: dict[str, _Unit] = {}
-        self._rllm: bool | None = True if fmt == "rllm" else (False if fmt != "auto" else None)
+        from ..io.importers import FOLDER_FORMATS
+
+        # The FOLDER format the folder is read as ("": file by file; None: not decided yet).
+        self._layout: str | None = None if fmt == "auto" else (fmt if fmt in FOLDER_FORMATS else "")
         self._last_beat = self.clock()
         self._last_scan = -math.inf
         self._status_key = None
@@ -247,7 +250,7 @@ class Watcher:
     def _walk(self) -> dict[str, tuple]:
         """Every log file below the folder (as ``ingest DIR`` lists them): path -> (size,
         mtime_ns, inode). Hidden entries, the store and symlinked folders are skipped."""
-        from ..io.readers import SUFFIXES as _SUFFIXES  # what expand_sources walks
+        from ..io.importers import WALK_SUFFIXES as _SUFFIXES  # what expand_sources walks
 
         out: dict[str, tuple] = {}
         stack = [str(self.folder)]
@@ -273,51 +276,51 @@ class Watcher:
                         continue  # removed while listed
         return out
 
-    def _rllm_layout(self, files: dict[str, tuple]) -> bool | None:
-        """Whether the folder holds rLLM episodes (one source per episode folder): given by
-        ``--format``, else decided once from the first record of its first JSON / JSONL file
-        (in path order) as soon as that record reads (a settled, whole file whose record does
-        not read is not rLLM); None until then."""
-        if self._rllm is not None:
-            return self._rllm
-        from ..io.importers import peek_fields, rllm
+    def _folder_layout(self, files: dict[str, tuple]) -> str | None:
+        """The ``FOLDER`` format the folder holds (one source per folder of its files; "" for
+        none: one source per file): given by ``--format``, else decided once from the first
+        record of the first file of each ``FOLDER`` format (in path order) as soon as those
+        records read (a settled, whole file whose record does not read is not one); None until
+        then."""
+        if self._layout is not None:
+            return self._layout
+        from ..io.importers import _REG, peek_fields
 
-        eps = sorted(f for f in files if self._is_episode_file(f, rllm))
-        if not eps:
-            return False  # no JSON file yet: every file is its own source (decided later)
-        first = eps[0]
-        fields = peek_fields(first)
-        if fields:
-            self._rllm = rllm.sniff(fields)
-            return self._rllm
-        u = self._units.get(first)
-        settled = (
-            u is not None and u.sig == ((first, *files[first]),) and self.clock() - u.since >= self.settle
-        )
-        if settled and incomplete_reason(first) is None:
-            self._rllm = False  # no record reads: ingested one file at a time, each naming why
-            return False
-        return None
-
-    @staticmethod
-    def _is_episode_file(path: str, rllm) -> bool:
-        low = os.path.basename(path).lower()
-        return low.endswith((".json", ".jsonl", ".json.gz", ".jsonl.gz")) and low not in rllm.SIDE_FILES
+        for m in _REG.folders:
+            eps = sorted(f for f in files if m.is_folder_file(f))
+            if not eps:
+                continue  # no file of it yet: every file is its own source (decided later)
+            first = eps[0]
+            fields = peek_fields(first)
+            if fields:
+                if m.sniff(fields):
+                    self._layout = m.NAME
+                    return self._layout
+                continue
+            u = self._units.get(first)
+            settled = (
+                u is not None and u.sig == ((first, *files[first]),) and self.clock() - u.since >= self.settle
+            )
+            if not (settled and incomplete_reason(first) is None):
+                return None  # the first file's record does not read yet
+        if any(m.is_folder_file(f) for m in _REG.folders for f in files):
+            self._layout = ""  # read one file at a time, each naming why
+        return self._layout if self._layout is not None else ""
 
     def scan(self) -> None:
         """Stat the tree and update every source's signature (a changed one restarts its settle
         time)."""
-        from ..io.importers import rllm
+        from ..io.importers import _REG
 
         now = self.clock()
         self._last_scan = now
         files = self._walk()
-        layout = self._rllm_layout(files)
+        layout = self._folder_layout(files)
         self._undecided = layout is None
         units: dict[str, list[str]] = {}
         for f in files:
             if layout:
-                if self._is_episode_file(f, rllm):
+                if _REG.by_name[layout].is_folder_file(f):
                     units.setdefault(os.path.dirname(f), []).append(f)
             else:  # one source per file (and, undecided, tracked per file until decided)
                 units[f] = [f]
@@ -391,7 +394,7 @@ class Watcher:
     def _consider(self, path: str, emit, *, ingest: bool = True) -> None:
         """Ingest one settled source when it is complete (``ingest=False``: only say why it
         cannot be, once per content)."""
-        from ..io.importers import Source, expand_sources, rllm
+        from ..io.importers import Source, expand_sources
 
         u = self._units[path]
         for f in u.files:
@@ -406,7 +409,7 @@ class Watcher:
         before = u.sig
         try:
             if os.path.isdir(path):
-                (src,) = [Source(path, rllm.NAME, u.files)]
+                (src,) = [Source(path, self._layout, u.files)]
             else:
                 (src,) = expand_sources([path], self.fmt)
             self._write_status(force=True, writing=path)

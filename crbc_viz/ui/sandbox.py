@@ -63,7 +63,7 @@ from urllib.parse import parse_qsl, urlencode
 
 from ..errors import LoadError, ParseAbortedError, Problem
 from ..io import _guards
-from ..io.importers import TITLES
+from ..io.importers import FOLDER_FORMATS, IMPORT_OPTIONS, TITLES
 from .outcome import READ_AS_KEY, _BadOutcome, read_outcome
 
 __all__ = [
@@ -75,6 +75,7 @@ __all__ = [
     "read_key",
     "split_read_key",
     "READ_PREFIX",
+    "FOLDER_FORMATS",
     "FORMAT_TITLES",
     "is_trusted",
     "parse_limits",
@@ -108,7 +109,7 @@ READ_PREFIX = "import:"
 #: How the page names each importer's format ("Read as: …").
 FORMAT_TITLES = TITLES
 #: Importer options a key may carry (the names of ``crbc-viz ingest``'s flags).
-_OPTION_NAMES = ("format", "reward_columns", "success_column", "field_map")
+_OPTION_NAMES = ("format", *IMPORT_OPTIONS)
 _MAX_OPTION_CHARS = 200
 _MAX_REWARD_COLUMNS = 64
 
@@ -549,8 +550,10 @@ def read(key: str, name: str | None = None, ident: list[int] | None = None):
     one its options name; canonical logs with `crbc_viz.io.load_rollouts`. A file whose format
     cannot be detected is refused: with the detection's message (the fields seen, and those each
     format expects) when it is readable but has other fields, else with the canonical reader's
-    problems (invalid JSON on line 1, a limit, not Parquet). A folder is read as rLLM
-    episodes (every episode file under it, as ``crbc-viz ingest`` reads its episode folders).
+    problems (invalid JSON on line 1, a limit, not Parquet). A folder is read as one source
+    of a ``FOLDER`` format (rLLM episodes: every episode file under it, as ``crbc-viz ingest``
+    reads its episode folders). The read is `crbc_viz.io.importers.read_file`'s, whose source
+    is read by `crbc_viz.io.importers.read_source` (ingest's own).
     Reward and success columns apply to the importers that take them (TRL, ms-swift); given
     for another format they are refused, never ignored.
 

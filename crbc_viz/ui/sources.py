@@ -33,7 +33,7 @@ from ..store.s3 import is_remote, is_s3_url
 from . import files as _files
 from . import sandbox as _sandbox
 from .files import file_ref, resolve_data_dir, resolve_data_path
-from .sandbox import FORMAT_TITLES, READ_PREFIX, ReadOptions, read_key, split_read_key
+from .sandbox import FOLDER_FORMATS, FORMAT_TITLES, READ_PREFIX, ReadOptions, read_key, split_read_key
 
 __all__ = [
     "Source",
@@ -49,6 +49,7 @@ __all__ = [
     "file_part",
     "ingest_command",
     "load_error_text",
+    "FOLDER_FORMATS",
     "FORMAT_TITLES",
     "ReadOptions",
     "UPLOAD_PREFIX",

@@ -5,6 +5,7 @@ missing streamlit, a non-loopback --host)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import subprocess
@@ -180,3 +181,89 @@ def test_it_serves_from_the_package_alone(tmp_path):
         assert proc.wait(timeout=30) == 0  # SIGTERM: the server stopped cleanly, its status passed on
     assert log.is_file()
     assert not _healthy(f"http://127.0.0.1:{port}")  # the server stopped with it
+
+
+# -- --map / --map-file: the log read through a field map ------------------------------------------
+MAP = ["steps=turns", "group_id=^.task", "traj_id=^.ep", "step_idx=@order", "anchor_obs=o", "reward=r"]
+
+
+def _custom_log(path: Path) -> Path:
+    """A log of no trainer's layout: 2 groups (A, B), 3 episodes, 4 turns."""
+    recs = [
+        {"task": "A", "ep": "e1", "turns": [{"o": "s0", "r": 0}, {"o": "s1", "r": 1}]},
+        {"task": "A", "ep": "e2", "turns": [{"o": "s0", "r": 0}]},
+        {"task": "B", "ep": "e3", "turns": [{"o": "b0", "r": 0}]},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return path
+
+
+def _map_args(items=MAP) -> list[str]:
+    return [a for m in items for a in ("--map", m)]
+
+
+def test_a_field_map_is_carried_in_the_link_as_the_import_options_carry_it(tmp_path, monkeypatch):
+    from crbc_viz.ui.sandbox import ReadOptions, read, split_read_key
+
+    log = _custom_log(tmp_path / "custom.jsonl")
+    seen = {}
+    monkeypatch.setattr(view_cmd, "_serve", lambda h, p, page, env: seen.update(page=page) or 0)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert main(["view", str(log), "--port", str(port), *_map_args()]) == 0
+    path, q = _query(seen["page"])
+    assert path == "/graph"
+    inner, opts = split_read_key(q["file"])  # the app's own reading of the link
+    assert inner == str(log) and opts == ReadOptions("fieldmap", field_map="; ".join(MAP))
+    batch = read(q["file"])  # what the parse child reads for that link
+    assert (batch.num_groups, batch.num_trajectories, batch.num_steps) == (2, 3, 4)
+    # The same map as a TOML file.
+    toml = tmp_path / "map.toml"
+    toml.write_text("[map]\n" + "".join(f'{m.split("=", 1)[0]} = "{m.split("=", 1)[1]}"\n' for m in MAP))
+    assert main(["view", str(log), "--port", str(port), "--map-file", str(toml)]) == 0
+    assert _query(seen["page"])[1]["file"] == q["file"]
+
+
+def test_a_folder_read_through_a_map_is_ingested_with_it(tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    _custom_log(logs / "step_1.jsonl")
+    _custom_log(logs / "step_2.jsonl")
+    from crbc_viz.io.importers.fieldmap import map_from_options
+    from crbc_viz.store import LogStore
+
+    roots, page = view_cmd.target(logs, tmp_path / "scratch", map_from_options(MAP))
+    assert _query(page)[0] == "/training"
+    with LogStore(tmp_path / "scratch" / "store") as st:
+        assert st.summary()["steps"] == 8
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["--map", "reward"], "--map: 'reward': expected target=path"),
+        (["--map-file", "nope.toml"], "nope.toml: no such file"),
+        (["--map", "reward=r"], "--map: the map names no group_id, traj_id, step_idx"),
+    ],
+)
+def test_a_bad_map_is_ingests_error_before_the_server_starts(tmp_path, monkeypatch, capsys, args, said):
+    log = _custom_log(tmp_path / "custom.jsonl")
+    monkeypatch.chdir(tmp_path)
+    assert main(["ingest", str(log), "--store", str(tmp_path / "st"), *args]) == 2
+    ingest_err = capsys.readouterr().err
+    monkeypatch.setattr(view_cmd, "_serve", lambda *a: pytest.fail("the server started"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert main(["view", str(log), "--port", str(port), *args]) == 2
+    err = capsys.readouterr().err
+    assert err == ingest_err and err.startswith("error: ")
+    (problem,) = [line for line in err.splitlines() if said in line]  # the problem: one line
+
+
+def test_a_map_with_a_store_is_one_line(capsys, monkeypatch):
+    monkeypatch.setattr(view_cmd, "_serve", lambda *a: pytest.fail("the server started"))
+    assert main(["view", str(STORE), *_map_args()]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "a store holds canonical rows" in err

@@ -3,7 +3,8 @@ package importable serves the app on a log file (the Graph page on it; the Data 
 equal ``crbc-viz info --json``), on a folder of trainer dumps (ingested into a temporary store,
 the Across-training page on it) and on a log store (Across training). Each PATH is a copy in a
 temporary folder outside the default data folders, so the page opens only because ``view``
-allowed PATH's folder."""
+allowed PATH's folder. A log of no trainer's layout read through ``--map`` opens the same way,
+with the counts of ``crbc-viz info --map``."""
 
 from __future__ import annotations
 
@@ -45,9 +46,9 @@ def _cli(*args: str) -> dict:
 
 
 @contextlib.contextmanager
-def served(path: Path, tmp: Path):
-    """``python -m crbc_viz view PATH --port P`` from ``tmp/work`` with only the package on the
-    path; yields the link it prints, once ``/_stcore/health`` answers."""
+def served(path: Path, tmp: Path, *extra: str):
+    """``python -m crbc_viz view PATH --port P [extra]`` from ``tmp/work`` with only the package on
+    the path; yields the link it prints, once ``/_stcore/health`` answers."""
     site = tmp / "site"
     site.mkdir(exist_ok=True)
     if not (site / "crbc_viz").exists():
@@ -60,7 +61,7 @@ def served(path: Path, tmp: Path):
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(site), "HOME": str(tmp)}
     with open(log, "wb") as f:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "crbc_viz", "view", str(path), "--port", str(port)],
+            [sys.executable, "-m", "crbc_viz", "view", str(path), "--port", str(port), *extra],
             cwd=work,
             env=env,
             stdout=f,
@@ -188,3 +189,49 @@ def test_a_store_opens_across_training(tmp_path, browser):
         text = _training_page(browser, link, "view_store_training_1440.png")
     per_run = info["train_steps"] // len(info["runs"])
     assert f"{len(info['runs'])} run(s) × {per_run} training steps" in text, text[:2000]
+
+
+MAP = ["steps=turns", "group_id=^.task", "traj_id=^.ep", "step_idx=@order", "anchor_obs=o", "reward=r"]
+
+
+def test_a_log_read_through_a_field_map_opens_with_the_cli_counts(tmp_path, browser):
+    data = tmp_path / "data"
+    data.mkdir()
+    log = data / "custom.jsonl"
+    recs = [
+        {"task": "A", "ep": "e1", "turns": [{"o": "s0", "r": 0}, {"o": "s1", "r": 1}]},
+        {"task": "A", "ep": "e2", "turns": [{"o": "s0", "r": 0}]},
+        {"task": "B", "ep": "e3", "turns": [{"o": "b0", "r": 0}]},
+    ]
+    log.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    flags = [a for m in MAP for a in ("--map", m)]
+    info = _cli("info", str(log), "--json", *flags)
+    want = {"Groups": "2", "Rollouts": "3", "Steps": "4"}  # counted by hand from recs
+    assert {
+        "Groups": str(info["groups"]),
+        "Rollouts": str(info["trajectories"]),
+        "Steps": str(info["steps"]),
+    } == want
+    with served(log, tmp_path, *flags) as link:
+        parts = urllib.parse.urlsplit(link)
+        assert parts.path == "/graph"
+        ref = urllib.parse.parse_qs(parts.query)["file"][0]
+        assert ref.startswith("import:") and ref.endswith("::" + str(log))
+        ctx = browser.new_context(viewport={"width": 1440, "height": 1000})
+        try:
+            pg = ctx.new_page()
+            pg.goto(link)
+            app_idle(pg)
+            wait_until(pg, lambda: pg.locator("iframe").count() > 0, "the graph drawn")
+            assert pg.locator("[data-testid='stException']").count() == 0
+            base = link.split("/graph")[0]
+            pg.goto(base + "/?" + urllib.parse.urlencode({"file": ref}))  # the Data page, same link
+            app_idle(pg)
+            got = wait_until(
+                pg,
+                lambda: {k: v for k, v in metrics(pg).items() if k in want} or None,
+                "the Data page's counts",
+            )
+            assert got == want
+        finally:
+            ctx.close()

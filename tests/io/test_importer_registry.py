@@ -58,6 +58,8 @@ def test_a_module_lacking_a_member_is_not_an_importer():
         "NAME": "x",
         "TITLE": "x file",
         "SIGNATURE": ("a",),
+        "FOLDER": False,
+        "OPTIONS": (),
         "sniff": lambda fields: True,
         "read": lambda path: None,
     }

@@ -27,6 +27,7 @@ from crbc_viz.ui.params import estimator_names
 from crbc_viz.ui.sandbox import read_as, split_read_key
 from crbc_viz.ui.sidebar import FILE_KEY, link_ref, selection, set_file, set_group
 from crbc_viz.ui.sources import (
+    FOLDER_FORMATS,
     FORMAT_TITLES,
     STORE_PREFIX,
     ReadOptions,
@@ -52,8 +53,8 @@ PAGE = {
 }
 
 SOURCES = ("Bundled sample", "Upload", "Server path")
-#: What a trainer writes that an upload may be (an rLLM episodes folder is a server path).
-TRAINER_FILES = ", ".join(t for f, t in FORMAT_TITLES.items() if f not in ("canonical", "rllm"))
+#: What a trainer writes that an upload may be (a folder format's folder is a server path).
+TRAINER_FILES = ", ".join(t for f, t in FORMAT_TITLES.items() if f != "canonical" and f not in FOLDER_FORMATS)
 #: The Import options' widgets: format, reward columns, success column, field map.
 OPT_FORMAT, OPT_REWARDS, OPT_SUCCESS = "import_format", "import_rewards", "import_success"
 OPT_MAP, OPT_MAP_FILE = "import_map", "import_map_file"

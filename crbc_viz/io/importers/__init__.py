@@ -18,11 +18,17 @@ its dumps into canonical step rows (SCHEMA.md), ready for ``build_batch``.
     graphgpo    GraphGPO / verl-agent DataProto batch saved as .pth (uid, traj_uid, anchor_obs ...)
     fieldmap    any other log, through a field map (--map target=path, --map-file map.toml)
 
-Each is a module that satisfies `Importer` (``NAME``, ``SIGNATURE``, ``sniff``, ``read``;
-optionally ``sniff_file``, `SniffsFile`), listed once in `IMPORTERS`, in detection order:
-`FORMATS` and `detect` both read it. `detect` picks one from a file's fields; `expand_sources`
-turns command-line paths (files or folders) into sources (a folder walk reads the files whose
-names end in one of `crbc_viz.io.readers.SUFFIXES`), each ingested as a unit.
+Each is a module that satisfies `Importer` (``NAME``, ``TITLE``, ``SIGNATURE``, ``FOLDER``,
+``OPTIONS``, ``sniff``, ``read``; optionally ``sniff_file``, `SniffsFile`; a ``FOLDER`` format's
+``is_folder_file`` / ``folder_files``, `ReadsFolder`; ``FILE_SUFFIXES``, `OwnSuffixes`), listed
+once in `IMPORTERS`, in detection order. Everything else is derived from that table
+(`Registry`): `FORMATS`, `TITLES`, `FOLDER_FORMATS`, `IMPORT_OPTIONS`, the file endings of the
+folder walk (`WALK_SUFFIXES`: `crbc_viz.io.readers.SUFFIXES` and the importers' own). `detect`
+picks one from a file's fields (or a folder's first file of a ``FOLDER`` format);
+`expand_sources` turns command-line paths (files or folders) into sources, each ingested as a
+unit; `read_source` reads one source (detecting a path's format once), and is the one read that
+ingest, the watcher, the app's parse child and ``share`` go through (`read_file` builds its
+batch).
 """
 
 from __future__ import annotations
@@ -55,9 +61,10 @@ from . import (
     verl_agent,
 )
 from ._common import Imported, peek_fields
-from ._protocol import Importer, SniffsFile
+from ._protocol import Importer, OwnSuffixes, ReadsFolder, SniffsFile
 
 __all__ = [
+    "FOLDER_FORMATS",
     "FORMATS",
     "IMPORTERS",
     "IMPORT_OPTIONS",
@@ -68,6 +75,9 @@ __all__ = [
     "detect",
     "expand_sources",
     "import_source",
+    "read_source",
+    "Registry",
+    "WALK_SUFFIXES",
     "FileRead",
     "read_file",
 ]
@@ -105,17 +115,56 @@ def _by_name(importers: tuple[Importer, ...]) -> dict[str, Importer]:
     return out
 
 
-_BY_NAME = _by_name(IMPORTERS)
+def _check(m: Importer) -> None:
+    """Refuse (ValueError, naming the module) an importer whose members disagree: a ``FOLDER``
+    format without `ReadsFolder`'s members, an option its ``read`` does not take by keyword."""
+    if m.FOLDER and not isinstance(m, ReadsFolder):
+        raise ValueError(f"{m.__name__}: a FOLDER importer needs is_folder_file and folder_files")
+    import inspect
+
+    params = inspect.signature(m.read).parameters
+    bad = [o for o in m.OPTIONS if o not in params or params[o].kind is not params[o].KEYWORD_ONLY]
+    if bad:
+        raise ValueError(f"{m.__name__}: OPTIONS {bad} are not keyword-only parameters of its read")
+
+
+class Registry:
+    """What the importers' table (in detection order) gives: each importer by name, the
+    ``FOLDER`` ones, the option names and the endings of the folder walk. Built once from
+    `IMPORTERS`; a test may build one with an importer more (nothing else changes).
+
+    Raises:
+        ValueError: two importers of one name, or one whose members disagree (`_check`).
+    """
+
+    def __init__(self, importers: tuple[Importer, ...]):
+        self.importers = tuple(importers)
+        self.by_name = _by_name(self.importers)
+        for m in self.importers:
+            _check(m)
+        self.folders = tuple(m for m in self.importers if m.FOLDER)
+        self.options = tuple(dict.fromkeys(o for m in self.importers for o in m.OPTIONS))
+        own = (s for m in self.importers if isinstance(m, OwnSuffixes) for s in m.FILE_SUFFIXES)
+        self.suffixes = tuple(dict.fromkeys((*SUFFIXES, *own)))
+
+
+_REG = Registry(IMPORTERS)
+_BY_NAME = _REG.by_name
 #: Format names accepted by ``--format`` (besides ``auto``), in detection order.
 FORMATS = tuple(_BY_NAME)
 #: Format name -> what the app calls it (each importer's ``TITLE``), in detection order.
 TITLES = {m.NAME: m.TITLE for m in IMPORTERS}
+#: The formats that read a folder as one source (``FOLDER``: rLLM episodes).
+FOLDER_FORMATS = tuple(m.NAME for m in _REG.folders)
+#: The file endings the folder walk reads: the table readers' and the importers' own (``.pt``).
+WALK_SUFFIXES = _REG.suffixes
 
 
 @dataclass(frozen=True)
 class Source:
-    """One unit of ingest: a file, or a folder of rLLM episode files. ``notes``: what the
-    folder walk left out (files no importer claims), shown with this source's import notes."""
+    """One unit of ingest: a file, or a folder of a ``FOLDER`` format's files (rLLM episodes).
+    ``notes``: what the folder walk left out (files no importer claims), shown with this
+    source's import notes."""
 
     path: str
     fmt: str
@@ -128,7 +177,7 @@ class Unclaimed(LoadError):
 
 
 def _expected() -> str:
-    return "; ".join(f"{m.NAME} ({', '.join(m.SIGNATURE)})" for m in IMPORTERS)
+    return "; ".join(f"{m.NAME} ({', '.join(m.SIGNATURE)})" for m in _REG.importers)
 
 
 def _claims(m: Importer, path: str, fields: set[str]) -> bool:
@@ -136,29 +185,38 @@ def _claims(m: Importer, path: str, fields: set[str]) -> bool:
     return m.sniff(fields) or (isinstance(m, SniffsFile) and m.sniff_file(path, fields))
 
 
-def detect(path: str) -> str:
-    """The format of ``path`` from its first record's fields.
+def _folder_claim(path: str, peeked: dict | None = None) -> tuple[Importer, list[str]]:
+    """The ``FOLDER`` importer (in detection order) whose first file under the folder ``path``
+    it claims by that file's first record, and its files there. ``peeked``: filled with the
+    fields read (path -> fields), so the folder walk does not read them again.
+
+    Raises:
+        LoadError: no ``FOLDER`` importer claims the folder.
+    """
+    for m in _REG.folders:
+        files = m.folder_files(path)
+        if files:
+            fields = peek_fields(files[0])
+            if peeked is not None:
+                peeked[os.path.normpath(files[0])] = fields
+            if m.sniff(fields):
+                return m, files
+    titles = " or ".join(m.TITLE for m in _REG.folders) or "no format"
+    has = "; ".join(f"its first {m.NAME} file has no {', '.join(m.SIGNATURE)}" for m in _REG.folders)
+    raise LoadError([Problem(path, None, None, f"a folder is read as {titles}, but {has}")])
+
+
+def detect(path: str, fields: set[str] | None = None) -> str:
+    """The format of ``path`` from its first record's fields (``fields``: those already read),
+    or of a folder from its first file of a ``FOLDER`` format.
 
     Raises:
         LoadError: naming the file, the fields seen and what each format expects.
     """
     if os.path.isdir(path):
-        files = rllm.episode_files(path)
-        if files and rllm.sniff(peek_fields(files[0])):
-            return rllm.NAME
-        raise LoadError(
-            [
-                Problem(
-                    path,
-                    None,
-                    None,
-                    "a folder is read as rLLM episodes, but its first "
-                    f"JSON file has no {', '.join(rllm.SIGNATURE)}",
-                )
-            ]
-        )
-    fields = peek_fields(path)
-    for m in IMPORTERS:
+        return _folder_claim(path)[0].NAME
+    fields = peek_fields(path) if fields is None else fields
+    for m in _REG.importers:
         if _claims(m, path, fields):
             return m.NAME
     seen = ", ".join(sorted(fields)[:20]) or "nothing readable"
@@ -179,26 +237,50 @@ def _natural(s: str):
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", s)]
 
 
-def _claimed(path: str, fmt: str) -> str:
+def _claimed(path: str, fmt: str, fields: set[str] | None = None) -> str:
     """The format of ``path`` in a folder walk: the detected one, or ``fmt`` when it is named
-    and its importer claims the file's fields.
+    and its importer claims the file's fields (``fields``: those already read; the file's
+    first record is read once).
 
     Raises:
         LoadError: no importer claims the file (as `detect`).
     """
+    fields = peek_fields(path) if fields is None else fields
     try:
-        got = detect(path)
+        got = detect(path, fields)
     except LoadError:
-        m = _BY_NAME.get(fmt)
-        if m is not None and (fmt == fieldmap.NAME or _claims(m, path, peek_fields(path))):
+        m = _REG.by_name.get(fmt)
+        if m is not None and (fmt == fieldmap.NAME or _claims(m, path, fields)):
             return fmt
         raise
     return got if fmt == "auto" else fmt
 
 
+def _folder_of(path: str, fmt: str, peeked: dict) -> tuple[Importer | None, list[str]]:
+    """The ``FOLDER`` importer reading the folder ``path`` (``fmt``, or detected) and its files;
+    (None, []) when the folder is walked file by file."""
+    if fmt != "auto":
+        m = _REG.by_name[fmt]
+        return (m, m.folder_files(path)) if m.FOLDER else (None, [])
+    try:
+        return _folder_claim(path, peeked)
+    except LoadError:
+        return None, []
+
+
+def _folder_sources(m: Importer, files: list[str]) -> list[Source]:
+    """One source per folder holding ``files`` of ``m``'s format (natural order)."""
+    by_dir: dict[str, list[str]] = {}
+    for f in files:
+        by_dir.setdefault(os.path.dirname(f), []).append(f)
+    return [Source(d, m.NAME, tuple(by_dir[d])) for d in sorted(by_dir, key=_natural)]
+
+
 def expand_sources(paths, fmt: str = "auto") -> list[Source]:
-    """Files stay files; a folder becomes its log files (natural order), except rLLM episode
-    folders, which become one source per folder holding episode files. In a folder, a file no
+    """Files stay files; a folder becomes its log files (natural order, those ending in one of
+    `WALK_SUFFIXES`), except a folder of a ``FOLDER`` format (rLLM episodes, given as ``fmt`` or
+    detected), which becomes one source per folder holding its files. Each file's first record
+    is read once. In a folder, a file no
     importer claims (SkyRL's ``aggregated_results.jsonl`` beside its per-dataset files) is
     skipped, with a note naming it on the folder's first source; a folder where no file is
     claimed is an error naming each.
@@ -207,43 +289,39 @@ def expand_sources(paths, fmt: str = "auto") -> list[Source]:
         LoadError: a path that does not exist, or whose format cannot be detected.
         ValueError: an unknown ``fmt``.
     """
-    if fmt != "auto" and fmt not in _BY_NAME:
+    if fmt != "auto" and fmt not in _REG.by_name:
         raise ValueError(f"unknown format {fmt!r}; valid: auto, {', '.join(FORMATS)}")
     out: list[Source] = []
     problems: list[Problem] = []
     for p in paths:
+        if isinstance(p, Source):  # already a source (the watcher builds its own): taken as it is
+            out.append(p)
+            continue
         p = str(p)
         if not os.path.exists(p) and not os.path.islink(p):  # a link loop is named below
             problems.append(Problem(p, None, None, "no such file or folder"))
             continue
         if os.path.isdir(p):
-            is_rllm = fmt == rllm.NAME
-            if fmt == "auto":
-                try:
-                    is_rllm = detect(p) == rllm.NAME
-                except LoadError:
-                    is_rllm = False
-            if is_rllm:
-                by_dir: dict[str, list[str]] = {}
-                for f in rllm.episode_files(p):
-                    by_dir.setdefault(os.path.dirname(f), []).append(f)
-                for d in sorted(by_dir, key=_natural):
-                    out.append(Source(d, rllm.NAME, tuple(by_dir[d])))
+            peeked: dict[str, set[str]] = {}
+            folder, members = _folder_of(p, fmt, peeked)
+            if folder is not None:
+                out.extend(_folder_sources(folder, members))
                 continue
+            walk = _REG.suffixes
             files = sorted(
                 (
                     str(f)
                     for f in Path(p).rglob("*")
-                    if f.is_file() and f.name.lower().endswith(SUFFIXES) and not f.name.startswith(".")
+                    if f.is_file() and f.name.lower().endswith(walk) and not f.name.startswith(".")
                 ),
                 key=_natural,
             )
             if not files:
-                problems.append(Problem(p, None, None, f"folder holds no log files ({', '.join(SUFFIXES)})"))
+                problems.append(Problem(p, None, None, f"folder holds no log files ({', '.join(walk)})"))
             found, unclaimed = [], []
             for f in files:
                 try:
-                    found.append(Source(f, _claimed(f, fmt), (f,)))
+                    found.append(Source(f, _claimed(f, fmt, peeked.get(os.path.normpath(f))), (f,)))
                 except LoadError as exc:
                     if isinstance(exc, Unclaimed):
                         unclaimed.append((f, exc.problems))
@@ -277,22 +355,58 @@ def expand_sources(paths, fmt: str = "auto") -> list[Source]:
 
 
 #: Options an importer may take (``--reward-columns``, ``--success-column``, the field map of
-#: ``--map`` / ``--map-file``); each importer gets the ones its ``read`` accepts.
-IMPORT_OPTIONS = ("reward_columns", "success_column", "field_map")
+#: ``--map`` / ``--map-file``): the importers' ``OPTIONS``; each importer gets the ones it takes.
+IMPORT_OPTIONS = _REG.options
 
 
-def import_source(src: Source, **options) -> Imported:
-    """Read one source with its importer (canonical names, trainer keys, notes). ``options``
-    (see ``IMPORT_OPTIONS``) set to None are dropped; the others go to the importers that take
-    them (TRL, ms-swift)."""
-    import inspect
+def _one_source(path: str, fmt: str = "auto") -> Source:
+    """``path`` as one source: a file of ``fmt`` (``auto``: detected), or a folder of a
+    ``FOLDER`` format (every file of it under the folder).
 
-    read = _BY_NAME[src.fmt].read
-    params = inspect.signature(read).parameters
-    imp = read(src.path, **{k: v for k, v in options.items() if v is not None and k in params})
+    Raises:
+        LoadError: a path that does not exist, a format that cannot be detected, a folder of
+            a format whose dumps are files.
+    """
+    if fmt != "auto" and fmt not in _REG.by_name:
+        raise LoadError(
+            [Problem(path, None, None, f"unknown format {fmt!r}; valid: auto, {', '.join(FORMATS)}")]
+        )
+    if not os.path.isdir(path):
+        (src,) = expand_sources([path], fmt)
+        return src
+    m, files = _folder_claim(path) if fmt == "auto" else (_REG.by_name[fmt], None)
+    if not m.FOLDER:
+        titles = " or ".join(f.TITLE for f in _REG.folders) or "no format"
+        raise LoadError(
+            [Problem(path, None, None, f"a folder is read as {titles}; {fmt} dumps are files: open one")]
+        )
+    files = m.folder_files(path) if files is None else files
+    return Source(path, m.NAME, tuple(f for s in _folder_sources(m, files) for f in s.files))
+
+
+def read_source(source, fmt: str = "auto", **options) -> Imported:
+    """Read one source with its importer (canonical names, trainer keys, notes): the one read
+    of a source, which ingest (and the watcher through it), the app's parse child and
+    ``share`` (through `read_file`) go through.
+
+    ``source``: a `Source` (its format known: read as it is), or a path, whose format is
+    detected here, once (``fmt="auto"``; else ``fmt``): a log file, or a folder of a ``FOLDER``
+    format read as one source. ``options`` (see ``IMPORT_OPTIONS``) set to None are dropped;
+    the others go to the importers that take them (their ``OPTIONS``: TRL, ms-swift ...).
+
+    Raises:
+        LoadError: the source's problems (or, for a path, those of `_one_source`).
+    """
+    src = source if isinstance(source, Source) else _one_source(str(source), fmt)
+    m = _REG.by_name[src.fmt]
+    imp = m.read(src.path, **{k: v for k, v in options.items() if v is not None and k in m.OPTIONS})
     if src.notes:
         imp.notes = (*src.notes, *imp.notes)
     return imp
+
+
+#: `read_source` of a `Source` (its earlier name).
+import_source = read_source
 
 
 @dataclass(frozen=True)
@@ -309,15 +423,14 @@ class FileRead:
 
 
 def takes(fmt: str) -> set[str]:
-    """The import options (`IMPORT_OPTIONS`) importer ``fmt``'s ``read`` takes."""
-    import inspect
-
-    return set(IMPORT_OPTIONS) & set(inspect.signature(_BY_NAME[fmt].read).parameters)
+    """The import options (`IMPORT_OPTIONS`) importer ``fmt`` takes (its ``OPTIONS``)."""
+    return set(_REG.by_name[fmt].OPTIONS)
 
 
 def read_file(path, fmt: str = "auto", **options) -> FileRead:
-    """Read one log file, or an rLLM episodes folder, in any format the importers read: the one
-    reading the app's parse child, `crbc_viz.show`, ``crbc-viz html`` and the dashboards share.
+    """Read one log file, or a folder of a ``FOLDER`` format (rLLM episodes), in any format the
+    importers read, into a batch: the one reading the app's parse child, `crbc_viz.show`,
+    ``crbc-viz html`` and the dashboards share (the source is read by `read_source`).
 
     ``fmt="auto"`` detects the importer from the file's fields, and a file no importer claims is
     read by the canonical reader when it can be; ``options`` (`IMPORT_OPTIONS`; None = not set)
@@ -333,20 +446,10 @@ def read_file(path, fmt: str = "auto", **options) -> FileRead:
     from .fieldmap import relabel
 
     path = str(path)
-    if fmt not in ("auto", *FORMATS):
-        raise LoadError(
-            [Problem(path, None, None, f"unknown format {fmt!r}; valid: auto, {', '.join(FORMATS)}")]
-        )
     detected, batch = fmt == "auto", None
-    if os.path.isdir(path):
-        got = detect(path) if detected else fmt
-        if got != "rllm":
-            why = f"a folder is read as rLLM episodes; {got} dumps are files: open one"
-            raise LoadError([Problem(path, None, None, why)])
-        src = Source(path, got, tuple(f for s in expand_sources([path], got) for f in s.files))
-    elif detected:
+    if detected and not os.path.isdir(path):
         try:
-            (src,) = expand_sources([path], "auto")
+            src = _one_source(path)
         except LoadError as undetected:
             try:
                 batch = load_rollouts(path)
@@ -355,19 +458,19 @@ def read_file(path, fmt: str = "auto", **options) -> FileRead:
                     raise undetected.with_traceback(None) from None  # readable, of other fields
                 raise unread.with_traceback(None) from None
             src = Source(path, "canonical", (path,))  # the canonical reader reads it after all
+    elif os.path.isdir(path) or fmt not in _REG.by_name:
+        src = _one_source(path, fmt)
     else:
         src = Source(path, fmt, (path,))
     unused = {k for k, v in options.items() if v is not None} - takes(src.fmt)
     if unused:
         flags = ", ".join("--" + k.replace("_", "-") for k in sorted(unused))
-        names = ", ".join(f for f in FORMATS if unused & takes(f))
-        why = (
-            f"{flags}: taken only by the {names} format(s); this one reads as {TITLES.get(src.fmt, src.fmt)}"
-        )
+        names = ", ".join(f for f in _REG.by_name if unused & takes(f))
+        why = f"{flags}: taken only by the {names} format(s); this one reads as {_REG.by_name[src.fmt].TITLE}"
         raise LoadError([Problem(path, None, None, why)])
     if src.fmt == "canonical":
         return FileRead(batch if batch is not None else load_rollouts(path), "canonical", detected)
-    imp = import_source(src, **options)
+    imp = read_source(src, **options)
     try:
         batch = build_batch(imp.raw)
     except LoadError as exc:  # a field map's values: named by their map entries

@@ -41,6 +41,8 @@ NAME = "areal"
 #: What the app calls this format.
 TITLE = "AReaL rollout dump (rollout/<version>/<task_id>.jsonl)"
 SIGNATURE = ("task_id", "sample_idx", "tail_version", "prompt", "completion")
+FOLDER = False
+OPTIONS = ()
 
 
 def sniff(fields: set[str]) -> bool:

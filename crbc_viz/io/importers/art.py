@@ -53,6 +53,8 @@ NAME = "art"
 #: What the app calls this format.
 TITLE = "OpenPipe ART trajectories"
 SIGNATURE = ("group_index", "reward", "messages")
+FOLDER = False
+OPTIONS = ("success_column",)
 _LEGACY = ("trajectories",)
 #: Metric names read as success (exactly, any case): a name merely containing one
 #: (``format_pass``, ``partial_win_rate``) is not guessed.

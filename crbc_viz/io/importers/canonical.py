@@ -9,6 +9,8 @@ NAME = "canonical"
 #: What the app calls this format.
 TITLE = "canonical log"
 SIGNATURE = ("group_id", "traj_id", "step_idx", "reward")
+FOLDER = False
+OPTIONS = ()
 
 
 def sniff(fields: set[str]) -> bool:

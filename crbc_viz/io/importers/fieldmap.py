@@ -69,6 +69,8 @@ NAME = "fieldmap"
 #: What the app calls this format.
 TITLE = "any log, through a field map"
 SIGNATURE = ("--map",)
+FOLDER = False
+OPTIONS = ("field_map",)
 
 #: Optional per-estimator signals a map may name (SCHEMA.md) beside the canonical fields.
 _SIGNALS = (

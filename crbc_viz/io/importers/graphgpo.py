@@ -51,6 +51,10 @@ NAME = "graphgpo"
 #: What the app calls this format.
 TITLE = "GraphGPO / verl-agent saved batch (.pth)"
 SIGNATURE = ("non_tensor_batch", "uid", "traj_uid", "anchor_obs", "episode_rewards")
+FOLDER = False
+OPTIONS = ()
+#: File endings of this format that the table readers do not list (the folder walk reads them).
+FILE_SUFFIXES = _torch_file.TORCH_SUFFIXES
 _NEEDED = ("uid", "traj_uid", "anchor_obs", "episode_rewards")
 _WHERE = "row"
 

@@ -54,6 +54,8 @@ NAME = "ms-swift"
 #: What the app calls this format.
 TITLE = "ms-swift completions.jsonl"
 SIGNATURE = ("step", "prompt", "completion", "advantages")
+FOLDER = False
+OPTIONS = ("reward_columns", "success_column")
 _V3 = ("step", "prompt", "completion")
 
 

@@ -38,6 +38,8 @@ NAME = "nemo-rl"
 #: What the app calls this format.
 TITLE = "NeMo-RL train_data_step file"
 SIGNATURE = ("content", "rewards", "token_loss_mask", "input_lengths")
+FOLDER = False
+OPTIONS = ()
 
 
 def sniff(fields: set[str]) -> bool:

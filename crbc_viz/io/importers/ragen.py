@@ -42,6 +42,8 @@ NAME = "ragen"
 #: What the app calls this format.
 TITLE = "RAGEN val_rollouts JSONL"
 SIGNATURE = ("custom_id", "messages", "metadata")
+FOLDER = False
+OPTIONS = ()
 
 #: The writer's suffix on a state after the first: the reward of the action taken from it.
 _REWARD = re.compile(r" \(reward: [^()\n]*\)\Z")

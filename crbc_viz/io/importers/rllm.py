@@ -69,6 +69,9 @@ NAME = "rllm"
 #: What the app calls this format.
 TITLE = "rLLM episodes"
 SIGNATURE = ("id", "trajectories")
+#: A folder of episode files is one source (`folder_files`).
+FOLDER = True
+OPTIONS = ()
 _DEFAULT_NAMES = {None, "", "default_traj_name"}
 #: Files rLLM writes beside the episodes (EpisodeLogger, EvalEpisodeStore): not episodes.
 SIDE_FILES = ("batch_summary.json", "meta.json")
@@ -80,19 +83,28 @@ def sniff(fields: set[str]) -> bool:
     return "trajectories" in fields and bool({"id", "episode_id"} & fields)
 
 
+def is_folder_file(path: str) -> bool:
+    """Whether ``path`` is an episode file: ``.json`` / ``.jsonl`` (optionally ``.gz``), not
+    hidden, not one of `SIDE_FILES`."""
+    name = os.path.basename(path)
+    low = name.lower()
+    return (
+        low.endswith((".json", ".jsonl", ".json.gz", ".jsonl.gz"))
+        and not name.startswith(".")
+        and low not in SIDE_FILES
+    )
+
+
 def episode_files(folder: str) -> list[str]:
-    """The ``.json`` / ``.jsonl`` (optionally ``.gz``) files under ``folder``, sorted."""
+    """The episode files (`is_folder_file`) under ``folder``, sorted."""
     out = []
     for root, _, files in os.walk(folder):
-        for f in files:
-            low = f.lower()
-            if (
-                low.endswith((".json", ".jsonl", ".json.gz", ".jsonl.gz"))
-                and not f.startswith(".")
-                and low not in SIDE_FILES
-            ):
-                out.append(os.path.join(root, f))
+        out += [os.path.join(root, f) for f in files if is_folder_file(f)]
     return sorted(out)
+
+
+#: The files of a folder read as one source (the `Importer` protocol's name for `episode_files`).
+folder_files = episode_files
 
 
 def _load(path: str, problems: list, fixed: list) -> list[tuple[int, dict]]:

@@ -74,6 +74,8 @@ NAME = "roll"
 #: What the app calls this format.
 TITLE = "ROLL dump"
 SIGNATURE = ("traj_group_id", "traj_id")
+FOLDER = False
+OPTIONS = ()
 PREFIX = "crbc_"  # docs/roll_recipe.md: copies that ROLL's dump may pop from the batch
 _AGENT_NATIVE = {"trajectory_data", "messages", "tools"}
 FIELD_MAP = {

@@ -49,6 +49,8 @@ NAME = "skyrl"
 #: What the app calls this format.
 TITLE = "SkyRL dumped_evals file"
 SIGNATURE = ("input_prompt", "output_response", "score", "stop_reason")
+FOLDER = False
+OPTIONS = ()
 
 
 def sniff(fields: set[str]) -> bool:

@@ -50,6 +50,10 @@ NAME = "slime"
 #: What the app calls this format.
 TITLE = "slime debug rollout dump (.pt)"
 SIGNATURE = ("rollout_id", "samples", "group_index")
+FOLDER = False
+OPTIONS = ()
+#: File endings of this format that the table readers do not list (the folder walk reads them).
+FILE_SUFFIXES = _torch_file.TORCH_SUFFIXES
 
 _DONE = {"completed": True, "failed": True, "truncated": False, "aborted": False, "pending": False}
 _WHERE = "sample"

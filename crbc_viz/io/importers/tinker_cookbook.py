@@ -44,6 +44,8 @@ NAME = "tinker-cookbook"
 #: What the app calls this format.
 TITLE = "tinker-cookbook rollout summaries"
 SIGNATURE = ("schema_version", "group_idx", "traj_idx", "total_reward", "steps")
+FOLDER = False
+OPTIONS = ("success_column",)
 #: ``DEFAULT_LIMIT_STOP_REASONS`` (``tinker_cookbook/rl/rollout_limits.py``): a budget cut it off.
 LIMIT_STOPS = frozenset(
     {"max_tokens", "max_sampled_tokens", "max_turns", "max_tool_calls", "rollout_timeout"}

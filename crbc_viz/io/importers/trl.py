@@ -69,6 +69,8 @@ NAME = "trl"
 #: What the app calls this format.
 TITLE = "TRL completions parquet"
 SIGNATURE = ("prompt", "completion")
+FOLDER = False
+OPTIONS = ("reward_columns", "success_column")
 _NOT_REWARD = {
     "step",
     "advantage",

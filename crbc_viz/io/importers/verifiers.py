@@ -48,6 +48,8 @@ NAME = "verifiers"
 #: What the app calls this format.
 TITLE = "verifiers results.jsonl"
 SIGNATURE = ("example_id", "prompt", "completion", "reward")
+FOLDER = False
+OPTIONS = ()
 _OLD = ("id", "prompt", "completion", "reward", "task")  # 0.1.2.post1 .. 0.1.5
 CUT = frozenset({"max_turns_reached", "prompt_too_long", "has_error"})
 

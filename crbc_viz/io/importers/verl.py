@@ -52,6 +52,8 @@ NAME = "verl"
 #: What the app calls this format.
 TITLE = "verl rollout_data_dir file"
 SIGNATURE = ("input", "output", "score")
+FOLDER = False
+OPTIONS = ()
 
 
 def sniff(fields: set[str]) -> bool:

@@ -81,6 +81,8 @@ NAME = "verl-agent"
 #: What the app calls this format.
 TITLE = "verl-agent dump"
 SIGNATURE = ("uid", "traj_uid")
+FOLDER = False
+OPTIONS = ()
 
 FIELD_MAP = {
     "uid": "group_id",
