@@ -27,8 +27,6 @@ MODULES = tuple(
 NOT_YET: set = {
     "crbc_viz/integrations/_core.py",
     ("crbc_viz/integrations/_core.py", "_assemble"),
-    "crbc_viz/store/ingest.py",
-    ("crbc_viz/store/ingest.py", "_write_batch_parts"),
     "crbc_viz/views/learn.py",
     ("crbc_viz/app/app_pages/data.py", "render"),
     ("crbc_viz/app/app_pages/training.py", "render"),

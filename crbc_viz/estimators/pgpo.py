@@ -93,16 +93,8 @@ def _pgpo(graph: AnchorGraph, p: PGPOParams, *, to=as_numpy) -> CreditResult:
     >>> [round(float(x), 4) for x in r.advantage[:3]]
     [0.7358, 0.991, 0.7217]
     """
-    eta, gamma, alpha, beta, eps, ddof, potential, step_reward = (
-        p.eta,
-        p.gamma,
-        p.alpha,
-        p.beta,
-        p.eps,
-        p.ddof,
-        p.potential,
-        p.step_reward,
-    )
+    eta, gamma, alpha, beta, eps, ddof = p.eta, p.gamma, p.alpha, p.beta, p.eps, p.ddof
+    potential, step_reward = p.potential, p.step_reward
     if potential not in ("mean", "loo"):
         raise EstimatorInputError(f"potential must be 'mean' or 'loo', got {potential!r}")
     b = graph.batch
