@@ -28,8 +28,6 @@ NOT_YET: set = {
     "crbc_viz/integrations/_core.py",
     ("crbc_viz/integrations/_core.py", "_assemble"),
     "crbc_viz/views/learn.py",
-    ("crbc_viz/app/app_pages/data.py", "render"),
-    ("crbc_viz/app/app_pages/training.py", "render"),
 }
 
 

@@ -335,6 +335,29 @@ def _logged_vs_recomputed(sel) -> None:
         )
 
 
+def _metrics(summary: dict) -> None:
+    """The log's counts and rates, one row of metrics."""
+    # One row that wraps (at 800 px the seven would not fit side by side: values were cut).
+    row = st.container(horizontal=True, gap="medium")
+    row.metric("Groups", summary["groups"], width="content")
+    row.metric("Rollouts", summary["trajectories"], width="content")
+    row.metric("Steps", summary["steps"], width="content")
+    row.metric("Anchors", summary["anchors"], width="content")
+    row.metric("Success rate", f"{summary['success_rate']:.1%}", width="content")
+    row.metric(
+        "Shared steps",
+        f"{summary['shared_step_fraction']:.1%}",
+        help="steps whose anchor is also visited by another rollout of the group",
+        width="content",
+    )
+    row.metric(
+        "Singleton anchors",
+        f"{summary['singleton_anchor_fraction']:.1%}",
+        help="anchors visited once: no cross-rollout information there",
+        width="content",
+    )
+
+
 def render() -> None:
     st.title("Rollout data")
     sel = selection()
@@ -358,25 +381,7 @@ def render() -> None:
         summary, table = pipeline.overview(
             sel.digest, sel.path, a, sel.params_of(a), b, sel.params_of(b), sel.backend
         )
-    # One row that wraps (at 800 px the seven would not fit side by side: values were cut).
-    row = st.container(horizontal=True, gap="medium")
-    row.metric("Groups", summary["groups"], width="content")
-    row.metric("Rollouts", summary["trajectories"], width="content")
-    row.metric("Steps", summary["steps"], width="content")
-    row.metric("Anchors", summary["anchors"], width="content")
-    row.metric("Success rate", f"{summary['success_rate']:.1%}", width="content")
-    row.metric(
-        "Shared steps",
-        f"{summary['shared_step_fraction']:.1%}",
-        help="steps whose anchor is also visited by another rollout of the group",
-        width="content",
-    )
-    row.metric(
-        "Singleton anchors",
-        f"{summary['singleton_anchor_fraction']:.1%}",
-        help="anchors visited once: no cross-rollout information there",
-        width="content",
-    )
+    _metrics(summary)
     _read_as(sel)
     _matching(sel)
     _logged_vs_recomputed(sel)

@@ -130,7 +130,13 @@ def render() -> None:
         "1 − Spearman ρ between CRBC and shortest-path step credit, averaged over groups "
         "where both vary."
     )
-    g = groups[(groups["train_step"] == pick) & (groups["run_id"] == str(run))].reset_index(drop=True)
+    _drill_down(store, groups, str(run), pick, run_key, step_key)
+
+
+def _drill_down(store, groups, run: str, pick, run_key, step_key) -> None:
+    """The groups of the chosen run's train_step ``pick``: a table to choose one, and the link
+    that opens it on the Graph page."""
+    g = groups[(groups["train_step"] == pick) & (groups["run_id"] == run)].reset_index(drop=True)
     st.subheader(f"Groups of train_step {pick}")
     if g.empty:
         st.info(f"Run {run} has no groups at train_step {pick}.")
@@ -166,12 +172,12 @@ def render() -> None:
         st.caption(md(gid))
     view.record("tgroup")
     link = st.container()  # filled last: the link carries the whole view, the lookup's included
-    _lookup(store, str(run), pick, run_key, step_key)
+    _lookup(store, run, pick, run_key, step_key)
     link.page_link(
         page_script("graph"),
         label="Open in the Graph page",
         icon=":material/hub:",
-        query_params=graph_query(store.root, str(run), int(pick), gid),
+        query_params=graph_query(store.root, run, int(pick), gid),
     )
 
 
