@@ -62,6 +62,8 @@ __all__ = [
     "anchor_visits",
     "moved_anchors",
     "depth_table",
+    "depth_column",
+    "CLOSURE_COLUMN",
     "rare_route_numbers",
     "combination_steps",
     "combination_table",
@@ -218,7 +220,7 @@ def grpo_figure(
     for row, t in enumerate(range(t_lo, t_hi)):
         s_lo, s_hi = int(b.traj_offsets[t]), int(b.traj_offsets[t + 1])
         ok = bool(b.traj_success[t])
-        ylab.append(f"{ids[s_lo]} {'✓' if ok else '✗'}")
+        ylab.append(f"{ids[s_lo]} {'✓' if ok else '✗'} {group_adv[s_lo]:+.2f}")
         for i, s in enumerate(range(s_lo, min(s_hi, s_lo + width))):
             z[row, i] = group_adv[s]
             good = bellman_adv is not None and not ok and bellman_adv[s] > 1e-9
@@ -278,9 +280,6 @@ def visit_local_figure(
             name="Q⁰(s,a): mean of G",
             marker={"color": [credit_color(q - v0, lim) for q in q0]},
             width=0.6,
-            text=[f"A⁰ {q - v0:+.2f}" for q in q0],
-            textposition="outside",
-            textfont={"size": FONT_SIZE - 2},
             customdata=actions,
             hovertemplate="%{customdata}<br>Q⁰ = %{y:.4f}<extra></extra>",
         )
@@ -305,14 +304,18 @@ def visit_local_figure(
             hovertemplate="rollout %{customdata[0]} · step %{customdata[1]}<br>G = %{y:.4f}<extra></extra>",
         )
     )
-    fig.add_hline(
+    # The line's label sits right of the plot area, on white: never on a bar or under a dot.
+    fig.add_hline(y=v0, line_dash="dash", line_color="#333", line_width=2)
+    fig.add_annotation(
+        text=f"V⁰(s)<br>= {v0:.3f}",
+        xref="paper",
+        x=1.0,
+        xanchor="left",
         y=v0,
-        line_dash="dash",
-        line_color="#333",
-        line_width=2,
-        annotation_text=f"V⁰(s) = {v0:.3f}",
-        annotation_position="top right",
-        annotation_font_size=FONT_SIZE - 2,
+        yref="y",
+        showarrow=False,
+        align="left",
+        font={"size": FONT_SIZE - 2},
     )
     if closure_q:
         fig.add_trace(
@@ -325,20 +328,29 @@ def visit_local_figure(
             )
         )
     if closure_v is not None and math.isfinite(closure_v):
-        fig.add_hline(
+        fig.add_hline(y=closure_v, line_dash="dot", line_color="#777")
+        fig.add_annotation(
+            text=f"closure V(s)<br>= {closure_v:.3f}",
+            xref="paper",
+            x=1.0,
+            xanchor="left",
             y=closure_v,
-            line_dash="dot",
-            line_color="#777",
-            annotation_text=f"closure V(s) = {closure_v:.3f}",
-            annotation_position="bottom right",
-            annotation_font_size=FONT_SIZE - 4,
+            yref="y",
+            yanchor="top" if closure_v < v0 else "bottom",
+            showarrow=False,
+            align="left",
+            font={"size": FONT_SIZE - 4},
         )
-    fig.update_xaxes(tickmode="array", tickvals=list(range(len(actions))), ticktext=actions, title=None)
+    # Each action's A⁰ under its name, clear of the bars and the dots.
+    ticks = [f"{a}<br>A⁰ = {q - v0:+.2f}" for a, q in zip(actions, q0)]
+    fig.update_xaxes(tickmode="array", tickvals=list(range(len(actions))), ticktext=ticks, title=None)
     top = max([*visits["G"].tolist(), *q0, 0.0]) if len(visits["G"]) else 1.0
     fig.update_yaxes(title="realized return G", range=[-0.05, max(1.05, top * 1.25)])
-    return _style(
+    fig = _style(
         fig, 480, f"Visits of anchor {anchor_name}: what their own suffixes say", projector=projector
     )
+    fig.update_layout(margin={"r": 130})
+    return fig
 
 
 # ---------------------------------------------------------------- lesson 4
@@ -604,7 +616,7 @@ def visit_local_table(graph: AnchorGraph, vl, n: int) -> pd.DataFrame:
             "visits N(s,a)": graph.pair_count[ps],
             "Q⁰(s,a)": vl.pair_q[ps],
             "A⁰ = Q⁰ − V⁰": vl.pair_q[ps] - vl.node_value[n],
-            "step credit A^S": vl.pair_credit[ps],
+            "step credit Aˢ": vl.pair_credit[ps],
         }
     )
 
@@ -620,15 +632,26 @@ def depth_table(graph: AnchorGraph, fam: dict, k: int | None, label: str) -> pd.
     """A^(K) next to A^∞ at the branching (anchor, action) pairs, and whether the signs agree."""
     gated = np.flatnonzero(graph.node_num_actions[graph.pair_node] >= 2)
     A_k = fam["pair_adv_inf"] if k is None else fam["pair_adv"][k]
+    col = depth_column(label)
     table = pd.DataFrame(
         {
             "anchor · action": [T.pair_label(graph, p) for p in gated],
-            f"A^({label})": A_k[gated],
-            "A^∞": fam["pair_adv_inf"][gated],
+            col: A_k[gated],
+            CLOSURE_COLUMN: fam["pair_adv_inf"][gated],
         }
     )
-    table["sign agrees"] = np.sign(table[f"A^({label})"].round(12)) == np.sign(table["A^∞"].round(12))
+    table["sign agrees"] = np.sign(table[col].round(12)) == np.sign(table[CLOSURE_COLUMN].round(12))
     return table
+
+
+_SUP = str.maketrans("0123456789∞", "⁰¹²³⁴⁵⁶⁷⁸⁹∞")
+#: Lesson 4's table: the closure's advantage column.
+CLOSURE_COLUMN = "A at K = ∞ (closure)"
+
+
+def depth_column(label: str) -> str:
+    """``A⁽³⁾`` for K = 3 (rendered superscript digits); the closure's column at ∞."""
+    return CLOSURE_COLUMN if label == "∞" else f"A⁽{label.translate(_SUP)}⁾"
 
 
 def _trap_pair(graph: AnchorGraph, action: str) -> int | None:
@@ -692,17 +715,20 @@ def default_combination_rollout(graph: AnchorGraph) -> str | None:
 
 
 def combination_table(graph: AnchorGraph, res, gate: int) -> pd.DataFrame:
-    """At the branching pairs: μ(a|s), A = Q − V, σ(s) (`analysis.depth.anchor_spread`), whether
-    the anchor is gated at ``gate`` actions, and the step credit A^S."""
+    """At every (anchor, action) pair: the anchor's number of actions, μ(a|s), A = Q − V, σ(s)
+    (`analysis.depth.anchor_spread`), whether the gate at ``gate`` actions silences the anchor,
+    and the step credit Aˢ. Single-action anchors are listed too: they are what the gate is for."""
     sp = anchor_spread(graph, res)
-    branching = np.flatnonzero(graph.node_num_actions[graph.pair_node] >= 2)
+    ps = np.arange(graph.pair_node.shape[0])
+    n_act = graph.node_num_actions[graph.pair_node]
     return pd.DataFrame(
         {
-            "anchor · action": [T.pair_label(graph, p) for p in branching],
-            "μ(a|s)": sp["mu"][branching],
-            "A = Q − V": sp["adv"][branching],
-            "σ(s)": sp["sigma"][graph.pair_node[branching]],
-            "gated": graph.node_num_actions[graph.pair_node[branching]] < gate,
-            "A^S": res.pair_credit[branching],
+            "anchor · action": [T.pair_label(graph, p) for p in ps],
+            "actions at s": n_act,
+            "μ(a|s)": sp["mu"][ps],
+            "A = Q − V": sp["adv"][ps],
+            "σ(s)": sp["sigma"][graph.pair_node[ps]],
+            "gated": n_act < gate,
+            "Aˢ": res.pair_credit[ps],
         }
     )

@@ -9,6 +9,8 @@ CSS), lesson 4's figure and table one under the other.
 
 from __future__ import annotations
 
+import zlib
+
 import pandas as pd
 import streamlit as st
 
@@ -24,6 +26,8 @@ from crbc_viz.ui.pipeline import learn_result as result_of
 from crbc_viz.ui.pipeline import learn_rows as base_rows
 from crbc_viz.ui.text import md
 from crbc_viz.views import learn as V
+
+T = V.T
 
 #: This page's facts, read by the router without running the page (`crbc_viz.app.router.page_facts`):
 #: menu order, title, icon, url path (default: the script's name), whether it has its own data
@@ -118,6 +122,37 @@ def edits_panel(dataset: str, rows: list[dict]) -> tuple[tuple, tuple]:
     """The "try it" controls: flip outcomes, drop rollouts (multiselects, per data set)."""
     ids = V.traj_ids(rows)
     outcome = outcome_of(rows)
+    fk, dk = _prepare_edits(dataset, ids)
+    c1, c2, c3 = st.columns([4, 4, 1.5], vertical_alignment="bottom")
+    flip = c1.multiselect(
+        "Flip the outcome of",
+        ids,
+        key=fk,
+        format_func=lambda t: f"{t} ({'success → failure' if outcome[t] else 'failure → success'})",
+        help="success ↔ failure on an in-memory copy; the file is untouched",
+    )
+    now = {t: outcome[t] != (t in flip) for t in ids}  # the outcome after the flips
+    if len(st.session_state.get(dk, [])) >= len(ids):
+        st.session_state[dk] = st.session_state[dk][: len(ids) - 1]
+    drop = c2.multiselect(
+        "Drop rollouts",
+        ids,
+        key=dk,
+        format_func=lambda t: f"{t} ({'success' if now[t] else 'failure'})",
+        max_selections=max(1, len(ids) - 1),
+        help="remove them from the group (in memory); a group keeps at least one rollout",
+    )
+    c3.button("Reset", key=f"learn_reset_{dataset}", on_click=_reset_edits, args=(dataset,), width="stretch")
+    view.record("flip", encode=",".join, key=fk)
+    view.record("drop", encode=",".join, key=dk)
+    if drop and set(ids) <= set(drop):  # a one-rollout group: nothing can be dropped
+        st.warning("A group needs at least one rollout: nothing is dropped.")
+        drop = []
+    return tuple(sorted(flip)), tuple(sorted(drop))
+
+
+def _prepare_edits(dataset: str, ids: list[str]) -> tuple[str, str]:
+    """Ready the flip and drop controls' state (from the link, or kept); their session keys."""
     fk, dk = f"learn_flip_{dataset}", f"learn_drop_{dataset}"
     for name, k in (("flip", fk), ("drop", dk)):
         view.field(
@@ -131,28 +166,7 @@ def edits_panel(dataset: str, rows: list[dict]) -> tuple[tuple, tuple]:
     for k in (fk, dk):  # rollouts that no longer exist (rare-route sizes changed) are forgotten
         if k in st.session_state:
             st.session_state[k] = [t for t in st.session_state[k] if t in ids]
-    c1, c2, c3 = st.columns([4, 4, 1.5], vertical_alignment="bottom")
-    flip = c1.multiselect(
-        "Flip the outcome of",
-        ids,
-        key=fk,
-        format_func=lambda t: f"{t} ({'success' if outcome[t] else 'failure'})",
-        help="success ↔ failure on an in-memory copy; the file is untouched",
-    )
-    drop = c2.multiselect(
-        "Drop rollouts",
-        ids,
-        key=dk,
-        format_func=lambda t: f"{t} ({'success' if outcome[t] else 'failure'})",
-        help="remove them from the group (in memory)",
-    )
-    c3.button("Reset", key=f"learn_reset_{dataset}", on_click=_reset_edits, args=(dataset,), width="stretch")
-    view.record("flip", encode=",".join, key=fk)
-    view.record("drop", encode=",".join, key=dk)
-    if drop and set(ids) <= set(drop):
-        st.warning("A group needs at least one rollout: the last one stays.")
-        drop = drop[:-1]
-    return tuple(sorted(flip)), tuple(sorted(drop))
+    return fk, dk
 
 
 def _reset_edits(dataset: str) -> None:
@@ -164,6 +178,27 @@ def try_it(lesson, dataset: str, rows: list[dict]) -> tuple[tuple, tuple]:
     with st.container(border=True):
         st.markdown(f"**Try it.** {lesson.try_it}")
         return edits_panel(dataset, rows)
+
+
+def ask(pred, key: str) -> str | None:
+    """Predict, then reveal: the lesson's question (no answer chosen at first); once answered,
+    whether it was right and why. The key carries the options, so new data asks afresh."""
+    key = f"{key}_{zlib.crc32('|'.join(pred.options).encode()):08x}"
+    with st.container(border=True, key=f"{key}_box"):
+        choice = st.radio(f"**Predict first.** {pred.question}", pred.options, index=None, key=key)
+        if choice is None:
+            st.caption("Choose an answer; the figure shows it, and why is said here.")
+        elif choice == pred.answer:
+            st.success(f"**Right: {pred.answer}.** {pred.why}")
+        else:
+            st.error(f"**The answer is {pred.answer}.** {pred.why}")
+    return choice
+
+
+def code_block(code: str) -> None:
+    """The lesson's numbers as a short crbc_viz program (the tests run it and compare)."""
+    with st.expander("The code behind these numbers (crbc_viz only)"):
+        st.code(code, language="python")
 
 
 def _next_lesson(n: int) -> None:
@@ -178,12 +213,14 @@ def lesson_grpo(lesson, dataset) -> None:
     graph = graph_of(key)
     grpo, cr = result_of(key, "grpo"), result_of(key, "crbc")
     bellman = cr.q_value - cr.value
+    ask(T.lesson_prediction(1, graph), f"learn_predict_1_{dataset}")
     plot(V.grpo_figure(graph, grpo.credit, bellman, projector=projector()), "grpo")
     good = V.good_steps_blamed(graph, bellman)
     m = st.columns(3)
     m[0].metric("rollouts", graph.batch.num_trajectories)
     m[1].metric("successes", int(graph.batch.traj_success.sum()))
     m[2].metric("steps marked ▲", good, help=f"▲ marks {V.MARK_RULE}")
+    code_block(T.lesson_code(1, dataset, flip=flip, drop=drop))
 
 
 def lesson_anchors(lesson, dataset) -> None:
@@ -191,6 +228,7 @@ def lesson_anchors(lesson, dataset) -> None:
     flip, drop = try_it(lesson, dataset, rows)
     key = (dataset, (), flip, drop)
     graph = graph_of(key)
+    ask(T.lesson_prediction(2, graph), f"learn_predict_2_{dataset}")
     opts = ["(none)"] + V.rollout_options(graph)
     pick = st.selectbox("Highlight a rollout", opts, key=view.field("hl", "(none)", options=opts))
     view.record("hl")
@@ -202,6 +240,7 @@ def lesson_anchors(lesson, dataset) -> None:
     m[2].metric("shared by ≥ 2 rollouts", counts["shared"])
     m[3].metric("with ≥ 2 actions", counts["branching"])
     show_graph(graph_page(key, "crbc", (), hl, f"crbc-anchors-{dataset}", "crbc"))
+    code_block(T.lesson_code(2, dataset, flip=flip, drop=drop))
 
 
 def lesson_visit_local(lesson, dataset) -> None:
@@ -223,6 +262,7 @@ def lesson_visit_local(lesson, dataset) -> None:
     )
     preview = c2.toggle("Preview the closure (lesson 4)", key="learn_preview")
     n = V.node_of_key(graph, pick)
+    ask(T.lesson_prediction(3, graph, beta=BETA, node=n), f"learn_predict_3_{dataset}_{n}")
     visits = V.anchor_visits(graph, n, BETA)
     cq, cv = V.pair_values(graph, result_of(key, "crbc"), n) if preview else (None, None)
     plot(V.visit_local_figure(visits, V.anchor_name(graph, n), cq, cv, projector=projector()), "visit-local")
@@ -233,20 +273,92 @@ def lesson_visit_local(lesson, dataset) -> None:
     table(
         V.visit_local_table(graph, result_of(key, "visit_local"), n),
         "learn_vl_table",
-        {c: "%+.4f" for c in ("Q⁰(s,a)", "A⁰ = Q⁰ − V⁰", "step credit A^S")},
+        {"Q⁰(s,a)": "%.3f"} | {c: "%+.3f" for c in ("A⁰ = Q⁰ − V⁰", "step credit Aˢ")},
+    )
+    code_block(
+        T.lesson_code(3, dataset, flip=flip, drop=drop, beta=BETA, node=n, node_name=V.anchor_name(graph, n))
     )
 
 
 def lesson_depth(lesson, dataset) -> bool:
-    """Lesson 4; True while Play runs (the page then reruns itself a second later)."""
+    """Lesson 4; True while Play runs (the page then reruns itself a second later).
+
+    The K control sits right above the graph (nothing between them), so that during Play the
+    slider and the node values it changes are on one screen; the backup's equation with this
+    group's numbers follows the graph, then the gap, the bound and the try-it controls."""
     rows = base_rows(dataset)
     if st.session_state.pop(PLAY_TICK, False) and st.session_state.get(PLAY_KEY):
         # Play's step happens here, before the K control and the Play toggle are drawn: once a
         # widget exists in a run, its state can no longer be set.
         _step_k(1)
+    flip, drop = _edits_of(dataset, rows)
+    key = (dataset, (), flip, drop)
+    graph = graph_of(key)
+    node = _backup_anchor(graph, dataset)
+    ask(T.lesson_prediction(4, graph, beta=BETA, node=node), f"learn_predict_4_{dataset}_{node}")
+    k, playing = _k_controls()
+    fam = family_of(key, BETA)
+    sel_k = None if k == INF else int(k)
+    params = () if sel_k is None else (("depth", float(sel_k)),)
+    show_graph(graph_page(key, "crbc", params, None, f"crbc-depth-K{k}-{dataset}", f"crbc K = {k}"))
+    _backup_equation(graph, fam, node, sel_k, dataset)
+    gap = 0.0 if sel_k is None else float(fam["err"][sel_k])
+    bound = 0.0 if sel_k is None else float(fam["bound"][sel_k])
+    m = st.columns(3)
+    m[0].metric(
+        "largest gap to the closure",
+        f"{gap:.3f}",
+        help="the largest |A at K − A at K = ∞| over the (anchor, action) pairs",
+    )
+    m[1].metric(
+        "guaranteed bound on the gap",
+        f"{bound:.3f}",
+        help="Corollary 3 of the CRBC paper: 2β^K/(1 − β) times the largest change of any "
+        "anchor's value in the first backup; the gap can never exceed it",
+    )
+    m[2].metric("anchors whose V moved at this step", V.moved_anchors(fam, sel_k))
+    try_it(lesson, dataset, rows)
+    # Side by side on a screen; one under the other on a projector (each at full width).
+    c1, c2 = (st.container(), st.container()) if projector() else st.columns([1.3, 1])
+    with c1:
+        plot(
+            V.depth_gap_figure(
+                fam["depths"],
+                fam["err"],
+                fam["bound"],
+                sel_k,
+                BETA,
+                projector=projector(),
+                title_chars=V.TITLE_CHARS if projector() else 30,
+            ),
+            "depth-gap",
+        )
+    pairs = V.depth_table(graph, fam, sel_k, k)
+    with c2:
+        st.markdown(f"**{V.depth_column(k)} at the {len(pairs)} branching (anchor, action) pairs**")
+        table(
+            pairs,
+            "learn_depth_table",
+            {c: "%+.3f" for c in (V.depth_column(k), V.CLOSURE_COLUMN)},
+            height="auto" if len(pairs) <= 10 else 400,
+        )
+    code_block(T.lesson_code(4, dataset, flip=flip, drop=drop, beta=BETA, depth=sel_k))
+    return playing and k != INF
+
+
+def _edits_of(dataset: str, rows: list[dict]) -> tuple[tuple, tuple]:
+    """The edits of the try-it panel as they stand (read before the panel is drawn: lesson 4
+    draws it under the graph). Rollouts that no longer exist are ignored; the last stays."""
+    ids = V.traj_ids(rows)
+    fk, dk = _prepare_edits(dataset, ids)
+    flip = list(st.session_state.get(fk, []))
+    drop = list(st.session_state.get(dk, []))[: len(ids) - 1]
+    return tuple(sorted(flip)), tuple(sorted(drop))
+
+
+def _k_controls() -> tuple[str, bool]:
+    """The K slider, ◀ K / K ▶ and Play in one row (it wraps: each keeps its whole label)."""
     c0, cb = st.columns([4, 4.4] if projector() else [6, 3.2], vertical_alignment="bottom")
-    # The buttons and Play in one row that wraps: each keeps its whole label at any width
-    # (fixed narrow columns cut them to "◀." and "K." at 800 px).
     c1 = c2 = c3 = cb.container(horizontal=True, vertical_alignment="center")
     k = c0.select_slider(
         "Backup depth K",
@@ -264,46 +376,40 @@ def lesson_depth(lesson, dataset) -> bool:
     playing = c3.toggle(
         "Play", key=PLAY_KEY, on_change=_on_play, help="back up one step per second up to ∞ (from 0 at ∞)"
     )
-    flip, drop = try_it(lesson, dataset, rows)
-    key = (dataset, (), flip, drop)
-    fam = family_of(key, BETA)
-    sel_k = None if k == INF else int(k)
-    gap = 0.0 if sel_k is None else float(fam["err"][sel_k])
-    bound = 0.0 if sel_k is None else float(fam["bound"][sel_k])
-    m = st.columns(3)
-    m[0].metric("observed ‖A^∞ − A^(K)‖∞", f"{gap:.2e}")
-    m[1].metric("Corollary-3 bound", f"{bound:.2e}")
-    m[2].metric("anchors whose V moved at this step", V.moved_anchors(fam, sel_k))
-    params = () if sel_k is None else (("depth", float(sel_k)),)
-    show_graph(graph_page(key, "crbc", params, None, f"crbc-depth-K{k}-{dataset}", f"crbc K = {k}"))
-    # Side by side on a screen; one under the other on a projector (each at full width).
-    c1, c2 = (st.container(), st.container()) if projector() else st.columns([1.3, 1])
-    with c1:
-        plot(
-            V.depth_gap_figure(
-                fam["depths"],
-                fam["err"],
-                fam["bound"],
-                sel_k,
-                BETA,
-                projector=projector(),
-                title_chars=V.TITLE_CHARS if projector() else 30,
-            ),
-            "depth-gap",
-        )
-    pairs = V.depth_table(graph_of(key), fam, sel_k, k)
+    return k, playing
+
+
+def _backup_anchor(graph, dataset: str) -> int:
+    """The anchor whose backup lesson 4 writes out (the lesson-3 teaching anchor by default)."""
+    labels = V.branching_anchors(graph)
+    ak = f"learn_backup_anchor_{dataset}"
+    if st.session_state.get(ak) not in labels:
+        st.session_state[ak] = V.default_anchor(graph, BETA)
+    return V.node_of_key(graph, st.session_state[ak])
+
+
+def _backup_equation(graph, fam: dict, node: int, sel_k: int | None, dataset: str) -> None:
+    """One Bellman backup at the chosen anchor, with this group's numbers."""
+    labels = V.branching_anchors(graph)
+    c1, c2 = st.columns([1, 3], vertical_alignment="center")
+    c1.selectbox(
+        "Backup written out at",
+        list(labels),
+        key=f"learn_backup_anchor_{dataset}",
+        format_func=labels.get,
+    )
     with c2:
-        st.markdown(
-            f"**A<sup>({k})</sup> at the {len(pairs)} branching (anchor, action) pairs**",
-            unsafe_allow_html=True,
-        )
-        table(
-            pairs,
-            "learn_depth_table",
-            {c: "%+.4f" for c in (f"A^({k})", "A^∞")},
-            height="auto" if len(pairs) <= 10 else 400,
-        )
-    return playing and k != INF
+        if sel_k == 0:
+            st.markdown(
+                f"At K = 0 each visit is valued by its own suffix and the visits are averaged at "
+                f"their anchor: $V^{{(0)}}$ = {fam['node_value'][0][node]:.3f} here (lesson 3). "
+                "Press K ▶ for the first backup."
+            )
+        else:
+            v_prev = fam["node_value_inf"] if sel_k is None else fam["node_value"][sel_k - 1]
+            st.latex(T.backup_latex(graph, v_prev, node, BETA, sel_k))
+            if sel_k is None:
+                st.caption("At the closure one more backup gives the same values: they have settled.")
 
 
 def _step_k(delta: int) -> None:
@@ -372,6 +478,7 @@ def lesson_rare_route(lesson) -> None:
         result_of(key, "crbc"),
         result_of(key, "shortest_path"),
     )
+    ask(T.lesson_prediction(5, graph_of(key), credits=nums["credits"]), "learn_predict_5")
     plot(
         V.rare_route_figure(nums["credits"], (V.TRAP_ACTION, V.SAFE_ACTION), projector=projector()),
         "rare-route",
@@ -389,6 +496,7 @@ def lesson_rare_route(lesson) -> None:
         table(routes, "learn_routes", {"success rate": "percent"})
     with st.expander("The graph of this group"):
         show_graph(graph_page(key, "crbc", (), None, "crbc-rare-route", "crbc"))
+    code_block(T.lesson_code(5, "rare_route", flip=flip, drop=drop, rr=rr))
 
 
 def lesson_combination(lesson, dataset) -> None:
@@ -396,21 +504,21 @@ def lesson_combination(lesson, dataset) -> None:
     c = st.columns(4)
     smins = [0.001, 0.01, 0.05, 0.1, 0.2, 0.5, 1.0]
     w_g = c[0].slider(
-        "w_G (trajectory)",
+        "trajectory weight $w_G$",
         0.0,
         5.0,
         step=0.5,
         key=view.field("wg", 1.0, decode=float, options=lambda x: 0 <= x <= 5, allowed="[0, 5]"),
     )
     w_s = c[1].slider(
-        "w_S (step)",
+        "step weight $w_S$",
         0.0,
         10.0,
         step=0.5,
         key=view.field("ws", 5.0, decode=float, options=lambda x: 0 <= x <= 10, allowed="[0, 10]"),
     )
     s_min = c[2].select_slider(
-        "σ_min",
+        "floor $\\sigma_{\\min}$",
         smins,
         key=view.field("smin", 0.1, decode=float, options=smins, allowed=", ".join(map(str, smins))),
     )
@@ -434,6 +542,7 @@ def lesson_combination(lesson, dataset) -> None:
         ("w_step", float(w_s)),
     )
     res = result_of(key, "crbc", params)
+    ask(T.lesson_prediction(6, graph), f"learn_predict_6_{dataset}")
     opts = ["all rollouts"] + V.rollout_names(graph)
     rk = f"learn_comb_traj_{dataset}"
     if st.session_state.get(rk) not in opts:
@@ -447,7 +556,7 @@ def lesson_combination(lesson, dataset) -> None:
             labels,
             group_term,
             step_term,
-            f"A = {w_g:g}·A<sup>G</sup> + {w_s:g}·A<sup>S</sup>   (σ_min = {s_min:g})",
+            f"A = {w_g:g}·A<sup>G</sup> + {w_s:g}·A<sup>S</sup>   (σ<sub>min</sub> = {s_min:g})",
             projector=projector(),
         ),
         "combination",
@@ -455,8 +564,17 @@ def lesson_combination(lesson, dataset) -> None:
     table(
         V.combination_table(graph, res, gate),
         "learn_comb_table",
-        {c: "%+.4f" for c in ("A = Q − V", "σ(s)", "A^S")} | {"μ(a|s)": "%.2f"},
+        {c: "%+.3f" for c in ("A = Q − V", "Aˢ")} | {"μ(a|s)": "%.2f", "σ(s)": "%.3f"},
     )
+    code_block(T.lesson_code(6, dataset, flip=flip, drop=drop, params=dict(params)))
+    quiz()
+
+
+def quiz() -> None:
+    """The short quiz that closes the set."""
+    st.subheader("Quiz: the whole set in four questions", divider="gray")
+    for i, q in enumerate(T.QUIZ):
+        ask(q, f"learn_quiz_{i}")
 
 
 # ---------------------------------------------------------------- the page
@@ -484,10 +602,7 @@ def render() -> None:
     )
     lesson = V.LESSONS[n - 1]
     st.header(f"{lesson.number}. {lesson.title}", divider="gray")
-    st.markdown(
-        f"<div style='font-size:1.25rem;line-height:1.55'>{V.superscripts(lesson.text)}</div>",
-        unsafe_allow_html=True,
-    )
+    st.markdown(lesson.text)  # math between $…$, rendered by Streamlit
     playing = False
     if n == 5:
         lesson_rare_route(lesson)
