@@ -64,6 +64,8 @@ __all__ = [
     "lesson_prediction",
     "QUIZ",
     "lesson_code",
+    "GROUP_COLUMNS",
+    "group_rows",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -725,15 +727,20 @@ def lesson_code(
     params: dict | None = None,
 ) -> str:
     """A short block (crbc_viz only) that prints the numbers lesson ``n`` shows for ``dataset``
-    (``toy``, ``sokoban`` or ``rare_route`` with sizes ``rr``) with these edits and settings."""
+    (``toy``, ``sokoban``, ``rare_route`` with sizes ``rr``, or ``group`` with ``rr`` = (file
+    name, group index): a group of a loaded log) with these edits and settings."""
     source = {
         "toy": ("read_rows(TOY_PATH)", "read_rows, TOY_PATH"),
         "sokoban": ("sokoban_rows()", "sokoban_rows"),
         "rare_route": (f"rare_route_rows{tuple(rr)!r}", "rare_route_rows"),
+        # A loaded group: ``rr`` = (file name as shown, group index).
+        "group": (f"group_rows(load_rollouts({rr[0]!r}), {rr[-1]})" if rr else "", "group_rows"),
     }[dataset]
     extra = {4: ", pair_label", 6: ", pair_label", 5: ", pair_index, TRAP_ANCHOR, TRAP_ACTION, SAFE_ACTION"}
     names = f"apply_edits, batch_from_rows, {source[1]}{extra.get(n, '')}"
     head = _HEAD.format(names=names, source=source[0], flip=sorted(flip), drop=sorted(drop))
+    if dataset == "group":
+        head = head.replace("import build_graph, score", "import build_graph, load_rollouts, score")
     p = dict(params or {})
     body = _BODY[n].format(
         beta=f"{beta:g}",
@@ -746,3 +753,50 @@ def lesson_code(
         gate=int(p.get("min_actions", 2)),
     )
     return head + body
+
+
+# ---------------------------------------------------------------- teach with a loaded group
+#: The columns of a group's rows that the lessons use (the rest of a trainer's log is left out).
+GROUP_COLUMNS = (
+    "run_id",
+    "train_step",
+    "group_id",
+    "traj_id",
+    "step_idx",
+    "anchor_obs",
+    "action",
+    "reward",
+    "done",
+    "success",
+    "episode_return",
+)
+
+
+def _plain(v):
+    if v is None or isinstance(v, (str, bool, int)):
+        return v
+    if isinstance(v, float):
+        return None if math.isnan(v) else v
+    if hasattr(v, "item"):
+        return _plain(v.item())
+    return str(v)
+
+
+def group_rows(batch, group: int) -> list[dict]:
+    """Group ``group`` of a loaded batch as teaching rows (`GROUP_COLUMNS`, in step order), so
+    that the lessons, their edits and their code blocks run on a real training log's group."""
+    steps = batch.steps.iloc[np.flatnonzero(batch.step_group == group)]
+    cols = [c for c in GROUP_COLUMNS if c in steps.columns]
+    rows = []
+    for rec in steps[cols].to_dict("records"):
+        row = {k: _plain(v) for k, v in rec.items()}
+        if row.get("episode_return") is None:
+            row.pop("episode_return", None)
+        row["step_idx"] = int(row["step_idx"])
+        row["success"] = bool(row["success"])
+        row["done"] = bool(row.get("done"))
+        row["anchor_obs"] = "" if row.get("anchor_obs") is None else str(row["anchor_obs"])
+        row["action"] = "" if row.get("action") is None else str(row["action"])
+        row["traj_id"] = str(row["traj_id"])
+        rows.append(row)
+    return rows

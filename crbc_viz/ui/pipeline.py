@@ -362,9 +362,13 @@ LEARN_KMAX = 20
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def learn_rows(dataset: str, rr: tuple = ()) -> list[dict]:
-    """The rows of a teaching data set: ``toy``, ``sokoban`` or ``rare_route`` (sizes ``rr``)."""
+    """The rows of a teaching data set: ``toy``, ``sokoban``, ``rare_route`` (sizes ``rr``) or
+    ``group``: a group of a loaded log, ``rr`` = (content digest, source key, group index)."""
     from .. import teaching as T
 
+    if dataset == "group":
+        digest, path, group = rr
+        return T.group_rows(load_batch(digest, path), int(group))
     if dataset == "toy":
         return T.read_rows(T.TOY_PATH)
     if dataset == "sokoban":

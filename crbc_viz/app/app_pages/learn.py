@@ -14,7 +14,9 @@ import zlib
 import pandas as pd
 import streamlit as st
 
-from crbc_viz.ui import view
+from crbc_viz.errors import CrbcVizError
+from crbc_viz.ui import pipeline, sources, view
+from crbc_viz.ui.files import default_sample
 from crbc_viz.ui.links import pause_then_rerun
 from crbc_viz.ui.pipeline import LEARN_GRAPH_HEIGHT as GRAPH_HEIGHT
 from crbc_viz.ui.pipeline import LEARN_KMAX
@@ -64,6 +66,42 @@ RR_METHODS = {
     "crbc": "CRBC closure (K = ∞)",
 }
 BETA = 0.98
+
+
+#: The group the Graph page shows (set by `render` from the link's file and group; empty when
+#: none loads): ``{"rr": (digest, source key, group index), "label", "name"}``.
+GROUP: dict = {}
+
+
+def viewed_group() -> dict | None:
+    """The group of the shared view (the Graph page's file and group, kept in the link), so
+    that a lecturer can explain a real training log; None when it does not load."""
+    ref = view.value("file") or default_sample()
+    if not ref:
+        return None
+    try:
+        src = sources.resolve(ref)
+        digest = pipeline.source_digest(src)
+        batch = pipeline.load_batch(digest, src.key)
+    except (ValueError, OSError, CrbcVizError):
+        return None
+    labels = batch.group_labels()
+    label = view.value("group") or (labels[0] if labels else None)
+    if label not in labels:
+        return None
+    # The code blocks load it by the link's reference (a repo-relative sample path, or what the
+    # link already says), never by a server path the page does not show.
+    return {"rr": (digest, src.key, labels.index(label)), "label": label, "name": ref}
+
+
+def rr_of(dataset: str) -> tuple:
+    """The data set's parameters in the cache key: the viewed group's for ``group``."""
+    return GROUP["rr"] if dataset == "group" else ()
+
+
+def code_rr(dataset: str) -> tuple:
+    """What a code block needs to load the viewed group: (file name, group index)."""
+    return (GROUP["name"], GROUP["rr"][-1]) if dataset == "group" else ()
 
 
 # ---------------------------------------------------------------- small helpers
@@ -207,9 +245,9 @@ def _next_lesson(n: int) -> None:
 
 # ---------------------------------------------------------------- lessons
 def lesson_grpo(lesson, dataset) -> None:
-    rows = base_rows(dataset)
+    rows = base_rows(dataset, rr_of(dataset))
     flip, drop = try_it(lesson, dataset, rows)
-    key = (dataset, (), flip, drop)
+    key = (dataset, rr_of(dataset), flip, drop)
     graph = graph_of(key)
     grpo, cr = result_of(key, "grpo"), result_of(key, "crbc")
     bellman = cr.q_value - cr.value
@@ -220,13 +258,13 @@ def lesson_grpo(lesson, dataset) -> None:
     m[0].metric("rollouts", graph.batch.num_trajectories)
     m[1].metric("successes", int(graph.batch.traj_success.sum()))
     m[2].metric("steps marked ▲", good, help=f"▲ marks {V.MARK_RULE}")
-    code_block(T.lesson_code(1, dataset, flip=flip, drop=drop))
+    code_block(T.lesson_code(1, dataset, flip=flip, drop=drop, rr=code_rr(dataset)))
 
 
 def lesson_anchors(lesson, dataset) -> None:
-    rows = base_rows(dataset)
+    rows = base_rows(dataset, rr_of(dataset))
     flip, drop = try_it(lesson, dataset, rows)
-    key = (dataset, (), flip, drop)
+    key = (dataset, rr_of(dataset), flip, drop)
     graph = graph_of(key)
     ask(T.lesson_prediction(2, graph), f"learn_predict_2_{dataset}")
     opts = ["(none)"] + V.rollout_options(graph)
@@ -240,13 +278,13 @@ def lesson_anchors(lesson, dataset) -> None:
     m[2].metric("shared by ≥ 2 rollouts", counts["shared"])
     m[3].metric("with ≥ 2 actions", counts["branching"])
     show_graph(graph_page(key, "crbc", (), hl, f"crbc-anchors-{dataset}", "crbc"))
-    code_block(T.lesson_code(2, dataset, flip=flip, drop=drop))
+    code_block(T.lesson_code(2, dataset, flip=flip, drop=drop, rr=code_rr(dataset)))
 
 
 def lesson_visit_local(lesson, dataset) -> None:
-    rows = base_rows(dataset)
+    rows = base_rows(dataset, rr_of(dataset))
     flip, drop = try_it(lesson, dataset, rows)
-    key = (dataset, (), flip, drop)
+    key = (dataset, rr_of(dataset), flip, drop)
     graph = graph_of(key)
     labels = V.branching_anchors(graph)
     ak = f"learn_anchor_{dataset}"
@@ -276,7 +314,16 @@ def lesson_visit_local(lesson, dataset) -> None:
         {"Q⁰(s,a)": "%.3f"} | {c: "%+.3f" for c in ("A⁰ = Q⁰ − V⁰", "step credit Aˢ")},
     )
     code_block(
-        T.lesson_code(3, dataset, flip=flip, drop=drop, beta=BETA, node=n, node_name=V.anchor_name(graph, n))
+        T.lesson_code(
+            3,
+            dataset,
+            flip=flip,
+            drop=drop,
+            rr=code_rr(dataset),
+            beta=BETA,
+            node=n,
+            node_name=V.anchor_name(graph, n),
+        )
     )
 
 
@@ -286,13 +333,13 @@ def lesson_depth(lesson, dataset) -> bool:
     The K control sits right above the graph (nothing between them), so that during Play the
     slider and the node values it changes are on one screen; the backup's equation with this
     group's numbers follows the graph, then the gap, the bound and the try-it controls."""
-    rows = base_rows(dataset)
+    rows = base_rows(dataset, rr_of(dataset))
     if st.session_state.pop(PLAY_TICK, False) and st.session_state.get(PLAY_KEY):
         # Play's step happens here, before the K control and the Play toggle are drawn: once a
         # widget exists in a run, its state can no longer be set.
         _step_k(1)
     flip, drop = _edits_of(dataset, rows)
-    key = (dataset, (), flip, drop)
+    key = (dataset, rr_of(dataset), flip, drop)
     graph = graph_of(key)
     node = _backup_anchor(graph, dataset)
     ask(T.lesson_prediction(4, graph, beta=BETA, node=node), f"learn_predict_4_{dataset}_{node}")
@@ -342,7 +389,7 @@ def lesson_depth(lesson, dataset) -> bool:
             {c: "%+.3f" for c in (V.depth_column(k), V.CLOSURE_COLUMN)},
             height="auto" if len(pairs) <= 10 else 400,
         )
-    code_block(T.lesson_code(4, dataset, flip=flip, drop=drop, beta=BETA, depth=sel_k))
+    code_block(T.lesson_code(4, dataset, flip=flip, drop=drop, rr=code_rr(dataset), beta=BETA, depth=sel_k))
     return playing and k != INF
 
 
@@ -500,7 +547,7 @@ def lesson_rare_route(lesson) -> None:
 
 
 def lesson_combination(lesson, dataset) -> None:
-    rows = base_rows(dataset)
+    rows = base_rows(dataset, rr_of(dataset))
     c = st.columns(4)
     smins = [0.001, 0.01, 0.05, 0.1, 0.2, 0.5, 1.0]
     w_g = c[0].slider(
@@ -533,7 +580,7 @@ def lesson_combination(lesson, dataset) -> None:
     for name in ("wg", "ws", "smin", "gate"):
         view.record(name)
     flip, drop = try_it(lesson, dataset, rows)
-    key = (dataset, (), flip, drop)
+    key = (dataset, rr_of(dataset), flip, drop)
     graph = graph_of(key)
     params = (
         ("min_actions", int(gate)),
@@ -566,7 +613,7 @@ def lesson_combination(lesson, dataset) -> None:
         "learn_comb_table",
         {c: "%+.3f" for c in ("A = Q − V", "Aˢ")} | {"μ(a|s)": "%.2f", "σ(s)": "%.3f"},
     )
-    code_block(T.lesson_code(6, dataset, flip=flip, drop=drop, params=dict(params)))
+    code_block(T.lesson_code(6, dataset, flip=flip, drop=drop, rr=code_rr(dataset), params=dict(params)))
     quiz()
 
 
@@ -607,12 +654,17 @@ def render() -> None:
     if n == 5:
         lesson_rare_route(lesson)
     else:
+        group = viewed_group()
+        GROUP.clear()
+        GROUP.update(group or {})
+        datasets = DATASETS | ({"group": f"This group · {group['label']}"} if group else {})
         dataset = st.radio(
             "Data",
-            list(DATASETS),
-            format_func=DATASETS.get,
+            list(datasets),
+            format_func=datasets.get,
             horizontal=True,
-            key=view.field("data", "toy", options=list(DATASETS)),
+            key=view.field("data", "toy", options=list(datasets)),
+            help="“This group” is the group the Graph page shows (its file and group are in the link)",
         )
         view.record("data")
         lessons = {
