@@ -132,7 +132,7 @@ LESSONS: tuple[Lesson, ...] = (
     Lesson(
         4,
         "Bellman backup, one depth at a time",
-        "Paths merge where they intersect. At K = 0 each visit is valued by its own suffix and "
+        "Paths merge where they intersect: at K = 0 each visit is valued by its own suffix and "
         "the visits are averaged at their anchor (lesson 3). Each backup then replaces the "
         "realized suffixes by the values of the successor anchors, "
         "$V^{(K)}(s) = \\sum_a \\mu(a|s)\\,\\beta \\sum_{x} P(x|s,a)\\,V^{(K-1)}(x)$ with "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import zlib
 
 import numpy as np
 import pandas as pd
@@ -67,6 +68,7 @@ __all__ = [
     "rare_route_numbers",
     "combination_steps",
     "combination_table",
+    "prediction_key",
 ]
 
 # The lessons and their data sets (re-exported: the page imports views, not teaching).
@@ -732,3 +734,9 @@ def combination_table(graph: AnchorGraph, res, gate: int) -> pd.DataFrame:
             "Aˢ": res.pair_credit[ps],
         }
     )
+
+
+def prediction_key(pred, key: str) -> str:
+    """A prediction's widget key: ``key`` plus a digest of its options, so that new data
+    (other options) asks afresh instead of keeping a choice that is no longer offered."""
+    return f"{key}_{zlib.crc32('|'.join(pred.options).encode()):08x}"

@@ -9,14 +9,10 @@ CSS), lesson 4's figure and table one under the other.
 
 from __future__ import annotations
 
-import zlib
-
 import pandas as pd
 import streamlit as st
 
-from crbc_viz.errors import CrbcVizError
-from crbc_viz.ui import pipeline, sources, view
-from crbc_viz.ui.files import default_sample
+from crbc_viz.ui import pipeline, view
 from crbc_viz.ui.links import pause_then_rerun
 from crbc_viz.ui.pipeline import LEARN_GRAPH_HEIGHT as GRAPH_HEIGHT
 from crbc_viz.ui.pipeline import LEARN_KMAX
@@ -76,22 +72,7 @@ GROUP: dict = {}
 def viewed_group() -> dict | None:
     """The group of the shared view (the Graph page's file and group, kept in the link), so
     that a lecturer can explain a real training log; None when it does not load."""
-    ref = view.value("file") or default_sample()
-    if not ref:
-        return None
-    try:
-        src = sources.resolve(ref)
-        digest = pipeline.source_digest(src)
-        batch = pipeline.load_batch(digest, src.key)
-    except (ValueError, OSError, CrbcVizError):
-        return None
-    labels = batch.group_labels()
-    label = view.value("group") or (labels[0] if labels else None)
-    if label not in labels:
-        return None
-    # The code blocks load it by the link's reference (a repo-relative sample path, or what the
-    # link already says), never by a server path the page does not show.
-    return {"rr": (digest, src.key, labels.index(label)), "label": label, "name": ref}
+    return pipeline.learn_viewed_group(view.value("file"), view.value("group"))
 
 
 def rr_of(dataset: str) -> tuple:
@@ -221,7 +202,7 @@ def try_it(lesson, dataset: str, rows: list[dict]) -> tuple[tuple, tuple]:
 def ask(pred, key: str) -> str | None:
     """Predict, then reveal: the lesson's question (no answer chosen at first); once answered,
     whether it was right and why. The key carries the options, so new data asks afresh."""
-    key = f"{key}_{zlib.crc32('|'.join(pred.options).encode()):08x}"
+    key = V.prediction_key(pred, key)
     with st.container(border=True, key=f"{key}_box"):
         choice = st.radio(f"**Predict first.** {pred.question}", pred.options, index=None, key=key)
         if choice is None:
