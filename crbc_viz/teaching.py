@@ -66,6 +66,8 @@ __all__ = [
     "lesson_code",
     "GROUP_COLUMNS",
     "group_rows",
+    "credit_by_pair",
+    "biggest_change",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -513,9 +515,14 @@ def backup_latex(graph: AnchorGraph, v_prev: np.ndarray, node: int, beta: float,
             f"\\underbrace{{{t['mu']:.2f}}}_{{\\mu({_tex_name(t['action'])})}}\\cdot {beta:g}\\cdot({inner})"
         )
     value = backup_value(terms, beta)
+    # One line per action, so that the equation fits a projector's width.
+    body = " \\\\\n&\\quad + ".join(parts)
     return (
-        f"{lhs}({s}) = \\sum_a \\mu(a|s)\\,\\beta\\sum_x P(x|s,a)\\,{prev}(x)"
-        f" = {' + '.join(parts)} = {value:.3f}"
+        "\\begin{aligned}\n"
+        f"{lhs}({s}) &= \\sum_a \\mu(a|s)\\,\\beta\\sum_x P(x|s,a)\\,{prev}(x) \\\\\n"
+        f"&= {body} \\\\\n"
+        f"&= {value:.3f}\n"
+        "\\end{aligned}"
     )
 
 
@@ -635,7 +642,7 @@ def lesson_prediction(
         return _predict_trap(credits or {})
     return Prediction(
         "Set $w_S = 0$. Whose advantage does the policy loss use then?",
-        ("GRPO's", "visit-local averaging's", "the CRBC closure's"),
+        ("visit-local averaging's", "the CRBC closure's", "GRPO's"),
         "GRPO's",
         "With $w_S = 0$ only $w_G A^G$ is left: the trajectory-level GRPO advantage, the same "
         "number at every step of a rollout.",
@@ -646,16 +653,16 @@ def lesson_prediction(
 QUIZ: tuple[Prediction, ...] = (
     Prediction(
         "Which estimator gives every step of a rollout the same credit?",
-        ("GRPO", "visit-local averaging", "CRBC"),
+        ("visit-local averaging", "GRPO", "CRBC"),
         "GRPO",
         "GRPO's $A^G$ is one number per rollout (lesson 1).",
     ),
     Prediction(
         "Visit-local averaging values an action at an anchor by…",
         (
-            "the suffixes of the visits that took it there",
             "the values of the successor anchors",
             "the shortest way to SUCCESS",
+            "the suffixes of the visits that took it there",
         ),
         "the suffixes of the visits that took it there",
         "$Q^0(s,a)$ is the mean realized return of those visits only (lesson 3).",
@@ -663,8 +670,8 @@ QUIZ: tuple[Prediction, ...] = (
     Prediction(
         "Why does the closure not fall for the rare-route trap?",
         (
-            "it weighs every route by how often it was taken",
             "it ignores short routes",
+            "it weighs every route by how often it was taken",
             "it uses a smaller β",
         ),
         "it weighs every route by how often it was taken",
@@ -672,7 +679,7 @@ QUIZ: tuple[Prediction, ...] = (
     ),
     Prediction(
         "An anchor where only one action was ever taken gets step credit…",
-        ("0 (the gate)", "the same as its rollout's A^G", "1"),
+        ("the same as its rollout's GRPO advantage", "1", "0 (the gate)"),
         "0 (the gate)",
         "With one action Q = V there, and the gate sets $A^S = 0$ (lesson 6).",
     ),
@@ -800,3 +807,27 @@ def group_rows(batch, group: int) -> list[dict]:
         row["traj_id"] = str(row["traj_id"])
         rows.append(row)
     return rows
+
+
+# ---------------------------------------------------------------- what an edit changed most
+def credit_by_pair(graph: AnchorGraph, result) -> dict[tuple[str, str], float]:
+    """{(anchor text, action): mean step credit over the steps that took it} — keyed by the
+    log's own names, so that two graphs of the same group (before / after an edit) line up."""
+    sums: dict[tuple[str, str], list[float]] = {}
+    for p in range(graph.pair_node.shape[0]):
+        steps = np.flatnonzero(graph.step_pair == p)
+        key = (str(graph.node_anchor_obs[graph.pair_node[p]]), str(graph.action_names[graph.pair_action[p]]))
+        sums[key] = [float(np.mean(result.credit[steps]))] if steps.size else [0.0]
+    return {k: v[0] for k, v in sums.items()}
+
+
+def biggest_change(before: dict, after: dict) -> tuple[tuple[str, str], float, float] | None:
+    """The (anchor, action) whose credit moved most between two `credit_by_pair` maps (pairs
+    present in both), with its credit before and after; None when nothing moved (> 1e-9)."""
+    common = [k for k in after if k in before]
+    if not common:
+        return None
+    k = max(common, key=lambda k: abs(after[k] - before[k]))
+    if abs(after[k] - before[k]) <= 1e-9:
+        return None
+    return k, before[k], after[k]

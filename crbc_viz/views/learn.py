@@ -379,7 +379,7 @@ def depth_gap_figure(
                 x=depths,
                 y=np.where(np.isfinite(b), np.maximum(b, floor), np.nan),
                 mode="lines",
-                name="Corollary-3 bound",
+                name="guaranteed bound (Corollary 3)",
                 line={"color": _NEG, "dash": "dash", "width": 3},
             )
         )

@@ -101,8 +101,11 @@ def answer(pg, pred: T.Prediction, nth: int = 0) -> None:
 
 def pick(pg, label: str, option: str) -> None:
     """Choose ``option`` in the multiselect labelled ``label``."""
-    pg.locator("[data-testid='stMultiSelect']").filter(has_text=label).first.click()
-    pg.get_by_role("option", name=option).click()
+    box = pg.locator("[data-testid='stMultiSelect']").filter(has_text=label).first
+    box.scroll_into_view_if_needed()
+    box.locator("input").click()
+    box.locator("input").fill(option.split()[0])  # typing narrows the list to the one rollout
+    pg.get_by_role("option", name=option).click(timeout=WAIT)
     pg.keyboard.press("Escape")
 
 
@@ -120,7 +123,20 @@ def table_rows(pg, nth: int = 0) -> list[list[str]]:
 
 
 def shot(pg, name: str) -> None:
-    pg.screenshot(path=str(OUT / name), full_page=True)
+    """The whole lesson: the window made tall for the shot (Streamlit scrolls inside its own
+    container, so full_page alone would not), every graph drawn, then the window restored."""
+    size = pg.viewport_size
+    pg.set_viewport_size({"width": size["width"], "height": 4200})
+    try:
+        app_idle(pg, WAIT)
+        for i in range(pg.locator("iframe").count()):
+            frame = pg.frame_locator("iframe").nth(i)
+            if pg.locator("iframe").nth(i).is_visible():
+                frame.locator("body[data-crbc-ready='1']").wait_for(state="attached", timeout=WAIT)
+        pg.wait_for_timeout(500)  # the graph's canvas paints its first frame after ready
+        pg.screenshot(path=str(OUT / name), full_page=True)
+    finally:
+        pg.set_viewport_size(size)
 
 
 def toy_graph(flip=(), drop=()):
@@ -225,7 +241,9 @@ def _lesson5(pg, server, projector, tag):
             for a in (T.TRAP_ACTION, T.SAFE_ACTION)
         )
     answer(pg, T.lesson_prediction(5, g, credits=credits))
-    thumb = pg.locator("[data-testid='stSlider']").filter(has_text="of which land").locator("[role='slider']")
+    thumb = (
+        pg.locator("[data-testid='stSlider']").filter(has_text="of which land").locator("input[type='range']")
+    )
     thumb.focus()
     for _ in range(3):
         pg.keyboard.press("ArrowRight")
@@ -254,7 +272,9 @@ def _lesson6(pg, server, projector, tag, tmp):
         assert gated["s3 · e"] == "yes" and gated["s0 · a"] == "no"
         for r in rows[1:]:
             assert float(r[head.index("Aˢ")]) == pytest.approx(credit[r[0]], abs=6e-4), r
-    thumb = pg.locator("[data-testid='stSlider']").filter(has_text="step weight").locator("[role='slider']")
+    thumb = (
+        pg.locator("[data-testid='stSlider']").filter(has_text="step weight").locator("input[type='range']")
+    )
     thumb.focus()
     pg.keyboard.press("Home")
     wait_until(pg, lambda: query(pg).get("ws") in ("0", "0.0"), "lesson 6: w_S = 0", WAIT)

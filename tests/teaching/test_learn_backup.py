@@ -55,11 +55,11 @@ def test_backup_equation_with_the_toy_numbers():
     # s0: a → s1 (t1, t2), f → s4 (t3, t4): V(s0) = ½·0.98·V(s1) + ½·0.98·V(s4) by hand.
     assert tex.count(r"\underbrace{0.50}") == 2
     assert r"\underset{\text{s1}}{0.480}" in tex and r"\underset{\text{s4}}{0.466}" in tex
-    assert tex.endswith(f"= {0.49 * 0.4802 + 0.49 * 0.4659:.3f}")
+    assert tex.endswith(f"&= {0.49 * 0.4802 + 0.49 * 0.4659:.3f}\n\\end{{aligned}}")
     assert "^" not in tex.replace("V^{", "")  # only V's own superscript, as LaTeX
     s1 = [str(a) for a in g.node_anchor_obs].index("s1")
     tex1 = T.backup_latex(g, v_inf, s1, BETA, 3)
-    assert tex1.startswith(r"V^{(3)}(\text{s1})") and r"V^{(2)}(x)" in tex1
+    assert r"V^{(3)}(\text{s1}) &=" in tex1 and r"V^{(2)}(x)" in tex1
     assert r"\underbrace{0.75}_{\mu(\text{b})}" in tex1  # t1, t3, t4 take b at s1; t2 takes d
     s2 = [str(a) for a in g.node_anchor_obs].index("s2")
     tex2 = T.backup_latex(g, v_inf, s2, BETA, None)
@@ -125,3 +125,27 @@ def test_code_blocks_print_the_spec_numbers():
     assert got6["s0 · a"] == pytest.approx(0.0699, abs=6e-4) and got6["s3 · e"] == 0.0
     v = {w[0]: (float(w[1]), float(w[2])) for w in run_block(T.lesson_code(3, "toy", node=4))}
     assert v["i"][1] == pytest.approx(0.3012, abs=6e-4) and not math.isnan(v["g"][0])
+
+
+def test_biggest_change_names_the_pair_that_moved_most():
+    before = {("s0", "a"): 0.1, ("s1", "b"): 0.5, ("s4", "i"): 0.3}
+    after = {("s0", "a"): 0.12, ("s1", "b"): 0.45, ("s4", "i"): -0.2, ("new", "x"): 9.0}
+    assert T.biggest_change(before, after) == (("s4", "i"), 0.3, -0.2)
+    assert T.biggest_change(before, dict(before)) is None
+    # Toy, t3 flipped: every visit of s4 now succeeds, so visit-local A⁰(s4, ·) collapses from
+    # (g −0.1506, i +0.3012; §14.5) to near 0 and i's normalised credit, +√2 (two actions,
+    # μ = 2/3, 1/3: A/σ = √(μ_g/μ_i)), falls the most; s1's pair keeps ±√(μ/μ') (σ > σ_min).
+    g0 = toy()
+    g1 = build_graph(T.batch_from_rows(T.apply_edits(T.read_rows(T.TOY_PATH), flip=["t3"])))
+    vl0, vl1 = crbc(g0, depth=0), crbc(g1, depth=0)
+    (anchor, action), x0, x1 = T.biggest_change(T.credit_by_pair(g0, vl0), T.credit_by_pair(g1, vl1))
+    assert (anchor, action) == ("s4", "i") and x0 == pytest.approx(2**0.5, abs=1e-3) and x1 < 0
+
+
+def test_questions_are_caret_free_and_answers_not_always_first():
+    g = toy()
+    asked = [*T.QUIZ, *(T.lesson_prediction(n, g) for n in (1, 2, 3, 4, 6))]
+    for q in asked:
+        for text in (q.question, *q.options, q.why):
+            assert "^" not in _outside_math(text) and text.count("$") % 2 == 0, text
+    assert len({q.options.index(q.answer) for q in T.QUIZ}) >= 2

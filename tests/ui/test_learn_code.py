@@ -139,3 +139,13 @@ def test_graph_page_opens_the_lessons_on_its_group():
     lines = run_shown_code(at)
     assert "load_rollouts(" in [c.value for c in at.code if "crbc_viz" in c.value][0]
     assert lines[0] == ["steps", str(len(rows)), "anchors", metrics(at)["anchors"]]
+
+
+def test_an_edit_names_what_changed_most_for_each_estimator():
+    at = go(learn(), 3)
+    assert not [m for m in at.markdown if "What changed most" in m.value]
+    at.multiselect(key="learn_flip_toy").select("t3").run()
+    ok(at)
+    line = [m.value for m in at.markdown if "What changed most" in m.value]
+    assert len(line) == 1
+    assert all(f"{name}:" in line[0] for name in ("GRPO", "visit-local", "CRBC")) and "→" in line[0]

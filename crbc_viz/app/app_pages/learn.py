@@ -193,10 +193,36 @@ def _reset_edits(dataset: str) -> None:
     st.session_state[f"learn_drop_{dataset}"] = []
 
 
-def try_it(lesson, dataset: str, rows: list[dict]) -> tuple[tuple, tuple]:
+def try_it(lesson, dataset: str, rows: list[dict], rr: tuple | None = None) -> tuple[tuple, tuple]:
     with st.container(border=True):
         st.markdown(f"**Try it.** {lesson.try_it}")
-        return edits_panel(dataset, rows)
+        flip, drop = edits_panel(dataset, rows)
+        what_changed(dataset, rr_of(dataset) if rr is None else rr, flip, drop)
+        return flip, drop
+
+
+#: The estimators whose credit an edit is reported on (registry name, as said on the page).
+CHANGE_ESTIMATORS = {"grpo": "GRPO", "visit_local": "visit-local", "crbc": "CRBC"}
+
+
+def what_changed(dataset: str, rr: tuple, flip: tuple, drop: tuple) -> None:
+    """After an edit: for each estimator, the (anchor, action) whose credit moved most."""
+    if not (flip or drop):
+        return
+    base, edited = (dataset, rr, (), ()), (dataset, rr, flip, drop)
+    g0, g1 = graph_of(base), graph_of(edited)
+    names = {str(g1.node_anchor_obs[n]): T.node_short_name(g1, n) for n in range(g1.num_nodes)}
+    parts = []
+    for name, label in CHANGE_ESTIMATORS.items():
+        ch = T.biggest_change(
+            T.credit_by_pair(g0, result_of(base, name)), T.credit_by_pair(g1, result_of(edited, name))
+        )
+        if ch is None:
+            parts.append(f"{label}: nothing moved")
+        else:
+            (anchor, action), before, after = ch
+            parts.append(f"{label}: {md(f'{names[anchor]} · {action}')} {before:+.2f} → {after:+.2f}")
+    st.markdown("**What changed most** (mean step credit) — " + "; ".join(parts))
 
 
 def ask(pred, key: str) -> str | None:
@@ -419,14 +445,14 @@ def _backup_anchor(graph, dataset: str) -> int:
 def _backup_equation(graph, fam: dict, node: int, sel_k: int | None, dataset: str) -> None:
     """One Bellman backup at the chosen anchor, with this group's numbers."""
     labels = V.branching_anchors(graph)
-    c1, c2 = st.columns([1, 3], vertical_alignment="center")
+    c1, _ = st.columns([1, 1.4])
     c1.selectbox(
         "Backup written out at",
         list(labels),
         key=f"learn_backup_anchor_{dataset}",
         format_func=labels.get,
     )
-    with c2:
+    with st.container():  # the equation at full width, one line per action
         if sel_k == 0:
             st.markdown(
                 f"At K = 0 each visit is valued by its own suffix and the visits are averaged at "
@@ -498,7 +524,7 @@ def lesson_rare_route(lesson) -> None:
         view.record(names[k])
     rr = (n_jump, n_lucky, n_walk, n_ok)
     rows = base_rows("rare_route", rr)
-    flip, drop = try_it(lesson, "rare_route", rows)
+    flip, drop = try_it(lesson, "rare_route", rows, rr)
     key = ("rare_route", rr, flip, drop)
     nums = V.rare_route_numbers(
         graph_of(key),
