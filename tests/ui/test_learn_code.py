@@ -149,3 +149,23 @@ def test_an_edit_names_what_changed_most_for_each_estimator():
     line = [m.value for m in at.markdown if "What changed most" in m.value]
     assert len(line) == 1
     assert all(f"{name}:" in line[0] for name in ("GRPO", "visit-local", "CRBC")) and "→" in line[0]
+
+
+def test_beta_moves_visit_local_credit_and_the_backup():
+    at = go(learn(), 3)
+    at.select_slider(key="learn_beta").set_value(0.9).run()
+    ok(at)
+    assert at.query_params["beta"] == "0.9"
+    table = at.dataframe[0].value
+    a0 = dict(zip(table["action"], table["A⁰ = Q⁰ − V⁰"]))
+    # By hand: s4's visits are t3·g (t = 2 of 4, failed: G = 0), t4·i (t = 2 of 5: G = β⁴) and
+    # t4·g (t = 3 of 5: G = β³); A⁰(i) = β⁴ − (β³ + β⁴)/3.
+    b = 0.9
+    assert a0["i"] == pytest.approx(b**4 - (b**3 + b**4) / 3, abs=1e-9)
+    printed = {w[0]: float(w[2]) for w in run_shown_code(at)}
+    assert printed["i"] == pytest.approx(b**4 - (b**3 + b**4) / 3, abs=6e-4)
+    go(at, 4)
+    at.select_slider(key="learn_k").set_value("1").run()
+    ok(at)
+    tex = [e.value for e in at.get("latex")]
+    assert len(tex) == 1 and r"\cdot 0.9\cdot" in tex[0]  # the backup uses the chosen β

@@ -62,6 +62,20 @@ RR_METHODS = {
     "crbc": "CRBC closure (K = ∞)",
 }
 BETA = 0.98
+#: The discounts lessons 3 and 4 offer (β = 1 has no bound: the family's bound needs β < 1).
+BETAS = [0.8, 0.9, 0.95, 0.98, 0.99]
+
+
+def beta_control(container=st) -> float:
+    """The discount β of lessons 3 and 4 (in the link as ``beta``)."""
+    b = container.select_slider(
+        "discount $\\beta$",
+        BETAS,
+        key=view.field("beta", BETA, decode=float, options=BETAS, allowed=", ".join(map(str, BETAS))),
+        help="the discount of every return and backup: G = β^(T−t+1)·R, Q = β·Σ P·V",
+    )
+    view.record("beta")
+    return float(b)
 
 
 #: The group the Graph page shows (set by `render` from the link's file and group; empty when
@@ -297,7 +311,9 @@ def lesson_visit_local(lesson, dataset) -> None:
     ak = f"learn_anchor_{dataset}"
     if st.session_state.get(ak) not in labels:
         st.session_state[ak] = V.default_anchor(graph, BETA)
-    c1, c2 = st.columns([3, 2], vertical_alignment="bottom")
+    c1, c2, c3 = st.columns([3, 2, 2], vertical_alignment="bottom")
+    beta = beta_control(c3)
+    bp = (("beta", beta),)
     pick = c1.selectbox(
         "Anchor",
         list(labels),
@@ -307,16 +323,16 @@ def lesson_visit_local(lesson, dataset) -> None:
     )
     preview = c2.toggle("Preview the closure (lesson 4)", key="learn_preview")
     n = V.node_of_key(graph, pick)
-    ask(T.lesson_prediction(3, graph, beta=BETA, node=n), f"learn_predict_3_{dataset}_{n}")
-    visits = V.anchor_visits(graph, n, BETA)
-    cq, cv = V.pair_values(graph, result_of(key, "crbc"), n) if preview else (None, None)
+    ask(T.lesson_prediction(3, graph, beta=beta, node=n), f"learn_predict_3_{dataset}_{n}")
+    visits = V.anchor_visits(graph, n, beta)
+    cq, cv = V.pair_values(graph, result_of(key, "crbc", bp), n) if preview else (None, None)
     plot(V.visit_local_figure(visits, V.anchor_name(graph, n), cq, cv, projector=projector()), "visit-local")
     board = V.anchor_text(graph, n)
     if board is not None:
         with st.expander("What the anchor looks like"):
             st.code(board, language=None)
     table(
-        V.visit_local_table(graph, result_of(key, "visit_local"), n),
+        V.visit_local_table(graph, result_of(key, "visit_local", bp), n),
         "learn_vl_table",
         {"Q⁰(s,a)": "%.3f"} | {c: "%+.3f" for c in ("A⁰ = Q⁰ − V⁰", "step credit Aˢ")},
     )
@@ -327,7 +343,7 @@ def lesson_visit_local(lesson, dataset) -> None:
             flip=flip,
             drop=drop,
             rr=code_rr(dataset),
-            beta=BETA,
+            beta=beta,
             node=n,
             node_name=V.anchor_name(graph, n),
         )
@@ -349,13 +365,14 @@ def lesson_depth(lesson, dataset) -> bool:
     key = (dataset, rr_of(dataset), flip, drop)
     graph = graph_of(key)
     node = _backup_anchor(graph, dataset)
-    ask(T.lesson_prediction(4, graph, beta=BETA, node=node), f"learn_predict_4_{dataset}_{node}")
+    beta = beta_control(st.columns([1, 1.4])[0])
+    ask(T.lesson_prediction(4, graph, beta=beta, node=node), f"learn_predict_4_{dataset}_{node}")
     k, playing = _k_controls()
-    fam = family_of(key, BETA)
+    fam = family_of(key, beta)
     sel_k = None if k == INF else int(k)
-    params = () if sel_k is None else (("depth", float(sel_k)),)
-    show_graph(graph_page(key, "crbc", params, None, f"crbc-depth-K{k}-{dataset}", f"crbc K = {k}"))
-    _backup_equation(graph, fam, node, sel_k, dataset)
+    params = (("beta", beta),) + (() if sel_k is None else (("depth", float(sel_k)),))
+    show_graph(graph_page(key, "crbc", params, None, f"crbc-depth-K{k}-b{beta:g}-{dataset}", f"crbc K = {k}"))
+    _backup_equation(graph, fam, node, sel_k, dataset, beta)
     gap = 0.0 if sel_k is None else float(fam["err"][sel_k])
     bound = 0.0 if sel_k is None else float(fam["bound"][sel_k])
     m = st.columns(3)
@@ -381,7 +398,7 @@ def lesson_depth(lesson, dataset) -> bool:
                 fam["err"],
                 fam["bound"],
                 sel_k,
-                BETA,
+                beta,
                 projector=projector(),
                 title_chars=V.TITLE_CHARS if projector() else 30,
             ),
@@ -396,7 +413,7 @@ def lesson_depth(lesson, dataset) -> bool:
             {c: "%+.3f" for c in (V.depth_column(k), V.CLOSURE_COLUMN)},
             height="auto" if len(pairs) <= 10 else 400,
         )
-    code_block(T.lesson_code(4, dataset, flip=flip, drop=drop, rr=code_rr(dataset), beta=BETA, depth=sel_k))
+    code_block(T.lesson_code(4, dataset, flip=flip, drop=drop, rr=code_rr(dataset), beta=beta, depth=sel_k))
     return playing and k != INF
 
 
@@ -442,7 +459,7 @@ def _backup_anchor(graph, dataset: str) -> int:
     return V.node_of_key(graph, st.session_state[ak])
 
 
-def _backup_equation(graph, fam: dict, node: int, sel_k: int | None, dataset: str) -> None:
+def _backup_equation(graph, fam: dict, node: int, sel_k: int | None, dataset: str, beta: float) -> None:
     """One Bellman backup at the chosen anchor, with this group's numbers."""
     labels = V.branching_anchors(graph)
     c1, _ = st.columns([1, 1.4])
@@ -461,7 +478,7 @@ def _backup_equation(graph, fam: dict, node: int, sel_k: int | None, dataset: st
             )
         else:
             v_prev = fam["node_value_inf"] if sel_k is None else fam["node_value"][sel_k - 1]
-            st.latex(T.backup_latex(graph, v_prev, node, BETA, sel_k))
+            st.latex(T.backup_latex(graph, v_prev, node, beta, sel_k))
             if sel_k is None:
                 st.caption("At the closure one more backup gives the same values: they have settled.")
 
