@@ -606,15 +606,20 @@ def _predict_best(graph: AnchorGraph, node: int, result, how: str, other=None) -
 
 
 def _predict_trap(credits: dict) -> Prediction:
-    jump = {k: v[0] for k, v in credits.items() if math.isfinite(v[0])} or {k: 0.0 for k in credits}
-    best = max(jump, key=jump.get)
-    listed = "; ".join(f"{k}: {v:+.2f}" for k, v in jump.items())
+    """Does the closure praise or blame the jump? (``credits``' last entry is the closure's.)"""
+    listed = "; ".join(f"{k}: {v[0]:+.2f}" for k, v in credits.items() if math.isfinite(v[0]))
+    closure = list(credits.values())[-1][0] if credits else math.nan
+    if not math.isfinite(closure) or abs(closure) <= 1e-9:
+        answer = "neither"
+    else:
+        answer = "praises it" if closure > 0 else "blames it"
     return Prediction(
-        f"Which estimator gives ‘{TRAP_ACTION}’ the most credit?",
-        tuple(credits),
-        best,
-        f"Credit of ‘{TRAP_ACTION}’ at ‘{TRAP_ANCHOR}’ — {listed}. Shortest-path credit sees "
-        "only the one lucky landing; the closure counts every jump.",
+        f"Does the CRBC closure praise or blame ‘{TRAP_ACTION}’ at ‘{TRAP_ANCHOR}’?",
+        ("praises it", "blames it", "neither"),
+        answer,
+        f"Credit of ‘{TRAP_ACTION}’ — {listed or 'no rollout takes it'}. The closure values "
+        "the jump by how often it actually landed, discounted by its length, against the walk "
+        "valued the same way; shortest-path credit only asks how short the way to SUCCESS can be.",
     )
 
 

@@ -78,7 +78,9 @@ def test_predictions_answer_what_the_spec_says():
     p1 = T.lesson_prediction(1, g)
     assert p1.answer == "every step the same" and p1.answer in p1.options
     p5 = T.lesson_prediction(5, g, credits={"shortest": (0.9, -0.9), "crbc": (-1.0, 1.0)})
-    assert p5.answer == "shortest"
+    assert p5.answer == "blames it"  # the closure's (last) credit of the jump is negative
+    p5 = T.lesson_prediction(5, g, credits={"shortest": (0.9, -0.9), "crbc": (1.0, -1.0)})
+    assert p5.answer == "praises it"
     for q in (*T.QUIZ, p1, p2, p3, p4, p5, T.lesson_prediction(6, g)):
         assert q.answer in q.options and q.why
 
