@@ -12,21 +12,35 @@ temporary JSONL that is deleted before `batch_from_rows` returns.
 
 from __future__ import annotations
 
-import copy
-import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from .analysis.depth import depth_family  # noqa: F401  (one copy, in analysis; re-exported)
 from .estimators.crbc import CRBCParams
 from .estimators.crbc import crbc as crbc_fn
-from .graph import AnchorGraph
-from .io import load_rollouts
+from .graph import FAILURE, SUCCESS, AnchorGraph
+from .ops.advantage import group_advantage
+from .teaching_rows import (  # noqa: F401  (the rows half of the lessons; re-exported)
+    RARE_ROUTE_PATH,
+    REPO_ROOT,
+    SAFE_ACTION,
+    SOKOBAN_GROUP,
+    SOKOBAN_PATH,
+    TOY_PATH,
+    TRAP_ACTION,
+    TRAP_ANCHOR,
+    _last_rows,
+    apply_edits,
+    batch_from_rows,
+    rare_route_rows,
+    read_rows,
+    sokoban_rows,
+    success_bonus,
+    traj_ids,
+    write_rows,
+)
 
 __all__ = [
     "Lesson",
@@ -54,31 +68,34 @@ __all__ = [
     "route_table",
     "pair_label",
     "pair_index",
+    "backup_terms",
+    "backup_value",
+    "backup_once",
+    "backup_latex",
+    "node_short_name",
+    "Prediction",
+    "lesson_prediction",
+    "QUIZ",
+    "lesson_code",
+    "GROUP_COLUMNS",
+    "group_rows",
+    "credit_by_pair",
+    "biggest_change",
 ]
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-TOY_PATH = REPO_ROOT / "sample_rollouts" / "toy" / "toy_group.jsonl"
-SOKOBAN_PATH = REPO_ROOT / "sample_rollouts" / "sokoban" / "sokoban.jsonl"
-RARE_ROUTE_PATH = REPO_ROOT / "sample_rollouts" / "toy" / "rare_route.jsonl"
-#: The Sokoban teaching group: 6 successes and 2 failures over 18 anchors, 7 of which see ≥ 2
-#: actions (the smallest sample group with ≥ 2 of each outcome and a shared branching anchor).
-SOKOBAN_GROUP = "sokoban-task-00"
-
-#: The rare-route trap: at ``start`` the agent can ``jump the gap`` (short, but it rarely lands)
-#: or ``walk around`` (three steps longer, usually arrives).
-TRAP_ANCHOR = "start"
-TRAP_ACTION = "jump the gap"
-SAFE_ACTION = "walk around"
-
-
 #: What ▲ marks in lesson 1 (its one definition: the lesson text, the figure and the count say it).
-MARK_RULE = "a step of a failed rollout whose closure advantage Q − V is positive"
+#: Said without Q and V, which lesson 1 has not introduced yet.
+MARK_RULE = (
+    "a step of a failed rollout that the closure (lesson 4) credits anyway: from that state, the "
+    "action it took leads to SUCCESS more often than the state's average"
+)
 
 
 @dataclass(frozen=True)
 class Lesson:
     number: int
     title: str
+    #: Markdown; math between ``$…$`` (rendered by Streamlit, never caret notation on screen).
     text: str
     try_it: str
 
@@ -87,9 +104,9 @@ LESSONS: tuple[Lesson, ...] = (
     Lesson(
         1,
         "Trajectory-level credit (GRPO)",
-        "GRPO scores a whole rollout: A^G = (R − mean R) / std R over the group, and every step "
-        "of the rollout gets that same number. A failed rollout is blamed at every step, its "
-        f"good moves included: ▲ marks {MARK_RULE}.",
+        "GRPO scores a whole rollout: $A^G = (R - \\bar R)\\,/\\,\\sigma_R$ over the group (R = 1 for a "
+        "success, 0 for a failure), and every step of the rollout gets that same number. A failed "
+        f"rollout is blamed at every step, its good moves included: ▲ marks {MARK_RULE}.",
         "Flip the outcome of one rollout, or drop one: every cell of the changed rows moves "
         "together, and so does the rest of the group through the mean and std.",
     ),
@@ -106,22 +123,29 @@ LESSONS: tuple[Lesson, ...] = (
         3,
         "Visit-local averaging (depth K = 0)",
         "The simplest step credit pools what happened after each visit of an anchor: every "
-        "visit carries its realized discounted return G = β^(T−t+1)·R, Q⁰(s,a) averages G over "
-        "the visits that took a, and V⁰(s) over all visits. A = Q⁰ − V⁰ only sees the suffixes "
-        "that passed through this very anchor.",
+        "visit carries its realized discounted return $G = \\beta^{T-t+1} R$, $Q^0(s,a)$ averages "
+        "G over the visits that took a, and $V^0(s)$ over all visits. $A^0 = Q^0 - V^0$ only sees "
+        "the suffixes that passed through this very anchor.",
         "Flip the outcome of a rollout that passes through the anchor: only its own dots move, "
-        "and the credit of the action it took changes sign if the average crosses V⁰.",
+        "and the credit of the action it took changes sign if the average crosses $V^0$.",
     ),
     Lesson(
         4,
         "Bellman backup, one depth at a time",
-        "Each backup replaces the realized suffixes by the values of the successor anchors: "
-        "Q^(K) = B V^(K−1) and V^(K) = T V^(K−1). Information travels one edge per step "
-        "through the shared anchors. The gap to the exact closure (K = ∞, one linear solve) "
-        "stays under the Corollary-3 bound 2β^K/(1−β)·‖TV⁰ − V⁰‖∞. It is the bound that "
-        "shrinks like β^K; the gap only has to stay under it, and often falls faster.",
-        "Move K from 0 to ∞ and watch the colours settle; then flip an outcome or drop a "
-        "rollout: the bound and the observed gap are recomputed from scratch.",
+        "Paths merge where they intersect: at K = 0 each visit is valued by its own suffix and "
+        "the visits are averaged at their anchor (lesson 3). Each backup then replaces the "
+        "realized suffixes by the values of the successor anchors, "
+        "$V^{(K)}(s) = \\sum_a \\mu(a|s)\\,\\beta \\sum_{x} P(x|s,a)\\,V^{(K-1)}(x)$ with "
+        "V(SUCCESS) = 1 and V(FAILURE) = 0, so information travels one edge per step through "
+        "the shared anchors until the values settle at the exact closure (K = ∞, one linear "
+        "solve). How far K is from the closure has a guaranteed ceiling, the bound of "
+        "Corollary 3 in the CRBC paper: "
+        "$\\|A^{\\infty} - A^{(K)}\\|_\\infty \\le \\frac{2\\beta^K}{1-\\beta}\\,\\|TV^0 - V^0\\|_\\infty$, "
+        "where $\\|TV^0 - V^0\\|_\\infty$ is how much the first backup moved any anchor. "
+        "It is the bound that shrinks like $\\beta^K$; the gap only has to stay under it, and "
+        "often falls faster.",
+        "Step K with ◀ K / K ▶ (or Play) and watch the node colours settle; then flip an "
+        "outcome or drop a rollout: the bound and the observed gap are recomputed from scratch.",
     ),
     Lesson(
         5,
@@ -136,178 +160,16 @@ LESSONS: tuple[Lesson, ...] = (
     Lesson(
         6,
         "Gate, normalisation and the group advantage",
-        "CRBC's step credit is A^S = 1{≥ 2 actions at s}·(Q − V)/max(σ(s), σ_min): anchors "
-        "with a single observed action say nothing (the gate), and σ(s) puts every anchor on "
-        "the same scale. The policy loss then uses w_G·A^G + w_S·A^S: the trajectory "
-        "outcome plus the step-level correction.",
-        "Set w_S = 0 to get back GRPO; set w_G = 0 to keep only the step credit; lower σ_min "
-        "and watch near-ties get blown up; turn the gate off.",
+        "CRBC's step credit is "
+        "$A^S = \\mathbb{1}\\{\\ge 2 \\text{ actions at } s\\}\\cdot(Q - V)\\,/\\,\\max(\\sigma(s), \\sigma_{\\min})$: "
+        "anchors with a single observed action say nothing (the gate), and σ(s) puts every "
+        "anchor on the same scale. The policy loss then uses $w_G A^G + w_S A^S$: the "
+        "trajectory outcome plus the step-level correction.",
+        "Set $w_S = 0$ to get back GRPO; set $w_G = 0$ to keep only the step credit; lower "
+        "$\\sigma_{\\min}$ and watch near-ties get blown up; raise the gate to 3 actions and watch "
+        "the gated column fill.",
     ),
 )
-
-
-# ---------------------------------------------------------------- rows in, rows out
-def read_rows(path: str | os.PathLike, group_id: str | None = None) -> list[dict]:
-    """The JSON rows of a JSONL log (only ``group_id``'s rows if given), in file order."""
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                row = json.loads(line)
-                if group_id is None or row.get("group_id") == group_id:
-                    rows.append(row)
-    return rows
-
-
-def sokoban_rows() -> list[dict]:
-    """The rows of the Sokoban teaching group (`SOKOBAN_GROUP`)."""
-    return read_rows(SOKOBAN_PATH, SOKOBAN_GROUP)
-
-
-def rare_route_rows(
-    n_jump: int = 4, n_lucky: int = 1, n_walk: int = 4, n_walk_success: int = 3
-) -> list[dict]:
-    """The rare-route trap as rows of one group (ESTIMATORS.md §3a, CRBC's criticism).
-
-    At ``start`` there are two actions:
-
-    - ``jump the gap`` → ``ledge``, then ``leap`` → SUCCESS (lucky, ``n_lucky`` of ``n_jump``
-      rollouts) or → FAILURE (the others). Two steps.
-    - ``walk around`` → ``corridor 1`` → ``corridor 2`` → ``corridor 3`` → SUCCESS
-      (``n_walk_success`` of ``n_walk``); the others ``take the wrong door`` at ``corridor 3``
-      → FAILURE. Four steps.
-
-    With the defaults, d(ledge) = 1 < d(corridor 1) = 3, so shortest-path credit prefers the jump,
-    while the jump lands 1 time in 4 and the walk arrives 3 times in 4, so the closure's
-    Q(start, jump) = β²/4 < Q(start, walk) = 3β⁴/4 and CRBC penalises it.
-
-    Rollouts are ordered jumps first; ``traj_id`` is ``j0…`` / ``w0…`` so a route is visible in
-    its name. Reward 1 on the successful last step, else 0; ``success`` on every row.
-    """
-    if not (1 <= n_jump and 0 <= n_lucky <= n_jump and 1 <= n_walk and 0 <= n_walk_success <= n_walk):
-        raise ValueError(
-            f"rare_route_rows needs 1 ≤ n_jump, 0 ≤ n_lucky ≤ n_jump, 1 ≤ n_walk, "
-            f"0 ≤ n_walk_success ≤ n_walk; got n_jump={n_jump}, n_lucky={n_lucky}, "
-            f"n_walk={n_walk}, n_walk_success={n_walk_success}"
-        )
-    rows: list[dict] = []
-
-    def add(traj: str, path: list[tuple[str, str]], ok: bool) -> None:
-        for i, (anchor, action) in enumerate(path):
-            last = i == len(path) - 1
-            rows.append(
-                {
-                    "run_id": "teach",
-                    "train_step": 0,
-                    "group_id": "rare-route",
-                    "traj_id": traj,
-                    "step_idx": i,
-                    "anchor_obs": anchor,
-                    "action": action,
-                    "reward": 1.0 if (ok and last) else 0.0,
-                    "done": last,
-                    "success": ok,
-                    "env_name": "rare-route trap (crbc_viz.teaching)",
-                }
-            )
-
-    for j in range(n_jump):
-        add(f"j{j}", [(TRAP_ANCHOR, TRAP_ACTION), ("ledge", "leap")], j < n_lucky)
-    for w in range(n_walk):
-        ok = w < n_walk_success
-        add(
-            f"w{w}",
-            [
-                (TRAP_ANCHOR, SAFE_ACTION),
-                ("corridor 1", "go on"),
-                ("corridor 2", "go on"),
-                ("corridor 3", "open the exit" if ok else "take the wrong door"),
-            ],
-            ok,
-        )
-    return rows
-
-
-def write_rows(path: str | os.PathLike, rows: list[dict]) -> Path:
-    """Write rows as JSONL (one ``json.dumps(row, sort_keys=True)`` per line)."""
-    path = Path(path)
-    path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows), encoding="utf-8")
-    return path
-
-
-def traj_ids(rows: list[dict]) -> list[str]:
-    """Trajectory ids in first-occurrence order."""
-    return list(dict.fromkeys(str(r["traj_id"]) for r in rows))
-
-
-def _last_rows(rows: list[dict]) -> dict[str, dict]:
-    last: dict[str, dict] = {}
-    for r in rows:
-        t = str(r["traj_id"])
-        if t not in last or r["step_idx"] >= last[t]["step_idx"]:
-            last[t] = r
-    return last
-
-
-def success_bonus(rows: list[dict]) -> float:
-    """How much the last step's reward differs between a success and a failure in these rows
-    (median last reward of successes − of failures; 1.0 when one outcome is missing)."""
-    last = _last_rows(rows).values()
-    ok = [float(r.get("reward", 0.0)) for r in last if r.get("success")]
-    bad = [float(r.get("reward", 0.0)) for r in last if not r.get("success")]
-    if not ok or not bad:
-        return 1.0
-    return float(np.median(ok) - np.median(bad))
-
-
-def apply_edits(rows: list[dict], *, flip=(), drop=()) -> list[dict]:
-    """A new list of rows with the outcome of the rollouts in ``flip`` reversed and those in
-    ``drop`` removed; ``rows`` is not modified.
-
-    Flipping sets ``success`` on every row of the rollout, moves its last reward (and
-    ``episode_return`` where logged) by ± `success_bonus`, and marks a new success ``done``.
-
-    Raises:
-        ValueError: an id that is not a rollout of ``rows``, or every rollout dropped.
-    """
-    ids = traj_ids(rows)
-    flip, drop = {str(t) for t in flip}, {str(t) for t in drop}
-    unknown = sorted((flip | drop) - set(ids))
-    if unknown:
-        raise ValueError(f"apply_edits: unknown rollout(s) {unknown}; the rows hold {ids}")
-    if ids and set(ids) <= drop:
-        raise ValueError("apply_edits: dropping every rollout leaves no group")
-    bonus = success_bonus(rows)
-    out = []
-    for r in rows:
-        t = str(r["traj_id"])
-        if t in drop:
-            continue
-        r = copy.deepcopy(r)
-        if t in flip:
-            now = not bool(r.get("success"))
-            sign = 1.0 if now else -1.0
-            r["success"] = now
-            if "episode_return" in r and r["episode_return"] is not None:
-                r["episode_return"] = float(r["episode_return"]) + sign * bonus
-        out.append(r)
-    # The last step carries the outcome's reward; a new success terminates there.
-    orig_last = _last_rows(rows)
-    new_last = _last_rows(out)
-    for t in flip - drop:
-        r, o = new_last[t], orig_last[t]
-        now = bool(r["success"])
-        r["reward"] = float(o.get("reward", 0.0)) + (bonus if now else -bonus)
-        if now:
-            r["done"] = True
-    return out
-
-
-def batch_from_rows(rows: list[dict], **load_kwargs):
-    """Load rows through the ordinary loader, from a temporary JSONL deleted on return."""
-    with tempfile.TemporaryDirectory(prefix="crbc-teach-") as d:
-        path = write_rows(Path(d) / "rows.jsonl", rows)
-        return load_rollouts(path, **load_kwargs)
 
 
 # ---------------------------------------------------------------- what the lessons compute
@@ -409,3 +271,402 @@ def route_table(rows: list[dict], anchor: str) -> list[dict]:
     for d in out.values():
         d["success rate"] = d["succeeded"] / d["taken"]
     return list(out.values())
+
+
+# ---------------------------------------------------------------- lesson 4: one backup, in numbers
+def _successor_value(v: np.ndarray, x: int) -> float:
+    if x == SUCCESS:
+        return 1.0
+    if x == FAILURE:
+        return 0.0
+    return float(v[x])
+
+
+def backup_terms(graph: AnchorGraph, v_prev: np.ndarray, node: int, beta: float) -> list[dict]:
+    """The terms of one Bellman backup at ``node``, from the counts of the graph:
+    ``[{"action", "mu", "next": [(successor, P, V_prev(successor)), …]}]`` with
+    μ(a|s) = N(s,a)/N(s), P(x|s,a) = N(s,a,x)/N(s,a), V(SUCCESS) = 1, V(FAILURE) = 0
+    (``successor`` is a node index, `SUCCESS` or `FAILURE`)."""
+    out = []
+    visits = float(graph.node_visits[node])
+    for p in range(int(graph.node_pair_offsets[node]), int(graph.node_pair_offsets[node + 1])):
+        n_sa = float(graph.pair_count[p])
+        nxt = [
+            (
+                int(graph.edge_next[e]),
+                float(graph.edge_count[e]) / n_sa,
+                _successor_value(v_prev, int(graph.edge_next[e])),
+            )
+            for e in np.flatnonzero(graph.edge_pair == p)
+        ]
+        out.append(
+            {"action": str(graph.action_names[graph.pair_action[p]]), "mu": n_sa / visits, "next": nxt}
+        )
+    return out
+
+
+def backup_value(terms: list[dict], beta: float) -> float:
+    """V(s) = Σ_a μ(a|s) · β Σ_x P(x|s,a) V(x) of `backup_terms`."""
+    return float(sum(t["mu"] * beta * sum(p * v for _, p, v in t["next"]) for t in terms))
+
+
+def backup_once(graph: AnchorGraph, v_prev: np.ndarray, beta: float) -> np.ndarray:
+    """One Bellman backup of every anchor: V_{k+1}(s) = Σ_a μ(a|s) Σ_x P(x|s,a)·β·V_k(x)."""
+    return np.array(
+        [backup_value(backup_terms(graph, v_prev, n, beta), beta) for n in range(graph.num_nodes)]
+    )
+
+
+def node_short_name(graph: AnchorGraph, x: int) -> str:
+    """``SUCCESS`` / ``FAILURE`` for a boundary; an anchor's text when short, else ``s<k>``."""
+    if x == SUCCESS:
+        return "SUCCESS"
+    if x == FAILURE:
+        return "FAILURE"
+    anchor = str(graph.node_anchor_obs[x])
+    lo = int(graph.group_node_offsets[graph.node_group[x]])
+    return anchor if (len(anchor) <= 14 and "\n" not in anchor) else f"s{x - lo}"
+
+
+def _tex_name(name: str) -> str:
+    return "\\text{" + name.replace("\\", "").replace("{", "").replace("}", "").replace("_", "\\_") + "}"
+
+
+def backup_latex(graph: AnchorGraph, v_prev: np.ndarray, node: int, beta: float, k: int | None) -> str:
+    """The backup at ``node`` as LaTeX with this group's numbers (2–3 decimals):
+    V^(K)(s) = Σ_a μ(a|s)·β·Σ_x P(x|s,a)·V^(K−1)(x) = … = value. ``k`` None: the closure,
+    where one more backup gives V back (V^∞ = T V^∞)."""
+    terms = backup_terms(graph, v_prev, node, beta)
+    s = _tex_name(node_short_name(graph, node))
+    lhs, prev = ("V^{\\infty}", "V^{\\infty}") if k is None else (f"V^{{({k})}}", f"V^{{({k - 1})}}")
+    parts = []
+    for t in terms:
+        inner = " + ".join(
+            f"{p:.2f}\\cdot \\underset{{{_tex_name(node_short_name(graph, x))}}}{{{v:.3f}}}"
+            for x, p, v in t["next"]
+        )
+        parts.append(
+            f"\\underbrace{{{t['mu']:.2f}}}_{{\\mu({_tex_name(t['action'])})}}\\cdot {beta:g}\\cdot({inner})"
+        )
+    value = backup_value(terms, beta)
+    # One line per action, so that the equation fits a projector's width.
+    body = " \\\\\n&\\quad + ".join(parts)
+    return (
+        "\\begin{aligned}\n"
+        f"{lhs}({s}) &= \\sum_a \\mu(a|s)\\,\\beta\\sum_x P(x|s,a)\\,{prev}(x) \\\\\n"
+        f"&= {body} \\\\\n"
+        f"&= {value:.3f}\n"
+        "\\end{aligned}"
+    )
+
+
+# ---------------------------------------------------------------- predict, then reveal
+@dataclass(frozen=True)
+class Prediction:
+    """One question a lesson asks before it shows the answer; ``why`` (markdown) is said after
+    the choice, right or wrong."""
+
+    question: str
+    options: tuple[str, ...]
+    answer: str
+    why: str
+
+
+def _adv_at(result, graph: AnchorGraph, node: int) -> dict[str, float]:
+    ps = range(int(graph.node_pair_offsets[node]), int(graph.node_pair_offsets[node + 1]))
+    return {
+        str(graph.action_names[graph.pair_action[p]]): float(result.pair_q[p] - result.node_value[node])
+        for p in ps
+    }
+
+
+def _predict_grpo(graph: AnchorGraph) -> Prediction:
+    b = graph.batch
+    failed = [t for t in range(b.num_trajectories) if not b.traj_success[t]] or [0]
+    t = failed[0]
+    s_lo, s_hi = int(b.traj_offsets[t]), int(b.traj_offsets[t + 1])
+    name = str(b.steps["traj_id"].iloc[s_lo])
+    same = "every step the same"
+    steps = [f"step {i}" for i in range(min(s_hi - s_lo, 4))]
+    a_g = float(group_advantage(graph)[t])
+    return Prediction(
+        f"Rollout {name} {'succeeded' if b.traj_success[t] else 'failed'}. Which of its steps "
+        "does GRPO blame (or praise) the most?",
+        (*steps, same),
+        same,
+        f"GRPO copies one number to every step of {name}: $A^G = {a_g:+.2f}$. It cannot tell a "
+        "good move from the mistake that lost the rollout.",
+    )
+
+
+def _predict_anchors(graph: AnchorGraph) -> Prediction:
+    b = graph.batch
+    steps, anchors = int(b.num_steps), int(graph.num_nodes)
+    shared = np.unique(np.stack([graph.step_node, b.step_traj], axis=1), axis=0)
+    n_shared = int(np.sum(np.bincount(shared[:, 0], minlength=graph.num_nodes) >= 2))
+    opts = sorted({steps, anchors, int(b.num_trajectories), max(1, anchors - 1), anchors + 2})
+    return Prediction(
+        f"This group has {steps} steps in {b.num_trajectories} rollouts. How many anchors "
+        "(distinct states) will its graph have?",
+        tuple(str(o) for o in opts),
+        str(anchors),
+        f"{steps} steps visit only {anchors} distinct states; {n_shared} of them are shared by "
+        "≥ 2 rollouts — there the paths merge.",
+    )
+
+
+def _predict_best(graph: AnchorGraph, node: int, result, how: str, other=None) -> Prediction:
+    adv = _adv_at(result, graph, node)
+    best = max(adv, key=adv.get)
+    name = node_short_name(graph, node)
+    listed = ", ".join(f"‘{a}’ {v:+.3f}" for a, v in adv.items())
+    why = f"Q − V at {name}: {listed}."
+    if other is not None:
+        o = _adv_at(other, graph, node)
+        o_best = max(o, key=o.get)
+        why += (
+            f" Visit-local averaging preferred ‘{o_best}’ too: here the suffixes already agree "
+            "with the backed-up values."
+            if o_best == best
+            else f" Visit-local averaging preferred ‘{o_best}’: backing values up through the "
+            "shared anchors changed the verdict."
+        )
+    return Prediction(
+        f"At anchor {name}, which action gets the most credit under {how}?",
+        tuple(adv),
+        best,
+        why,
+    )
+
+
+def _predict_trap(credits: dict) -> Prediction:
+    """Does the closure praise or blame the jump? (``credits``' last entry is the closure's.)"""
+    listed = "; ".join(f"{k}: {v[0]:+.2f}" for k, v in credits.items() if math.isfinite(v[0]))
+    closure = list(credits.values())[-1][0] if credits else math.nan
+    if not math.isfinite(closure) or abs(closure) <= 1e-9:
+        answer = "neither"
+    else:
+        answer = "praises it" if closure > 0 else "blames it"
+    return Prediction(
+        f"Does the CRBC closure praise or blame ‘{TRAP_ACTION}’ at ‘{TRAP_ANCHOR}’?",
+        ("praises it", "blames it", "neither"),
+        answer,
+        f"Credit of ‘{TRAP_ACTION}’ — {listed or 'no rollout takes it'}. The closure values "
+        "the jump by how often it actually landed, discounted by its length, against the walk "
+        "valued the same way; shortest-path credit only asks how short the way to SUCCESS can be.",
+    )
+
+
+def lesson_prediction(
+    n: int,
+    graph: AnchorGraph,
+    *,
+    beta: float = CRBCParams.beta,
+    node: int | None = None,
+    credits: dict | None = None,
+) -> Prediction:
+    """Lesson ``n``'s question on this graph (``node``: lessons 3 and 4's anchor, by default
+    `teaching_anchor`; ``credits``: lesson 5's {estimator: (trap credit, safe credit)})."""
+    if n == 1:
+        return _predict_grpo(graph)
+    if n == 2:
+        return _predict_anchors(graph)
+    if n in (3, 4):
+        node = teaching_anchor(graph, beta) if node is None else node
+        vl = crbc_fn(graph, beta=beta, depth=0)
+        if n == 3:
+            return _predict_best(graph, node, vl, "visit-local averaging (K = 0)")
+        return _predict_best(graph, node, crbc_fn(graph, beta=beta), "the CRBC closure (K = ∞)", vl)
+    if n == 5:
+        return _predict_trap(credits or {})
+    return Prediction(
+        "Set $w_S = 0$. Whose advantage does the policy loss use then?",
+        ("visit-local averaging's", "the CRBC closure's", "GRPO's"),
+        "GRPO's",
+        "With $w_S = 0$ only $w_G A^G$ is left: the trajectory-level GRPO advantage, the same "
+        "number at every step of a rollout.",
+    )
+
+
+#: The short quiz that closes the set: (question, options, answer, why).
+QUIZ: tuple[Prediction, ...] = (
+    Prediction(
+        "Which estimator gives every step of a rollout the same credit?",
+        ("visit-local averaging", "GRPO", "CRBC"),
+        "GRPO",
+        "GRPO's $A^G$ is one number per rollout (lesson 1).",
+    ),
+    Prediction(
+        "Visit-local averaging values an action at an anchor by…",
+        (
+            "the values of the successor anchors",
+            "the shortest way to SUCCESS",
+            "the suffixes of the visits that took it there",
+        ),
+        "the suffixes of the visits that took it there",
+        "$Q^0(s,a)$ is the mean realized return of those visits only (lesson 3).",
+    ),
+    Prediction(
+        "Why does the closure not fall for the rare-route trap?",
+        (
+            "it ignores short routes",
+            "it weighs every route by how often it was taken",
+            "it uses a smaller β",
+        ),
+        "it weighs every route by how often it was taken",
+        "Q(start, jump) is the jump's real success rate, discounted by its length (lesson 5).",
+    ),
+    Prediction(
+        "An anchor where only one action was ever taken gets step credit…",
+        ("the same as its rollout's GRPO advantage", "1", "0 (the gate)"),
+        "0 (the gate)",
+        "With one action Q = V there, and the gate sets $A^S = 0$ (lesson 6).",
+    ),
+)
+
+
+# ---------------------------------------------------------------- code that equals the picture
+_HEAD = (
+    "from crbc_viz import build_graph, score\n"
+    "from crbc_viz.teaching import {names}\n"
+    "rows = apply_edits({source}, flip={flip}, drop={drop})\n"
+    "g = build_graph(batch_from_rows(rows))\n"
+)
+_BODY = {
+    1: 'r = score(g, "grpo")\n'
+    "for t in range(g.batch.num_trajectories):\n"
+    "    s = g.batch.traj_offsets[t]\n"
+    '    print(g.batch.steps["traj_id"].iloc[s], f"{{r.credit[s]:+.2f}}")\n',
+    2: 'print("steps", g.batch.num_steps, "anchors", g.num_nodes)\n'
+    'print("with >= 2 actions", int((g.node_num_actions >= 2).sum()))\n',
+    3: 'r = score(g, "visit_local", beta={beta})\n'
+    "n = {node}  # anchor {name}\n"
+    "for p in range(g.node_pair_offsets[n], g.node_pair_offsets[n + 1]):\n"
+    "    q = r.pair_q[p]\n"
+    '    print(g.action_names[g.pair_action[p]], f"{{q:.3f}}", f"{{q - r.node_value[n]:+.3f}}")\n',
+    4: 'r = score(g, "crbc", beta={beta}, depth={depth})\n'
+    "for p in range(len(g.pair_node)):\n"
+    "    n = g.pair_node[p]\n"
+    "    if g.node_num_actions[n] >= 2:\n"
+    '        print(pair_label(g, p), f"{{r.pair_q[p] - r.node_value[n]:+.3f}}")\n',
+    5: 'for name in ("shortest_path", "visit_local", "crbc"):\n'
+    "    r = score(g, name)\n"
+    "    c = [r.credit[g.step_pair == pair_index(g, TRAP_ANCHOR, a)].mean() for a in (TRAP_ACTION, SAFE_ACTION)]\n"
+    '    print(name, *(f"{{x:+.2f}}" for x in c))\n',
+    6: 'r = score(g, "crbc", w_group={w_group}, w_step={w_step}, sigma_min={sigma_min}, min_actions={gate})\n'
+    "for p in range(len(g.pair_node)):\n"
+    '    print(pair_label(g, p), f"{{r.pair_credit[p]:+.3f}}")\n',
+}
+
+
+def lesson_code(
+    n: int,
+    dataset: str,
+    *,
+    flip=(),
+    drop=(),
+    rr: tuple = (),
+    beta: float = CRBCParams.beta,
+    node: int = 0,
+    node_name: str = "",
+    depth: int | None = None,
+    params: dict | None = None,
+) -> str:
+    """A short block (crbc_viz only) that prints the numbers lesson ``n`` shows for ``dataset``
+    (``toy``, ``sokoban``, ``rare_route`` with sizes ``rr``, or ``group`` with ``rr`` = (file
+    name, group index): a group of a loaded log) with these edits and settings."""
+    source = {
+        "toy": ("read_rows(TOY_PATH)", "read_rows, TOY_PATH"),
+        "sokoban": ("sokoban_rows()", "sokoban_rows"),
+        "rare_route": (f"rare_route_rows{tuple(rr)!r}", "rare_route_rows"),
+        # A loaded group: ``rr`` = (file name as shown, group index).
+        "group": (f"group_rows(load_rollouts({rr[0]!r}), {rr[-1]})" if rr else "", "group_rows"),
+    }[dataset]
+    extra = {4: ", pair_label", 6: ", pair_label", 5: ", pair_index, TRAP_ANCHOR, TRAP_ACTION, SAFE_ACTION"}
+    names = f"apply_edits, batch_from_rows, {source[1]}{extra.get(n, '')}"
+    head = _HEAD.format(names=names, source=source[0], flip=sorted(flip), drop=sorted(drop))
+    if dataset == "group":
+        head = head.replace("import build_graph, score", "import build_graph, load_rollouts, score")
+    p = dict(params or {})
+    body = _BODY[n].format(
+        beta=f"{beta:g}",
+        node=int(node),
+        name=node_name,
+        depth='float("inf")' if depth is None else int(depth),
+        w_group=f"{p.get('w_group', 1.0):g}",
+        w_step=f"{p.get('w_step', 5.0):g}",
+        sigma_min=f"{p.get('sigma_min', 0.1):g}",
+        gate=int(p.get("min_actions", 2)),
+    )
+    return head + body
+
+
+# ---------------------------------------------------------------- teach with a loaded group
+#: The columns of a group's rows that the lessons use (the rest of a trainer's log is left out).
+GROUP_COLUMNS = (
+    "run_id",
+    "train_step",
+    "group_id",
+    "traj_id",
+    "step_idx",
+    "anchor_obs",
+    "action",
+    "reward",
+    "done",
+    "success",
+    "episode_return",
+)
+
+
+def _plain(v):
+    if v is None or isinstance(v, (str, bool, int)):
+        return v
+    if isinstance(v, float):
+        return None if math.isnan(v) else v
+    if hasattr(v, "item"):
+        return _plain(v.item())
+    return str(v)
+
+
+def group_rows(batch, group: int) -> list[dict]:
+    """Group ``group`` of a loaded batch as teaching rows (`GROUP_COLUMNS`, in step order), so
+    that the lessons, their edits and their code blocks run on a real training log's group."""
+    steps = batch.steps.iloc[np.flatnonzero(batch.step_group == group)]
+    cols = [c for c in GROUP_COLUMNS if c in steps.columns]
+    rows = []
+    for rec in steps[cols].to_dict("records"):
+        row = {k: _plain(v) for k, v in rec.items()}
+        if row.get("episode_return") is None:
+            row.pop("episode_return", None)
+        row["step_idx"] = int(row["step_idx"])
+        row["success"] = bool(row["success"])
+        row["done"] = bool(row.get("done"))
+        row["anchor_obs"] = "" if row.get("anchor_obs") is None else str(row["anchor_obs"])
+        row["action"] = "" if row.get("action") is None else str(row["action"])
+        row["traj_id"] = str(row["traj_id"])
+        rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------- what an edit changed most
+def credit_by_pair(graph: AnchorGraph, result) -> dict[tuple[str, str], float]:
+    """{(anchor text, action): mean step credit over the steps that took it} — keyed by the
+    log's own names, so that two graphs of the same group (before / after an edit) line up."""
+    sums: dict[tuple[str, str], list[float]] = {}
+    for p in range(graph.pair_node.shape[0]):
+        steps = np.flatnonzero(graph.step_pair == p)
+        key = (str(graph.node_anchor_obs[graph.pair_node[p]]), str(graph.action_names[graph.pair_action[p]]))
+        sums[key] = [float(np.mean(result.credit[steps]))] if steps.size else [0.0]
+    return {k: v[0] for k, v in sums.items()}
+
+
+def biggest_change(before: dict, after: dict) -> tuple[tuple[str, str], float, float] | None:
+    """The (anchor, action) whose credit moved most between two `credit_by_pair` maps (pairs
+    present in both), with its credit before and after; None when nothing moved (> 1e-9)."""
+    common = [k for k in after if k in before]
+    if not common:
+        return None
+    k = max(common, key=lambda k: abs(after[k] - before[k]))
+    if abs(after[k] - before[k]) <= 1e-9:
+        return None
+    return k, before[k], after[k]

@@ -27,7 +27,6 @@ MODULES = tuple(
 NOT_YET: set = {
     "crbc_viz/integrations/_core.py",
     ("crbc_viz/integrations/_core.py", "_assemble"),
-    "crbc_viz/views/learn.py",
 }
 
 

@@ -47,6 +47,7 @@ RANKS = {
     "crbc_viz.analysis": 7,
     "crbc_viz.store": 7,
     "crbc_viz.teaching": 7,
+    "crbc_viz.teaching_rows": 7,  # the Learn page's data as rows (teaching re-exports it)
     "crbc_viz.synthetic": 7,
     "crbc_viz.cli": 8.5,  # above views: ``html`` writes the shared page they build
     "crbc_viz.__main__": 8.5,

@@ -406,9 +406,13 @@ LEARN_KMAX = 20
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def learn_rows(dataset: str, rr: tuple = ()) -> list[dict]:
-    """The rows of a teaching data set: ``toy``, ``sokoban`` or ``rare_route`` (sizes ``rr``)."""
+    """The rows of a teaching data set: ``toy``, ``sokoban``, ``rare_route`` (sizes ``rr``) or
+    ``group``: a group of a loaded log, ``rr`` = (content digest, source key, group index)."""
     from .. import teaching as T
 
+    if dataset == "group":
+        digest, path, group = rr
+        return T.group_rows(load_batch(digest, path), int(group))
     if dataset == "toy":
         return T.read_rows(T.TOY_PATH)
     if dataset == "sokoban":
@@ -416,6 +420,29 @@ def learn_rows(dataset: str, rr: tuple = ()) -> list[dict]:
     if dataset == "rare_route":
         return T.rare_route_rows(*rr)
     raise ValueError(f"unknown teaching data set {dataset!r}")
+
+
+def learn_viewed_group(file_ref: str | None, group_label: str | None) -> dict | None:
+    """The group a link's ``file`` and ``group`` name (the default sample and its first group
+    when absent), for the Learn page's "this group": ``{"rr": (digest, source key, group
+    index), "label", "name"}`` (``name``: the link's reference, which the code blocks load;
+    never a server path the page does not show), or None when it does not load."""
+    from .files import default_sample
+
+    ref = file_ref or default_sample()
+    if not ref:
+        return None
+    try:
+        src = sources.resolve(ref)
+        digest = source_digest(src)
+        batch = load_batch(digest, src.key)
+    except (ValueError, OSError, CrbcVizError):
+        return None
+    labels = batch.group_labels()
+    label = group_label or (labels[0] if labels else None)
+    if label not in labels:
+        return None
+    return {"rr": (digest, src.key, labels.index(label)), "label": label, "name": ref}
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

@@ -91,6 +91,7 @@ FIELDS: dict[str, str | None] = {
     "lesson": "learn_lesson",
     "data": "learn_data",
     "lk": "learn_k",
+    "beta": "learn_beta",
     "hl": "learn_highlight",
     "flip": None,
     "drop": None,

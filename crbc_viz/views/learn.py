@@ -12,13 +12,34 @@ import math
 import re
 
 import numpy as np
-import pandas as pd
 
 from .. import teaching as T
 from .._extras import require
-from ..analysis.depth import anchor_spread
 from ..graph import AnchorGraph
 from .colors import CREDIT_COLORSCALE, FAILURE_COLOR, SUCCESS_COLOR, credit_color, credit_limit
+from .learn_tables import (  # noqa: F401  (the lessons' tables and names; re-exported)
+    CLOSURE_COLUMN,
+    anchor_counts,
+    anchor_name,
+    anchor_text,
+    branching_anchors,
+    combination_steps,
+    combination_table,
+    default_anchor,
+    default_combination_rollout,
+    depth_column,
+    depth_table,
+    good_steps_blamed,
+    moved_anchors,
+    node_of_key,
+    pair_values,
+    prediction_key,
+    rare_route_numbers,
+    rollout_names,
+    rollout_options,
+    superscripts,
+    visit_local_table,
+)
 from .projector import PROJECTOR_FONT_SIZE, PROJECTOR_MIN_FONT, TITLE_CHARS, projector_fonts, wrap_title
 
 go = require("plotly.graph_objects", __name__)
@@ -62,9 +83,12 @@ __all__ = [
     "anchor_visits",
     "moved_anchors",
     "depth_table",
+    "depth_column",
+    "CLOSURE_COLUMN",
     "rare_route_numbers",
     "combination_steps",
     "combination_table",
+    "prediction_key",
 ]
 
 # The lessons and their data sets (re-exported: the page imports views, not teaching).
@@ -213,7 +237,7 @@ def grpo_figure(
     for row, t in enumerate(range(t_lo, t_hi)):
         s_lo, s_hi = int(b.traj_offsets[t]), int(b.traj_offsets[t + 1])
         ok = bool(b.traj_success[t])
-        ylab.append(f"{ids[s_lo]} {'✓' if ok else '✗'}")
+        ylab.append(f"{ids[s_lo]} {'✓' if ok else '✗'} {group_adv[s_lo]:+.2f}")
         for i, s in enumerate(range(s_lo, min(s_hi, s_lo + width))):
             z[row, i] = group_adv[s]
             good = bellman_adv is not None and not ok and bellman_adv[s] > 1e-9
@@ -273,9 +297,6 @@ def visit_local_figure(
             name="Q⁰(s,a): mean of G",
             marker={"color": [credit_color(q - v0, lim) for q in q0]},
             width=0.6,
-            text=[f"A⁰ {q - v0:+.2f}" for q in q0],
-            textposition="outside",
-            textfont={"size": FONT_SIZE - 2},
             customdata=actions,
             hovertemplate="%{customdata}<br>Q⁰ = %{y:.4f}<extra></extra>",
         )
@@ -300,14 +321,18 @@ def visit_local_figure(
             hovertemplate="rollout %{customdata[0]} · step %{customdata[1]}<br>G = %{y:.4f}<extra></extra>",
         )
     )
-    fig.add_hline(
+    # The line's label sits right of the plot area, on white: never on a bar or under a dot.
+    fig.add_hline(y=v0, line_dash="dash", line_color="#333", line_width=2)
+    fig.add_annotation(
+        text=f"V⁰(s)<br>= {v0:.3f}",
+        xref="paper",
+        x=1.0,
+        xanchor="left",
         y=v0,
-        line_dash="dash",
-        line_color="#333",
-        line_width=2,
-        annotation_text=f"V⁰(s) = {v0:.3f}",
-        annotation_position="top right",
-        annotation_font_size=FONT_SIZE - 2,
+        yref="y",
+        showarrow=False,
+        align="left",
+        font={"size": FONT_SIZE - 2},
     )
     if closure_q:
         fig.add_trace(
@@ -320,20 +345,29 @@ def visit_local_figure(
             )
         )
     if closure_v is not None and math.isfinite(closure_v):
-        fig.add_hline(
+        fig.add_hline(y=closure_v, line_dash="dot", line_color="#777")
+        fig.add_annotation(
+            text=f"closure V(s)<br>= {closure_v:.3f}",
+            xref="paper",
+            x=1.0,
+            xanchor="left",
             y=closure_v,
-            line_dash="dot",
-            line_color="#777",
-            annotation_text=f"closure V(s) = {closure_v:.3f}",
-            annotation_position="bottom right",
-            annotation_font_size=FONT_SIZE - 4,
+            yref="y",
+            yanchor="top" if closure_v < v0 else "bottom",
+            showarrow=False,
+            align="left",
+            font={"size": FONT_SIZE - 4},
         )
-    fig.update_xaxes(tickmode="array", tickvals=list(range(len(actions))), ticktext=actions, title=None)
+    # Each action's A⁰ under its name, clear of the bars and the dots.
+    ticks = [f"{a}<br>A⁰ = {q - v0:+.2f}" for a, q in zip(actions, q0)]
+    fig.update_xaxes(tickmode="array", tickvals=list(range(len(actions))), ticktext=ticks, title=None)
     top = max([*visits["G"].tolist(), *q0, 0.0]) if len(visits["G"]) else 1.0
     fig.update_yaxes(title="realized return G", range=[-0.05, max(1.05, top * 1.25)])
-    return _style(
+    fig = _style(
         fig, 480, f"Visits of anchor {anchor_name}: what their own suffixes say", projector=projector
     )
+    fig.update_layout(margin={"r": 130})
+    return fig
 
 
 # ---------------------------------------------------------------- lesson 4
@@ -360,7 +394,7 @@ def depth_gap_figure(
                 x=depths,
                 y=np.where(np.isfinite(b), np.maximum(b, floor), np.nan),
                 mode="lines",
-                name="Corollary-3 bound",
+                name="guaranteed bound (Corollary 3)",
                 line={"color": _NEG, "dash": "dash", "width": 3},
             )
         )
@@ -504,200 +538,3 @@ def combination_figure(
     fig.update_xaxes(tickangle=-45, tickfont={"size": FONT_SIZE - 5})
     fig.update_yaxes(title="advantage")
     return _style(fig, 500, title, projector=projector)
-
-
-# ---------------------------------------------------------------- what each lesson shows
-def superscripts(text: str) -> str:
-    """``A^G`` → A<sup>G</sup>, ``β^(T−t+1)`` → β<sup>(T−t+1)</sup> (the lesson texts are ours)."""
-    return re.sub(r"\^(\([^)]*\)|[A-Za-z0-9∞]+)", r"<sup>\1</sup>", text)
-
-
-def anchor_name(graph: AnchorGraph, n: int) -> str:
-    """The anchor's own text when it is short and one line, else ``s<n>``."""
-    text = str(graph.node_anchor_obs[n])
-    return text if len(text) <= 14 and "\n" not in text else f"s{n}"
-
-
-def anchor_text(graph: AnchorGraph, n: int) -> str | None:
-    """The anchor's text when it spans several lines (a board worth drawing), else None."""
-    text = str(graph.node_anchor_obs[n])
-    return text if "\n" in text else None
-
-
-def good_steps_blamed(graph: AnchorGraph, bellman: np.ndarray) -> int:
-    """Steps of failed rollouts whose closure advantage Q − V is positive."""
-    failed = ~graph.batch.traj_success[graph.batch.step_traj]
-    return int(np.sum(failed & (bellman > 1e-9)))
-
-
-def rollout_names(graph: AnchorGraph) -> list[str]:
-    """The traj_id of each rollout, in rollout order."""
-    b = graph.batch
-    return b.steps["traj_id"].astype(str).to_numpy()[b.traj_offsets[:-1]].tolist()
-
-
-def rollout_options(graph: AnchorGraph) -> list[str]:
-    """``"<traj_id> (success|failure)"`` per rollout, in rollout order."""
-    b = graph.batch
-    return [
-        f"{t_id} ({'success' if b.traj_success[t] else 'failure'})"
-        for t, t_id in enumerate(rollout_names(graph))
-    ]
-
-
-def anchor_counts(graph: AnchorGraph) -> dict[str, int]:
-    """Steps, anchors, anchors shared by ≥ 2 rollouts, anchors with ≥ 2 actions."""
-    b = graph.batch
-    pairs = np.unique(np.stack([graph.step_node, b.step_traj], 1), axis=0)
-    shared = int(np.sum(np.bincount(pairs[:, 0], minlength=graph.num_nodes) >= 2))
-    return {
-        "steps": int(b.num_steps),
-        "anchors": int(graph.num_nodes),
-        "shared": shared,
-        "branching": int(np.sum(graph.node_num_actions >= 2)),
-    }
-
-
-def branching_anchors(graph: AnchorGraph) -> dict[str, str]:
-    """{anchor key: label} of the anchors where ≥ 2 actions were observed (all anchors if none)."""
-    cand = [n for n in range(graph.num_nodes) if graph.node_num_actions[n] >= 2] or list(
-        range(graph.num_nodes)
-    )
-    return {
-        str(graph.node_anchor_key[n]): f"{anchor_name(graph, n)} · {int(graph.node_visits[n])} "
-        f"visits, {int(graph.node_num_actions[n])} actions"
-        for n in cand
-    }
-
-
-def default_anchor(graph: AnchorGraph, beta: float) -> str:
-    """The key of `teaching.teaching_anchor`."""
-    return str(graph.node_anchor_key[T.teaching_anchor(graph, beta)])
-
-
-def node_of_key(graph: AnchorGraph, key: str) -> int:
-    return [str(k) for k in graph.node_anchor_key].index(key)
-
-
-def _pairs_of(graph: AnchorGraph, n: int) -> range:
-    return range(int(graph.node_pair_offsets[n]), int(graph.node_pair_offsets[n + 1]))
-
-
-def pair_values(graph: AnchorGraph, result, n: int) -> tuple[dict, float]:
-    """({action: Q(s, a)}, V(s)) of anchor ``n`` under ``result``."""
-    q = {str(graph.action_names[graph.pair_action[p]]): float(result.pair_q[p]) for p in _pairs_of(graph, n)}
-    return q, float(result.node_value[n])
-
-
-def visit_local_table(graph: AnchorGraph, vl, n: int) -> pd.DataFrame:
-    """Per action of anchor ``n``: visits, Q⁰, A⁰ = Q⁰ − V⁰ and the step credit (``vl`` = the
-    visit-local result)."""
-    ps = list(_pairs_of(graph, n))
-    return pd.DataFrame(
-        {
-            "action": [str(graph.action_names[graph.pair_action[p]]) for p in ps],
-            "visits N(s,a)": graph.pair_count[ps],
-            "Q⁰(s,a)": vl.pair_q[ps],
-            "A⁰ = Q⁰ − V⁰": vl.pair_q[ps] - vl.node_value[n],
-            "step credit A^S": vl.pair_credit[ps],
-        }
-    )
-
-
-def moved_anchors(fam: dict, k: int | None) -> int:
-    """Anchors whose V changed between K − 1 and K (0 for K = 0 and ∞)."""
-    if k in (None, 0):
-        return 0
-    return int(np.sum(np.abs(fam["node_value"][k] - fam["node_value"][k - 1]) > 1e-12))
-
-
-def depth_table(graph: AnchorGraph, fam: dict, k: int | None, label: str) -> pd.DataFrame:
-    """A^(K) next to A^∞ at the branching (anchor, action) pairs, and whether the signs agree."""
-    gated = np.flatnonzero(graph.node_num_actions[graph.pair_node] >= 2)
-    A_k = fam["pair_adv_inf"] if k is None else fam["pair_adv"][k]
-    table = pd.DataFrame(
-        {
-            "anchor · action": [T.pair_label(graph, p) for p in gated],
-            f"A^({label})": A_k[gated],
-            "A^∞": fam["pair_adv_inf"][gated],
-        }
-    )
-    table["sign agrees"] = np.sign(table[f"A^({label})"].round(12)) == np.sign(table["A^∞"].round(12))
-    return table
-
-
-def _trap_pair(graph: AnchorGraph, action: str) -> int | None:
-    try:
-        return T.pair_index(graph, T.TRAP_ANCHOR, action)
-    except KeyError:
-        return None
-
-
-def _fmt(x: float) -> str:
-    return "—" if not math.isfinite(x) else f"{x:.3f}"
-
-
-def rare_route_numbers(graph: AnchorGraph, results: dict, crbc, shortest_path) -> dict:
-    """Lesson 5's numbers: ``credits`` {label: (trap credit, safe credit)} (mean step credit of
-    each action at the trap anchor, NaN if not taken) for each of ``results`` {label: result};
-    the closure's Q of both routes (text) and the shortest-path hops of the ledge and corridor."""
-    pairs = [_trap_pair(graph, a) for a in (T.TRAP_ACTION, T.SAFE_ACTION)]
-
-    def mean_credit(res, p):
-        return float("nan") if p is None else float(np.mean(res.credit[graph.step_pair == p]))
-
-    def hops(anchor):
-        for n in range(graph.num_nodes):
-            if str(graph.node_anchor_obs[n]) == anchor:
-                return str(int(shortest_path.node_value[n]))
-        return "—"
-
-    return {
-        "credits": {label: tuple(mean_credit(r, p) for p in pairs) for label, r in results.items()},
-        "q": tuple(_fmt(float("nan") if p is None else float(crbc.pair_q[p])) for p in pairs),
-        "d_ledge": hops("ledge"),
-        "d_corridor": hops("corridor 1"),
-    }
-
-
-def combination_steps(graph: AnchorGraph, res, pick: str | None, w_step: float):
-    """(labels, group term, step term) of the steps shown: every step (``pick`` None) or the
-    steps of rollout ``pick``. Labels say "step k", not "tk": the toy rollouts are named t1 … t4."""
-    b = graph.batch
-    ids = b.steps["traj_id"].astype(str).to_numpy()
-    names = rollout_names(graph)
-    if pick is None:
-        steps = np.arange(b.num_steps)
-    else:
-        t = names.index(pick)
-        steps = np.arange(b.traj_offsets[t], b.traj_offsets[t + 1])
-    acts = b.steps["action"].fillna("").astype(str).to_numpy()
-    labels = [f"{ids[s]} step {int(b.step_pos[s])} · {acts[s][:12]}" for s in steps]
-    step_term = w_step * res.credit[steps]
-    return labels, res.advantage[steps] - step_term, step_term
-
-
-def default_combination_rollout(graph: AnchorGraph) -> str | None:
-    """None (all steps) for a small group, else the first failed rollout (or the first)."""
-    b = graph.batch
-    if b.num_steps <= 40:
-        return None
-    failed = [t for t in range(b.num_trajectories) if not b.traj_success[t]]
-    return rollout_names(graph)[failed[0] if failed else 0]
-
-
-def combination_table(graph: AnchorGraph, res, gate: int) -> pd.DataFrame:
-    """At the branching pairs: μ(a|s), A = Q − V, σ(s) (`analysis.depth.anchor_spread`), whether
-    the anchor is gated at ``gate`` actions, and the step credit A^S."""
-    sp = anchor_spread(graph, res)
-    branching = np.flatnonzero(graph.node_num_actions[graph.pair_node] >= 2)
-    return pd.DataFrame(
-        {
-            "anchor · action": [T.pair_label(graph, p) for p in branching],
-            "μ(a|s)": sp["mu"][branching],
-            "A = Q − V": sp["adv"][branching],
-            "σ(s)": sp["sigma"][graph.pair_node[branching]],
-            "gated": graph.node_num_actions[graph.pair_node[branching]] < gate,
-            "A^S": res.pair_credit[branching],
-        }
-    )

@@ -145,14 +145,14 @@ def test_lesson3_anchor_preview_and_flip():
 def test_lesson4_k_control_and_bound():
     at = go(learn(), 4)
     m0 = metrics(at)
-    gap0, bound0 = float(m0["observed ‖A^∞ − A^(K)‖∞"]), float(m0["Corollary-3 bound"])
+    gap0, bound0 = float(m0["largest gap to the closure"]), float(m0["guaranteed bound on the gap"])
     assert 0 < gap0 <= bound0
     seen = [gap0]
     for k in ("1", "2", "3", "10"):
         at.select_slider(key="learn_k").set_value(k).run()
         ok(at)
         m = metrics(at)
-        gap, bound = float(m["observed ‖A^∞ − A^(K)‖∞"]), float(m["Corollary-3 bound"])
+        gap, bound = float(m["largest gap to the closure"]), float(m["guaranteed bound on the gap"])
         assert gap <= bound < bound0
         seen.append(gap)
     assert seen[-1] < 1e-3 < seen[0]
@@ -163,12 +163,12 @@ def test_lesson4_k_control_and_bound():
     assert any(t.get("name") == "K = 1" for t in fig["data"])
     at.select_slider(key="learn_k").set_value("∞").run()
     ok(at)
-    assert float(metrics(at)["observed ‖A^∞ − A^(K)‖∞"]) == 0.0
+    assert float(metrics(at)["largest gap to the closure"]) == 0.0
     # Editing the data recomputes the bound from scratch.
     at.select_slider(key="learn_k").set_value("0").run()
     at.multiselect(key="learn_drop_toy").select("t2").run()
     ok(at)
-    assert float(metrics(at)["Corollary-3 bound"]) != bound0
+    assert float(metrics(at)["guaranteed bound on the gap"]) != bound0
     at.radio(key="learn_data").set_value("sokoban").run()
     ok(at)
     at.select_slider(key="learn_k").set_value("5").run()
@@ -217,15 +217,15 @@ def test_lesson6_weights_sigma_and_gate():
     assert fig["data"][2]["y"] == pytest.approx(fig["data"][0]["y"])
     at.slider(key="learn_ws").set_value(5.0).run()
     table = at.dataframe[0].value
-    s0a = table[table["anchor · action"] == "s0 · a"]["A^S"].iloc[0]
+    s0a = table[table["anchor · action"] == "s0 · a"]["Aˢ"].iloc[0]
     assert s0a == pytest.approx(0.0699, abs=1e-4)  # §14.4, σ_min = 0.1
     at.select_slider(key="learn_smin").set_value(0.001).run()
     ok(at)
     table = at.dataframe[0].value
-    assert table[table["anchor · action"] == "s0 · a"]["A^S"].iloc[0] == pytest.approx(1.0, abs=1e-3)
+    assert table[table["anchor · action"] == "s0 · a"]["Aˢ"].iloc[0] == pytest.approx(1.0, abs=1e-3)
     at.slider(key="learn_gate").set_value(3).run()  # no toy anchor has 3 actions
     ok(at)
-    assert all(abs(v) < 1e-12 for v in at.dataframe[0].value["A^S"])
+    assert all(abs(v) < 1e-12 for v in at.dataframe[0].value["Aˢ"])
     at.radio(key="learn_data").set_value("sokoban").run()
     ok(at)
     assert at.selectbox(key="learn_comb_traj_sokoban").value in ("r2", "r3")

@@ -314,6 +314,12 @@ def render() -> None:
         _draw(sel, graph, ctl, ptxt)
     _how_to_read(sel.estimator, bool(ctl["focus"] and ctl["traj"] is not None))
     download_view_button(sel)
+    st.page_link(
+        page_script("learn"),
+        label="Teach with this group: open the lessons on it",
+        icon=":material/school:",
+        query_params=view.nav_query() | {"data": "group", "lesson": "1"},
+    )
     if ctl["anchor"] is not None:
         _anchor_panel(sel, graph, res, ctl["anchor"], ctl["step"])
     if not isinstance(res, str):

@@ -12,7 +12,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from crbc_viz.ui import view
+from crbc_viz.ui import pipeline, view
+from crbc_viz.ui.learn_widgets import ask, code_block, projector, table
 from crbc_viz.ui.links import pause_then_rerun, play_clock
 from crbc_viz.ui.pipeline import LEARN_GRAPH_HEIGHT as GRAPH_HEIGHT
 from crbc_viz.ui.pipeline import LEARN_KMAX
@@ -24,6 +25,8 @@ from crbc_viz.ui.pipeline import learn_result as result_of
 from crbc_viz.ui.pipeline import learn_rows as base_rows
 from crbc_viz.ui.text import md
 from crbc_viz.views import learn as V
+
+T = V.T
 
 #: This page's facts, read by the router without running the page (`crbc_viz.app.router.page_facts`):
 #: menu order, title, icon, url path (default: the script's name), whether it has its own data
@@ -62,38 +65,44 @@ RR_METHODS = {
     "crbc": "CRBC closure (K = ∞)",
 }
 BETA = 0.98
+#: The discounts lessons 3 and 4 offer (β = 1 has no bound: the family's bound needs β < 1).
+BETAS = [0.8, 0.9, 0.95, 0.98, 0.99]
+
+
+def beta_control(container=st) -> float:
+    """The discount β of lessons 3 and 4 (in the link as ``beta``)."""
+    b = container.select_slider(
+        "discount $\\beta$",
+        BETAS,
+        key=view.field("beta", BETA, decode=float, options=BETAS, allowed=", ".join(map(str, BETAS))),
+        help="the discount of every return and backup: G = β^(T−t+1)·R, Q = β·Σ P·V",
+    )
+    view.record("beta")
+    return float(b)
+
+
+#: The group the Graph page shows (set by `render` from the link's file and group; empty when
+#: none loads): ``{"rr": (digest, source key, group index), "label", "name"}``.
+GROUP: dict = {}
+
+
+def viewed_group() -> dict | None:
+    """The group of the shared view (the Graph page's file and group, kept in the link), so
+    that a lecturer can explain a real training log; None when it does not load."""
+    return pipeline.learn_viewed_group(view.value("file"), view.value("group"))
+
+
+def rr_of(dataset: str) -> tuple:
+    """The data set's parameters in the cache key: the viewed group's for ``group``."""
+    return GROUP["rr"] if dataset == "group" else ()
+
+
+def code_rr(dataset: str) -> tuple:
+    """What a code block needs to load the viewed group: (file name, group index)."""
+    return (GROUP["name"], GROUP["rr"][-1]) if dataset == "group" else ()
 
 
 # ---------------------------------------------------------------- small helpers
-def projector() -> bool:
-    """Whether the view is in projector mode (the app's sidebar toggle, kept in the URL)."""
-    return bool(st.session_state.get(view.FIELDS["projector"], False))
-
-
-def table(df: pd.DataFrame, key: str, formats: dict[str, str] | None = None, height=None) -> None:
-    """A table: interactive (``st.dataframe``, number ``formats`` as printf strings) or, in
-    projector mode, a plain HTML table whose text the page's CSS makes large."""
-    formats = formats or {}
-    if projector():
-        text = {
-            c: (lambda v: f"{v:.0%}") if f == "percent" else (lambda v, f=f: f % v)
-            for c, f in formats.items()
-        }
-        text |= {c: (lambda v: "yes" if v else "no") for c in df.columns if df[c].dtype == bool}
-        st.table(df.style.format({c: f for c, f in text.items() if c in df.columns}), hide_index=True)
-        return
-    st.dataframe(
-        df,
-        hide_index=True,
-        key=key,
-        height=height if height is not None else "auto",
-        column_config={
-            c: st.column_config.NumberColumn(format="percent" if f == "percent" else f)
-            for c, f in formats.items()
-        },
-    )
-
-
 def plot(fig, name: str) -> None:
     st.plotly_chart(
         fig,
@@ -120,6 +129,37 @@ def edits_panel(dataset: str, rows: list[dict]) -> tuple[tuple, tuple]:
     """The "try it" controls: flip outcomes, drop rollouts (multiselects, per data set)."""
     ids = V.traj_ids(rows)
     outcome = outcome_of(rows)
+    fk, dk = _prepare_edits(dataset, ids)
+    c1, c2, c3 = st.columns([4, 4, 1.5], vertical_alignment="bottom")
+    flip = c1.multiselect(
+        "Flip the outcome of",
+        ids,
+        key=fk,
+        format_func=lambda t: f"{t} ({'success → failure' if outcome[t] else 'failure → success'})",
+        help="success ↔ failure on an in-memory copy; the file is untouched",
+    )
+    now = {t: outcome[t] != (t in flip) for t in ids}  # the outcome after the flips
+    if len(st.session_state.get(dk, [])) >= len(ids):
+        st.session_state[dk] = st.session_state[dk][: len(ids) - 1]
+    drop = c2.multiselect(
+        "Drop rollouts",
+        ids,
+        key=dk,
+        format_func=lambda t: f"{t} ({'success' if now[t] else 'failure'})",
+        max_selections=max(1, len(ids) - 1),
+        help="remove them from the group (in memory); a group keeps at least one rollout",
+    )
+    c3.button("Reset", key=f"learn_reset_{dataset}", on_click=_reset_edits, args=(dataset,), width="stretch")
+    view.record("flip", encode=",".join, key=fk)
+    view.record("drop", encode=",".join, key=dk)
+    if drop and set(ids) <= set(drop):  # a one-rollout group: nothing can be dropped
+        st.warning("A group needs at least one rollout: nothing is dropped.")
+        drop = []
+    return tuple(sorted(flip)), tuple(sorted(drop))
+
+
+def _prepare_edits(dataset: str, ids: list[str]) -> tuple[str, str]:
+    """Ready the flip and drop controls' state (from the link, or kept); their session keys."""
     fk, dk = f"learn_flip_{dataset}", f"learn_drop_{dataset}"
     for name, k in (("flip", fk), ("drop", dk)):
         view.field(
@@ -133,28 +173,7 @@ def edits_panel(dataset: str, rows: list[dict]) -> tuple[tuple, tuple]:
     for k in (fk, dk):  # rollouts that no longer exist (rare-route sizes changed) are forgotten
         if k in st.session_state:
             st.session_state[k] = [t for t in st.session_state[k] if t in ids]
-    c1, c2, c3 = st.columns([4, 4, 1.5], vertical_alignment="bottom")
-    flip = c1.multiselect(
-        "Flip the outcome of",
-        ids,
-        key=fk,
-        format_func=lambda t: f"{t} ({'success' if outcome[t] else 'failure'})",
-        help="success ↔ failure on an in-memory copy; the file is untouched",
-    )
-    drop = c2.multiselect(
-        "Drop rollouts",
-        ids,
-        key=dk,
-        format_func=lambda t: f"{t} ({'success' if outcome[t] else 'failure'})",
-        help="remove them from the group (in memory)",
-    )
-    c3.button("Reset", key=f"learn_reset_{dataset}", on_click=_reset_edits, args=(dataset,), width="stretch")
-    view.record("flip", encode=",".join, key=fk)
-    view.record("drop", encode=",".join, key=dk)
-    if drop and set(ids) <= set(drop):
-        st.warning("A group needs at least one rollout: the last one stays.")
-        drop = drop[:-1]
-    return tuple(sorted(flip)), tuple(sorted(drop))
+    return fk, dk
 
 
 def _reset_edits(dataset: str) -> None:
@@ -162,10 +181,36 @@ def _reset_edits(dataset: str) -> None:
     st.session_state[f"learn_drop_{dataset}"] = []
 
 
-def try_it(lesson, dataset: str, rows: list[dict]) -> tuple[tuple, tuple]:
+def try_it(lesson, dataset: str, rows: list[dict], rr: tuple | None = None) -> tuple[tuple, tuple]:
     with st.container(border=True):
         st.markdown(f"**Try it.** {lesson.try_it}")
-        return edits_panel(dataset, rows)
+        flip, drop = edits_panel(dataset, rows)
+        what_changed(dataset, rr_of(dataset) if rr is None else rr, flip, drop)
+        return flip, drop
+
+
+#: The estimators whose credit an edit is reported on (registry name, as said on the page).
+CHANGE_ESTIMATORS = {"grpo": "GRPO", "visit_local": "visit-local", "crbc": "CRBC"}
+
+
+def what_changed(dataset: str, rr: tuple, flip: tuple, drop: tuple) -> None:
+    """After an edit: for each estimator, the (anchor, action) whose credit moved most."""
+    if not (flip or drop):
+        return
+    base, edited = (dataset, rr, (), ()), (dataset, rr, flip, drop)
+    g0, g1 = graph_of(base), graph_of(edited)
+    names = {str(g1.node_anchor_obs[n]): T.node_short_name(g1, n) for n in range(g1.num_nodes)}
+    parts = []
+    for name, label in CHANGE_ESTIMATORS.items():
+        ch = T.biggest_change(
+            T.credit_by_pair(g0, result_of(base, name)), T.credit_by_pair(g1, result_of(edited, name))
+        )
+        if ch is None:
+            parts.append(f"{label}: nothing moved")
+        else:
+            (anchor, action), before, after = ch
+            parts.append(f"{label}: {md(f'{names[anchor]} · {action}')} {before:+.2f} → {after:+.2f}")
+    st.markdown("**What changed most** (mean step credit) — " + "; ".join(parts))
 
 
 def _next_lesson(n: int) -> None:
@@ -174,25 +219,28 @@ def _next_lesson(n: int) -> None:
 
 # ---------------------------------------------------------------- lessons
 def lesson_grpo(lesson, dataset) -> None:
-    rows = base_rows(dataset)
+    rows = base_rows(dataset, rr_of(dataset))
     flip, drop = try_it(lesson, dataset, rows)
-    key = (dataset, (), flip, drop)
+    key = (dataset, rr_of(dataset), flip, drop)
     graph = graph_of(key)
     grpo, cr = result_of(key, "grpo"), result_of(key, "crbc")
     bellman = cr.q_value - cr.value
+    ask(T.lesson_prediction(1, graph), f"learn_predict_1_{dataset}")
     plot(V.grpo_figure(graph, grpo.credit, bellman, projector=projector()), "grpo")
     good = V.good_steps_blamed(graph, bellman)
     m = st.columns(3)
     m[0].metric("rollouts", graph.batch.num_trajectories)
     m[1].metric("successes", int(graph.batch.traj_success.sum()))
     m[2].metric("steps marked ▲", good, help=f"▲ marks {V.MARK_RULE}")
+    code_block(T.lesson_code(1, dataset, flip=flip, drop=drop, rr=code_rr(dataset)))
 
 
 def lesson_anchors(lesson, dataset) -> None:
-    rows = base_rows(dataset)
+    rows = base_rows(dataset, rr_of(dataset))
     flip, drop = try_it(lesson, dataset, rows)
-    key = (dataset, (), flip, drop)
+    key = (dataset, rr_of(dataset), flip, drop)
     graph = graph_of(key)
+    ask(T.lesson_prediction(2, graph), f"learn_predict_2_{dataset}")
     opts = ["(none)"] + V.rollout_options(graph)
     pick = st.selectbox("Highlight a rollout", opts, key=view.field("hl", "(none)", options=opts))
     view.record("hl")
@@ -204,18 +252,21 @@ def lesson_anchors(lesson, dataset) -> None:
     m[2].metric("shared by ≥ 2 rollouts", counts["shared"])
     m[3].metric("with ≥ 2 actions", counts["branching"])
     show_graph(graph_page(key, "crbc", (), hl, f"crbc-anchors-{dataset}", "crbc"))
+    code_block(T.lesson_code(2, dataset, flip=flip, drop=drop, rr=code_rr(dataset)))
 
 
 def lesson_visit_local(lesson, dataset) -> None:
-    rows = base_rows(dataset)
+    rows = base_rows(dataset, rr_of(dataset))
     flip, drop = try_it(lesson, dataset, rows)
-    key = (dataset, (), flip, drop)
+    key = (dataset, rr_of(dataset), flip, drop)
     graph = graph_of(key)
     labels = V.branching_anchors(graph)
     ak = f"learn_anchor_{dataset}"
     if st.session_state.get(ak) not in labels:
         st.session_state[ak] = V.default_anchor(graph, BETA)
-    c1, c2 = st.columns([3, 2], vertical_alignment="bottom")
+    c1, c2, c3 = st.columns([3, 2, 2], vertical_alignment="bottom")
+    beta = beta_control(c3)
+    bp = (("beta", beta),)
     pick = c1.selectbox(
         "Anchor",
         list(labels),
@@ -225,31 +276,114 @@ def lesson_visit_local(lesson, dataset) -> None:
     )
     preview = c2.toggle("Preview the closure (lesson 4)", key="learn_preview")
     n = V.node_of_key(graph, pick)
-    visits = V.anchor_visits(graph, n, BETA)
-    cq, cv = V.pair_values(graph, result_of(key, "crbc"), n) if preview else (None, None)
+    ask(T.lesson_prediction(3, graph, beta=beta, node=n), f"learn_predict_3_{dataset}_{n}")
+    visits = V.anchor_visits(graph, n, beta)
+    cq, cv = V.pair_values(graph, result_of(key, "crbc", bp), n) if preview else (None, None)
     plot(V.visit_local_figure(visits, V.anchor_name(graph, n), cq, cv, projector=projector()), "visit-local")
     board = V.anchor_text(graph, n)
     if board is not None:
         with st.expander("What the anchor looks like"):
             st.code(board, language=None)
     table(
-        V.visit_local_table(graph, result_of(key, "visit_local"), n),
+        V.visit_local_table(graph, result_of(key, "visit_local", bp), n),
         "learn_vl_table",
-        {c: "%+.4f" for c in ("Q⁰(s,a)", "A⁰ = Q⁰ − V⁰", "step credit A^S")},
+        {"Q⁰(s,a)": "%.3f"} | {c: "%+.3f" for c in ("A⁰ = Q⁰ − V⁰", "step credit Aˢ")},
+    )
+    code_block(
+        T.lesson_code(
+            3,
+            dataset,
+            flip=flip,
+            drop=drop,
+            rr=code_rr(dataset),
+            beta=beta,
+            node=n,
+            node_name=V.anchor_name(graph, n),
+        )
     )
 
 
 def lesson_depth(lesson, dataset) -> bool:
     """Lesson 4; True while Play runs (the page then reruns itself a second after this run
-    began)."""
-    rows = base_rows(dataset)
+    began).
+
+    The K control sits right above the graph (nothing between them), so that during Play the
+    slider and the node values it changes are on one screen; the backup's equation with this
+    group's numbers follows the graph, then the gap, the bound and the try-it controls."""
+    rows = base_rows(dataset, rr_of(dataset))
     if st.session_state.pop(PLAY_TICK, False) and st.session_state.get(PLAY_KEY):
         # Play's step happens here, before the K control and the Play toggle are drawn: once a
         # widget exists in a run, its state can no longer be set.
         _step_k(1)
+    flip, drop = _edits_of(dataset, rows)
+    key = (dataset, rr_of(dataset), flip, drop)
+    graph = graph_of(key)
+    node = _backup_anchor(graph, dataset)
+    beta = beta_control(st.columns([1, 1.4])[0])
+    ask(T.lesson_prediction(4, graph, beta=beta, node=node), f"learn_predict_4_{dataset}_{node}")
+    k, playing = _k_controls()
+    fam = family_of(key, beta)
+    sel_k = None if k == INF else int(k)
+    params = (("beta", beta),) + (() if sel_k is None else (("depth", float(sel_k)),))
+    show_graph(graph_page(key, "crbc", params, None, f"crbc-depth-K{k}-b{beta:g}-{dataset}", f"crbc K = {k}"))
+    _backup_equation(graph, fam, node, sel_k, dataset, beta)
+    gap = 0.0 if sel_k is None else float(fam["err"][sel_k])
+    bound = 0.0 if sel_k is None else float(fam["bound"][sel_k])
+    m = st.columns(3)
+    m[0].metric(
+        "largest gap to the closure",
+        f"{gap:.3f}",
+        help="the largest |A at K − A at K = ∞| over the (anchor, action) pairs",
+    )
+    m[1].metric(
+        "guaranteed bound on the gap",
+        f"{bound:.3f}",
+        help="Corollary 3 of the CRBC paper: 2β^K/(1 − β) times the largest change of any "
+        "anchor's value in the first backup; the gap can never exceed it",
+    )
+    m[2].metric("anchors whose V moved at this step", V.moved_anchors(fam, sel_k))
+    try_it(lesson, dataset, rows)
+    # Side by side on a screen; one under the other on a projector (each at full width).
+    c1, c2 = (st.container(), st.container()) if projector() else st.columns([1.3, 1])
+    with c1:
+        plot(
+            V.depth_gap_figure(
+                fam["depths"],
+                fam["err"],
+                fam["bound"],
+                sel_k,
+                beta,
+                projector=projector(),
+                title_chars=V.TITLE_CHARS if projector() else 30,
+            ),
+            "depth-gap",
+        )
+    pairs = V.depth_table(graph, fam, sel_k, k)
+    with c2:
+        st.markdown(f"**{V.depth_column(k)} at the {len(pairs)} branching (anchor, action) pairs**")
+        table(
+            pairs,
+            "learn_depth_table",
+            {c: "%+.3f" for c in (V.depth_column(k), V.CLOSURE_COLUMN)},
+            height="auto" if len(pairs) <= 10 else 400,
+        )
+    code_block(T.lesson_code(4, dataset, flip=flip, drop=drop, rr=code_rr(dataset), beta=beta, depth=sel_k))
+    return playing and k != INF
+
+
+def _edits_of(dataset: str, rows: list[dict]) -> tuple[tuple, tuple]:
+    """The edits of the try-it panel as they stand (read before the panel is drawn: lesson 4
+    draws it under the graph). Rollouts that no longer exist are ignored; the last stays."""
+    ids = V.traj_ids(rows)
+    fk, dk = _prepare_edits(dataset, ids)
+    flip = list(st.session_state.get(fk, []))
+    drop = list(st.session_state.get(dk, []))[: len(ids) - 1]
+    return tuple(sorted(flip)), tuple(sorted(drop))
+
+
+def _k_controls() -> tuple[str, bool]:
+    """The K slider, ◀ K / K ▶ and Play in one row (it wraps: each keeps its whole label)."""
     c0, cb = st.columns([4, 4.4] if projector() else [6, 3.2], vertical_alignment="bottom")
-    # The buttons and Play in one row that wraps: each keeps its whole label at any width
-    # (fixed narrow columns cut them to "◀." and "K." at 800 px).
     c1 = c2 = c3 = cb.container(horizontal=True, vertical_alignment="center")
     k = c0.select_slider(
         "Backup depth K",
@@ -267,46 +401,40 @@ def lesson_depth(lesson, dataset) -> bool:
     playing = c3.toggle(
         "Play", key=PLAY_KEY, on_change=_on_play, help="back up one step per second up to ∞ (from 0 at ∞)"
     )
-    flip, drop = try_it(lesson, dataset, rows)
-    key = (dataset, (), flip, drop)
-    fam = family_of(key, BETA)
-    sel_k = None if k == INF else int(k)
-    gap = 0.0 if sel_k is None else float(fam["err"][sel_k])
-    bound = 0.0 if sel_k is None else float(fam["bound"][sel_k])
-    m = st.columns(3)
-    m[0].metric("observed ‖A^∞ − A^(K)‖∞", f"{gap:.2e}")
-    m[1].metric("Corollary-3 bound", f"{bound:.2e}")
-    m[2].metric("anchors whose V moved at this step", V.moved_anchors(fam, sel_k))
-    params = () if sel_k is None else (("depth", float(sel_k)),)
-    show_graph(graph_page(key, "crbc", params, None, f"crbc-depth-K{k}-{dataset}", f"crbc K = {k}"))
-    # Side by side on a screen; one under the other on a projector (each at full width).
-    c1, c2 = (st.container(), st.container()) if projector() else st.columns([1.3, 1])
-    with c1:
-        plot(
-            V.depth_gap_figure(
-                fam["depths"],
-                fam["err"],
-                fam["bound"],
-                sel_k,
-                BETA,
-                projector=projector(),
-                title_chars=V.TITLE_CHARS if projector() else 30,
-            ),
-            "depth-gap",
-        )
-    pairs = V.depth_table(graph_of(key), fam, sel_k, k)
-    with c2:
-        st.markdown(
-            f"**A<sup>({k})</sup> at the {len(pairs)} branching (anchor, action) pairs**",
-            unsafe_allow_html=True,
-        )
-        table(
-            pairs,
-            "learn_depth_table",
-            {c: "%+.4f" for c in (f"A^({k})", "A^∞")},
-            height="auto" if len(pairs) <= 10 else 400,
-        )
-    return playing and k != INF
+    return k, playing
+
+
+def _backup_anchor(graph, dataset: str) -> int:
+    """The anchor whose backup lesson 4 writes out (the lesson-3 teaching anchor by default)."""
+    labels = V.branching_anchors(graph)
+    ak = f"learn_backup_anchor_{dataset}"
+    if st.session_state.get(ak) not in labels:
+        st.session_state[ak] = V.default_anchor(graph, BETA)
+    return V.node_of_key(graph, st.session_state[ak])
+
+
+def _backup_equation(graph, fam: dict, node: int, sel_k: int | None, dataset: str, beta: float) -> None:
+    """One Bellman backup at the chosen anchor, with this group's numbers."""
+    labels = V.branching_anchors(graph)
+    c1, _ = st.columns([1, 1.4])
+    c1.selectbox(
+        "Backup written out at",
+        list(labels),
+        key=f"learn_backup_anchor_{dataset}",
+        format_func=labels.get,
+    )
+    with st.container():  # the equation at full width, one line per action
+        if sel_k == 0:
+            st.markdown(
+                f"At K = 0 each visit is valued by its own suffix and the visits are averaged at "
+                f"their anchor: $V^{{(0)}}$ = {fam['node_value'][0][node]:.3f} here (lesson 3). "
+                "Press K ▶ for the first backup."
+            )
+        else:
+            v_prev = fam["node_value_inf"] if sel_k is None else fam["node_value"][sel_k - 1]
+            st.latex(T.backup_latex(graph, v_prev, node, beta, sel_k))
+            if sel_k is None:
+                st.caption("At the closure one more backup gives the same values: they have settled.")
 
 
 def _step_k(delta: int) -> None:
@@ -367,7 +495,7 @@ def lesson_rare_route(lesson) -> None:
         view.record(names[k])
     rr = (n_jump, n_lucky, n_walk, n_ok)
     rows = base_rows("rare_route", rr)
-    flip, drop = try_it(lesson, "rare_route", rows)
+    flip, drop = try_it(lesson, "rare_route", rows, rr)
     key = ("rare_route", rr, flip, drop)
     nums = V.rare_route_numbers(
         graph_of(key),
@@ -375,6 +503,7 @@ def lesson_rare_route(lesson) -> None:
         result_of(key, "crbc"),
         result_of(key, "shortest_path"),
     )
+    ask(T.lesson_prediction(5, graph_of(key), credits=nums["credits"]), "learn_predict_5")
     plot(
         V.rare_route_figure(nums["credits"], (V.TRAP_ACTION, V.SAFE_ACTION), projector=projector()),
         "rare-route",
@@ -392,28 +521,29 @@ def lesson_rare_route(lesson) -> None:
         table(routes, "learn_routes", {"success rate": "percent"})
     with st.expander("The graph of this group"):
         show_graph(graph_page(key, "crbc", (), None, "crbc-rare-route", "crbc"))
+    code_block(T.lesson_code(5, "rare_route", flip=flip, drop=drop, rr=rr))
 
 
 def lesson_combination(lesson, dataset) -> None:
-    rows = base_rows(dataset)
+    rows = base_rows(dataset, rr_of(dataset))
     c = st.columns(4)
     smins = [0.001, 0.01, 0.05, 0.1, 0.2, 0.5, 1.0]
     w_g = c[0].slider(
-        "w_G (trajectory)",
+        "trajectory weight $w_G$",
         0.0,
         5.0,
         step=0.5,
         key=view.field("wg", 1.0, decode=float, options=lambda x: 0 <= x <= 5, allowed="[0, 5]"),
     )
     w_s = c[1].slider(
-        "w_S (step)",
+        "step weight $w_S$",
         0.0,
         10.0,
         step=0.5,
         key=view.field("ws", 5.0, decode=float, options=lambda x: 0 <= x <= 10, allowed="[0, 10]"),
     )
     s_min = c[2].select_slider(
-        "σ_min",
+        "floor $\\sigma_{\\min}$",
         smins,
         key=view.field("smin", 0.1, decode=float, options=smins, allowed=", ".join(map(str, smins))),
     )
@@ -428,7 +558,7 @@ def lesson_combination(lesson, dataset) -> None:
     for name in ("wg", "ws", "smin", "gate"):
         view.record(name)
     flip, drop = try_it(lesson, dataset, rows)
-    key = (dataset, (), flip, drop)
+    key = (dataset, rr_of(dataset), flip, drop)
     graph = graph_of(key)
     params = (
         ("min_actions", int(gate)),
@@ -437,6 +567,7 @@ def lesson_combination(lesson, dataset) -> None:
         ("w_step", float(w_s)),
     )
     res = result_of(key, "crbc", params)
+    ask(T.lesson_prediction(6, graph), f"learn_predict_6_{dataset}")
     opts = ["all rollouts"] + V.rollout_names(graph)
     rk = f"learn_comb_traj_{dataset}"
     if st.session_state.get(rk) not in opts:
@@ -450,7 +581,7 @@ def lesson_combination(lesson, dataset) -> None:
             labels,
             group_term,
             step_term,
-            f"A = {w_g:g}·A<sup>G</sup> + {w_s:g}·A<sup>S</sup>   (σ_min = {s_min:g})",
+            f"A = {w_g:g}·A<sup>G</sup> + {w_s:g}·A<sup>S</sup>   (σ<sub>min</sub> = {s_min:g})",
             projector=projector(),
         ),
         "combination",
@@ -458,8 +589,17 @@ def lesson_combination(lesson, dataset) -> None:
     table(
         V.combination_table(graph, res, gate),
         "learn_comb_table",
-        {c: "%+.4f" for c in ("A = Q − V", "σ(s)", "A^S")} | {"μ(a|s)": "%.2f"},
+        {c: "%+.3f" for c in ("A = Q − V", "Aˢ")} | {"μ(a|s)": "%.2f", "σ(s)": "%.3f"},
     )
+    code_block(T.lesson_code(6, dataset, flip=flip, drop=drop, rr=code_rr(dataset), params=dict(params)))
+    quiz()
+
+
+def quiz() -> None:
+    """The short quiz that closes the set."""
+    st.subheader("Quiz: the whole set in four questions", divider="gray")
+    for i, q in enumerate(T.QUIZ):
+        ask(q, f"learn_quiz_{i}")
 
 
 # ---------------------------------------------------------------- the page
@@ -488,20 +628,22 @@ def render() -> None:
     )
     lesson = V.LESSONS[n - 1]
     st.header(f"{lesson.number}. {lesson.title}", divider="gray")
-    st.markdown(
-        f"<div style='font-size:1.25rem;line-height:1.55'>{V.superscripts(lesson.text)}</div>",
-        unsafe_allow_html=True,
-    )
+    st.markdown(lesson.text)  # math between $…$, rendered by Streamlit
     playing = False
     if n == 5:
         lesson_rare_route(lesson)
     else:
+        group = viewed_group()
+        GROUP.clear()
+        GROUP.update(group or {})
+        datasets = DATASETS | ({"group": f"This group · {group['label']}"} if group else {})
         dataset = st.radio(
             "Data",
-            list(DATASETS),
-            format_func=DATASETS.get,
+            list(datasets),
+            format_func=datasets.get,
             horizontal=True,
-            key=view.field("data", "toy", options=list(DATASETS)),
+            key=view.field("data", "toy", options=list(datasets)),
+            help="“This group” is the group the Graph page shows (its file and group are in the link)",
         )
         view.record("data")
         lessons = {

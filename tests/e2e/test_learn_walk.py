@@ -1,0 +1,281 @@
+"""A lecturer's walk through the Learn page in a real `streamlit run app.py` driven by Debian's
+headless Chromium: every lesson at 1280 px in projector mode and at 800 px. In each lesson the
+prediction is answered (its revealed answer is the one `crbc_viz.teaching` computes), the
+lesson's manipulation is used and its effect read back; lesson 4 steps a backup and shows its
+equation; the numbers on screen are compared with the CLI (`crbc-viz score`) on the same data.
+Screenshots of every lesson in projector mode at 1280 px go to ``test-output/``."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from crbc_viz import build_graph, score
+from crbc_viz import teaching as T
+from streamlit_server import CHROMIUM, WAIT_MS, app_idle, streamlit_server, wait_until
+from streamlit_server import CHROMIUM_ARGS as ARGS
+
+pytestmark = pytest.mark.browser
+
+REPO = Path(__file__).resolve().parents[2]
+OUT = REPO / "test-output"
+WAIT = 3 * WAIT_MS  # a busy machine: generous waits, always on a condition
+
+if not os.path.exists(CHROMIUM):
+    pytest.skip(
+        f"{CHROMIUM} is absent (apt-get install chromium); the browser test needs Debian's chromium",
+        allow_module_level=True,
+    )
+
+
+def cli_scores(tmp: Path, *args: str) -> list[dict]:
+    """`crbc-viz score` on the toy group (a subprocess, this checkout first on the path)."""
+    out = tmp / f"score{len(list(tmp.iterdir()))}.csv"
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    subprocess.run(
+        [sys.executable, "-m", "crbc_viz", "score", str(T.TOY_PATH), *args, "-o", str(out)],
+        check=True,
+        env=env,
+        cwd=REPO,
+        timeout=600,
+    )
+    with open(out, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def cli_pair_adv(rows: list[dict], estimator: str) -> dict[str, float]:
+    """{"s4 · g": Q − V} from the CLI's per-step value and q_value (anchors named by the log)."""
+    anchor = {(r["traj_id"], r["step_idx"]): r["anchor_obs"] for r in T.read_rows(T.TOY_PATH)}
+    out = {}
+    for r in rows:
+        if r["estimator"] == estimator:
+            s = anchor[(r["traj_id"], int(r["step_idx"]))]
+            out[f"{s} · {r['action']}"] = float(r["q_value"]) - float(r["value"])
+    return out
+
+
+@pytest.fixture(scope="module")
+def server():
+    OUT.mkdir(exist_ok=True)
+    with streamlit_server(log_path=OUT / "streamlit-learn-walk-server.log") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        br = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            yield br
+        finally:
+            br.close()
+
+
+def query(pg) -> dict:
+    return {k: v[0] for k, v in urllib.parse.parse_qs(urllib.parse.urlparse(pg.url).query).items()}
+
+
+def open_lesson(pg, server: str, n: int, projector: bool) -> None:
+    pg.goto(f"{server}/learn?lesson={n}" + ("&projector=1" if projector else ""))
+    pg.get_by_role("heading", name=f"{n}. ").first.wait_for(timeout=WAIT)
+    pg.locator(".js-plotly-plot .main-svg, iframe").first.wait_for(timeout=WAIT)
+    app_idle(pg, WAIT)
+
+
+def answer(pg, pred: T.Prediction, nth: int = 0) -> None:
+    """Answer the nth prediction on screen with its first option; the reveal names the answer."""
+    box = pg.locator("[data-testid='stRadio']").filter(has_text="Predict first.").nth(nth)
+    box.get_by_text(pred.options[0], exact=True).click()
+    right = pred.options[0] == pred.answer
+    want = f"Right: {pred.answer}." if right else f"The answer is {pred.answer}."
+    wait_until(pg, lambda: pg.get_by_text(want).count() > 0, f"the reveal {want!r}", WAIT)
+
+
+def pick(pg, label: str, option: str) -> None:
+    """Choose ``option`` in the multiselect labelled ``label``."""
+    box = pg.locator("[data-testid='stMultiSelect']").filter(has_text=label).first
+    box.scroll_into_view_if_needed()
+    box.locator("input").click()
+    box.locator("input").fill(option.split()[0])  # typing narrows the list to the one rollout
+    pg.get_by_role("option", name=option).click(timeout=WAIT)
+    pg.keyboard.press("Escape")
+
+
+def metric(pg, label: str) -> str:
+    m = pg.locator("[data-testid='stMetric']").filter(has_text=label).first
+    return m.locator("[data-testid='stMetricValue']").inner_text().strip()
+
+
+def table_rows(pg, nth: int = 0) -> list[list[str]]:
+    t = pg.locator("[data-testid='stTable'] table").nth(nth)
+    return [
+        [c.strip() for c in r]
+        for r in t.evaluate("t => [...t.rows].map(r => [...r.cells].map(c => c.innerText))")
+    ]
+
+
+def shot(pg, name: str) -> None:
+    """The whole lesson: the window made tall for the shot (Streamlit scrolls inside its own
+    container, so full_page alone would not), every graph drawn, then the window restored."""
+    size = pg.viewport_size
+    pg.set_viewport_size({"width": size["width"], "height": 4200})
+    try:
+        app_idle(pg, WAIT)
+        for i in range(pg.locator("iframe").count()):
+            frame = pg.frame_locator("iframe").nth(i)
+            if pg.locator("iframe").nth(i).is_visible():
+                frame.locator("body[data-crbc-ready='1']").wait_for(state="attached", timeout=WAIT)
+        pg.wait_for_timeout(500)  # the graph's canvas paints its first frame after ready
+        pg.screenshot(path=str(OUT / name), full_page=True)
+    finally:
+        pg.set_viewport_size(size)
+
+
+def toy_graph(flip=(), drop=()):
+    return build_graph(T.batch_from_rows(T.apply_edits(T.read_rows(T.TOY_PATH), flip=flip, drop=drop)))
+
+
+@pytest.mark.parametrize("width,height,projector", [(1280, 800, True), (800, 1000, False)])
+def test_walk_every_lesson(server, browser, tmp_path, width, height, projector):
+    ctx = browser.new_context(viewport={"width": width, "height": height})
+    pg = ctx.new_page()
+    tag = f"{width}{'_projector' if projector else ''}"
+    try:
+        _lesson1(pg, server, projector, tag)
+        _lesson2(pg, server, projector, tag)
+        _lesson3(pg, server, projector, tag, tmp_path)
+        _lesson4(pg, server, projector, tag, tmp_path)
+        _lesson5(pg, server, projector, tag)
+        _lesson6(pg, server, projector, tag, tmp_path)
+    finally:
+        ctx.close()
+
+
+def _lesson1(pg, server, projector, tag):
+    open_lesson(pg, server, 1, projector)
+    answer(pg, T.lesson_prediction(1, toy_graph()))
+    assert metric(pg, "successes") == "2"
+    pick(pg, "Flip the outcome of", "t3 (failure → success)")
+    wait_until(pg, lambda: metric(pg, "successes") == "3", "lesson 1: t3 flipped to a success", WAIT)
+    assert query(pg)["flip"] == "t3"
+    # The drop chips say the outcome after the flip, and "select all" keeps one rollout.
+    pg.locator("[data-testid='stMultiSelect']").filter(has_text="Drop rollouts").first.click()
+    assert pg.get_by_role("option", name="t3 (success)").count() == 1
+    pg.keyboard.press("Escape")
+    shot(pg, f"learn_walk_{tag}_lesson1.png")
+
+
+def _lesson2(pg, server, projector, tag):
+    open_lesson(pg, server, 2, projector)
+    answer(pg, T.lesson_prediction(2, toy_graph()))
+    pick(pg, "Drop rollouts", "t4 (success)")
+    wait_until(pg, lambda: metric(pg, "steps") == "10", "lesson 2: t4 dropped", WAIT)
+    shot(pg, f"learn_walk_{tag}_lesson2.png")
+
+
+def _lesson3(pg, server, projector, tag, tmp):
+    open_lesson(pg, server, 3, projector)
+    g = toy_graph()
+    s4 = [str(a) for a in g.node_anchor_obs].index("s4")
+    answer(pg, T.lesson_prediction(3, g, node=s4))
+    if projector:  # the numbers on screen against the CLI's visit-local Q − V
+        cli = cli_pair_adv(cli_scores(tmp, "-e", "visit_local"), "visit_local")
+        rows = table_rows(pg)
+        head = rows[0]
+        for r in rows[1:]:
+            shown = float(r[head.index("A⁰ = Q⁰ − V⁰")])
+            assert shown == pytest.approx(cli[f"s4 · {r[0]}"], abs=6e-4)
+    pick(pg, "Flip the outcome of", "t3 (failure → success)")
+    wait_until(pg, lambda: query(pg).get("flip") == "t3", "lesson 3: t3 flipped", WAIT)
+    shot(pg, f"learn_walk_{tag}_lesson3.png")
+
+
+def _lesson4(pg, server, projector, tag, tmp):
+    open_lesson(pg, server, 4, projector)
+    g = toy_graph()
+    answer(pg, T.lesson_prediction(4, g, node=T.teaching_anchor(g)))
+    for k in (1, 2, 3):  # one Bellman backup per click
+        pg.get_by_role("button", name="K ▶").click()
+        wait_until(pg, lambda k=k: query(pg).get("lk") == str(k), f"lesson 4: K = {k}", WAIT)
+    eq = pg.locator(".katex").filter(has_text="V(3)")
+    wait_until(pg, lambda: eq.count() > 0, "lesson 4: the backup at K = 3 written out", WAIT)
+    # Slider and graph on one screen: both inside the viewport once the slider is scrolled to.
+    slider = pg.locator("[data-testid='stSlider']").filter(has_text="Backup depth K").first
+    slider.scroll_into_view_if_needed()
+    frame = pg.locator("iframe").first
+    sb, fb = slider.bounding_box(), frame.bounding_box()
+    vh = pg.viewport_size["height"]
+    if projector:
+        assert sb["y"] >= 0 and fb["y"] < vh and fb["y"] - (sb["y"] + sb["height"]) < 120
+        cli = cli_pair_adv(cli_scores(tmp, "-e", "crbc", "-p", "crbc.depth=3"), "crbc")
+        rows = table_rows(pg)
+        head = rows[0]
+        assert "A⁽³⁾" in head
+        for r in rows[1:]:
+            assert float(r[head.index("A⁽³⁾")]) == pytest.approx(cli[r[0]], abs=6e-4), r
+    shot(pg, f"learn_walk_{tag}_lesson4.png")
+    pick(pg, "Flip the outcome of", "t2 (failure → success)")
+    wait_until(pg, lambda: query(pg).get("flip") == "t2", "lesson 4: t2 flipped", WAIT)
+
+
+def _lesson5(pg, server, projector, tag):
+    open_lesson(pg, server, 5, projector)
+    g = build_graph(T.batch_from_rows(T.rare_route_rows()))
+    credits = {}
+    for name, label in (
+        ("shortest_path", "shortest path (GraphGPO)"),
+        ("visit_local", "visit-local (K = 0)"),
+        ("crbc", "CRBC closure (K = ∞)"),
+    ):
+        r = score(g, name)
+        credits[label] = tuple(
+            float(r.credit[g.step_pair == T.pair_index(g, T.TRAP_ANCHOR, a)].mean())
+            for a in (T.TRAP_ACTION, T.SAFE_ACTION)
+        )
+    answer(pg, T.lesson_prediction(5, g, credits=credits))
+    thumb = (
+        pg.locator("[data-testid='stSlider']").filter(has_text="of which land").locator("input[type='range']")
+    )
+    thumb.focus()
+    for _ in range(3):
+        pg.keyboard.press("ArrowRight")
+    wait_until(pg, lambda: query(pg).get("rr_lucky") == "4", "lesson 5: every jump lands", WAIT)
+    title = pg.locator(".js-plotly-plot .gtitle").first
+    wait_until(
+        pg, lambda: "praises" in title.text_content(), "lesson 5: every estimator praises the jump", WAIT
+    )
+    shot(pg, f"learn_walk_{tag}_lesson5.png")
+
+
+def _lesson6(pg, server, projector, tag, tmp):
+    open_lesson(pg, server, 6, projector)
+    answer(pg, T.lesson_prediction(6, toy_graph()))
+    for i, q in enumerate(T.QUIZ):
+        answer(pg, q, nth=1 + i)
+    if projector:
+        cli = cli_scores(tmp, "-e", "crbc")
+        credit = {}
+        anchor = {(r["traj_id"], r["step_idx"]): r["anchor_obs"] for r in T.read_rows(T.TOY_PATH)}
+        for r in cli:
+            credit[f"{anchor[(r['traj_id'], int(r['step_idx']))]} · {r['action']}"] = float(r["credit"])
+        rows = table_rows(pg)
+        head = rows[0]
+        gated = {r[0]: r[head.index("gated")] for r in rows[1:]}
+        assert gated["s3 · e"] == "yes" and gated["s0 · a"] == "no"
+        for r in rows[1:]:
+            assert float(r[head.index("Aˢ")]) == pytest.approx(credit[r[0]], abs=6e-4), r
+    thumb = (
+        pg.locator("[data-testid='stSlider']").filter(has_text="step weight").locator("input[type='range']")
+    )
+    thumb.focus()
+    pg.keyboard.press("Home")
+    wait_until(pg, lambda: query(pg).get("ws") in ("0", "0.0"), "lesson 6: w_S = 0", WAIT)
+    shot(pg, f"learn_walk_{tag}_lesson6.png")
