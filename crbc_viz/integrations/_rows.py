@@ -338,6 +338,12 @@ def _action_codes(actions, n: int) -> tuple[np.ndarray, np.ndarray]:
     arr = _to_numpy(actions, "actions", n)
     if arr.dtype.kind != "O":
         arr = arr.astype(object)
+    try:  # one pass: the factorisation marks a missing action (pandas' isna values) with -1
+        codes, uniques = _factorize(arr)
+    except TypeError:  # unhashable values
+        codes, uniques = None, None
+    if uniques is not None and all(isinstance(u, str) for u in uniques):
+        return codes, uniques  # text (the usual case), codes in first-occurrence order
     missing = np.asarray(pd.isna(arr), dtype=bool).reshape(-1)
     present = arr[~missing]
     text = _text_codes(present)
