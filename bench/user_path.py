@@ -36,7 +36,15 @@ from pathlib import Path
 import numpy as np
 
 from bench import baselines, ingest_bench, sweep
-from bench.__main__ import METHODS, _estimator, _graph_args, machine, memory_bandwidth_gbs, write_block
+from bench.__main__ import (
+    METHODS,
+    _estimator,
+    _graph_args,
+    commit,
+    machine,
+    memory_bandwidth_gbs,
+    write_block,
+)
 from bench.workloads import load
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,21 +85,6 @@ def _part(head: str, header: list[str], rows: list[list], align: str) -> str:
             *("| " + " | ".join(map(str, r)) + " |" for r in rows),
         ]
     )
-
-
-def _commit() -> str:
-    """The checkout's commit (short hash; ``+ uncommitted changes`` when the tree differs from
-    it), or ``unknown commit`` outside a git checkout."""
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown commit"
-    return f"commit {head}" + (" + uncommitted changes" if dirty else "")
 
 
 def interleaved(fns: dict, repeats: int) -> dict:
@@ -163,7 +156,7 @@ def score_b(repeats: int) -> tuple[str, bool]:
         ],
     )
     head = (
-        f'**`score(batch, "crbc")`, workload (b)**, {_commit()} ({batch.num_steps:,} steps; one '
+        f'**`score(batch, "crbc")`, workload (b)**, {commit()} ({batch.num_steps:,} steps; one '
         f"process, engine loaded; median of {repeats} rounds after a warm-up, each round running "
         "every row once in turn; the advantages of score, kernel and baseline agree with the numpy "
         "reference to 1e-9)"
