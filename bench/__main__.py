@@ -198,11 +198,26 @@ def rss(workload, method):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def commit() -> str:
+    """The checkout's commit (short hash; ``+ uncommitted changes`` when the tree differs from
+    it), or ``unknown commit`` outside a git checkout."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=HERE, capture_output=True, text=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown commit"
+    return f"commit {head}" + (" + uncommitted changes" if dirty else "")
+
+
 def render(rows, extra) -> str:
     out = [
         f"Machine: {extra['machine']}",
         "",
-        f"Command: `{extra['command']}` — medians over {extra['repeats']} runs after a warm-up.",
+        f"Command: `{extra['command']}` on {commit()} — medians over {extra['repeats']} runs after a warm-up.",
         "",
         "| workload | steps | method | median ms | steps/s | × dict+spsolve |",
         "| --- | ---: | --- | ---: | ---: | ---: |",

@@ -556,9 +556,11 @@ def main(argv=None) -> None:
         + (" --no-memory" if a.no_memory else "")
         + " --write"
     )
+    from bench.__main__ import commit
+
     machine = f"{platform.machine()}, {os.cpu_count()} CPU cores, Python {platform.python_version()}"
     text = (
-        f"Machine: {machine}; device {a.device}. Command: `{command}`, run {started}; load average "
+        f"Machine: {machine}; device {a.device}. Command: `{command}` on {commit()}, run {started}; load average "
         f"(1, 5, 15 min) {loads[0]} at the start, {loads[1]} at the end. Median of {a.repeats} runs "
         f"after one warm-up, adapter and floor alternating.\n\n{table(results)}\n\n"
         + (f"{memory_table(sizes[-1], mem)}\n\n" if mem else "")

@@ -5,8 +5,10 @@
 
 1. ``crbc_viz.score(batch, "crbc")`` on workload (b), engine loaded, one process: median of
    ``--repeats`` after a warm-up against `bench.baselines.crbc_dict_spsolve` on the same batch
-   (both checked against the numpy reference to 1e-9); kernel alone, numpy reference and
-   ``build_graph`` as context.
+   (both checked against the numpy reference to 1e-9; every row timed in turn in each round),
+   beside the memory-bandwidth floor (32 bytes per step at the bandwidth a numpy copy measures
+   in the same run); kernel alone, numpy reference and ``build_graph`` as context. The block's
+   header names the commit it ran on.
 2. ``python -m crbc_viz score FILE.jsonl -o OUT.parquet`` on the 80k-step JSONL, a fresh
    process each run, wall including interpreter start (median after one warm-up run).
 3. One group of 1k/10k/100k anchors, every graph estimator, auto backend (`bench.sweep`).
@@ -34,13 +36,23 @@ from pathlib import Path
 import numpy as np
 
 from bench import baselines, ingest_bench, sweep
-from bench.__main__ import METHODS, _estimator, _graph_args, machine, timeit, write_block
+from bench.__main__ import (
+    METHODS,
+    _estimator,
+    _graph_args,
+    commit,
+    machine,
+    memory_bandwidth_gbs,
+    write_block,
+)
 from bench.workloads import load
 
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN, END = "<!-- issue17:begin -->", "<!-- issue17:end -->"
 SECTION = "## User path, group size, ingest"
 SCORE_X, CLI_S = 60.0, 0.6
+#: The memory-bandwidth floor of the score row: 32 bytes per step touched once, as `python -m bench`'s.
+FLOOR_BYTES_PER_STEP = 32
 #: The tree the CLI target was measured on (~1.9 s: the per-step JSONL reader, batches as
 #: pandas frames; 2026-12-02 19:06). Its CLI is timed in the same run as ours, extracted with
 #: ``git archive`` and run by the same interpreter, so the row has its baseline beside it on a
@@ -75,6 +87,21 @@ def _part(head: str, header: list[str], rows: list[list], align: str) -> str:
     )
 
 
+def interleaved(fns: dict, repeats: int) -> dict:
+    """Median seconds of each of ``fns`` (label: zero-argument call) over ``repeats`` rounds after
+    one warm-up round; each round calls every function once, in turn, so all of them see the
+    same machine load (a shared machine's load moves between runs of one function)."""
+    for fn in fns.values():
+        fn()
+    times = {label: [] for label in fns}
+    for _ in range(repeats):
+        for label, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            times[label].append(time.perf_counter() - t)
+    return {label: statistics.median(ts) for label, ts in times.items()}
+
+
 def score_b(repeats: int) -> tuple[str, bool]:
     import crbc_viz
     import crbc_viz.backends.numba.crbc  # noqa: F401  the engine loaded, as in a training process
@@ -101,7 +128,9 @@ def score_b(repeats: int) -> tuple[str, bool]:
     for label, (fn, args, checked) in cases.items():
         err = float(np.max(np.abs(fn(*args) - ref))) if checked else 0.0
         assert err < 1e-9, f"{label}: advantages differ from the numpy reference by {err}"
-    times = {label: timeit(fn, args, repeats) for label, (fn, args, _) in cases.items()}
+    times = interleaved({label: (lambda f=fn, a=a: f(*a)) for label, (fn, a, _) in cases.items()}, repeats)
+    gbs = memory_bandwidth_gbs()
+    floor = FLOOR_BYTES_PER_STEP * batch.num_steps / (gbs * 1e9)
     first, *_, base = times.values()  # the user's call, ..., the baseline
     met = base / first >= SCORE_X
     rows = [
@@ -109,17 +138,31 @@ def score_b(repeats: int) -> tuple[str, bool]:
             label,
             f"{t * 1e3:.2f}",
             f"{base / t:.1f}" if cases[label][2] else "",
+            f"{t / floor:.1f}",
             "" if i else "≥ 60×",
             "" if i else _yes(met),
         ]
         for i, (label, t) in enumerate(times.items())
     ]
-    head = (
-        f'**`score(batch, "crbc")`, workload (b)** ({batch.num_steps:,} steps; one process, engine '
-        f"loaded; median of {repeats} after a warm-up; the advantages of score, kernel and baseline "
-        "agree with the numpy reference to 1e-9)"
+    rows.insert(
+        1,
+        [
+            f"memory-bandwidth floor ({FLOOR_BYTES_PER_STEP} bytes per step at {gbs:.1f} GB/s, numpy copy)",
+            f"{floor * 1e3:.3f}",
+            f"{base / floor:.0f}",
+            "1.0",
+            "",
+            "",
+        ],
     )
-    return _part(head, ["what", "median ms", "× dict+spsolve", "target", "met"], rows, "lrrlc"), met
+    head = (
+        f'**`score(batch, "crbc")`, workload (b)**, {commit()} ({batch.num_steps:,} steps; one '
+        f"process, engine loaded; median of {repeats} rounds after a warm-up, each round running "
+        "every row once in turn; the advantages of score, kernel and baseline agree with the numpy "
+        "reference to 1e-9)"
+    )
+    header = ["what", "median ms", "× dict+spsolve", "× floor", "target", "met"]
+    return _part(head, header, rows, "lrrrlc"), met
 
 
 def _user_env() -> dict:

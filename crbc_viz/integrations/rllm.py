@@ -31,6 +31,7 @@ import operator
 import numpy as np
 
 from ._core import (
+    CodedRows,
     IntegrationInputError,
     _action_codes,
     _anchor_codes,
@@ -184,16 +185,18 @@ def assign_step_advantages(groups, *, estimator: str = "crbc", anchor=None, acti
     rows, flat = _steps_of(groups, anchor or _default_anchor, action)
     anchor_code, hashes = _anchor_codes(rows["anchors"])
     steps = _assemble(
-        rows["group"],
-        rows["group_names"],
-        rows["traj"],
-        rows["traj_names"],
-        rows["step"],
-        anchor_code,
-        hashes,
-        rows["rewards"],
-        None if rows["actions"] is None else _action_codes(rows["actions"], len(flat)),
-        rows["success"],
+        CodedRows(
+            rows["group"],
+            rows["group_names"],
+            rows["traj"],
+            rows["traj_names"],
+            rows["step"],
+            anchor_code,
+            hashes,
+            rows["rewards"],
+            None if rows["actions"] is None else _action_codes(rows["actions"], len(flat)),
+            rows["success"],
+        ),
         row_reward="step",
         source="rLLM groups",
         anchor_values=rows["anchors"],

@@ -1,4 +1,4 @@
-"""Every device branch of the trainer adapters, run on the CPU: `crbc_viz.integrations._core.
+"""Every device branch of the trainer adapters, run on the CPU: `crbc_viz.integrations._scoring.
 _on_device` is the one place the branch is chosen, and replacing it makes CPU tensors take the
 code a GPU runs (``crbc`` fused on the device, the batched torch twin of every other estimator
 and of ``crbc`` at a finite depth, and the torch halves of the token helpers). The cases are
@@ -18,7 +18,7 @@ import torch
 from test_integrations import SOKOBAN, cli_scores, expected, per_row, rows_of, verl_agent_batch
 
 from crbc_viz.backends.torch import FLOAT32_ATOL
-from crbc_viz.integrations import _core
+from crbc_viz.integrations import _core, _scoring
 from helpers import write_jsonl
 
 BRANCHES = ["host", "cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -28,7 +28,7 @@ BRANCHES = ["host", "cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 def branch(request, monkeypatch):
     """The device the adapter is given; ``cpu`` forces the device branch on CPU tensors."""
     if request.param == "cpu":
-        monkeypatch.setattr(_core, "_on_device", lambda dev: True)
+        monkeypatch.setattr(_scoring, "_on_device", lambda dev: True)
     return "cpu" if request.param == "host" else request.param
 
 

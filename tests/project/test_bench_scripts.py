@@ -67,8 +67,12 @@ def test_user_path_quick_renders_every_target_row():
         "Machine:",
         "load average",
         "Targets met:",
+        "memory-bandwidth floor (32 bytes per step at",  # beside the score row, with its ratio
+        "| × floor |",
     ):
         assert label in block, label
+    score_head = next(line for line in block.splitlines() if line.startswith('**`score(batch, "crbc")`'))
+    assert re.search(r"commit [0-9a-f]{7,}", score_head), score_head  # the figures name their commit
     gpu = "no GPU on this machine" not in block  # with a GPU its row gets a table too
     assert block.count("| met |") == 3 + gpu and "met (≤ 10 s, ≤ 2 GB)" in block  # + the sweep's
 

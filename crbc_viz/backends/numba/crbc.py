@@ -182,7 +182,7 @@ def closure_values(grp, beta):
             f = A[r, c]
             if f != 0.0:
                 f /= piv
-                for j in range(c, n):
+                for j in range(c + 1, n):  # column c of row r is not read again
                     A[r, j] -= f * A[c, j]
                 rhs[r] -= f * rhs[c]
     V = np.zeros(n, np.float64)
@@ -315,20 +315,22 @@ def write_credit(steps, params, grp, V, Q, out):
         qmin[s] = min(qmin[s], Q[p])
         mag[s] = max(mag[s], abs(Q[p]))
     tol = params.spread_rtol * node.shape[0]  # × magnitude below
+    credit = np.zeros(Q.shape[0], np.float64)  # per pair: each step of a pair reads its own
+    for p in range(Q.shape[0]):
+        s = pnode[p]
+        spread = qmax[s] - qmin[s]
+        if nact[s] >= min_actions and spread != 0.0 and not spread <= tol * mag[s]:
+            credit[p] = (Q[p] - V[s]) / max(math.sqrt(sig2[s]), sigma_min)
     mean, std = group_outcome_stats(success, grp.t_lo, grp.t_hi)
     for t in range(grp.t_lo, grp.t_hi):
-        ag = ((1.0 if success[t] else 0.0) - mean) / (std + 1e-6)
+        ag = w_group * (((1.0 if success[t] else 0.0) - mean) / (std + 1e-6))
         for k in range(traj_off[t] - lo, traj_off[t + 1] - lo):
-            s = node[k]
             p = pair[k]
-            c = 0.0
-            spread = qmax[s] - qmin[s]
-            if nact[s] >= min_actions and spread != 0.0 and not spread <= tol * mag[s]:
-                c = (Q[p] - V[s]) / max(math.sqrt(sig2[s]), sigma_min)
-            out_v[lo + k] = V[s]
+            c = credit[p]
+            out_v[lo + k] = V[node[k]]
             out_q[lo + k] = Q[p]
             out_credit[lo + k] = c
-            out_adv[lo + k] = w_group * ag + w_step * c
+            out_adv[lo + k] = ag + w_step * c
 
 
 @_njit(cache=True, nogil=True)
@@ -372,7 +374,31 @@ def all_groups(steps, params, out):
 def _compiled():
     if _nb is None:
         raise ImportError("numba is not installed; use backend='torch' or 'numpy'")
+    _launch_threads()
     return all_groups
+
+
+def _launch_threads() -> None:
+    """Start numba's thread pool (once) with OpenMP's passive wait policy unless the user chose
+    one: a worker that has no group left sleeps instead of spinning. On a machine shared with
+    other jobs (more runnable threads than cores) a spinning worker takes the core the thread
+    still merging its groups needs, and each call ends with up to a few ms of spinning; the
+    policy is read once, when the OpenMP runtime starts, so the variable is set only for that
+    moment and this process's other OpenMP runtimes (torch's) keep their own."""
+    from numba.np.ufunc import parallel
+
+    if parallel._is_initialized:
+        return
+    import os
+
+    if "OMP_WAIT_POLICY" in os.environ:
+        parallel._launch_threads()
+        return
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    try:
+        parallel._launch_threads()
+    finally:
+        del os.environ["OMP_WAIT_POLICY"]
 
 
 def crbc_step_credit(
