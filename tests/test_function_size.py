@@ -21,15 +21,6 @@ MODULES = tuple(
 )
 
 
-#: Debts being paid in other branches: the modules (``"path"``) and functions (``("path",
-#: "name")``) still over a limit, in files whose split is not this change's. Each entry is
-#: removed as its file is split; the set is to end empty, and nothing is added to it.
-NOT_YET: set = {
-    "crbc_viz/integrations/_core.py",
-    ("crbc_viz/integrations/_core.py", "_assemble"),
-}
-
-
 def oversized_entries(source: str, where: str) -> list[tuple[str, str, str]]:
     """``(where, name, line)`` for each function of ``source`` over either limit, and
     ``(where, "", line)`` for the module itself when it runs over ``MAX_MODULE_LINES``."""
@@ -82,15 +73,8 @@ def _found() -> list[tuple[str, str, str]]:
 
 def test_no_oversized_modules_or_functions():
     assert ENGINE in MODULES and "crbc_viz/app/app_pages/graph.py" in MODULES and len(MODULES) > 100
-    found = [text for where, name, text in _found() if (where if not name else (where, name)) not in NOT_YET]
+    found = [text for _, _, text in _found()]
     assert not found, "split these:\n" + "\n".join(found)
-
-
-def test_not_yet_lists_only_what_still_fails():
-    """An entry whose module or function now fits is removed from `NOT_YET` (it would hide a
-    new debt)."""
-    failing = {where if not name else (where, name) for where, name, _ in _found()}
-    assert not NOT_YET - failing, f"fits now, remove from NOT_YET: {sorted(NOT_YET - failing, key=str)}"
 
 
 def test_engine_defaults_come_from_the_params_dataclass():
