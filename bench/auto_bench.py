@@ -57,6 +57,13 @@ def measure(workload: str, name: str, calls: int, repeats: int) -> dict:
     return res
 
 
+def _commit() -> str:
+    """The checkout's commit (``+`` when the tree has uncommitted changes)."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True)
+    return head.stdout.strip() + ("+" if dirty.stdout.strip() else "")
+
+
 def table(workload: str, name: str, res: dict) -> str:
     eng = res["engine_median"]
     rows = [
@@ -75,7 +82,7 @@ def table(workload: str, name: str, res: dict) -> str:
         "**auto in a long-running process** (`crbc_viz.score` called again in one process; "
         "`crbc_viz.load_engine()` after the first call, as the app server loads it once).\n"
         f"Machine: {platform.machine()}, {os.cpu_count()} CPU cores, Python {platform.python_version()}. "
-        f"Command: `python -m bench.auto_bench --workload {workload} --write`; one fresh process; "
+        f"Command: `python -m bench.auto_bench --workload {workload} --write` on commit {_commit()}; one fresh process; "
         f"engine (`backend=\"numba\"`, loaded): median {eng * 1e3:.1f} ms of {len(res['engine'])}.\n\n"
         + "\n".join(rows)
         + f"\n\nEvery call after the load within 1.5× the engine: {met} (worst {worst:.2f}×). "
