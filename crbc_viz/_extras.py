@@ -7,7 +7,7 @@ to install, never an ImportError traceback.
 ``trends``, ``drop-incomplete``, ``estimators``), the log store and the trainer adapters
 (`crbc_viz.integrations`, given the trainer's torch) need. The extras:
 
-    app       streamlit, pyvis, plotly, igraph, watchdog: the app and `crbc_viz.views`
+    app       streamlit, pyvis (and its jinja2), plotly, igraph, watchdog: the app and `crbc_viz.views`
     torch     torch: ``backend='torch'``, CUDA, the trainer adapters' tensors
     numba     numba: the compiled CPU engine (``backend='auto'`` uses it when installed)
     watch     watchdog: change events for ``ingest --watch`` (it polls every few seconds without)
@@ -38,6 +38,7 @@ EXTRA_OF: dict[str, str] = {
     "streamlit": "app",
     "pyvis": "app",
     "plotly": "app",
+    "jinja2": "app",
     "igraph": "app",
     "torch": "torch",
     "numba": "numba",

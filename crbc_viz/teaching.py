@@ -569,12 +569,13 @@ def lesson_code(
     beta: float = CRBCParams.beta,
     node: int = 0,
     node_name: str = "",
-    depth: int | None = None,
+    k: int | None = None,
     params: dict | None = None,
 ) -> str:
     """A short block (crbc_viz only) that prints the numbers lesson ``n`` shows for ``dataset``
     (``toy``, ``sokoban``, ``rare_route`` with sizes ``rr``, or ``group`` with ``rr`` = (file
-    name, group index): a group of a loaded log) with these edits and settings."""
+    name, group index): a group of a loaded log) with these edits and settings; ``k``: lesson 4's
+    backups (None: the closure, K = ∞)."""
     source = {
         "toy": ("read_rows(TOY_PATH)", "read_rows, TOY_PATH"),
         "sokoban": ("sokoban_rows()", "sokoban_rows"),
@@ -592,7 +593,7 @@ def lesson_code(
         beta=f"{beta:g}",
         node=int(node),
         name=node_name,
-        depth='float("inf")' if depth is None else int(depth),
+        depth='float("inf")' if k is None else int(k),
         w_group=f"{p.get('w_group', 1.0):g}",
         w_step=f"{p.get('w_step', 5.0):g}",
         sigma_min=f"{p.get('sigma_min', 0.1):g}",

@@ -334,6 +334,23 @@ def wait_until(pg, check, what: str, timeout_ms: int = WAIT_MS):
         pg.wait_for_timeout(100)  # the polling interval between two checks of the condition
 
 
+def steady_node_point(pg, frame, canvas, node_id, timeout_ms: int = WAIT_MS) -> tuple[float, float]:
+    """Where node ``node_id`` of the graph in ``frame`` is on the page, once it stays there for
+    two looks 100 ms apart (a canvas that follows the drawing's height can still be resizing, or
+    refitting, right after it is first drawn): the point a click on it must use."""
+    last: list = [None]
+
+    def probe():
+        at = frame.evaluate("(id) => network.canvasToDOM(network.getPositions([id])[id])", node_id)
+        box = canvas.bounding_box()
+        now = (round(box["x"] + at["x"], 1), round(box["y"] + at["y"], 1)) if box and at else None
+        same = now is not None and now == last[0]
+        last[0] = now
+        return now if same else None
+
+    return wait_until(pg, probe, f"node {node_id} keeps its place on screen", timeout_ms)
+
+
 def draw_anyway(pg, timeout_ms: int = WAIT_MS) -> bool:
     """On the Graph page of a group whose credit is all 0 for a reason the data explains (no
     success, ...), the page says why and keeps the graph in a "Draw the graph anyway" expander:

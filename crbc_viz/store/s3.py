@@ -290,9 +290,18 @@ class S3Path:
         """Nothing to make: a prefix exists once a key is written under it."""
 
     def write_bytes(self, data: bytes) -> None:
-        """One object, whole (it appears when the upload completes, never in part)."""
-        with self._store.fs.open_output_stream(self.location) as fh:
-            fh.write(data)
+        """One object, whole: uploaded under a temporary key (`temporary`), then copied to this
+        key by the server (`commit_from`). A server may keep what it received of a PUT whose
+        writer was killed (SeaweedFS did, once, for a manifest); a copy is whole or absent."""
+        tmp = self.temporary()
+        try:
+            with self._store.fs.open_output_stream(tmp.location) as fh:
+                fh.write(data)
+            self.commit_from(tmp)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)  # nothing left under .ingest-tmp/
+            raise
 
     def write_text(self, text: str, encoding: str = "utf-8") -> None:
         self.write_bytes(text.encode(encoding))

@@ -448,9 +448,9 @@ def pyvis_templates(template_dir: str):
     vis-network library it includes (about 40 % of a drawing's time); the environment keeps
     the compiled templates (and reloads one whose file changed). The same settings as pyvis's
     own, so the page is the same."""
-    from jinja2 import Environment, FileSystemLoader
+    jinja2 = require("jinja2", "the graph drawing")  # pyvis's own template engine
 
-    return Environment(loader=FileSystemLoader(template_dir))
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(template_dir))
 
 
 def _network(sc: _Scene, pl: Placement, credit, *, height_px, group, labels, show_action_labels, cut):

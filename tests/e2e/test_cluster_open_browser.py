@@ -18,7 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from streamlit_server import CHROMIUM, WAIT_MS, app_idle, draw_anyway, streamlit_server, wait_until
+from streamlit_server import (
+    CHROMIUM,
+    WAIT_MS,
+    app_idle,
+    draw_anyway,
+    steady_node_point,
+    streamlit_server,
+    wait_until,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -103,9 +111,7 @@ def _graph_frame(pg, changed_from: str | None = None):
 def _click_node(pg, frame, node_id) -> None:
     canvas = pg.frame_locator("iframe").first.locator("#mynetwork canvas")
     canvas.scroll_into_view_if_needed()
-    at = frame.evaluate("(id) => network.canvasToDOM(network.getPositions([id])[id])", node_id)
-    box = canvas.bounding_box()
-    pg.mouse.click(box["x"] + at["x"], box["y"] + at["y"])
+    pg.mouse.click(*steady_node_point(pg, frame, canvas, node_id))
 
 
 def test_opening_a_cluster_keeps_the_drawing_still_and_marks_the_new_anchors(browser, tmp_path):

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streamlit_server import CHROMIUM, WAIT_MS, app_idle, draw_anyway, streamlit_server
+from streamlit_server import CHROMIUM, WAIT_MS, app_idle, draw_anyway, steady_node_point, streamlit_server
 
 pytestmark = pytest.mark.browser
 
@@ -303,9 +303,7 @@ def test_a_cluster_click_opens_it_in_the_app(browser, tmp_path):
             pg.wait_for_function("() => !!window.__crbcSet", timeout=WAIT_MS)  # the click bridge is up
             canvas = pg.frame_locator("iframe").first.locator("#mynetwork canvas")
             canvas.scroll_into_view_if_needed()
-            at = frame.evaluate("(id) => network.canvasToDOM(network.getPositions([id])[id])", target["id"])
-            box = canvas.bounding_box()
-            pg.mouse.click(box["x"] + at["x"], box["y"] + at["y"])
+            pg.mouse.click(*steady_node_point(pg, frame, canvas, target["id"]))
             frame = _graph_frame(pg, changed_from=ids)
             app_idle(pg)
             now = frame.evaluate(

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from crbc_viz.views.learn import CLOSURE_COLUMN
 from streamlit_server import CHROMIUM, WAIT_MS, _healthy, app_idle, free_port, stop_server
 
 pytestmark = pytest.mark.browser
@@ -171,7 +172,8 @@ def test_play_in_lesson_4_moves_k_to_the_closure(server, page):
             "k => new URLSearchParams(location.search).get('lk') === k", arg=k, timeout=WAIT_MS
         )
     app_idle(page)
-    page.locator("sup", has_text="(∞)").first.wait_for(timeout=WAIT_MS)  # "A^(∞) at the … pairs"
+    # The closure's column heads the table: "A at K = ∞ (closure) at the … pairs"
+    page.get_by_text(f"{CLOSURE_COLUMN} at the", exact=False).first.wait_for(timeout=WAIT_MS)
     assert not play.is_checked()  # Play stops at the closure
     assert page.locator("[data-testid='stException']").count() == 0
     assert "Something went wrong" not in body_text(page)

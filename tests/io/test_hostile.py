@@ -325,8 +325,31 @@ _FORBIDDEN = [
     (r"\bshelve\.open\(", "shelve"),
     (r"read_pickle\(", "pandas.read_pickle"),
     (r"allow_pickle\s*=\s*True", "numpy allow_pickle"),
-    (r"torch\.load\(", "torch.load"),
 ]
+
+
+def _unsafe_torch_loads(text: str, where: str) -> list[str]:
+    """Calls of ``torch.load`` without ``weights_only=True`` written in the call: the one safe
+    way to read a ``.pt`` (a trainer's dump) is its weights-only unpickler (text that only
+    names the function, in a docstring, is not a call)."""
+    import ast
+
+    out = []
+    for node in ast.walk(ast.parse(text, where)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "load"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "torch"
+        ):
+            safe = any(
+                k.arg == "weights_only" and isinstance(k.value, ast.Constant) and k.value.value is True
+                for k in node.keywords
+            )
+            if not safe:
+                out.append(f"{where}:{node.lineno}: torch.load without weights_only=True")
+    return out
 
 
 def test_no_unsafe_deserialisation_or_eval_in_the_source():
@@ -339,7 +362,16 @@ def test_no_unsafe_deserialisation_or_eval_in_the_source():
             for m in re.finditer(pat, text):
                 line = text.count("\n", 0, m.start()) + 1
                 hits.append(f"{f.relative_to(ROOT)}:{line}: {what}")
+        hits += _unsafe_torch_loads(text, str(f.relative_to(ROOT)))
     assert not hits, hits
+
+
+def test_the_torch_load_check_finds_an_unsafe_call():
+    assert _unsafe_torch_loads("import torch\nx = torch.load(p)\n", "m.py") == [
+        "m.py:2: torch.load without weights_only=True"
+    ]
+    assert _unsafe_torch_loads("x = torch.load(p, weights_only=False)\n", "m.py")
+    assert not _unsafe_torch_loads('"""torch.load(x)"""\nx = torch.load(p, weights_only=True)\n', "m.py")
 
 
 def test_server_paths_are_confined(tmp_path, monkeypatch):

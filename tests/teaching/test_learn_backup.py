@@ -109,7 +109,7 @@ def run_block(code: str) -> list[list[str]]:
 @pytest.mark.parametrize("n", range(1, 7))
 def test_code_blocks_are_short_crbc_viz_programs(n):
     data = "rare_route" if n == 5 else "toy"
-    code = T.lesson_code(n, data, rr=(4, 1, 4, 3), node=4, node_name="s4", depth=3)
+    code = T.lesson_code(n, data, rr=(4, 1, 4, 3), node=4, node_name="s4", k=3)
     assert len(code.splitlines()) <= 15
     imports = [ln.split()[1] for ln in code.splitlines() if ln.startswith(("import ", "from "))]
     assert imports and all(m == "crbc_viz" or m.startswith("crbc_viz.") for m in imports)
@@ -118,7 +118,7 @@ def test_code_blocks_are_short_crbc_viz_programs(n):
 
 def test_code_blocks_print_the_spec_numbers():
     # §14.5 K = 3: A(s4,g) = −0.0008, A(s4,i) = +0.0015; §14.4 A^S(s0,a) = +0.0699.
-    lines = run_block(T.lesson_code(4, "toy", depth=3))
+    lines = run_block(T.lesson_code(4, "toy", k=3))
     got = {" ".join(w[:-1]): float(w[-1]) for w in lines}
     assert got["s4 · g"] == pytest.approx(-0.0008, abs=6e-4) and got["s4 · i"] == pytest.approx(
         0.0015, abs=6e-4

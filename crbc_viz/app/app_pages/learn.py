@@ -367,7 +367,7 @@ def lesson_depth(lesson, dataset) -> bool:
             {c: "%+.3f" for c in (V.depth_column(k), V.CLOSURE_COLUMN)},
             height="auto" if len(pairs) <= 10 else 400,
         )
-    code_block(T.lesson_code(4, dataset, flip=flip, drop=drop, rr=code_rr(dataset), beta=beta, depth=sel_k))
+    code_block(T.lesson_code(4, dataset, flip=flip, drop=drop, rr=code_rr(dataset), beta=beta, k=sel_k))
     return playing and k != INF
 
 
