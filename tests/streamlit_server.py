@@ -31,6 +31,8 @@ __all__ = [
     "track",
     "track_browser",
     "wait_until",
+    "click_node",
+    "steady_node_point",
     "draw_anyway",
     "REPO",
     "WAIT_MS",
@@ -349,6 +351,40 @@ def steady_node_point(pg, frame, canvas, node_id, timeout_ms: int = WAIT_MS) -> 
         return now if same else None
 
     return wait_until(pg, probe, f"node {node_id} keeps its place on screen", timeout_ms)
+
+
+#: Records, in the graph's frame, the nodes each click of vis-network's hit (installed once).
+_CLICK_LOG = """() => {
+  if (!window.__crbcClickLog) {
+    window.__crbcClickLog = [];
+    network.on("click", (p) => window.__crbcClickLog.push((p.nodes || []).map(String)));
+  }
+  return window.__crbcClickLog.length;
+}"""
+
+
+def click_node(pg, frame, canvas, node_id, took_effect, what: str, tries: int = 3, timeout_ms: int = WAIT_MS):
+    """Click node ``node_id`` of the graph in ``frame`` as a person does (the mouse, at the point
+    where the node stays on screen) and return ``took_effect()`` once it is truthy
+    (`wait_until`).
+
+    The page around a drawing can still move between the look and the click (a note appearing
+    above the frame on a busy machine): a click that vis-network saw land on no node, or on
+    another one, is a miss, and the node is looked up and clicked again (``tries`` clicks in
+    all). A click that hit the node and did nothing fails with ``what``: that is the app's
+    fault, never retried."""
+    hits: list = []
+    for _ in range(tries):
+        seen = frame.evaluate(_CLICK_LOG)
+        pg.mouse.click(*steady_node_point(pg, frame, canvas, node_id, timeout_ms))
+        try:
+            pg.wait_for_timeout(200)  # vis-network reports a click after the mouse is up
+            hits = frame.evaluate("() => window.__crbcClickLog")[seen:]
+        except Exception:  # the frame was replaced: the click took effect
+            hits = None
+        if hits is None or any(str(node_id) in h for h in hits):
+            return wait_until(pg, took_effect, what, timeout_ms)
+    raise AssertionError(f"{tries} clicks at node {node_id} never landed on it (vis-network saw {hits!r})")
 
 
 def draw_anyway(pg, timeout_ms: int = WAIT_MS) -> bool:

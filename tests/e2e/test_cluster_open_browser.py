@@ -22,8 +22,8 @@ from streamlit_server import (
     CHROMIUM,
     WAIT_MS,
     app_idle,
+    click_node,
     draw_anyway,
-    steady_node_point,
     streamlit_server,
     wait_until,
 )
@@ -86,32 +86,33 @@ def _cluster_clashes(nodes: list[dict]) -> list:
     return out
 
 
+def _new_frame(pg, changed_from: str | None = None):
+    """The graph iframe's frame if it is drawn and, with ``changed_from``, shows another node
+    list than that JSON; else None."""
+    for f in pg.frames:
+        try:
+            ok = f.evaluate(
+                "() => typeof network !== 'undefined' && !!network && "
+                "document.body.getAttribute('data-crbc-ready') === '1'"
+            )
+            if ok and (
+                changed_from is None or f.evaluate("() => JSON.stringify(nodes.getIds())") != changed_from
+            ):
+                return f
+        except Exception:  # a frame being replaced
+            pass
+    return None
+
+
 def _graph_frame(pg, changed_from: str | None = None):
-    """The graph iframe's frame once it is drawn and, with ``changed_from``, shows another node
-    list than that JSON."""
-
-    def ready():
-        for f in pg.frames:
-            try:
-                ok = f.evaluate(
-                    "() => typeof network !== 'undefined' && !!network && "
-                    "document.body.getAttribute('data-crbc-ready') === '1'"
-                )
-                if ok and (
-                    changed_from is None or f.evaluate("() => JSON.stringify(nodes.getIds())") != changed_from
-                ):
-                    return f
-            except Exception:  # a frame being replaced
-                pass
-        return None
-
-    return wait_until(pg, ready, "a (new) drawn graph frame")
+    """`_new_frame`, waited for."""
+    return wait_until(pg, lambda: _new_frame(pg, changed_from), "a (new) drawn graph frame")
 
 
-def _click_node(pg, frame, node_id) -> None:
+def _click_node(pg, frame, node_id, took_effect, what: str):
     canvas = pg.frame_locator("iframe").first.locator("#mynetwork canvas")
     canvas.scroll_into_view_if_needed()
-    pg.mouse.click(*steady_node_point(pg, frame, canvas, node_id))
+    return click_node(pg, frame, canvas, node_id, took_effect, what)
 
 
 def test_opening_a_cluster_keeps_the_drawing_still_and_marks_the_new_anchors(browser, tmp_path):
@@ -143,8 +144,9 @@ def test_opening_a_cluster_keeps_the_drawing_still_and_marks_the_new_anchors(bro
             pg.screenshot(path=str(OUT / "cluster_before_open_1440.png"))
             ids = frame.evaluate("() => JSON.stringify(nodes.getIds())")
             t0 = time.monotonic()
-            _click_node(pg, frame, target["id"])
-            frame = _graph_frame(pg, changed_from=ids)
+            frame = _click_node(
+                pg, frame, target["id"], lambda: _new_frame(pg, ids), "a drawing with the cluster opened"
+            )
             (OUT / "cluster_open_seconds.txt").write_text(f"{time.monotonic() - t0:.2f}\n")
             after = {n["id"]: n for n in frame.evaluate(SHAPES)}
             new = sorted(set(after) - set(before))
@@ -155,6 +157,10 @@ def test_opening_a_cluster_keeps_the_drawing_still_and_marks_the_new_anchors(bro
                 if k in after
             }
             assert set(before) - set(after) <= {target["id"]}  # only an emptied cluster may go
+            if target["id"] in after:  # the cluster shrinks by the anchors it drew (and by any
+                # anchor that now sits in a chain between two drawn ones)
+                left = int(after[target["id"]]["text"].split()[0][1:].replace(",", ""))
+                assert left <= int(target["text"].split()[0][1:].replace(",", "")) - OPEN_STEP
             assert max(moved.values()) <= 40, sorted(moved.items(), key=lambda kv: -kv[1])[:5]
             relabelled = [
                 (k, b["text"], after[k]["text"])
