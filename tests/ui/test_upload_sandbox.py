@@ -99,7 +99,7 @@ def test_a_child_past_its_timeout_is_killed_and_refused(tmp_path, monkeypatch):
     t0 = time.monotonic()
     with pytest.raises(ParseAbortedError) as err:
         sandbox.open_batch(str(path))
-    assert time.monotonic() - t0 < 2 + 4
+    assert time.monotonic() - t0 < 2 + 30  # killed (it would sleep 1e6 s); room for a busy machine
     _one_line_naming(str(err.value), "slow.jsonl")
     assert "longer than 2 s" in str(err.value)
     assert _children_reading(path) == []  # killed and reaped, not left running
@@ -214,7 +214,7 @@ def test_an_anchor_of_10_million_numbers_is_refused_in_bounded_time(tmp_path):
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
     kind, _, msg = proc.stdout.strip().partition("|")
     assert kind in ("ParseAbortedError", "LoadError") and "wide.jsonl" in msg, proc.stdout[-2000:]
-    assert time.monotonic() - t0 < 3 + 10
+    assert time.monotonic() - t0 < 3 + 30  # stopped (room for a busy machine)
 
 
 def test_the_page_shows_a_crash_as_one_line_naming_the_upload(tmp_path, monkeypatch):
