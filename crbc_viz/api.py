@@ -43,7 +43,9 @@ def score(
             loaded already, else whichever of numpy, numba and torch is expected to finish
             first counting the cost of loading numba or importing torch (by the anchors of
             each group, since the solve's cost grows with them, and by steps). Every backend
-            solves any group size in bounded memory (sparse LU for large groups).
+            solves any group size in bounded memory (sparse LU for large groups). Within the
+            backend, the kernel table's row for the call runs (`registry.kernel_for`): ``crbc``
+            at depth ∞ on a CUDA device runs fused there (`crbc_viz.backends.torch.fused`).
         **params: hyper-parameters of the estimator's params dataclass (strings are coerced).
 
     Raises:
@@ -64,7 +66,8 @@ def score(
         backend, run_on = _auto_backend(spec, device, graph, p), device
     else:
         run_on = _require(spec, backend, device)
-    return registry.kernel(spec.name, backend)(graph, p, device=run_on)
+    # The backend's row, or a guarded row of it whose should_run agrees (the fused CUDA path).
+    return registry.kernel_for(spec.name, backend, graph, p, run_on)(graph, p, device=run_on)
 
 
 #: ``auto`` asks these (backend, device) in turn; numpy always runs.

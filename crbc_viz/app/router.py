@@ -23,29 +23,13 @@ import streamlit as st
 
 from crbc_viz.ui import pipeline, view
 from crbc_viz.ui.links import page_menu, page_script, view_tools
+from crbc_viz.ui.pages import page_facts
 from crbc_viz.ui.sidebar import render_sidebar
 
 log = logging.getLogger("crbc_viz.app")
 
 #: What the browser shows when a page fails: no exception type, server path or source line.
 PAGE_FAILED = "Something went wrong on this page; details are in the server log."
-
-
-def page_facts() -> list[dict]:
-    """Every page of the app, in menu order: the ``PAGE`` dict each script in ``app_pages/``
-    declares about itself (order, title, icon, optional url_path and own_data, ready), read
-    with `ast.literal_eval` (a page is not run to be listed), plus its script ``name``. Adding a
-    page is adding its script; nothing here lists pages."""
-    import ast
-    from pathlib import Path
-
-    out = []
-    for f in sorted(Path(page_script("data")).parent.glob("*.py")):
-        tree = ast.parse(f.read_text(encoding="utf-8"), str(f))
-        for node in tree.body:
-            if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["PAGE"]:
-                out.append({"name": f.stem, **ast.literal_eval(node.value)})
-    return sorted(out, key=lambda p: p["order"])
 
 
 #: (script in ``app_pages/``, title, url_path or None for the script's name, icon) of every page

@@ -18,7 +18,11 @@ any module.
 The kernel table: ``KERNELS[(name, backend)]`` is a function
 ``kernel(graph, params, *, device) -> CreditResult`` taking the already-checked params object.
 `register` fills the ``numpy`` row; the backend packages (``crbc_viz.backends.torch``,
-``crbc_viz.backends.numba``) add theirs with ``@implements(name, backend)`` when imported. This
+``crbc_viz.backends.numba``) add theirs with ``@implements(name, backend)`` when imported. A row
+registered with ``should_run=`` (``@implements(name, backend, should_run=check)``) takes the
+backend's place for a call where ``check(graph, params, device)`` is True (the fused CUDA path of
+``crbc`` at depth ∞): `kernel_for` picks the row a call runs, and `crbc_viz.api.score` runs what
+it picks. Adding a kernel is adding a row. This
 module never imports them: the package facade installs the one function that loads them
 (``crbc_viz._hooks.kernel_loader``, which calls `crbc_viz.api.load_backends`), run the first
 time the table is read.
@@ -57,6 +61,8 @@ __all__ = [
     "implements",
     "kernel",
     "kernels",
+    "kernel_for",
+    "guarded_rows",
     "BACKEND_ORDER",
 ]
 
@@ -136,10 +142,24 @@ BACKEND_ORDER = ("numpy", "torch", "numba")
 KERNELS: dict[tuple[str, str], Callable] = {}
 
 
-def implements(name: str, backend: str) -> Callable[[Callable], Callable]:
-    """Register the decorated ``kernel(graph, params, *, device)`` as ``name``'s ``backend`` row."""
+#: ``(estimator, backend) -> [(should_run, kernel), ...]``: rows that take the backend's place
+#: where their ``should_run(graph, params, device)`` is True, asked in registration order.
+GUARDED: dict[tuple[str, str], list[tuple[Callable, Callable]]] = {}
+
+
+def implements(
+    name: str, backend: str, *, should_run: Callable | None = None
+) -> Callable[[Callable], Callable]:
+    """Register the decorated ``kernel(graph, params, *, device)`` as ``name``'s ``backend`` row;
+    with ``should_run``, as a row that runs in the backend's place for the calls where
+    ``should_run(graph, params, device)`` is True (`kernel_for`)."""
 
     def add(fn: Callable) -> Callable:
+        if should_run is not None:
+            rows = GUARDED.setdefault((name, backend), [])
+            if all(f is not fn for _, f in rows):
+                rows.append((should_run, fn))
+            return fn
         old = KERNELS.get((name, backend))
         if old is not None and old is not fn:
             raise ValueError(
@@ -157,6 +177,24 @@ def kernel(name: str, backend: str) -> Callable | None:
     if backend != "numpy":
         load_kernels()
     return KERNELS.get((name, backend))
+
+
+def kernel_for(name: str, backend: str, graph, params, device: str) -> Callable | None:
+    """The row a call of ``name`` on ``backend`` runs: the first guarded row whose
+    ``should_run(graph, params, device)`` is True, else the backend's row (None: it has none)."""
+    general = kernel(name, backend)
+    if general is None:
+        return None
+    for should_run, fn in GUARDED.get((name, backend), ()):
+        if should_run(graph, params, device) is True:
+            return fn
+    return general
+
+
+def guarded_rows() -> list[tuple[str, str, Callable, Callable]]:
+    """Every guarded row as ``(estimator, backend, should_run, kernel)``."""
+    load_kernels()
+    return [(n, b, check, fn) for (n, b), rows in GUARDED.items() for check, fn in rows]
 
 
 def kernels() -> list[tuple[str, str, Callable]]:

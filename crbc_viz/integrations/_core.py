@@ -18,10 +18,10 @@ duplicated (verl-agent's ``adjust_batch``, ROLL's ``batch_adjust_mode="copy"``) 
    The checks are the loader's (`crbc_viz.io.assemble.build_batch`) on the same rows (step
    indices contiguous from 0, rewards finite and at most `MAX_ABS_REWARD`), so the credit is
    what ``crbc-viz score`` gives those rows written to a file;
-3. the estimator runs on the CPU through `crbc_viz.api.score` (the compiled numba engine where
-   the estimator has one); on a device (`_on_device`: a CUDA device), ``crbc`` at exact depth
-   runs fused there (`crbc_viz.backends.torch.fused`) and any other estimator through its
-   batched torch twin there (the numpy reference where it has none);
+3. the estimator runs through `crbc_viz.api.score`: on the CPU the compiled numba engine where
+   the estimator has one; on a device (`_on_device`: a CUDA device) its torch backend there
+   (the numpy reference where it has none), where the kernel table picks the row (``crbc`` at
+   exact depth: the fused device path);
 4. each unique step's advantage goes back to every row that carried it.
 
 The work is split by responsibility: `crbc_viz.integrations._rows` (steps 1-2),
@@ -51,7 +51,6 @@ from ._rows import (
     with_anchor_rule,
 )
 from ._scoring import (
-    _fused_crbc,
     _on_device,
     any_per_trajectory,
     as_device,
@@ -100,7 +99,6 @@ __all__ = [
     "_anchor_codes",
     "_assemble",
     "_begin",
-    "_fused_crbc",
     "_id_codes",
     "_on_device",
     "_pair_codes",

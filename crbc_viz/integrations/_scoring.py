@@ -1,10 +1,8 @@
-"""Canonical steps -> credit (step 3 of `crbc_viz.integrations._core`): the estimator on the CPU
-through `crbc_viz.api.score`, or on a CUDA device (`_on_device`) fused (``crbc``) or by its
-torch twin."""
+"""Canonical steps -> credit (step 3 of `crbc_viz.integrations._core`): the estimator through
+`crbc_viz.api.score`, on the CPU or on a CUDA device (`_on_device`); which kernel runs there is
+the kernel table's choice (`crbc_viz.estimators.registry.kernel_for`)."""
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
@@ -142,12 +140,13 @@ def score_steps(steps: Steps, estimator: str = "crbc", *, device=None, **params)
     """Advantage of every input row ``[B]``: a torch tensor on ``device`` (a ``torch.device``,
     a string, or None for the CPU).
 
-    CPU: the compiled numba engine where the estimator has one (else the fastest exact backend
-    `crbc_viz.api.score` picks). On a device (`_on_device`: CUDA): ``crbc`` at exact depth runs
-    fused there (`crbc_viz.backends.torch.fused`: merge, batched solve and credit on the
-    device; only the step keys are uploaded); other estimators (and ``crbc`` at a finite depth)
-    use their batched torch twin there (the numpy reference where an estimator has none, its
-    result moved to the device). Every N-th call hands the scored batch to the logger
+    One call of `crbc_viz.api.score`, on a backend chosen by where the result goes. CPU: the
+    compiled numba engine where the estimator has one (else the fastest exact backend ``auto``
+    picks). On a device (`_on_device`: CUDA): the estimator's torch backend there (the numpy
+    reference where it has none, its result moved to the device); the kernel table picks the
+    row within it, so ``crbc`` at exact depth runs fused on the device (merge, batched solve and
+    credit there; only the step keys are uploaded) and ``crbc`` at a finite depth its batched
+    twin. Every N-th call hands the scored batch to the logger
     `crbc_viz.integrations.log_every` set (off by default).
 
     Raises:
@@ -162,49 +161,22 @@ def score_steps(steps: Steps, estimator: str = "crbc", *, device=None, **params)
 
     check_steps(steps)
     dev = as_device(device)
-    spec, p = resolve_params(estimator, params)
+    spec, _ = resolve_params(estimator, params)
     batch = steps.batch
     if active_rule().merge is not None:  # RTMC signatures, similarity: re-key the whole batch
         from ..anchor_merge import merge_anchors
 
         batch = merge_anchors(batch, active_rule())
-    if _on_device(dev):
-        if spec.name == "crbc" and math.isinf(p.depth):
-            adv = _fused_crbc(batch, dev, p)
-        else:
-            backend = "torch" if spec.torch_fn is not None else "numpy"
-            res = score(
-                batch, estimator, backend=backend, device=str(dev) if backend == "torch" else "cpu", **params
-            )
-            adv = torch.as_tensor(res.advantage, dtype=torch.float64, device=dev)
-        _after_scoring(batch)
-        return adv[torch.as_tensor(steps.row_step, device=dev)]
-    from ..backends.numba import available
-
-    backend = "numba" if (spec.numba_fn is not None and available()) else "auto"
-    res = score(batch, estimator, backend=backend, device="cpu", **params)
+    backend, where = _where(spec, dev)
+    res = score(batch, estimator, backend=backend, device=where, **params)
     _after_scoring(batch)
     return torch.as_tensor(np.asarray(res.advantage, np.float64)[steps.row_step], device=dev)
 
 
-def _fused_crbc(batch: RolloutBatch, dev, p):
-    from ..backends.torch.fused import crbc_step_credit_torch, to_device
-    from ..graph import action_ids
+def _where(spec, dev) -> tuple[str, str]:
+    """The ``(backend, device)`` `score_steps` asks `crbc_viz.api.score` for."""
+    if _on_device(dev):
+        return ("torch", str(dev)) if spec.torch_fn is not None else ("numpy", "cpu")
+    from ..backends.numba import available
 
-    arrays = to_device(
-        batch.step_anchor_hash,
-        action_ids(batch)[0],
-        batch.traj_offsets,
-        batch.group_traj_offsets,
-        batch.traj_success,
-        device=str(dev),
-    )
-    out = crbc_step_credit_torch(
-        *arrays,
-        beta=p.beta,
-        sigma_min=p.sigma_min,
-        w_group=p.w_group,
-        w_step=p.w_step,
-        min_actions=p.min_actions,
-    )
-    return out["advantage"]
+    return ("numba" if spec.numba_fn is not None and available() else "auto"), "cpu"

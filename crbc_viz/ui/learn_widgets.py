@@ -15,7 +15,7 @@ __all__ = ["projector", "table", "ask", "code_block"]
 
 def projector() -> bool:
     """Whether the view is in projector mode (the app's sidebar toggle, kept in the URL)."""
-    return bool(st.session_state.get(view.FIELDS["projector"], False))
+    return bool(st.session_state.get(view.OWN_FIELDS["projector"], False))
 
 
 def table(df: pd.DataFrame, key: str, formats: dict[str, str] | None = None, height=None) -> None:

@@ -9,12 +9,11 @@ and `on_pick` / `on_key` update the shared selection before the rerun draws it.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import streamlit as st
 
 from . import view
-from .selection import set_rollout, step_by
+from .pages import PAGES_DIR
+from .selection import URL_FIELDS, set_rollout, step_by
 
 __all__ = [
     "PAGES_DIR",
@@ -29,9 +28,6 @@ __all__ = [
     "pause_then_rerun",
     "play_clock",
 ]
-
-#: The page scripts, shipped inside the package (`crbc_viz.app`).
-PAGES_DIR = Path(__file__).resolve().parents[1] / "app" / "app_pages"
 
 
 def page_script(name: str) -> str:
@@ -228,9 +224,9 @@ def on_pick() -> None:
         ident, _, _ = ident.partition("->")
     if not ident.isdigit():
         return
-    st.session_state[view.FIELDS["anchor"]] = f"s{int(ident)}"
+    st.session_state[URL_FIELDS["anchor"]] = f"s{int(ident)}"
     if ident in visits:
-        st.session_state[view.FIELDS["step"]] = visits[ident]
+        st.session_state[URL_FIELDS["step"]] = visits[ident]
 
 
 def on_key() -> None:

@@ -24,7 +24,13 @@ __all__ = [
     "set_rollout",
     "set_step",
     "step_buttons",
+    "URL_FIELDS",
 ]
+
+#: The shared selection's URL fields (Graph, Trajectories, Compare): name -> session-state key of
+#: its control, declared to `crbc_viz.ui.view.FIELDS`.
+URL_FIELDS = {"rollout": "rollout_pick", "step": "step_pick", "anchor": "anchor_pick"}
+view.declare("ui.selection", URL_FIELDS)
 
 
 def rollout_ids(graph) -> list[str]:
@@ -39,13 +45,13 @@ def _index_of(graph, rid):
 
 def chosen_rollout(graph) -> int | None:
     """Global index of the chosen rollout in ``graph`` (None when none is chosen)."""
-    return _index_of(graph, st.session_state.get(view.FIELDS["rollout"]))
+    return _index_of(graph, st.session_state.get(URL_FIELDS["rollout"]))
 
 
 def chosen_step(graph) -> int | None:
     """Position of the chosen step in the chosen rollout."""
     t = chosen_rollout(graph)
-    s = st.session_state.get(view.FIELDS["step"])
+    s = st.session_state.get(URL_FIELDS["step"])
     if t is None or s is None:
         return None
     return int(s) if 0 <= int(s) < int(graph.batch.traj_len[t]) else None
@@ -53,7 +59,7 @@ def chosen_step(graph) -> int | None:
 
 def chosen_anchor(graph) -> int | None:
     """Local id of the chosen anchor: the chosen step's anchor, else the one picked directly."""
-    a = st.session_state.get(view.FIELDS["anchor"])
+    a = st.session_state.get(URL_FIELDS["anchor"])
     if isinstance(a, str) and a[1:].isdigit() and int(a[1:]) < graph.num_nodes:
         return int(a[1:])
     t, i = chosen_rollout(graph), chosen_step(graph)
@@ -69,21 +75,21 @@ STEP_OWNER = "_step_owner"
 
 def set_rollout(rid: str | None, step: int | None = None) -> None:
     """Callback-safe: choose a rollout (and a step of it)."""
-    st.session_state[view.FIELDS["rollout"]] = rid
-    st.session_state[view.FIELDS["step"]] = step
+    st.session_state[URL_FIELDS["rollout"]] = rid
+    st.session_state[URL_FIELDS["step"]] = step
     st.session_state[STEP_OWNER] = rid
     view.clear("anchor")
 
 
 def set_step(step: int) -> None:
-    st.session_state[view.FIELDS["step"]] = int(step)
+    st.session_state[URL_FIELDS["step"]] = int(step)
     view.clear("anchor")
 
 
 def _on_rollout_change() -> None:
-    if st.session_state.pop(STEP_OWNER, None) == st.session_state.get(view.FIELDS["rollout"]):
+    if st.session_state.pop(STEP_OWNER, None) == st.session_state.get(URL_FIELDS["rollout"]):
         return
-    st.session_state[view.FIELDS["step"]] = None
+    st.session_state[URL_FIELDS["step"]] = None
     view.clear("anchor")
 
 
@@ -148,7 +154,7 @@ def pick_step(container, graph, t: int | None, *, problems=None) -> int | None:
 
 def step_by(delta: int) -> None:
     """Move the chosen step by ``delta`` within the chosen rollout (clamped)."""
-    key = view.FIELDS["step"]
+    key = URL_FIELDS["step"]
     cur = st.session_state.get(key)
     n = st.session_state.get("_rollout_len")
     if cur is None or n is None:

@@ -28,6 +28,7 @@ __all__ = [
     "GROUP_KEY",
     "ESTIMATOR_KEY",
     "BACKEND_KEY",
+    "URL_FIELDS",
     "link_ref",
     "resolve_ref",
     "is_upload",
@@ -37,6 +38,10 @@ FILE_KEY = "file_ref"
 GROUP_KEY = "group_pick"
 ESTIMATOR_KEY = "estimator_pick"
 BACKEND_KEY = "backend_pick"
+#: The sidebar's URL fields (name -> session-state key of its control; None: the file and the
+#: parameters, which the sidebar keeps itself), declared to `crbc_viz.ui.view.FIELDS`.
+URL_FIELDS = {"file": None, "group": GROUP_KEY, "estimator": ESTIMATOR_KEY, "backend": BACKEND_KEY, "p": None}
+view.declare("ui.sidebar", URL_FIELDS)
 _SEL = "_selection"
 BACKENDS = ("auto", "numpy", "torch", "numba")
 

@@ -18,15 +18,19 @@ How a run goes (``app.py``):
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import streamlit as st
 
+from . import pages
 from .text import md
 
 __all__ = [
     "FIELDS",
+    "OWN_FIELDS",
+    "declare",
     "sync_in",
     "sync_out",
     "field",
@@ -44,68 +48,54 @@ _WRITTEN = "_qs_written"  # the query dict this session last wrote (None before 
 _PENDING = "_view_pending"  # names whose widget must take the URL's value on its next draw
 _DEFAULTS = "_view_defaults"  # {url name: encoded default} as last seen by the widget
 
-#: Every URL field: name -> session-state key of the control that holds it. Fields whose key
-#: is None are kept by the app itself (file, parameters).
-FIELDS: dict[str, str | None] = {
-    "file": None,
-    "group": "group_pick",
-    "estimator": "estimator_pick",
-    "backend": "backend_pick",
-    "p": None,
-    # the shared selection (Graph, Trajectories, Compare)
-    "rollout": "rollout_pick",
-    "step": "step_pick",
-    "anchor": "anchor_pick",
-    # Graph
-    "max_nodes": "graph_max_nodes",
-    "labels": "graph_labels",
-    "focus": "graph_focus",
-    # Graph: the anchor-rule panel (ui.anchor_panel)
-    "arule": "graph_anchor_rule",
-    "afields": "graph_anchor_fields",
-    "adrop": "graph_anchor_drop",
-    "athr": "graph_anchor_threshold",
-    "ascope": "graph_anchor_scope",
-    "aclust": "graph_anchor_cluster",
-    "aapply": "graph_anchor_apply",
-    # Trajectories
-    "est": "traj_estimators",
-    # Compare
-    "a": "cmp_a",
-    "b": "cmp_b",
-    "q": "cmp_q",
-    "k": "cmp_k",
-    "depth": "cmp_depth_open",
-    "all": "cmp_all_open",
-    # Across training
-    "store": None,
-    "run": "training_run",
-    "tstep": "training_step",
-    "follow": "training_follow",
-    "tgroup": "training_group",
-    "truns": "training_runs",
-    "metrics": "training_metrics",
-    "find": "training_search",
-    "traj": "training_traj",
-    # Learn (flip / drop are keyed per data set: their key is given at the call)
-    "lesson": "learn_lesson",
-    "data": "learn_data",
-    "lk": "learn_k",
-    "beta": "learn_beta",
-    "hl": "learn_highlight",
-    "flip": None,
-    "drop": None,
-    "rr_jump": "learn_rr_jump",
-    "rr_lucky": "learn_rr_lucky",
-    "rr_walk": "learn_rr_walk",
-    "rr_ok": "learn_rr_walk_ok",
-    "wg": "learn_wg",
-    "ws": "learn_ws",
-    "smin": "learn_smin",
-    "gate": "learn_gate",
-    # every page: large fonts for a projector (app.py)
-    "projector": "projector_mode",
-}
+#: The view's own URL field, on every page: large fonts for a projector (drawn by the router).
+OWN_FIELDS = {"projector": "projector_mode"}
+
+#: ``owner -> {name: session-state key}`` of the modules that keep URL fields of their own
+#: (`declare`): the sidebar and the shared selection, when imported.
+_DECLARED: dict[str, dict[str, str | None]] = {}
+
+
+def declare(owner: str, fields: dict[str, str | None]) -> None:
+    """Add the URL fields ``owner`` keeps (name -> session-state key of its control; None: kept
+    by the owner itself): the sidebar and the shared selection call it when imported."""
+    _DECLARED[owner] = dict(fields)
+    _fields.cache_clear()
+
+
+@functools.cache
+def _fields() -> dict[str, str | None]:
+    """Every URL field from the things that keep it: the view's own (`OWN_FIELDS`), those the
+    sidebar and the shared selection `declare`, and each page's (the ``fields`` of its ``PAGE``
+    facts, `crbc_viz.ui.pages.page_facts`). A name kept by two of them raises, naming both."""
+    owners = [("ui.view", OWN_FIELDS), *_DECLARED.items()]
+    owners += [(f"page {p['name']}", p.get("fields", {})) for p in pages.page_facts()]
+    out: dict[str, str | None] = {}
+    where: dict[str, str] = {}
+    for owner, fields in owners:
+        for name, key in fields.items():
+            if name in out:
+                raise ValueError(f"URL field {name!r} is declared by {where[name]} and by {owner}")
+            out[name], where[name] = key, owner
+    return out
+
+
+class _Fields(Mapping):
+    """Every URL field: name -> session-state key of the control that holds it (None: kept by
+    its owner itself, as the file and the parameters). Read from the things that keep them
+    (`_fields`) when asked; nothing here lists them."""
+
+    def __getitem__(self, name: str) -> str | None:
+        return _fields()[name]
+
+    def __iter__(self):
+        return iter(_fields())
+
+    def __len__(self) -> int:
+        return len(_fields())
+
+
+FIELDS: Mapping[str, str | None] = _Fields()
 
 
 def _history_step() -> bool:

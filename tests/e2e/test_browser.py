@@ -110,7 +110,9 @@ def test_pages_render_and_deep_link(server, page):
     app_idle(page)
     page.screenshot(path=str(OUT / "estimators.png"))
 
-    for name in ("learn", "training"):
+    from crbc_viz.ui.pages import page_facts
+
+    for name in [p.get("url_path") or p["name"] for p in page_facts() if p.get("own_data")]:
         page.goto(link(url, name))
         page.locator("h1").first.wait_for(timeout=WAIT_MS)
         app_idle(page)

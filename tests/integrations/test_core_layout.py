@@ -15,7 +15,7 @@ IMPORTED = (
     "IntegrationInputError Steps canonical_steps score_steps check_steps as_device ROW_REWARD "
     "transition_actions token_steps trajectory_credit rows_as_steps Turns masked masked_row_sum "
     "broadcast token_tensors any_per_trajectory row_flags row_numbers with_anchor_rule "
-    "anchor_rule_scope as_anchor_rule anchor_hashes resolve_params _fused_crbc _on_device _begin "
+    "anchor_rule_scope as_anchor_rule anchor_hashes resolve_params _on_device _begin "
     "_assemble _action_codes _anchor_codes _id_codes _pair_codes CodedRows"
 ).split()
 

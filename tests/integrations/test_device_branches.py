@@ -1,7 +1,8 @@
 """Every device branch of the trainer adapters, run on the CPU: `crbc_viz.integrations._scoring.
-_on_device` is the one place the branch is chosen, and replacing it makes CPU tensors take the
-code a GPU runs (``crbc`` fused on the device, the batched torch twin of every other estimator
-and of ``crbc`` at a finite depth, and the torch halves of the token helpers). The cases are
+_on_device` is the one place the adapters' branch is chosen and `crbc_viz.backends.torch.fused.
+on_cuda` the fused row's device test; replacing both makes CPU tensors take the code a GPU runs
+(``crbc`` fused on the device, the batched torch twin of every other estimator and of ``crbc``
+at a finite depth, and the torch halves of the token helpers). The cases are
 parametrised over the branches present: ``host`` (the CPU path), ``cpu`` (the device branch on
 CPU tensors) and, on a machine with one, ``cuda``.
 
@@ -17,7 +18,7 @@ import pytest
 import torch
 from test_integrations import SOKOBAN, cli_scores, expected, per_row, rows_of, verl_agent_batch
 
-from crbc_viz.backends.torch import FLOAT32_ATOL
+from crbc_viz.backends.torch import FLOAT32_ATOL, fused
 from crbc_viz.integrations import _core, _scoring
 from helpers import write_jsonl
 
@@ -29,6 +30,7 @@ def branch(request, monkeypatch):
     """The device the adapter is given; ``cpu`` forces the device branch on CPU tensors."""
     if request.param == "cpu":
         monkeypatch.setattr(_scoring, "_on_device", lambda dev: True)
+        monkeypatch.setattr(fused, "on_cuda", lambda device: True)  # the fused row's device test
     return "cpu" if request.param == "host" else request.param
 
 

@@ -369,9 +369,12 @@ def test_integrations_bench_dry_run(tmp_path):
 
 
 def test_fused_device_path_on_cpu_equals_cli(tmp_path):
-    """The path CUDA tensors take for crbc (crbc_viz.backend.torch_fused, fed by the integration
-    core) runs on the CPU too: same advantages as the CLI on the de-duplicated rows."""
-    from crbc_viz.integrations._core import _fused_crbc, canonical_steps, resolve_params
+    """The path CUDA tensors take for crbc (the fused row of the kernel table,
+    crbc_viz.backends.torch.fused, fed by the integration core) runs on the CPU too: same
+    advantages as the CLI on the de-duplicated rows."""
+    from crbc_viz.backends.torch.fused import crbc_fused
+    from crbc_viz.graph import lazy_graph
+    from crbc_viz.integrations._core import canonical_steps, resolve_params
 
     rows = rows_of(SOKOBAN)
     df = cli_scores(SOKOBAN, ["crbc"], tmp_path)
@@ -387,8 +390,9 @@ def test_fused_device_path_on_cpu_equals_cli(tmp_path):
     )
     assert steps.duplicates == len(idx) - len(set(idx))
     _, p = resolve_params("crbc", {})
-    adv = _fused_crbc(steps.batch, torch.device("cpu"), p)[torch.as_tensor(steps.row_step)]
-    np.testing.assert_allclose(adv.numpy(), expected(df, rows, idx), atol=1e-9, rtol=0)
+    res = crbc_fused(lazy_graph(steps.batch), p, device="cpu")
+    assert res.backend == "torch:cpu"
+    np.testing.assert_allclose(res.advantage[steps.row_step], expected(df, rows, idx), atol=1e-9, rtol=0)
 
 
 def test_verl_adapter_says_what_is_missing():

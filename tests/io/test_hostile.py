@@ -526,8 +526,16 @@ def test_compare_and_estimators_pages_and_url_params_stay_inert(tmp_path_factory
                         pg.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
                 inert(pg)
                 pg.screenshot(path=str(out / f"xss_{page or 'data'}.png"))
-            # Reflected: hostile values in the URL itself.
-            for page in ("graph", "compare", "estimators", ""):
+            # Reflected: hostile values in the URL itself, on every page with the shared sidebar.
+            from crbc_viz.ui.pages import page_facts
+
+            facts = page_facts()
+            shared = [
+                ("" if p is facts[0] else p.get("url_path") or p["name"])
+                for p in facts
+                if not p.get("own_data")
+            ]
+            for page in shared:
                 bad = {
                     "file": "<img src=x onerror=window.__xss=3>",
                     "group": "</script><img src=x onerror=window.__xss=4>",

@@ -32,20 +32,30 @@ from crbc_viz.views.projector import projector_fonts
 from crbc_viz.views.training import dash_undefined
 from crbc_viz.views.trajectories import step_frame
 
-#: This page's facts, read by the router without running the page (`crbc_viz.app.router.page_facts`):
+#: This page's facts, read by the router without running the page (`crbc_viz.ui.pages.page_facts`):
 #: menu order, title, icon, url path (default: the script's name), whether it has its own data
-#: choice (no shared sidebar), and an element that is there once it has loaded (tests wait on it).
+#: choice (no shared sidebar), an element that is there once it has loaded (tests wait on it), and
+#: the URL fields the page keeps (name -> session-state key of its control; None: kept by the page
+#: itself), which `crbc_viz.ui.view.FIELDS` reads.
 PAGE = {
     "order": 4,
     "title": "Compare",
     "icon": ":material/compare_arrows:",
     "ready": ".js-plotly-plot",
+    "fields": {
+        "a": "cmp_a",
+        "b": "cmp_b",
+        "q": "cmp_q",
+        "k": "cmp_k",
+        "depth": "cmp_depth_open",
+        "all": "cmp_all_open",
+    },
 }
 
 
 def _sized(fig):
     """``fig`` with projector fonts in projector mode (the app's toggle)."""
-    return projector_fonts(fig) if st.session_state.get(view.FIELDS["projector"]) else fig
+    return projector_fonts(fig) if st.session_state.get(view.OWN_FIELDS["projector"]) else fig
 
 
 QUANTITIES = ("credit", "advantage", "value", "q_value")
@@ -236,7 +246,7 @@ def all_estimators(sel, graph, t) -> None:
     view.record("all")
     names = estimator_names()
     params = tuple((n, sel.params_of(n)) for n in names)
-    q = st.session_state.get(view.FIELDS["q"], "credit")
+    q = st.session_state.get(PAGE["fields"]["q"], "credit")
     with st.spinner(f"Scoring {len(names)} estimators …"):
         df, failed = pipeline.all_estimators(sel.digest, sel.path, sel.group, params, sel.backend, q)
     ran = [n for n in names if n in df.columns]

@@ -42,14 +42,17 @@ from crbc_viz.views.matching import degenerate_line, matching_line
 from crbc_viz.views.training import dash_undefined
 from crbc_viz.views.verify import verify_headline, verify_table
 
-#: This page's facts, read by the router without running the page (`crbc_viz.app.router.page_facts`):
+#: This page's facts, read by the router without running the page (`crbc_viz.ui.pages.page_facts`):
 #: menu order, title, icon, url path (default: the script's name), whether it has its own data
-#: choice (no shared sidebar), and an element that is there once it has loaded (tests wait on it).
+#: choice (no shared sidebar), an element that is there once it has loaded (tests wait on it), and
+#: the URL fields the page keeps (name -> session-state key of its control; None: kept by the page
+#: itself), which `crbc_viz.ui.view.FIELDS` reads.
 PAGE = {
     "order": 1,
     "title": "Data",
     "icon": ":material/dataset:",
     "ready": "[data-testid='stDataFrame']",
+    "fields": {},
 }
 
 SOURCES = ("Bundled sample", "Upload", "Server path")

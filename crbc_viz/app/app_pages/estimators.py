@@ -14,14 +14,17 @@ from crbc_viz.views.reference import (
     specs,
 )
 
-#: This page's facts, read by the router without running the page (`crbc_viz.app.router.page_facts`):
+#: This page's facts, read by the router without running the page (`crbc_viz.ui.pages.page_facts`):
 #: menu order, title, icon, url path (default: the script's name), whether it has its own data
-#: choice (no shared sidebar), and an element that is there once it has loaded (tests wait on it).
+#: choice (no shared sidebar), an element that is there once it has loaded (tests wait on it), and
+#: the URL fields the page keeps (name -> session-state key of its control; None: kept by the page
+#: itself), which `crbc_viz.ui.view.FIELDS` reads.
 PAGE = {
     "order": 5,
     "title": "Estimators",
     "icon": ":material/menu_book:",
     "ready": "[data-testid='stDataFrame']",
+    "fields": {},
 }
 
 

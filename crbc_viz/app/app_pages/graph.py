@@ -26,14 +26,29 @@ from crbc_viz.views.projector import PROJECTOR_MIN_FONT, projector_graph_page
 from crbc_viz.views.trajectories import anchor_panel_frame
 from crbc_viz.views.why import edge_explanation, open_why
 
-#: This page's facts, read by the router without running the page (`crbc_viz.app.router.page_facts`):
+#: This page's facts, read by the router without running the page (`crbc_viz.ui.pages.page_facts`):
 #: menu order, title, icon, url path (default: the script's name), whether it has its own data
-#: choice (no shared sidebar), and an element that is there once it has loaded (tests wait on it).
+#: choice (no shared sidebar), an element that is there once it has loaded (tests wait on it), and
+#: the URL fields the page keeps (name -> session-state key of its control; None: kept by the page
+#: itself), which `crbc_viz.ui.view.FIELDS` reads.
 PAGE = {
     "order": 2,
     "title": "Graph",
     "icon": ":material/hub:",
     "ready": "iframe",
+    "fields": {
+        "max_nodes": "graph_max_nodes",
+        "labels": "graph_labels",
+        "focus": "graph_focus",
+        # the anchor-rule panel (ui.anchor_panel)
+        "arule": "graph_anchor_rule",
+        "afields": "graph_anchor_fields",
+        "adrop": "graph_anchor_drop",
+        "athr": "graph_anchor_threshold",
+        "ascope": "graph_anchor_scope",
+        "aclust": "graph_anchor_cluster",
+        "aapply": "graph_anchor_apply",
+    },
 }
 
 HEIGHT = 620
@@ -173,7 +188,7 @@ def _draw(sel, graph, ctl: dict, ptxt: str) -> None:
     focused = bool(ctl["focus"] and (t is not None or anchor is not None))
     gkey = f"{sel.digest}:{sel.group}"
     opened, fresh = ((), False) if focused else opened_clusters(gkey)
-    on_projector = bool(st.session_state.get(view.FIELDS["projector"]))
+    on_projector = bool(st.session_state.get(view.OWN_FIELDS["projector"]))
     with st.spinner("Drawing the graph …"):
         page, drawn, total, note = pipeline.graph_page(
             sel.digest,

@@ -28,9 +28,11 @@ from crbc_viz.views import learn as V
 
 T = V.T
 
-#: This page's facts, read by the router without running the page (`crbc_viz.app.router.page_facts`):
+#: This page's facts, read by the router without running the page (`crbc_viz.ui.pages.page_facts`):
 #: menu order, title, icon, url path (default: the script's name), whether it has its own data
-#: choice (no shared sidebar), and an element that is there once it has loaded (tests wait on it).
+#: choice (no shared sidebar), an element that is there once it has loaded (tests wait on it), and
+#: the URL fields the page keeps (name -> session-state key of its control; None: kept by the page
+#: itself), which `crbc_viz.ui.view.FIELDS` reads.
 PAGE = {
     "order": 7,
     "title": "Learn",
@@ -38,6 +40,24 @@ PAGE = {
     "url_path": "learn",
     "own_data": True,
     "ready": "iframe, .js-plotly-plot, [data-testid='stTable'], [data-testid='stDataFrame']",
+    "fields": {
+        # flip / drop are keyed per data set: their key is given at the call
+        "lesson": "learn_lesson",
+        "data": "learn_data",
+        "lk": "learn_k",
+        "beta": "learn_beta",
+        "hl": "learn_highlight",
+        "flip": None,
+        "drop": None,
+        "rr_jump": "learn_rr_jump",
+        "rr_lucky": "learn_rr_lucky",
+        "rr_walk": "learn_rr_walk",
+        "rr_ok": "learn_rr_walk_ok",
+        "wg": "learn_wg",
+        "ws": "learn_ws",
+        "smin": "learn_smin",
+        "gate": "learn_gate",
+    },
 }
 
 LESSON_KEY = "learn_lesson"

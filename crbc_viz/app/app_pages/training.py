@@ -20,9 +20,11 @@ from crbc_viz.views.training import (
     trends_figure,
 )
 
-#: This page's facts, read by the router without running the page (`crbc_viz.app.router.page_facts`):
+#: This page's facts, read by the router without running the page (`crbc_viz.ui.pages.page_facts`):
 #: menu order, title, icon, url path (default: the script's name), whether it has its own data
-#: choice (no shared sidebar), and an element that is there once it has loaded (tests wait on it).
+#: choice (no shared sidebar), an element that is there once it has loaded (tests wait on it), and
+#: the URL fields the page keeps (name -> session-state key of its control; None: kept by the page
+#: itself), which `crbc_viz.ui.view.FIELDS` reads.
 PAGE = {
     "order": 6,
     "title": "Across training",
@@ -30,6 +32,17 @@ PAGE = {
     "url_path": "training",
     "own_data": True,
     "ready": ".js-plotly-plot, [data-testid='stAlert']",
+    "fields": {
+        "store": None,
+        "run": "training_run",
+        "tstep": "training_step",
+        "follow": "training_follow",
+        "tgroup": "training_group",
+        "truns": "training_runs",
+        "metrics": "training_metrics",
+        "find": "training_search",
+        "traj": "training_traj",
+    },
 }
 
 #: Seconds between two looks at the store's manifests (a listing; the page reruns on a change).
@@ -236,7 +249,7 @@ def _drill_to_point(targets, ties, runs, run_key, step_key) -> None:
         st.session_state[run_key] = run
     if ts is not None:
         st.session_state[step_key] = ts
-        st.session_state[view.FIELDS["follow"]] = False  # the clicked step, not the newest
+        st.session_state[PAGE["fields"]["follow"]] = False  # the clicked step, not the newest
 
 
 def _pick_row(table_key: str, values: list, target_key: str) -> None:
@@ -258,9 +271,9 @@ def _drill_to_row(table_key: str, rows, run_key, step_key) -> None:
         st.session_state[run_key] = str(row["run_id"])
     if "train_step" in row:
         st.session_state[step_key] = int(row["train_step"])
-        st.session_state[view.FIELDS["follow"]] = False
+        st.session_state[PAGE["fields"]["follow"]] = False
     if "group_id" in row:
-        st.session_state[view.FIELDS["tgroup"]] = str(row["group_id"])
+        st.session_state[PAGE["fields"]["tgroup"]] = str(row["group_id"])
 
 
 def _flag(text: str) -> bool:

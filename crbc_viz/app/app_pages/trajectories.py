@@ -9,7 +9,7 @@ import streamlit as st
 from crbc_viz.ui import view
 from crbc_viz.ui.links import events, page_script
 from crbc_viz.ui.params import estimator_names
-from crbc_viz.ui.selection import rollout_ids, selection_row, set_rollout, set_step
+from crbc_viz.ui.selection import URL_FIELDS, rollout_ids, selection_row, set_rollout, set_step
 from crbc_viz.ui.sidebar import require_selection
 from crbc_viz.ui.text import cells, md
 from crbc_viz.views.board import board_html
@@ -17,14 +17,19 @@ from crbc_viz.views.graph_values import truncated_steps
 from crbc_viz.views.trajectories import failed_frame, step_alternatives, trajectory_table, worst_steps
 from crbc_viz.views.why import edge_steps, why_html
 
-#: This page's facts, read by the router without running the page (`crbc_viz.app.router.page_facts`):
+#: This page's facts, read by the router without running the page (`crbc_viz.ui.pages.page_facts`):
 #: menu order, title, icon, url path (default: the script's name), whether it has its own data
-#: choice (no shared sidebar), and an element that is there once it has loaded (tests wait on it).
+#: choice (no shared sidebar), an element that is there once it has loaded (tests wait on it), and
+#: the URL fields the page keeps (name -> session-state key of its control; None: kept by the page
+#: itself), which `crbc_viz.ui.view.FIELDS` reads.
 PAGE = {
     "order": 3,
     "title": "Trajectories",
     "icon": ":material/timeline:",
     "ready": "[data-testid='stHtml'], [data-testid='stDataFrame']",
+    "fields": {
+        "est": "traj_estimators",
+    },
 }
 
 DEFAULT_TRIO = ("crbc", "visit_local", "shortest_path")
@@ -65,7 +70,7 @@ def failed_rollouts(sel, graph, results) -> None:
         width="stretch",
     )
     t = None
-    rid = st.session_state.get(view.FIELDS["rollout"])
+    rid = st.session_state.get(URL_FIELDS["rollout"])
     if rid in ids and not b.traj_success[ids.index(rid)]:
         t = ids.index(rid)
     if t is None:
@@ -133,7 +138,7 @@ def render() -> None:
             shown,
             group=0,
             selected=None if t is None or i is None else (t, i),
-            font_px=16 if st.session_state.get(view.FIELDS["projector"]) else 12,
+            font_px=16 if st.session_state.get(view.OWN_FIELDS["projector"]) else 12,
         )
     )
     st.caption(

@@ -50,4 +50,4 @@ def should_run(spec, graph, device: str, params) -> bool | str:  # noqa: F811 (t
     return f"numpy is expected to finish ({seconds:.2g} s) before torch is imported"
 
 
-from . import core, crbc, graph  # noqa: E402,F401  (register the torch rows of the kernel table)
+from . import core, crbc, fused, graph  # noqa: E402,F401  (register the torch rows of the kernel table)

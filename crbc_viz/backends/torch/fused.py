@@ -6,21 +6,29 @@ run-length pass; (node, action) pairs by ``torch.unique``. The closure reuses
 `crbc_viz.backends.torch.crbc.solve_closure` with one entry per step (weights 1/N(s)
 accumulate into M), so no edge table is materialised. Everything stays on the device
 except the per-group node counts (one small host copy, to size the buckets).
+
+`crbc_fused` is ``crbc``'s guarded torch row of the kernel table: `crbc_viz.api.score` (and so
+every trainer adapter) runs it in place of the batched twin where `should_run` agrees, i.e. for
+``crbc`` at depth ∞ on a CUDA device named in the call.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from ...errors import EstimatorInputError
 from ...estimators.crbc import CRBCParams
-from ...graph import SUCCESS
+from ...estimators.registry import implements
+from ...graph import SUCCESS, action_ids
 from ...ops.checks import ACTION_ID_LIMIT, check_step_arrays
+from ...result import deferred_result
 from ..checks import check_engine_params
 from ._device import resolve_device
 from .crbc import DENSE_MAX, check_float_dtype, group_advantage_torch, readout, solve_closure
 
-__all__ = ["crbc_step_credit_torch", "to_device", "check_step_tensors"]
+__all__ = ["crbc_step_credit_torch", "to_device", "check_step_tensors", "crbc_fused", "should_run", "on_cuda"]
 
 _NAMES = ("step_hash", "step_action", "traj_offsets", "group_traj_offsets", "traj_success")
 
@@ -238,6 +246,72 @@ def crbc_step_credit_torch(
         "advantage": w_group * a_group + w_step * credit,
         "closure_residual": residual,
     }
+
+
+def on_cuda(device) -> bool:
+    """Whether ``device`` (a string or a ``torch.device``) names a CUDA device: the one device
+    test of `should_run` (tests replace it to run the fused row on CPU tensors)."""
+    return str(device).startswith("cuda")
+
+
+def should_run(graph, params, device) -> bool | str:
+    """The guarded row's condition: ``crbc`` at depth ∞ (the row is registered for ``crbc``
+    only) on a CUDA device named in the call (`on_cuda`)."""
+    if not math.isinf(params.depth):
+        return f"depth {params.depth} is finite: the fused path solves the closure at depth ∞"
+    if not on_cuda(device):
+        return f"device {device!r} is not a CUDA device"
+    return True
+
+
+_COLUMNS = ("value", "q_value", "credit", "advantage")
+
+
+@implements("crbc", "torch", should_run=should_run)
+def crbc_fused(graph, params, *, device: str = "cuda"):
+    """`crbc_viz.estimators.crbc.crbc` at depth ∞ fused on ``device`` from the batch's step
+    arrays (`crbc_step_credit_torch`: only the step keys are uploaded, the graph is not built);
+    the four per-step columns come back to the host in one transfer, the per-node / per-pair
+    arrays are filled from them when read."""
+    import torch
+
+    b = graph.batch
+    arrays = to_device(
+        b.step_anchor_hash,
+        action_ids(b)[0],
+        b.traj_offsets,
+        b.group_traj_offsets,
+        b.traj_success,
+        device=str(device),
+    )
+    out = crbc_step_credit_torch(
+        *arrays,
+        beta=params.beta,
+        sigma_min=params.sigma_min,
+        w_group=params.w_group,
+        w_step=params.w_step,
+        min_actions=params.min_actions,
+    )
+    cols = dict(zip(_COLUMNS, torch.stack([out[c] for c in _COLUMNS]).to("cpu", torch.float64).numpy()))
+
+    def fill():
+        node_value = np.zeros(graph.num_nodes)
+        node_value[graph.step_node] = cols["value"]
+        pair_q = np.zeros(graph.pair_node.shape[0])
+        pair_q[graph.step_pair] = cols["q_value"]
+        pair_credit = np.zeros_like(pair_q)
+        pair_credit[graph.step_pair] = cols["credit"]
+        return {"node_value": node_value, "pair_q": pair_q, "pair_credit": pair_credit}
+
+    return deferred_result(
+        fill,
+        estimator="crbc",
+        params=params,
+        graph=graph,
+        diagnostics={"closure_residual": out["closure_residual"]},
+        backend=f"torch:{arrays[0].device.type}",
+        **cols,
+    )
 
 
 def _merge(step_hash, traj_offsets, group_traj_offsets):
