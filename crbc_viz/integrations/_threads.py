@@ -98,16 +98,21 @@ def _executor() -> ThreadPoolExecutor:
 def factorize(values: np.ndarray):
     """``pandas.factorize(values)`` (codes in first-occurrence order, -1 for a missing value,
     and the uniques) computed chunk by chunk in the pool when ``values`` is a long object
-    array of strings only: each chunk is factorised on its own, the chunks' uniques (in chunk
-    order) are factorised once more, and each chunk's codes are mapped through that. A value's
-    first occurrence is in the first chunk that holds it, at its place there, so the order of
-    the uniques, and every code, are what one pass gives. Other arrays: one pass."""
+    array: each chunk is factorised on its own, the chunks' uniques (in chunk order) are
+    factorised once more, and each chunk's codes are mapped through that. A value's first
+    occurrence is in the first chunk that holds it, at its place there, so the order of the
+    uniques, and every code, are what one pass gives. The merge is taken only when every
+    chunk's uniques are strings (`str` itself: equal exactly when their text is); otherwise
+    (numbers and text mixed, say, where ``1 == 1.0 == True``) the column is factorised again
+    in one pass, as before."""
     import pandas as pd
 
     chunks = spans(len(values)) if values.dtype == object else [(0, len(values))]
-    if len(chunks) == 1 or pd.api.types.infer_dtype(values, skipna=False) != "string":
+    if len(chunks) == 1:
         return pd.factorize(values)
     parts = run(lambda lo, hi: pd.factorize(values[lo:hi]), chunks)
+    if not all(type(u) is str for _, uniques in parts for u in uniques.tolist()):
+        return pd.factorize(values)
     sizes = np.array([len(u) for _, u in parts], np.int64)
     merged, uniques = pd.factorize(np.concatenate([np.asarray(u, dtype=object) for _, u in parts]))
     remap = np.append(merged.astype(np.int64, copy=False), -1)  # a local -1 stays -1

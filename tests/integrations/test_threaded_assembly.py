@@ -193,3 +193,14 @@ def test_adapters_threaded_equal_one_thread(threads, chunk):
         assert got[name].dtype == want[name].dtype and got[name].shape == want[name].shape, name
         assert got[name].tobytes() == want[name].tobytes(), name
     assert np.abs(want["verl"]).max() > 0  # the credit is not all zero: a comparison that can fail
+
+
+def test_factorize_of_mixed_values_in_chunks_equals_one_pass():
+    """Numbers and text mixed (``1 == 1.0 == True`` hash alike, ``"1"`` does not): what one
+    pass of `pandas.factorize` gives, whichever chunk a value first appears in."""
+    values = np.array(["a", 1, "1", None, True, 1.0, "a", 2, float("nan"), "b", 1, "1"] * 5, dtype=object)
+    want_codes, want_uniques = pd.factorize(values)
+    with _threads.using(threads=3, chunk=5):
+        codes, uniques = _threads.factorize(values)
+    assert codes.tolist() == want_codes.tolist()
+    assert [(type(u), u) for u in uniques] == [(type(u), u) for u in want_uniques]
