@@ -104,11 +104,13 @@ def factorize(values: np.ndarray):
     uniques, and every code, are what one pass gives. The merge is taken only when every
     chunk's uniques are strings (`str` itself: equal exactly when their text is); otherwise
     (numbers and text mixed, say, where ``1 == 1.0 == True``) the column is factorised again
-    in one pass, as before."""
+    in one pass, as before. A column of many distinct values (trajectory ids: each chunk
+    would hold most of them, and the merge would hash them once per chunk) is factorised in one
+    pass (`_few_distinct`)."""
     import pandas as pd
 
     chunks = spans(len(values)) if values.dtype == object else [(0, len(values))]
-    if len(chunks) == 1:
+    if len(chunks) == 1 or not _few_distinct(values, len(chunks)):
         return pd.factorize(values)
     parts = run(lambda lo, hi: pd.factorize(values[lo:hi]), chunks)
     if not all(type(u) is str for _, uniques in parts for u in uniques.tolist()):
@@ -127,3 +129,22 @@ def factorize(values: np.ndarray):
 
     run(lambda lo, hi: place(chunks.index((lo, hi)), lo, hi), chunks)
     return codes, uniques
+
+
+#: Values `_few_distinct` looks at.
+SAMPLE = 4096
+
+
+def _few_distinct(values: np.ndarray, n_chunks: int) -> bool:
+    """Whether ``values`` looks to hold few distinct values (a sample of every k-th value has
+    at most an eighth distinct, and as many per chunk, summed over the chunks, are at most an
+    eighth of the column), so that merging the chunks' uniques costs little beside the column.
+    A sample that cannot be hashed: False (the one pass then says why)."""
+    import pandas as pd
+
+    sample = values[:: max(1, len(values) // SAMPLE)]
+    try:
+        distinct = len(pd.unique(sample))
+    except TypeError:
+        return False
+    return distinct * 8 <= len(sample) and distinct * n_chunks * 8 <= len(values)

@@ -44,7 +44,8 @@ def _first_occurrence(values):
 
 @pytest.mark.parametrize("threads,chunk", CHUNKS)
 @pytest.mark.parametrize("with_missing", [False, True])
-def test_factorize_in_chunks_equals_one_pass(threads, chunk, with_missing):
+def test_factorize_in_chunks_equals_one_pass(threads, chunk, with_missing, monkeypatch):
+    monkeypatch.setattr(_threads, "_few_distinct", lambda values, n: True)  # always merge chunks
     rng = np.random.default_rng(threads * 10 + (chunk or 0))
     # Equal strings as distinct objects, so merging across chunks compares text, not identity.
     values = np.array([("s" + str(k) + "x")[:-1] for k in rng.integers(0, 23, 301)], dtype=object)
@@ -195,12 +196,29 @@ def test_adapters_threaded_equal_one_thread(threads, chunk):
     assert np.abs(want["verl"]).max() > 0  # the credit is not all zero: a comparison that can fail
 
 
-def test_factorize_of_mixed_values_in_chunks_equals_one_pass():
+def test_factorize_of_mixed_values_in_chunks_equals_one_pass(monkeypatch):
     """Numbers and text mixed (``1 == 1.0 == True`` hash alike, ``"1"`` does not): what one
     pass of `pandas.factorize` gives, whichever chunk a value first appears in."""
     values = np.array(["a", 1, "1", None, True, 1.0, "a", 2, float("nan"), "b", 1, "1"] * 5, dtype=object)
+    monkeypatch.setattr(_threads, "_few_distinct", lambda values, n: True)
     want_codes, want_uniques = pd.factorize(values)
     with _threads.using(threads=3, chunk=5):
         codes, uniques = _threads.factorize(values)
     assert codes.tolist() == want_codes.tolist()
     assert [(type(u), u) for u in uniques] == [(type(u), u) for u in want_uniques]
+
+
+def test_many_distinct_values_are_factorised_in_one_pass(monkeypatch):
+    """Trajectory ids (each on a few rows): every chunk would hold most of them, so the column
+    is not cut; few distinct values (anchors, actions) are."""
+    merged = []
+    monkeypatch.setattr(
+        _threads, "run", lambda fn, chunks: merged.append(len(chunks)) or [fn(*c) for c in chunks]
+    )
+    ids = np.array([f"t{i // 4}" for i in range(200_000)], dtype=object)
+    anchors = np.array([f"s{i % 40}" for i in range(200_000)], dtype=object)
+    with _threads.using(threads=4):
+        _threads.factorize(ids)
+        assert merged == []
+        codes, uniques = _threads.factorize(anchors)
+    assert merged == [4, 4] and codes.tolist() == pd.factorize(anchors)[0].tolist()
