@@ -24,6 +24,10 @@ duplicated (verl-agent's ``adjust_batch``, ROLL's ``batch_adjust_mode="copy"``) 
    exact depth: the fused device path);
 4. each unique step's advantage goes back to every row that carried it.
 
+The host-side passes of steps 2 and 4 (factorising string columns of few distinct values, the
+passes over ``[B, L]`` token masks) run in chunks of rows on the kernel's threads
+(`crbc_viz.integrations._threads`), with the one-thread result bit for bit.
+
 The work is split by responsibility: `crbc_viz.integrations._rows` (steps 1-2),
 `crbc_viz.integrations._scoring` (step 3) and `crbc_viz.integrations._tokens` (token rows, step
 4); every name stays importable from here.

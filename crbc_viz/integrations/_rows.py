@@ -21,6 +21,7 @@ from ..io.anchor_rules import rule_hash64 as anchor_hash64  # the rule in force 
 from ..io.assemble import assemble_arrow, dictionary, place_steps
 from ..io.fields import MAX_ABS_REWARD, MAX_STEP_IDX
 from ..io.flags import not_a_flag, read_flags
+from . import _threads
 
 #: How a row's reward is read: ``step`` — the row carries its own step's reward (a trajectory's
 #: return is the sum over its steps); ``episode`` — every row carries its whole episode's return
@@ -160,8 +161,9 @@ def _short(v, n: int = 40) -> str:
 
 def _factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(codes [n] int64, uniques [K] object)`` in first-occurrence order (one hash-table pass;
-    a missing value, None or NaN, gets code -1)."""
-    codes, uniques = pd.factorize(values)
+    a missing value, None or NaN, gets code -1; strings: chunk by chunk in threads,
+    `crbc_viz.integrations._threads.factorize`)."""
+    codes, uniques = _threads.factorize(values)
     return codes.astype(np.int64, copy=False), np.asarray(uniques, dtype=object)
 
 

@@ -11,7 +11,7 @@ from functools import cached_property
 import numpy as np
 
 from .._extras import require
-from . import _scoring
+from . import _scoring, _threads
 from ._rows import (
     CodedRows,
     IntegrationInputError,
@@ -75,15 +75,30 @@ def _all_zero_one(mask) -> bool:
     m = _host(mask)
     if m is None:
         return bool(((mask == 0) | (mask == 1)).all())
-    # Every value 0 or 1 exactly when the nonzero values (NaN included) are all ones.
-    return m.dtype == bool or np.count_nonzero(m) == np.count_nonzero(m == 1)
+    # Every value 0 or 1 exactly when the nonzero values (NaN included) are all ones (in each
+    # chunk of rows: a chunk's ones are at most its nonzero values).
+    if m.dtype == bool:
+        return True
+    return all(
+        _threads.run(
+            lambda lo, hi: np.count_nonzero(m[lo:hi]) == np.count_nonzero(m[lo:hi] == 1),
+            _row_spans(m),
+        )
+    )
 
 
 def _all_finite(rewards) -> bool:
     torch = require("torch", "the trainer adapters")
 
     r = _host(rewards)
-    return bool(torch.isfinite(rewards).all() if r is None else np.isfinite(r).all())
+    if r is None:
+        return bool(torch.isfinite(rewards).all())
+    return all(_threads.run(lambda lo, hi: bool(np.isfinite(r[lo:hi]).all()), _row_spans(r)))
+
+
+def _row_spans(a: np.ndarray, max_items: int | None = None) -> list[tuple[int, int]]:
+    """Chunks of whole rows of ``a`` (`crbc_viz.integrations._threads.spans`)."""
+    return _threads.spans(a.shape[0], int(np.prod(a.shape[1:], dtype=np.int64)), max_items)
 
 
 def masked_row_sum(rewards, mask):
@@ -94,7 +109,10 @@ def masked_row_sum(rewards, mask):
 
     r, m = _host(rewards), _host(mask)
     if r is not None and m is not None:
-        return torch.from_numpy(np.einsum("ij,ij->i", r, m, dtype=np.float64))
+        parts = _threads.run(
+            lambda lo, hi: np.einsum("ij,ij->i", r[lo:hi], m[lo:hi], dtype=np.float64), _row_spans(r)
+        )
+        return torch.from_numpy(np.concatenate(parts))
     kept = torch.where(mask != 0, rewards, torch.zeros((), dtype=rewards.dtype, device=rewards.device))
     return kept.sum(-1, dtype=torch.float64)
 
@@ -122,7 +140,16 @@ def masked(values, mask, dtype=None):
     m, like = _host(mask), _host(torch.empty(0, dtype=dtype))
     if m is not None and like is not None:
         v = values.detach().cpu().numpy().astype(like.dtype)
-        return torch.from_numpy(np.multiply(v, m, dtype=like.dtype))
+        out = np.empty(np.broadcast_shapes(v.shape, m.shape), like.dtype)
+        if out.ndim != 2:
+            return torch.from_numpy(np.multiply(v, m, dtype=like.dtype))
+
+        def part(lo: int, hi: int) -> None:
+            vs = v[lo:hi] if v.ndim == out.ndim and v.shape[0] == out.shape[0] else v
+            np.multiply(vs, m[lo:hi], out=out[lo:hi], dtype=like.dtype)
+
+        _threads.run(part, _row_spans(out))
+        return torch.from_numpy(out)
     return values.to(device=mask.device, dtype=dtype) * mask.to(dtype)
 
 
@@ -163,11 +190,7 @@ def _begin(mask, starts=None, *, what: str = "step starts", within=None):
     if within is not None:
         w = torch.as_tensor(within, device=m.device)
         host, host_w = _host(m), _host(w)
-        m = (
-            torch.from_numpy((host != 0) & (host_w != 0))
-            if host is not None and host_w is not None
-            else m * w
-        )
+        m = torch.from_numpy(_both_on(host, host_w)) if host is not None and host_w is not None else m * w
     if m.ndim != 2:
         raise IntegrationInputError(f"response_mask: expected a [B, L] tensor, got shape {tuple(m.shape)}")
     B, L = m.shape
@@ -185,10 +208,7 @@ def _begin(mask, starts=None, *, what: str = "step starts", within=None):
             begin = np.zeros((B, L), bool)
             begin[at] = True
             return begin
-        on = host != 0
-        begin = on.copy()
-        begin[:, 1:] &= ~on[:, :-1]
-        return begin
+        return _run_starts(host)
     if at is not None:
         begin = torch.zeros(B, L, dtype=torch.bool, device=m.device)
         begin[tuple(torch.as_tensor(x, device=m.device) for x in at)] = True
@@ -196,6 +216,30 @@ def _begin(mask, starts=None, *, what: str = "step starts", within=None):
     on = m.bool()
     begin = on.clone()
     begin[:, 1:] &= ~on[:, :-1]
+    return begin
+
+
+def _both_on(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``(a != 0) & (b != 0)``, chunk by chunk of rows."""
+    out = np.empty(a.shape, bool)
+
+    def part(lo: int, hi: int) -> None:
+        np.logical_and(a[lo:hi] != 0, b[lo:hi] != 0, out=out[lo:hi])
+
+    _threads.run(part, _row_spans(a))
+    return out
+
+
+def _run_starts(host: np.ndarray) -> np.ndarray:
+    """``[B, L]`` bool: True on the first token of each run of nonzero values of ``host``."""
+    begin = np.empty(host.shape, bool)
+
+    def part(lo: int, hi: int) -> None:
+        on = host[lo:hi] != 0
+        begin[lo:hi] = on
+        begin[lo:hi, 1:] &= ~on[:, :-1]
+
+    _threads.run(part, _row_spans(host))
     return begin
 
 
@@ -245,7 +289,11 @@ class Turns:
 
     @classmethod
     def of_begin(cls, begin) -> Turns:
-        n = begin.sum(-1, dtype=np.int64) if isinstance(begin, np.ndarray) else begin.sum(-1).cpu().numpy()
+        if isinstance(begin, np.ndarray):
+            parts = _threads.run(lambda lo, hi: begin[lo:hi].sum(-1, dtype=np.int64), _row_spans(begin))
+            n = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        else:
+            n = begin.sum(-1).cpu().numpy()
         return cls(n_steps=np.asarray(n, dtype=np.int64), begin=begin)
 
     @property
@@ -258,7 +306,7 @@ class Turns:
         (strictly increasing from 0; every row start is one) and which segments are steps (the
         others: rows without a step)."""
         B, L = self.begin.shape
-        starts = np.flatnonzero(self.begin)  # each step's first token, row after row
+        starts = _flat_nonzero(self.begin)  # each step's first token, row after row
         row_first = np.cumsum(self.n_steps) - self.n_steps  # index of each row's first step
         has = self.n_steps > 0
         starts[row_first[has]] = np.flatnonzero(has) * L  # tokens before a row's first step: in it
@@ -277,21 +325,14 @@ class Turns:
         v = _host(torch.as_tensor(token_values))
         if isinstance(self.begin, np.ndarray) and v is not None:
             bounds, is_step = self._bounds
-            flat = v.reshape(-1)
             B, L = self.begin.shape
-            nonzero = np.flatnonzero(flat)
-            if len(nonzero) <= len(flat) // 8:  # sparse (a reward per step): add the nonzero ones
-                # In token order, as the dense sum adds them: adding a zero changes no sum.
-                segment = np.searchsorted(bounds, nonzero, side="right") - 1
-                out = np.bincount(segment, weights=flat[nonzero].astype(np.float64), minlength=len(bounds))
-                return out if is_step is None else out[is_step]
-            out = np.empty(len(bounds))
-            rows = max(1, _CHUNK_TOKENS // max(L, 1))  # float64 copies of one chunk of rows at a time
-            for r0 in range(0, B, rows):
-                lo, hi = np.searchsorted(bounds, [r0 * L, min(r0 + rows, B) * L])
-                chunk = flat[r0 * L : min(r0 + rows, B) * L].astype(np.float64)
-                with np.errstate(over="ignore"):  # an overflowed sum is refused by `_assemble`
-                    out[lo:hi] = np.add.reduceat(chunk, bounds[lo:hi] - r0 * L)
+            flat = v.reshape(-1)
+            chunks = _threads.spans(B, L)
+            nonzero = _threads.run(lambda lo, hi: np.flatnonzero(flat[lo * L : hi * L]) + lo * L, chunks)
+            if sum(map(len, nonzero)) <= len(flat) // 8:  # sparse (a reward per step): add the nonzero ones
+                out = _segment_sums(flat, bounds, nonzero, chunks, L)
+            else:
+                out = _dense_sums(flat, bounds, B, L)
             return out if is_step is None else out[is_step]
         cell, valid, K = self._cells()
         values = torch.as_tensor(token_values, device=cell.device)
@@ -326,8 +367,16 @@ class Turns:
                 full[is_step] = vals
                 vals = full
             B, L = self.begin.shape
-            out = np.repeat(vals, np.diff(np.r_[bounds, B * L]))
-            np.multiply(out, m.reshape(-1), out=out, casting="unsafe")
+            out = np.empty(B * L, like.dtype)
+            flat_mask = m.reshape(-1)
+
+            def part(lo: int, hi: int) -> None:
+                a, b = lo * L, hi * L
+                s0, s1 = np.searchsorted(bounds, [a, b])  # the segments of these rows
+                out[a:b] = np.repeat(vals[s0:s1], np.diff(np.r_[bounds[s0:s1], b]))
+                np.multiply(out[a:b], flat_mask[a:b], out=out[a:b], casting="unsafe")
+
+            _threads.run(part, _threads.spans(B, L))
             return torch.from_numpy(out.reshape(B, L))
         cell, valid, K = self._cells()
         grid = torch.zeros(cell.shape[0], K, dtype=torch.float64, device=mask.device)
@@ -337,8 +386,47 @@ class Turns:
         return masked(torch.gather(grid, 1, cell.to(mask.device)), mask, dtype)
 
 
-#: Tokens per float64 chunk in `Turns.sums` (bounds its temporary memory: 8 MiB).
+#: Tokens per float64 chunk in `Turns.sums` (bounds its temporary memory: 8 MiB a thread).
 _CHUNK_TOKENS = 1 << 20
+
+
+def _flat_nonzero(a: np.ndarray) -> np.ndarray:
+    """``np.flatnonzero(a)`` of a ``[B, L]`` array, chunk by chunk of rows."""
+    B, L = a.shape
+    parts = _threads.run(lambda lo, hi: np.flatnonzero(a[lo:hi]) + lo * L, _threads.spans(B, L))
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _segment_sums(flat, bounds, nonzero, chunks, L: int) -> np.ndarray:
+    """Per token segment (``bounds``), the float64 sum of its nonzero values ``flat[nonzero]``
+    (``nonzero``: per chunk of rows, the flat indices of its nonzero tokens), added in token
+    order: adding a zero changes no sum. A segment lies within one row, so within one chunk."""
+    out = np.empty(len(bounds))
+
+    def part(k: int, lo: int, hi: int) -> None:
+        s0, s1 = np.searchsorted(bounds, [lo * L, hi * L])
+        nz = nonzero[k]
+        segment = np.searchsorted(bounds, nz, side="right") - 1 - s0
+        out[s0:s1] = np.bincount(segment, weights=flat[nz].astype(np.float64), minlength=s1 - s0)
+
+    _threads.run(lambda lo, hi: part(chunks.index((lo, hi)), lo, hi), chunks)
+    return out
+
+
+def _dense_sums(flat, bounds, B: int, L: int) -> np.ndarray:
+    """Per token segment (``bounds``), the float64 sum of all its values, a float64 copy of one
+    chunk of rows at a time."""
+    out = np.empty(len(bounds))
+
+    def part(r0: int, r1: int) -> None:
+        lo, hi = np.searchsorted(bounds, [r0 * L, r1 * L])
+        chunk = flat[r0 * L : r1 * L].astype(np.float64)
+        with np.errstate(over="ignore"):  # an overflowed sum is refused by `_assemble`
+            out[lo:hi] = np.add.reduceat(chunk, bounds[lo:hi] - r0 * L)
+
+    if B and L:
+        _threads.run(part, _threads.spans(B, L, _CHUNK_TOKENS))
+    return out
 
 
 def trajectory_credit(
