@@ -87,6 +87,7 @@ def _run(source: str, timeout: float) -> str | None:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            errors="replace",  # what it prints is parsed or refused, never decoded to a crash
             start_new_session=True,  # its own process group: a kill takes any child of it too
         )
     except OSError as exc:
@@ -97,6 +98,10 @@ def _run(source: str, timeout: float) -> str | None:
     except subprocess.TimeoutExpired:
         _kill(proc)
         log.debug("graphviz %s ran past %.1f s and was killed: the layout's own order is kept", exe, timeout)
+        return None
+    except OSError as exc:
+        _kill(proc)
+        log.debug("graphviz %s failed (%s): the layout's own order is kept", exe, exc)
         return None
     if proc.returncode != 0:
         log.debug(

@@ -131,7 +131,9 @@ def test_no_usable_dot_keeps_the_layouts_order(monkeypatch, tmp_path, tw9, how, 
     fake = {
         "missing": "crbc-viz-no-such-dot",
         "fails": _fake_dot(tmp_path, "cat >/dev/null; echo boom >&2; exit 3"),
-        "garbage": _fake_dot(tmp_path, "cat >/dev/null; echo 'node nX 1 2 3'; echo 'node n0 1 up 3'"),
+        "garbage": _fake_dot(
+            tmp_path, "cat >/dev/null; echo 'node nX 1 2 3'; echo 'node n0 1 up 3'; printf '\\377\\376\\n'"
+        ),
     }[how]
     monkeypatch.setattr(dot_order, "DOT", fake)
     with caplog.at_level("DEBUG", logger=dot_order.__name__):
