@@ -48,10 +48,12 @@ $(TRN_STAMP): tests/trainer_requirements.txt constraints.txt pyproject.toml
 	touch $(TRN_STAMP)
 
 # Debian's chromium for the browser tests (never `playwright install`).
+# Debian's chromium (browser tests) and graphviz (`dot`: the graph layout's second opinion on
+# the order within its columns; tests/views/test_dot_order.py).
 browser-deps:
-	@command -v chromium >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
-	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; fi; }
+	@{ command -v chromium >/dev/null 2>&1 && command -v dot >/dev/null 2>&1; } || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium graphviz >/dev/null; \
+	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium graphviz >/dev/null; fi; }
 
 run: $(STAMP)
 	$(BIN)/streamlit run app.py --server.address 127.0.0.1 --server.port $(PORT) \

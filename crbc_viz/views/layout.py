@@ -27,6 +27,7 @@ import numpy as np
 
 from .._extras import require
 from ..graph import FAILURE, SUCCESS, AnchorGraph
+from .dot_order import prefer
 
 __all__ = [
     "SUCCESS_ID",
@@ -210,7 +211,8 @@ def order_layers(layer: dict, edges, *, pinned: int | None = None) -> list[list]
     predecessors, and on small drawings a few seeded shuffles. Each is refined by barycentre
     sweeps, down then up, and the order with the fewest crossings (`crossings` on column ×
     centred rank) is kept — on real groups no start wins everywhere (a Sokoban group:
-    igraph; a random MDP: the pass), and sweeps alone stop in local minima.
+    igraph; a random MDP: the pass), and sweeps alone stop in local minima. Graphviz's ``dot``
+    order replaces it where ``dot`` is installed and crosses fewer (`crbc_viz.views.dot_order`).
 
     Args:
         layer: ``{item: column}``, columns 0 … L − 1 (each one used); ties keep this order.
@@ -264,7 +266,7 @@ def order_layers(layer: dict, edges, *, pinned: int | None = None) -> list[list]
             passed[c].sort(key=by_preds)
         rank.update({it: r - (len(passed[c]) - 1) / 2.0 for r, it in enumerate(passed[c])})
     if len(pairs) > _SWEEP_MAX_EDGES:
-        return sugiyama
+        return prefer(sugiyama, seg, lambda cols: crossings(_centred(cols), seg), pinned=pinned)
     starts = [sugiyama, passed]
     if len(pairs) <= _RESTART_MAX_EDGES:
         # Barycentre sweeps stop in local minima; a few shuffled starts (seeded: the drawing
@@ -282,7 +284,7 @@ def order_layers(layer: dict, edges, *, pinned: int | None = None) -> list[list]
         got = _refine(columns, seg, before, after, pinned)
         if best is None or got[0] < best[0]:
             best = got
-    return best[1]
+    return prefer(best[1], seg, lambda cols: crossings(_centred(cols), seg), pinned=pinned)
 
 
 def _refine(columns: list[list], seg, before: dict, after: dict, pinned) -> tuple[int, list]:
