@@ -2,12 +2,14 @@
 
     python -m bench.user_path [--quick] [--write] [--sweep-sizes 1000,10000,100000]
                               [--ingest-sizes-mb 100,800,3000] [--repeats 7]
+                              [--only score|cli|sweep|ingest|gpu]
 
 1. ``crbc_viz.score(batch, "crbc")`` on workload (b), engine loaded, one process: median of
    ``--repeats`` after a warm-up against `bench.baselines.crbc_dict_spsolve` on the same batch
    (both checked against the numpy reference to 1e-9; every row timed in turn in each round),
    beside the memory-bandwidth floor (32 bytes per step at the bandwidth a numpy copy measures
-   in the same run); kernel alone, numpy reference and ``build_graph`` as context. The block's
+   in the same run) and the I/O floor (the engine's input and output bytes once, `io_floor_bytes`,
+   at the same bandwidth), wall and CPU time; kernel alone, numpy reference and ``build_graph`` as context. The block's
    header names the commit it ran on.
 2. ``python -m crbc_viz score FILE.jsonl -o OUT.parquet`` on the 80k-step JSONL, a fresh
    process each run, wall including interpreter start (median after one warm-up run).
@@ -53,6 +55,21 @@ SECTION = "## User path, group size, ingest"
 SCORE_X, CLI_S = 60.0, 0.6
 #: The memory-bandwidth floor of the score row: 32 bytes per step touched once, as `python -m bench`'s.
 FLOOR_BYTES_PER_STEP = 32
+#: The engine's own input and output, each byte moved once (`io_floor_bytes`): per step it reads
+#: the anchor hash and the action id (8 + 8 bytes) and writes value, Q, credit and advantage
+#: (4 × 8); per trajectory an offset and the outcome (8 + 1), per group an offset (8).
+IO_READ_PER_STEP, IO_WRITE_PER_STEP, IO_PER_TRAJ, IO_PER_GROUP = 16, 32, 9, 8
+
+
+def io_floor_bytes(batch) -> int:
+    """Bytes ``score(batch, "crbc")`` must read and write at the least: its input arrays once
+    and its four per-step outputs once (the merge tables and the solve's scratch are per group
+    and stay in cache). The copy bandwidth counts a byte read plus a byte written as two bytes,
+    so these are timed at the same rate."""
+    steps = (IO_READ_PER_STEP + IO_WRITE_PER_STEP) * batch.num_steps
+    return steps + IO_PER_TRAJ * batch.num_trajectories + IO_PER_GROUP * (batch.num_groups + 1)
+
+
 #: The tree the CLI target was measured on (~1.9 s: the per-step JSONL reader, batches as
 #: pandas frames; 2026-12-02 19:06). Its CLI is timed in the same run as ours, extracted with
 #: ``git archive`` and run by the same interpreter, so the row has its baseline beside it on a
@@ -87,18 +104,24 @@ def _part(head: str, header: list[str], rows: list[list], align: str) -> str:
     )
 
 
-def interleaved(fns: dict, repeats: int) -> dict:
+def interleaved(fns: dict, repeats: int, cpu: dict | None = None) -> dict:
     """Median seconds of each of ``fns`` (label: zero-argument call) over ``repeats`` rounds after
     one warm-up round; each round calls every function once, in turn, so all of them see the
-    same machine load (a shared machine's load moves between runs of one function)."""
+    same machine load (a shared machine's load moves between runs of one function). ``cpu``,
+    when given, receives each label's median process CPU seconds (all threads), which a loaded
+    machine's waiting does not count."""
     for fn in fns.values():
         fn()
     times = {label: [] for label in fns}
+    cpus = {label: [] for label in fns}
     for _ in range(repeats):
         for label, fn in fns.items():
-            t = time.perf_counter()
+            c, t = time.process_time(), time.perf_counter()
             fn()
             times[label].append(time.perf_counter() - t)
+            cpus[label].append(time.process_time() - c)
+    if cpu is not None:
+        cpu.update({label: statistics.median(ts) for label, ts in cpus.items()})
     return {label: statistics.median(ts) for label, ts in times.items()}
 
 
@@ -128,17 +151,23 @@ def score_b(repeats: int) -> tuple[str, bool]:
     for label, (fn, args, checked) in cases.items():
         err = float(np.max(np.abs(fn(*args) - ref))) if checked else 0.0
         assert err < 1e-9, f"{label}: advantages differ from the numpy reference by {err}"
-    times = interleaved({label: (lambda f=fn, a=a: f(*a)) for label, (fn, a, _) in cases.items()}, repeats)
+    cpu = {}
+    times = interleaved(
+        {label: (lambda f=fn, a=a: f(*a)) for label, (fn, a, _) in cases.items()}, repeats, cpu
+    )
     gbs = memory_bandwidth_gbs()
     floor = FLOOR_BYTES_PER_STEP * batch.num_steps / (gbs * 1e9)
+    io_floor = io_floor_bytes(batch) / (gbs * 1e9)
     first, *_, base = times.values()  # the user's call, ..., the baseline
     met = base / first >= SCORE_X
+    (cpu_first, *_, cpu_base), labels = cpu.values(), list(cpu)
     rows = [
         [
             label,
             f"{t * 1e3:.2f}",
             f"{base / t:.1f}" if cases[label][2] else "",
             f"{t / floor:.1f}",
+            f"{t / io_floor:.1f}",
             "" if i else "≥ 60×",
             "" if i else _yes(met),
         ]
@@ -151,9 +180,28 @@ def score_b(repeats: int) -> tuple[str, bool]:
             f"{floor * 1e3:.3f}",
             f"{base / floor:.0f}",
             "1.0",
+            f"{floor / io_floor:.2f}",
             "",
             "",
         ],
+    )
+    rows.insert(
+        2,
+        [
+            f"I/O floor (the engine's input and output once: {io_floor_bytes(batch):,} bytes, same bandwidth)",
+            f"{io_floor * 1e3:.3f}",
+            f"{base / io_floor:.0f}",
+            f"{io_floor / floor:.2f}",
+            "1.0",
+            "",
+            "",
+        ],
+    )
+    cpu_line = (
+        f"CPU time (process, all threads; median of the same rounds): `score` {cpu_first * 1e3:.2f} ms, "
+        f"kernel alone {cpu[labels[1]] * 1e3:.2f} ms, baseline {cpu_base * 1e3:.1f} ms: "
+        f"{cpu_base / cpu_first:.1f}× the baseline, {cpu_first / floor:.1f}× the floor, "
+        f"{cpu_first / io_floor:.1f}× the I/O floor."
     )
     head = (
         f'**`score(batch, "crbc")`, workload (b)**, {commit()} ({batch.num_steps:,} steps; one '
@@ -161,8 +209,8 @@ def score_b(repeats: int) -> tuple[str, bool]:
         "every row once in turn; the advantages of score, kernel and baseline agree with the numpy "
         "reference to 1e-9)"
     )
-    header = ["what", "median ms", "× dict+spsolve", "× floor", "target", "met"]
-    return _part(head, header, rows, "lrrrlc"), met
+    header = ["what", "median ms", "× dict+spsolve", "× floor", "× I/O floor", "target", "met"]
+    return _part(head, header, rows, "lrrrrlc") + "\n\n" + cpu_line, met
 
 
 def _user_env() -> dict:
@@ -402,6 +450,7 @@ def main(argv=None) -> str:
     ap.add_argument("--sweep-sizes", default="1000,10000,100000")
     ap.add_argument("--ingest-sizes-mb", default="100,800,3000")
     ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--only", choices=list(LABELS), help="run this block alone (no --write)")
     args = ap.parse_args(argv)
     command = " ".join(["python -m bench.user_path", *(argv if argv is not None else sys.argv[1:])])
     sizes = [1000] if args.quick else [int(s) for s in args.sweep_sizes.split(",")]
@@ -409,13 +458,14 @@ def main(argv=None) -> str:
     repeats = 1 if args.quick else args.repeats
     load_start, started, cpu_start = os.getloadavg(), time.strftime("%Y-%m-%d %H:%M"), _cpu_ticks()
     with tempfile.TemporaryDirectory(prefix="crbc_user_path_") as tmp:
-        parts = {
-            "score": score_b(repeats),
-            "cli": cli(Path(tmp), repeats, baseline=not args.quick),
-            "sweep": group_sizes(sizes),
-            "ingest": ingest(Path(tmp), ingest_mb),
-            "gpu": gpu(["b"] if args.quick else ["b", "c"], 1 if args.quick else max(repeats, 20)),
+        blocks = {
+            "score": lambda: score_b(repeats),
+            "cli": lambda: cli(Path(tmp), repeats, baseline=not args.quick),
+            "sweep": lambda: group_sizes(sizes),
+            "ingest": lambda: ingest(Path(tmp), ingest_mb),
+            "gpu": lambda: gpu(["b"] if args.quick else ["b", "c"], 1 if args.quick else max(repeats, 20)),
         }
+        parts = {k: run() for k, run in blocks.items() if args.only in (None, k)}
     loads = [" / ".join(f"{x:.2f}" for x in la) for la in (load_start, os.getloadavg())]
     text = "\n\n".join(
         [
@@ -427,7 +477,7 @@ def main(argv=None) -> str:
         ]
     )
     print(text)
-    if args.write:
+    if args.write and args.only is None:
         write_block(text, BEGIN, END, section=SECTION)
     return text
 

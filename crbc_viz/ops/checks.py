@@ -83,10 +83,13 @@ def check_ids(
     length: int | None = None,
     length_name: str = "S",
     limit: int = ACTION_ID_LIMIT,
+    count: int | None = None,
 ) -> np.ndarray:
-    """Integer ids ``[length]`` in ``[0, limit)``, as contiguous int64."""
+    """Integer ids ``[length]`` in ``[0, limit)``, as contiguous int64. ``count``: the ids are
+    codes of a factorisation, known to lie in ``[0, count)`` (the batch's `action_ids`), so the
+    O(S) range scan is skipped when ``count <= limit``."""
     a = as_vector(x, name, caller=caller, length=length, length_name=length_name)
-    if a.shape[0]:
+    if a.shape[0] and (count is None or count > limit):
         lo, hi = a.min(), a.max()
         if lo < 0 or hi >= limit:
             bad = lo if lo < 0 else hi
@@ -129,11 +132,18 @@ def as_flags(x, name: str, *, caller: str, length: int, length_name: str = "T") 
 
 
 def check_step_arrays(
-    step_anchor_hash, step_action, traj_offsets, group_traj_offsets, traj_success, *, caller: str
+    step_anchor_hash,
+    step_action,
+    traj_offsets,
+    group_traj_offsets,
+    traj_success,
+    *,
+    caller: str,
+    action_count: int | None = None,
 ) -> StepArrays:
     """Check the five step arrays against each other (module docstring) and return them
     contiguous in the engines' dtypes; raise `EstimatorInputError` naming ``caller`` and the
-    argument at the first problem."""
+    argument at the first problem. ``action_count``: `check_ids`'s ``count`` for the actions."""
     h = as_vector(step_anchor_hash, "step_anchor_hash", caller=caller)
     S = h.shape[0]
     if h.dtype == np.int64:
@@ -141,7 +151,12 @@ def check_step_arrays(
     else:
         h = np.ascontiguousarray(h, dtype=np.uint64)
     a = check_ids(
-        step_action, "step_action", caller=caller, length=S, length_name="S (of 'step_anchor_hash')"
+        step_action,
+        "step_action",
+        caller=caller,
+        length=S,
+        length_name="S (of 'step_anchor_hash')",
+        count=action_count,
     )
     to = check_offsets(
         traj_offsets,

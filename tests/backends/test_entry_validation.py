@@ -262,3 +262,16 @@ def test_fused_torch_takes_narrow_integer_and_01_tensors_to_the_spec_values():
         torch.tensor(lists["traj_success"], dtype=torch.float32),
     )
     np.testing.assert_allclose(out["advantage"].numpy(), ADVANTAGE_14_4, atol=1e-4)
+
+
+def test_factorised_action_codes_skip_the_range_scan_only_below_the_limit():
+    from crbc_viz.errors import EstimatorInputError
+    from crbc_viz.ops.checks import ACTION_ID_LIMIT, check_ids
+
+    codes = np.array([0, 5, 2], dtype=np.int32)
+    out = check_ids(codes, "step_action", caller="c", count=6)  # the batch's own codes: no scan
+    assert out.dtype == np.int64 and out.tolist() == [0, 5, 2]
+    with pytest.raises(EstimatorInputError, match="step_action"):  # a count past the limit: scanned
+        check_ids(np.array([-1, 0]), "step_action", caller="c", count=ACTION_ID_LIMIT + 1)
+    with pytest.raises(EstimatorInputError, match="step_action"):  # no count: scanned
+        check_ids(np.array([-1, 0]), "step_action", caller="c")

@@ -69,6 +69,8 @@ def test_user_path_quick_renders_every_target_row():
         "Targets met:",
         "memory-bandwidth floor (32 bytes per step at",  # beside the score row, with its ratio
         "| × floor |",
+        "| × I/O floor |",
+        "CPU time (process, all threads",
     ):
         assert label in block, label
     score_head = next(line for line in block.splitlines() if line.startswith('**`score(batch, "crbc")`'))
@@ -138,3 +140,14 @@ def test_browser_bench_is_one_command_with_load_and_targets():
     table = bb.table(rows, 2, "1.0/1.0/1.0", 3)
     assert "| open Graph | 0.45 | 0.40–0.60 |" in table and "| ≤ 1 s | yes |" in table
     assert "browser-bench:begin" in (ROOT / "bench" / "RESULTS.md").read_text()
+
+
+def test_io_floor_counts_the_engines_input_and_output_once():
+    from bench.user_path import io_floor_bytes
+    from crbc_viz.synthetic import random_mdp_batch
+
+    b = random_mdp_batch(seed=0, num_groups=3, rollouts=4, max_steps=10, num_states=8, p_fail=0.1)
+    S, T, G = b.num_steps, b.num_trajectories, b.num_groups
+    # per step: hash and action read (8 + 8), value, Q, credit, advantage written (4 × 8);
+    # per trajectory an offset and a success flag (8 + 1); G + 1 group offsets (8 each)
+    assert io_floor_bytes(b) == 48 * S + 9 * T + 8 * (G + 1)

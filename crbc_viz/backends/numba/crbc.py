@@ -26,7 +26,7 @@ from ...ops.checks import check_step_arrays
 from ...ops.segments import F64_EPS, SPREAD_ULPS
 from ..checks import check_engine_params
 
-__all__ = ["crbc_step_credit", "DENSE_MAX"]
+__all__ = ["crbc_step_credit", "run_checked", "DENSE_MAX"]
 
 DENSE_MAX = 1024
 
@@ -154,63 +154,84 @@ def merge_group(steps, t_lo, t_hi):
 
 @_njit(cache=True, nogil=True, inline="always")
 def closure_values(grp, beta):
-    """V of (I − βM)V = b, M(s,s′) = N(s→s′)/N(s), b(s) = β·N(s→SUCCESS)/N(s): dense Gaussian
-    elimination without pivoting (I − βM is a nonsingular M-matrix). The transitions are
-    counted first and each row scaled once, as the reference's N(s→x)/N(s): adding 1/N(s)
-    per step rounded M's rows, and at β = 1 the solve's error grew to ~1 ulp per step of the
-    group (LAPACK on the counted rows: ~50× lower)."""
+    """V of (I − βM)V = b, M(s,s′) = N(s→s′)/N(s), b(s) = β·N(s→SUCCESS)/N(s): Gaussian
+    elimination without pivoting (I − βM is a nonsingular M-matrix) in the group's dense
+    scratch. The transitions are counted first and each row scaled once, as the reference's
+    N(s→x)/N(s): adding 1/N(s) per step rounded M's rows, and at β = 1 the solve's error grew
+    to ~1 ulp per step of the group (LAPACK on the counted rows: ~50× lower).
+
+    Work is spent on nonzeros only: the anchors are numbered in reverse first-occurrence order
+    (a trajectory's chain then lies below the diagonal and its back edges above: on random-MDP
+    groups half the row operations of first-occurrence order), each row is reduced in turn by
+    the rows above it (row by row: the same operations in the same order as column by column,
+    so the same bits), and every row keeps the band ``[first, last]`` outside which it is zero,
+    which its updates and the back substitution never leave. A strongly-connected-component
+    order was measured and not taken: on random-MDP groups nearly every anchor lies in one
+    component, so block substitution saves nothing."""
     node, nxt, visits = grp.node, grp.nxt, grp.visits
     n = visits.shape[0]
     A = np.zeros((n, n), np.float64)
     rhs = np.zeros(n, np.float64)
+    first = np.arange(n)  # row i's nonzeros lie in columns [first[i], last[i]]
+    last = np.arange(n)
     for k in range(node.shape[0]):
-        s = node[k]
+        s = n - 1 - node[k]
         x = nxt[k]
         if x >= 0:
+            x = n - 1 - x
             A[s, x] -= 1.0
+            first[s] = min(first[s], x)
+            last[s] = max(last[s], x)
         elif x == -1:
             rhs[s] += 1.0
     for i in range(n):
-        w = beta / visits[i]
-        for j in range(n):
+        w = beta / visits[n - 1 - i]
+        for j in range(first[i], last[i] + 1):
             A[i, j] *= w
         rhs[i] *= w
         A[i, i] += 1.0
-    for c in range(n):
-        piv = A[c, c]
-        for r in range(c + 1, n):
+    for r in range(n):
+        for c in range(first[r], r):
             f = A[r, c]
             if f != 0.0:
-                f /= piv
-                for j in range(c + 1, n):  # column c of row r is not read again
+                f /= A[c, c]
+                for j in range(c + 1, last[c] + 1):  # column c of row r is not read again
                     A[r, j] -= f * A[c, j]
                 rhs[r] -= f * rhs[c]
+                last[r] = max(last[r], last[c])
     V = np.zeros(n, np.float64)
     for c in range(n - 1, -1, -1):
         acc = rhs[c]
-        for j in range(c + 1, n):
+        for j in range(c + 1, last[c] + 1):
             acc -= A[c, j] * V[j]
         V[c] = acc / A[c, c]
-    return V
+    return V[::-1].copy()
 
 
 @_njit(cache=True, nogil=True, inline="always")
-def closure_residual(grp, V, beta):
-    """‖(I − βM)V − b‖∞ from the step list (O(steps), no copy of A)."""
-    node, nxt, visits = grp.node, grp.nxt, grp.visits
+def closure_residual_and_q(grp, V, beta):
+    """‖(I − βM)V − b‖∞ from the step list (O(steps), no copy of A) and `pair_values`'s Q,
+    in one pass over the steps."""
+    node, nxt, visits, pair, pcount = grp.node, grp.nxt, grp.visits, grp.pair, grp.pcount
     r = V.copy()
+    Q = np.zeros(pcount.shape[0], np.float64)
     for k in range(node.shape[0]):
         x = nxt[k]
         w = beta / visits[node[k]]
         if x >= 0:
             r[node[k]] -= w * V[x]
+            vx = V[x]
         elif x == -1:
             r[node[k]] -= w
+            vx = 1.0
+        else:
+            vx = 0.0
+        Q[pair[k]] += beta * vx / pcount[pair[k]]
     res = 0.0
     for i in range(r.shape[0]):
         if abs(r[i]) > res:
             res = abs(r[i])
-    return res
+    return res, Q
 
 
 @_njit(cache=True, nogil=True, inline="always")
@@ -354,8 +375,7 @@ def group_kernel(g, steps, params, out):
             out.large[g] = 1
             return
         V = closure_values(grp, params.beta)
-        out.residual[g] = closure_residual(grp, V, params.beta)
-        Q = pair_values(grp, V, params.beta)
+        out.residual[g], Q = closure_residual_and_q(grp, V, params.beta)
     else:
         V, Q = backed_up_values(steps, grp, params.beta, params.depth)
     write_credit(steps, params, grp, V, Q, out)
@@ -438,7 +458,7 @@ def crbc_step_credit(
         EstimatorInputError: an array or parameter outside that contract (named in the
             message), checked before the kernel runs (`crbc_viz.ops.checks`).
     """
-    fn = _compiled()
+    _compiled()
     caller = "crbc_step_credit"
     p, dense_max = check_engine_params(
         caller,
@@ -455,18 +475,26 @@ def crbc_step_credit(
             step_anchor_hash, step_action, traj_offsets, group_traj_offsets, traj_success, caller=caller
         )
     )
+    return run_checked(steps, p, p.depth, dense_max)
+
+
+def run_checked(steps: Steps, p, depth: float, dense_max: int = DENSE_MAX) -> dict:
+    """`crbc_step_credit` on arrays already checked (`check_step_arrays`) with parameters
+    already checked (``p``: a `CRBCParams`-like object whose bounds were checked; ``depth``
+    overrides its depth): what `crbc_viz.api.score` calls, which checked both before."""
+    fn = _compiled()
     S, G = steps.hashes.shape[0], steps.group_traj_off.shape[0] - 1
     out = Outputs(
-        *(np.zeros(S) for _ in range(4)),
+        *(np.empty(S) for _ in range(4)),  # every step is written (large groups after the kernel)
         large=np.zeros(G, np.int8),
         residual=np.zeros(G),
         node_stats=np.zeros((G, 2), np.int64),
     )
-    depth_inf = math.isinf(p.depth)
+    depth_inf = math.isinf(depth)
     params = KernelParams(
         beta=float(p.beta),
         depth_inf=depth_inf,
-        depth=0 if depth_inf else int(p.depth),
+        depth=0 if depth_inf else int(depth),
         sigma_min=float(p.sigma_min),
         w_group=float(p.w_group),
         w_step=float(p.w_step),

@@ -19,23 +19,22 @@ def _family(name: str, graph, params, depth: float):
     graph is not built here, and the per-node / per-pair arrays (which need its ids) are
     filled from the per-step output only when read."""
     from ...graph import action_ids
+    from ...ops.checks import check_step_arrays
     from ...result import deferred_result
-    from .crbc import crbc_step_credit
+    from .crbc import Steps, run_checked
 
     b = graph.batch
-    out = crbc_step_credit(
+    actions, names = action_ids(b)
+    steps = check_step_arrays(  # O(T): the action ids are the batch's codes, no O(S) range scan
         b.step_anchor_hash,
-        action_ids(b)[0],
+        actions,
         b.traj_offsets,
         b.group_traj_offsets,
         b.traj_success,
-        beta=params.beta,
-        depth=depth,
-        sigma_min=params.sigma_min,
-        w_group=params.w_group,
-        w_step=params.w_step,
-        min_actions=params.min_actions,
+        caller=f"score(..., '{name}')",
+        action_count=len(names),
     )
+    out = run_checked(Steps(*steps), params, depth)  # params: checked by score
     n = out["num_nodes"]
     diagnostics = {"gated_fraction": out["gated_nodes"] / n if n else 0.0}
     if math.isinf(depth):

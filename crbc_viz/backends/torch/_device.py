@@ -3,6 +3,7 @@ torch is imported only to answer when it must be."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import sys
@@ -41,10 +42,17 @@ def resolve_device(device: str = "auto") -> str:
     return str(device)
 
 
+@functools.cache
+def _nvidia_device_nodes() -> bool:
+    """An NVIDIA device node exists (asked once per process: ``backend='auto'`` asks at every
+    call, and two ``stat`` calls cost more than the rest of the choice)."""
+    return any(os.path.exists(p) for p in ("/dev/nvidiactl", "/dev/nvidia0"))
+
+
 def cuda_available() -> bool:
     """A CUDA device is usable; torch is not imported just to ask when no NVIDIA device node
     exists and torch is not loaded yet (importing it costs about a second)."""
-    if "torch" not in sys.modules and not any(os.path.exists(p) for p in ("/dev/nvidiactl", "/dev/nvidia0")):
+    if "torch" not in sys.modules and not _nvidia_device_nodes():
         return False
     try:
         import torch

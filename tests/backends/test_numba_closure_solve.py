@@ -1,0 +1,134 @@
+"""The compiled engine's closure solve (row-by-row elimination inside each row's band of
+nonzeros, anchors in reverse first-occurrence order) against a brute-force dense solve:
+``numpy.linalg.solve`` of (I − P)V = r on the empirical process of each group, counted here
+from the raw steps with dicts. The groups are random walks on graphs built with strongly
+connected components of chosen sizes in a DAG of components, with self-loops: one group whose
+anchors all lie in one component, one pure DAG, one with components of several sizes."""
+
+from collections import defaultdict
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+from scipy.sparse import coo_matrix  # noqa: E402
+from scipy.sparse.csgraph import connected_components  # noqa: E402
+
+from crbc_viz.backends.numba.crbc import crbc_step_credit  # noqa: E402
+
+
+def _design(rng, sizes, self_loops: bool):
+    """Successor lists of a graph whose components have ``sizes``, in order: a cycle inside each
+    component plus one random chord, a self-loop on some anchors, and edges only forward to
+    later components (so the components are exactly ``sizes``)."""
+    start = np.concatenate([[0], np.cumsum(sizes)])
+    n = int(start[-1])
+    succ = [[] for _ in range(n)]
+    for b, size in enumerate(sizes):
+        members = list(range(start[b], start[b + 1]))
+        for i, u in enumerate(members):
+            if size > 1:
+                succ[u].append(members[(i + 1) % size])
+                succ[u].append(members[rng.integers(size)])
+            if self_loops and rng.random() < 0.4:
+                succ[u].append(u)
+            if b + 1 < len(sizes):
+                succ[u] += list(rng.integers(start[b + 1], n, size=2))
+    return [sorted(set(s)) for s in succ]
+
+
+def _walks(rng, succ, num_traj: int, max_len: int):
+    """Trajectories ``(anchors, actions, success)``: start anywhere, follow a random successor,
+    end with probability 0.08 per step (or with no successor, or at ``max_len``)."""
+    trajs = []
+    for _ in range(num_traj):
+        u = int(rng.integers(len(succ)))
+        anchors, actions = [u], []
+        while True:
+            if not succ[u] or rng.random() < 0.08 or len(anchors) == max_len:
+                actions.append(len(succ[u]))  # the terminal action
+                break
+            k = int(rng.integers(len(succ[u])))
+            actions.append(k)
+            u = succ[u][k]
+            anchors.append(u)
+        trajs.append((anchors, actions, bool(rng.random() < 0.6)))
+    return trajs
+
+
+def _brute_force_values(trajs, beta):
+    """V per anchor of (I − P)V = r, P(s, s′) = β N(s→s′)/N(s), r(s) = β N(s→SUCCESS)/N(s)."""
+    n_s, n_sx = defaultdict(float), defaultdict(float)
+    for anchors, _, success in trajs:
+        for t, s in enumerate(anchors):
+            x = anchors[t + 1] if t + 1 < len(anchors) else ("+" if success else "-")
+            n_s[s] += 1
+            n_sx[s, x] += 1
+    index = {s: i for i, s in enumerate(sorted(n_s))}
+    P, r = np.zeros((len(index), len(index))), np.zeros(len(index))
+    for (s, x), c in n_sx.items():
+        if x == "+":
+            r[index[s]] += beta * c / n_s[s]
+        elif x != "-":
+            P[index[s], index[x]] += beta * c / n_s[s]
+    V = np.linalg.solve(np.eye(len(index)) - P, r)
+    return {s: V[i] for s, i in index.items()}, P
+
+
+def _component_sizes(P):
+    rows, cols = np.nonzero(P)
+    m = coo_matrix((np.ones(rows.size), (rows, cols)), shape=P.shape)
+    _, label = connected_components(m, directed=True, connection="strong")
+    return sorted(np.bincount(label).tolist(), reverse=True)
+
+
+GROUPS = {  # name: (component sizes, self-loops)
+    "one component": ([40], True),
+    "pure DAG": ([1] * 30, False),
+    "components of several sizes": ([1, 7, 1, 3, 1, 12, 2, 1, 5, 1], True),
+    "single anchors and self-loops": ([1] * 12 + [4], True),
+}
+
+
+def _batch(seed):
+    rng = np.random.default_rng(seed)
+    groups = [_walks(rng, _design(rng, sizes, loops), 60, 80) for sizes, loops in GROUPS.values()]
+    hashes, actions, traj_off, group_off, success = [], [], [0], [0], []
+    for g, trajs in enumerate(groups):
+        for anchors, acts, ok in trajs:
+            hashes += [1000 * (g + 1) + a for a in anchors]
+            actions += acts
+            traj_off.append(len(hashes))
+            success.append(ok)
+        group_off.append(len(success))
+    arrays = (
+        np.array(hashes, np.uint64),
+        np.array(actions, np.int64),
+        np.array(traj_off),
+        np.array(group_off),
+        np.array(success),
+    )
+    return groups, arrays
+
+
+@pytest.mark.parametrize("beta", [0.98, 1.0])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_closure_values_match_a_brute_force_dense_solve(seed, beta):
+    groups, arrays = _batch(seed)
+    value = crbc_step_credit(*arrays, beta=beta)["value"]
+    lo = 0
+    for (name, (sizes, loops)), trajs in zip(GROUPS.items(), groups):
+        V, P = _brute_force_values(trajs, beta)
+        comps = _component_sizes(P)
+        if name == "one component":
+            assert comps == [len(V)], "the group must be one strongly connected component"
+        elif name == "pure DAG":
+            assert max(comps) == 1 and not np.diag(P).any()
+        else:
+            assert max(comps) > 2 and comps.count(1) > 1 and np.diag(P).any()
+        want = np.array([V[a] for anchors, _, _ in trajs for a in anchors])
+        got = value[lo : lo + want.size]
+        lo += want.size
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-12, err_msg=f"{name}, seed {seed}, beta {beta}")
+    assert lo == value.size
