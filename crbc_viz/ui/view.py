@@ -87,14 +87,16 @@ FIELDS: dict[str, str | None] = {
     "metrics": "training_metrics",
     "find": "training_search",
     "traj": "training_traj",
-    # Learn (flip / drop are keyed per data set: their key is given at the call)
+    # Learn (flip / drop / add are keyed per data set: their key is given at the call)
     "lesson": "learn_lesson",
     "data": "learn_data",
     "lk": "learn_k",
     "beta": "learn_beta",
+    "gamma": "learn_gamma",
     "hl": "learn_highlight",
     "flip": None,
     "drop": None,
+    "add": None,
     "rr_jump": "learn_rr_jump",
     "rr_lucky": "learn_rr_lucky",
     "rr_walk": "learn_rr_walk",
