@@ -215,7 +215,8 @@ def try_it(
         d1, d2 = st.columns(2, vertical_alignment="bottom")
         if beta is None:
             beta = beta_control(d1)
-        gamma = gamma_control(d2)
+            d1 = d2
+        gamma = gamma_control(d1)
         st.caption(
             "β is the discount of CRBC and visit-local; γ that of GiGPO, RTMC, GRAFT, "
             "Gated-BEPO, PGPO, G2PO and ProxMO (each keeps its own default until you set one); "

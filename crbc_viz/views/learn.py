@@ -335,7 +335,8 @@ def visit_local_figure(
         yref="y",
         showarrow=False,
         align="left",
-        font={"size": FONT_SIZE - 2},
+        font={"size": FONT_SIZE - 2, "color": "#222"},
+        bgcolor="#fff",
     )
     if closure_q:
         fig.add_trace(
@@ -359,13 +360,17 @@ def visit_local_figure(
             yanchor="top" if closure_v < v0 else "bottom",
             showarrow=False,
             align="left",
-            font={"size": FONT_SIZE - 4},
+            font={"size": FONT_SIZE - 4, "color": "#222"},
+            bgcolor="#fff",
         )
     # Each action's A⁰ under its name, clear of the bars and the dots.
     ticks = [f"{a}<br>A⁰ = {q - v0:+.2f}" for a, q in zip(actions, q0)]
-    fig.update_xaxes(tickmode="array", tickvals=list(range(len(actions))), ticktext=ticks, title=None)
+    # Dots at G = 0 sit clear above the axis, their labels a gap further down: never on a dot.
+    fig.update_xaxes(
+        tickmode="array", tickvals=list(range(len(actions))), ticktext=ticks, title=None, ticklabelstandoff=10
+    )
     top = max([*visits["G"].tolist(), *q0, 0.0]) if len(visits["G"]) else 1.0
-    fig.update_yaxes(title="realized return G", range=[-0.05, max(1.05, top * 1.25)])
+    fig.update_yaxes(title="realized return G", range=[-0.15, max(1.05, top * 1.25)])
     fig = _style(
         fig, 480, f"Visits of anchor {anchor_name}: what their own suffixes say", projector=projector
     )
