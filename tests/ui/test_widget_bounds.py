@@ -201,7 +201,7 @@ def test_many_bad_parameters_are_capped(app):
             "flip",
             "learn_flip_toy",
         ),
-        ("crbc_viz/app/app_pages/learn.py", {"lesson": "2", "add": "t9@0:S"}, "add", "learn_add_toy"),
+        ("crbc_viz/app/app_pages/learn.py", {"lesson": "2", "add": "nonsense"}, "add", "learn_add_toy"),
         ("crbc_viz/app/app_pages/learn.py", {"lesson": "2", "gamma": "2"}, "gamma", "learn_gamma"),
     ],
 )
