@@ -125,7 +125,8 @@ LESSONS: tuple[Lesson, ...] = (
         "shared states (anchors) turns the group into one graph whose edges are the observed "
         "actions, with two absorbing boundaries: SUCCESS (value 1) and FAILURE (value 0).",
         "Highlight a rollout to see where its path joins the others; drop a rollout and watch "
-        "anchors and edges disappear or thin out.",
+        "anchors and edges disappear or thin out, or add one through an anchor and watch its "
+        "edge to SUCCESS or FAILURE appear or thicken.",
     ),
     Lesson(
         3,
@@ -153,7 +154,8 @@ LESSONS: tuple[Lesson, ...] = (
         "It is the bound that shrinks like $\\beta^K$; the gap only has to stay under it, and "
         "often falls faster.",
         "Step K with ◀ K / K ▶ (or Play) and watch the node colours settle; then flip an "
-        "outcome or drop a rollout: the bound and the observed gap are recomputed from scratch.",
+        "outcome, drop a rollout or add one through an anchor: the bound and the observed gap are "
+        "recomputed from scratch.",
     ),
     Lesson(
         5,
