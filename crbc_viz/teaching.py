@@ -23,6 +23,7 @@ from .estimators.crbc import crbc as crbc_fn
 from .graph import FAILURE, SUCCESS, AnchorGraph
 from .ops.advantage import group_advantage
 from .teaching_rows import (  # noqa: F401  (the rows half of the lessons; re-exported)
+    ADD_RULE,
     RARE_ROUTE_PATH,
     REPO_ROOT,
     SAFE_ACTION,
@@ -32,8 +33,11 @@ from .teaching_rows import (  # noqa: F401  (the rows half of the lessons; re-ex
     TRAP_ACTION,
     TRAP_ANCHOR,
     _last_rows,
+    added_rollout,
     apply_edits,
     batch_from_rows,
+    format_add,
+    parse_add,
     rare_route_rows,
     read_rows,
     sokoban_rows,
@@ -61,6 +65,10 @@ __all__ = [
     "traj_ids",
     "success_bonus",
     "apply_edits",
+    "ADD_RULE",
+    "added_rollout",
+    "parse_add",
+    "format_add",
     "batch_from_rows",
     "depth_family",
     "anchor_visits",
@@ -117,7 +125,8 @@ LESSONS: tuple[Lesson, ...] = (
         "shared states (anchors) turns the group into one graph whose edges are the observed "
         "actions, with two absorbing boundaries: SUCCESS (value 1) and FAILURE (value 0).",
         "Highlight a rollout to see where its path joins the others; drop a rollout and watch "
-        "anchors and edges disappear or thin out.",
+        "anchors and edges disappear or thin out, or add one through an anchor and watch its "
+        "edge to SUCCESS or FAILURE appear or thicken.",
     ),
     Lesson(
         3,
@@ -145,7 +154,8 @@ LESSONS: tuple[Lesson, ...] = (
         "It is the bound that shrinks like $\\beta^K$; the gap only has to stay under it, and "
         "often falls faster.",
         "Step K with ◀ K / K ▶ (or Play) and watch the node colours settle; then flip an "
-        "outcome or drop a rollout: the bound and the observed gap are recomputed from scratch.",
+        "outcome, drop a rollout or add one through an anchor: the bound and the observed gap are "
+        "recomputed from scratch.",
     ),
     Lesson(
         5,
@@ -167,7 +177,7 @@ LESSONS: tuple[Lesson, ...] = (
         "trajectory outcome plus the step-level correction.",
         "Set $w_S = 0$ to get back GRPO; set $w_G = 0$ to keep only the step credit; lower "
         "$\\sigma_{\\min}$ and watch near-ties get blown up; raise the gate to 3 actions and watch "
-        "the gated column fill.",
+        "it silence the two-action anchors (their Aˢ drops to 0).",
     ),
 )
 
@@ -529,7 +539,7 @@ QUIZ: tuple[Prediction, ...] = (
 _HEAD = (
     "from crbc_viz import build_graph, score\n"
     "from crbc_viz.teaching import {names}\n"
-    "rows = apply_edits({source}, flip={flip}, drop={drop})\n"
+    "rows = apply_edits({source}, flip={flip}, drop={drop}{add})\n"
     "g = build_graph(batch_from_rows(rows))\n"
 )
 _BODY = {
@@ -550,10 +560,10 @@ _BODY = {
     "    if g.node_num_actions[n] >= 2:\n"
     '        print(pair_label(g, p), f"{{r.pair_q[p] - r.node_value[n]:+.3f}}")\n',
     5: 'for name in ("shortest_path", "visit_local", "crbc"):\n'
-    "    r = score(g, name)\n"
+    '    r = score(g, name{beta5})\n'
     "    c = [r.credit[g.step_pair == pair_index(g, TRAP_ANCHOR, a)].mean() for a in (TRAP_ACTION, SAFE_ACTION)]\n"
     '    print(name, *(f"{{x:+.2f}}" for x in c))\n',
-    6: 'r = score(g, "crbc", w_group={w_group}, w_step={w_step}, sigma_min={sigma_min}, min_actions={gate})\n'
+    6: 'r = score(g, "crbc", {beta6}w_group={w_group}, w_step={w_step}, sigma_min={sigma_min}, min_actions={gate})\n'
     "for p in range(len(g.pair_node)):\n"
     '    print(pair_label(g, p), f"{{r.pair_credit[p]:+.3f}}")\n',
 }
@@ -565,6 +575,7 @@ def lesson_code(
     *,
     flip=(),
     drop=(),
+    add=(),
     rr: tuple = (),
     beta: float = CRBCParams.beta,
     node: int = 0,
@@ -585,12 +596,18 @@ def lesson_code(
     }[dataset]
     extra = {4: ", pair_label", 6: ", pair_label", 5: ", pair_index, TRAP_ANCHOR, TRAP_ACTION, SAFE_ACTION"}
     names = f"apply_edits, batch_from_rows, {source[1]}{extra.get(n, '')}"
-    head = _HEAD.format(names=names, source=source[0], flip=sorted(flip), drop=sorted(drop))
+    adds = f", add={[(str(a), int(b), bool(c)) for a, b, c in add]}" if add else ""
+    head = _HEAD.format(names=names, source=source[0], flip=sorted(flip), drop=sorted(drop), add=adds)
     if dataset == "group":
         head = head.replace("import build_graph, score", "import build_graph, load_rollouts, score")
     p = dict(params or {})
     body = _BODY[n].format(
         beta=f"{beta:g}",
+        # β where it is not the default (lessons 5 and 6 leave it out then)
+        beta5=""
+        if beta == CRBCParams.beta
+        else f', **({{"beta": {beta:g}}} if name != "shortest_path" else {{}})',
+        beta6="" if beta == CRBCParams.beta else f"beta={beta:g}, ",
         node=int(node),
         name=node_name,
         depth='float("inf")' if k is None else int(k),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -34,6 +35,10 @@ __all__ = [
     "traj_ids",
     "success_bonus",
     "apply_edits",
+    "ADD_RULE",
+    "added_rollout",
+    "parse_add",
+    "format_add",
     "batch_from_rows",
 ]
 
@@ -166,9 +171,75 @@ def success_bonus(rows: list[dict]) -> float:
     return float(np.median(ok) - np.median(bad))
 
 
-def apply_edits(rows: list[dict], *, flip=(), drop=()) -> list[dict]:
-    """A new list of rows with the outcome of the rollouts in ``flip`` reversed and those in
-    ``drop`` removed; ``rows`` is not modified.
+#: How a rollout is added through an anchor (said on the Learn page; `added_rollout` does it).
+ADD_RULE = (
+    "The new rollout copies the first rollout that reaches the chosen anchor, step by step up "
+    "to that anchor and the action it took there; that step is its last, and it ends in the "
+    "outcome you choose (SUCCESS or FAILURE)."
+)
+
+
+def parse_add(text: str) -> tuple[str, int, bool]:
+    """``"t1@2:S"`` → ``("t1", 2, True)`` (``F``: a failure); the inverse of `format_add`.
+
+    Raises:
+        ValueError: not of the form ``<rollout>@<step>:S|F``.
+    """
+    m = re.fullmatch(r"(.+)@(\d+):([SF])", str(text))
+    if not m:
+        raise ValueError(f"an added rollout is written <rollout>@<step>:S or :F, got {text!r}")
+    return m.group(1), int(m.group(2)), m.group(3) == "S"
+
+
+def format_add(spec) -> str:
+    """``("t1", 2, True)`` → ``"t1@2:S"``."""
+    src, step, ok = spec
+    return f"{src}@{int(step)}:{'S' if ok else 'F'}"
+
+
+def _outcome_reward(rows: list[dict], ok: bool) -> float:
+    """The last reward of a rollout with outcome ``ok`` in these rows (their median; 1.0 for a
+    success and 0.0 for a failure when none has that outcome)."""
+    last = [float(r.get("reward", 0.0)) for r in _last_rows(rows).values() if bool(r.get("success")) == ok]
+    return float(np.median(last)) if last else (1.0 if ok else 0.0)
+
+
+def added_rollout(rows: list[dict], spec, new_id: str) -> list[dict]:
+    """The rows of a rollout added through an anchor (`ADD_RULE`): ``spec`` = (source rollout,
+    step index of its visit of the anchor, success). Rollout ``source``'s steps up to and
+    including that step are copied under ``new_id`` (their rewards kept); the last one ends the
+    rollout (``done``) with the reward of that outcome (`_outcome_reward`); every row carries the outcome.
+
+    Raises:
+        ValueError: no such rollout, or it has no step of that index.
+    """
+    src, step, ok = str(spec[0]), int(spec[1]), bool(spec[2])
+    steps = sorted((r for r in rows if str(r["traj_id"]) == src), key=lambda r: r["step_idx"])
+    if not any(int(r["step_idx"]) == step for r in steps):
+        raise ValueError(f"add a rollout: rollout {src!r} has no step {step}; the rows hold {traj_ids(rows)}")
+    out = []
+    for r in steps:
+        if int(r["step_idx"]) > step:
+            break
+        r = copy.deepcopy(r)
+        last = int(r["step_idx"]) == step
+        r.update(traj_id=new_id, success=ok, done=last)
+        if last:
+            r["reward"] = _outcome_reward(rows, ok)
+        out.append(r)
+    total = sum(float(r.get("reward", 0.0)) for r in out)
+    for r in out:
+        if r.get("episode_return") is not None:
+            r["episode_return"] = total
+    return out
+
+
+def apply_edits(rows: list[dict], *, flip=(), drop=(), add=()) -> list[dict]:
+    """A new list of rows with the outcome of the rollouts in ``flip`` reversed, those in
+    ``drop`` removed and the rollouts of ``add`` appended; ``rows`` is not modified.
+
+    ``add`` holds (source rollout, step, success) triples (`added_rollout`, copied from the
+    unedited ``rows``); they are named ``new1``, ``new2``, … in that order.
 
     Flipping sets ``success`` on every row of the rollout, moves its last reward (and
     ``episode_return`` where logged) by ± `success_bonus`, and marks a new success ``done``.
@@ -206,7 +277,17 @@ def apply_edits(rows: list[dict], *, flip=(), drop=()) -> list[dict]:
         r["reward"] = float(o.get("reward", 0.0)) + (bonus if now else -bonus)
         if now:
             r["done"] = True
+    for i, spec in enumerate(add, 1):
+        out.extend(added_rollout(rows, spec, _new_id(ids, i)))
     return out
+
+
+def _new_id(ids: list[str], i: int) -> str:
+    """``new<i>``, primed until it is no rollout's id already."""
+    name = f"new{i}"
+    while name in ids:
+        name += "′"
+    return name
 
 
 def batch_from_rows(rows: list[dict], **load_kwargs):

@@ -1,6 +1,8 @@
 """The finite-depth CRBC family A^(K) = Q^(K) − V^(K), K = 0 … kmax, next to the closure A^∞,
-the observed gap ‖A^∞ − A^(K)‖∞ and the Corollary-3 bound 2β^K/(1−β)·‖TV⁰ − V⁰‖∞ — one copy,
-used by the Compare page's depth section and the Learn page's lesson 4.
+the observed gap ‖A^∞ − A^(K)‖∞ and the guaranteed ceiling on that gap, 2β^K/(1−β)·‖TV⁰ − V⁰‖∞
+(Corollary 3 of the CRBC paper: after K backups no (anchor, action) advantage is further from
+the closure's than 2β^K/(1−β) times the largest change of any anchor's value in the first backup)
+— one copy, used by the Compare page's depth section and the Learn page's lesson 4.
 """
 
 from __future__ import annotations

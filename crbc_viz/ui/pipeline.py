@@ -277,7 +277,7 @@ def depth_sweep(
     digest: str, _path: str, group: int, crbc_params: tuple, kmax: int = 30, _progress=None
 ) -> dict:
     """`crbc_viz.analysis.depth.depth_family` on one group (K = 0..kmax and ∞, the observed gap
-    and the Corollary-3 bound), with each member and the K = 0 bound cached, so a rerun only
+    and the bound on its gap to the closure, 2β^K/(1−β)·‖TV⁰ − V⁰‖∞), with each member and the K = 0 bound cached, so a rerun only
     reassembles; plus the pairs' labels, counts and group-local nodes for the Compare page.
     ``_progress(f, text)`` is called as the work advances."""
     graph = group_graph(digest, _path, group)
@@ -447,11 +447,12 @@ def learn_viewed_group(file_ref: str | None, group_label: str | None) -> dict | 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def learn_edited_rows(key: tuple) -> list[dict]:
-    """The rows of ``key``'s data set with its outcome flips and dropped rollouts applied."""
+    """The rows of ``key`` = (data set, sizes, flips, drops[, added rollouts]) with its outcome
+    flips, dropped rollouts and added rollouts (`teaching.added_rollout`) applied."""
     from .. import teaching as T
 
-    dataset, rr, flip, drop = key
-    return T.apply_edits(learn_rows(dataset, rr), flip=flip, drop=drop)
+    dataset, rr, flip, drop, *add = key
+    return T.apply_edits(learn_rows(dataset, rr), flip=flip, drop=drop, add=add[0] if add else ())
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
@@ -464,6 +465,32 @@ def learn_graph(key: tuple):
 @st.cache_resource(max_entries=512, show_spinner=False)
 def learn_result(key: tuple, name: str, params: tuple = ()):
     return score(learn_graph(key), name, backend="numpy", **dict(params))
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def learn_changes(key: tuple, beta: float, gamma: float | None) -> list[dict]:
+    """Every registered estimator's step credit on ``key``'s edited group at discounts ``beta`` /
+    ``gamma`` against the group as logged at each one's default discount: per estimator
+    ``{"name", "label", "discount", "change"}`` (`views.learn_changes.largest_change`, None
+    when nothing moved) or ``{"name", "label", "missing"}`` (it needs fields the group lacks)."""
+    from ..estimators import registry
+    from ..views import learn_changes as LC
+
+    base = (*key[:2], (), (), ())
+    g0, g1 = learn_graph(base), learn_graph(key)
+    out = []
+    for name in registry.names():
+        row = {"name": name, "label": LC.estimator_label(name)}
+        try:
+            before = LC.credit_by_step(g0, learn_result(base, name))
+            after = learn_result(key, name, LC.discount_params(name, beta, gamma))
+        except CrbcVizError as e:  # an estimator that needs logged fields this group lacks
+            out.append(row | {"missing": str(e)})
+            continue
+        row["discount"] = LC.discount_text(name, beta, gamma)
+        row["change"] = LC.largest_change(before, LC.credit_by_step(g1, after))
+        out.append(row)
+    return out
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

@@ -19,6 +19,7 @@ from ..graph import AnchorGraph
 from .colors import CREDIT_COLORSCALE, FAILURE_COLOR, SUCCESS_COLOR, credit_color, credit_limit
 from .learn_tables import (  # noqa: F401  (the lessons' tables and names; re-exported)
     CLOSURE_COLUMN,
+    GATE_OFF_COLUMN,
     anchor_counts,
     anchor_name,
     anchor_text,
@@ -85,6 +86,8 @@ __all__ = [
     "depth_table",
     "depth_column",
     "CLOSURE_COLUMN",
+    "GATE_OFF_COLUMN",
+    "readable",
     "rare_route_numbers",
     "combination_steps",
     "combination_table",
@@ -259,7 +262,7 @@ def grpo_figure(
             xgap=2,
             ygap=2,
             colorbar={"title": {"text": "A<sup>G</sup>"}, "thickness": 16},
-            hovertemplate="rollout %{y} · %{x}<br>%{text}<br>A^G = %{z:+.3f}<extra></extra>",
+            hovertemplate="rollout %{y} · %{x}<br>%{text}<br>Aᴳ = %{z:+.3f}<extra></extra>",
         )
     )
     fig.update_yaxes(autorange="reversed", title=None)
@@ -332,7 +335,8 @@ def visit_local_figure(
         yref="y",
         showarrow=False,
         align="left",
-        font={"size": FONT_SIZE - 2},
+        font={"size": FONT_SIZE - 2, "color": "#222"},
+        bgcolor="#fff",
     )
     if closure_q:
         fig.add_trace(
@@ -356,13 +360,17 @@ def visit_local_figure(
             yanchor="top" if closure_v < v0 else "bottom",
             showarrow=False,
             align="left",
-            font={"size": FONT_SIZE - 4},
+            font={"size": FONT_SIZE - 4, "color": "#222"},
+            bgcolor="#fff",
         )
     # Each action's A⁰ under its name, clear of the bars and the dots.
     ticks = [f"{a}<br>A⁰ = {q - v0:+.2f}" for a, q in zip(actions, q0)]
-    fig.update_xaxes(tickmode="array", tickvals=list(range(len(actions))), ticktext=ticks, title=None)
+    # Dots at G = 0 sit clear above the axis, their labels a gap further down: never on a dot.
+    fig.update_xaxes(
+        tickmode="array", tickvals=list(range(len(actions))), ticktext=ticks, title=None, ticklabelstandoff=10
+    )
     top = max([*visits["G"].tolist(), *q0, 0.0]) if len(visits["G"]) else 1.0
-    fig.update_yaxes(title="realized return G", range=[-0.05, max(1.05, top * 1.25)])
+    fig.update_yaxes(title="realized return G", range=[-0.15, max(1.05, top * 1.25)])
     fig = _style(
         fig, 480, f"Visits of anchor {anchor_name}: what their own suffixes say", projector=projector
     )
@@ -371,6 +379,16 @@ def visit_local_figure(
 
 
 # ---------------------------------------------------------------- lesson 4
+def readable(x: float) -> str:
+    """A number as a person reads it: three decimals, or ``< 0.001`` (never ``3.11e-01``)."""
+    x = float(x)
+    if not math.isfinite(x):
+        return "—"
+    if x != 0 and abs(x) < 0.0005:
+        return "< 0.001" if x > 0 else "> −0.001"
+    return f"{x:.3f}"
+
+
 def depth_gap_figure(
     depths,
     err: np.ndarray,
@@ -381,9 +399,10 @@ def depth_gap_figure(
     projector: bool = False,
     title_chars: int = TITLE_CHARS,
 ) -> go.Figure:
-    """Observed ‖A^∞ − A^(K)‖∞ and the Corollary-3 bound against K on a log axis, with the
-    current K marked (K = ∞: gap 0, shown as a note). The title says that the bound, not the
-    gap, shrinks like β^K."""
+    """Observed ‖A^∞ − A^(K)‖∞ and its guaranteed bound 2β^K/(1 − β)·‖TV⁰ − V⁰‖∞ (the bound on
+    the gap to the closure after K backups, `analysis.depth.depth_bound`) against K on a log
+    axis, with the current K marked (K = ∞: gap 0, shown as a note). The title says that the
+    bound, not the gap, shrinks like β^K. Hover text reads in decimals (`readable`)."""
     depths = list(depths)
     floor = 1e-16
     fig = go.Figure()
@@ -394,8 +413,10 @@ def depth_gap_figure(
                 x=depths,
                 y=np.where(np.isfinite(b), np.maximum(b, floor), np.nan),
                 mode="lines",
-                name="guaranteed bound (Corollary 3)",
+                name="guaranteed bound 2βᴷ/(1 − β)·‖TV⁰ − V⁰‖",
                 line={"color": _NEG, "dash": "dash", "width": 3},
+                customdata=[readable(x) for x in b],
+                hovertemplate="K = %{x}<br>bound = %{customdata}<extra></extra>",
             )
         )
     fig.add_trace(
@@ -403,9 +424,11 @@ def depth_gap_figure(
             x=depths,
             y=np.maximum(err, floor),
             mode="lines+markers",
-            name="observed ‖A<sup>∞</sup> − A<sup>(K)</sup>‖<sub>∞</sub>",
+            name="observed gap ‖A<sup>∞</sup> − A<sup>(K)</sup>‖<sub>∞</sub>",
             line={"color": _POS, "width": 3},
             marker={"size": 8},
+            customdata=[readable(x) for x in err],
+            hovertemplate="K = %{x}<br>gap = %{customdata}<extra></extra>",
         )
     )
     if selected_k is not None and 0 <= selected_k < len(depths):

@@ -209,24 +209,29 @@ def default_combination_rollout(graph: AnchorGraph) -> str | None:
     return rollout_names(graph)[failed[0] if failed else 0]
 
 
-def combination_table(graph: AnchorGraph, res, gate: int) -> pd.DataFrame:
+def combination_table(graph: AnchorGraph, res, ungated) -> pd.DataFrame:
     """At every (anchor, action) pair: the anchor's number of actions, μ(a|s), A = Q − V, σ(s)
-    (`analysis.depth.anchor_spread`), whether the gate at ``gate`` actions silences the anchor,
-    and the step credit Aˢ. Single-action anchors are listed too: they are what the gate is for."""
+    (`analysis.depth.anchor_spread`), the step credit Aˢ and, from ``ungated`` (the same
+    estimator with the gate at one action), Aˢ without the gate: where the two differ the gate
+    silenced the anchor. Single-action anchors are listed too: they are what the gate is for,
+    though their Q − V is 0 already."""
     sp = anchor_spread(graph, res)
     ps = np.arange(graph.pair_node.shape[0])
-    n_act = graph.node_num_actions[graph.pair_node]
     return pd.DataFrame(
         {
             "anchor · action": [T.pair_label(graph, p) for p in ps],
-            "actions at s": n_act,
+            "actions at s": graph.node_num_actions[graph.pair_node],
             "μ(a|s)": sp["mu"][ps],
             "A = Q − V": sp["adv"][ps],
             "σ(s)": sp["sigma"][graph.pair_node[ps]],
-            "gated": n_act < gate,
+            GATE_OFF_COLUMN: ungated.pair_credit[ps],
             "Aˢ": res.pair_credit[ps],
         }
     )
+
+
+#: Lesson 6's table: the step credit the gate would leave (the gate at one action).
+GATE_OFF_COLUMN = "Aˢ without the gate"
 
 
 def prediction_key(pred, key: str) -> str:

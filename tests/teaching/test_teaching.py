@@ -272,3 +272,30 @@ def test_learn_figures_structure():
     assert list(comb.data[2].y) == [1.5, -0.75] and comb.layout.barmode == "relative"
     vis = V.visit_local_figure(T.anchor_visits(graph, 0), "s0", {"a": 0.47, "f": 0.45}, 0.46)
     assert vis.data[0].type == "bar" and len(vis.data[1].y) == 4
+
+
+def test_add_a_rollout_through_an_anchor_by_hand():
+    rows = T.read_rows(T.TOY_PATH)
+    # Through s4 as t3 reaches it (its step 1, action g), ending in SUCCESS.
+    out = T.apply_edits(rows, flip=["t2"], add=[("t3", 1, True), ("t1", 0, False)])
+    assert rows == T.read_rows(T.TOY_PATH)  # a copy
+    new = [r for r in out if r["traj_id"] == "new1"]
+    assert [(r["anchor_obs"], r["action"]) for r in new] == [("s0", "f"), ("s4", "g")]
+    assert [r["reward"] for r in new] == [0.0, 1.0] and [r["done"] for r in new] == [False, True]
+    assert all(r["success"] for r in new)
+    new2 = [r for r in out if r["traj_id"] == "new2"]
+    assert [(r["anchor_obs"], r["success"], r["reward"], r["done"]) for r in new2] == [
+        ("s0", False, 0.0, True)
+    ]
+    # Visit-local at s4 by hand, β = 0.9 (G = β^(T−t+1), t 1-indexed): t3·g fails (0), t4·i
+    # is step 2 of 5 (β⁴), t4·g step 3 of 5 (β³), new1·g step 2 of 2 (β).
+    b = 0.9
+    g = build_graph(T.batch_from_rows(T.apply_edits(rows, add=[("t3", 1, True)])))
+    r = score(g, "visit_local", beta=b)
+    q = {a: r.pair_q[T.pair_index(g, "s4", a)] for a in ("g", "i")}
+    assert q["g"] == pytest.approx((0 + b**3 + b) / 3) and q["i"] == pytest.approx(b**4)
+    assert T.parse_add(T.format_add(("t3", 1, True))) == ("t3", 1, True)
+    with pytest.raises(ValueError, match="no step 7"):
+        T.apply_edits(rows, add=[("t3", 7, True)])
+    with pytest.raises(ValueError, match="written"):
+        T.parse_add("t3:S")

@@ -201,6 +201,8 @@ def test_many_bad_parameters_are_capped(app):
             "flip",
             "learn_flip_toy",
         ),
+        ("crbc_viz/app/app_pages/learn.py", {"lesson": "2", "add": "nonsense"}, "add", "learn_add_toy"),
+        ("crbc_viz/app/app_pages/learn.py", {"lesson": "2", "gamma": "2"}, "gamma", "learn_gamma"),
     ],
 )
 def test_page_control_value_outside_its_range_is_refused_with_a_message(page, query, field, key):

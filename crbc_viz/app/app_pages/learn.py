@@ -1,6 +1,7 @@
 """Learn page: six short lessons, from trajectory-level credit to the Bellman closure, on the toy
 group, one Sokoban group and the rare-route trap. The lesson number lives in the URL
-(``/learn?lesson=4``). Edits (flip an outcome, drop a rollout) apply to an in-memory copy.
+(``/learn?lesson=4``). Edits (flip an outcome, drop a rollout, add a rollout through an anchor,
+the discounts β and γ: `crbc_viz.ui.learn_edits`) apply to an in-memory copy.
 
 Projector mode (``?projector=1``, the sidebar's toggle) draws every figure, legend and table
 with large fonts: tables as plain HTML tables (``st.table``, their text sized by the page's
@@ -13,6 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from crbc_viz.ui import pipeline, view
+from crbc_viz.ui.learn_edits import BETA, beta_control, edits_of, try_it
 from crbc_viz.ui.learn_widgets import ask, code_block, projector, table
 from crbc_viz.ui.links import pause_then_rerun, play_clock
 from crbc_viz.ui.pipeline import LEARN_GRAPH_HEIGHT as GRAPH_HEIGHT
@@ -41,14 +43,16 @@ PAGE = {
     "own_data": True,
     "ready": "iframe, .js-plotly-plot, [data-testid='stTable'], [data-testid='stDataFrame']",
     "fields": {
-        # flip / drop are keyed per data set: their key is given at the call
+        # flip / drop / add are keyed per data set: their key is given at the call
         "lesson": "learn_lesson",
         "data": "learn_data",
         "lk": "learn_k",
         "beta": "learn_beta",
+        "gamma": "learn_gamma",
         "hl": "learn_highlight",
         "flip": None,
         "drop": None,
+        "add": None,
         "rr_jump": "learn_rr_jump",
         "rr_lucky": "learn_rr_lucky",
         "rr_walk": "learn_rr_walk",
@@ -84,23 +88,6 @@ RR_METHODS = {
     "visit_local": "visit-local (K = 0)",
     "crbc": "CRBC closure (K = ∞)",
 }
-BETA = 0.98
-#: The discounts lessons 3 and 4 offer (β = 1 has no bound: the family's bound needs β < 1).
-BETAS = [0.8, 0.9, 0.95, 0.98, 0.99]
-
-
-def beta_control(container=st) -> float:
-    """The discount β of lessons 3 and 4 (in the link as ``beta``)."""
-    b = container.select_slider(
-        "discount $\\beta$",
-        BETAS,
-        key=view.field("beta", BETA, decode=float, options=BETAS, allowed=", ".join(map(str, BETAS))),
-        help="the discount of every return and backup: G = β^(T−t+1)·R, Q = β·Σ P·V",
-    )
-    view.record("beta")
-    return float(b)
-
-
 #: The group the Graph page shows (set by `render` from the link's file and group; empty when
 #: none loads): ``{"rr": (digest, source key, group index), "label", "name"}``.
 GROUP: dict = {}
@@ -141,98 +128,6 @@ def show_graph(page: str) -> None:
     )
 
 
-def outcome_of(rows: list[dict]) -> dict[str, bool]:
-    return {str(r["traj_id"]): bool(r["success"]) for r in rows}
-
-
-def edits_panel(dataset: str, rows: list[dict]) -> tuple[tuple, tuple]:
-    """The "try it" controls: flip outcomes, drop rollouts (multiselects, per data set)."""
-    ids = V.traj_ids(rows)
-    outcome = outcome_of(rows)
-    fk, dk = _prepare_edits(dataset, ids)
-    c1, c2, c3 = st.columns([4, 4, 1.5], vertical_alignment="bottom")
-    flip = c1.multiselect(
-        "Flip the outcome of",
-        ids,
-        key=fk,
-        format_func=lambda t: f"{t} ({'success → failure' if outcome[t] else 'failure → success'})",
-        help="success ↔ failure on an in-memory copy; the file is untouched",
-    )
-    now = {t: outcome[t] != (t in flip) for t in ids}  # the outcome after the flips
-    if len(st.session_state.get(dk, [])) >= len(ids):
-        st.session_state[dk] = st.session_state[dk][: len(ids) - 1]
-    drop = c2.multiselect(
-        "Drop rollouts",
-        ids,
-        key=dk,
-        format_func=lambda t: f"{t} ({'success' if now[t] else 'failure'})",
-        max_selections=max(1, len(ids) - 1),
-        help="remove them from the group (in memory); a group keeps at least one rollout",
-    )
-    c3.button("Reset", key=f"learn_reset_{dataset}", on_click=_reset_edits, args=(dataset,), width="stretch")
-    view.record("flip", encode=",".join, key=fk)
-    view.record("drop", encode=",".join, key=dk)
-    if drop and set(ids) <= set(drop):  # a one-rollout group: nothing can be dropped
-        st.warning("A group needs at least one rollout: nothing is dropped.")
-        drop = []
-    return tuple(sorted(flip)), tuple(sorted(drop))
-
-
-def _prepare_edits(dataset: str, ids: list[str]) -> tuple[str, str]:
-    """Ready the flip and drop controls' state (from the link, or kept); their session keys."""
-    fk, dk = f"learn_flip_{dataset}", f"learn_drop_{dataset}"
-    for name, k in (("flip", fk), ("drop", dk)):
-        view.field(
-            name,
-            [],
-            key=k,
-            decode=lambda s: [t for t in s.split(",") if t],
-            options=lambda ts: set(ts) <= set(ids),
-            allowed="this group's rollout ids, comma-separated",
-        )
-    for k in (fk, dk):  # rollouts that no longer exist (rare-route sizes changed) are forgotten
-        if k in st.session_state:
-            st.session_state[k] = [t for t in st.session_state[k] if t in ids]
-    return fk, dk
-
-
-def _reset_edits(dataset: str) -> None:
-    st.session_state[f"learn_flip_{dataset}"] = []
-    st.session_state[f"learn_drop_{dataset}"] = []
-
-
-def try_it(lesson, dataset: str, rows: list[dict], rr: tuple | None = None) -> tuple[tuple, tuple]:
-    with st.container(border=True):
-        st.markdown(f"**Try it.** {lesson.try_it}")
-        flip, drop = edits_panel(dataset, rows)
-        what_changed(dataset, rr_of(dataset) if rr is None else rr, flip, drop)
-        return flip, drop
-
-
-#: The estimators whose credit an edit is reported on (registry name, as said on the page).
-CHANGE_ESTIMATORS = {"grpo": "GRPO", "visit_local": "visit-local", "crbc": "CRBC"}
-
-
-def what_changed(dataset: str, rr: tuple, flip: tuple, drop: tuple) -> None:
-    """After an edit: for each estimator, the (anchor, action) whose credit moved most."""
-    if not (flip or drop):
-        return
-    base, edited = (dataset, rr, (), ()), (dataset, rr, flip, drop)
-    g0, g1 = graph_of(base), graph_of(edited)
-    names = {str(g1.node_anchor_obs[n]): T.node_short_name(g1, n) for n in range(g1.num_nodes)}
-    parts = []
-    for name, label in CHANGE_ESTIMATORS.items():
-        ch = T.biggest_change(
-            T.credit_by_pair(g0, result_of(base, name)), T.credit_by_pair(g1, result_of(edited, name))
-        )
-        if ch is None:
-            parts.append(f"{label}: nothing moved")
-        else:
-            (anchor, action), before, after = ch
-            parts.append(f"{label}: {md(f'{names[anchor]} · {action}')} {before:+.2f} → {after:+.2f}")
-    st.markdown("**What changed most** (mean step credit) — " + "; ".join(parts))
-
-
 def _next_lesson(n: int) -> None:
     st.session_state[LESSON_KEY] = n + 1
 
@@ -240,10 +135,17 @@ def _next_lesson(n: int) -> None:
 # ---------------------------------------------------------------- lessons
 def lesson_grpo(lesson, dataset) -> None:
     rows = base_rows(dataset, rr_of(dataset))
-    flip, drop = try_it(lesson, dataset, rows)
-    key = (dataset, rr_of(dataset), flip, drop)
+    edits, beta, _ = try_it(
+        lesson,
+        dataset,
+        rows,
+        rr_of(dataset),
+        note="Here the heatmap is GRPO's (no discount); β moves only the ▲ marks, which come "
+        "from the closure (lesson 4).",
+    )
+    key = (dataset, rr_of(dataset), *edits)
     graph = graph_of(key)
-    grpo, cr = result_of(key, "grpo"), result_of(key, "crbc")
+    grpo, cr = result_of(key, "grpo"), result_of(key, "crbc", (("beta", beta),))
     bellman = cr.q_value - cr.value
     ask(T.lesson_prediction(1, graph), f"learn_predict_1_{dataset}")
     plot(V.grpo_figure(graph, grpo.credit, bellman, projector=projector()), "grpo")
@@ -252,13 +154,19 @@ def lesson_grpo(lesson, dataset) -> None:
     m[0].metric("rollouts", graph.batch.num_trajectories)
     m[1].metric("successes", int(graph.batch.traj_success.sum()))
     m[2].metric("steps marked ▲", good, help=f"▲ marks {V.MARK_RULE}")
-    code_block(T.lesson_code(1, dataset, flip=flip, drop=drop, rr=code_rr(dataset)))
+    code_block(T.lesson_code(1, dataset, flip=edits[0], drop=edits[1], add=edits[2], rr=code_rr(dataset)))
 
 
 def lesson_anchors(lesson, dataset) -> None:
     rows = base_rows(dataset, rr_of(dataset))
-    flip, drop = try_it(lesson, dataset, rows)
-    key = (dataset, rr_of(dataset), flip, drop)
+    edits, beta, _ = try_it(
+        lesson,
+        dataset,
+        rows,
+        rr_of(dataset),
+        note="Here β recolours the graph's edges (CRBC credit); the anchors and counts do not depend on it.",
+    )
+    key = (dataset, rr_of(dataset), *edits)
     graph = graph_of(key)
     ask(T.lesson_prediction(2, graph), f"learn_predict_2_{dataset}")
     opts = ["(none)"] + V.rollout_options(graph)
@@ -271,14 +179,14 @@ def lesson_anchors(lesson, dataset) -> None:
     m[1].metric("anchors", counts["anchors"])
     m[2].metric("shared by ≥ 2 rollouts", counts["shared"])
     m[3].metric("with ≥ 2 actions", counts["branching"])
-    show_graph(graph_page(key, "crbc", (), hl, f"crbc-anchors-{dataset}", "crbc"))
-    code_block(T.lesson_code(2, dataset, flip=flip, drop=drop, rr=code_rr(dataset)))
+    bp = (("beta", beta),)
+    show_graph(graph_page(key, "crbc", bp, hl, f"crbc-anchors-b{beta:g}-{dataset}", "crbc"))
+    code_block(T.lesson_code(2, dataset, flip=edits[0], drop=edits[1], add=edits[2], rr=code_rr(dataset)))
 
 
 def lesson_visit_local(lesson, dataset) -> None:
     rows = base_rows(dataset, rr_of(dataset))
-    flip, drop = try_it(lesson, dataset, rows)
-    key = (dataset, rr_of(dataset), flip, drop)
+    key = (dataset, rr_of(dataset), *edits_of(dataset, rows))
     graph = graph_of(key)
     labels = V.branching_anchors(graph)
     ak = f"learn_anchor_{dataset}"
@@ -295,6 +203,14 @@ def lesson_visit_local(lesson, dataset) -> None:
         help="anchors where at least two actions were observed",
     )
     preview = c2.toggle("Preview the closure (lesson 4)", key="learn_preview")
+    edits, _, _ = try_it(
+        lesson,
+        dataset,
+        rows,
+        rr_of(dataset),
+        beta=beta,
+        note="Here β (above) sets every visit's return G; γ does not enter this lesson's figure.",
+    )
     n = V.node_of_key(graph, pick)
     ask(T.lesson_prediction(3, graph, beta=beta, node=n), f"learn_predict_3_{dataset}_{n}")
     visits = V.anchor_visits(graph, n, beta)
@@ -313,8 +229,9 @@ def lesson_visit_local(lesson, dataset) -> None:
         T.lesson_code(
             3,
             dataset,
-            flip=flip,
-            drop=drop,
+            flip=edits[0],
+            drop=edits[1],
+            add=edits[2],
             rr=code_rr(dataset),
             beta=beta,
             node=n,
@@ -335,8 +252,8 @@ def lesson_depth(lesson, dataset) -> bool:
         # Play's step happens here, before the K control and the Play toggle are drawn: once a
         # widget exists in a run, its state can no longer be set.
         _step_k(1)
-    flip, drop = _edits_of(dataset, rows)
-    key = (dataset, rr_of(dataset), flip, drop)
+    edits = edits_of(dataset, rows)
+    key = (dataset, rr_of(dataset), *edits)
     graph = graph_of(key)
     node = _backup_anchor(graph, dataset)
     beta = beta_control(st.columns([1, 1.4])[0])
@@ -358,11 +275,20 @@ def lesson_depth(lesson, dataset) -> bool:
     m[1].metric(
         "guaranteed bound on the gap",
         f"{bound:.3f}",
-        help="Corollary 3 of the CRBC paper: 2β^K/(1 − β) times the largest change of any "
-        "anchor's value in the first backup; the gap can never exceed it",
+        help="2βᴷ/(1 − β) times the largest change of any anchor's value in the first backup "
+        "(‖TV⁰ − V⁰‖, Corollary 3 of the CRBC paper): the gap to the closure after K backups "
+        "can never exceed it",
     )
     m[2].metric("anchors whose V moved at this step", V.moved_anchors(fam, sel_k))
-    try_it(lesson, dataset, rows)
+    try_it(
+        lesson,
+        dataset,
+        rows,
+        rr_of(dataset),
+        beta=beta,
+        note="Here β (above the graph) sets every backup and the bound; γ does not enter this "
+        "lesson's figures.",
+    )
     # Side by side on a screen; one under the other on a projector (each at full width).
     c1, c2 = (st.container(), st.container()) if projector() else st.columns([1.3, 1])
     with c1:
@@ -387,18 +313,12 @@ def lesson_depth(lesson, dataset) -> bool:
             {c: "%+.3f" for c in (V.depth_column(k), V.CLOSURE_COLUMN)},
             height="auto" if len(pairs) <= 10 else 400,
         )
-    code_block(T.lesson_code(4, dataset, flip=flip, drop=drop, rr=code_rr(dataset), beta=beta, k=sel_k))
+    code_block(
+        T.lesson_code(
+            4, dataset, flip=edits[0], drop=edits[1], add=edits[2], rr=code_rr(dataset), beta=beta, k=sel_k
+        )
+    )
     return playing and k != INF
-
-
-def _edits_of(dataset: str, rows: list[dict]) -> tuple[tuple, tuple]:
-    """The edits of the try-it panel as they stand (read before the panel is drawn: lesson 4
-    draws it under the graph). Rollouts that no longer exist are ignored; the last stays."""
-    ids = V.traj_ids(rows)
-    fk, dk = _prepare_edits(dataset, ids)
-    flip = list(st.session_state.get(fk, []))
-    drop = list(st.session_state.get(dk, []))[: len(ids) - 1]
-    return tuple(sorted(flip)), tuple(sorted(drop))
 
 
 def _k_controls() -> tuple[str, bool]:
@@ -515,12 +435,20 @@ def lesson_rare_route(lesson) -> None:
         view.record(names[k])
     rr = (n_jump, n_lucky, n_walk, n_ok)
     rows = base_rows("rare_route", rr)
-    flip, drop = try_it(lesson, "rare_route", rows, rr)
-    key = ("rare_route", rr, flip, drop)
+    edits, beta, _ = try_it(
+        lesson,
+        "rare_route",
+        rows,
+        rr,
+        note="Here β discounts the closure's and visit-local's values of both routes; "
+        "shortest-path credit ignores it.",
+    )
+    key = ("rare_route", rr, *edits)
+    bp = {name: (("beta", beta),) if name != "shortest_path" else () for name in RR_METHODS}
     nums = V.rare_route_numbers(
         graph_of(key),
-        {label: result_of(key, name) for name, label in RR_METHODS.items()},
-        result_of(key, "crbc"),
+        {label: result_of(key, name, bp[name]) for name, label in RR_METHODS.items()},
+        result_of(key, "crbc", bp["crbc"]),
         result_of(key, "shortest_path"),
     )
     ask(T.lesson_prediction(5, graph_of(key), credits=nums["credits"]), "learn_predict_5")
@@ -540,8 +468,8 @@ def lesson_rare_route(lesson) -> None:
     if not routes.empty:
         table(routes, "learn_routes", {"success rate": "percent"})
     with st.expander("The graph of this group"):
-        show_graph(graph_page(key, "crbc", (), None, "crbc-rare-route", "crbc"))
-    code_block(T.lesson_code(5, "rare_route", flip=flip, drop=drop, rr=rr))
+        show_graph(graph_page(key, "crbc", bp["crbc"], None, f"crbc-rare-route-b{beta:g}", "crbc"))
+    code_block(T.lesson_code(5, "rare_route", flip=edits[0], drop=edits[1], add=edits[2], rr=rr, beta=beta))
 
 
 def lesson_combination(lesson, dataset) -> None:
@@ -577,10 +505,17 @@ def lesson_combination(lesson, dataset) -> None:
     )
     for name in ("wg", "ws", "smin", "gate"):
         view.record(name)
-    flip, drop = try_it(lesson, dataset, rows)
-    key = (dataset, rr_of(dataset), flip, drop)
+    edits, beta, _ = try_it(
+        lesson,
+        dataset,
+        rows,
+        rr_of(dataset),
+        note="Here β discounts CRBC's Q and V, so it moves Aˢ; GRPO's Aᴳ ignores it.",
+    )
+    key = (dataset, rr_of(dataset), *edits)
     graph = graph_of(key)
     params = (
+        ("beta", float(beta)),
         ("min_actions", int(gate)),
         ("sigma_min", float(s_min)),
         ("w_group", float(w_g)),
@@ -601,17 +536,41 @@ def lesson_combination(lesson, dataset) -> None:
             labels,
             group_term,
             step_term,
-            f"A = {w_g:g}·A<sup>G</sup> + {w_s:g}·A<sup>S</sup>   (σ<sub>min</sub> = {s_min:g})",
+            f"A = {w_g:g}·Aᴳ + {w_s:g}·Aˢ   (σₘᵢₙ = {s_min:g})",
             projector=projector(),
         ),
         "combination",
     )
+    ungated = result_of(key, "crbc", tuple((k, 1 if k == "min_actions" else v) for k, v in params))
+    comb = V.combination_table(graph, res, ungated)
     table(
-        V.combination_table(graph, res, gate),
+        comb,
         "learn_comb_table",
-        {c: "%+.3f" for c in ("A = Q − V", "Aˢ")} | {"μ(a|s)": "%.2f", "σ(s)": "%.3f"},
+        {c: "%+.3f" for c in ("A = Q − V", V.GATE_OFF_COLUMN, "Aˢ")} | {"μ(a|s)": "%.2f", "σ(s)": "%.3f"},
     )
-    code_block(T.lesson_code(6, dataset, flip=flip, drop=drop, rr=code_rr(dataset), params=dict(params)))
+    silenced = comb[(comb[V.GATE_OFF_COLUMN] - comb["Aˢ"]).abs() > 1e-9]["anchor · action"].tolist()
+    st.caption(
+        (
+            f"The gate at {gate} actions silences {', '.join(map(md, silenced))}: their Aˢ is 0, the column "
+            "before it shows what they had without the gate."
+        )
+        if silenced
+        else f"The gate at {gate} action{'s' if gate > 1 else ''} silences nothing here: an anchor "
+        "where one action was observed has Q = V already, so its Aˢ is 0 with or without the gate. "
+        "Raise the gate to 3 and the two-action anchors fall silent."
+    )
+    code_block(
+        T.lesson_code(
+            6,
+            dataset,
+            flip=edits[0],
+            drop=edits[1],
+            add=edits[2],
+            rr=code_rr(dataset),
+            beta=beta,
+            params=dict(params),
+        )
+    )
     quiz()
 
 
