@@ -68,9 +68,14 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
+# The suite on TEST_WORKERS processes (pytest-xdist; a file's tests, and the server its fixtures
+# start, stay on one worker): most of a browser test's time is waiting on the server and the
+# browser, which the other worker fills. TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
+
 test: $(STAMP) $(GEN_STAMP) $(TRN_STAMP) browser-deps lint
 	CRBC_VIZ_SOKOBAN_PYTHON=$(GEN_VENV)/bin/python CRBC_VIZ_TRAINERS_PYTHON=$(CURDIR)/$(TRN_VENV)/bin/python \
-	  $(BIN)/python -m pytest
+	  $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 bench: $(STAMP)
 	$(BIN)/python -m bench --write
