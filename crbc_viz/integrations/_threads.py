@@ -86,11 +86,15 @@ def run(fn, chunks) -> list:
 def _executor() -> ThreadPoolExecutor:
     n = max(num_threads(), 2)
     with _lock:
+        if _pool.get("pid") != os.getpid():  # a forked child has the pool but not its threads
+            _pool.clear()
+            _pool["pid"] = os.getpid()
         pool = _pool.get(n)
         if pool is None:
-            for old in _pool.values():
-                old.shutdown(wait=False)
-            _pool.clear()
+            for key, old in list(_pool.items()):
+                if key != "pid":
+                    old.shutdown(wait=False)
+                    del _pool[key]
             pool = _pool[n] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="crbc-viz-host")
         return pool
 

@@ -10,6 +10,8 @@ threaded outputs are compared with their one-thread outputs.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -222,3 +224,25 @@ def test_many_distinct_values_are_factorised_in_one_pass(monkeypatch):
         assert merged == []
         codes, uniques = _threads.factorize(anchors)
     assert merged == [4, 4] and codes.tolist() == pd.factorize(anchors)[0].tolist()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
+def test_a_forked_child_gets_a_pool_of_its_own():
+    """A trainer that forks after scoring: the child's passes run on threads it has (the
+    parent's pool object is copied into the child without its threads; using it would hang)."""
+    import signal
+
+    from crbc_viz.integrations import _threads
+
+    with _threads.using(threads=2, chunk=3):
+        assert _threads.run(lambda lo, hi: hi - lo, _threads.spans(10)) == [3, 3, 3, 1]
+        pid = os.fork()
+        if pid == 0:  # the child: stopped by the alarm if the pool hangs
+            ok = False
+            try:
+                signal.alarm(20)
+                ok = _threads.run(lambda lo, hi: hi - lo, _threads.spans(10)) == [3, 3, 3, 1]
+            finally:
+                os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, os.waitstatus_to_exitcode(status)
