@@ -14,7 +14,8 @@ that into the batch's offset arrays without a per-step (or per-trajectory) Pytho
   factorisation per column;
 - `sort_rows(group_codes, traj_codes, step_idx)`: the order group → trajectory → step and the
   `Layout` (offsets) of the rows in that order;
-- `assemble(steps, layout, ...)`: the `RolloutBatch` of rows already in that order;
+- `assemble(steps, layout, ...)`: the `RolloutBatch` of rows already in that order (built, as
+  every batch is, by `crbc_viz.data.batch_from_columns`);
 - `place_steps(group_codes, traj_codes, step_idx)`: rows in any order, each step possibly
   carried by several rows (a trainer's copies) -> the unique steps in batch order and the step
   each row carries, by counting (no sort, no frame: the trainer adapters' path);
