@@ -511,6 +511,9 @@ class _Columns:
             return None
         return self.rows[name]
 
+    def has(self, name: str) -> bool:
+        return self._column(name) is not None
+
     def numbers(self, name: str, kinds: str = "iub") -> np.ndarray | None:
         """Column ``name`` as numpy where it is numeric or boolean (of a dtype kind in ``kinds``)
         with no missing value, else None."""
@@ -594,7 +597,7 @@ def _derive_layout(rows: _Columns) -> Layout:
     """The `Layout` of rows stored group by group, trajectory by trajectory (see
     `batch_from_columns`), checking that no group and no trajectory is split."""
     S = len(rows)
-    keys = [rows.codes(k) for k in GROUP_KEY if k == "group_id" or rows._column(k) is not None]
+    keys = [rows.codes(k) for k in GROUP_KEY if k == "group_id" or rows.has(k)]
     traj = rows.codes("traj_id")
     if S == 0:
         return Layout.of_lengths(np.zeros(0, np.int64), np.zeros(0, np.int64))
