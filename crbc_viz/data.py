@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
-__all__ = ["RolloutBatch", "GROUP_KEY", "Layout", "ranges", "ArrowRows", "check_batch"]
+__all__ = ["RolloutBatch", "GROUP_KEY", "Layout", "ranges", "ArrowRows", "check_batch", "batch_from_columns"]
 
 #: A group's identity (SCHEMA.md conventions).
 GROUP_KEY = ("run_id", "train_step", "group_id")
@@ -228,7 +228,7 @@ class RolloutBatch:
     def select_groups(self, group_indices) -> RolloutBatch:
         """A new batch with only the given groups (in the given order; a group given twice
         appears twice). Vectorised: the rows are gathered by `ranges`, the offsets rebuilt by
-        `Layout.of_lengths` (the same offsets code as `crbc_viz.io.assemble`)."""
+        `Layout.of_lengths`, the batch built by `batch_from_columns`."""
         g = np.asarray(group_indices, dtype=np.int64).reshape(-1)
         gto = self.group_traj_offsets
         trajs = ranges(gto[g], gto[g + 1])
@@ -236,17 +236,15 @@ class RolloutBatch:
         lay = Layout.of_lengths(
             self.traj_len[trajs], np.repeat(np.arange(len(g), dtype=np.int64), gto[g + 1] - gto[g]), len(g)
         )
-        return RolloutBatch(
-            steps=self.steps.iloc[rows].reset_index(drop=True),
-            step_traj=lay.step_traj,
+        return batch_from_columns(
+            self.steps.iloc[rows],
+            layout=lay,
             step_anchor_hash=self.step_anchor_hash[rows],
-            traj_offsets=lay.traj_offsets,
-            traj_group=lay.traj_group,
             traj_success=self.traj_success[trajs],
             traj_truncated=self.traj_truncated[trajs],
             traj_return=self.traj_return[trajs],
-            group_traj_offsets=lay.group_traj_offsets,
-            groups=self.groups.iloc[g].reset_index(drop=True),
+            groups=self.groups.iloc[g],
+            success_column=False,
             source=self.source,
             warnings=self.warnings,
             skipped=self.skipped,
@@ -402,3 +400,278 @@ class Layout:
     def group_first(self) -> np.ndarray:
         """The first row of each group ``[G]``."""
         return self.traj_offsets[self.group_traj_offsets[:-1]]
+
+
+def batch_from_columns(
+    steps,
+    *,
+    step_anchor_hash: np.ndarray,
+    layout: Layout | None = None,
+    traj_success: np.ndarray | None = None,
+    traj_truncated: np.ndarray | None = None,
+    traj_return: np.ndarray | None = None,
+    groups=None,
+    success_threshold: float = 0.0,
+    success_column: bool = True,
+    source: str = "",
+    warnings: tuple[str, ...] | list[str] = (),
+    skipped: tuple[str, ...] | list[str] = (),
+) -> RolloutBatch:
+    """The `RolloutBatch` of step rows in storage order: the one place a batch is built (every
+    loader, the store, the trainer adapters, `RolloutBatch.select_groups`, the generator, a
+    batch sent back by a worker process). Each array the caller does not give is derived here
+    from the rows' columns, one way for every path.
+
+    Args:
+        steps: the step rows, group by group, trajectory by trajectory, in ``step_idx`` order:
+            an Arrow table (or `ArrowRows`: the pandas frame is built on the first read of
+            ``batch.steps``) or a pandas frame (its index reset).
+        step_anchor_hash: ``[S]`` uint64 anchor hash of each step.
+        layout: the trajectory and group boundaries. None derives them from the rows: a new
+            group wherever a `GROUP_KEY` column (those present; ``group_id`` required) changes,
+            a new trajectory wherever the group or ``traj_id`` changes; each group's and each
+            trajectory's rows must be contiguous (`BatchInvariantError` naming ``group_id`` /
+            ``traj_id`` and the row that starts one again).
+        traj_success, traj_truncated, traj_return: ``[T]`` outcomes, or None to derive them
+            from the rows (docs/schema.md, "Success and truncation", on rows that need no
+            note): truncated where the last step's ``done`` is false (never without ``done``);
+            the return is the last step's ``episode_return``, else the sum of ``reward``;
+            success is the last step's ``success``, else return > ``success_threshold``, and
+            never for a truncated trajectory.
+        groups: one row per group (Arrow table, `ArrowRows` or frame); None takes the
+            `GROUP_KEY` columns of each group's first row.
+        success_column: write each trajectory's success on every one of its steps (the
+            ``success`` column, as the loaders promise).
+        source, warnings, skipped: as `RolloutBatch`.
+
+    Raises:
+        BatchInvariantError: rows not contiguous by trajectory or group (derived layout); a
+            ``step_idx`` column (integers) that does not run 0..n-1 in each trajectory; a column
+            an outcome is derived from that is missing or has nulls; any `check_batch` failure.
+    """
+    rows = _Columns(steps, source)
+    lay = layout if layout is not None else _derive_layout(rows)
+    if traj_success is None or traj_truncated is None or traj_return is None:
+        derived = _derive_outcomes(rows, lay, success_threshold)
+        traj_truncated = derived[1] if traj_truncated is None else traj_truncated
+        traj_return = derived[2] if traj_return is None else traj_return
+        traj_success = derived[0] & ~traj_truncated if traj_success is None else traj_success
+    if success_column:
+        rows.set_success(np.repeat(traj_success, lay.traj_len))
+    if groups is None:
+        groups = rows.group_rows(lay.group_first)
+    batch = RolloutBatch(
+        steps=rows.stored(),
+        step_traj=lay.step_traj,
+        step_anchor_hash=step_anchor_hash,
+        traj_offsets=lay.traj_offsets,
+        traj_group=lay.traj_group,
+        traj_success=traj_success,
+        traj_truncated=traj_truncated,
+        traj_return=traj_return,
+        group_traj_offsets=lay.group_traj_offsets,
+        groups=_rows_of(groups),
+        source=source,
+        warnings=tuple(warnings),
+        skipped=tuple(skipped),
+    )
+    _check_step_idx(rows, batch)
+    return batch
+
+
+def _rows_of(rows):
+    """Rows as a `RolloutBatch` holds them: `ArrowRows` for an Arrow table, a frame with its
+    index reset."""
+    if isinstance(rows, ArrowRows):
+        return rows
+    if type(rows).__module__.startswith("pyarrow"):
+        return ArrowRows(rows)
+    return rows.reset_index(drop=True)
+
+
+class _Columns:
+    """The step rows of `batch_from_columns`: an Arrow table or a pandas frame, read column by
+    column as numpy (no pandas import for an Arrow table)."""
+
+    def __init__(self, steps, source: str):
+        steps = steps.table if isinstance(steps, ArrowRows) else steps
+        self.arrow = type(steps).__module__.startswith("pyarrow")
+        self.rows = steps if self.arrow else steps.reset_index(drop=True)
+        self.source = source
+
+    def __len__(self) -> int:
+        return self.rows.num_rows if self.arrow else len(self.rows)
+
+    def _column(self, name: str):
+        """The one column called ``name``, or None (absent, or the name is not unique)."""
+        if self.arrow:
+            at = self.rows.schema.get_all_field_indices(name)
+            return self.rows.column(at[0]) if len(at) == 1 else None
+        if name not in self.rows.columns or not self.rows.columns.is_unique:
+            return None
+        return self.rows[name]
+
+    def has(self, name: str) -> bool:
+        return self._column(name) is not None
+
+    def numbers(self, name: str, kinds: str = "iub") -> np.ndarray | None:
+        """Column ``name`` as numpy where it is numeric or boolean (of a dtype kind in ``kinds``)
+        with no missing value, else None."""
+        col = self._column(name)
+        if col is None:
+            return None
+        if self.arrow:
+            from ._arrow import NUMERIC_TYPES, numbers
+
+            if col.null_count or str(col.type) not in NUMERIC_TYPES:
+                return None
+            out = numbers(col)
+        else:
+            if not isinstance(col.dtype, np.dtype) or col.dtype.kind not in "iubf":
+                return None
+            out = col.to_numpy()
+        return out if out.dtype.kind in kinds else None
+
+    def codes(self, name: str) -> np.ndarray:
+        """``[S]`` integer codes of column ``name``: equal values, equal codes."""
+        col = self._column(name)
+        if col is None:
+            raise BatchInvariantError(
+                name, "the rows have no such column (one), and no layout was given", self.source
+            )
+        if self.arrow:
+            import pyarrow as pa
+
+            from ._arrow import call, cast, numbers
+
+            col = col.combine_chunks()
+            missing = col.null_count
+            if not missing:
+                if str(col.type) in ("int64", "int32", "uint64"):
+                    return numbers(col)
+                if pa.types.is_dictionary(col.type):
+                    col = cast(col, col.type.value_type)
+                codes = numbers(call("dictionary_encode", col).indices)
+        else:
+            import pandas as pd
+
+            missing = int(col.isna().sum())
+            if not missing:
+                if isinstance(col.dtype, pd.CategoricalDtype):
+                    return col.cat.codes.to_numpy()
+                codes = pd.factorize(col.to_numpy())[0]
+        if missing:
+            raise BatchInvariantError(name, f"{missing} row(s) have no value", self.source)
+        return codes.astype(np.int64, copy=False)
+
+    def value(self, name: str, row: int) -> str:
+        v = self.rows.column(name)[row].as_py() if self.arrow else self.rows[name].iat[row]
+        text = repr(v)
+        return text if len(text) <= 80 else text[:77] + "..."
+
+    def set_success(self, success: np.ndarray) -> None:
+        if not self.arrow:
+            self.rows["success"] = success
+            return
+        from ._arrow import array
+
+        names = self.rows.column_names
+        if "success" in names:
+            self.rows = self.rows.set_column(names.index("success"), "success", array(success))
+        else:
+            self.rows = self.rows.append_column("success", array(success))
+
+    def group_rows(self, first: np.ndarray):
+        """The `GROUP_KEY` columns of the rows ``first``."""
+        if self.arrow:
+            from ._arrow import take
+
+            return take(self.rows.select(list(GROUP_KEY)), first)
+        return self.rows.iloc[first][list(GROUP_KEY)]
+
+    def stored(self):
+        return ArrowRows(self.rows) if self.arrow else self.rows
+
+
+def _derive_layout(rows: _Columns) -> Layout:
+    """The `Layout` of rows stored group by group, trajectory by trajectory (see
+    `batch_from_columns`), checking that no group and no trajectory is split."""
+    S = len(rows)
+    keys = [rows.codes(k) for k in GROUP_KEY if k == "group_id" or rows.has(k)]
+    traj = rows.codes("traj_id")
+    if S == 0:
+        return Layout.of_lengths(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    new_group = np.zeros(S, dtype=bool)
+    new_group[0] = True
+    for c in keys:
+        new_group[1:] |= c[1:] != c[:-1]
+    new_traj = new_group.copy()
+    new_traj[1:] |= traj[1:] != traj[:-1]
+    group_starts, traj_starts = np.flatnonzero(new_group), np.flatnonzero(new_traj)
+    _contiguous(rows, "group_id", [c[group_starts] for c in keys], group_starts, "group")
+    traj_group = np.cumsum(new_group)[traj_starts] - 1
+    _contiguous(rows, "traj_id", [traj_group, traj[traj_starts]], traj_starts, "trajectory")
+    return Layout.of_lengths(np.diff(np.r_[traj_starts, S]), traj_group, len(group_starts))
+
+
+def _contiguous(rows: _Columns, name: str, keys: list, starts: np.ndarray, what: str) -> None:
+    """That the runs of rows starting at ``starts`` have distinct ``keys`` (code arrays, one
+    value per run): a key seen twice is a group or trajectory whose rows are split."""
+    code = np.zeros(len(starts), np.int64)
+    for k in keys:
+        _, k = np.unique(k, return_inverse=True)
+        _, code = np.unique(code * (int(k.max()) + 1) + k.reshape(-1), return_inverse=True)
+    _, first = np.unique(code, return_index=True)
+    if len(first) == len(starts):
+        return
+    again = np.ones(len(starts), dtype=bool)
+    again[first] = False
+    row = int(starts[np.flatnonzero(again)[0]])
+    raise BatchInvariantError(
+        name,
+        f"the rows of each {what} must be contiguous: row {row} starts {what} "
+        f"{rows.value(name, row)} again after rows of another",
+        rows.source,
+    )
+
+
+def _derive_outcomes(rows: _Columns, lay: Layout, threshold: float):
+    """(success [T] before truncation, truncated [T], return [T]) from the rows' ``done``,
+    ``episode_return`` / ``reward`` and ``success`` columns (see `batch_from_columns`)."""
+    lens = lay.traj_len
+    if (lens == 0).any():
+        t = int(np.flatnonzero(lens == 0)[0])
+        raise BatchInvariantError("traj_offsets", f"trajectory {t} has no steps: no outcome", rows.source)
+    ends = lay.traj_offsets[1:] - 1
+    done = rows.numbers("done", "b")
+    truncated = ~done[ends] if done is not None else np.zeros(len(ends), dtype=bool)
+    logged = rows.numbers("episode_return", "iuf")
+    if logged is not None:
+        ret = logged[ends].astype(np.float64)
+    else:
+        reward = rows.numbers("reward", "iuf")
+        if reward is None:
+            why = "a number on every row to derive returns (no episode_return column)"
+            raise BatchInvariantError("reward", f"expected {why}", rows.source)
+        reward = reward.astype(np.float64, copy=False)
+        ret = np.add.reduceat(reward, lay.traj_offsets[:-1]) if len(ends) else np.zeros(0)
+    flag = rows.numbers("success", "b")
+    success = flag[ends].astype(bool) if flag is not None else ret > threshold
+    return success, truncated, ret
+
+
+def _check_step_idx(rows: _Columns, batch: RolloutBatch) -> None:
+    """That an integer ``step_idx`` column runs 0..n-1 in each trajectory, in storage order."""
+    sidx = rows.numbers("step_idx", "iu")
+    if sidx is None:
+        return
+    pos = batch.step_pos
+    bad = np.flatnonzero(sidx != pos)
+    if len(bad):
+        r = int(bad[0])
+        raise BatchInvariantError(
+            "step_idx",
+            f"row {r} has step_idx {int(sidx[r])}, expected {int(pos[r])} (each trajectory's "
+            f"steps run 0..n-1 in storage order)",
+            batch.source,
+        )

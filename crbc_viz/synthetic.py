@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .data import RolloutBatch
+from .data import Layout, RolloutBatch, batch_from_columns
 
 __all__ = ["random_mdp_batch", "batch_to_rows"]
 
@@ -50,8 +50,9 @@ def random_mdp_batch(
             millions of steps; every column is still present).
 
     Returns:
-        A `RolloutBatch` (built directly from arrays; the generator's output is valid by
-        construction, so no validation pass is spent on it).
+        A `RolloutBatch`, built by `crbc_viz.data.batch_from_columns` from the generated
+        columns and offsets (outcomes derived from ``done``, ``reward`` and ``success``); the
+        schema path's validation pass is not spent on it.
     """
     rng = np.random.default_rng(seed)
     n_s = num_states or max(6, max_steps // 2)
@@ -111,16 +112,10 @@ def random_mdp_batch(
     groups = pd.DataFrame(
         {"run_id": [run_id] * G, "train_step": np.zeros(G, dtype=np.int64), "group_id": group_ids}
     )
-    return RolloutBatch(
-        steps=steps,
-        step_traj=step_traj,
+    return batch_from_columns(
+        steps,
+        layout=Layout.of_lengths(lens, traj_group, G),
         step_anchor_hash=step_hash,
-        traj_offsets=traj_offsets,
-        traj_group=traj_group,
-        traj_success=traj_success,
-        traj_truncated=done_at[order_r] < 0,
-        traj_return=traj_success.astype(np.float64),
-        group_traj_offsets=group_traj_offsets,
         groups=groups,
         source=f"<{run_id}>",
     )

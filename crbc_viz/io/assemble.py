@@ -14,7 +14,8 @@ that into the batch's offset arrays without a per-step (or per-trajectory) Pytho
   factorisation per column;
 - `sort_rows(group_codes, traj_codes, step_idx)`: the order group → trajectory → step and the
   `Layout` (offsets) of the rows in that order;
-- `assemble(steps, layout, ...)`: the `RolloutBatch` of rows already in that order;
+- `assemble(steps, layout, ...)`: the `RolloutBatch` of rows already in that order (built, as
+  every batch is, by `crbc_viz.data.batch_from_columns`);
 - `place_steps(group_codes, traj_codes, step_idx)`: rows in any order, each step possibly
   carried by several rows (a trainer's copies) -> the unique steps in batch order and the step
   each row carries, by counting (no sort, no frame: the trainer adapters' path);
@@ -37,7 +38,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from ..data import GROUP_KEY, ArrowRows, Layout, RolloutBatch, ranges
+from ..data import GROUP_KEY, Layout, RolloutBatch, batch_from_columns, ranges
 from ..errors import MAX_LISTED, LoadError, Problem
 from .fields import BAD_COLUMN as _BAD
 from .fields import LINE_COLUMN as _LINE
@@ -141,25 +142,18 @@ def assemble(
     not: it is reset here). ``groups`` defaults to the `GROUP_KEY` columns of each group's
     first row; with ``step_success`` the ``success`` column becomes the trajectory's outcome
     on every one of its rows (as the loaders promise)."""
-    steps = steps.reset_index(drop=True)
-    if step_success:
-        steps["success"] = np.repeat(np.asarray(traj_success, dtype=bool), lay.traj_len)
-    if groups is None:
-        groups = steps.iloc[lay.group_first][list(GROUP_KEY)].reset_index(drop=True)
-    return RolloutBatch(
-        steps=steps,
-        step_traj=lay.step_traj,
+    return batch_from_columns(
+        steps,
+        layout=lay,
         step_anchor_hash=step_anchor_hash,
-        traj_offsets=lay.traj_offsets,
-        traj_group=lay.traj_group,
         traj_success=np.asarray(traj_success, dtype=bool),
         traj_truncated=np.asarray(traj_truncated, dtype=bool),
         traj_return=np.asarray(traj_return, dtype=np.float64),
-        group_traj_offsets=lay.group_traj_offsets,
         groups=groups,
+        success_column=step_success,
         source=source,
-        warnings=tuple(warnings),
-        skipped=tuple(skipped),
+        warnings=warnings,
+        skipped=skipped,
     )
 
 
@@ -289,24 +283,17 @@ def assemble_arrow(
     with each trajectory's outcome on every one of its steps is added, as `assemble` does."""
     import pyarrow as pa
 
-    from .._arrow import array
-
     missing = [k for k in GROUP_KEY if k not in group_columns]
     if missing:
         raise ValueError(f"assemble_arrow: group_columns lack {', '.join(missing)}")
-    success = np.asarray(traj_success, dtype=bool)
-    steps = {**columns, "success": array(np.repeat(success, lay.traj_len))}
-    return RolloutBatch(
-        steps=ArrowRows(pa.Table.from_arrays(list(steps.values()), names=list(steps))),
-        step_traj=lay.step_traj,
+    return batch_from_columns(
+        pa.Table.from_arrays(list(columns.values()), names=list(columns)),
+        layout=lay,
         step_anchor_hash=np.asarray(step_anchor_hash, dtype=np.uint64),
-        traj_offsets=lay.traj_offsets,
-        traj_group=lay.traj_group,
-        traj_success=success,
+        traj_success=np.asarray(traj_success, dtype=bool),
         traj_truncated=np.asarray(traj_truncated, dtype=bool),
         traj_return=np.asarray(traj_return, dtype=np.float64),
-        group_traj_offsets=lay.group_traj_offsets,
-        groups=ArrowRows(pa.Table.from_arrays(list(group_columns.values()), names=list(group_columns))),
+        groups=pa.Table.from_arrays(list(group_columns.values()), names=list(group_columns)),
         source=source,
     )
 

@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from .._arrow import array, call, numbers, take, texts
-from ..data import GROUP_KEY, ArrowRows, RolloutBatch
+from ..data import GROUP_KEY, RolloutBatch, batch_from_columns
 from . import _guards
 from .anchor_rules import rule_hash64 as anchor_hash64  # the rule in force (exact by default)
 from .assemble import layout
@@ -119,31 +119,17 @@ def batch_from_arrow(
     if not np.array_equal(order, rows):
         table = take(table, order)
 
-    outcome = _outcomes(table, lay, success_threshold)
-    if outcome is None:
+    if _needs_note(table, lay):
         return None
-    traj_success, traj_truncated, traj_return = outcome
     hashes = _anchor_hashes(table.column("anchor_obs"))
     if hashes is None:
         return None
     step_hash, keys = hashes
-    table = table.append_column("anchor_key", keys)
-    success = array(np.repeat(traj_success, lay.traj_len))
-    if "success" in table.column_names:
-        table = table.set_column(table.column_names.index("success"), "success", success)
-    else:
-        table = table.append_column("success", success)
-    return RolloutBatch(
-        steps=ArrowRows(table),
-        step_traj=lay.step_traj,
+    return batch_from_columns(
+        table.append_column("anchor_key", keys),
+        layout=lay,
         step_anchor_hash=step_hash,
-        traj_offsets=lay.traj_offsets,
-        traj_group=lay.traj_group,
-        traj_success=traj_success,
-        traj_truncated=traj_truncated,
-        traj_return=traj_return,
-        group_traj_offsets=lay.group_traj_offsets,
-        groups=ArrowRows(take(table.select(list(GROUP_KEY)), lay.group_first)),
+        success_threshold=success_threshold,
         source=path,
     )
 
@@ -188,31 +174,21 @@ def _pair_codes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return _codes(array(a * (int(b.max()) + 1) + b))
 
 
-def _outcomes(table: pa.Table, lay, success_threshold: float):
-    """(success [T], truncated [T], return [T]) of a sorted clean table, by the schema path's
-    rules (`crbc_viz.io.outcomes.trajectory_outcomes`); None where that path would add a note."""
+def _needs_note(table: pa.Table, lay) -> bool:
+    """Whether the schema path would add an outcome note for this sorted clean table
+    (`crbc_viz.io.outcomes.trajectory_outcomes`): a trajectory that logs ``success=true`` and
+    later false, or a truncated rollout (last ``done`` false) logged as a success. Otherwise
+    `crbc_viz.data.batch_from_columns` derives the outcomes by the same rules."""
+    if "success" not in table.column_names:
+        return False
+    flag = numbers(table.column("success"))
+    trues = np.cumsum(flag)
+    before = np.repeat(trues[lay.traj_offsets[:-1]] - flag[lay.traj_offsets[:-1]], lay.traj_len)
+    if np.any(~flag & (trues - before > 0)):
+        return True
     ends = lay.traj_offsets[1:] - 1
-    reward = numbers(table.column("reward")).astype(np.float64, copy=False)
-    traj_return = np.add.reduceat(reward, lay.traj_offsets[:-1])
-    if "episode_return" in table.column_names:  # logged on every row (else declined): the last
-        traj_return = numbers(table.column("episode_return"))[ends].astype(np.float64)
-    traj_success = traj_return > success_threshold
-    explicit = np.zeros(len(ends), dtype=bool)
-    if "success" in table.column_names:
-        flag = numbers(table.column("success"))
-        # A trajectory that logs success=true and later false gets a note there.
-        trues = np.cumsum(flag)
-        before = np.repeat(trues[lay.traj_offsets[:-1]] - flag[lay.traj_offsets[:-1]], lay.traj_len)
-        if np.any(~flag & (trues - before > 0)):
-            return None
-        traj_success = flag[ends].astype(bool)
-        explicit = traj_success.copy()
-    traj_truncated = np.zeros(len(ends), dtype=bool)
-    if "done" in table.column_names:
-        traj_truncated = ~numbers(table.column("done"))[ends]
-    if np.any(traj_truncated & explicit):
-        return None  # a truncated rollout logged as a success: a note there
-    return traj_success & ~traj_truncated, traj_truncated, traj_return
+    done = numbers(table.column("done"))[ends] if "done" in table.column_names else np.ones(len(ends), bool)
+    return bool(np.any(~done & flag[ends]))
 
 
 def _anchor_hashes(obs: pa.ChunkedArray):

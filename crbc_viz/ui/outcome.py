@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data import ArrowRows, RolloutBatch
+from ..data import ArrowRows, Layout, RolloutBatch, batch_from_columns
 from ..errors import BatchInvariantError, LoadError, ParseAbortedError, Problem, StoreError
 
 __all__ = [
@@ -436,9 +436,14 @@ def _decode_batch(meta, tables: dict) -> tuple:
         text[name] = tuple(_texts(meta.get(name)))
     arrays = _decode_arrays(meta.get("arrays"), tables[ARRAYS])
     try:
-        batch = RolloutBatch(
-            steps=_decode_rows(meta.get("steps"), tables[STEPS]),
+        layout = Layout(
+            *(arrays.pop(k) for k in ("step_traj", "traj_offsets", "traj_group", "group_traj_offsets"))
+        )
+        batch = batch_from_columns(
+            _decode_rows(meta.get("steps"), tables[STEPS]),
+            layout=layout,
             groups=_decode_rows(meta.get("groups"), tables[GROUPS]),
+            success_column=False,
             **arrays,
             **text,
         )

@@ -522,7 +522,7 @@ def _solve_large_groups(groups, steps: Steps, p, out: Outputs) -> None:
     checked `CRBCParams` (exact depth)."""
     import pandas as pd
 
-    from ...data import RolloutBatch
+    from ...data import Layout, batch_from_columns
     from ...estimators.crbc import crbc
     from ...graph import build_graph
 
@@ -531,17 +531,15 @@ def _solve_large_groups(groups, steps: Steps, p, out: Outputs) -> None:
         t_lo, t_hi = gto[g], gto[g + 1]
         lo, hi = traj_off[t_lo], traj_off[t_hi]
         lens = np.diff(traj_off[t_lo : t_hi + 1])
-        sub = RolloutBatch(
-            steps=pd.DataFrame({"action": pd.Categorical(steps.actions[lo:hi]), "anchor_key": ""}),
-            step_traj=np.repeat(np.arange(t_hi - t_lo), lens),
+        sub = batch_from_columns(
+            pd.DataFrame({"action": pd.Categorical(steps.actions[lo:hi]), "anchor_key": ""}),
+            layout=Layout.of_lengths(lens, np.zeros(t_hi - t_lo, np.int64), 1),
             step_anchor_hash=steps.hashes[lo:hi],
-            traj_offsets=traj_off[t_lo : t_hi + 1] - lo,
-            traj_group=np.zeros(t_hi - t_lo, np.int64),
             traj_success=success[t_lo:t_hi],
             traj_truncated=np.zeros(t_hi - t_lo, bool),
             traj_return=success[t_lo:t_hi].astype(float),
-            group_traj_offsets=np.array([0, t_hi - t_lo]),
             groups=pd.DataFrame({"g": [g]}),
+            success_column=False,
         )
         r = crbc(
             build_graph(sub),
