@@ -109,6 +109,12 @@ def code_rr(dataset: str) -> tuple:
     return (GROUP["name"], GROUP["rr"][-1]) if dataset == "group" else ()
 
 
+def _code(lesson: int, dataset: str, edits: tuple, **more) -> str:
+    """Lesson ``lesson``'s code block on ``dataset`` with this run's edits (flip, drop, add)."""
+    more.setdefault("rr", code_rr(dataset))
+    return T.lesson_code(lesson, dataset, flip=edits[0], drop=edits[1], add=edits[2], **more)
+
+
 # ---------------------------------------------------------------- small helpers
 def plot(fig, name: str) -> None:
     st.plotly_chart(
@@ -154,7 +160,7 @@ def lesson_grpo(lesson, dataset) -> None:
     m[0].metric("rollouts", graph.batch.num_trajectories)
     m[1].metric("successes", int(graph.batch.traj_success.sum()))
     m[2].metric("steps marked ▲", good, help=f"▲ marks {V.MARK_RULE}")
-    code_block(T.lesson_code(1, dataset, flip=edits[0], drop=edits[1], add=edits[2], rr=code_rr(dataset)))
+    code_block(_code(1, dataset, edits))
 
 
 def lesson_anchors(lesson, dataset) -> None:
@@ -181,7 +187,7 @@ def lesson_anchors(lesson, dataset) -> None:
     m[3].metric("with ≥ 2 actions", counts["branching"])
     bp = (("beta", beta),)
     show_graph(graph_page(key, "crbc", bp, hl, f"crbc-anchors-b{beta:g}-{dataset}", "crbc"))
-    code_block(T.lesson_code(2, dataset, flip=edits[0], drop=edits[1], add=edits[2], rr=code_rr(dataset)))
+    code_block(_code(2, dataset, edits))
 
 
 def lesson_visit_local(lesson, dataset) -> None:
@@ -226,13 +232,10 @@ def lesson_visit_local(lesson, dataset) -> None:
         {"Q⁰(s,a)": "%.3f"} | {c: "%+.3f" for c in ("A⁰ = Q⁰ − V⁰", "step credit Aˢ")},
     )
     code_block(
-        T.lesson_code(
+        _code(
             3,
             dataset,
-            flip=edits[0],
-            drop=edits[1],
-            add=edits[2],
-            rr=code_rr(dataset),
+            edits,
             beta=beta,
             node=n,
             node_name=V.anchor_name(graph, n),
@@ -313,11 +316,7 @@ def lesson_depth(lesson, dataset) -> bool:
             {c: "%+.3f" for c in (V.depth_column(k), V.CLOSURE_COLUMN)},
             height="auto" if len(pairs) <= 10 else 400,
         )
-    code_block(
-        T.lesson_code(
-            4, dataset, flip=edits[0], drop=edits[1], add=edits[2], rr=code_rr(dataset), beta=beta, k=sel_k
-        )
-    )
+    code_block(_code(4, dataset, edits, beta=beta, k=sel_k))
     return playing and k != INF
 
 
@@ -469,7 +468,7 @@ def lesson_rare_route(lesson) -> None:
         table(routes, "learn_routes", {"success rate": "percent"})
     with st.expander("The graph of this group"):
         show_graph(graph_page(key, "crbc", bp["crbc"], None, f"crbc-rare-route-b{beta:g}", "crbc"))
-    code_block(T.lesson_code(5, "rare_route", flip=edits[0], drop=edits[1], add=edits[2], rr=rr, beta=beta))
+    code_block(_code(5, "rare_route", edits, rr=rr, beta=beta))
 
 
 def lesson_combination(lesson, dataset) -> None:
@@ -560,13 +559,10 @@ def lesson_combination(lesson, dataset) -> None:
         "Raise the gate to 3 and the two-action anchors fall silent."
     )
     code_block(
-        T.lesson_code(
+        _code(
             6,
             dataset,
-            flip=edits[0],
-            drop=edits[1],
-            add=edits[2],
-            rr=code_rr(dataset),
+            edits,
             beta=beta,
             params=dict(params),
         )
