@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
-__all__ = ["CreditResult", "OUTPUT_COLUMNS", "deferred_result"]
+__all__ = ["CreditResult", "OUTPUT_COLUMNS", "deferred_result", "scatter_steps"]
 
 #: Columns of `CreditResult.to_frame` (and of ``crbc-viz score``), in order.
 OUTPUT_COLUMNS = (
@@ -171,3 +171,20 @@ def deferred_result(fill, **fields) -> CreditResult:
         if f.name in missing
     }
     return _DeferredResult(fill, **defaults, **fields)
+
+
+def scatter_steps(graph, value, q_value, credit):
+    """A ``fill`` for `deferred_result` from per-step columns (a step-level kernel's output): each
+    anchor's value, each (anchor, action) pair's Q and credit, read off the steps that visit them
+    (every step of one anchor or pair holds the same number)."""
+
+    def fill() -> dict:
+        node_value = np.zeros(graph.num_nodes)
+        node_value[graph.step_node] = value
+        pair_q = np.zeros(graph.pair_node.shape[0])
+        pair_q[graph.step_pair] = q_value
+        pair_credit = np.zeros_like(pair_q)
+        pair_credit[graph.step_pair] = credit
+        return {"node_value": node_value, "pair_q": pair_q, "pair_credit": pair_credit}
+
+    return fill

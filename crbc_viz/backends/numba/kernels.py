@@ -7,8 +7,6 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import numpy as np
-
 from ...estimators.registry import implements
 
 __all__ = ["crbc_numba", "visit_local_numba", "graft_numba", "gated_bepo_numba"]
@@ -20,7 +18,7 @@ def _family(name: str, graph, params, depth: float):
     filled from the per-step output only when read."""
     from ...graph import action_ids
     from ...ops.checks import check_step_arrays
-    from ...result import deferred_result
+    from ...result import deferred_result, scatter_steps
     from .crbc import Steps, run_checked
 
     b = graph.batch
@@ -40,17 +38,8 @@ def _family(name: str, graph, params, depth: float):
     if math.isinf(depth):
         diagnostics = {"closure_residual": out["closure_residual"], **diagnostics}
 
-    def fill():
-        node_value = np.zeros(graph.num_nodes)
-        node_value[graph.step_node] = out["value"]
-        pair_q = np.zeros(graph.pair_node.shape[0])
-        pair_q[graph.step_pair] = out["q_value"]
-        pair_credit = np.zeros_like(pair_q)
-        pair_credit[graph.step_pair] = out["credit"]
-        return {"node_value": node_value, "pair_q": pair_q, "pair_credit": pair_credit}
-
     return deferred_result(
-        fill,
+        scatter_steps(graph, out["value"], out["q_value"], out["credit"]),
         estimator=name,
         params=params,
         graph=graph,

@@ -23,7 +23,7 @@ from ...estimators.crbc import CRBCParams
 from ...estimators.registry import implements
 from ...graph import SUCCESS, action_ids
 from ...ops.checks import ACTION_ID_LIMIT, check_step_arrays
-from ...result import deferred_result
+from ...result import deferred_result, scatter_steps
 from ..checks import check_engine_params
 from ._device import resolve_device
 from .crbc import DENSE_MAX, check_float_dtype, group_advantage_torch, readout, solve_closure
@@ -294,17 +294,8 @@ def crbc_fused(graph, params, *, device: str = "cuda"):
     )
     cols = dict(zip(_COLUMNS, torch.stack([out[c] for c in _COLUMNS]).to("cpu", torch.float64).numpy()))
 
-    def fill():
-        node_value = np.zeros(graph.num_nodes)
-        node_value[graph.step_node] = cols["value"]
-        pair_q = np.zeros(graph.pair_node.shape[0])
-        pair_q[graph.step_pair] = cols["q_value"]
-        pair_credit = np.zeros_like(pair_q)
-        pair_credit[graph.step_pair] = cols["credit"]
-        return {"node_value": node_value, "pair_q": pair_q, "pair_credit": pair_credit}
-
     return deferred_result(
-        fill,
+        scatter_steps(graph, cols["value"], cols["q_value"], cols["credit"]),
         estimator="crbc",
         params=params,
         graph=graph,
