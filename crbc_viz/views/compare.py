@@ -71,6 +71,12 @@ def top_disagreements(df: pd.DataFrame, a: str, b: str, k: int = 10) -> pd.DataF
     return out.sort_values("gap", ascending=False, kind="stable").head(k).reset_index(drop=True)
 
 
+#: Up to this many steps the scatter is drawn as SVG; above, with WebGL. A WebGL context costs
+#: a page more to start (in a browser without a GPU, a software renderer) than SVG costs to
+#: draw a few thousand points; above that SVG slows down.
+SVG_MAX_POINTS = 2000
+
+
 def scatter_figure(
     df: pd.DataFrame,
     a: str,
@@ -81,15 +87,17 @@ def scatter_figure(
     title: str = "",
 ) -> go.Figure:
     """Per-step scatter of estimator ``a`` vs ``b`` (columns of ``df`` from ``step_frame``);
-    successful rollouts' steps in green, failed in grey; ``highlight`` (a ``step`` id) ringed."""
+    successful rollouts' steps in green, failed in grey; ``highlight`` (a ``step`` id) ringed.
+    SVG up to `SVG_MAX_POINTS` steps, WebGL above."""
     fig = go.Figure()
+    trace = go.Scatter if len(df) <= SVG_MAX_POINTS else go.Scattergl
     for ok, name, col in (
         (True, "step of a successful rollout", SUCCESS_COLOR),
         (False, "step of a failed rollout", FAILED_STEP_COLOR),
     ):
         d = df[df["success"] == ok]
         fig.add_trace(
-            go.Scattergl(
+            trace(
                 x=d[a],
                 y=d[b],
                 mode="markers",

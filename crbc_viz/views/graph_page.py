@@ -427,6 +427,35 @@ def check_min_label_px(min_label_px) -> None:
         raise ValueError(f"min_label_px must be a finite number of px ≥ 0, got {min_label_px!r}")
 
 
+#: Selectors of vis-network's style sheet for what a drawing never shows: the manipulation
+#: toolbar, the configurator, the edit popup (physics and editing are off). Their rules carry
+#: ~175 KB of inline icons, a quarter of every drawing's page, parsed again on each redraw.
+_UNUSED_VIS_CSS = re.compile(
+    r"vis-manipulation|vis-edit-mode|vis-close|vis-configuration|vis-color-picker|vis-label"
+    r"|vis-button\.vis-(?:add|delete|connect|back|edit)|vis-separator|vis-none|vis-initialfocus"
+)
+
+
+def trim_vis_css(page: str) -> str:
+    """``page`` without the rules of its inline vis-network style sheet that no drawing uses
+    (`_UNUSED_VIS_CSS`: a rule goes only when every selector in it is one of those); the
+    navigation buttons', the tooltip's and the overlay's rules stay. A page with no such
+    sheet is returned as it is."""
+
+    def trim(m: re.Match) -> str:
+        css = m.group(2)
+        if "vis-network" not in css or "{" not in css:
+            return m.group(0)
+        kept = [
+            f"{sel}{{{body}}}"
+            for sel, body in re.findall(r"([^{}]+)\{([^{}]*)\}", css)
+            if not all(_UNUSED_VIS_CSS.search(part) for part in sel.split(","))
+        ]
+        return f"{m.group(1)}{''.join(kept)}</style>"
+
+    return re.sub(r"(<style[^>]*>)(.*?)</style>", trim, page, count=1, flags=re.S)
+
+
 def finish_page(
     page: str,
     *,
@@ -438,7 +467,8 @@ def finish_page(
     fit_ratio: float = 0.0,
 ) -> str:
     """pyvis's generated ``page`` made self-contained and laid out: its unused bootstrap CDN
-    tags and empty heading dropped (nothing reaches the network), the style, the legend and
+    tags, empty heading and unused vis-network style rules (`trim_vis_css`) dropped (nothing
+    reaches the network), the style, the legend and
     tools row above the canvas, the body's data attributes (``graph_key`` for the remembered
     zoom, ``name`` for exports, ``min_label_px``, ``fit_ratio``: > 0 for a canvas whose height
     is its width × ``fit_ratio``, within bounds, the body growing with it) and `PAGE_SCRIPT`."""
@@ -446,6 +476,7 @@ def finish_page(
     page = re.sub(r"<link[^>]*bootstrap[^>]*>\s*", "", page, flags=re.S)
     page = re.sub(r"<script[^>]*bootstrap[^>]*>\s*</script>\s*", "", page, flags=re.S)
     page = re.sub(r"<center>\s*<h1>\s*</h1>\s*</center>\s*", "", page, flags=re.S)
+    page = trim_vis_css(page)
     # A canvas that takes its drawing's shape starts short: its frame can grow, not shrink.
     page = page.replace("</head>", page_style(height_px if not fit_ratio > 0 else 340) + "</head>", 1)
     fname = re.sub(r"[^A-Za-z0-9_.=-]+", "_", name)

@@ -9,12 +9,14 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
 from crbc_viz import build_graph, load_rollouts, score
 from crbc_viz.views.colors import CREDIT_COLORSCALE, MISSING_COLOR, credit_color, credit_limit, value_color
 from crbc_viz.views.compare import (
+    SVG_MAX_POINTS,
     agreement_by_group,
     depth_error_figure,
     depth_lines_figure,
@@ -269,6 +271,10 @@ def test_compare_figures(toy):
     fig = scatter_figure(df, "crbc", "shortest_path", highlight=0)
     assert isinstance(fig, go.Figure)
     assert sum(len(t.x) for t in fig.data[:2]) == g.batch.num_steps
+    # A group's few steps are drawn as SVG (no WebGL context to start in the page); many as WebGL.
+    assert [t.type for t in fig.data] == ["scatter"] * 3
+    big = pd.concat([df] * (SVG_MAX_POINTS // len(df) + 1), ignore_index=True)
+    assert [t.type for t in scatter_figure(big, "crbc", "shortest_path").data] == ["scattergl"] * 2
     A = np.array([[0.1, -0.2], [0.05, -0.1], [0.0, 0.0]])
     f2 = depth_lines_figure([0, 1, 2], A, np.array([0.0, 0.0]), ["p0", "p1"], selected_k=1)
     assert len(f2.data) == 3
