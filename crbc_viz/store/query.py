@@ -171,6 +171,8 @@ class LogStore:
                     mparts = _manifest_parts(m)
             except FileNotFoundError:
                 continue  # removed since the listing (drop-incomplete, a replaced version)
+            except StoreError:
+                raise  # a part it names is refused: that message, whole (it names the manifest)
             except (OSError, ValueError, RecursionError) as exc:  # never half-written (atomic)
                 raise StoreError(
                     f"{f}: unreadable manifest ({str(exc)[:200]}); restore it "

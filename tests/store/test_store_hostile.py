@@ -38,12 +38,14 @@ def manifest_of(store: Path) -> Path:
     return found
 
 
-def test_a_part_path_with_a_glob_character_is_refused(tmp_path):
+@pytest.mark.parametrize("folder", ["store", "d" * 80 + "/" + "e" * 80 + "/store"])
+def test_a_part_path_with_a_glob_character_is_refused(tmp_path, folder):
     """DuckDB expands ``*`` in a path it is given: a manifest naming ``steps/x/*.parquet`` (a
     real file of that name, so the existence check passed) read every part in that folder,
-    a symlink to another store's part outside it included."""
+    a symlink to another store's part outside it included. The refusal is said whole however
+    long the store's path (it was cut at 200 characters, the reason with it)."""
     ingest(tmp_path / "outside", [log_file(tmp_path / "o.jsonl", "SECRET", seed=1)])
-    store = tmp_path / "store"
+    store = tmp_path / folder
     ingest(store, [log_file(tmp_path / "i.jsonl", "mine", seed=2)])
     mfile = manifest_of(store)
     man = json.loads(mfile.read_text())
