@@ -304,7 +304,19 @@ PAGE_SCRIPT = """
     // first draw), and again when its width changes (vis-network would shrink the zoom, and
     // the labels with it); the page says it is ready after that first fit.
     var lastW = 0, lastH = 0;
-    function ready() { document.body.setAttribute("data-crbc-ready", "1"); }
+    // How many times vis-network drew the canvas (data-crbc-redraws), and when the page first
+    // said it was ready (data-crbc-ready-ms: ms since the frame's navigation began).
+    var redraws = 0;
+    network.on("afterDrawing", function () {
+      redraws += 1;
+      document.body.setAttribute("data-crbc-redraws", String(redraws));
+    });
+    function ready() {
+      if (!document.body.hasAttribute("data-crbc-ready-ms")) {
+        document.body.setAttribute("data-crbc-ready-ms", performance.now().toFixed(1));
+      }
+      document.body.setAttribute("data-crbc-ready", "1");
+    }
     function draw() {
       var box = document.getElementById("mynetwork");
       // Again if the note on hidden labels changed the canvas's height (vis-network would
