@@ -304,7 +304,24 @@ PAGE_SCRIPT = """
     // first draw), and again when its width changes (vis-network would shrink the zoom, and
     // the labels with it); the page says it is ready after that first fit.
     var lastW = 0, lastH = 0;
-    function ready() { document.body.setAttribute("data-crbc-ready", "1"); }
+    // How many times vis-network drew the canvas (data-crbc-redraws), and when the page first
+    // said it was ready (data-crbc-ready-ms: ms since the frame's navigation began).
+    var redraws = 0;
+    network.on("afterDrawing", function () {
+      redraws += 1;
+      document.body.setAttribute("data-crbc-redraws", String(redraws));
+    });
+    function ready() {
+      if (!document.body.hasAttribute("data-crbc-ready-ms")) {
+        document.body.setAttribute("data-crbc-ready-ms", performance.now().toFixed(1));
+      }
+      document.body.setAttribute("data-crbc-ready", "1");
+    }
+    // Two drawings: one at the fitted scale with the legible label sizes (vis-network finds
+    // where each label lands only as it draws it), then the placed labels. The canvas takes
+    // its box's size without a drawing (what redraw does first), and fit sizes the nodes
+    // itself. A drawing vis-network has already asked for (its first, a fit's, a data set's
+    // update) comes on the next frame anyway: it draws the placed labels.
     function draw() {
       var box = document.getElementById("mynetwork");
       // Again if the note on hidden labels changed the canvas's height (vis-network would
@@ -312,27 +329,32 @@ PAGE_SCRIPT = """
       for (var pass = 0; pass < 3; pass++) {
         shape();
         var w = box.clientWidth, h = box.clientHeight;
-        network.redraw();
+        network.body.emitter.emit("setSize");
         // (vis-network never zooms a fit past 1 unless told: a canvas wider than its layout)
         network.fit({animation: false, maxZoomLevel: 4});
         unplace();
         legible();
+        var asked = network.renderer.redrawRequested === true;
         network.redraw();
         placeLabels();
         if (box.clientWidth === w && box.clientHeight === h) { break; }
       }
       network.once("afterDrawing", ready);
-      network.redraw();
+      if (!asked) { network.redraw(); }
     }
     var canvasBox = document.getElementById("mynetwork");
-    var watch = new ResizeObserver(function () {
+    function seen() {
       var w = document.body.clientWidth, h = canvasBox.clientHeight;
       if (w > 0 && (lastW === 0 || Math.abs(w - lastW) > 1 || Math.abs(h - lastH) > 1)) {
         draw();
         h = canvasBox.clientHeight;
       } else if (w === 0) { ready(); }
       lastW = w; lastH = h;
-    });
+    }
+    // The first drawing now, when the frame has a width: the observer's first call then sees
+    // the size just drawn.
+    if (document.body.clientWidth > 0) { seen(); }
+    var watch = new ResizeObserver(seen);
     watch.observe(document.body); watch.observe(canvasBox);
     // Export the whole graph (fit first, then restore the view), on a white background.
     window.crbcExport = function (kind, name) {
