@@ -328,6 +328,19 @@ def all_estimators(
     return step_frame(graph, results, group=0, column=column), failed
 
 
+@st.cache_resource(max_entries=64, show_spinner=False)
+def edge_why(
+    digest: str, _path: str, group: int, estimator: str, params: tuple, backend: str, edge_id: str
+) -> str | None:
+    """The Graph page's "Why this number" panel of the clicked edge ``edge_id`` on the group's
+    ``estimator`` result (`crbc_viz.views.why.edge_explanation`), built once per edge, not on
+    every rerun while the panel stays open."""
+    from ..views.why import edge_explanation
+
+    graph = group_graph(digest, _path, group)
+    return edge_explanation(graph, score_group(digest, _path, group, estimator, params, backend), edge_id)
+
+
 @st.cache_data(max_entries=64, show_spinner=False)
 def graph_page(
     digest: str,

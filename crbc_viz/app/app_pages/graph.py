@@ -24,7 +24,7 @@ from crbc_viz.views.layout import OPEN_STEP
 from crbc_viz.views.matching import all_grey, matching_line
 from crbc_viz.views.projector import PROJECTOR_MIN_FONT, projector_graph_page
 from crbc_viz.views.trajectories import anchor_panel_frame
-from crbc_viz.views.why import edge_explanation, open_why
+from crbc_viz.views.why import open_why
 
 #: This page's facts, read by the router without running the page (`crbc_viz.ui.pages.page_facts`):
 #: menu order, title, icon, url path (default: the script's name), whether it has its own data
@@ -223,7 +223,11 @@ def _draw(sel, graph, ctl: dict, ptxt: str) -> None:
     elif ctl["large"] and t is None and anchor is None:
         st.info(f"{total} anchors: choose a rollout or an anchor to focus on its neighbourhood.")
     edge = why_edge(gkey)
-    page = open_why(page, edge, edge_explanation(graph, sel.result(sel.estimator), edge) if edge else None)
+    why = None
+    if edge:
+        args = (sel.digest, sel.path, sel.group, sel.estimator, sel.params_of(sel.estimator), sel.backend)
+        why = pipeline.edge_why(*args, edge)
+    page = open_why(page, edge, why)
     # The canvas takes the drawing's shape; the frame follows the page's height.
     st.iframe(projector_graph_page(page) if on_projector else page, height="content")
     # Below the drawing, so that the first click on a cluster does not move the drawing down.
