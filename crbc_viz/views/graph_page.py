@@ -54,6 +54,22 @@ def fmt_value(x) -> str:
     return f"{float(x):.4f}"
 
 
+def fmt_scale(x) -> str:
+    """A legend bar's end in plain decimals a person reads: two significant digits, never
+    e-notation (``1e-05`` is written ``0.00001``, ``1234.5`` is ``1234``); below 10⁻¹² in size,
+    ``<0.000000000001``."""
+    x = float(x)
+    if not math.isfinite(x):
+        return "—"
+    if x == 0:
+        return "0"
+    if abs(x) < 1e-12:
+        return f"{'-' if x < 0 else ''}<0.000000000001"
+    decimals = max(0, 1 - math.floor(math.log10(abs(x))))
+    text = f"{x:.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def short_label(anchor, local_id: int, max_chars: int = 12) -> str:
     """The anchor's text when it is short enough for the room between columns, else ``s<id>``."""
     text = str(anchor)
@@ -424,11 +440,11 @@ def legend_html(
     return (
         f"<div id='crbc-legend'><span class='item'><b>{esc(estimator)}</b>"
         f"{(' (' + esc(params_text) + ')') if params_text else ''}</span>"
-        f"<span class='item'>{esc(value_title)}: <span class='lo'>{value_lo:.2g}</span>"
-        f"<span class='bar value' style='background:{bar}'></span><span class='hi'>{value_hi:.2g}</span>"
+        f"<span class='item'>{esc(value_title)}: <span class='lo'>{fmt_scale(value_lo)}</span>"
+        f"<span class='bar value' style='background:{bar}'></span><span class='hi'>{fmt_scale(value_hi)}</span>"
         f"{' (near → far)' if not higher_better else ''}</span>"
-        f"<span class='item'>credit: {-credit_lim:.2g}<span class='bar credit' style='background:"
-        f"{css_gradient(CREDIT_COLORSCALE)}'></span>+{credit_lim:.2g}</span>"
+        f"<span class='item'>credit: {fmt_scale(-credit_lim)}<span class='bar credit' style='background:"
+        f"{css_gradient(CREDIT_COLORSCALE)}'></span>+{fmt_scale(credit_lim)}</span>"
         f"<span class='item'><span style='color:{MISSING_COLOR}'>■</span> undefined</span>"
         f"<span class='item'><span style='letter-spacing:-1px'>- - →</span> time limit</span>"
         f"<span class='item' id='crbc-hidden' style='display:none'></span></div>"
