@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import teaching_rows
 from .analysis.depth import depth_family  # noqa: F401  (one copy, in analysis; re-exported)
 from .estimators.crbc import CRBCParams
 from .estimators.crbc import crbc as crbc_fn
@@ -47,29 +48,10 @@ from .teaching_rows import (  # noqa: F401  (the rows half of the lessons; re-ex
 )
 
 __all__ = [
+    *teaching_rows.__all__,  # the rows half, re-exported above
     "Lesson",
     "LESSONS",
     "MARK_RULE",
-    "REPO_ROOT",
-    "TOY_PATH",
-    "SOKOBAN_PATH",
-    "SOKOBAN_GROUP",
-    "RARE_ROUTE_PATH",
-    "TRAP_ANCHOR",
-    "TRAP_ACTION",
-    "SAFE_ACTION",
-    "read_rows",
-    "sokoban_rows",
-    "rare_route_rows",
-    "write_rows",
-    "traj_ids",
-    "success_bonus",
-    "apply_edits",
-    "ADD_RULE",
-    "added_rollout",
-    "parse_add",
-    "format_add",
-    "batch_from_rows",
     "depth_family",
     "anchor_visits",
     "teaching_anchor",

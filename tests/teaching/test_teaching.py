@@ -299,3 +299,20 @@ def test_add_a_rollout_through_an_anchor_by_hand():
         T.apply_edits(rows, add=[("t3", 7, True)])
     with pytest.raises(ValueError, match="written"):
         T.parse_add("t3:S")
+
+
+def test_the_public_names_are_those_listed_before_the_rows_half_moved():
+    """`teaching.__all__` takes the rows half from `teaching_rows.__all__`: the names are those
+    of the literal list (commit 6ebc5c2) plus the add-a-rollout names added since, each once,
+    each defined."""
+    listed = {"Lesson", "LESSONS", "MARK_RULE", "REPO_ROOT", "TOY_PATH", "SOKOBAN_PATH", "SOKOBAN_GROUP"}
+    listed |= {"RARE_ROUTE_PATH", "TRAP_ANCHOR", "TRAP_ACTION", "SAFE_ACTION", "read_rows", "sokoban_rows"}
+    listed |= {"rare_route_rows", "write_rows", "traj_ids", "success_bonus", "apply_edits", "batch_from_rows"}
+    listed |= {"depth_family", "anchor_visits", "teaching_anchor", "route_table", "pair_label", "pair_index"}
+    listed |= {"backup_terms", "backup_value", "backup_once", "backup_latex", "node_short_name", "Prediction"}
+    listed |= {"lesson_prediction", "QUIZ", "lesson_code", "GROUP_COLUMNS", "group_rows", "credit_by_pair"}
+    listed |= {"biggest_change"}
+    added = {"ADD_RULE", "added_rollout", "parse_add", "format_add"}
+    assert len(T.__all__) == len(set(T.__all__)) == 42
+    assert set(T.__all__) == listed | added
+    assert all(hasattr(T, name) for name in T.__all__)
