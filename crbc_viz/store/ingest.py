@@ -422,7 +422,7 @@ class IngestSession:
         With ``replace``, the store keeps one version per source path, the newest content read:
         the complete sources ingested from the same path with other content are recorded in
         the new manifest (``replaces``) and hidden from readers in the one write that marks
-        the new version complete (`crbc_viz.store.query.hidden_sources`); until then readers
+        the new version complete (`crbc_viz.store.manifests.hidden_sources`); until then readers
         see the old version whole. Their files are removed by `collect_replaced`. An
         incomplete earlier version of the path (an ingest killed before the log changed
         again) is removed first: its content is gone from the log and cannot be resumed.

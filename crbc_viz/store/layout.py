@@ -25,7 +25,7 @@ the lock is a lease object (``.lease``) created with a conditional write.
 
 Versions (``ingest --watch``, a log that grows while a trainer appends to it): the new content's
 manifest lists the digests it ``replaces``; readers hide it while it is incomplete and hide the
-old version once it is complete (`crbc_viz.store.query.hidden_sources`), so the switch is the
+old version once it is complete (`crbc_viz.store.manifests.hidden_sources`), so the switch is the
 one manifest write that marks the new version complete; the old files are removed after.
 """
 
