@@ -521,6 +521,21 @@ def verdict(results, mem) -> str:
     return out
 
 
+def recorded_command(a: argparse.Namespace) -> str:
+    """The command line the results block records: the options of this run (``--write`` only
+    when it was given), the verl-agent checkout's path left out."""
+    return (
+        f"python -m bench.integrations_bench --sizes {a.sizes} --device {a.device} --repeats {a.repeats}"
+        + (
+            " --gigpo-src <verl-agent checkout> --gigpo-python .venv-trainers/bin/python"
+            if a.gigpo_src
+            else ""
+        )
+        + (" --no-memory" if a.no_memory else "")
+        + (" --write" if a.write else "")
+    )
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.integrations_bench")
     ap.add_argument("--sizes", default="8k,256k")
@@ -546,16 +561,7 @@ def main(argv=None) -> None:
             )
     mem = {} if a.no_memory or a.device != "cpu" else run_memory(sizes[-1])
     loads = [" / ".join(f"{x:.2f}" for x in la) for la in (load_start, os.getloadavg())]
-    command = (
-        f"python -m bench.integrations_bench --sizes {a.sizes} --device {a.device} --repeats {a.repeats}"
-        + (
-            " --gigpo-src <verl-agent checkout> --gigpo-python .venv-trainers/bin/python"
-            if a.gigpo_src
-            else ""
-        )
-        + (" --no-memory" if a.no_memory else "")
-        + " --write"
-    )
+    command = recorded_command(a)
     from bench.__main__ import commit
 
     machine = f"{platform.machine()}, {os.cpu_count()} CPU cores, Python {platform.python_version()}"

@@ -366,6 +366,8 @@ def test_integrations_bench_dry_run(tmp_path):
         assert sum(x.startswith(f"| {name} |") for x in table.splitlines()) == 2  # and its memory row
     assert "8,170 steps" in table and "peak extra" in table
     assert "within 4× its floor at 8k" in table and "within 3× the input" in table
+    # The recorded command is the one that ran (no --write here).
+    assert "Command: `python -m bench.integrations_bench --sizes 8k --device cpu --repeats 1`" in table
 
 
 def test_fused_device_path_on_cpu_equals_cli(tmp_path):
