@@ -1,5 +1,9 @@
 """Where the app may read rollout logs from: bundled samples, uploads, and server-side paths
-confined to allowed roots (the repo's ``sample_rollouts`` and ``CRBC_VIZ_DATA_ROOTS``). A
+confined to allowed roots (the repo's ``sample_rollouts`` and ``CRBC_VIZ_DATA_ROOTS``), by
+the endings of `ALLOWED_SUFFIXES`: the log file endings (`crbc_viz.io.readers.SUFFIXES`), and
+the trainers' ``torch.save`` dumps' (`DUMP_SUFFIXES`) where torch is installed; every file is
+read in the parse child (`crbc_viz.ui.sandbox`), a dump weights-only as ``crbc-viz ingest``
+reads it. A
 server path may name a folder (an rLLM episodes folder, a log store): every file under it must
 resolve inside the roots too, and it may hold at most `MAX_FOLDER_ENTRIES` files and folders.
 
@@ -10,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import importlib.util
 import logging
 import os
 import shutil
@@ -18,7 +23,22 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..io.readers import SUFFIXES as ALLOWED_SUFFIXES  # the one list of log file endings
+from ..io.importers import WALK_SUFFIXES
+from ..io.readers import SUFFIXES as LOG_SUFFIXES  # the one list of log file endings
+
+#: The endings the importers add to the log file endings (``crbc-viz ingest`` walks them too):
+#: ``torch.save`` dumps (slime ``.pt``, GraphGPO ``.pth``), read weights-only, with torch.
+DUMP_SUFFIXES = tuple(s for s in WALK_SUFFIXES if s not in LOG_SUFFIXES)
+#: Whether torch is installed here (looked up, not imported: the parse child imports it).
+TORCH_INSTALLED = importlib.util.find_spec("torch") is not None
+#: What the app opens (uploads and server paths): the log file endings, and the dumps' endings
+#: where torch is installed to read them.
+ALLOWED_SUFFIXES = LOG_SUFFIXES + (DUMP_SUFFIXES if TORCH_INSTALLED else ())
+#: Said where a dump cannot be read for want of torch.
+NO_TORCH = (
+    f"{'/'.join(DUMP_SUFFIXES)} dumps (slime, GraphGPO) need torch, which is not installed on "
+    f"this server (pip install 'crbc-viz[torch]')"
+)
 
 __all__ = [
     "REPO_ROOT",
@@ -26,6 +46,11 @@ __all__ = [
     "UPLOAD_DIR",
     "MAX_UPLOAD_MB",
     "ALLOWED_SUFFIXES",
+    "LOG_SUFFIXES",
+    "DUMP_SUFFIXES",
+    "TORCH_INSTALLED",
+    "NO_TORCH",
+    "unsupported",
     "allowed_roots",
     "roots_help",
     "discover_samples",
@@ -181,6 +206,14 @@ def suffix_of(name: str) -> str | None:
     return None
 
 
+def unsupported(name: str) -> str:
+    """Why a file named ``name`` is not opened, in one line: a dump's ending where torch is not
+    installed says so; any other ending lists the allowed ones."""
+    if not TORCH_INSTALLED and name.lower().endswith(DUMP_SUFFIXES):
+        return f"'{_shown(name)}': {NO_TORCH}"
+    return f"'{_shown(name)}': unsupported file type; expected one of {', '.join(ALLOWED_SUFFIXES)}"
+
+
 def discover_samples() -> list[str]:
     """Bundled sample logs as repo-relative paths (``sample_rollouts/**/*.jsonl*`` and other
     allowed suffixes), sorted."""
@@ -253,9 +286,7 @@ def resolve_data_path(ref: str) -> Path:
     """
     p = _confined(ref)
     if suffix_of(p.name) is None:
-        raise ValueError(
-            f"'{_shown(ref)}': unsupported file type; expected one of {', '.join(ALLOWED_SUFFIXES)}"
-        )
+        raise ValueError(unsupported(ref))
     if not p.is_file():
         raise ValueError(f"'{_shown(ref)}' does not exist or is not a regular file")
     return p
@@ -375,9 +406,7 @@ def save_upload(name: str, data: bytes) -> Path:
     """
     suf = suffix_of(name)
     if suf is None:
-        raise ValueError(
-            f"'{_shown(name)}': unsupported file type; expected one of {', '.join(ALLOWED_SUFFIXES)}"
-        )
+        raise ValueError(unsupported(name))
     if len(data) > MAX_UPLOAD_MB * 1024 * 1024:
         raise ValueError(f"'{_shown(name)}' is {len(data) / 2**20:.1f} MB; the limit is {MAX_UPLOAD_MB} MB")
     folder = _upload_folder()

@@ -98,8 +98,17 @@ def test_formats_and_detection_follow_the_table(tmp_path):
 
 
 def test_one_list_of_log_file_endings():
-    assert files.ALLOWED_SUFFIXES is SUFFIXES
-    # Every ending is one the readers read, and every ending the readers name is listed.
+    """The readers' `SUFFIXES` are the one list of log file endings; the app opens those and
+    the importers' own (torch dumps, as ingest walks them), the latter only with torch."""
+    from crbc_viz.io.importers import WALK_SUFFIXES
+
+    assert files.LOG_SUFFIXES is SUFFIXES
+    # Every log ending is one the readers read, and every ending the readers name is listed.
     assert {detect_format(f"log{s}") for s in SUFFIXES} == {"jsonl", "json", "parquet", "csv"}
     assert {".jsonl", ".ndjson", ".json", ".parquet", ".pq", ".csv", ".jsonl.gz", ".csv.gz"} <= set(SUFFIXES)
+    # The app's list is that list, then the dumps' endings (ingest's walk) where torch is here.
+    assert files.DUMP_SUFFIXES == (".pt", ".pth")
+    assert tuple(SUFFIXES) + files.DUMP_SUFFIXES == tuple(WALK_SUFFIXES)
+    want = tuple(WALK_SUFFIXES) if files.TORCH_INSTALLED else tuple(SUFFIXES)
+    assert files.ALLOWED_SUFFIXES == want
     assert files.suffix_of("run.NDJSON.GZ") == ".ndjson.gz"

@@ -14,6 +14,8 @@ from crbc_viz.ui import pipeline, view
 from crbc_viz.ui.files import (
     ALLOWED_SUFFIXES,
     MAX_UPLOAD_MB,
+    NO_TORCH,
+    TORCH_INSTALLED,
     default_sample,
     discover_samples,
     file_ref,
@@ -231,6 +233,8 @@ def source_picker(sel) -> str:
             help=f"a canonical log, or a file a trainer wrote: {TRAINER_FILES} (an rLLM episodes "
             "folder: give it as a server path)",
         )
+        if not TORCH_INSTALLED:
+            st.caption(NO_TORCH)
         _option_widgets(sel)
     else:
         st.text_input(
