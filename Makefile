@@ -70,12 +70,13 @@ format: $(STAMP)
 
 # The suite on TEST_WORKERS processes (pytest-xdist; a file's tests, and the server its fixtures
 # start, stay on one worker): most of a browser test's time is waiting on the server and the
-# browser, which the other worker fills. TEST_WORKERS=0 runs it in one process.
+# browser, which the other worker fills; a worker that crashes ends the run, never replaced:
+# a replaced worker once left the run waiting for tests no worker had. TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
 
 test: $(STAMP) $(GEN_STAMP) $(TRN_STAMP) browser-deps lint
 	CRBC_VIZ_SOKOBAN_PYTHON=$(GEN_VENV)/bin/python CRBC_VIZ_TRAINERS_PYTHON=$(CURDIR)/$(TRN_VENV)/bin/python \
-	  $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+	  $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --max-worker-restart=0
 
 bench: $(STAMP)
 	$(BIN)/python -m bench --write

@@ -27,7 +27,7 @@ import numpy as np
 
 from .._extras import require
 from ..graph import FAILURE, SUCCESS, AnchorGraph
-from .dot_order import prefer
+from .dot_order import prefer, sugiyama_safe
 
 __all__ = [
     "SUCCESS_ID",
@@ -230,9 +230,10 @@ def order_layers(layer: dict, edges, *, pinned: int | None = None) -> list[list]
     idx = {it: i for i, it in enumerate(items)}
     pairs = sorted({(idx[u], idx[v]) for u, v in edges if u != v and u in idx and v in idx})
     L = max(layer.values()) + 1
-    ig = igraph.Graph(n=len(items), edges=pairs, directed=True)
-    lay = ig.layout_sugiyama(layers=[int(layer[it]) for it in items], maxiter=200)
-    xs = [lay.coords[i][0] for i in range(len(items))]
+    xs = list(range(len(items)))  # the given order, where igraph's Sugiyama is not safe to call
+    if sugiyama_safe(igraph):
+        ig, lays = igraph.Graph(n=len(items), edges=pairs, directed=True), [int(layer[it]) for it in items]
+        xs = [x for x, _ in ig.layout_sugiyama(layers=lays, maxiter=200).coords[: len(items)]]
     start: list[list] = [[] for _ in range(L)]
     for it in items:
         start[layer[it]].append(it)

@@ -183,3 +183,60 @@ def test_what_dot_reads_holds_integer_ids_only(monkeypatch):
     for line in got[0].splitlines()[3:-1]:
         assert re.fullmatch(r"[{}rnk=a-z0-9; >\-\[\]]+", line), line
         assert not re.search(r"rm|cluster|SUCCESS", line)
+
+
+#: The random layered graph (seed 9 above: 33 items in 6 columns, back edges and one edge within
+#: a column) on which igraph 1.0.0's ``layout_sugiyama`` segfaulted the process on its second call.
+_CRASHER = """
+import random, sys
+from crbc_viz.views.layout import order_layers
+rng = random.Random(9)
+L = rng.randint(3, 7)
+layer = {f"v{i}": rng.randrange(L) for i in range(rng.randint(8, 30))}
+layer.update({c: c_i for c_i, c in enumerate([f"col{c}" for c in range(L)])})
+names = list(layer)
+edges = [(rng.choice(names), rng.choice(names)) for _ in range(rng.randint(10, 60))]
+for _ in range(5):
+    cols = order_layers(layer, edges)
+print(sorted(map(len, cols)))
+"""
+
+
+def test_the_graph_that_crashed_igraph_draws_again_and_again():
+    """In a child process (a segfault must fail this test, not the test run): five layouts of
+    the graph that crashed igraph 1.0.0 finish, whichever igraph is installed (1.0 is not
+    called; 0.11 is)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", _CRASHER],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).parents[2],
+    )
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stdout.strip() == "[5, 5, 5, 5, 6, 7]", (
+        proc.stdout
+    )  # the columns' sizes, counted from its layers
+
+
+def test_an_unsafe_igraph_is_never_asked_for_a_sugiyama_layout(monkeypatch):
+    """igraph from 1.0 on: the layout orders the columns without `layout_sugiyama` (the given
+    order starts instead), every item in its column."""
+
+    class Unsafe:
+        __version__ = "1.0.0"
+
+        class Graph:
+            def __init__(self, *a, **k):
+                raise AssertionError("layout_sugiyama of igraph 1.0 must not be called")
+
+    assert not dot_order.sugiyama_safe(Unsafe) and dot_order.sugiyama_safe(
+        type("Old", (), {"__version__": "0.11.9"})
+    )
+    monkeypatch.setattr(layout, "require", lambda name, why: Unsafe)
+    layer = {"a": 0, "b": 1, "c": 1, "d": 2}
+    cols = order_layers(layer, [("a", "b"), ("a", "c"), ("c", "d"), ("d", "a")])
+    assert [sorted(c) for c in cols] == [["a"], ["b", "c"], ["d"]]
