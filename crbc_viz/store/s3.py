@@ -46,6 +46,9 @@ from ..errors import StoreError
 
 __all__ = ["S3Path", "is_s3_url", "is_remote", "store_root", "s3_filesystem", "Lease", "LEASE_ENV", "LEASE_S"]
 
+#: Reads of an object before its bytes are taken as they are (`S3Path.read_bytes`).
+_READ_TRIES = 5
+
 log = logging.getLogger(__name__)
 
 SCHEME = "s3://"
@@ -236,8 +239,15 @@ class S3Path:
         return False
 
     def read_bytes(self) -> bytes:
-        with self._store.fs.open_input_stream(self.location) as fh:
-            return fh.read()
+        """The object's bytes, as one version: pyarrow sizes a read by a HEAD and then GETs that
+        many bytes, so an object replaced in between (a manifest rewritten as parts commit) came
+        back cut at the old size. Read again until the length read is the object's size."""
+        for _ in range(_READ_TRIES):
+            with self._store.fs.open_input_stream(self.location) as fh:
+                data = fh.read()
+            if self._info().size == len(data):
+                break
+        return data
 
     def read_text(self, encoding: str = "utf-8", errors: str = "strict") -> str:
         return self.read_bytes().decode(encoding, errors)
