@@ -89,7 +89,8 @@ function collapseWhenNarrow(tries) {
 }
 
 export default function (component) {
-  collapseWhenNarrow(50);
+  // A busy server can take many seconds to draw the sidebar: keep looking for 30 s.
+  collapseWhenNarrow(300);
   const root = component.parentElement;
   const btn = root.querySelector(".crbc-copy-btn");
   const out = root.querySelector(".crbc-copy-link");

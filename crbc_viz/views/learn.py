@@ -149,7 +149,8 @@ def _style(
             "yref": "paper",
             "yanchor": "bottom",
             "automargin": True,
-            "pad": {"b": 12 + (int(1.6 * base) if axis_on_top else 0)},
+            # An axis on top holds one row of unturned tick labels and its title.
+            "pad": {"b": 12 + (int(3.2 * base) if axis_on_top else 0)},
             "font": {"size": title_size},
         }
         if text
@@ -248,10 +249,11 @@ def grpo_figure(
             a = acts[s] if len(acts[s]) <= 12 else acts[s][:11] + "…"
             text[row][i] = ("▲ " if good else "") + a
     lim = credit_limit(z)
+    cols = [f"step {i}" for i in range(width)]
     fig = go.Figure(
         go.Heatmap(
             z=z,
-            x=[f"step {i}" for i in range(width)],
+            x=cols,
             y=ylab,
             text=text,
             texttemplate="%{text}",
@@ -266,7 +268,17 @@ def grpo_figure(
         )
     )
     fig.update_yaxes(autorange="reversed", title=None)
-    fig.update_xaxes(side="top", title=None)
+    # Tick labels are the step numbers under an axis title "step", never turned: a turned label
+    # is taller than the room the title leaves above the plot. Past 8 columns every k-th is shown.
+    k = -(-width // 8)
+    fig.update_xaxes(
+        side="top",
+        title={"text": "step", "standoff": 4},
+        tickangle=0,
+        tickmode="array",
+        tickvals=cols[::k],
+        ticktext=[str(i) for i in range(0, width, k)],
+    )
     title = "GRPO: one number per rollout, copied to every step"
     if bellman_adv is not None:
         title += f" · {n_marked} step{'' if n_marked == 1 else 's'} marked ▲"
