@@ -234,7 +234,9 @@ def test_learn_screenshots_and_titles(server, browser, width):
             # (on a busy CI machine lesson 1's turned step labels ran into its title).
             open_lesson(pg, server, 1)
             pg.locator("[data-testid='stExpandSidebarButton']").first.click()
-            pg.locator("[data-testid='stSidebarCollapseButton']").first.wait_for(state="attached", timeout=WAIT_MS)
+            pg.locator("[data-testid='stSidebarCollapseButton']").first.wait_for(
+                state="attached", timeout=WAIT_MS
+            )
             pg.wait_for_function(
                 "() => document.querySelector('.js-plotly-plot').getBoundingClientRect().left > 250",
                 timeout=WAIT_MS,
