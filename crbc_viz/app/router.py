@@ -99,6 +99,7 @@ def main() -> None:
     # "auto": Streamlit collapses the sidebar up to 768 px; the "Copy link" component's script
     # collapses it up to `links.NARROW_PX` (1000 px), where it would take a third of the page.
     st.set_page_config(page_title="crbc-viz", page_icon="📊", layout="wide", initial_sidebar_state="auto")
+    view.count_run()
     pipeline.engine_loading()
     all_pages = pages()
     page = st.navigation(all_pages, position="hidden")

@@ -1,6 +1,6 @@
 """The Learn page's widgets that hold no lesson of their own: the projector flag, a table that
 becomes a large plain table on a projector, a predict-then-reveal question and a lesson's code
-block."""
+block, and a graph drawn in two stacked frames."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import streamlit as st
 from ..views import learn as V
 from . import view
 
-__all__ = ["projector", "table", "ask", "code_block"]
+__all__ = ["projector", "table", "ask", "code_block", "graph_stack"]
 
 
 def projector() -> bool:
@@ -61,3 +61,55 @@ def code_block(code: str) -> None:
     """The lesson's numbers as a short crbc_viz program (the tests run it and compare)."""
     with st.expander("The code behind these numbers (crbc_viz only)"):
         st.code(code, language="python")
+
+
+#: The stacked frames' state in the session: {"name", "pages": [two pages], "top": 0 | 1,
+#: "version": the number of the drawing on top, "source": its page as given, "run": the app run
+#: that drew it (`crbc_viz.ui.view.count_run`)}.
+STACK_KEY = "_learn_graph_stack"
+
+
+def graph_stack(page: str, name: str, height: int) -> int:
+    """The graph ``page`` in two frames stacked in one place, the newest drawn page on top
+    (`crbc_viz.views.learn.layered_page`: see-through until drawn; the page's keeper,
+    `crbc_viz.ui.links.stack_keeper`, orders them): a new drawing (a step of Play, K ▶)
+    replaces the last one at once instead of blanking the graph while it loads. A
+    page equal to the one on top changes nothing; a new ``name`` (another lesson, data set or
+    mode) starts the stack again. The frame under the top one keeps its page, so the browser
+    keeps its drawing (the same page string leaves an iframe as it is).
+
+    Returns:
+        The version of the drawing on top, which its page carries (``<meta name="crbc-layer">``)
+        for `crbc_viz.ui.links.play_ticker` to wait on.
+    """
+    run = st.session_state.get(view.RUN_KEY, 0)
+    old = st.session_state.get(STACK_KEY)
+    if old and old["run"] != run - 1:
+        old = None  # not drawn in the last run (another page or lesson): its frames are gone
+    if old and old["name"] == name and old["source"] == page:
+        stack = old
+    else:
+        version = st.session_state[STACK_KEY]["version"] + 1 if STACK_KEY in st.session_state else 0
+        layer = V.layered_page(page).replace(
+            "<head>", f"<head><meta name='crbc-layer' content='{version}'>", 1
+        )
+        if not old or old["name"] != name:
+            pages, top = [layer, V.LAYER_BLANK], 0
+        else:
+            top = 1 - old["top"]
+            pages = list(old["pages"])
+            pages[top] = layer
+        stack = {"name": name, "pages": pages, "top": top, "version": version, "source": page}
+    stack = {**stack, "run": run}
+    st.session_state[STACK_KEY] = stack
+    st.html(
+        "<style>"
+        ".st-key-learn_graph_stack { display: grid !important; grid-template-columns: 100%; width: 100%; }"
+        ".st-key-learn_graph_stack > * { grid-area: 1 / 1; width: 100%; min-width: 0; }"
+        "</style>"
+    )
+    with st.container(key="learn_graph_stack"):
+        for i, p in enumerate(stack["pages"]):
+            with st.container(key=f"learn_graph_layer{i}"):
+                st.iframe(p, height=height)
+    return stack["version"]

@@ -25,8 +25,7 @@ __all__ = [
     "on_key",
     "step_by",
     "export_config",
-    "pause_then_rerun",
-    "play_clock",
+    "stack_keeper",
 ]
 
 
@@ -157,11 +156,83 @@ export default function (component) {
 """
 
 
+_STACK_JS = """
+// The graph stack's keeper (`crbc_viz.ui.learn_widgets.graph_stack`), in the page: on every
+// animation frame the layer whose page is the newest drawn one (its <meta name="crbc-layer">
+// version, its body data-crbc-ready) is put on top. A layer whose page was just replaced still
+// shows its old document until the new one commits, so the order is read from the documents,
+// never assumed from the run that sent them.
+// While Play runs, also its clock: the next step is asked for (a trigger value, which reruns the
+// script) a second after the last one was asked for, and not before this run's drawing is on
+// screen: steps come once a second where a drawing takes less, and never outrun the drawing.
+export default function (component) {
+  const { data, setTriggerValue, parentElement } = component;
+  const S = window.__crbcStack = window.__crbcStack || {};
+  const host = parentElement && parentElement.host ? parentElement.host : parentElement;
+  const id = String(data && data.id), play = !!(data && data.play);
+  if (S.id !== id) {
+    const now = performance.now();
+    S.id = id;
+    S.play = play;
+    S.layer = String(data && data.layer);
+    S.set = setTriggerValue;
+    S.host = host;
+    S.seen = false;
+    // From the last step asked for; from now when Play starts (or starts again).
+    S.start = S.fired !== undefined && now - S.fired < 5000 ? S.fired : now;
+  }
+  if (S.loop) { return; }
+  S.loop = true;
+  const layers = () => {
+    const stack = document.querySelector(".st-key-learn_graph_stack");
+    if (!stack) { return []; }
+    return Array.from(stack.children).map((w) => {
+      const f = w.querySelector("iframe");
+      let d = null;
+      try { d = f && f.contentDocument; } catch (e) { d = null; }
+      const m = d && d.querySelector("meta[name='crbc-layer']");
+      const ready = !!(d && d.body && d.body.getAttribute("data-crbc-ready") === "1");
+      return {w: w, v: m ? Number(m.content) : -1, ready: ready};
+    });
+  };
+  const frame = () => {
+    const ls = layers();
+    let best = null;
+    for (const l of ls) { if (l.ready && l.v >= 0 && (!best || l.v > best.v)) { best = l; } }
+    for (const l of ls) {
+      const z = l === best ? "2" : "1";
+      if (l.w.style.zIndex !== z) { l.w.style.zIndex = z; }
+    }
+    if (S.play && S.host) {
+      if (S.host.isConnected) { S.seen = true; }
+      if (S.host.isConnected || !S.seen) {
+        const t = performance.now();
+        const drawn = ls.some((l) => l.ready && String(l.v) === S.layer) || !ls.length;
+        // (a drawing that never says it is ready holds Play 10 s at most)
+        if (t >= S.start + __STEP_MS__ && (drawn || t >= S.start + __STEP_MS__ + 10000)) {
+          S.play = false;
+          S.fired = t;
+          S.set("tick", S.id);
+        }
+      }
+    }
+    window.requestAnimationFrame(frame);
+  };
+  window.requestAnimationFrame(frame);
+}
+"""
+
+#: Play's pace: one step a second (`play_ticker`).
+PLAY_STEP_S = 1.0
+_STACK_JS = _STACK_JS.replace("__STEP_MS__", str(int(PLAY_STEP_S * 1000)))
+
+
 @st.cache_resource
 def _components():
     copy = st.components.v2.component("crbc_copy_link", html=_COPY_HTML, css=_COPY_CSS, js=_COPY_JS)
     bridge = st.components.v2.component("crbc_events", html="<span></span>", js=_EVENTS_JS)
-    return copy, bridge
+    keeper = st.components.v2.component("crbc_graph_stack", html="<span></span>", js=_STACK_JS)
+    return copy, bridge, keeper
 
 
 def page_menu(container, pages, current) -> None:
@@ -184,7 +255,7 @@ def view_tools(page) -> None:
     starts the sidebar collapsed in a window narrower than `NARROW_PX` (once per page load)."""
     from .sidebar import is_upload
 
-    copy, _ = _components()
+    copy, _, _ = _components()
     with st.sidebar:
         copy(key="crbc_copy_link", height="content")
         ref = view.value("file")
@@ -238,7 +309,7 @@ def on_key() -> None:
 
 def events() -> None:
     """Mount the click / key bridge (once per page that has a selection)."""
-    _, bridge = _components()
+    _, bridge, _ = _components()
     bridge(key="crbc_events", on_pick_change=on_pick, on_key_change=on_key, height="content")
 
 
@@ -257,28 +328,17 @@ def export_config(*parts: str) -> dict:
     }
 
 
-def play_clock() -> float:
-    """The clock "Play" controls pace their steps on (`time.monotonic`): read it when a step's
-    run begins and give it to `pause_then_rerun` as ``since``."""
-    import time
-
-    return time.monotonic()
-
-
-def pause_then_rerun(seconds: float, since: float | None = None) -> None:
-    """For "Play" controls: write the view into the URL, wait, then rerun the script.
-
-    ``since``: the `play_clock` at which this run's step began; the wait is then what is
-    left of ``seconds`` after it (none when the run took longer), so that the steps come
-    ``seconds`` apart however long a run takes, rather than ``seconds`` plus the run.
-
-    The rerun starts from the query string as it is when `st.rerun` is called; written only
-    after it (by the app's `view.sync_out`), the new URL would read as a link opened in place
-    and undo the caller's step."""
-    import time
-
-    view.sync_out()
-    left = seconds if since is None else seconds - (time.monotonic() - since)
-    if left > 0:
-        time.sleep(left)
-    st.rerun()
+def stack_keeper(key: str, step: str, layer: int, play: bool, on_tick) -> None:
+    """Mount the graph stack's keeper (`crbc_viz.ui.learn_widgets.graph_stack`): in the page,
+    the layer holding the newest drawn page goes on top. With ``play``, also Play's clock: it
+    calls ``on_tick`` (then reruns the script) `PLAY_STEP_S` after its last tick, once the
+    layer ``layer`` has drawn. ``step`` names this run (each run's is new). Paced in the
+    browser, Play's steps never come faster than the page draws them (a server that slept its
+    second drew K ahead of a graph still loading)."""
+    _, _, keeper = _components()
+    keeper(
+        key=key,
+        data={"id": step, "layer": str(layer), "play": bool(play)},
+        on_tick_change=on_tick,
+        height="content",
+    )

@@ -117,6 +117,18 @@ def _current_query() -> dict[str, str]:
     return {k: v for k, v in st.query_params.to_dict().items() if k in FIELDS}
 
 
+#: The number of this session's script runs (`count_run`).
+RUN_KEY = "_app_run"
+
+
+def count_run() -> int:
+    """Count this run of the app (once per run, first thing): what a page drew in the run just
+    before this one can be told from what it drew longer ago."""
+    n = st.session_state.get(RUN_KEY, 0) + 1
+    st.session_state[RUN_KEY] = n
+    return n
+
+
 def sync_in() -> bool:
     """Apply the URL to the view when it is new to this session; True when it was applied."""
     cur = _current_query()

@@ -27,6 +27,8 @@ __all__ = [
     "check_min_label_px",
     "legend_html",
     "finish_page",
+    "LAYER_BLANK",
+    "layered_page",
 ]
 
 #: Anchor text shown in a tooltip, at most (characters).
@@ -526,3 +528,35 @@ def finish_page(
         1,
     )
     return page.replace("</body>", PAGE_SCRIPT + "</body>", 1)
+
+
+#: An empty layer of a `layered_page` stack: nothing to draw, so ready at once.
+LAYER_BLANK = (
+    "<!doctype html><html><head><style>html, body { background: transparent; }</style></head>"
+    "<body data-crbc-ready='1' data-crbc-blank='1'></body></html>"
+)
+
+_LAYER_CSS = """
+<style>
+  /* A layer of a stack: see-through and hidden until its network is drawn, so that the drawing
+     under it stays in view meanwhile; then opaque. */
+  html { background: transparent !important; }
+  body:not([data-crbc-ready='1']) { visibility: hidden; background: transparent !important; }
+  body[data-crbc-ready='1'] { background: #fff; }
+</style>
+"""
+
+
+def layered_page(page: str) -> str:
+    """A graph page (`finish_page`'s) for a stack of frames drawn one above the other: until its
+    network has drawn (``data-crbc-ready``) it shows nothing and lets the frame under it show
+    through; then it is opaque. A new drawing thus replaces the last one in one frame, never
+    through a blank or half-drawn canvas.
+
+    Raises:
+        ValueError: ``page`` has no ``<head>`` (not a graph page).
+    """
+    if "<head>" not in page:
+        raise ValueError("layered_page: the page has no <head>; expected a graph page")
+    # First in the head: before the page's own scripts are parsed, nothing of it is painted.
+    return page.replace("<head>", "<head>" + _LAYER_CSS, 1)

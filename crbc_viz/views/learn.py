@@ -17,6 +17,7 @@ from .. import teaching as T
 from .._extras import require
 from ..graph import AnchorGraph
 from .colors import CREDIT_COLORSCALE, FAILURE_COLOR, SUCCESS_COLOR, credit_color, credit_limit
+from .graph_page import LAYER_BLANK, layered_page
 from .learn_tables import (  # noqa: F401  (the lessons' tables and names; re-exported)
     CLOSURE_COLUMN,
     GATE_OFF_COLUMN,
@@ -46,6 +47,8 @@ from .projector import PROJECTOR_FONT_SIZE, PROJECTOR_MIN_FONT, TITLE_CHARS, pro
 go = require("plotly.graph_objects", __name__)
 
 __all__ = [
+    "LAYER_BLANK",
+    "layered_page",
     "FONT_SIZE",
     "PROJECTOR_FONT_SIZE",
     "PROJECTOR_MIN_FONT",

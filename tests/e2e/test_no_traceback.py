@@ -160,18 +160,61 @@ def test_refused_link_parameter_is_a_visible_warning(server, page):
     page.screenshot(path=str(OUT / "refused_link_parameter.png"), full_page=True)
 
 
+#: On every animation frame of the page: K as the slider shows it, and which drawing of lesson 4's
+#: graph is in view: the top-most layer of the graph's stack that is neither see-through (its
+#: page hidden until drawn, no document yet, the empty layer) nor undrawn; 0 when none is.
+_PLAY_FRAMES_JS = """() => { window.__crbcFrames = []; const look = () => {
+  const t = document.querySelector('.st-key-learn_k [data-testid="stSliderThumbValue"]');
+  const ws = Array.from(document.querySelectorAll('.st-key-learn_graph_stack > *'));
+  ws.sort((a, b) => (+getComputedStyle(b).zIndex || 0) - (+getComputedStyle(a).zIndex || 0));
+  let shown = 0;
+  for (const w of ws) {
+    const f = w.querySelector('iframe'); const d = f && f.contentDocument; const b = d && d.body;
+    if (!b || b.hasAttribute('data-crbc-blank') || d.defaultView.getComputedStyle(b).visibility === 'hidden') continue;
+    const m = d.querySelector("meta[name='crbc-layer']");
+    shown = b.getAttribute('data-crbc-ready') === '1' && m ? 1 + (+m.content) : 0;
+    break;
+  }
+  window.__crbcFrames.push([performance.now(), t ? t.textContent : null, shown]);
+  requestAnimationFrame(look); }; requestAnimationFrame(look); }"""
+
+
 def test_play_in_lesson_4_moves_k_to_the_closure(server, page):
+    """Play steps K to the closure, once a second, never ahead of the drawing: in every frame
+    a drawn graph is in view (its layers swap without a blank or half-drawn canvas), never an
+    older drawing than one already shown, and each step's drawing is shown before the next K."""
     url, _ = server
-    page.goto(f"{url}/learn?lesson=4&lk=18")
+    page.goto(f"{url}/learn?lesson=4&lk=17")
     page.get_by_role("heading", name="4. Bellman backup").wait_for(timeout=WAIT_MS)
+    page.frame_locator("iframe").first.locator("body[data-crbc-ready='1']").wait_for(
+        state="attached", timeout=WAIT_MS
+    )
     app_idle(page)
+    page.evaluate(_PLAY_FRAMES_JS)
     play = page.get_by_role("switch", name="Play")
     page.locator("[data-testid='stCheckbox']").filter(has=play).locator("label").click()
-    for k in ("19", "20", "∞"):  # one backup per second; the URL follows K
+    for k in ("18", "19", "20", "∞"):  # one backup per second; the URL follows K
         page.wait_for_function(
             "k => new URLSearchParams(location.search).get('lk') === k", arg=k, timeout=WAIT_MS
         )
     app_idle(page)
+    page.wait_for_function(
+        "() => { const f = window.__crbcFrames; return f.length && f[f.length - 1][2] > 0; }", timeout=WAIT_MS
+    )
+    frames = page.evaluate("() => window.__crbcFrames")
+    assert len(frames) > 30, frames
+    blank = [f for f in frames if f[2] == 0]
+    assert not blank, f"{len(blank)} of {len(frames)} frames show no drawn graph: {blank[:5]}"
+    shown = [f[2] for f in frames]
+    assert all(b >= a for a, b in zip(shown, shown[1:])), "an older drawing came back into view"
+    steps = [(t, k) for (t, k, _), (_, k0, _) in zip(frames[1:], frames) if k != k0]
+    assert [k for _, k in steps] == ["18", "19", "20", "∞"], steps
+    gaps = [(b - a) / 1000 for (a, _), (b, _) in zip(steps, steps[1:])]
+    assert min(gaps) >= 0.9, gaps  # once a second, never faster
+    for (t0, _), (t1, _) in zip(steps, steps[1:]):
+        # Each K's drawing came into view before the next K: Play never ran ahead of the graph.
+        before = max(v for t, _, v in frames if t < t0)
+        assert any(v > before for t, _, v in frames if t0 <= t < t1), (t0, t1, before)
     # The closure's column heads the table: "A at K = ∞ (closure) at the … pairs"
     page.get_by_text(f"{CLOSURE_COLUMN} at the", exact=False).first.wait_for(timeout=WAIT_MS)
     assert not play.is_checked()  # Play stops at the closure

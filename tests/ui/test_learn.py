@@ -174,7 +174,9 @@ def test_lesson4_k_control_and_bound():
     ok(at)
     at.select_slider(key="learn_k").set_value("5").run()
     ok(at)
-    assert len(at.get("iframe")) == 1
+    # The graph's two stacked layers: this K's drawing and the one before it (swapped in place).
+    pages = [f.proto.srcdoc for f in at.get("iframe")]
+    assert len(pages) == 2 and sum("crbc K = 5" in p for p in pages) == 1, [p[:80] for p in pages]
 
 
 def _jump_credit(at: AppTest) -> dict[str, float]:

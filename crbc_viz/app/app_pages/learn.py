@@ -15,8 +15,8 @@ import streamlit as st
 
 from crbc_viz.ui import pipeline, view
 from crbc_viz.ui.learn_edits import BETA, beta_control, edits_of, try_it
-from crbc_viz.ui.learn_widgets import ask, code_block, projector, table
-from crbc_viz.ui.links import pause_then_rerun, play_clock
+from crbc_viz.ui.learn_widgets import ask, code_block, graph_stack, projector, table
+from crbc_viz.ui.links import stack_keeper
 from crbc_viz.ui.pipeline import LEARN_GRAPH_HEIGHT as GRAPH_HEIGHT
 from crbc_viz.ui.pipeline import LEARN_KMAX
 from crbc_viz.ui.pipeline import learn_edited_rows as edited_rows
@@ -68,10 +68,11 @@ LESSON_KEY = "learn_lesson"
 EXPORT_KEY = "learn_export"
 K_KEY = "learn_k"
 PLAY_KEY = "learn_play"
-#: Set by a playing lesson 4 just before it reruns: the next run advances K by one.
+#: Set by Play's clock (`crbc_viz.ui.links.play_ticker`) before the run it starts: that run
+#: advances K by one.
 PLAY_TICK = "_learn_play_tick"
-#: When a playing lesson 4's pause ends (`crbc_viz.ui.links.play_clock`): the next step's pace.
-PLAY_DUE = "_learn_play_due"
+#: The version of lesson 4's graph drawing on top (`graph_stack`), for Play's clock.
+PLAY_LAYER = "_learn_play_layer"
 INF = "∞"
 K_OPTIONS = [str(k) for k in range(LEARN_KMAX + 1)] + [INF]
 DATASETS = {"toy": "Toy group (§14.1)", "sokoban": f"Sokoban · {V.SOKOBAN_GROUP}"}
@@ -125,8 +126,14 @@ def plot(fig, name: str) -> None:
     )
 
 
-def show_graph(page: str) -> None:
-    st.iframe(V.projector_graph(page) if projector() else page, height=GRAPH_HEIGHT + 12)
+def show_graph(page: str, stack: str | None = None) -> None:
+    """The lesson's graph; with ``stack`` (a name for what it shows), in two stacked frames that
+    swap without a blank in between (`graph_stack`: Play's steps)."""
+    page = V.projector_graph(page) if projector() else page
+    if stack is None:
+        st.iframe(page, height=GRAPH_HEIGHT + 12)
+    else:
+        st.session_state[PLAY_LAYER] = graph_stack(page, f"{stack}-{projector()}", GRAPH_HEIGHT + 12)
     st.caption(
         "Node colour = V(s) (dark = 0, yellow = 1), size = visits; edge width = count, "
         "colour = credit (red < 0 < blue). Hover for numbers; **PNG** / **SVG** above the "
@@ -265,7 +272,10 @@ def lesson_depth(lesson, dataset) -> bool:
     fam = family_of(key, beta)
     sel_k = None if k == INF else int(k)
     params = (("beta", beta),) + (() if sel_k is None else (("depth", float(sel_k)),))
-    show_graph(graph_page(key, "crbc", params, None, f"crbc-depth-K{k}-b{beta:g}-{dataset}", f"crbc K = {k}"))
+    show_graph(
+        graph_page(key, "crbc", params, None, f"crbc-depth-K{k}-b{beta:g}-{dataset}", f"crbc K = {k}"),
+        stack=f"depth-{dataset}",
+    )
     _backup_equation(graph, fam, node, sel_k, dataset, beta)
     gap = 0.0 if sel_k is None else float(fam["err"][sel_k])
     bound = 0.0 if sel_k is None else float(fam["bound"][sel_k])
@@ -382,6 +392,12 @@ def _step_k(delta: int) -> None:
     i = K_OPTIONS.index(cur) if cur in K_OPTIONS else 0
     st.session_state[K_KEY] = K_OPTIONS[max(0, min(len(K_OPTIONS) - 1, i + delta))]
     _stop_play_at_closure()
+
+
+def _on_tick() -> None:
+    """Play's clock: the run it starts takes one step (unless Play was stopped meanwhile)."""
+    if st.session_state.get(PLAY_KEY):
+        st.session_state[PLAY_TICK] = True
 
 
 def _stop_play_at_closure() -> None:
@@ -579,7 +595,6 @@ def quiz() -> None:
 
 # ---------------------------------------------------------------- the page
 def render() -> None:
-    began = play_clock()
     st.title("Learn: credit assignment, step by step")
     top = st.columns([4.5, 1.6], vertical_alignment="bottom")
     numbers = [ls.number for ls in V.LESSONS]
@@ -637,17 +652,13 @@ def render() -> None:
             args=(n,),
             type="primary",
         )
-    if playing:
-        st.session_state[PLAY_TICK] = True
-        # Steps a second apart: from the end of the last step's pause (so the time between two
-        # runs counts too), or from this run's start when Play starts or has fallen behind.
-        last = st.session_state.get(PLAY_DUE)
-        since = last if last is not None and 0 <= began - last < 1.0 else began
-        st.session_state[PLAY_DUE] = since + 1.0
-        pause_then_rerun(1.0, since=since)
-    else:
+    if n == 4:
+        # The stack's keeper; while playing, the next step a second after the last, once this
+        # run's drawing is on screen.
+        step = f"{st.session_state.get(K_KEY)}-{st.session_state.get(view.RUN_KEY)}"
+        stack_keeper("learn_graph_stack_keeper", step, st.session_state.get(PLAY_LAYER, 0), playing, _on_tick)
+    if not playing:
         st.session_state.pop(PLAY_TICK, None)
-        st.session_state.pop(PLAY_DUE, None)
 
 
 render()
