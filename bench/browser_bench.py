@@ -252,6 +252,7 @@ def drill_down(pg, url: str, runs: Runs, n: int) -> list[tuple[float, float, flo
 PLAY_JS = """() => {
   window.__crbcSteps = [];
   window.__crbcDraws = [];
+  window.__crbcFrames = [];
   let last = null;
   const look = () => {
     const t = document.querySelector('.st-key-learn_k [data-testid="stSliderThumbValue"]');
@@ -259,20 +260,38 @@ PLAY_JS = """() => {
     if (k !== null && k !== last) { window.__crbcSteps.push([performance.now(), k]); last = k; }
     for (const f of document.querySelectorAll('iframe')) {
       const d = f.contentDocument;
-      if (d && d.body && d.body.getAttribute('data-crbc-ready') === '1' && !f.contentWindow.__crbcSeen) {
+      if (d && d.body && d.body.getAttribute('data-crbc-ready') === '1' && !d.body.hasAttribute('data-crbc-blank')
+          && !f.contentWindow.__crbcSeen) {
         f.contentWindow.__crbcSeen = true;
         window.__crbcDraws.push(performance.now());
       }
     }
+    // Whether a drawn graph is in view in this frame: the top-most graph frame that is not
+    // see-through (no document yet, hidden until drawn, the empty layer) must have drawn.
+    const fs = Array.from(document.querySelectorAll('iframe')).filter(f => f.getBoundingClientRect().height > 100);
+    const z = f => { for (let e = f; e && e !== document.body; e = e.parentElement) {
+      const v = getComputedStyle(e).zIndex; if (v !== 'auto') { return +v; } } return 0; };
+    fs.sort((a, b) => z(b) - z(a));
+    let shown = false;
+    for (const f of fs) {
+      const d = f.contentDocument, b = d && d.body;
+      if (!b || b.hasAttribute('data-crbc-blank') || d.defaultView.getComputedStyle(b).visibility === 'hidden') { continue; }
+      shown = b.getAttribute('data-crbc-ready') === '1';
+      break;
+    }
+    window.__crbcFrames.push(shown ? 1 : 0);
     requestAnimationFrame(look);
   };
   requestAnimationFrame(look);
 }"""
 
 
-def play(pg, url: str, runs: Runs, steps: int) -> tuple[list[float], list[float], list[float], list[float]]:
+def play(
+    pg, url: str, runs: Runs, steps: int
+) -> tuple[list[float], list[float], list[float], list[float], float]:
     """Lesson 4's Play from K = 0: the intervals between two steps of K shown on the page (s),
-    between two new graph drawings (s), and the server runs' wall and CPU per step."""
+    between two new graph drawings (s), the server runs' wall and CPU per step, and the share
+    of the page's animation frames (%) with no drawn graph in view (a blank or half-loaded one)."""
     pg.goto(url + "/learn?lesson=4&lk=0")
     app_idle(pg)
     pg.wait_for_function(DRAWN_JS.replace("&& !d.defaultView.__crbcBenchOld", ""), timeout=WAIT_MS)
@@ -281,14 +300,15 @@ def play(pg, url: str, runs: Runs, steps: int) -> tuple[list[float], list[float]
     pg.locator(".st-key-learn_play label").first.click()
     pg.wait_for_function(f"() => window.__crbcSteps.length >= {steps + 2}", timeout=WAIT_MS * 2)
     w1 = time.time()
-    seen, draws = pg.evaluate("() => [window.__crbcSteps, window.__crbcDraws]")
+    seen, draws, frames = pg.evaluate("() => [window.__crbcSteps, window.__crbcDraws, window.__crbcFrames]")
     pg.locator(".st-key-learn_play label").first.click()  # stop
     app_idle(pg)
     rows = runs.within(w0, w1)
     times = [t for t, _ in seen[1:]]  # the first entry is K = 0 as it was before Play
     gaps = [(b - a) / 1000 for a, b in zip(times, times[1:])]
     drawn = [(b - a) / 1000 for a, b in zip(draws[1:], draws[2:])]
-    return gaps, drawn, [r["wall"] for r in rows], [r["cpu"] for r in rows]
+    blank = 100.0 * frames.count(0) / max(len(frames), 1)
+    return gaps, drawn, [r["wall"] for r in rows], [r["cpu"] for r in rows], blank
 
 
 def measure(load: int, n: int) -> tuple[list[list], str]:
@@ -318,10 +338,13 @@ def measure(load: int, n: int) -> tuple[list[list], str]:
             for name, xs in interactions(pg, url, runs, n).items():
                 row(name, xs, _loadavg())
             row("drill down (Across training)", drill_down(pg, url, runs, n), _loadavg())
-            gaps, drawn, walls, cpus = play(pg, url, runs, max(4, n))
+            gaps, drawn, walls, cpus, blank = play(pg, url, runs, max(4, n))
             la = _loadavg()
             rows.append(["Play: K shown, interval (Learn, lesson 4)", gaps, walls, cpus, (), (), (), la])
             rows.append(["Play: graph redrawn, interval", drawn or [float("nan")], (), (), (), (), (), la])
+            rows.append(
+                ["Play: frames with no drawn graph in view, % (not s)", [blank], (), (), (), (), (), la]
+            )
             br.close()
     finally:
         for b in burners:
@@ -347,7 +370,9 @@ def table(rows: list[list], load: int, la0: str, n: int) -> str:
     lines = [head]
     for name, b, w, c, e, a, q, la in rows:
         med = statistics.median(b)
-        if name.startswith("Play: graph"):
+        if name.startswith("Play: frames"):
+            tgt, met = "0 %", "yes" if med == 0 else "no"
+        elif name.startswith("Play: graph"):
             tgt, met = "", ""
         elif name.startswith("Play"):
             tgt, met = f"{PLAY_S:g} s apart", "yes" if abs(med - PLAY_S) <= 0.15 else "no"
