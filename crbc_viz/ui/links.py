@@ -163,8 +163,9 @@ _STACK_JS = """
 // shows its old document until the new one commits, so the order is read from the documents,
 // never assumed from the run that sent them.
 // While Play runs, also its clock: the next step is asked for (a trigger value, which reruns the
-// script) a second after the last one was asked for, and not before this run's drawing is on
-// screen: steps come once a second where a drawing takes less, and never outrun the drawing.
+// script) a second after the last one was asked for, not before this run's drawing is on
+// screen and not before the run has ended: steps come once a second where a run and a drawing
+// take less, and never outrun either.
 export default function (component) {
   const { data, setTriggerValue, parentElement } = component;
   const S = window.__crbcStack = window.__crbcStack || {};
@@ -208,10 +209,17 @@ export default function (component) {
       if (S.host.isConnected || !S.seen) {
         const t = performance.now();
         const drawn = ls.some((l) => l.ready && String(l.v) === S.layer) || !ls.length;
+        // Never while the script still runs: a run cut short before it wrote the view into the
+        // URL would leave the URL one step behind, and the next run would read it as a link
+        // opened in place (K one step back).
+        const box = document.querySelector("[data-test-script-state]");
+        const idle = !box || box.getAttribute("data-test-script-state") !== "running";
         // (a drawing that never says it is ready holds Play 10 s at most)
-        if (t >= S.start + __STEP_MS__ && (drawn || t >= S.start + __STEP_MS__ + 10000)) {
+        if (idle && t >= S.start + __STEP_MS__ && (drawn || t >= S.start + __STEP_MS__ + 10000)) {
           S.play = false;
           S.fired = t;
+          // (the last ticks' times, for a test to read: the page's own clock)
+          S.ticks = (S.ticks || []).concat([t]).slice(-50);
           S.set("tick", S.id);
         }
       }
