@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 
@@ -79,6 +80,14 @@ def why_style() -> str:
     return _STYLE
 
 
+def _math(text) -> str:
+    """Escaped ``text`` with its notation set as math: ``A^S`` → A<sup>S</sup>, ``V^(K−1)`` →
+    V<sup>(K−1)</sup>, ``σ_min`` → σ<sub>min</sub> (the panel's labels and formulas are ours)."""
+    out = re.sub(r"\^(\([^)]*\)|[A-Za-z0-9∞]+)", r"<sup>\1</sup>", esc(text))
+    out = re.sub(r"(?<=[A-Za-zα-ωΑ-Ω>])_\(([^)]*)\)", r"<sub>\1</sub>", out)
+    return re.sub(r"(?<=[A-Za-zα-ωΑ-Ω>])_([A-Za-z0-9]+)", r"<sub>\1</sub>", out)
+
+
 def _exact(v: float) -> str:
     """A value for ``data-val``: 12 significant digits (the panel shows 4 decimals)."""
     return format(float(v), ".12g")
@@ -93,22 +102,22 @@ def _cell(col: str, v, exact: bool) -> str:
 
 
 def _table_html(t: Table) -> str:
-    head = "".join(f"<th>{esc(h)}</th>" for h in t.header)
+    head = "".join(f"<th>{_math(h)}</th>" for h in t.header)
     rows = []
     for k, row in enumerate(t.rows):
         cls = " class='why-focus'" if t.focus is not None and k == t.focus else ""
         rows.append(f"<tr{cls}>" + "".join(_cell(c, v, t.exact) for c, v in zip(t.cols, row)) + "</tr>")
     more = f"<div class='why-note'>… {t.more:,} more row(s)</div>" if t.more else ""
-    return f"<div class='why-cap'>{esc(t.caption)}</div><table><tr>{head}</tr>{''.join(rows)}</table>{more}"
+    return f"<div class='why-cap'>{_math(t.caption)}</div><table><tr>{head}</tr>{''.join(rows)}</table>{more}"
 
 
 def _line_html(ln: Line) -> str:
     whole = ln.whole and math.isfinite(ln.value) and float(ln.value).is_integer()
     shown = str(int(ln.value)) if whole else _n(ln.value, ln.signed)
-    mid = f" = <span class='why-x'>{esc(ln.expr)}</span>" if ln.expr else ""
+    mid = f" = <span class='why-x'>{_math(ln.expr)}</span>" if ln.expr else ""
     return (
         f"<div class='why-ln' data-why='{esc(ln.key)}' data-val='{_exact(ln.value)}'>"
-        f"<span class='why-l'>{esc(ln.label)}</span>{mid} = <b>{esc(shown)}</b></div>"
+        f"<span class='why-l'>{_math(ln.label)}</span>{mid} = <b>{esc(shown)}</b></div>"
     )
 
 
@@ -116,7 +125,7 @@ def _section(w: Why, params_text: str = "") -> str:
     return (
         f"<section data-estimator='{esc(w.estimator)}'><h4>{esc(w.estimator)}"
         f"{(' (' + esc(params_text) + ')') if params_text else ''}</h4>"
-        + (f"<div class='why-f'>{esc(w.formula)}</div>" if w.formula else "")
+        + (f"<div class='why-f'>{_math(w.formula)}</div>" if w.formula else "")
         + "".join(_line_html(ln) for ln in w.lines)
         + (f"<div class='why-note'>{esc(w.note)}</div>" if w.note else "")
         + "".join(_table_html(t) for t in w.tables)

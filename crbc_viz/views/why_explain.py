@@ -466,7 +466,7 @@ class Explainer:
         )
         expo = "d(x′)+1" if plus else "d(x′)"
         if x == FAILURE:
-            route = "FAILURE: no route to SUCCESS, so d_max + 1"
+            route = "FAILURE: no route to SUCCESS, so dₘₐₓ + 1"
         elif x >= 0 and not reached[grp]:
             route = "no rollout of this group reached SUCCESS"
         else:
@@ -495,9 +495,7 @@ class Explainer:
             ),
         ]
         formula = f"d(SUCCESS) = 0, d(s) = min 1 + d(x′);  R^G = r_succ·ω^({expo});  A = z-score over s's out-occurrences + A^E"
-        note = (
-            "" if x != FAILURE else f"FAILURE counts as unreachable: d = d_max + 1 = {int(d_unreach[grp])}."
-        )
+        note = "" if x != FAILURE else f"FAILURE counts as unreachable: d = dₘₐₓ + 1 = {int(d_unreach[grp])}."
         return Why(self.name, formula, lines, tables, steps, credit, final, note=note)
 
     # ---------------------------------------------------------------- GiGPO

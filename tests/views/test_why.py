@@ -330,3 +330,21 @@ def test_the_app_draws_without_panels_and_adds_the_clicked_edges_own():
     assert f"data-crbc-why-open='{html_escape(edge)}'" in page
     embedded = re.search(r'id="crbc-why-data">(.*?)</script>', full, re.S).group(1)
     assert json.loads(embedded)["edges"][edge] == html
+
+
+@pytest.mark.parametrize("name", ["crbc", "visit_local", "gigpo", "shortest_path", "grpo"])
+def test_the_panel_writes_math_not_caret_notation(toy, name):
+    """Superscripts and subscripts are set as such (A<sup>S</sup>, σ<sub>min</sub>): no ``^`` or
+    ``x_y`` is left in the text a person reads, on every edge of the toy group."""
+    r = score(toy, name, backend="numpy")
+    seen = 0
+    for e in np.unique(toy.step_edge):
+        s = int(np.flatnonzero(toy.step_edge == e)[0])
+        panel = W.why_html(toy, {name: r}, W.edge_steps(toy, s))
+        seen += panel.count("<sup>") + panel.count("<sub>")
+        # (the style block, and the heading that names the estimator as the CLI does)
+        prose = re.sub(r"<style>.*?</style>|<h4>.*?</h4>", " ", panel, flags=re.S)
+        text = html.unescape(re.sub(r"<[^>]*>", " ", prose))
+        assert "^" not in text, text
+        assert not re.search(r"[A-Za-zα-ωΑ-Ω]_[A-Za-z0-9(]", text), text
+    assert seen, "the panel set no superscript or subscript at all"
