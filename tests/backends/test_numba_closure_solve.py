@@ -3,7 +3,9 @@ nonzeros, anchors in reverse first-occurrence order) against a brute-force dense
 ``numpy.linalg.solve`` of (I − P)V = r on the empirical process of each group, counted here
 from the raw steps with dicts. The groups are random walks on graphs built with strongly
 connected components of chosen sizes in a DAG of components, with self-loops: one group whose
-anchors all lie in one component, one pure DAG, one with components of several sizes."""
+anchors all lie in one component, one pure DAG, one with components of several sizes, and one
+of over 64 anchors (`solve_band`; the others take `solve_masked`). Then the two solvers on the
+same matrices: the same bits."""
 
 from collections import defaultdict
 
@@ -88,6 +90,7 @@ GROUPS = {  # name: (component sizes, self-loops)
     "pure DAG": ([1] * 30, False),
     "components of several sizes": ([1, 7, 1, 3, 1, 12, 2, 1, 5, 1], True),
     "single anchors and self-loops": ([1] * 12 + [4], True),
+    "over 64 anchors (the band solve)": ([80], True),
 }
 
 
@@ -125,6 +128,8 @@ def test_closure_values_match_a_brute_force_dense_solve(seed, beta):
             assert comps == [len(V)], "the group must be one strongly connected component"
         elif name == "pure DAG":
             assert max(comps) == 1 and not np.diag(P).any()
+        elif name.startswith("over 64"):
+            assert len(V) > 64, "the group must take the band solve"
         else:
             assert max(comps) > 2 and comps.count(1) > 1 and np.diag(P).any()
         want = np.array([V[a] for anchors, _, _ in trajs for a in anchors])
@@ -132,3 +137,33 @@ def test_closure_values_match_a_brute_force_dense_solve(seed, beta):
         lo += want.size
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-12, err_msg=f"{name}, seed {seed}, beta {beta}")
     assert lo == value.size
+
+
+def _m_matrix(rng, n, per_row):
+    """(I − βP, b) of a random substochastic P with ``per_row`` successors per row, and each
+    row's band and nonzero columns as `closure_matrix` leaves them."""
+    A, b = np.eye(n), np.zeros(n)
+    for i in range(n):
+        cols = rng.choice(n, size=per_row, replace=False)
+        w = rng.random(per_row + 1)
+        w /= w.sum()
+        A[i, cols] -= 0.98 * w[:-1]
+        b[i] = rng.random()
+    nz = A != 0
+    first = np.argmax(nz, axis=1).astype(np.int64)
+    last = (n - 1 - np.argmax(nz[:, ::-1], axis=1)).astype(np.int64)
+    mask = np.array([sum(1 << int(j) for j in np.flatnonzero(row)) for row in nz], np.uint64)
+    return A, b, first, last, mask
+
+
+@pytest.mark.parametrize("n, per_row", [(1, 1), (5, 2), (34, 4), (63, 3), (64, 5), (64, 40)])
+def test_masked_and_band_solves_give_the_same_bits(n, per_row):
+    from crbc_viz.backends.numba.crbc import solve_band, solve_masked
+
+    A, b, first, last, mask = _m_matrix(np.random.default_rng(n * per_row), n, per_row)
+    want = np.linalg.solve(A, b)
+    V_band, V_mask = np.zeros(n), np.zeros(n)
+    solve_band(A.copy(), b.copy(), first.copy(), last.copy(), V_band)
+    solve_masked(A.copy(), b.copy(), mask.copy(), V_mask)
+    np.testing.assert_allclose(V_mask, want, rtol=0, atol=1e-12)
+    assert np.array_equal(V_mask, V_band)

@@ -32,14 +32,31 @@ DENSE_MAX = 1024
 
 try:  # numba is an extra (crbc-viz[numba]); the module must import without it
     import numba as _nb
+    from llvmlite import ir as _ir
+    from numba.extending import intrinsic as _intrinsic
 
     _njit, _prange = _nb.njit, _nb.prange
+
+    @_intrinsic
+    def lowest_bit(typingctx, x):
+        """Index of the lowest set bit of the uint64 ``x`` (not 0): one ``tzcnt``."""
+        sig = _nb.types.uint64(_nb.types.uint64)
+        return sig, lambda context, builder, sig, args: builder.cttz(args[0], _ir.Constant(_ir.IntType(1), 1))
+
 except ImportError:  # pragma: no cover
     _nb = None
     _prange = range
 
     def _njit(*_args, **_kwargs):
         return lambda f: f
+
+    def lowest_bit(x):
+        return (x & -x).bit_length() - 1
+
+
+#: Groups of up to this many anchors keep each row's nonzero columns as the bits of one uint64
+#: (`closure_values`); larger ones keep the band of columns each row's nonzeros lie in.
+MASK_MAX = 64
 
 
 @_njit(cache=True, nogil=True, inline="always")
@@ -153,27 +170,24 @@ def merge_group(steps, t_lo, t_hi):
 
 
 @_njit(cache=True, nogil=True, inline="always")
-def closure_values(grp, beta):
-    """V of (I − βM)V = b, M(s,s′) = N(s→s′)/N(s), b(s) = β·N(s→SUCCESS)/N(s): Gaussian
-    elimination without pivoting (I − βM is a nonsingular M-matrix) in the group's dense
-    scratch. The transitions are counted first and each row scaled once, as the reference's
-    N(s→x)/N(s): adding 1/N(s) per step rounded M's rows, and at β = 1 the solve's error grew
-    to ~1 ulp per step of the group (LAPACK on the counted rows: ~50× lower).
+def above(c):
+    """The uint64 mask of the columns right of column ``c`` (0 for c = 63)."""
+    return ~((np.uint64(2) << np.uint64(c)) - np.uint64(1))
 
-    Work is spent on nonzeros only: the anchors are numbered in reverse first-occurrence order
-    (a trajectory's chain then lies below the diagonal and its back edges above: on random-MDP
-    groups half the row operations of first-occurrence order), each row is reduced in turn by
-    the rows above it (row by row: the same operations in the same order as column by column,
-    so the same bits), and every row keeps the band ``[first, last]`` outside which it is zero,
-    which its updates and the back substitution never leave. A strongly-connected-component
-    order was measured and not taken: on random-MDP groups nearly every anchor lies in one
-    component, so block substitution saves nothing."""
+
+@_njit(cache=True, nogil=True, inline="always")
+def closure_matrix(grp, beta):
+    """(I − βM) and b of `closure_values` in reverse first-occurrence order, each row's band
+    ``[first, last]`` of columns outside which it is 0 and, for groups of up to `MASK_MAX`
+    anchors, its nonzero columns as bits (``mask``; else all 0)."""
     node, nxt, visits = grp.node, grp.nxt, grp.visits
     n = visits.shape[0]
     A = np.zeros((n, n), np.float64)
     rhs = np.zeros(n, np.float64)
     first = np.arange(n)  # row i's nonzeros lie in columns [first[i], last[i]]
     last = np.arange(n)
+    mask = np.zeros(n, np.uint64)
+    bits = n <= MASK_MAX
     for k in range(node.shape[0]):
         s = n - 1 - node[k]
         x = nxt[k]
@@ -182,6 +196,8 @@ def closure_values(grp, beta):
             A[s, x] -= 1.0
             first[s] = min(first[s], x)
             last[s] = max(last[s], x)
+            if bits:
+                mask[s] |= np.uint64(1) << np.uint64(x)
         elif x == -1:
             rhs[s] += 1.0
     for i in range(n):
@@ -190,6 +206,52 @@ def closure_values(grp, beta):
             A[i, j] *= w
         rhs[i] *= w
         A[i, i] += 1.0
+        if bits:
+            mask[i] |= np.uint64(1) << np.uint64(i)
+    return A, rhs, first, last, mask
+
+
+@_njit(cache=True, nogil=True, inline="always")
+def solve_masked(A, rhs, mask, V):
+    """`solve_band`'s operations on the nonzeros only: row r's next column to clear is the
+    lowest bit of its mask left of r and right of the last one cleared (fill included), and
+    an update touches the columns of row c's mask right of c. Every entry outside a row's mask
+    is 0, so the updates and sums skipped are x − 0·y: the same bits as `solve_band`."""
+    n = rhs.shape[0]
+    for r in range(n):
+        left = ~above(r - 1) if r else np.uint64(0)  # columns < r
+        m = mask[r] & left
+        while m:
+            c = lowest_bit(m)
+            f = A[r, c]
+            if f != 0.0:
+                f /= A[c, c]
+                right = mask[c] & above(c)
+                mc = right
+                while mc:
+                    j = lowest_bit(mc)
+                    A[r, j] -= f * A[c, j]
+                    mc &= mc - np.uint64(1)
+                rhs[r] -= f * rhs[c]
+                mask[r] |= right
+            m = mask[r] & left & above(c)
+    for c in range(n - 1, -1, -1):
+        acc = rhs[c]
+        mc = mask[c] & above(c)
+        while mc:
+            j = lowest_bit(mc)
+            acc -= A[c, j] * V[j]
+            mc &= mc - np.uint64(1)
+        V[c] = acc / A[c, c]
+
+
+@_njit(cache=True, nogil=True, inline="always")
+def solve_band(A, rhs, first, last, V):
+    """Gaussian elimination row by row (each row reduced in turn by the rows above it: the
+    same operations in the same order as column by column, so the same bits) inside each
+    row's band ``[first, last]``, which its updates extend and the back substitution never
+    leaves; V in the matrix's order."""
+    n = rhs.shape[0]
     for r in range(n):
         for c in range(first[r], r):
             f = A[r, c]
@@ -199,12 +261,37 @@ def closure_values(grp, beta):
                     A[r, j] -= f * A[c, j]
                 rhs[r] -= f * rhs[c]
                 last[r] = max(last[r], last[c])
-    V = np.zeros(n, np.float64)
     for c in range(n - 1, -1, -1):
         acc = rhs[c]
         for j in range(c + 1, last[c] + 1):
             acc -= A[c, j] * V[j]
         V[c] = acc / A[c, c]
+
+
+@_njit(cache=True, nogil=True, inline="always")
+def closure_values(grp, beta):
+    """V of (I − βM)V = b, M(s,s′) = N(s→s′)/N(s), b(s) = β·N(s→SUCCESS)/N(s): Gaussian
+    elimination without pivoting (I − βM is a nonsingular M-matrix) in the group's dense
+    scratch. The transitions are counted first and each row scaled once, as the reference's
+    N(s→x)/N(s): adding 1/N(s) per step rounded M's rows, and at β = 1 the solve's error grew
+    to ~1 ulp per step of the group (LAPACK on the counted rows: ~50× lower).
+
+    Work is spent on nonzeros only: the anchors are numbered in reverse first-occurrence order
+    (a trajectory's chain then lies below the diagonal and its back edges above: on random-MDP
+    groups half the row operations of first-occurrence order); a group of up to `MASK_MAX`
+    anchors keeps each row's nonzero columns as bits and updates those only (`solve_masked`:
+    on workload b the band updates do ~6× the multiply-adds of the nonzero ones), a larger one
+    scans each row's band (`solve_band`); both do the same operations on the nonzeros in the
+    same order, so they give the same bits. A strongly-connected-component order was measured
+    and not taken: on random-MDP groups nearly every anchor lies in one component, so block
+    substitution saves nothing."""
+    A, rhs, first, last, mask = closure_matrix(grp, beta)
+    n = rhs.shape[0]
+    V = np.zeros(n, np.float64)
+    if n <= MASK_MAX:
+        solve_masked(A, rhs, mask, V)
+    else:
+        solve_band(A, rhs, first, last, V)
     return V[::-1].copy()
 
 
@@ -485,7 +572,7 @@ def run_checked(steps: Steps, p, depth: float, dense_max: int = DENSE_MAX) -> di
     fn = _compiled()
     S, G = steps.hashes.shape[0], steps.group_traj_off.shape[0] - 1
     out = Outputs(
-        *(np.empty(S) for _ in range(4)),  # every step is written (large groups after the kernel)
+        *step_outputs(S),  # every step is written (large groups after the kernel)
         large=np.zeros(G, np.int8),
         residual=np.zeros(G),
         node_stats=np.zeros((G, 2), np.int64),
@@ -514,6 +601,25 @@ def run_checked(steps: Steps, p, depth: float, dense_max: int = DENSE_MAX) -> di
         "num_nodes": int(out.node_stats[:, 0].sum()),
         "gated_nodes": int(out.node_stats[:, 1].sum()),
     }
+
+
+#: Up to this many steps the four per-step outputs are rows of one block (`step_outputs`).
+ONE_BLOCK_MAX_STEPS = 1 << 20
+
+
+def step_outputs(S: int) -> tuple:
+    """The four ``[S]`` float64 outputs, uninitialised. Up to `ONE_BLOCK_MAX_STEPS` steps they
+    are the rows of one ``[4, S]`` block, which glibc's malloc keeps from one call to the next:
+    freeing an mmap'ed block raises its mmap threshold to the block's size and its trim
+    threshold to twice that. Four separate arrays of ~S·8 bytes are handed back to the system
+    at every free (together they exceed the trim threshold that one of them set), and the next
+    call's first writes fault every page in again: ~570 faults, ~0.8 ms of CPU per call on
+    workload (b)'s 77k steps, 20 % of the call. Above it (32 MiB: glibc's largest dynamic
+    mmap threshold, so a block would be mapped afresh at every call anyway) they are separate,
+    so that keeping one does not keep the other three."""
+    if S <= ONE_BLOCK_MAX_STEPS:
+        return tuple(np.empty((4, S)))
+    return tuple(np.empty(S) for _ in range(4))
 
 
 def _solve_large_groups(groups, steps: Steps, p, out: Outputs) -> None:
