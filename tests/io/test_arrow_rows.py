@@ -1,6 +1,7 @@
 """The importers' rows as Arrow (`crbc_viz.io.arrow_rows`): an importer's rows are an Arrow table
-until someone reads ``records``, and the frame made from that table is the one pandas builds
-from the same columns (values, dtypes, missing values, rows taken)."""
+until someone reads ``records``, the frame made from that table is the one pandas builds from
+the same columns (values, dtypes, missing values, rows taken), and a clean table is assembled by
+the columnar lane into the batch the schema path builds (`crbc_viz.io.columnar.batch_of_import`)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from crbc_viz.errors import LoadError
 from crbc_viz.io.arrow_rows import arrow_table, frame_of, held
+from crbc_viz.io.assemble import build_batch
+from crbc_viz.io.columnar import batch_of_import
 from crbc_viz.io.importers import expand_sources, read_source
+from crbc_viz.io.readers import RawTable
 from helpers import ROOT
 
 
@@ -102,3 +107,50 @@ def test_held_values_are_the_frames(name):
 def test_an_empty_table_is_an_empty_frame():
     cols = {"a": [], "b": np.zeros(0, dtype=np.int64), "c": "run", "d": None}
     pd.testing.assert_frame_equal(frame_of(arrow_table(cols)), pd.DataFrame(cols))
+
+
+#: Importer outputs whose table is clean (plain Arrow columns): the columnar lane assembles them.
+CLEAN = [
+    "trl_real/trl_run/completions/completions_00001.parquet",
+    "trl_tools/trl_run/completions/completions_00002.parquet",
+    "skyrl_stepwise/export/dumped_evals/global_step_30_evals/gsm8k.jsonl",
+    "graphgpo/batch_padded_step4.pth",
+    "roll_native/rollout_dump/rollout_dump_data.step_1.jsonl",
+    "ragen/results/eval/val_rollouts_20261205_031500.jsonl",
+    "slime/compact/rollout_5.pt",
+    "verifiers_0110/outputs/evals/guess--scripted/0a1b2c3d/results.jsonl",
+]
+ARRAYS = ("step_traj", "step_anchor_hash", "traj_offsets", "traj_group", "traj_success", "traj_truncated")
+
+
+@pytest.mark.parametrize("source", CLEAN)
+def test_a_clean_import_is_assembled_from_arrow_as_the_schema_path_assembles_it(source):
+    """The oracle is the schema path (`build_batch`: the frame, validated) on the same source."""
+    src = expand_sources([str(ROOT / "tests" / "fixtures" / source)])[0]
+    ref = build_batch(read_source(src).raw)
+    imp = read_source(src)
+    got = batch_of_import(imp.raw)
+    assert imp.raw.arrow is not None  # the lane took it: no frame was made
+    for f in (*ARRAYS, "traj_return"):
+        a, b = getattr(got, f), getattr(ref, f)
+        assert a.dtype == b.dtype, f
+        np.testing.assert_array_equal(a, b, err_msg=f)
+    assert (got.source, got.warnings, got.skipped) == (ref.source, ref.warnings, ref.skipped)
+    pd.testing.assert_frame_equal(got.steps, ref.steps, check_exact=True)
+    pd.testing.assert_frame_equal(got.groups, ref.groups, check_exact=True)
+
+
+def test_an_import_the_lane_cannot_prove_clean_goes_the_schema_path():
+    """Message lists (an `ObjectColumn`) and duplicated steps: the schema path reads and names."""
+    src = expand_sources(
+        [str(ROOT / "tests" / "fixtures" / "rllm_real/train_logs/episodes/train_step_1_epoch_0")]
+    )[0]
+    imp = read_source(src)
+    batch = batch_of_import(imp.raw)
+    assert imp.raw.arrow is None and len(batch.steps) == len(imp.raw.records)
+    rows = {"group_id": ["g", "g"], "traj_id": ["t", "t"], "step_idx": [0, 0], "reward": [0.0, 1.0]}
+    raw = RawTable(
+        "dup.jsonl", arrow_table({**rows, "anchor_obs": ["a", "b"]}), np.array([1, 2]), "line", False
+    )
+    with pytest.raises(LoadError, match="step_idx"):
+        batch_of_import(raw)
