@@ -256,13 +256,13 @@ def _load_batch(args, *, anchor_obs: bool = False, store=None, quiet: bool = Fal
 def _load_mapped(args, fm):
     """The batch of ``args.log`` read through the field map ``fm``."""
     from ..errors import LoadError
-    from ..io.assemble import build_batch
+    from ..io.columnar import batch_of_import
     from ..io.importers import read_source
     from ..io.importers.fieldmap import NAME, relabel
 
     imp = read_source(args.log, NAME, field_map=fm)
     try:
-        return build_batch(imp.raw, lenient=args.lenient)
+        return batch_of_import(imp.raw, lenient=args.lenient)
     except LoadError as exc:
         raise relabel(exc, imp.labels) from None
 

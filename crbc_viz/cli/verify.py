@@ -78,7 +78,7 @@ def _read(args):
 
 def _read_sources(args):
     from ..io import load_rollouts
-    from ..io.assemble import build_batch
+    from ..io.columnar import batch_of_import
     from ..io.importers import expand_sources, import_source
 
     if (args.source is None) == (args.store is None):
@@ -100,7 +100,7 @@ def _read_sources(args):
             batch = load_rollouts(src.path, lenient=args.lenient)
         else:
             imp = import_source(src, reward_columns=args.reward_columns, success_column=args.success_column)
-            batch = build_batch(imp.raw, lenient=args.lenient)
+            batch = batch_of_import(imp.raw, lenient=args.lenient)
         out.append((src.path, src.fmt, batch))
     return out
 

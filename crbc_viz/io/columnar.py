@@ -1,7 +1,8 @@
 """The columnar lane: a clean canonical JSONL or Parquet log to a `RolloutBatch` in Arrow and
 numpy.
 
-`crbc_viz.io.load_rollouts` tries this lane first. It takes only files it can prove clean and
+`crbc_viz.io.load_rollouts` tries this lane first, and so does `batch_of_import` with an
+importer's rows (`crbc_viz.io.importers`: an Arrow table whose columns are all plain Arrow ones). It takes only files it can prove clean and
 builds for them exactly the batch the schema path (`crbc_viz.io.assemble.build_batch`) builds:
 the same rows in the same order, the same columns and dtypes once ``batch.steps`` is read, the
 same anchors, outcomes and offsets (``tests/io/test_columnar.py`` compares the two on generated
@@ -50,7 +51,7 @@ from .readers import detect_format, max_line_bytes
 from .readers.jsonl_arrow import read_jsonl_arrow
 from .readers.parquet import read_parquet_arrow
 
-__all__ = ["read_columnar", "batch_from_arrow"]
+__all__ = ["read_columnar", "batch_from_arrow", "batch_of_import"]
 
 #: Columns that send a file to the schema path: precomputed keys (their mixing rules and notes
 #: live there), JSON-text signals (decoded there), internal names.
@@ -132,6 +133,30 @@ def batch_from_arrow(
         success_threshold=success_threshold,
         source=path,
     )
+
+
+def batch_of_import(raw, *, lenient: bool = False, success_threshold: float = 0.0) -> RolloutBatch:
+    """The batch of an importer's rows (`crbc_viz.io.importers`): a clean Arrow table (every
+    column a plain Arrow one, nothing the reader noted) through this lane, without a pandas
+    frame; anything else through the schema path (`crbc_viz.io.assemble.build_batch`), which
+    names every problem.
+
+    Raises:
+        LoadError: as `build_batch`.
+    """
+    from .arrow_rows import ObjectColumn
+    from .assemble import build_batch
+
+    table = raw.arrow
+    if (
+        table is not None
+        and not (raw.problems or raw.nonfinite or raw.notes or raw.broken_ids or raw.from_text)
+        and not any(isinstance(t, ObjectColumn) for t in table.schema.types)
+    ):
+        batch = batch_from_arrow(table, raw.path, success_threshold=success_threshold, lists=False)
+        if batch is not None:
+            return batch
+    return build_batch(raw, lenient=lenient, success_threshold=success_threshold)
 
 
 def _clean(name: str, col: pa.ChunkedArray, lists: bool = True) -> bool:

@@ -442,7 +442,7 @@ def read_file(path, fmt: str = "auto", **options) -> FileRead:
             map entries).
     """
     from .. import load_rollouts
-    from ..assemble import build_batch
+    from ..columnar import batch_of_import
     from .fieldmap import relabel
 
     path = str(path)
@@ -472,7 +472,7 @@ def read_file(path, fmt: str = "auto", **options) -> FileRead:
         return FileRead(batch if batch is not None else load_rollouts(path), "canonical", detected)
     imp = read_source(src, **options)
     try:
-        batch = build_batch(imp.raw)
+        batch = batch_of_import(imp.raw)
     except LoadError as exc:  # a field map's values: named by their map entries
         raise relabel(exc, getattr(imp, "labels", None)) from None
     return FileRead(batch, src.fmt, detected, tuple(imp.notes), tuple(imp.counts.items()))

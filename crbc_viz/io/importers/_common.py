@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from ...errors import MAX_LISTED, LoadError, Problem
 from .. import _guards
+from ..arrow_rows import arrow_table, held
 from ..flags import is_number_text, not_a_number, read_flags, read_numbers
 from ..readers import RawTable, detect_format, max_json_bytes, max_line_bytes
 from ..readers._json import SURROGATE, SURROGATE_ESCAPE, fix_surrogates
@@ -32,6 +32,14 @@ __all__ = [
     "run_from_dir",
     "step_from_path",
     "rename",
+    "columns",
+    "take",
+    "present",
+    "record_columns",
+    "concat_parts",
+    "objects",
+    "kind",
+    "arrow_table",
     "cumcount",
     "numbers",
     "number_problems",
@@ -222,34 +230,105 @@ def step_from_path(path: str) -> int | None:
     return None
 
 
-def rename(df: pd.DataFrame, mapping: dict[str, str]) -> pd.DataFrame:
+def columns(df) -> dict:
+    """The columns of a table (a reader's frame, or already a dict of columns) by name, in order."""
+    return dict(df) if isinstance(df, dict) else {c: df[c] for c in df.columns}
+
+
+def rename(df, mapping: dict[str, str]) -> dict:
     """Rename trainer fields to canonical ones; a canonical name already present is kept and
-    the trainer's copy is kept under ``src_<name>``."""
+    the trainer's copy is kept under ``src_<name>``. ``df``: a reader's frame or a dict of
+    columns; the columns are returned by name (for `arrow_table`)."""
+    cols = columns(df)
     out = {}
-    for col in df.columns:
+    for col in cols:
         if col in mapping:
             continue
-        out[col] = df[col]
+        out[col] = cols[col]
     for src, dst in mapping.items():
-        if src in df.columns:
+        if src in cols:
             if dst in out and dst not in mapping:
                 out[f"src_{dst}"] = out.pop(dst)
-            out[dst] = df[src]
-    return pd.DataFrame(out)
+            out[dst] = cols[src]
+    return out
+
+
+def take(col, rows: np.ndarray):
+    """Rows ``rows`` (positions) of one column: a list, a numpy array, a reader's column (its
+    positions renumbered from 0) or one value for every row (returned as it is)."""
+    if isinstance(col, list):
+        return [col[i] for i in rows.tolist()]
+    if isinstance(col, np.ndarray):
+        return col[rows]
+    if hasattr(col, "iloc"):
+        return col.iloc[rows].reset_index(drop=True)
+    return col
+
+
+def objects(col, n: int | None = None) -> np.ndarray:
+    """The values of one column as Python objects (a frame's ``to_numpy(dtype=object)``)."""
+    return held(col, n).astype(object)
+
+
+def kind(col) -> str:
+    """The numpy kind of a column's dtype (``i``, ``f``, ``b``, ``O`` ...), as its frame has it."""
+    dtype = getattr(col, "dtype", None)
+    return dtype.kind if dtype is not None and hasattr(col, "iloc") else held(col).dtype.kind
+
+
+def record_columns(rows: list[dict]) -> dict[str, list]:
+    """Rows given as dicts as columns: every field any row has, in order of first appearance;
+    NaN where a row lacks it (as a frame built from the rows has it)."""
+    names = list(dict.fromkeys(k for r in rows for k in r))
+    return {k: [r.get(k, np.nan) for r in rows] for k in names}
+
+
+def concat_parts(parts: list[dict]) -> dict[str, np.ndarray]:
+    """The columns of ``parts`` (each a dict of equal-length lists) one after another, each
+    value as a frame of its part holds it (`held`): a column of numbers stays numbers (whole
+    numbers and fractions: fractions), of flags flags, anything else an object column; a
+    column a part lacks is NaN there."""
+    names = list(dict.fromkeys(c for part in parts for c in part))
+    sizes = [len(next(iter(part.values()))) if part else 0 for part in parts]
+    out = {}
+    for c in names:
+        arrays = [held(part[c]) if c in part else np.full(k, np.nan) for part, k in zip(parts, sizes)]
+        kinds = {a.dtype.kind for a in arrays}
+        if kinds == {"b"} or (kinds and kinds <= set("iuf")):
+            out[c] = np.concatenate(arrays)
+        else:
+            out[c] = np.concatenate([a.astype(object) for a in arrays]) if arrays else np.zeros(0, object)
+    return out
+
+
+def present(values) -> np.ndarray:
+    """``[n]`` bool: the values that are there (not None, not NaN: what a frame's ``notna``
+    says of a column of Python values)."""
+    vals = values.to_numpy(dtype=object) if hasattr(values, "iloc") else values
+    return np.fromiter(
+        (not (v is None or (isinstance(v, float | np.floating) and np.isnan(v))) for v in vals),
+        dtype=bool,
+        count=len(vals),
+    )
 
 
 def cumcount(keys: np.ndarray) -> np.ndarray:
     """0, 1, 2 ... within each distinct key, in row order."""
-    return (
-        pd.Series(np.arange(len(keys))).groupby(pd.Series(keys, dtype=object)).cumcount().to_numpy(np.int64)
-    )
+    seen: dict = {}
+    out = np.zeros(len(keys), dtype=np.int64)
+    for i, k in enumerate(keys.tolist() if isinstance(keys, np.ndarray) else keys):
+        out[i] = seen.get(k, 0)
+        seen[k] = out[i] + 1
+    return out
 
 
 def require(raw: RawTable, fields: tuple[str, ...], fmt: str, hint: str) -> None:
     """Raise naming the file when a field every row of this format must have is absent."""
-    if raw.records.empty:
+    table = raw.arrow
+    names = list(raw.records.columns) if table is None else table.column_names
+    if (len(raw.records) if table is None else table.num_rows) == 0 or not names:
         return
-    missing = [f for f in fields if f not in raw.records.columns]
+    missing = [f for f in fields if f not in names]
     if missing:
         raise LoadError(
             [
@@ -268,46 +347,56 @@ def _cell(v) -> str:
     return t if isinstance(t, str) else json.dumps(t, default=str)
 
 
+def _rows(cols: dict) -> int:
+    """How many rows the columns ``cols`` have (those that are not one value for every row)."""
+    return next((len(v) for v in cols.values() if isinstance(v, list | np.ndarray) or hasattr(v, "iloc")), 0)
+
+
 def drop_exact_duplicates(
-    df: pd.DataFrame,
+    df,
     line: np.ndarray,
     keys: tuple[str, ...],
     path: str,
     where: str = "line",
     why: str = "",
     ignore: tuple[str, ...] = (),
-) -> tuple[pd.DataFrame, np.ndarray, str | None]:
+) -> tuple[dict, np.ndarray, str | None]:
     """Rows that share ``keys`` (a trajectory and its step): exact copies (every field equal)
     are dropped, keeping the first, with a counted note; copies that differ are an error naming
-    both lines and the fields that differ.
+    both lines and the fields that differ. ``df``: a reader's frame or a dict of columns; each
+    value is compared as the frame made of the columns holds it (`crbc_viz.io.arrow_rows.held`).
 
     Returns:
-        (rows kept, their lines, the note or None).
+        (the columns of the rows kept, their lines, the note or None).
 
     Raises:
         LoadError: one problem per conflicting row.
     """
-    if df.empty or not set(keys) <= set(df.columns):
-        return df, line, None
-    kdf = df[list(keys)].map(_cell)
-    dup = kdf.duplicated(keep=False).to_numpy()
+    cols = columns(df)
+    n = _rows(cols)
+    if not n or not cols or not set(keys) <= set(cols):
+        return cols, line, None
+    kcells = list(zip(*([_cell(v) for v in objects(cols[k], n)] for k in keys)))
+    counts: dict[tuple, int] = {}
+    for k in kcells:
+        counts[k] = counts.get(k, 0) + 1
+    dup = np.fromiter((counts[k] > 1 for k in kcells), dtype=bool, count=n)
     if not dup.any():
-        return df, line, None
-    cols = [c for c in df.columns if c not in ignore]
+        return cols, line, None
+    vals = {c: held(v, n) for c, v in cols.items()}
+    names = [c for c in cols if c not in ignore]
     first: dict[tuple, int] = {}
-    drop = np.zeros(len(df), dtype=bool)
+    drop = np.zeros(n, dtype=bool)
     problems: list[Problem] = []
     for i in np.flatnonzero(dup):
-        k = tuple(kdf.iloc[i])
+        k = kcells[i]
         j = first.setdefault(k, i)
         if j == i:
             continue
-        diff = [c for c in cols if _cell(df[c].iat[i]) != _cell(df[c].iat[j])]
+        diff = [c for c in names if _cell(vals[c][i]) != _cell(vals[c][j])]
         if diff:
-            shown = ", ".join(
-                f"{c}={_cell(df[c].iat[j])[:40]} vs {_cell(df[c].iat[i])[:40]}" for c in diff[:3]
-            )
-            here = "".join(f" ({c} {df[c].iat[j]} and {df[c].iat[i]})" for c in ignore if c in df.columns)
+            shown = ", ".join(f"{c}={_cell(vals[c][j])[:40]} vs {_cell(vals[c][i])[:40]}" for c in diff[:3])
+            here = "".join(f" ({c} {vals[c][j]} and {vals[c][i]})" for c in ignore if c in cols)
             problems.append(
                 Problem(
                     path,
@@ -322,12 +411,11 @@ def drop_exact_duplicates(
             drop[i] = True
     if problems:
         raise LoadError(problems[:MAX_LISTED], total=len(problems))
-    n = int(drop.sum())
-    note = f"dropped {n} exact duplicate row(s) (same {', '.join(keys)} and content)" + (
+    note = f"dropped {int(drop.sum())} exact duplicate row(s) (same {', '.join(keys)} and content)" + (
         f": {why}" if why else ""
     )
-    keep = ~drop
-    return df[keep].reset_index(drop=True), line[keep], note
+    keep = np.flatnonzero(~drop)
+    return {c: take(v, keep) for c, v in cols.items()}, line[keep], note
 
 
 def number_problems(
@@ -338,7 +426,7 @@ def number_problems(
     a `Problem` naming file, line and field for each value that is not a number (``"False"``,
     ``[]``, ``True``, an integer beyond the float range). ``lines[i]``: the line of value ``i``
     (None: not known)."""
-    values = values.to_numpy(dtype=object) if isinstance(values, pd.Series) else values
+    values = values.to_numpy(dtype=object) if hasattr(values, "iloc") else values
     nums, bad = read_numbers(values)
     problems = [
         Problem(path, None if lines is None else int(lines[i]), field, not_a_number(values[i]), where)
@@ -359,12 +447,13 @@ def numbers(values, path: str, lines, field: str, where: str = "line") -> np.nda
     return nums
 
 
-def _text_numbers(col: pd.Series) -> int:
-    """How many values of ``col`` are numbers written as text when every present value is a
-    number or such a text (0 otherwise: the column is not one of numbers)."""
-    if col.dtype.kind in "iufb" or not len(col):
+def _text_numbers(col) -> int:
+    """How many values of ``col`` (a column of a frame or of `arrow_table`) are numbers written
+    as text when every present value is a number or such a text (0 otherwise: the column is not
+    one of numbers)."""
+    values = held(col)
+    if values.dtype.kind in "iufb" or not len(values):
         return 0
-    values = col.to_numpy(dtype=object)
     texts = 0
     for v in values:
         if isinstance(v, str):
@@ -378,36 +467,37 @@ def _text_numbers(col: pd.Series) -> int:
     return texts
 
 
-def numbers_from_text(df: pd.DataFrame, skip=()) -> tuple[pd.DataFrame, list[str]]:
-    """``df`` with each column (not in ``skip``) whose values are all numbers or the text of a
-    number, some of them text (``"0.5"``, ``"1.0"``), read as float numbers; and a note naming
-    those columns, or none. A column of other text is left as it is."""
-    out, seen = df, []
-    for c in df.columns:
+def numbers_from_text(df, skip=()) -> tuple[dict, list[str]]:
+    """The columns of ``df`` (a reader's frame or a dict of columns), each (not in ``skip``)
+    whose values are all numbers or the text of a number, some of them text (``"0.5"``,
+    ``"1.0"``), read as float numbers; and a note naming those columns, or none. A column of
+    other text is left as it is."""
+    out, seen = columns(df), []
+    for c, col in list(out.items()):
         if c in skip:
             continue
-        n = _text_numbers(df[c])
+        n = _text_numbers(col)
         if n:
-            if out is df:
-                out = df.copy()
-            out[c] = read_numbers(df[c].to_numpy(dtype=object))[0]
+            out[c] = read_numbers(held(col).astype(object))[0]
             seen.append(f"{c} ({n})")
     note = f"numbers written as text read as numbers in column(s): {', '.join(seen)}" if seen else None
     return out, ([note] if note else [])
 
 
-def flag_column(col: pd.Series) -> tuple[np.ndarray | None, int, int | None]:
+def flag_column(col) -> tuple[np.ndarray | None, int, int | None]:
     """``(flags or None, how many present values are not flags, the first such row)`` of a
-    column read by `crbc_viz.io.flags.read_flags` with text (``true`` / ``false`` / ``0`` /
-    ``1``), missing values left out; flags is None unless every present value is one."""
-    present = col.notna().to_numpy()
-    flags, bad = read_flags(col[present], text=True)
-    if not present.any():
+    column (of a frame or of `arrow_table`) read by `crbc_viz.io.flags.read_flags` with text
+    (``true`` / ``false`` / ``0`` / ``1``), missing values left out; flags is None unless every
+    present value is one."""
+    values = held(col)
+    there = present(values) if values.dtype.kind in "Of" else np.ones(len(values), dtype=bool)
+    flags, bad = read_flags(values[there], text=True)
+    if not there.any():
         return None, 0, None
     if len(bad):
-        return None, len(bad), int(np.flatnonzero(present)[bad[0]])
-    out = np.zeros(len(col), dtype=bool)
-    out[present] = flags
+        return None, len(bad), int(np.flatnonzero(there)[bad[0]])
+    out = np.zeros(len(values), dtype=bool)
+    out[there] = flags
     return out, 0, None
 
 

@@ -15,9 +15,8 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
-from ._common import to_text
+from ._common import objects, take, to_text
 
 #: Roles whose messages come from the environment (a user, a tool's result).
 ENV_ROLES = frozenset({"user", "tool", "ipython", "observation", "function", "tool_response"})
@@ -153,8 +152,9 @@ def templated_messages(text) -> list[dict] | None:
     return None
 
 
-def expand_turns(out: pd.DataFrame, turns: list[list[Turn] | None], line: np.ndarray):
-    """One row per turn of each completion row of ``out`` (``turns[i]`` None or one turn: the row
+def expand_turns(out: dict, turns: list[list[Turn] | None], line: np.ndarray):
+    """One row per turn of each completion row of ``out`` (a dict of columns, for
+    `crbc_viz.io.arrow_rows.arrow_table`; ``turns[i]`` None or one turn: the row
     stays as it is). The completion's reward sits on its last turn (0 before), its success and
     advantage on every turn; ``done`` is false before the last turn, and on the last one when the
     environment's answer was cut off.
@@ -167,28 +167,30 @@ def expand_turns(out: pd.DataFrame, turns: list[list[Turn] | None], line: np.nda
         return out, line, 0, 0
     counts = np.array([len(t) if t else 1 for t in turns], dtype=np.int64)
     multi = int((counts > 1).sum())
-    rows = out.loc[np.repeat(np.arange(len(out)), counts)].reset_index(drop=True)
+    rows = {c: take(v, np.repeat(np.arange(len(line)), counts)) for c, v in out.items()}
+    n = int(counts.sum())
     first = np.r_[0, np.cumsum(counts)[:-1]]
-    step = np.arange(len(rows)) - np.repeat(first, counts)
+    step = np.arange(n) - np.repeat(first, counts)
     last = step == np.repeat(counts, counts) - 1
-    flat = [t for ts, n in zip(turns, counts) for t in (ts or [None] * n)]
+    flat = [t for ts, k in zip(turns, counts) for t in (ts or [None] * k)]
     keep = [t is None for t in flat]
 
     def pick(col, attr):
-        before = rows[col].tolist() if col in rows.columns else [None] * len(flat)
+        before = objects(rows[col], n).tolist() if col in rows else [None] * len(flat)
         return [old if t is None else getattr(t, attr) for old, t in zip(before, flat)]
 
     rows["anchor_obs"] = [
-        old if k or t.anchor is None else t.anchor for old, k, t in zip(rows["anchor_obs"], keep, flat)
+        old if k or t.anchor is None else t.anchor
+        for old, k, t in zip(objects(rows["anchor_obs"], n), keep, flat)
     ]
     rows["observation"] = [
         old if k or (t.observation is None) or s == 0 else t.observation
-        for old, k, t, s in zip(rows["observation"], keep, flat, step)
+        for old, k, t, s in zip(objects(rows["observation"], n), keep, flat, step)
     ]
     rows["action"] = pick("action", "action")
     rows["response"] = pick("response", "response")
     rows["step_idx"] = step
-    rows["reward"] = np.where(last, rows["reward"].to_numpy(np.float64), 0.0)
+    rows["reward"] = np.where(last, objects(rows["reward"], n).astype(np.float64), 0.0)
     answered = np.array([True if t is None else t.answered for t in flat])
     rows["done"] = last & answered
     return rows, np.repeat(line, counts), multi, int((last & ~answered).sum())

@@ -28,12 +28,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pandas as pd
 
 from ...errors import MAX_LISTED, LoadError, Problem
 from ..flags import not_a_flag, read_flags
 from ..readers import RawTable, read_table
-from ._common import Imported, run_from_dir, text_id, to_text
+from ._common import Imported, arrow_table, record_columns, run_from_dir, text_id, to_text
 
 __all__ = ["FIELDS", "read_traces", "sniff_traces"]
 
@@ -226,14 +225,14 @@ def read_traces(path: str, name: str) -> Imported:
         lines.extend([int(raw.line[i])] * len(got))
     if problems:
         raise LoadError(problems[:MAX_LISTED], total=len(problems))
-    out = pd.DataFrame(rows)
+    out = record_columns(rows)
     line = np.asarray(lines, np.int64)
-    if out.empty:
-        return Imported(RawTable(raw.path, out, line, raw.where, False, raw.problems), name)
+    if not rows:
+        return Imported(RawTable(raw.path, arrow_table(out, 0), line, raw.where, False, raw.problems), name)
     out["src_line"] = line
     out["run_id"] = run_from_dir(path)
     notes = [
-        f"verifiers traces.jsonl: {len(df)} episodes, {out['traj_id'].nunique()} traces; turns = the "
+        f"verifiers traces.jsonl: {len(df)} episodes, {len(set(out['traj_id']))} traces; turns = the "
         "sampled (assistant) nodes of each trace's last branch, anchors = the user / tool message "
         "before each, reward (Trace.reward) on the last turn, cut = verifiers' is_truncated "
         "(turn / token limits, a last reply cut by length) or an error"
@@ -249,7 +248,7 @@ def read_traces(path: str, name: str) -> Imported:
             f"{counts['empty']} trace(s) with no model turn (an error before the first reply) left out"
         )
     return Imported(
-        RawTable(raw.path, out, line, raw.where, False, raw.problems),
+        RawTable(raw.path, arrow_table(out, len(line)), line, raw.where, False, raw.problems),
         name,
         {"line": "src_line", "traces[].id": "traj_id"},
         tuple(notes),

@@ -30,12 +30,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from ...errors import MAX_LISTED, LoadError, Problem
 from ..flags import not_a_number
 from ..readers import RawTable, read_table
-from ._common import Imported, numbers, require, run_from_dir, to_text
+from ._common import Imported, arrow_table, numbers, require, run_from_dir, to_text
 
 NAME = "areal"
 #: What the app calls this format.
@@ -84,7 +83,7 @@ def _step(path: str, tail: np.ndarray, raw: RawTable) -> tuple[int, list[str]]:
     return int(tail[0]), [f"train_step {int(tail[0])} from tail_version: {folder!r} is not a version folder"]
 
 
-def _frame(raw: RawTable, task: np.ndarray, sample: np.ndarray, reward: np.ndarray) -> pd.DataFrame:
+def _frame(raw: RawTable, task: np.ndarray, sample: np.ndarray, reward: np.ndarray) -> dict:
     df = raw.records
     call = np.zeros(len(df), dtype=np.int64)
     call[1:] = np.cumsum((sample[1:] <= sample[:-1]) | (task[1:] != task[:-1]))
@@ -92,21 +91,19 @@ def _frame(raw: RawTable, task: np.ndarray, sample: np.ndarray, reward: np.ndarr
     version = Path(raw.path).parent.name
     group = [f"{kind}/{version}/{t}" + (f"#{c}" if c else "") for t, c in zip(task.tolist(), call.tolist())]
     anchors = [to_text(v) for v in df["prompt"].tolist()]
-    return pd.DataFrame(
-        {
-            "group_id": group,
-            "traj_id": [f"{g}/{s}" for g, s in zip(group, sample.tolist())],
-            "step_idx": np.zeros(len(df), dtype=np.int64),
-            "reward": reward,
-            "episode_return": reward,
-            "anchor_obs": anchors,
-            "observation": anchors,
-            "response": [to_text(v) for v in df["completion"].tolist()],
-            "src_line": raw.line.astype(np.int64),
-            "sample_idx": sample,
-            "task_id": task,
-        }
-    )
+    return {
+        "group_id": group,
+        "traj_id": [f"{g}/{s}" for g, s in zip(group, sample.tolist())],
+        "step_idx": np.zeros(len(df), dtype=np.int64),
+        "reward": reward,
+        "episode_return": reward,
+        "anchor_obs": anchors,
+        "observation": anchors,
+        "response": [to_text(v) for v in df["completion"].tolist()],
+        "src_line": raw.line.astype(np.int64),
+        "sample_idx": sample,
+        "task_id": task,
+    }
 
 
 def _texts(raw: RawTable) -> None:
@@ -140,13 +137,13 @@ def read(path: str) -> Imported:
     df["run_id"] = run_from_dir(str(Path(path).parent))
     if Path(path).parent.parent.name == "eval-rollout":
         df["split"] = "val"
-    calls = df["group_id"].nunique()
+    calls = len(set(df["group_id"]))
     notes.append(
-        f"AReaL rollout dump: {len(df)} rows of {calls} task batch(es), one step each; "
+        f"AReaL rollout dump: {len(df['group_id'])} rows of {calls} task batch(es), one step each; "
         "success = reward > threshold, no truncation in the file (done unknown)"
     )
     return Imported(
-        RawTable(raw.path, df, df["src_line"].to_numpy(), raw.where, False, raw.problems),
+        RawTable(raw.path, arrow_table(df), df["src_line"], raw.where, False, raw.problems),
         NAME,
         {"line": "src_line", "task_id": "task_id", "sample_idx": "sample_idx"},
         tuple(notes),

@@ -37,7 +37,6 @@ import re
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from ...errors import MAX_LISTED, LoadError, Problem
 from .. import _guards
@@ -45,7 +44,17 @@ from ..flags import not_a_flag, read_flags
 from ..readers import RawTable, detect_format, max_line_bytes
 from ..readers._base import charge_frame
 from ..readers.parquet import read_parquet_arrow
-from ._common import Imported, first_json_line, loads, number_problems, run_from_dir, step_from_path, to_text
+from ._common import (
+    Imported,
+    arrow_table,
+    first_json_line,
+    loads,
+    number_problems,
+    present,
+    run_from_dir,
+    step_from_path,
+    to_text,
+)
 from ._records import jsonl_records
 from ._turns import ENV_ROLES
 
@@ -413,11 +422,14 @@ def read(path: str, *, success_column=None) -> Imported:
     cols, lines, seen = _frame(rows, split, success)
     if rows.problems:
         raise LoadError(rows.problems[:MAX_LISTED], total=len(rows.problems))
-    out = pd.DataFrame(cols)
-    if out["success"].isna().all():
-        out = out.drop(columns=["success"])
-    if out.empty:
-        return Imported(RawTable(path, out, np.zeros(0, dtype=np.int64), rows.where, False), NAME)
+    out = dict(cols)
+    n = len(lines)
+    if not present(out["success"]).any():
+        del out["success"]
+    if not n or not out:
+        return Imported(
+            RawTable(path, arrow_table(out, n), np.zeros(0, dtype=np.int64), rows.where, False), NAME
+        )
     notes = [success_note]
     step = step_from_path(path)
     if step is None:
@@ -433,9 +445,9 @@ def read(path: str, *, success_column=None) -> Imported:
         if fmt != "parquet"
         else ("Parquet v2, 0.5.9+" if "group_metadata" in _columns(path) else "Parquet v1, 0.5.5-0.5.7")
     )
-    notes += _notes(rows, seen, len(out), version)
+    notes += _notes(rows, seen, n, version)
     return Imported(
-        RawTable(path, out, np.asarray(lines, dtype=np.int64), rows.where, False),
+        RawTable(path, arrow_table(out, n), np.asarray(lines, dtype=np.int64), rows.where, False),
         NAME,
         {"line": "src_line"},
         tuple(notes),

@@ -47,7 +47,7 @@ from .. import _guards
 from ..fields import FIELD_KINDS, REQUIRED, SIGNAL_JSON
 from ..readers import RawTable, detect_format, max_line_bytes
 from ..readers._json import NonFinite
-from ._common import Imported
+from ._common import Imported, arrow_table, held, record_columns
 
 __all__ = [
     "NAME",
@@ -505,15 +505,27 @@ def read(path: str, *, field_map=None) -> Imported:
         raise LoadError(problems[:50], total=len(problems))
     if fm.get("step_idx") == ORDER and fm.get(STEPS) is None:
         _number_in_order(rows)
-    from ..readers._json import frame
-
     nonfinite = {
         (i, k): v.token for i, r in enumerate(rows) for k, v in r.items() if isinstance(v, NonFinite)
     }
-    raw = RawTable(path, frame(rows), np.asarray(out_lines, dtype=np.int64), where, from_text, [], nonfinite)
+    raw = RawTable(path, _table(rows), np.asarray(out_lines, dtype=np.int64), where, from_text, [], nonfinite)
     imp = Imported(raw, NAME, {})  # no source keys: a path is no column an export could write back
     imp.labels = {t: fm.label(t) for t, _ in fm.entries}
     return imp
+
+
+def _table(rows: list[dict]):
+    """The rows as an Arrow table (`arrow_table`), as the readers' frame holds them: an id
+    column with missing values keeps its exact values (not numbers made float)."""
+    from ..readers._json import ID_FIELDS
+
+    cols = record_columns(rows)
+    for c in ID_FIELDS:
+        if c in cols and held(cols[c]).dtype.kind == "f":
+            ids = np.empty(len(rows), dtype=object)
+            ids[:] = [r.get(c) for r in rows]
+            cols[c] = ids
+    return arrow_table(cols, len(rows))
 
 
 def relabel(exc: LoadError, labels: dict[str, str] | None) -> LoadError:

@@ -38,14 +38,24 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from ...errors import MAX_LISTED, LoadError, Problem
 from .. import _guards
 from ..flags import not_a_flag, read_flags, read_numbers
 from ..readers import RawTable
 from . import _torch_file
-from ._common import Imported, run_from_dir, step_from_path, to_text
+from ._common import (
+    Imported,
+    arrow_table,
+    cumcount,
+    held,
+    objects,
+    present,
+    run_from_dir,
+    step_from_path,
+    take,
+    to_text,
+)
 
 NAME = "graphgpo"
 #: What the app calls this format.
@@ -121,7 +131,7 @@ def _numbers(values: list, name: str, path: str, problems: list) -> np.ndarray:
     return nums
 
 
-def _frame(path: str, cols: dict, n: int) -> tuple[pd.DataFrame, list[str], int]:
+def _frame(path: str, cols: dict, n: int) -> tuple[dict, list[str], int]:
     problems: list[Problem] = []
     text = {
         "group_id": _ids(cols["uid"], "uid", path, problems),
@@ -132,13 +142,11 @@ def _frame(path: str, cols: dict, n: int) -> tuple[pd.DataFrame, list[str], int]
         if key in cols:
             text[name] = [to_text(list(a) if isinstance(a, tuple) else a) for a in cols[key]]
     notes = _torch_file.fix_text(text)
-    df = pd.DataFrame(
-        {
-            **text,
-            "episode_return": _numbers(cols["episode_rewards"], "episode_rewards", path, problems),
-            "src_row": np.arange(n, dtype=np.int64),
-        }
-    )
+    df = {
+        **text,
+        "episode_return": _numbers(cols["episode_rewards"], "episode_rewards", path, problems),
+        "src_row": np.arange(n, dtype=np.int64),
+    }
     if "rewards" in cols:
         df["step_reward"] = _numbers(cols["rewards"], "rewards", path, problems)
     if "episode_lengths" in cols:
@@ -155,18 +163,28 @@ def _frame(path: str, cols: dict, n: int) -> tuple[pd.DataFrame, list[str], int]
     return df, notes, dropped
 
 
-def _drop_copies(path: str, df: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+def _groups(keys) -> dict:
+    """Each distinct key's row positions, keys in order of first appearance."""
+    out: dict = {}
+    for i, k in enumerate(keys):
+        out.setdefault(k, []).append(i)
+    return {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
+
+
+def _drop_copies(path: str, df: dict) -> tuple[dict, int]:
     """A trajectory's rows past its ``episode_lengths``: ``adjust_batch(mode="copy")`` appends
     copies of rows at the batch's end, so they are its last rows, each repeating one of its
     earlier rows field for field: dropped and counted; anything else is an error."""
-    if "episode_lengths" not in df.columns:
+    if "episode_lengths" not in df:
         return df, 0
-    fields = [c for c in df.columns if c != "src_row"]
-    keys = list(zip(*(df[c].map(repr) for c in fields)))
-    drop = np.zeros(len(df), dtype=bool)
+    fields = [c for c in df if c != "src_row"]
+    keys = list(zip(*([repr(v) for v in objects(df[c])] for c in fields)))
+    n = len(df["src_row"])
+    drop = np.zeros(n, dtype=bool)
     problems = []
-    for traj, idx in df.groupby("traj_id", sort=False).indices.items():
-        want = df["episode_lengths"].iat[idx[0]]
+    lengths = held(df["episode_lengths"])
+    for traj, idx in _groups(objects(df["traj_id"])).items():
+        want = lengths[idx[0]]
         extra = len(idx) - int(want) if np.isfinite(want) and want >= 0 else 0
         if extra <= 0:
             continue
@@ -181,34 +199,43 @@ def _drop_copies(path: str, df: pd.DataFrame) -> tuple[pd.DataFrame, int]:
         drop[idx[-extra:]] = True
     if problems:
         raise LoadError(problems[:MAX_LISTED], total=len(problems))
-    return df[~drop].reset_index(drop=True), int(drop.sum())
+    keep = np.flatnonzero(~drop)
+    return {c: take(v, keep) for c, v in df.items()}, int(drop.sum())
 
 
-def _order(path: str, df: pd.DataFrame) -> pd.DataFrame:
+def _order(path: str, df: dict) -> dict:
     """Steps in row order, checked: each step's ``next_obs`` is the next step's ``anchor_obs``."""
-    df["step_idx"] = df.groupby("traj_id", sort=False).cumcount().astype(np.int64)
-    if "next_obs" not in df.columns:
+    traj = objects(df["traj_id"])
+    df["step_idx"] = cumcount(traj)
+    if "next_obs" not in df:
         return _outcome(df)
-    nxt = df.groupby("traj_id", sort=False)["anchor_obs"].shift(-1)
-    broken = nxt.notna() & (nxt != df["next_obs"])
+    anchor, nxt_obs = objects(df["anchor_obs"]), objects(df["next_obs"])
+    nxt = np.full(len(traj), np.nan, dtype=object)
+    for idx in _groups(traj).values():
+        nxt[idx[:-1]] = anchor[idx[1:]]
+    broken = present(nxt) & (nxt != nxt_obs)  # a missing next_obs differs too
     if broken.any():
-        i = int(np.flatnonzero(broken.to_numpy())[0])
+        i = int(np.flatnonzero(broken)[0])
         why = (
-            f"traj_uid {df['traj_id'].iat[i]}: this row's next_obs is not the anchor_obs of the "
+            f"traj_uid {traj[i]}: this row's next_obs is not the anchor_obs of the "
             "trajectory's next row: the rows are not in step order (a batch reordered by "
             "_balance_batch before it was saved cannot be read; save it before)"
         )
-        raise LoadError([Problem(path, int(df["src_row"].iat[i]), "next_obs", why, _WHERE)])
+        raise LoadError([Problem(path, int(held(df["src_row"])[i]), "next_obs", why, _WHERE)])
     return _outcome(df)
 
 
-def _outcome(df: pd.DataFrame) -> pd.DataFrame:
-    last = df.groupby("traj_id", sort=False)["step_idx"].transform("max") == df["step_idx"]
-    if "step_reward" in df.columns:
+def _outcome(df: dict) -> dict:
+    step = df["step_idx"]
+    most: dict = {}
+    for k, s in zip(objects(df["traj_id"]).tolist(), step.tolist()):
+        most[k] = max(most.get(k, s), s)
+    last = np.array([most[k] for k in objects(df["traj_id"]).tolist()], dtype=np.int64) == step
+    if "step_reward" in df:
         df["reward"] = df.pop("step_reward")
     else:
-        df["reward"] = np.where(last, df["episode_return"], 0.0)
-    df["success"] = df["episode_return"] > 0
+        df["reward"] = np.where(last, held(df["episode_return"]), 0.0)
+    df["success"] = held(df["episode_return"]) > 0
     return df
 
 
@@ -216,7 +243,7 @@ def read(path: str) -> Imported:
     cols, meta, n = _columns(path)
     df, notes, dropped = _frame(path, cols, n)
     df = _order(path, df)
-    if "next_obs" not in df.columns:
+    if "next_obs" not in df:
         notes.append("no next_obs (a stock verl-agent / G2PO batch): rows taken in step order unchecked")
     step = meta.get("global_steps")
     if isinstance(step, bool) or not isinstance(step, int):
@@ -231,14 +258,14 @@ def read(path: str) -> Imported:
             f"dropped {dropped} adjust_batch padding copies (rows past their trajectory's episode_lengths)"
         )
     notes.append(
-        f"GraphGPO saved batch: {len(df)} steps of {df['traj_id'].nunique()} trajectories; "
+        f"GraphGPO saved batch: {len(df['src_row'])} steps of {len(set(objects(df['traj_id'])))} trajectories; "
         "success = episode_rewards > 0 (GraphGPO's rule); the step limit is not in the batch (done unknown)"
     )
-    line = df["src_row"].to_numpy(dtype=np.int64)
+    line = held(df["src_row"]).astype(np.int64)
     return Imported(
-        RawTable(path, df, line, _WHERE, False),
+        RawTable(path, arrow_table(df, len(line)), line, _WHERE, False),
         NAME,
         {"uid": "group_id", "traj_uid": "traj_id", "text_actions": "response", "row": "src_row"},
         tuple(notes),
-        counts={"copies_dropped": dropped} if "episode_lengths" in df.columns else {},
+        counts={"copies_dropped": dropped} if "episode_lengths" in df else {},
     )

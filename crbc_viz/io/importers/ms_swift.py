@@ -40,14 +40,26 @@ A prompt of another template stays one step anchored at the whole prompt.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from ...errors import LoadError, Problem
 from ..fields import INT_LIMIT
 from ..flags import read_numbers
 from ..readers import RawTable, read_table
 from . import _turns
-from ._common import Imported, first_json_line, flag_column, numbers, numbers_from_text, require, to_text
+from ._common import (
+    Imported,
+    arrow_table,
+    concat_parts,
+    first_json_line,
+    flag_column,
+    held,
+    numbers,
+    numbers_from_text,
+    objects,
+    present,
+    require,
+    to_text,
+)
 from .trl import TEXT_KEPT, _numeric, completion_rows
 
 NAME = "ms-swift"
@@ -110,14 +122,14 @@ def _user_turns(prompt) -> int:
     return 0
 
 
-def _conversation_turns(rows: pd.DataFrame, out: pd.DataFrame, line: np.ndarray):
+def _conversation_turns(rows: dict, out: dict, line: np.ndarray):
     """A multi-turn row (the prompt holds the conversation before the last reply: ms-swift logs
     ``messages[:-1]``, as a message list in 3.4, as ChatML / Llama 3 text from 3.5 through 4.6)
     as one step per assistant turn: the prompt's assistant messages and then the completion, each
     anchored at the environment's message before it (`_turns`). A prompt of another template
     stays one step anchored at the whole prompt. Returns (rows, lines, note or None)."""
     turns = []
-    for p, c in zip(rows["prompt"], rows["completion"]):
+    for p, c in zip(objects(rows["prompt"]), objects(rows["completion"])):
         msgs = _turns.messages(p) if not isinstance(p, str) else _turns.templated_messages(p)
         if msgs is None or not isinstance(c, str):
             turns.append(None)
@@ -130,13 +142,13 @@ def _conversation_turns(rows: pd.DataFrame, out: pd.DataFrame, line: np.ndarray)
     return (
         rows_out,
         lines,
-        f"conversations read as turns: {len(rows_out)} assistant turns in {len(out)} completions ({multi} "
+        f"conversations read as turns: {len(lines)} assistant turns in {len(line)} completions ({multi} "
         "multi-turn: the prompt's assistant messages are the earlier turns); each turn's anchor is the "
         "user / tool message before it, never the conversation so far",
     )
 
 
-def _v3_rewards(rows: pd.DataFrame, table: RawTable) -> tuple[pd.DataFrame, list[str], list[str]]:
+def _v3_rewards(rows: dict, table: RawTable) -> tuple[dict, list[str], list[str]]:
     """(rows, reward columns, notes) of an ms-swift 3.x file (no ``advantages``): every column
     besides step, prompt and completion is a reward function's, read by the one rule: numbers,
     the text of numbers, and flags (bools, the text true/false) as 1/0 (as ms-swift's
@@ -148,19 +160,18 @@ def _v3_rewards(rows: pd.DataFrame, table: RawTable) -> tuple[pd.DataFrame, list
     """
     rows, notes = numbers_from_text(rows, skip=TEXT_KEPT)
     flagged = []
-    for c in rows.columns:
+    for c in list(rows):
         if c in TEXT_KEPT or c in _numeric(rows):
             continue
         flags, _, _ = flag_column(rows[c])
         if flags is not None:
-            present = rows[c].notna().to_numpy()
-            rows[c] = np.where(present, flags.astype(np.float64), np.nan)
+            rows[c] = np.where(present(objects(rows[c])), flags.astype(np.float64), np.nan)
             flagged.append(c)
         else:
-            numbers(rows[c], table.path, table.line, c, table.where)  # names each bad value
+            numbers(objects(rows[c]), table.path, table.line, c, table.where)  # names each bad value
     if flagged:
         notes.append(f"true/false read as 1/0 in reward column(s): {', '.join(flagged)}")
-    reward_columns = _numeric(rows.drop(columns=["step"]))
+    reward_columns = _numeric({c: v for c, v in rows.items() if c != "step"})
     if reward_columns:
         notes.append(
             f"no advantages logged (ms-swift 3.x): reward = {' + '.join(reward_columns)}, every "
@@ -196,10 +207,11 @@ def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
                     )
                 ]
             )
-        parts.append(pd.DataFrame({k: list(v) for k, v in vals.items()}))
+        parts.append({k: list(v) for k, v in vals.items()})
         lines.append(np.full(lens.pop(), int(raw.line[i]), dtype=np.int64))
-    rows = pd.concat(parts, ignore_index=True)
-    step = read_numbers(rows["step"].to_numpy(dtype=object))[0]  # ms-swift writes it as text
+    rows = concat_parts(parts)
+    n = len(rows["step"])
+    step = read_numbers(objects(rows["step"]))[0]  # ms-swift writes it as text
     whole = np.isfinite(step) & (step == np.round(step)) & (np.abs(step) <= INT_LIMIT)
     if not whole.all():
         bad = int(np.flatnonzero(~whole)[0])
@@ -209,21 +221,24 @@ def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
                     raw.path,
                     int(np.concatenate(lines)[bad]),
                     "step",
-                    f"not a step number: {rows['step'].iat[bad]!r:.40}",
+                    f"not a step number: {held(rows['step'])[bad]!r:.40}",
                     raw.where,
                 )
             ]
         )
-    table = RawTable(raw.path, rows, np.concatenate(lines), raw.where, raw.from_text, raw.problems)
+    table = RawTable(
+        raw.path, arrow_table(rows, n), np.concatenate(lines), raw.where, raw.from_text, raw.problems
+    )
     pre = []
-    if "advantages" not in rows.columns and not reward_columns:
+    if "advantages" not in rows and not reward_columns:
         rows, reward_columns, pre = _v3_rewards(rows, table)
-    first_user = rows["prompt"].map(_first_user_turn)
+    prompts = objects(rows["prompt"])
+    first_user = [_first_user_turn(p) for p in prompts]
     key = None
-    if first_user.notna().all():
+    if present(first_user).all():
         key = first_user
-        if rows["prompt"].map(lambda p: isinstance(p, str)).all():
-            turns = rows["prompt"].map(_user_turns)
+        if all(isinstance(p, str) for p in prompts):
+            turns = np.array([_user_turns(p) for p in prompts], dtype=np.int64)
             pre.append(
                 "prompts are chat-templated text (ms-swift 3.5-3.6); "
                 f"{int((turns > 1).sum())} hold earlier turns (multi-turn): a group is a run of rows "
@@ -233,7 +248,7 @@ def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
             pre.append(
                 "prompts are message lists: a group is a run of rows with one step and first user turn"
             )
-    elif rows["prompt"].map(lambda p: isinstance(p, str)).all():
+    elif all(isinstance(p, str) for p in prompts):
         pre.append(
             "prompts are text of no known chat template (ChatML, Llama 3): a group is a run of rows "
             "with one step and prompt; in multi-turn mode (ms-swift 3.5-3.6: the prompt holds the "
@@ -241,7 +256,7 @@ def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
         )
     out, notes = completion_rows(
         table,
-        rows.drop(columns=["step"]),
+        {c: v for c, v in rows.items() if c != "step"},
         step.astype(np.int64),
         reward_columns=reward_columns,
         success_column=success_column,
@@ -249,12 +264,12 @@ def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
         fmt="ms-swift",
         group_key=key,
     )
-    notes[:0] = [f"{len(rows)} completions unrolled from {len(df)} logging step line(s)", *pre]
+    notes[:0] = [f"{n} completions unrolled from {len(df)} logging step line(s)", *pre]
     out, line, note = _conversation_turns(rows, out, table.line)
     if note:
         notes.append(note)
     return Imported(
-        RawTable(raw.path, out, line, raw.where, raw.from_text, raw.problems),
+        RawTable(raw.path, arrow_table(out, len(line)), line, raw.where, raw.from_text, raw.problems),
         NAME,
         {"step": "train_step", "row": "src_row"},
         tuple(notes),

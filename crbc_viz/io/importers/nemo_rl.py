@@ -28,11 +28,20 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from ...errors import MAX_LISTED, LoadError, Problem
 from ..readers import RawTable, read_table
-from ._common import Imported, numbers, require, run_from_dir, step_from_path, text_id, to_text
+from ._common import (
+    Imported,
+    arrow_table,
+    numbers,
+    objects,
+    require,
+    run_from_dir,
+    step_from_path,
+    text_id,
+    to_text,
+)
 
 NAME = "nemo-rl"
 #: What the app calls this format.
@@ -83,7 +92,7 @@ def _turns(msgs: list, mask, length) -> tuple[int, list[str], list[str]] | None:
     return prompt, anchors, responses
 
 
-def _frame(raw: RawTable, rewards: np.ndarray) -> tuple[pd.DataFrame, np.ndarray, list[str]]:
+def _frame(raw: RawTable, rewards: np.ndarray) -> tuple[dict, np.ndarray, list[str]]:
     df = raw.records
     rows: dict[str, list] = {k: [] for k in ("group_id", "traj_id", "step_idx", "reward", "episode_return")}
     rows.update(anchor_obs=[], observation=[], response=[])
@@ -120,7 +129,7 @@ def _frame(raw: RawTable, rewards: np.ndarray) -> tuple[pd.DataFrame, np.ndarray
             f"{fallback} line(s) whose messages do not match their token_loss_mask: one step each, "
             "anchored on the last prompt message"
         )
-    return pd.DataFrame(rows), np.asarray(lines, dtype=np.int64), notes
+    return rows, np.asarray(lines, dtype=np.int64), notes
 
 
 def read(path: str) -> Imported:
@@ -129,7 +138,9 @@ def read(path: str) -> Imported:
     if df.empty:
         return Imported(raw, NAME)
     require(raw, SIGNATURE, "NeMo-RL train_data_step", "Logger.log_batched_dict_as_jsonl")
-    rewards = numbers(df["rewards"].map(_row), raw.path, raw.line, "rewards", raw.where)
+    rewards = numbers(
+        objects([_row(v) for v in objects(df["rewards"])]), raw.path, raw.line, "rewards", raw.where
+    )
     out, line, notes = _frame(raw, rewards)
     step = step_from_path(path)
     if step is None:
@@ -137,14 +148,14 @@ def read(path: str) -> Imported:
         notes.append(f"train_step 0: the file name {Path(path).name!r} is not train_data_step<N>.jsonl")
     out["train_step"] = step
     out["src_line"] = line
-    n = int(out["traj_id"].nunique()) if len(out) else 0
+    n = len(set(out["traj_id"]))
     notes.append(
-        f"NeMo-RL train_data_step dump: {len(out)} turns of {n} rollouts (turns from token_loss_mask), "
+        f"NeMo-RL train_data_step dump: {len(line)} turns of {n} rollouts (turns from token_loss_mask), "
         "groups = identical prompt messages, no truncation in the file (done unknown)"
     )
     out["run_id"] = run_from_dir(str(Path(path).parent))
     return Imported(
-        RawTable(raw.path, out, line, raw.where, False, raw.problems),
+        RawTable(raw.path, arrow_table(out, len(line)), line, raw.where, False, raw.problems),
         NAME,
         {"line": "src_line"},
         tuple(notes),

@@ -31,12 +31,11 @@ import re
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from ...errors import MAX_LISTED, LoadError, Problem
 from ..flags import not_a_flag, read_flags
 from ..readers import RawTable, read_table
-from ._common import Imported, number_problems, require, run_from_dir, to_text
+from ._common import Imported, arrow_table, number_problems, present, require, run_from_dir, to_text
 
 NAME = "ragen"
 #: What the app calls this format.
@@ -96,7 +95,7 @@ def _line(raw: RawTable, i: int, problems: list) -> tuple | None:
     return msgs, meta
 
 
-def _frame(raw: RawTable) -> tuple[pd.DataFrame, np.ndarray, list[str]]:
+def _frame(raw: RawTable) -> tuple[dict, np.ndarray, list[str]]:
     df = raw.records
     run = Path(raw.path).stem  # two evaluations' group / env ids never merge
     rows: dict[str, list] = {k: [] for k in ("group_id", "traj_id", "step_idx", "anchor_obs", "response")}
@@ -147,7 +146,7 @@ def _frame(raw: RawTable) -> tuple[pd.DataFrame, np.ndarray, list[str]]:
             f"{no_success} line(s) without a <tag>/success metric: their success is their total_reward "
             "> the success threshold (metadata.success is not read: the writer always leaves it False)"
         )
-    return pd.DataFrame(rows), np.asarray(lines, dtype=np.int64), notes
+    return rows, np.asarray(lines, dtype=np.int64), notes
 
 
 def read(path: str) -> Imported:
@@ -157,19 +156,19 @@ def read(path: str) -> Imported:
         return Imported(raw, NAME)
     require(raw, SIGNATURE, "RAGEN val_rollouts", "agent_proxy._save_as_jsonl")
     out, line, notes = _frame(raw)
-    if out["success"].isna().all():
-        out = out.drop(columns=["success"])
+    if not present(out["success"]).any():
+        del out["success"]
     out["train_step"] = 0
     out["src_line"] = line
-    n = int(out["traj_id"].nunique()) if len(out) else 0
+    n = len(set(out["traj_id"]))
     notes.append(
-        f"RAGEN val_rollouts: {len(out)} turns of {n} rollouts, groups = metadata.group_id, success = "
+        f"RAGEN val_rollouts: {len(line)} turns of {n} rollouts, groups = metadata.group_id, success = "
         "metadata <tag>/success, reward = total_reward on the last turn, anchors without the (reward: r) "
         "suffix, truncation not in the file (done unknown), train_step 0"
     )
     out["run_id"] = run_from_dir(str(Path(path).parent))
     return Imported(
-        RawTable(raw.path, out, line, raw.where, False, raw.problems),
+        RawTable(raw.path, arrow_table(out, len(line)), line, raw.where, False, raw.problems),
         NAME,
         {"line": "src_line"},
         tuple(notes),

@@ -48,7 +48,6 @@ import os
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from ...errors import MAX_LISTED, LoadError, Problem
 from .. import _guards
@@ -56,9 +55,11 @@ from ..flags import not_a_flag, not_a_number, read_flags, read_numbers
 from ..readers import RawTable
 from ._common import (
     Imported,
+    arrow_table,
     drop_exact_duplicates,
     json_document,
     loads,
+    record_columns,
     run_from_dir,
     step_from_path,
     surrogate_note,
@@ -307,7 +308,7 @@ def read(path: str) -> Imported:
                     lines.append(int(idx))
     if problems:
         raise LoadError(problems[:MAX_LISTED], total=len(problems))
-    df = pd.DataFrame.from_records(rows) if rows else pd.DataFrame()
+    df = record_columns(rows)
     line = np.asarray(lines, dtype=np.int64)
     df, line, dup_note = drop_exact_duplicates(
         df, line, ("traj_id", "step_idx"), path, "item", "one episode written twice", ignore=("src_file",)
@@ -315,7 +316,7 @@ def read(path: str) -> Imported:
     notes = [dup_note] if dup_note else []
     notes += surrogate_note(fixed)
     notes += _notes(anchors_from, numpy_text, no_correct, no_done)
-    raw = RawTable(path, df, line, "item", False)
+    raw = RawTable(path, arrow_table(df, len(line)), line, "item", False)
     return Imported(
         raw,
         NAME,

@@ -51,7 +51,6 @@ the earlier turns have no anchor or response in the file (noted; tests/fixtures/
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from ...errors import MAX_LISTED, LoadError, Problem
 from .. import _guards
@@ -59,9 +58,16 @@ from ..flags import not_a_flag, not_a_number, read_flags, read_numbers
 from ..readers import RawTable, read_table
 from ._common import (
     Imported,
+    arrow_table,
+    columns,
+    concat_parts,
     drop_exact_duplicates,
+    held,
     loads,
     numbers,
+    objects,
+    present,
+    record_columns,
     rename,
     require,
     run_from_dir,
@@ -97,11 +103,12 @@ def sniff(fields: set[str]) -> bool:
     )
 
 
-def _unroll(raw: RawTable) -> tuple[RawTable, str | None]:
-    """ROLL's column files (each JSON line an object of equal-length lists) as step rows."""
+def _unroll(raw: RawTable) -> tuple[RawTable, str | None, dict]:
+    """ROLL's column files (each JSON line an object of equal-length lists) as step rows, and
+    the rows' columns (for `arrow_table`)."""
     df = raw.records
     if df.empty or not all(isinstance(v, (list, np.ndarray)) for v in df.iloc[0]):
-        return raw, None
+        return raw, None, columns(df)
     parts, lines = [], []
     for i in range(len(df)):
         row = df.iloc[i]
@@ -120,13 +127,15 @@ def _unroll(raw: RawTable) -> tuple[RawTable, str | None]:
                     )
                 ]
             )
-        parts.append(pd.DataFrame({k: list(v) for k, v in row.items()}))
+        parts.append({k: list(v) for k, v in row.items()})
         lines.append(np.arange(lens.pop()))
-    out = pd.concat(parts, ignore_index=True)
-    line = np.concatenate(lines) if len(lines) == 1 else np.arange(len(out))
+    out = concat_parts(parts)
+    n = sum(len(x) for x in lines)
+    line = np.concatenate(lines) if len(lines) == 1 else np.arange(n)
     return (
-        RawTable(raw.path, out, line.astype(np.int64), "item", False, raw.problems),
-        f"ROLL column file: {len(out)} rows unrolled from {len(df)} object(s) of lists",
+        RawTable(raw.path, arrow_table(out, n), line.astype(np.int64), "item", False, raw.problems),
+        f"ROLL column file: {n} rows unrolled from {len(df)} object(s) of lists",
+        out,
     )
 
 
@@ -152,32 +161,31 @@ def _last_message(msgs, role):
     return None
 
 
-def _done_flags(col: pd.Series, raw: RawTable) -> np.ndarray:
-    """``done`` per row: True / False, None where the row has none; any value that is not a
-    flag is a problem naming its row (``bool("False")`` would read a truncated step as ended)."""
-    values = col.to_numpy(dtype=object)
-    present = ~pd.isna(col).to_numpy()
-    flags, bad = read_flags(values[present], text=raw.from_text)
+def _done_flags(col, raw: RawTable, line: np.ndarray) -> np.ndarray:
+    """``done`` per row (``line``: each row's line): True / False, None where the row has none;
+    any value that is not a flag is a problem naming its row (``bool("False")`` would read a
+    truncated step as ended)."""
+    values = objects(col)
+    there = present(values)
+    flags, bad = read_flags(values[there], text=raw.from_text)
     if len(bad):
-        rows = np.flatnonzero(present)[bad]
+        rows = np.flatnonzero(there)[bad]
         raise LoadError(
             [
-                Problem(
-                    raw.path, int(raw.line[i]), "done", not_a_flag(values[i], text=raw.from_text), raw.where
-                )
+                Problem(raw.path, int(line[i]), "done", not_a_flag(values[i], text=raw.from_text), raw.where)
                 for i in rows[:MAX_LISTED]
             ],
             total=len(rows),
         )
     out = np.full(len(values), None, dtype=object)
-    out[present] = flags
+    out[there] = flags
     return out
 
 
-def _json_cell(raw: RawTable, i: int, field: str, want: type, fixed: list | None = None):
-    """The JSON text in ``field`` of row ``i``, parsed after the depth and item guards (lone
-    surrogates replaced by U+FFFD, counted in ``fixed``)."""
-    v = raw.records[field].iat[i]
+def _json_cell(raw: RawTable, values, i: int, field: str, want: type, fixed: list | None = None):
+    """The JSON text in ``field`` (its values ``values``) of row ``i``, parsed after the depth
+    and item guards (lone surrogates replaced by U+FFFD, counted in ``fixed``)."""
+    v = values[i]
     where = raw.path, int(raw.line[i]), field
     if not isinstance(v, str):
         raise LoadError([Problem(*where, f"expected a JSON string, got {type(v).__name__}", raw.where)])
@@ -242,17 +250,18 @@ def _native_trajectory(
     return None, step_rewards, turns, bool(flags[0]) and not bool(flags[1])
 
 
-def _agent_native(raw: RawTable, path: str, notes: list[str]) -> Imported:
-    """ROLL's ``AgentNativeStepEnvManager`` dump: one element per trajectory (ROLL's
-    ``remove_nan_items`` keeps only each trajectory's last step row, the one that holds
+def _agent_native(raw: RawTable, df: dict, path: str, notes: list[str]) -> Imported:
+    """ROLL's ``AgentNativeStepEnvManager`` dump (its columns ``df``): one element per trajectory
+    (ROLL's ``remove_nan_items`` keeps only each trajectory's last step row, the one that holds
     ``trajectory_data`` and ``messages``) as step rows."""
-    df = raw.records
     require(raw, ("trajectory_data", "messages"), "ROLL agent-native dump", "AgentNativeStepEnvManager")
     rows, lines, problems, fixed = [], [], [], []
     short = unseen = 0  # trajectories whose messages hold only their last turns; turns not in them
-    for i in range(len(df)):
-        traj = _json_cell(raw, i, "trajectory_data", dict, fixed)
-        msgs = _json_cell(raw, i, "messages", list, fixed)
+    steps = held(df["global_step"]) if "global_step" in df else None
+    trajs, messages = held(df["trajectory_data"]), held(df["messages"])
+    for i in range(len(raw.line)):
+        traj = _json_cell(raw, trajs, i, "trajectory_data", dict, fixed)
+        msgs = _json_cell(raw, messages, i, "messages", list, fixed)
         conversation = msgs[-1] if msgs and isinstance(msgs[-1], list) else []
         env = traj.get("env_info") if isinstance(traj.get("env_info"), dict) else {}
         length = traj.get("length_info") if isinstance(traj.get("length_info"), dict) else {}
@@ -283,23 +292,26 @@ def _agent_native(raw: RawTable, path: str, notes: list[str]) -> Imported:
                     "response": resp,
                     "done": ended if k == len(turns) - 1 else False,
                     "env_name": env["tag"],
-                    "train_step": df["global_step"].iat[i] if "global_step" in df.columns else None,
+                    "train_step": steps[i] if steps is not None else None,
                 }
             )
             lines.append(int(raw.line[i]))
     if problems:
         raise LoadError(problems[:MAX_LISTED], total=len(problems))
-    out = pd.DataFrame(rows)
-    if out.empty:
+    out = record_columns(rows)
+    if not rows:
         return Imported(
-            RawTable(raw.path, out, np.zeros(0, np.int64), raw.where, raw.from_text, raw.problems), NAME
+            RawTable(
+                raw.path, arrow_table(out, 0), np.zeros(0, np.int64), raw.where, raw.from_text, raw.problems
+            ),
+            NAME,
         )
-    if out["train_step"].isna().all():
+    if not present(out["train_step"]).any():
         out["train_step"] = step_from_path(path) or 0
     out["run_id"] = run_from_dir(path)
     notes += surrogate_note(fixed)
     notes.append(
-        f"ROLL agent-native dump: {len(df)} trajectories, turns = the assistant messages of "
+        f"ROLL agent-native dump: {len(raw.line)} trajectories, turns = the assistant messages of "
         "messages, anchors = the observation before each turn, step rewards from "
         "reward_info.step_rewards, truncated = not (terminated and not truncated)"
     )
@@ -311,7 +323,14 @@ def _agent_native(raw: RawTable, path: str, notes: list[str]) -> Imported:
         )
     keys = {"trajectory_id": "traj_id"}
     return Imported(
-        RawTable(raw.path, out, np.asarray(lines, np.int64), raw.where, raw.from_text, raw.problems),
+        RawTable(
+            raw.path,
+            arrow_table(out, len(lines)),
+            np.asarray(lines, np.int64),
+            raw.where,
+            raw.from_text,
+            raw.problems,
+        ),
         NAME,
         keys,
         tuple(notes),
@@ -319,17 +338,19 @@ def _agent_native(raw: RawTable, path: str, notes: list[str]) -> Imported:
 
 
 def read(path: str) -> Imported:
-    raw, note = _unroll(read_table(path))
+    raw, note, df = _unroll(read_table(path))
     notes = [note] if note else []
-    cols = set(raw.records.columns)
+    cols = set(df)
     strip = {c: c[len(PREFIX) :] for c in cols if c.startswith(PREFIX) and c[len(PREFIX) :] not in cols}
     if strip:
+        df = {strip.get(c, c): v for c, v in df.items()}
         raw = RawTable(
-            raw.path, raw.records.rename(columns=strip), raw.line, raw.where, raw.from_text, raw.problems
+            raw.path, arrow_table(df, len(raw.line)), raw.line, raw.where, raw.from_text, raw.problems
         )
-    if not raw.records.empty and _AGENT_NATIVE & cols and "traj_id" not in raw.records.columns:
-        return _agent_native(raw, path, notes)
-    if not raw.records.empty and "step" not in raw.records.columns:
+    n = len(raw.line) if df else 0
+    if n and _AGENT_NATIVE & cols and "traj_id" not in df:
+        return _agent_native(raw, df, path, notes)
+    if n and "step" not in df:
         raise LoadError(
             [
                 Problem(
@@ -343,39 +364,42 @@ def read(path: str) -> Imported:
             ]
         )
     require(raw, SIGNATURE + ("step", "step_scores"), "ROLL step-wise dump", "see docs/roll_recipe.md")
-    df = raw.records.copy()
-    if df.empty:
+    if not n:
         return Imported(raw, NAME)
     df, line, dup = drop_exact_duplicates(df, raw.line, ("traj_id", "step"), raw.path, raw.where)
     if dup:
         notes.append(dup)
-    raw = RawTable(raw.path, df, line, raw.where, raw.from_text, raw.problems)
-    steps = df["step"].to_numpy(dtype=object)
+    steps = objects(df["step"])
     scores = [
-        _scalar(v, s if isinstance(s, (int, np.integer)) else None) for v, s in zip(df["step_scores"], steps)
+        _scalar(v, s if isinstance(s, (int, np.integer)) else None)
+        for v, s in zip(objects(df["step_scores"]), steps)
     ]
-    df["reward"] = numbers(scores, raw.path, raw.line, "step_scores", raw.where)
-    df = df.drop(columns=["step_scores"])
-    if "episode_scores" in df.columns:
-        ep = df["episode_scores"].map(_scalar).to_list()
-        df["episode_scores"] = numbers(ep, raw.path, raw.line, "episode_scores", raw.where)
-    if "done" not in df.columns and "terminated" in df.columns:
+    df["reward"] = numbers(scores, raw.path, line, "step_scores", raw.where)
+    del df["step_scores"]
+    if "episode_scores" in df:
+        ep = objects([_scalar(v) for v in objects(df["episode_scores"])]).tolist()
+        df["episode_scores"] = numbers(ep, raw.path, line, "episode_scores", raw.where)
+    if "done" not in df and "terminated" in df:
         df["done"] = df["terminated"]
-    if "done" in df.columns:
-        df["done"] = _done_flags(df["done"], raw)
+    if "done" in df:
+        df["done"] = _done_flags(df["done"], raw, line)
     else:
         notes.append("no done / terminated field: truncation unknown (docs/roll_recipe.md writes crbc_done)")
-    if "messages_list" in df.columns:
-        if "response_text" not in df.columns:
-            df["response_text"] = df["messages_list"].map(lambda m: _last_message(m, "assistant"))
-        df["observation"] = df["messages_list"].map(lambda m: _last_message(m, "user"))
-        df = df.drop(columns=["messages_list"])
+    if "messages_list" in df:
+        msgs = objects(df["messages_list"])
+        if "response_text" not in df:
+            df["response_text"] = [_last_message(m, "assistant") for m in msgs]
+        df["observation"] = [_last_message(m, "user") for m in msgs]
+        del df["messages_list"]
     out = rename(df, FIELD_MAP)
-    if "run_id" not in out.columns:
+    if "run_id" not in out:
         out["run_id"] = run_from_dir(path)
-    if "train_step" not in out.columns:
+    if "train_step" not in out:
         out["train_step"] = step_from_path(path) or 0
     keys = {"traj_group_id": "group_id", "traj_id": "traj_id", "step": "step_idx"}
     return Imported(
-        RawTable(raw.path, out, raw.line, raw.where, raw.from_text, raw.problems), NAME, keys, tuple(notes)
+        RawTable(raw.path, arrow_table(out, len(line)), line, raw.where, raw.from_text, raw.problems),
+        NAME,
+        keys,
+        tuple(notes),
     )

@@ -37,13 +37,12 @@ import re
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from ...errors import MAX_LISTED, LoadError, Problem
 from ..flags import not_a_number, read_numbers
 from ..readers import RawTable, read_table
 from ._chat_text import last_env_message, model_part, template_of
-from ._common import Imported, require, run_from_dir, text_id, to_text
+from ._common import Imported, arrow_table, held, objects, present, require, run_from_dir, text_id, to_text
 
 NAME = "skyrl"
 #: What the app calls this format.
@@ -161,14 +160,14 @@ def _anchors(prompts: list[str], start: np.ndarray) -> tuple[list[str], int]:
     return out, fallback
 
 
-def _frame(df: pd.DataFrame, line: np.ndarray, scores: list, done: list) -> tuple[pd.DataFrame, list[str]]:
+def _frame(df, line: np.ndarray, scores: list, done: list) -> tuple[dict, list[str]]:
     """The canonical rows: one per line, the lines of a trajectory's turns in a row."""
     prompts = df["input_prompt"].tolist()
     start = turn_starts(prompts, df["output_response"].tolist())
     stepwise = bool((start != np.arange(len(start))).any())
     group = [text_id(prompts[s]) for s in start]
     anchors, fallback = _anchors(prompts, start)
-    responses = df["output_response"].map(to_text)
+    responses = [to_text(v) for v in objects(df["output_response"])]
     last = np.append(start[1:] != start[:-1], True) if len(start) else start.astype(bool)
     notes = []
     out = {
@@ -205,7 +204,7 @@ def _frame(df: pd.DataFrame, line: np.ndarray, scores: list, done: list) -> tupl
             f"{fallback} prompt(s) not in a recognised chat template (ChatML, Llama 3): the anchor is "
             "the task prompt on a first turn, else the text added since the previous turn"
         )
-    return pd.DataFrame(out), notes
+    return out, notes
 
 
 def read(path: str) -> Imported:
@@ -221,18 +220,20 @@ def read(path: str) -> Imported:
         step = 0
         notes.append(f"train_step 0: the folder {Path(path).parent.name!r} is not global_step_<N>_evals")
     out, layout_notes = _frame(df, raw.line, scores, done)
-    out["env_name"] = df["env_class"].map(to_text).to_numpy() if "env_class" in df.columns else None
+    out["env_name"] = (
+        held([to_text(v) for v in objects(df["env_class"])]) if "env_class" in df.columns else None
+    )
     out["train_step"] = step
     out["src_line"] = raw.line.astype(np.int64)
-    if out["done"].isna().all():
-        out = out.drop(columns=["done"])
+    if not present(out["done"]).any():
+        del out["done"]
         notes.append("no stop_reason: truncation unknown")
     if any(isinstance(v, (list, np.ndarray)) for v in df["score"]):
         notes.append("per-token scores summed into each line's reward")
     notes.extend(layout_notes)
     out["run_id"] = run_from_dir(str(Path(path).parent.parent))
     return Imported(
-        RawTable(raw.path, out, raw.line, raw.where, False, raw.problems),
+        RawTable(raw.path, arrow_table(out, len(raw.line)), raw.line, raw.where, False, raw.problems),
         NAME,
         {"line": "src_line"},
         tuple(notes),

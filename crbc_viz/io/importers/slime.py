@@ -37,14 +37,13 @@ import re
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from ...errors import MAX_LISTED, LoadError, Problem
 from .. import _guards
 from ..flags import not_a_number, read_numbers
 from ..readers import RawTable
 from . import _torch_file
-from ._common import Imported, run_from_dir, text_id, to_text
+from ._common import Imported, arrow_table, cumcount, held, run_from_dir, text_id, to_text
 
 NAME = "slime"
 #: What the app calls this format.
@@ -170,16 +169,23 @@ def _rows(path: str, samples: list) -> tuple[dict, list[str]]:
     return cols, notes
 
 
-def _steps(cols: dict) -> pd.DataFrame:
+def _steps(cols: dict) -> dict:
     """One step per sample; a trajectory's samples in file order, its reward on its last step."""
-    df = pd.DataFrame(cols)
-    df["step_idx"] = df.groupby("traj_id", sort=False).cumcount().astype(np.int64)
-    last = df.groupby("traj_id", sort=False)["step_idx"].transform("max") == df["step_idx"]
-    final = df["reward_in"].where(last).groupby(df["traj_id"], sort=False).transform("max")
-    df["reward"] = np.where(last, df["reward_in"], 0.0)
-    df["episode_return"] = final.to_numpy(dtype=np.float64)
-    df["done"] = np.where(last, df["status"].map(_DONE).astype(bool), False)
-    return df.drop(columns=["reward_in"])
+    df = dict(cols)
+    traj = list(df["traj_id"])
+    df["step_idx"] = step = cumcount(traj)
+    count: dict = {}
+    for k in traj:
+        count[k] = count.get(k, 0) + 1
+    last = step == np.array([count[k] - 1 for k in traj], dtype=np.int64)
+    reward_in = held(df["reward_in"]).astype(np.float64)
+    final = {k: r for k, r, end in zip(traj, reward_in.tolist(), last.tolist()) if end}
+    df["reward"] = np.where(last, reward_in, 0.0)
+    df["episode_return"] = np.array([final[k] for k in traj], dtype=np.float64)
+    done = np.array([bool(_DONE.get(v, np.nan)) for v in df["status"]], dtype=bool)
+    df["done"] = np.where(last, done, False)
+    del df["reward_in"]
+    return df
 
 
 def read(path: str) -> Imported:
@@ -191,17 +197,18 @@ def read(path: str) -> Imported:
     df["run_id"] = run_from_dir(str(Path(path).parent))
     if re.search(r"eval_\d", Path(path).name):  # the writer puts eval_<id> in the template
         df["split"] = "val"
-    n = int(df["traj_id"].nunique()) if len(df) else 0
-    multi = n < len(df)
+    rows = len(df["traj_id"])
+    n = len(set(df["traj_id"]))
+    multi = n < rows
     notes.append(
-        f"slime debug rollout dump: {len(df)} samples of {n} rollouts"
+        f"slime debug rollout dump: {rows} samples of {n} rollouts"
         + (" (compact rollouts: a rollout's samples are its steps, in file order)" if multi else "")
         + "; a multi-turn sample is one step (the file has no text per turn); "
         "success = reward > threshold (no success flag in the file)"
     )
-    line = df["src_sample"].to_numpy(dtype=np.int64)
+    line = held(df["src_sample"]).astype(np.int64)
     return Imported(
-        RawTable(path, df, line, _WHERE, False),
+        RawTable(path, arrow_table(df, rows), line, _WHERE, False),
         NAME,
         {"index": "src_sample", "status": "status"},
         tuple(notes),

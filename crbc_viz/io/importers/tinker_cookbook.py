@@ -32,12 +32,11 @@ import re
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from ...errors import MAX_LISTED, LoadError, Problem
 from ..flags import not_a_flag, not_a_number, read_flags, read_numbers
 from ..readers import RawTable, max_line_bytes
-from ._common import Imported, run_from_dir
+from ._common import Imported, arrow_table, run_from_dir
 from ._records import jsonl_records
 
 NAME = "tinker-cookbook"
@@ -209,10 +208,10 @@ def read(path: str, *, success_column=None) -> Imported:
         _record(out, rec, line, key)
     if out.problems:
         raise LoadError(out.problems[:MAX_LISTED], total=len(out.problems))
-    df = pd.DataFrame(out.cols)
+    df = dict(out.cols)
     line = np.asarray(out.lines, dtype=np.int64)
-    if df.empty:
-        return Imported(RawTable(path, df, line, "line", False), NAME)
+    if not len(line) or not df:
+        return Imported(RawTable(path, arrow_table(df, len(line)), line, "line", False), NAME)
     if success_column and not out.counts["with_success"]:
         raise LoadError(
             [
@@ -226,7 +225,7 @@ def read(path: str, *, success_column=None) -> Imported:
         )
     notes = []
     if out.counts["with_success"] == 0:
-        df = df.drop(columns=["success"])
+        del df["success"]
         notes.append(f"no last transition has metrics.{key}: success = reward > the success threshold")
     elif out.counts["no_success"]:
         notes.append(
@@ -237,9 +236,14 @@ def read(path: str, *, success_column=None) -> Imported:
     df["src_line"] = line
     n = len(recs)
     notes.append(
-        f"tinker-cookbook rollout summaries: {len(df)} transitions of {n} trajectories, success = last "
+        f"tinker-cookbook rollout summaries: {len(line)} transitions of {n} trajectories, success = last "
         f"transition's metrics.{key}, {out.counts['truncated']} truncated (a stop/<limit> metric), no "
         "anchors (the summaries hold token counts, not text: nothing merges; the transcripts are in "
         "<base>_logtree.json)"
     )
-    return Imported(RawTable(path, df, line, "line", False), NAME, {"line": "src_line"}, tuple(notes))
+    return Imported(
+        RawTable(path, arrow_table(df, len(line)), line, "line", False),
+        NAME,
+        {"line": "src_line"},
+        tuple(notes),
+    )

@@ -47,7 +47,6 @@ import math
 import re
 
 import numpy as np
-import pandas as pd
 
 from ...errors import MAX_LISTED, LoadError, Problem
 from ..flags import not_a_flag, not_a_number, read_flags, read_numbers
@@ -55,9 +54,14 @@ from ..readers import RawTable, read_table
 from . import _turns
 from ._common import (
     Imported,
+    arrow_table,
+    columns,
     flag_column,
+    held,
+    kind,
     number_problems,
     numbers_from_text,
+    objects,
     require,
     run_from_dir,
     step_from_path,
@@ -91,27 +95,25 @@ def sniff(fields: set[str]) -> bool:
     return set(SIGNATURE) <= fields
 
 
-def _numeric(df: pd.DataFrame) -> list[str]:
-    return [
-        c
-        for c in df.columns
-        if c not in _NOT_REWARD
-        and pd.api.types.is_numeric_dtype(df[c])
-        and not pd.api.types.is_bool_dtype(df[c])
-    ]
+def _numeric(df: dict) -> list[str]:
+    """The columns of numbers (not flags) that may be rewards."""
+    return [c for c, col in df.items() if c not in _NOT_REWARD and kind(col) in "iufc"]
 
 
-def group_runs(step: np.ndarray, prompt: pd.Series) -> tuple[np.ndarray, str | None]:
+def group_runs(step: np.ndarray, prompt) -> tuple[np.ndarray, str | None]:
     """Group index of each row: runs of equal (step, prompt), split into chunks of the gcd of the
     run lengths (two groups of one prompt sampled back to back)."""
-    key = pd.Series([f"{s}\x00{p}" for s, p in zip(step, prompt)])
-    new = np.r_[True, key.to_numpy()[1:] != key.to_numpy()[:-1]]
+    key = np.array([f"{s}\x00{p}" for s, p in zip(step, prompt)], dtype=object)
+    new = np.r_[True, key[1:] != key[:-1]]
     run = np.cumsum(new) - 1
     lengths = np.bincount(run)
     g = math.gcd(*lengths.tolist()) if len(lengths) else 1
     pos = np.arange(len(key)) - np.flatnonzero(new)[run]
     chunk = pos // g
-    codes, _ = pd.factorize(pd.Series(list(zip(run, chunk))))
+    seen: dict[tuple, int] = {}
+    codes = np.array(
+        [seen.setdefault(k, len(seen)) for k in zip(run.tolist(), chunk.tolist())], dtype=np.int64
+    )
     note = None
     if (lengths > g).any():
         note = (
@@ -143,7 +145,7 @@ _REWARD_NAME = re.compile(r"reward|score|acc|format|correct|won|success|solved|p
 
 
 def reward_columns_from_advantage(
-    df: pd.DataFrame, cand: list[str], groups: np.ndarray, adv_col: str = "advantage"
+    df: dict, cand: list[str], groups: np.ndarray, adv_col: str = "advantage"
 ) -> tuple[list[str] | None, bool]:
     """(reward columns, whether the advantage alone decided) from the logged advantage.
 
@@ -153,8 +155,8 @@ def reward_columns_from_advantage(
     every group, so the advantage cannot tell), the longest one whose last column is named like
     a reward (``*reward*``, ``*acc*``, ``*format*`` ...) is taken, else the shortest.
     """
-    adv = read_numbers(df[adv_col].to_numpy(dtype=object))[0]  # not a number: NaN, which fits nothing
-    vals = [np.nan_to_num(read_numbers(df[c].to_numpy(dtype=object))[0]) for c in cand]
+    adv = read_numbers(objects(df[adv_col]))[0]  # not a number: NaN, which fits nothing
+    vals = [np.nan_to_num(read_numbers(objects(df[c]))[0]) for c in cand]
     with np.errstate(all="ignore"):  # values near the float range: their fit fails, quietly
         ok = [k for k in range(1, len(cand) + 1) if _matches(np.sum(vals[:k], axis=0), adv, groups)]
     if not ok:
@@ -166,7 +168,7 @@ def reward_columns_from_advantage(
 
 
 def outcome_columns(
-    df: pd.DataFrame,
+    df,
     path: str,
     groups: np.ndarray,
     *,
@@ -186,11 +188,12 @@ def outcome_columns(
             that is not a flag, or no reward columns to be found; each named.
     """
     notes: list[str] = []
-    lines = np.arange(len(df)) if lines is None else lines
+    df = columns(df)
+    lines = np.arange(len(groups)) if lines is None else lines
     cand = _numeric(df)
     _refuse_mixed(df, path, lines, where, reward_columns, cand, success_column)
     if reward_columns:
-        missing = [c for c in reward_columns if c not in df.columns]
+        missing = [c for c in reward_columns if c not in df]
         if missing:
             raise LoadError(
                 [
@@ -216,7 +219,7 @@ def outcome_columns(
 
 
 def _reward_columns_found(
-    df: pd.DataFrame, path: str, groups: np.ndarray, cand: list[str], adv_col: str, fmt: str
+    df: dict, path: str, groups: np.ndarray, cand: list[str], adv_col: str, fmt: str
 ) -> tuple[list[str], str]:
     """The reward columns among the numeric ``cand`` (those whose sum reproduces the logged
     advantage) and the note that says how they were chosen.
@@ -235,7 +238,7 @@ def _reward_columns_found(
                 )
             ]
         )
-    if adv_col not in df.columns:
+    if adv_col not in df:
         raise LoadError(
             [
                 Problem(
@@ -277,7 +280,7 @@ def _reward_columns_found(
 
 
 def _success_from(
-    df: pd.DataFrame, path: str, lines, where: str, success_column, rcols: list[str], reward: np.ndarray
+    df: dict, path: str, lines, where: str, success_column, rcols: list[str], reward: np.ndarray
 ) -> tuple[str | None, str | None]:
     """The success column (``success_column``, else the one `_success_column` finds) and the
     note of that finding, None for one given.
@@ -286,7 +289,7 @@ def _success_from(
         LoadError: the column given is missing, or the column holds a value that is not a flag.
     """
     if success_column:
-        if success_column not in df.columns:
+        if success_column not in df:
             raise LoadError(
                 [
                     Problem(
@@ -298,7 +301,7 @@ def _success_from(
     else:
         scol, note = _success_column(df, rcols, reward)
     if scol is not None:
-        col = df[scol]
+        col = held(df[scol])
         _, bad = read_flags(col, text=True)
         if len(bad):
             raise LoadError(
@@ -307,7 +310,7 @@ def _success_from(
                         path,
                         int(lines[int(i)]),
                         scol,
-                        f"success column holds a value that is not a flag: {not_a_flag(col.iat[int(i)], text=True)}",
+                        f"success column holds a value that is not a flag: {not_a_flag(col[int(i)], text=True)}",
                         where,
                     )
                     for i in bad[:MAX_LISTED]
@@ -317,7 +320,7 @@ def _success_from(
     return scol, note
 
 
-def reward_sum(df: pd.DataFrame, rcols: list[str], path: str, lines, where: str = "row") -> np.ndarray:
+def reward_sum(df: dict, rcols: list[str], path: str, lines, where: str = "row") -> np.ndarray:
     """``[n]`` the summed reward of the ``rcols`` (NaN ignored, as TRL's ``nansum``; NaN where every
     one is missing), each value read by the one rule (`crbc_viz.io.importers._common.numbers`).
 
@@ -326,29 +329,29 @@ def reward_sum(df: pd.DataFrame, rcols: list[str], path: str, lines, where: str 
     """
     problems, cols = [], []
     for c in rcols:
-        nums, bad = number_problems(df[c], path, lines, c, where)
+        nums, bad = number_problems(objects(df[c]), path, lines, c, where)
         problems += bad
         cols.append(nums)
     if problems:
         raise LoadError(problems[:MAX_LISTED], total=len(problems))
     if not cols:
-        return np.full(len(df), np.nan)
+        return np.full(len(lines), np.nan)
     stack = np.vstack(cols)
     return np.where(np.isnan(stack).all(axis=0), np.nan, np.nansum(stack, axis=0))
 
 
-def _refuse_mixed(df: pd.DataFrame, path: str, lines, where: str, declared, numeric, success) -> None:
+def _refuse_mixed(df: dict, path: str, lines, where: str, declared, numeric, success) -> None:
     """A column named like a reward (or declared one) that holds numbers and values that are
     neither numbers nor flags (``0.5`` and ``"abc"``) is refused, naming the rows: leaving it
     out of the reward, or reading its text as 0, would change the outcome silently. The declared
     success column (``success``) is checked as flags instead."""
     problems = []
-    for c in df.columns:
+    for c in df:
         if c in TEXT_KEPT or c in numeric or c == success:
             continue
         if not (_REWARD_NAME.search(str(c)) or (declared and c in declared)):
             continue
-        values = df[c].to_numpy(dtype=object)
+        values = objects(df[c])
         nums, bad = read_numbers(values)
         if len(bad) == len(values) or flag_column(df[c])[0] is not None:
             continue  # no number at all (text, flags): not a reward column, noted where it matters
@@ -360,28 +363,28 @@ def _refuse_mixed(df: pd.DataFrame, path: str, lines, where: str, declared, nume
         raise LoadError(problems[:MAX_LISTED], total=len(problems))
 
 
-def _passed_over(df: pd.DataFrame, c: str, info: tuple) -> str:
+def _passed_over(df: dict, c: str, info: tuple) -> str:
     """Why the column ``c`` named like a success is not the success column, with its counts."""
     flags, nbad, first = info
-    n = len(df)
+    n = len(held(df[c]))
     if flags is not None:
         return f"{c} (also flags: {int(flags.sum())} of {n} would succeed)"
     if first is None:
         return f"{c} (empty)"
-    return f"{c} (row {first}: {df[c].iat[first]!r:.30}) [{nbad} of {n} rows not flags]"
+    return f"{c} (row {first}: {held(df[c])[first]!r:.30}) [{nbad} of {n} rows not flags]"
 
 
-def _success_column(df: pd.DataFrame, rcols: list[str], reward: np.ndarray) -> tuple[str | None, str]:
+def _success_column(df: dict, rcols: list[str], reward: np.ndarray) -> tuple[str | None, str]:
     """(the success column or None, the note). In order: the one reward column named like a
     success (``reward_won``, ``*accuracy*``) holding only 0/1; else the one other column so
     named holding only flags (bools, 0/1, the text true/false: a logged extra); else the one
     0/1 reward column; else none (reward > the success threshold). The note gives the count of
     successes and names every column named like a success that was passed over, with why and
     its counts: a fallback is never silent."""
-    n = len(df)
+    n = len(reward)
     named = [
         c
-        for c in df.columns
+        for c in df
         if c not in _NOT_REWARD and c not in ("prompt", "completion") and _SUCCESS_NAME.search(str(c))
     ]
     info = {c: flag_column(df[c]) for c in named}
@@ -418,21 +421,23 @@ def _success_column(df: pd.DataFrame, rcols: list[str], reward: np.ndarray) -> t
 
 def completion_rows(
     raw: RawTable,
-    df: pd.DataFrame,
+    df,
     step: np.ndarray,
     *,
     reward_columns=None,
     success_column=None,
     adv_col: str = "advantage",
     fmt: str = "TRL",
-    group_key: pd.Series | None = None,
+    group_key=None,
 ):
-    """Canonical one-step rows of a completions table (TRL, ms-swift): (frame, notes). A group is
+    """Canonical one-step rows of a completions table (TRL, ms-swift; a reader's frame or a dict of
+    columns): (the columns, for `arrow_table`; notes). A group is
     a run of rows with one step and ``group_key`` (default: the prompt). Numbers written as text
     (a reward column of ``"0.0"`` / ``"1.0"``) are read as numbers first, noted."""
     df, text_notes = numbers_from_text(df, skip=TEXT_KEPT)
-    prompt = df["prompt"].map(to_text)
-    completion = df["completion"].map(to_text)
+    prompt = [to_text(v) for v in objects(df["prompt"])]
+    completion = [to_text(v) for v in objects(df["completion"])]
+    n = len(prompt)
     key = prompt if group_key is None else group_key
     groups, split_note = group_runs(step, key)
     rcols, scol, notes = outcome_columns(
@@ -449,49 +454,50 @@ def completion_rows(
     notes[:0] = text_notes
     reward = reward_sum(df, rcols, raw.path, raw.line, raw.where)
     gid = np.array([text_id(p) for p in key], dtype=object)
-    first_chunk = pd.Series(groups).groupby(pd.Series(gid)).transform("min").to_numpy()
+    lowest: dict = {}
+    for g, k in zip(gid.tolist(), groups.tolist()):
+        lowest[g] = min(lowest.get(g, k), k)
+    first_chunk = np.array([lowest[g] for g in gid.tolist()], dtype=np.int64)
     gid = np.where(groups == first_chunk, gid, [f"{g}#{k}" for g, k in zip(gid, groups)])
-    out = pd.DataFrame(
-        {
-            "run_id": run_from_dir(raw.path),
-            "train_step": step,
-            "group_id": gid,
-            "traj_id": [f"r{k}" for k in range(len(df))],
-            "step_idx": 0,
-            "reward": reward,
-            "anchor_obs": prompt,
-            "observation": prompt,
-            "response": completion,
-            "done": True,
-            "src_row": np.arange(len(df), dtype=np.int64),
-        }
-    )
+    out = {
+        "run_id": run_from_dir(raw.path),
+        "train_step": step,
+        "group_id": gid,
+        "traj_id": [f"r{k}" for k in range(n)],
+        "step_idx": 0,
+        "reward": reward,
+        "anchor_obs": prompt,
+        "observation": prompt,
+        "response": completion,
+        "done": True,
+        "src_row": np.arange(n, dtype=np.int64),
+    }
     if scol is not None:
-        out["success"] = read_flags(df[scol], text=True)[0]
+        out["success"] = read_flags(held(df[scol]), text=True)[0]
     for c in _numeric(df):
-        name = f"reward_{c}" if c in rcols else c if c not in out.columns else f"src_{c}"
-        out[name] = df[c].to_numpy()
-    if adv_col in df.columns:
-        out["advantage"] = df[adv_col].to_numpy()
+        name = f"reward_{c}" if c in rcols else c if c not in out else f"src_{c}"
+        out[name] = held(df[c])
+    if adv_col in df:
+        out["advantage"] = held(df[adv_col])
     if split_note:
         notes.append(split_note)
     notes.append(f"{fmt} does not log whether a completion hit the length limit: no truncation")
     return out, notes
 
 
-def _tool_turns(df: pd.DataFrame, out: pd.DataFrame, line: np.ndarray):
+def _tool_turns(df, out: dict, line: np.ndarray):
     """TRL 1.x conversational completions (a message list: ``GRPOTrainer._tool_call_loop`` appends
     each tool result and the next assistant message) as one step per assistant turn (`_turns`).
     Returns (rows, lines, note or None)."""
     turns = []
-    for p, c in zip(df["prompt"], df["completion"]):
+    for p, c in zip(objects(df["prompt"]), objects(df["completion"])):
         history, generated = _turns.messages(p), _turns.messages(c)
         turns.append(_turns.conversation_turns(history or [], generated) if generated else None)
     rows, lines, multi, cut = _turns.expand_turns(out, turns, line)
     if rows is out:
         return out, line, None
     note = (
-        f"conversational completions read as turns: {len(rows)} assistant turns in {len(out)} completions "
+        f"conversational completions read as turns: {len(lines)} assistant turns in {len(line)} completions "
         f"({multi} of more than one turn); each turn's anchor is the user / tool message before it"
     )
     if cut:
@@ -514,7 +520,7 @@ def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
     if note:
         notes.append(note)
     return Imported(
-        RawTable(raw.path, out, line, raw.where, raw.from_text, raw.problems),
+        RawTable(raw.path, arrow_table(out, len(line)), line, raw.where, raw.from_text, raw.problems),
         NAME,
         {"step": "train_step", "row": "src_row"},
         tuple(notes),

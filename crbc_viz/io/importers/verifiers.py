@@ -36,12 +36,20 @@ episode a line with each agent's message graph (fields ``traces``, ``task``, ``e
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from ...errors import MAX_LISTED, LoadError, Problem
 from ..flags import not_a_flag, not_a_number, read_flags, read_numbers
 from ..readers import RawTable, read_table
-from ._common import Imported, peek_fields, require, run_from_dir, to_text
+from ._common import (
+    Imported,
+    arrow_table,
+    peek_fields,
+    present,
+    record_columns,
+    require,
+    run_from_dir,
+    to_text,
+)
 from ._verifiers_v1 import read_traces, sniff_traces
 
 NAME = "verifiers"
@@ -114,17 +122,17 @@ def _notes(
     return notes
 
 
-def _cut_flags(df: pd.DataFrame, bad) -> np.ndarray:
+def _cut_flags(df, bad) -> np.ndarray:
     """``is_truncated`` per rollout ``[n]`` (False where absent); ``bad(row, field, why)`` is told
     of each value that is not a flag."""
     cut_flag = np.zeros(len(df), dtype=bool)
     if "is_truncated" in df.columns:
         col = df["is_truncated"]
-        present = ~pd.isna(col).to_numpy()
-        flags, badf = read_flags(col.to_numpy(dtype=object)[present])
-        for j in np.flatnonzero(present)[badf]:
+        there = present(col)
+        flags, badf = read_flags(col.to_numpy(dtype=object)[there])
+        for j in np.flatnonzero(there)[badf]:
             bad(j, "is_truncated", not_a_flag(col.iat[j]))
-        cut_flag[present] = flags
+        cut_flag[there] = flags
     return cut_flag
 
 
@@ -212,16 +220,16 @@ def read(path: str) -> Imported:
                 }
             )
             lines.append(int(raw.line[i]))
-    out = pd.DataFrame(rows)
-    if out.empty:
-        return Imported(RawTable(raw.path, out, np.zeros(0, np.int64), raw.where, False, raw.problems), NAME)
+    out, line = record_columns(rows), np.asarray(lines, np.int64)
+    if not rows:
+        return Imported(RawTable(raw.path, arrow_table(out, 0), line, raw.where, False, raw.problems), NAME)
     if not has_stop and not has_trunc:
-        out = out.drop(columns=["done"])
+        del out["done"]
         notes.append("no stop_condition or is_truncated (verifiers before 0.1.9): truncation unknown")
     notes += _notes(n, gid, n_empty, n_replies_cut, single_turn=single_turn, has_stop=has_stop)
     out["run_id"] = run_from_dir(path)
     return Imported(
-        RawTable(raw.path, out, np.asarray(lines, np.int64), raw.where, False, raw.problems),
+        RawTable(raw.path, arrow_table(out, len(line)), line, raw.where, False, raw.problems),
         NAME,
         {gid: "group_id", "line": "src_line"},
         tuple(notes),

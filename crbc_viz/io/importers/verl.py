@@ -32,15 +32,19 @@ export: ``step`` and the file line (``src_line``).
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 import numpy as np
-import pandas as pd
 
 from ..readers import RawTable, read_table
 from ._common import (
     Imported,
+    arrow_table,
+    columns,
     drop_exact_duplicates,
+    held,
     numbers,
+    objects,
     require,
     run_from_dir,
     step_from_path,
@@ -67,18 +71,22 @@ def read(path: str, *, anchors: bool = True) -> Imported:
     if df.empty:
         return Imported(raw, NAME)
     notes = []
-    prompt = df["input"].map(to_text)
-    step = df["step"] if "step" in df.columns else pd.Series([step_from_path(path) or 0] * len(df))
+    prompt = [to_text(v) for v in objects(df["input"])]
+    step = (
+        held(df["step"])
+        if "step" in df.columns
+        else np.full(len(df), step_from_path(path) or 0, dtype=np.int64)
+    )
     group = [text_id(p) for p in prompt]
-    out = df.drop(columns=[c for c in ("input", "output", "score", "step") if c in df.columns])
-    out = out.assign(
+    out = {c: v for c, v in columns(df).items() if c not in ("input", "output", "score", "step")}
+    out.update(
         run_id=run_from_dir(path),
-        train_step=step.to_numpy(),
+        train_step=step,
         group_id=group,
         traj_id=[f"l{int(x)}" for x in raw.line],
         step_idx=0,
         reward=numbers(df["score"], raw.path, raw.line, "score", raw.where),
-        response=df["output"].map(to_text),
+        response=[to_text(v) for v in objects(df["output"])],
         observation=prompt,
         done=True,
         src_line=raw.line,
@@ -97,21 +105,23 @@ def read(path: str, *, anchors: bool = True) -> Imported:
                     "counts them)"
                 )
         return Imported(
-            RawTable(raw.path, out, raw.line, raw.where, raw.from_text, raw.problems),
+            RawTable(
+                raw.path, arrow_table(out, len(raw.line)), raw.line, raw.where, raw.from_text, raw.problems
+            ),
             NAME,
             {"step": "train_step", "line": "src_line"},
             tuple(notes),
         )
     uid, traj, index = keyed
     out, line, note = drop_exact_duplicates(
-        out.assign(src_uid=df["uid"].to_numpy()), raw.line, ("src_uid",), raw.path, raw.where
+        {**out, "src_uid": held(df["uid"])}, raw.line, ("src_uid",), raw.path, raw.where
     )
     keep = np.isin(raw.line, line)
     uid, traj, index = uid[keep], traj[keep], index[keep]
-    last = pd.Series(index).groupby(pd.Series(traj)).transform("max").to_numpy() == index
-    score = out["reward"].to_numpy(dtype=np.float64)
-    ret = pd.Series(np.where(last, score, np.nan)).groupby(pd.Series(traj)).transform("max").to_numpy()
-    out = out.assign(
+    last = _per_traj(traj, index, max) == index
+    score = held(out["reward"]).astype(np.float64)
+    ret = _per_traj(traj, np.where(last, score, np.nan), _nanmax)
+    out.update(
         group_id=uid,
         traj_id=traj,
         step_idx=index,
@@ -120,14 +130,14 @@ def read(path: str, *, anchors: bool = True) -> Imported:
         src_line=line,
     )
     return Imported(
-        RawTable(raw.path, out, line, raw.where, raw.from_text, raw.problems),
+        RawTable(raw.path, arrow_table(out, len(line)), line, raw.where, raw.from_text, raw.problems),
         NAME,
         {"uid": "src_uid", "step": "train_step"},
         (note,) if note else (),
     )
 
 
-def repeated_lines(df: pd.DataFrame) -> tuple[int, int]:
+def repeated_lines(df) -> tuple[int, int]:
     """(lines equal to an earlier line in every field, the most of them that can be verl-agent
     ``adjust_batch`` copies).
 
@@ -137,14 +147,28 @@ def repeated_lines(df: pd.DataFrame) -> tuple[int, int]:
     """
     if df.empty:
         return 0, 0
-    sizes = pd.Series(list(map(tuple, df.astype(str).to_numpy()))).value_counts().to_numpy()
+    sizes = np.array(list(Counter(map(tuple, df.astype(str).to_numpy())).values()), dtype=np.int64)
     return int((sizes - 1).sum()), int((sizes // 2).sum())
+
+
+def _nanmax(a, b):
+    """The larger of two numbers, NaN only when both are (a group's ``max`` skips NaN)."""
+    return b if a != a else a if b != b else max(a, b)
+
+
+def _per_traj(traj: np.ndarray, values: np.ndarray, combine) -> np.ndarray:
+    """``values`` combined (``combine``: ``max``, `_nanmax`) over the rows of each trajectory,
+    given back on every row of it."""
+    acc: dict = {}
+    for t, v in zip(traj.tolist(), values.tolist()):
+        acc[t] = combine(acc[t], v) if t in acc else v
+    return np.array([acc[t] for t in traj.tolist()], dtype=values.dtype)
 
 
 _KEY = re.compile(r"^(.+)_(\d+)_(\d+)$")
 
 
-def _session_keys(df: pd.DataFrame):
+def _session_keys(df):
     """(group, trajectory, index) arrays from verl v1's ``{uid}_{session}_{index}``, or None."""
     if "uid" not in df.columns:
         return None

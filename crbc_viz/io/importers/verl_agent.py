@@ -69,12 +69,18 @@ from ..readers import RawTable, read_table
 from . import verl as _verl
 from ._common import (
     Imported,
+    arrow_table,
+    columns,
     drop_exact_duplicates,
+    held,
     number_problems,
+    objects,
+    present,
     rename,
     require,
     run_from_dir,
     step_from_path,
+    take,
 )
 
 NAME = "verl-agent"
@@ -133,23 +139,23 @@ def _outcomes(df, raw: RawTable, line):
     Raises:
         LoadError: naming the line and field of each value that is not a number / flag.
     """
-    df = df.copy()
+    df = dict(df)
     problems = []
     for f in ("rewards", "episode_rewards"):
-        if f in df.columns:
-            df[f], bad = number_problems(df[f], raw.path, line, f, raw.where)
+        if f in df:
+            df[f], bad = number_problems(objects(df[f]), raw.path, line, f, raw.where)
             problems += bad
-    if "won" in df.columns:
-        col = df["won"]
-        present = col.notna().to_numpy()
-        flags, bad = read_flags(col[present], text=raw.from_text)
-        rows = np.flatnonzero(present)[bad]
+    if "won" in df:
+        col = held(df["won"])
+        there = present(col) if col.dtype.kind in "Of" else np.ones(len(col), dtype=bool)
+        flags, bad = read_flags(col[there], text=raw.from_text)
+        rows = np.flatnonzero(there)[bad]
         problems += [
-            Problem(raw.path, int(line[i]), "won", not_a_flag(col.iat[i], text=raw.from_text), raw.where)
+            Problem(raw.path, int(line[i]), "won", not_a_flag(col[i], text=raw.from_text), raw.where)
             for i in rows
         ]
         won = np.full(len(col), None, dtype=object)
-        won[present] = flags
+        won[there] = flags
         df["won"] = won
     if problems:
         raise LoadError(problems[:MAX_LISTED], total=len(problems))
@@ -169,7 +175,8 @@ def read(path: str) -> Imported:
     require(raw, SIGNATURE + ("rewards",), "verl-agent dump", "see docs/verl_agent_hook.md")
     notes = []
     line = raw.line
-    if "active_masks" in df.columns:
+    df = columns(df)
+    if "active_masks" in df:
         keep, bad = read_flags(df["active_masks"], text=raw.from_text)
         if len(bad):
             raise LoadError(
@@ -178,16 +185,16 @@ def read(path: str) -> Imported:
                         raw.path,
                         int(line[i]),
                         "active_masks",
-                        not_a_flag(df["active_masks"].iat[int(i)], text=raw.from_text),
+                        not_a_flag(held(df["active_masks"])[int(i)], text=raw.from_text),
                         raw.where,
                     )
                     for i in bad[:MAX_LISTED]
                 ],
                 total=len(bad),
             )
-        df, line = df[keep].reset_index(drop=True), line[keep]
-        df = df.drop(columns=["active_masks"])
-    if "step" not in df.columns:
+        rows = np.flatnonzero(keep)
+        df, line = {c: take(v, rows) for c, v in df.items() if c != "active_masks"}, line[keep]
+    if "step" not in df:
         raise LoadError(
             [
                 Problem(
@@ -201,7 +208,7 @@ def read(path: str) -> Imported:
                 )
             ]
         )
-    rows = len(df)
+    rows = len(line)
     df, line, note = drop_exact_duplicates(
         df,
         line,
@@ -213,25 +220,25 @@ def read(path: str) -> Imported:
     if note:
         notes.append(note)
     df = _outcomes(df, raw, line)
-    if "done" not in df.columns and "dones" in df.columns:
-        df = df.rename(columns={"dones": "done"})
-    if "done" not in df.columns:
+    if "done" not in df and "dones" in df:
+        df = {("done" if c == "dones" else c): v for c, v in df.items()}
+    if "done" not in df:
         notes.append(
             "no 'done' field: truncation is unknown (a trajectory cut at env.max_steps "
             "looks ended); the hook of docs/verl_agent_hook.md writes done"
         )
-    if "action" not in df.columns and "response" in df.columns:
-        df = df.assign(action=df["response"].map(parse_action))
+    if "action" not in df and "response" in df:
+        df["action"] = [parse_action(v) for v in objects(df["response"])]
     out = rename(df, FIELD_MAP)
-    if "run_id" not in out.columns:
+    if "run_id" not in out:
         out["run_id"] = run_from_dir(path)
-    if "train_step" not in out.columns:
+    if "train_step" not in out:
         out["train_step"] = step_from_path(path) or 0
     keys = {"uid": "group_id", "traj_uid": "traj_id", "step": "step_idx"}
     return Imported(
-        RawTable(raw.path, out, line, raw.where, raw.from_text, raw.problems),
+        RawTable(raw.path, arrow_table(out, len(line)), line, raw.where, raw.from_text, raw.problems),
         NAME,
         keys,
         tuple(notes),
-        counts={"copies_dropped": rows - len(df)},
+        counts={"copies_dropped": rows - len(line)},
     )

@@ -45,6 +45,28 @@ GZIP_ERRORS = (OSError, EOFError, zlib.error)
 PIECE = 1 << 24
 
 
+class _Records:
+    """`RawTable.records`: a pandas frame, or an importer's Arrow table
+    (`crbc_viz.io.arrow_rows.arrow_table`) turned into the frame on the first read, once. A data
+    descriptor, so the dataclass's ``__init__`` stores through it and the field keeps no default."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.slot = f"_{name}_rows"
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            raise AttributeError("records")  # dataclasses: no default value
+        rows = obj.__dict__[self.slot]
+        if not hasattr(rows, "iloc"):  # an Arrow table: the frame is made here, once
+            from ..arrow_rows import frame_of
+
+            rows = obj.__dict__[self.slot] = frame_of(rows)
+        return rows
+
+    def __set__(self, obj, value) -> None:
+        obj.__dict__[self.slot] = value
+
+
 @dataclass
 class RawTable:
     """Rows as parsed, before validation. ``line[i]`` locates row ``i`` in the file.
@@ -57,7 +79,7 @@ class RawTable:
     """
 
     path: str
-    records: pd.DataFrame
+    records: pd.DataFrame = _Records()  # noqa: RUF009 (a descriptor field, no default: an Arrow table until read)
     line: np.ndarray
     where: str  # "line", "row" or "item"
     from_text: bool  # values came from text (CSV): numbers and booleans may be strings
@@ -65,6 +87,12 @@ class RawTable:
     nonfinite: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     broken_ids: list = field(default_factory=list)
+
+    @property
+    def arrow(self) -> pa.Table | None:
+        """The importer's Arrow table while ``records`` has not been read yet, else None."""
+        rows = self.__dict__["_records_rows"]
+        return None if hasattr(rows, "iloc") else rows
 
 
 def max_line_bytes() -> int:

@@ -1,0 +1,245 @@
+"""The importers' rows as one Arrow table, and the pandas frame made from it once.
+
+An importer (`crbc_viz.io.importers`) builds its canonical rows as columns: numpy arrays, lists
+of Python values, scalars (one value for every row), or a column of the reader's table.
+`arrow_table` makes them one `pyarrow.Table`. A column Arrow holds as it is (numbers, flags,
+text, each with missing values) becomes an Arrow column; a column of other values (message
+lists, JSON objects, a mix of numbers and text: what a trainer's log may hold in a field the
+importer passes on) rides along as an `ObjectColumn`, an Arrow column of row positions whose
+type carries the values.
+
+`frame_of` turns the table into the frame the schema path validates (`crbc_viz.io.schema`): the
+same columns, values and dtypes that building a frame from the importer's columns gives, so
+nothing downstream sees a difference. `crbc_viz.io.readers.RawTable` calls it the first time its
+``records`` are read.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+import weakref
+
+import numpy as np
+import pyarrow as pa
+
+__all__ = ["ObjectColumn", "arrow_table", "frame_of", "held"]
+
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+#: The values of each live `ObjectColumn`, by its token: Arrow keeps only a weak reference to a
+#: Python extension type and rebuilds a collected one from its serialized token, so the values
+#: live here, as long as the table `arrow_table` made them for (`weakref.finalize`).
+_VALUES: dict[bytes, object] = {}
+
+
+class ObjectColumn(pa.ExtensionType):
+    """A column of Python values Arrow has no type for, held as given (``values``: a list, an
+    object array or a column of the reader's frame); its storage is each row's position in
+    ``values``, so taking or filtering rows of the table keeps it right. In-process only: the
+    type serializes to a token naming its values in this process (`_VALUES`)."""
+
+    def __init__(self, values, token: bytes | None = None):
+        self.token = token if token is not None else uuid.uuid4().bytes
+        _VALUES.setdefault(self.token, values)
+        self.values = values
+        super().__init__(pa.int64(), "crbc_viz.object_column")
+
+    def __arrow_ext_serialize__(self) -> bytes:
+        return self.token
+
+    @classmethod
+    def __arrow_ext_deserialize__(cls, storage_type, serialized):
+        if serialized not in _VALUES:
+            raise TypeError(
+                "an ObjectColumn's values live as long as the table made with them, in one process"
+            )
+        return cls(_VALUES[serialized], serialized)
+
+
+def _kind(v) -> str | None:
+    """The Arrow-held kind of one Python value: ``none``, ``bool``, ``int``, ``float``, ``str``,
+    or None (a value Arrow does not hold as a plain value)."""
+    if v is None:
+        return "none"
+    if isinstance(v, bool | np.bool_):
+        return "bool"
+    if isinstance(v, int | np.integer):
+        return "int" if _INT64[0] <= int(v) <= _INT64[1] else None
+    if isinstance(v, float | np.floating):
+        return "nan" if math.isnan(v) else "float"
+    if isinstance(v, str):
+        return "str"
+    return None
+
+
+#: The Arrow types a list of Python values is held as, when Arrow reads it as one of them: a
+#: missing value is a null, read back as pandas reads it (NaN in a column of numbers or text;
+#: whole numbers with one missing are floats). A list Arrow reads as another type (lists,
+#: objects, bytes), or cannot read as one type (numbers mixed with flags or text, flags with
+#: NaN), and flags with one missing (pandas: an object column), stay Python values.
+_PLAIN = (pa.int64(), pa.float64(), pa.bool_(), pa.string())
+
+
+def _from_list(values: list) -> pa.Array | None:
+    """The Arrow array of a list of Python values when it reads back as the same pandas column
+    (all numbers; all flags, some missing; all text, some missing), else None."""
+    try:
+        got = pa.array(values)
+    except (pa.ArrowException, OverflowError, TypeError, ValueError):
+        return None
+    if isinstance(got, pa.ChunkedArray) or got.type not in _PLAIN:  # text past 2 GiB, lists ...
+        return None
+    if not _only(got.type, {type(v) for v in values}):  # Arrow reads a flag as a number, pandas not
+        return None
+    if got.null_count and got.type == pa.int64():  # pandas: whole numbers, some missing, are floats
+        return pa.array(values, type=pa.float64())
+    if got.null_count and got.type == pa.bool_():  # pandas: an object column of flags and None
+        return None
+    return got
+
+
+def _only(typ: pa.DataType, types: set) -> bool:
+    """Whether values of the Python ``types`` are all of the kind Arrow read them as (``typ``):
+    numbers but no flags, flags but no numbers, text; None anywhere."""
+    types = types - {type(None)}
+    flags = all(issubclass(t, bool | np.bool_) for t in types)
+    if typ == pa.bool_():
+        return flags
+    if typ == pa.string():
+        return all(issubclass(t, str) for t in types)
+    whole = all(issubclass(t, int | np.integer) and not issubclass(t, bool) for t in types)
+    return (
+        whole
+        if typ == pa.int64()
+        else not any(issubclass(t, bool | np.bool_) for t in types)
+        and all(issubclass(t, int | float | np.integer | np.floating) for t in types)
+    )
+
+
+def _texts(values) -> bool:
+    """Whether every value is text or missing (None, NaN), one at least text: a column pandas
+    reads as text."""
+    kinds = {_kind(v) for v in values}
+    return "str" in kinds and kinds <= {"str", "none", "nan"}
+
+
+class _One:
+    """One value for every row of an `ObjectColumn` (pandas broadcasts it)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _objects(values, n: int) -> pa.Array:
+    return pa.ExtensionArray.from_storage(ObjectColumn(values), pa.array(np.arange(n, dtype=np.int64)))
+
+
+def _column(values, n: int) -> pa.Array:
+    """One column of `arrow_table` as an Arrow array of ``n`` rows."""
+    if isinstance(values, pa.Array | pa.ChunkedArray):
+        return values
+    if isinstance(values, np.ndarray):
+        if values.dtype.kind in "iufb" and values.ndim == 1:
+            return pa.array(values)
+        if values.dtype.kind == "O" and values.ndim == 1 and _texts(values):  # pandas reads text
+            return pa.array([v if isinstance(v, str) else None for v in values.tolist()], type=pa.string())
+        return _objects(values, n)
+    if isinstance(values, list):
+        got = _from_list(values)
+        return _objects(values, n) if got is None else got
+    if hasattr(values, "dtype") and hasattr(values, "array"):  # a column of the reader's frame
+        if getattr(values.dtype, "kind", "O") in "iufb" and isinstance(values.dtype, np.dtype):
+            return pa.array(values.to_numpy())
+        return _objects(values, n)
+    got = _from_list([values] * n) if n else None  # one value for every row
+    return _objects(_One(values), n) if got is None else got
+
+
+def arrow_table(columns: dict, n: int | None = None) -> pa.Table:
+    """The table of ``columns`` (name -> numpy array, list, one value for every row, Arrow
+    array, or a column of the reader's frame), ``n`` rows (default: the first column's length
+    that is not one value). Columns Arrow does not hold as plain values ride as `ObjectColumn`.
+    """
+    if n is None:
+        n = next((len(v) for v in columns.values() if _sized(v)), 0)
+    arrays = [_column(v, n) for v in columns.values()]
+    tokens = [a.type.token for a in arrays if isinstance(a.type, ObjectColumn)]
+    try:
+        for name, a in zip(columns, arrays):
+            if len(a) != n:
+                raise ValueError(f"column {name!r} has {len(a)} rows, not {n}")
+        table = pa.Table.from_arrays(arrays, names=[str(c) for c in columns])
+    except BaseException:
+        for t in tokens:
+            _VALUES.pop(t, None)
+        raise
+    for t in tokens:  # the values go with the table
+        weakref.finalize(table, _VALUES.pop, t, None)
+    return table
+
+
+def _sized(v) -> bool:
+    return isinstance(v, list | np.ndarray | pa.Array | pa.ChunkedArray) or (
+        hasattr(v, "dtype") and hasattr(v, "array")
+    )
+
+
+def _object_series(col: pa.ChunkedArray):
+    """The pandas column of an `ObjectColumn`: its values made a frame's column as pandas makes
+    one from what the importer gave (all of them: a list, an array, one value for every row),
+    then the table's rows of it in the table's order."""
+    import pandas as pd
+
+    values = col.type.values
+    pos = np.concatenate([np.asarray(c.storage) for c in col.chunks]) if col.num_chunks else np.zeros(0, int)
+    if isinstance(values, _One):
+        return pd.DataFrame({"v": values.value}, index=pd.RangeIndex(len(pos)))["v"]
+    whole = pd.DataFrame({"v": values.array if hasattr(values, "iloc") else values})["v"]
+    if len(pos) == len(whole) and bool((pos == np.arange(len(pos))).all()):
+        return whole
+    return whole.iloc[pos].reset_index(drop=True)
+
+
+def frame_of(table: pa.Table):
+    """The pandas frame of an `arrow_table`: plain columns as ``Table.to_pandas`` gives them (a
+    missing number NaN, missing flags None in an object column), `ObjectColumn` ones as pandas
+    builds them from the importer's values."""
+    import pandas as pd
+
+    plain = [c for c, t in zip(table.column_names, table.schema.types) if not isinstance(t, ObjectColumn)]
+    base = table.select(plain).to_pandas() if plain else pd.DataFrame(index=pd.RangeIndex(table.num_rows))
+    out = {}
+    for name, typ in zip(table.column_names, table.schema.types):
+        if isinstance(typ, ObjectColumn):
+            out[name] = _object_series(table.column(name))
+        else:
+            out[name] = base[name]
+    return pd.DataFrame(out, index=pd.RangeIndex(table.num_rows))
+
+
+def held(values, n: int | None = None) -> np.ndarray:
+    """The values of one column of `arrow_table` (a list, a numpy array, a reader's column, one
+    value for every row) as the frame made of it holds them (what its ``to_numpy()`` gives):
+    whole numbers int64 (float64 with NaN where some are missing), flags bool (an object array
+    with None where some are missing), text an object array with NaN where missing, other values
+    as given."""
+    if hasattr(values, "dtype") and hasattr(values, "array") and not isinstance(values, np.ndarray):
+        return values.to_numpy()
+    if isinstance(values, np.ndarray):
+        if values.dtype.kind != "O" or not _texts(values):
+            return values  # pandas keeps an object array as it is, unless it is text
+        return np.array([v if isinstance(v, str) else math.nan for v in values.tolist()], dtype=object)
+    if not isinstance(values, list):
+        values = [values] * (n or 0)
+    got = _from_list(list(values))
+    if got is None:
+        out = np.empty(len(values), dtype=object)
+        out[:] = [v if isinstance(v, str) else math.nan for v in values] if _texts(values) else list(values)
+        return out
+    if pa.types.is_string(got.type):
+        return np.array([math.nan if v is None else v for v in got.to_pylist()], dtype=object)
+    return got.to_numpy(zero_copy_only=False)  # numbers (a missing one NaN) or flags
