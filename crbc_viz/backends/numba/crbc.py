@@ -32,7 +32,6 @@ DENSE_MAX = 1024
 
 try:  # numba is an extra (crbc-viz[numba]); the module must import without it
     import numba as _nb
-    from llvmlite import ir as _ir
     from numba.extending import intrinsic as _intrinsic
 
     _njit, _prange = _nb.njit, _nb.prange
@@ -41,7 +40,10 @@ try:  # numba is an extra (crbc-viz[numba]); the module must import without it
     def lowest_bit(typingctx, x):
         """Index of the lowest set bit of the uint64 ``x`` (not 0): one ``tzcnt``."""
         sig = _nb.types.uint64(_nb.types.uint64)
-        return sig, lambda context, builder, sig, args: builder.cttz(args[0], _ir.Constant(_ir.IntType(1), 1))
+        # (cttz's second operand, "zero is poison", is an i1: numba's boolean constant)
+        return sig, lambda context, builder, sig, args: builder.cttz(
+            args[0], context.get_constant(_nb.types.boolean, True)
+        )
 
 except ImportError:  # pragma: no cover
     _nb = None
