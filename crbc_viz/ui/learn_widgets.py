@@ -80,7 +80,7 @@ def graph_stack(page: str, name: str, height: int) -> int:
 
     Returns:
         The version of the drawing on top, which its page carries (``<meta name="crbc-layer">``)
-        for `crbc_viz.ui.links.play_ticker` to wait on.
+        for `crbc_viz.ui.links.stack_keeper` (Play's clock) to wait on.
     """
     run = st.session_state.get(view.RUN_KEY, 0)
     old = st.session_state.get(STACK_KEY)

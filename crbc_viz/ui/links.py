@@ -230,7 +230,7 @@ export default function (component) {
 }
 """
 
-#: Play's pace: one step a second (`play_ticker`).
+#: Play's pace: one step a second (`stack_keeper`, the clock in the page).
 PLAY_STEP_S = 1.0
 _STACK_JS = _STACK_JS.replace("__STEP_MS__", str(int(PLAY_STEP_S * 1000)))
 

@@ -68,7 +68,7 @@ LESSON_KEY = "learn_lesson"
 EXPORT_KEY = "learn_export"
 K_KEY = "learn_k"
 PLAY_KEY = "learn_play"
-#: Set by Play's clock (`crbc_viz.ui.links.play_ticker`) before the run it starts: that run
+#: Set by Play's clock (`crbc_viz.ui.links.stack_keeper`) before the run it starts: that run
 #: advances K by one.
 PLAY_TICK = "_learn_play_tick"
 #: The version of lesson 4's graph drawing on top (`graph_stack`), for Play's clock.
