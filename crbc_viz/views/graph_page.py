@@ -249,6 +249,16 @@ PAGE_SCRIPT = """
       }
       function take(r) { cells(r, function (k) { (grid[k] = grid[k] || []).push(r); return false; }); }
       var todo = [], hidden = 0, nupd = [], eupd = [];
+      // The navigation buttons (the canvas's bottom corners) are taken first: no label is
+      // placed under one.
+      var cr = document.querySelector("#mynetwork canvas").getBoundingClientRect();
+      document.querySelectorAll("#mynetwork .vis-navigation .vis-button").forEach(function (b) {
+        var br = b.getBoundingClientRect();
+        if (!(br.width > 0)) { return; }
+        var a = network.DOMtoCanvas({x: br.left - cr.left, y: br.top - cr.top});
+        var z = network.DOMtoCanvas({x: br.right - cr.left, y: br.bottom - cr.top});
+        take([a.x, a.y, z.x, z.y]);
+      });
       network.body.nodeIndices.forEach(function (id) {
         var n = network.body.nodes[id], o = n.options;
         if (o.shape !== "dot") {

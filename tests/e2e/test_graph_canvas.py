@@ -10,6 +10,8 @@ and 1,939 anchors (a random MDP written as JSONL; the bundled samples hold no gr
   every drawn label ≥ 10 px on screen (≥ 16 px in projector mode at 1280 px, edge labels
   included);
 - node shapes: no two overlap;
+- no drawn label lies under one of vis-network's navigation buttons (the canvas's bottom
+  corners);
 - the drawing fills its canvas: the box around every drawn node (with its label) spans
   ≥ 70 % of the canvas's width and ≥ 70 % of its height;
 - labels hidden where they would cover others (the page says how many) are at most half of
@@ -98,7 +100,11 @@ MEASURE = """() => {
     labels.push({kind: 'edge', id: String(id), text: text, px: e.options.font.size * s,
                  box: rect(z.left, z.top + v, z.width, z.height)});
   }
-  return {w: r.width, h: r.height, scale: s, nodes: nodes, labels: labels,
+  const buttons = [...document.querySelectorAll('#mynetwork .vis-navigation .vis-button')].map(b => {
+    const q = b.getBoundingClientRect();
+    return [q.left - r.left, q.top - r.top, q.right - r.left, q.bottom - r.top];
+  }).filter(q => q[2] > q[0]);
+  return {w: r.width, h: r.height, scale: s, nodes: nodes, labels: labels, buttons: buttons,
           note: (document.getElementById('crbc-hidden') || {}).textContent || '',
           place_ms: parseFloat(document.body.getAttribute('data-crbc-place-ms')),
           redraws: parseInt(document.body.getAttribute('data-crbc-redraws'))};
@@ -187,6 +193,12 @@ def check(m: dict, where: str, min_px: float) -> dict:
         "nodes": len(m["nodes"]),
         "node_overlaps": node_overlaps(m["nodes"]),
         "small": [(lab["text"], round(lab["px"], 1)) for lab in labels if lab["px"] < min_px],
+        "buttons": len(m["buttons"]),
+        "under_buttons": [
+            (lab["kind"], lab["id"], lab["text"])
+            for lab in labels
+            if any(_overlap(lab["box"], b) for b in m["buttons"])
+        ],
         "span": span(m),
         "canvas": (round(m["w"]), round(m["h"])),
         "note": m["note"],
@@ -204,6 +216,8 @@ def problems(got: dict, where: str, most_shown: bool = True) -> list[str]:
         )
     if got["node_overlaps"]:
         bad.append(f"{where}: node shapes overlap: {got['node_overlaps'][:6]}")
+    if got["under_buttons"]:
+        bad.append(f"{where}: labels under the navigation buttons: {got['under_buttons'][:6]}")
     if got["small"]:
         bad.append(f"{where}: {len(got['small'])} labels too small: {got['small'][:6]}")
     hidden = int(got["note"].split()[0]) if got["note"].strip() else 0
@@ -240,6 +254,7 @@ def test_graph_page_canvas_at_every_width(browser, server, name):
             if width >= 1280 and not got["redraws"] <= MOST_DRAWS:
                 bad.append(f"{name} at {width}px: the canvas drawn {got['redraws']} times at load")
             assert got["labels"] >= min(10, got["nodes"]), (width, got)
+            assert got["buttons"] == 7, (width, got["buttons"])  # ← ↑ → ↓, zoom in and out, fit
             pg.locator("iframe").first.screenshot(path=str(OUT / f"graph_canvas_{name}_{width}.png"))
         finally:
             ctx.close()
