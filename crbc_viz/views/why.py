@@ -217,8 +217,41 @@ _PANEL = """
     box.setAttribute("data-edge", id);
     box.style.display = "block";
     document.body.setAttribute("data-crbc-why", id);
+    pending = id;
+    reveal();
   }
-  function hide() { box.style.display = "none"; document.body.removeAttribute("data-crbc-why"); }
+  function hide() { box.style.display = "none"; document.body.removeAttribute("data-crbc-why"); pending = null; }
+  // The panel never hides the edge it explains: it goes to the side of the canvas away from
+  // the edge, and the view pans (scale kept) to put both of the edge's anchors in the part of
+  // the canvas the panel leaves free. After each drawing until the person pans or zooms: the
+  // first fit and a restored view come after the panel opens on a redrawn page.
+  var pending = null;
+  function reveal() {
+    if (pending === null || typeof network === "undefined" || box.style.display !== "block") { return; }
+    var e = network.body.edges[pending], c = document.querySelector("#mynetwork canvas");
+    if (!e || !e.from || !e.to || !c) { return; }
+    var cr = c.getBoundingClientRect(), s = network.getScale();
+    if (!(cr.width > 0) || !(s > 0)) { return; }
+    var a = network.canvasToDOM({x: e.from.x, y: e.from.y}), b = network.canvasToDOM({x: e.to.x, y: e.to.y});
+    var ra = (e.from.options.size || 0) * s, rb = (e.to.options.size || 0) * s;
+    var lo = Math.min(a.x - ra, b.x - rb), hi = Math.max(a.x + ra, b.x + rb);
+    var left = (lo + hi) / 2 > cr.width / 2;  // the panel on the side away from the edge
+    box.style.left = left ? "8px" : "auto";
+    box.style.right = left ? "auto" : "8px";
+    box.setAttribute("data-side", left ? "left" : "right");
+    var pr = box.getBoundingClientRect(), margin = 12;
+    var fl = left ? pr.right - cr.left + margin : margin;
+    var fr = left ? cr.width - margin : pr.left - cr.left - margin;
+    if (fr - fl < 40 || (lo >= fl && hi <= fr)) { return; }
+    var dx = hi - lo <= fr - fl ? (fl + fr) / 2 - (lo + hi) / 2 : (fl + fr) / 2 - (a.x + b.x) / 2;
+    var at = network.getViewPosition();
+    network.moveTo({position: {x: at.x - dx / s, y: at.y}, scale: s, animation: false});
+  }
+  if (typeof network !== "undefined") {
+    network.on("afterDrawing", reveal);
+    network.on("dragStart", function () { pending = null; });
+    network.on("zoom", function () { pending = null; });
+  }
   document.getElementById("crbc-why-close").addEventListener("click", function () {
     hide();
     // The app reopens the last clicked edge's panel on its next run unless told it was closed.

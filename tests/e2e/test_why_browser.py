@@ -106,6 +106,18 @@ def _check_panel(sections: list[dict], cli: dict, estimators: set, first: tuple 
     return checked
 
 
+#: Whether both anchors of edge ``%(edge)s`` lie inside the canvas and outside the open panel.
+_ENDS_CLEAR = """(() => {
+  const e = network.body.edges[%(edge)s], s = network.getScale();
+  const c = document.querySelector('#mynetwork canvas').getBoundingClientRect();
+  const p = document.getElementById('crbc-why').getBoundingClientRect();
+  return [e.from, e.to].every((n) => {
+    const d = network.canvasToDOM({x: n.x, y: n.y}), x = c.left + d.x, r = n.options.size * s;
+    return x - r >= c.left && x + r <= c.right && (x + r < p.left || x - r > p.right);
+  });
+})()"""
+
+
 def _graph_frame(pg, pred: str = "true"):
     """A frame of the page showing a ready graph for which the JS condition ``pred`` holds."""
     for f in pg.frames:
@@ -145,6 +157,10 @@ def test_an_edge_click_explains_its_credit_as_the_cli_scores_it(browser, url, cl
         )
         frame = wait_until(pg, lambda: _graph_frame(pg, opened), "the panel of the clicked edge is open")
         assert "anchor=s1" in pg.url
+        # The panel hides neither end of the edge it explains: both anchors are drawn inside the
+        # canvas and outside the panel (it moves to the other side, the view pans).
+        clear = opened + f" && {_ENDS_CLEAR % {'edge': repr(edge)}}"
+        frame = wait_until(pg, lambda: _graph_frame(pg, clear), "both ends of the edge clear of the panel")
         sections = frame.evaluate(PANEL, frame.query_selector("#crbc-why"))
         # s1 -b-> s2 is taken by t1 (step 1), t3 (step 2) and t4 (step 3).
         assert {(r["traj_id"][1], int(r["step_idx"][1])) for r in sections[0]["visits"]} == {
