@@ -437,7 +437,8 @@ def batch_from_columns(
             note): truncated where the last step's ``done`` is false (never without ``done``);
             the return is the last step's ``episode_return``, else the sum of ``reward``;
             success is the last step's ``success``, else return > ``success_threshold``, and
-            never for a truncated trajectory.
+            a truncated trajectory is a failure unless it logs ``success`` = true: the one
+            rule of every path, `crbc_viz.outcome_rule`.
         groups: one row per group (Arrow table, `ArrowRows` or frame); None takes the
             `GROUP_KEY` columns of each group's first row.
         success_column: write each trajectory's success on every one of its steps (the
@@ -453,9 +454,9 @@ def batch_from_columns(
     lay = layout if layout is not None else _derive_layout(rows)
     if traj_success is None or traj_truncated is None or traj_return is None:
         derived = _derive_outcomes(rows, lay, success_threshold)
-        traj_truncated = derived[1] if traj_truncated is None else traj_truncated
-        traj_return = derived[2] if traj_return is None else traj_return
-        traj_success = derived[0] & ~traj_truncated if traj_success is None else traj_success
+        traj_truncated = derived.truncated if traj_truncated is None else traj_truncated
+        traj_return = derived.ret if traj_return is None else traj_return
+        traj_success = derived.success(traj_truncated) if traj_success is None else traj_success
     if success_column:
         rows.set_success(np.repeat(traj_success, lay.traj_len))
     if groups is None:
@@ -636,28 +637,36 @@ def _contiguous(rows: _Columns, name: str, keys: list, starts: np.ndarray, what:
 
 
 def _derive_outcomes(rows: _Columns, lay: Layout, threshold: float):
-    """(success [T] before truncation, truncated [T], return [T]) from the rows' ``done``,
-    ``episode_return`` / ``reward`` and ``success`` columns (see `batch_from_columns`)."""
+    """The `crbc_viz.outcome_rule.Outcomes` of the rows' ``done``, ``episode_return`` /
+    ``reward`` and ``success`` columns (see `batch_from_columns`): each logged on every row."""
+    from .outcome_rule import outcome_rule
+
     lens = lay.traj_len
     if (lens == 0).any():
         t = int(np.flatnonzero(lens == 0)[0])
         raise BatchInvariantError("traj_offsets", f"trajectory {t} has no steps: no outcome", rows.source)
-    ends = lay.traj_offsets[1:] - 1
-    done = rows.numbers("done", "b")
-    truncated = ~done[ends] if done is not None else np.zeros(len(ends), dtype=bool)
-    logged = rows.numbers("episode_return", "iuf")
-    if logged is not None:
-        ret = logged[ends].astype(np.float64)
-    else:
-        reward = rows.numbers("reward", "iuf")
-        if reward is None:
+    logged = {}
+    for name, kinds, what in (
+        ("episode_return", "iuf", "a number"),
+        ("success", "b", "true/false"),
+        ("done", "b", "true/false"),
+    ):
+        if rows.has(name):
+            values = rows.numbers(name, kinds)
+            if values is None:
+                raise BatchInvariantError(
+                    name, f"expected {what} on every row to derive the outcomes", rows.source
+                )
+            logged[name] = (values, np.ones(len(values), dtype=bool))
+    reward = rows.numbers("reward", "iuf")
+    if reward is None:
+        if "episode_return" not in logged:
             why = "a number on every row to derive returns (no episode_return column)"
             raise BatchInvariantError("reward", f"expected {why}", rows.source)
-        reward = reward.astype(np.float64, copy=False)
-        ret = np.add.reduceat(reward, lay.traj_offsets[:-1]) if len(ends) else np.zeros(0)
-    flag = rows.numbers("success", "b")
-    success = flag[ends].astype(bool) if flag is not None else ret > threshold
-    return success, truncated, ret
+        reward = np.zeros(len(rows))
+    return outcome_rule(
+        lay.traj_offsets, reward.astype(np.float64, copy=False), threshold=threshold, **logged
+    )
 
 
 def _check_step_idx(rows: _Columns, batch: RolloutBatch) -> None:

@@ -69,7 +69,9 @@ def test_derived_arrays_match_hand_computation(kind):
 
 def test_logged_success_and_episode_return_win():
     # Logged flags: trajectory 0 says success on its last step, trajectory 2 too; trajectory 1
-    # says so as well but is truncated (its last done is false), so it is a failure.
+    # says so as well and is truncated (its last done is false): the explicit flag wins
+    # (SCHEMA.md: "a failure unless the trainer logged success=true for it"), as on the schema
+    # path; before the one rule (`crbc_viz.outcome_rule`) this path read it as a failure.
     b = batch_from_columns(
         pa.table(
             _columns(
@@ -79,9 +81,10 @@ def test_logged_success_and_episode_return_win():
         ),
         step_anchor_hash=_hash(),
     )
-    assert b.traj_success.tolist() == [True, False, True]
+    assert b.traj_truncated.tolist() == [False, True, False]
+    assert b.traj_success.tolist() == [True, True, True]
     assert b.traj_return.tolist() == [7.0, 3.0, -2.0]
-    assert b.steps["success"].tolist() == [True, True, False, True, True, True]
+    assert b.steps["success"].tolist() == [True, True, True, True, True, True]
 
 
 def test_threshold_and_no_done_column():

@@ -27,6 +27,7 @@ PKG = "crbc_viz"
 RANKS = {
     "crbc_viz.errors": 0,
     "crbc_viz.data": 0,
+    "crbc_viz.outcome_rule": 0,  # the one success / truncation rule (data and io derive outcomes with it)
     "crbc_viz.safetext": 0,
     "crbc_viz._hooks": 0,
     "crbc_viz._arrow": 0,  # numpy <-> Arrow without pandas (data and io use it)

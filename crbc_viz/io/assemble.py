@@ -371,7 +371,7 @@ def build_batch(raw: RawTable, *, lenient: bool = False, success_threshold: floa
 
     # Outcome (docs/schema.md, "Success and truncation").
     traj_success, traj_truncated, traj_return, outcome_notes = trajectory_outcomes(
-        table, lay.step_traj, lay.traj_offsets, success_threshold, path
+        table, lay.traj_offsets, success_threshold, path
     )
 
     # Anchors: precomputed key, else the hash of the canonical anchor_obs, else one per step.

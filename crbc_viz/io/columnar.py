@@ -202,18 +202,18 @@ def _pair_codes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _needs_note(table: pa.Table, lay) -> bool:
     """Whether the schema path would add an outcome note for this sorted clean table
     (`crbc_viz.io.outcomes.trajectory_outcomes`): a trajectory that logs ``success=true`` and
-    later false, or a truncated rollout (last ``done`` false) logged as a success. Otherwise
-    `crbc_viz.data.batch_from_columns` derives the outcomes by the same rules."""
+    later false, or a truncated rollout (last ``done`` false) logged as a success. Both are
+    read by the one rule, `crbc_viz.outcome_rule`, that `crbc_viz.data.batch_from_columns`
+    derives the outcomes with."""
     if "success" not in table.column_names:
         return False
+    from ..outcome_rule import outcome_rule
+
     flag = numbers(table.column("success"))
-    trues = np.cumsum(flag)
-    before = np.repeat(trues[lay.traj_offsets[:-1]] - flag[lay.traj_offsets[:-1]], lay.traj_len)
-    if np.any(~flag & (trues - before > 0)):
-        return True
-    ends = lay.traj_offsets[1:] - 1
-    done = numbers(table.column("done"))[ends] if "done" in table.column_names else np.ones(len(ends), bool)
-    return bool(np.any(~done & flag[ends]))
+    every = np.ones(len(flag), dtype=bool)
+    done = (numbers(table.column("done")), every) if "done" in table.column_names else None
+    got = outcome_rule(lay.traj_offsets, np.zeros(len(flag)), success=(flag, every), done=done)
+    return bool(got.flips.any() or got.kept.any())
 
 
 def _anchor_hashes(obs: pa.ChunkedArray):
