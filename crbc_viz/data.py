@@ -584,6 +584,11 @@ class _Columns:
 
     def group_rows(self, first: np.ndarray):
         """The `GROUP_KEY` columns of the rows ``first``."""
+        for name in GROUP_KEY:
+            if not self.has(name):
+                raise BatchInvariantError(
+                    name, "the rows have no such column (one), and no groups table was given", self.source
+                )
         if self.arrow:
             from ._arrow import take
 

@@ -204,3 +204,12 @@ class _Calls(ast.NodeVisitor):
         if name == "RolloutBatch":
             self.found.append((node.lineno, self.stack[-1] if self.stack else "<module>"))
         self.generic_visit(node)
+
+
+@pytest.mark.parametrize("kind", ["arrow", "frame"])
+def test_rows_without_a_group_key_column_and_no_groups_table_are_refused_by_name(kind):
+    cols = {k: v for k, v in _columns().items() if k != "run_id"}
+    steps = pa.table(cols) if kind == "arrow" else pd.DataFrame(cols)
+    with pytest.raises(BatchInvariantError) as e:
+        batch_from_columns(steps, step_anchor_hash=_hash(), source="hand")
+    assert e.value.field == "run_id"
