@@ -105,12 +105,10 @@ def _true_then_false(column: tuple[np.ndarray, np.ndarray], offsets: np.ndarray)
     values, logged = column
     logged = np.asarray(logged, dtype=bool)
     flag = np.asarray(values, dtype=bool)
-    S, T = len(flag), len(offsets) - 1
-    traj = np.repeat(np.arange(T), np.diff(offsets))
+    S = len(flag)
+    if len(offsets) < 2:
+        return np.zeros(0, dtype=bool)
     pos = np.arange(S)
-    first_true = np.full(T, S, dtype=np.int64)
-    last_false = np.full(T, -1, dtype=np.int64)
-    t_true, t_false = logged & flag, logged & ~flag
-    np.minimum.at(first_true, traj[t_true], pos[t_true])
-    np.maximum.at(last_false, traj[t_false], pos[t_false])
+    first_true = np.minimum.reduceat(np.where(logged & flag, pos, S), offsets[:-1])
+    last_false = np.maximum.reduceat(np.where(logged & ~flag, pos, -1), offsets[:-1])
     return first_true < last_false
