@@ -91,12 +91,12 @@ def _last_logged(column: tuple[np.ndarray, np.ndarray], offsets: np.ndarray):
     if logged.all():
         return np.asarray(values)[offsets[1:] - 1], np.ones(T, dtype=bool)
     rows = np.flatnonzero(logged)
+    if not len(rows):
+        return np.zeros(T, dtype=np.asarray(values).dtype), np.zeros(T, dtype=bool)
     # The last logged row at or before each trajectory's last row, if inside the trajectory.
     k = np.searchsorted(rows, offsets[1:], side="left") - 1
-    at = rows[np.maximum(k, 0)] if len(rows) else np.zeros(T, dtype=np.int64)
-    has = (k >= 0) & (at >= offsets[:-1]) if len(rows) else np.zeros(T, dtype=bool)
-    out = np.asarray(values)[at] if len(rows) else np.zeros(T, dtype=np.asarray(values).dtype)
-    return out, has
+    at = rows[np.maximum(k, 0)]
+    return np.asarray(values)[at], (k >= 0) & (at >= offsets[:-1])
 
 
 def _true_then_false(column: tuple[np.ndarray, np.ndarray], offsets: np.ndarray) -> np.ndarray:

@@ -2,8 +2,9 @@
 numpy.
 
 `crbc_viz.io.load_rollouts` tries this lane first, and so does `batch_of_import` with an
-importer's rows (`crbc_viz.io.importers`: an Arrow table whose columns are all plain Arrow ones). It takes only files it can prove clean and
-builds for them exactly the batch the schema path (`crbc_viz.io.assemble.build_batch`) builds:
+importer's rows (`crbc_viz.io.importers`: an Arrow table whose columns are all plain Arrow
+ones). It takes only files it can prove clean and builds for them exactly the batch the schema
+path (`crbc_viz.io.assemble.build_batch`) builds:
 the same rows in the same order, the same columns and dtypes once ``batch.steps`` is read, the
 same anchors, outcomes and offsets (``tests/io/test_columnar.py`` compares the two on generated
 and bundled logs). For anything else it returns None and the schema path reads the file, so
