@@ -343,7 +343,8 @@ def rekey(obs, keys, hashes):
     a precomputed key (one that is not its observation's exact key) and a step without an
     observation keep theirs. ``obs``, ``keys``: object arrays; ``hashes``: uint64 (copied)."""
     import numpy as np
-    import pandas as pd
+
+    from .coerce import is_missing
 
     rule = _current.get()
     hashes = np.array(hashes, dtype=np.uint64, copy=True)
@@ -352,7 +353,7 @@ def rekey(obs, keys, hashes):
         return hashes, keys
     cache: dict = {}
     for i, o in enumerate(obs):
-        if o is None or o is pd.NA or (isinstance(o, float) and o != o):
+        if is_missing(o):
             continue
         ck = o if isinstance(o, str) else None
         got = cache.get(ck) if ck is not None else None

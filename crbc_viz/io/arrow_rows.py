@@ -23,7 +23,7 @@ import weakref
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["ObjectColumn", "arrow_table", "frame_of", "held"]
+__all__ = ["ObjectColumn", "arrow_table", "frame_of", "held", "object_values", "plain_array"]
 
 _INT64 = (-(2**63), 2**63 - 1)
 
@@ -94,10 +94,19 @@ def _from_list(values: list) -> pa.Array | None:
     if not _only(got.type, {type(v) for v in values}):  # Arrow reads a flag as a number, pandas not
         return None
     if got.null_count and got.type == pa.int64():  # pandas: whole numbers, some missing, are floats
-        return pa.array(values, type=pa.float64())
+        try:
+            return pa.array(values, type=pa.float64())
+        except pa.ArrowInvalid:  # a whole number past 2**53: kept exact, as a Python value
+            return None
     if got.null_count and got.type == pa.bool_():  # pandas: an object column of flags and None
         return None
     return got
+
+
+def plain_array(values: list) -> pa.Array | None:
+    """The plain Arrow array `arrow_table` makes of a list of Python values, or None where the
+    list rides as an `ObjectColumn`."""
+    return _from_list(values)
 
 
 def _only(typ: pa.DataType, types: set) -> bool:
@@ -121,6 +130,9 @@ def _only(typ: pa.DataType, types: set) -> bool:
 def _texts(values) -> bool:
     """Whether every value is text or missing (None, NaN), one at least text: a column pandas
     reads as text."""
+    types = set(map(type, values.tolist() if isinstance(values, np.ndarray) else values))
+    if types == {str}:  # the usual case, told without a call per value
+        return True
     kinds = {_kind(v) for v in values}
     return "str" in kinds and kinds <= {"str", "none", "nan"}
 
@@ -146,7 +158,10 @@ def _column(values, n: int) -> pa.Array:
         if values.dtype.kind in "iufb" and values.ndim == 1:
             return pa.array(values)
         if values.dtype.kind == "O" and values.ndim == 1 and _texts(values):  # pandas reads text
-            return pa.array([v if isinstance(v, str) else None for v in values.tolist()], type=pa.string())
+            listed = values.tolist()
+            if all(type(v) is str for v in listed):
+                return pa.array(listed, type=pa.string())
+            return pa.array([v if isinstance(v, str) else None for v in listed], type=pa.string())
         return _objects(values, n)
     if isinstance(values, list):
         got = _from_list(values)
@@ -202,6 +217,18 @@ def _object_series(col: pa.ChunkedArray):
     if len(pos) == len(whole) and bool((pos == np.arange(len(pos))).all()):
         return whole
     return whole.iloc[pos].reset_index(drop=True)
+
+
+def object_values(col: pa.ChunkedArray) -> np.ndarray:
+    """The values of an `ObjectColumn` as an object array, row by row in the table's order, as
+    the frame made of it holds them (`held`)."""
+    values = col.type.values
+    pos = np.concatenate([np.asarray(c.storage) for c in col.chunks]) if col.num_chunks else np.zeros(0, int)
+    if isinstance(values, _One):
+        out = np.empty(len(pos), dtype=object)
+        out.fill(values.value)
+        return out
+    return np.asarray(held(values)).astype(object, copy=False)[pos]
 
 
 def frame_of(table: pa.Table):

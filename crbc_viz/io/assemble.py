@@ -299,36 +299,26 @@ def assemble_arrow(
 
 
 def build_batch(raw: RawTable, *, lenient: bool = False, success_threshold: float = 0.0) -> RolloutBatch:
-    """Validate ``raw`` (`crbc_viz.io.schema.validate`) and assemble a `RolloutBatch`.
+    """Validate ``raw`` (`crbc_viz.io.schema.validate`) and assemble a `RolloutBatch`, on the
+    Arrow table validation returns (a pandas frame is made here only where a column holds
+    Python objects Arrow has no type for, or nested values: `_rows_for_batch`).
 
     Raises:
         LoadError: listing every problem (with ``lenient``, only when no trajectory is left).
     """
-    import pandas as pd  # here, not at the top: the columnar lane imports this module without pandas
-
     from .anchor_keys import step_anchor_hashes
     from .outcomes import trajectory_outcomes
     from .schema import validate
 
     table, _, problems = validate(raw, lenient=lenient)
-    if table.empty or any(p.line is None for p in problems if p.field in REQUIRED or p.field is None):
-        if not lenient or table.empty or _BAD not in table:
+    if table is None or any(p.line is None for p in problems if p.field in REQUIRED or p.field is None):
+        if not lenient or table is None:
             raise LoadError(problems[:MAX_LISTED], total=len(problems))
     path = raw.path
-    run_default = Path(path).name.split(".")[0]
-    if "run_id" not in table:
-        table["run_id"] = run_default
-    else:
-        table["run_id"] = table["run_id"].where(table["run_id"].notna(), run_default)
-    if "train_step" not in table:
-        table["train_step"] = 0
-    else:
-        table["train_step"] = table["train_step"].where(table["train_step"].notna(), 0)
-    table["train_step"] = table["train_step"].astype(np.int64)
+    table = _with_defaults(table, Path(path).name.split(".")[0])
 
     # Group and trajectory indices in first-occurrence order.
-    g_codes = row_codes(*(table[c] for c in GROUP_KEY))
-    t_codes = row_codes(g_codes, table["traj_id"])
+    g_codes, t_codes = _group_traj_codes(table)
 
     where = raw.where
     # Step order within each trajectory: sorted, must be exactly 0..n-1.
@@ -336,8 +326,9 @@ def build_batch(raw: RawTable, *, lenient: bool = False, success_threshold: floa
     if lenient and raw.broken_ids:
         # Lines that did not parse but name their trajectory: drop it rather than keep it with
         # a step missing (which could look like a shorter, truncated rollout).
-        keys = pd.MultiIndex.from_arrays([table["group_id"].astype(str), table["traj_id"].astype(str)])
-        hit = keys.isin({k for k in raw.broken_ids if k is not None})
+        broken = {k for k in raw.broken_ids if k is not None}
+        pairs = zip(_cells(table["group_id"]).tolist(), _cells(table["traj_id"]).tolist())
+        hit = np.fromiter(((str(g), str(t)) in broken for g, t in pairs), bool, _n(table))
         traj_bad[t_codes[hit]] = True
 
     skipped: list[str] = []
@@ -354,20 +345,19 @@ def build_batch(raw: RawTable, *, lenient: bool = False, success_threshold: floa
             int(traj_bad.sum()),
             sum(k is None for k in raw.broken_ids),
         )
-        table = table[keep_rows]
-        if table.empty:
+        if not keep_rows.any():
             raise LoadError(
                 problems[:MAX_LISTED]
                 + [Problem(path, None, None, "no valid trajectory left after skipping bad rows (--lenient)")],
                 total=len(problems) + 1,
             )
-        g_codes = row_codes(*(table[c] for c in GROUP_KEY))
-        t_codes = row_codes(g_codes, table["traj_id"])
+        table = _take(table, np.flatnonzero(keep_rows))
+        g_codes, t_codes = _group_traj_codes(table)
 
     # Final order: group (first occurrence), trajectory (first occurrence within the file), step.
-    table = table.assign(step_idx=table["step_idx"].astype(np.int64))
-    order, lay = sort_rows(g_codes, t_codes, table["step_idx"].to_numpy())
-    table = table.iloc[order].reset_index(drop=True)
+    step_idx = _ints(table["step_idx"], 0)
+    order, lay = sort_rows(g_codes, t_codes, step_idx)
+    table = _take(_set(table, "step_idx", step_idx), order)
 
     # Outcome (docs/schema.md, "Success and truncation").
     traj_success, traj_truncated, traj_return, outcome_notes = trajectory_outcomes(
@@ -381,9 +371,9 @@ def build_batch(raw: RawTable, *, lenient: bool = False, success_threshold: floa
     warnings.extend(outcome_notes)
     table, step_hash = step_anchor_hashes(table, warnings, path, where)
 
-    table = table.drop(columns=[_BAD, _LINE], errors="ignore")
+    steps = _rows_for_batch({k: v for k, v in table.items() if k not in (_BAD, _LINE)})
     return assemble(
-        table,
+        steps,
         lay,
         step_anchor_hash=step_hash,
         traj_success=traj_success,
@@ -395,17 +385,120 @@ def build_batch(raw: RawTable, *, lenient: bool = False, success_threshold: floa
     )
 
 
+def _rows_for_batch(cols: dict):
+    """The rows a batch keeps: an Arrow table of the columns (its frame made when
+    ``batch.steps`` is first read), or, where a column holds Python values Arrow has no type for
+    or nested values, the frame made now (`crbc_viz.io.arrow_rows.frame_of`: what the reader's
+    values make: lists as the Python lists a JSON reader gives, or the arrays a Parquet reader
+    gives)."""
+    import pyarrow as pa
+
+    from .arrow_rows import ObjectColumn, arrow_table, frame_of
+
+    table = arrow_table(cols, _n(cols))
+    if any(isinstance(t, ObjectColumn) or pa.types.is_nested(t) for t in table.schema.types):
+        return frame_of(table)  # while the table, which holds the Python values, lives
+    return table
+
+
+def _n(cols: dict) -> int:
+    return len(cols[_LINE]) if _LINE in cols else len(next(iter(cols.values())))
+
+
+def _cells(col) -> np.ndarray:
+    """A column's Python values (an object array, None where missing)."""
+    from .coerce import values_of
+
+    return values_of(col)
+
+
+def _ints(col, fill: int) -> np.ndarray:
+    """An integer column (int64, or objects with None where a row's value did not validate) as
+    int64, ``fill`` where missing."""
+    from .._arrow import numbers
+
+    if isinstance(col, np.ndarray) and col.dtype.kind in "iu":
+        return col.astype(np.int64, copy=False)
+    if not isinstance(col, np.ndarray) and str(col.type) == "int64" and col.null_count == 0:
+        return numbers(col).astype(np.int64, copy=False)
+    vals = _cells(col)
+    return np.fromiter((fill if v is None else int(v) for v in vals.tolist()), np.int64, len(vals))
+
+
+def _set(cols: dict, name: str, values) -> dict:
+    """The columns with ``name`` set to ``values`` (replaced in place, or added last)."""
+    return {**cols, name: values}
+
+
+def _take(cols: dict, rows: np.ndarray) -> dict:
+    """The columns' rows ``rows``, in that order."""
+    from .._arrow import take
+
+    if len(rows) == _n(cols) and np.array_equal(rows, np.arange(len(rows))):
+        return cols
+    idx = np.asarray(rows, dtype=np.int64)
+    return {k: v[idx] if isinstance(v, np.ndarray) else take(v, idx) for k, v in cols.items()}
+
+
+def _with_defaults(cols: dict, run_default: str) -> dict:
+    """``run_id`` (default: the file's name up to its first dot) and ``train_step`` (default 0)
+    on every row, ``train_step`` as int64."""
+    n = _n(cols)
+    run = cols.get("run_id")
+    if run is None:
+        cols = _set(cols, "run_id", np.full(n, run_default, dtype=object))
+    elif isinstance(run, np.ndarray) or run.null_count:
+        vals = _cells(run).copy()
+        vals[np.array([v is None for v in vals.tolist()], dtype=bool)] = run_default
+        cols = _set(cols, "run_id", vals)
+    step = cols.get("train_step")
+    return _set(cols, "train_step", np.zeros(n, np.int64) if step is None else _ints(step, 0))
+
+
+def _group_traj_codes(cols: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(group codes, trajectory codes) ``[S]`` in order of first occurrence."""
+    codes = [_codes_of(cols[c]) for c in GROUP_KEY]
+    g_codes = codes[0]
+    for b in codes[1:]:
+        g_codes = _pair_codes(g_codes, b)
+    return g_codes, _pair_codes(g_codes, _codes_of(cols["traj_id"]))
+
+
+def _pair_codes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Codes of the pairs ``(a[i], b[i])`` of two code columns, in order of first occurrence."""
+    if len(b) == 0:
+        return b
+    return _codes_of(a * (int(b.max()) + 1) + b)
+
+
+def _codes_of(col) -> np.ndarray:
+    """Codes ``[S]`` of one column's values in order of first occurrence, a missing value one
+    code of its own: Arrow's dictionary encoding (integers, text), or a dictionary of the
+    Python values (an object array)."""
+    import pyarrow as pa
+    from pyarrow._compute import DictionaryEncodeOptions
+
+    from .._arrow import array, call, numbers
+
+    if isinstance(col, np.ndarray):
+        if col.dtype.kind in "iu":
+            col = array(col.astype(np.int64, copy=False))
+        else:
+            seen: dict = {}
+            return np.fromiter((seen.setdefault(v, len(seen)) for v in col.tolist()), np.int64, len(col))
+    plain = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    enc = call("dictionary_encode", plain, options=DictionaryEncodeOptions("encode"))
+    return numbers(enc.indices).astype(np.int64)
+
+
 def _step_order_problems(table, t_codes: np.ndarray, problems: list, path: str, where: str) -> np.ndarray:
     """Per trajectory [T], whether it is bad: a row of it did not validate, two rows carry one
     ``step_idx``, or its steps are not exactly 0..n-1 (sorted). Each duplicate, and the first
     out-of-place row of each trajectory whose rows all validated, is appended to ``problems``."""
-    import pandas as pd
-
     from .coerce import short
 
-    ok = ~table[_BAD].to_numpy()
-    sidx = pd.to_numeric(table["step_idx"], errors="coerce").fillna(-1).to_numpy(dtype=np.int64)
-    sidx = np.where(ok, sidx, -1)
+    ok = ~np.asarray(table[_BAD], dtype=bool)
+    sidx = np.where(ok, _ints(table["step_idx"], -1), -1)
     order = np.lexsort((sidx, t_codes))
     t_sorted = t_codes[order]
     s_sorted = sidx[order]
@@ -413,7 +506,8 @@ def _step_order_problems(table, t_codes: np.ndarray, problems: list, path: str, 
     pos = np.arange(len(order)) - np.maximum.accumulate(np.where(starts, np.arange(len(order)), 0))
     traj_bad = np.zeros(t_codes.max() + 1, dtype=bool)
     traj_bad[np.unique(t_codes[~ok])] = True
-    lines = table[_LINE].to_numpy()
+    lines = np.asarray(table[_LINE])
+    traj_ids, group_ids = table["traj_id"], table["group_id"]
     dup = np.r_[False, (t_sorted[1:] == t_sorted[:-1]) & (s_sorted[1:] == s_sorted[:-1])]
     for k in np.flatnonzero(dup & (s_sorted >= 0)):
         r = order[k]
@@ -423,8 +517,8 @@ def _step_order_problems(table, t_codes: np.ndarray, problems: list, path: str, 
                 int(lines[r]),
                 "step_idx",
                 f"duplicate step_idx {s_sorted[k]} in trajectory "
-                f"{short(table['traj_id'].iat[r])} of group "
-                f"{short(table['group_id'].iat[r])}",
+                f"{short(_cell(traj_ids, r))} of group "
+                f"{short(_cell(group_ids, r))}",
                 where,
             )
         )
@@ -446,13 +540,18 @@ def _step_order_problems(table, t_codes: np.ndarray, problems: list, path: str, 
                 int(lines[r]),
                 "step_idx",
                 f"not contiguous from 0: expected {pos[k]}, got {s_sorted[k]} "
-                f"in trajectory {short(table['traj_id'].iat[r])} of group "
-                f"{short(table['group_id'].iat[r])}",
+                f"in trajectory {short(_cell(traj_ids, r))} of group "
+                f"{short(_cell(group_ids, r))}",
                 where,
             )
         )
         traj_bad[t] = True
     return traj_bad
+
+
+def _cell(col, r: int):
+    """Row ``r``'s Python value of a column (numpy, or Arrow)."""
+    return col[r] if isinstance(col, np.ndarray) else col[r].as_py()
 
 
 def _kind(p: Problem) -> str:

@@ -15,8 +15,9 @@ import reprlib
 from collections.abc import Callable
 
 import numpy as np
-import pandas as pd
+import pyarrow as pa
 
+from .._arrow import call, cast, numbers
 from ..errors import Problem
 from .fields import FIELD_KINDS, MAX_ABS_REWARD, MAX_STEP_IDX, REQUIRED
 from .fields import INT_LIMIT as _INT_LIMIT
@@ -29,8 +30,12 @@ _TRUE = {"true", "1", "yes", "t", "y"}
 _FALSE = {"false", "0", "no", "f", "n"}
 
 
+#: pandas' missing-value singletons (an importer's column may hold them), by class name.
+_NA_TYPES = frozenset({"NAType", "NaTType"})
+
+
 def is_missing(v) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA or v is pd.NaT
+    return v is None or (isinstance(v, float) and math.isnan(v)) or type(v).__name__ in _NA_TYPES
 
 
 def _as_id(v, from_text):
@@ -131,105 +136,138 @@ FIELDS: dict[str, tuple[Callable, bool]] = {
 }
 
 
-def _fast_column(name: str, col: pd.Series, from_text: bool):
-    """Vectorised coercion of a clean column; None when the slow, per-value path must look
-    (it alone writes the messages)."""
-    from pandas.api.types import infer_dtype
+def values_of(col) -> np.ndarray:
+    """The Python values ``[S]`` of one column (an Arrow column of a raw table, or a numpy array
+    already coerced) as an object array, a missing value None (an `ObjectColumn` gives what its
+    frame would hold: `held`)."""
+    from .arrow_rows import ObjectColumn, object_values
 
-    coerce = FIELDS[name][0]
-    kind = col.dtype.kind
-    present = col.notna().to_numpy()
-    if isinstance(col.dtype, pd.CategoricalDtype):
-        col = col.astype(object)
-        kind = "O"
-    elif hasattr(col.dtype, "numpy_dtype") and not isinstance(col.dtype, pd.StringDtype):
-        # Nullable pandas / Arrow dtypes (a Parquet bool or int column with nulls): plain
-        # numpy when nothing is missing, else objects with None.
-        col = pd.Series(
-            col.to_numpy(dtype=col.dtype.numpy_dtype)
-            if present.all()
-            else col.to_numpy(dtype=object, na_value=None),
-            index=col.index,
-        )
-        kind = col.dtype.kind
-    inferred = infer_dtype(col, skipna=True) if kind == "O" else None
-    if (
-        coerce in (_as_id, _as_text, _as_anchor)
-        and isinstance(col.dtype, pd.StringDtype)
-        and (inferred in ("string", "empty"))
-    ):
-        return col  # already a string column: kept as it is (no per-step objects)
-    if coerce in (_as_id, _as_text) and (inferred in ("string", "empty")):
-        return col.to_numpy(dtype=object)
-    if coerce is _as_id and kind in "iu":
-        return col.astype(str).to_numpy(dtype=object)
-    if coerce is _as_anchor and inferred in ("string", "empty"):
-        return col.to_numpy(dtype=object)
-    if coerce is _as_int:
-        lo, hi = (0, MAX_STEP_IDX) if name == "step_idx" else (-_INT_LIMIT, _INT_LIMIT)
-        if kind in "iu":
-            arr = col.to_numpy()
-            if len(arr) == 0 or (arr.min() >= lo and arr.max() <= hi):
-                return arr.astype(np.int64)
+    if isinstance(col, np.ndarray):
+        return col.astype(object, copy=False)
+    if isinstance(col.type, ObjectColumn):
+        return object_values(col)
+    out = np.empty(len(col), dtype=object)
+    out[:] = col.to_pylist()
+    return out
+
+
+def _plain(col):
+    """``col`` as one Arrow array of a plain type (dictionary text decoded), or None."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    typ = col.type
+    if pa.types.is_dictionary(typ) and _is_text(typ.value_type):
+        col = cast(col, typ.value_type)
+    if pa.types.is_large_string(col.type):
+        col = cast(col, pa.string())
+    if col.type in (pa.int64(), pa.float64(), pa.bool_(), pa.string(), pa.null()):
+        return col
+    if pa.types.is_integer(col.type) or pa.types.is_floating(col.type):
+        try:
+            return cast(col, pa.float64() if pa.types.is_floating(col.type) else pa.int64())
+        except pa.ArrowInvalid:  # an unsigned value past int64: the per-value path names it
             return None
-        if (
-            kind == "f"
-            or inferred in ("integer", "mixed-integer-float")
-            or (from_text and inferred == "string")
-        ):
-            try:
-                num = pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64)
-            except (ValueError, TypeError, OverflowError):
-                return None
-            ok = ~present | (np.isfinite(num) & (num == np.round(num)) & (num >= lo) & (num <= hi))
-            if ok.all() and (from_text or inferred != "string"):
-                out = np.empty(len(col), dtype=object)
-                out[present] = num[present].astype(np.int64)
-                out[~present] = None
-                return out if not present.all() else num.astype(np.int64)
-        return None
-    if coerce is _as_float:
-        if (
-            kind in "fiu"
-            or inferred in ("floating", "integer", "mixed-integer-float")
-            or (from_text and inferred == "string")
-        ):
-            if inferred == "string" and not from_text:
-                return None
-            try:
-                num = pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64)
-            except (ValueError, TypeError, OverflowError):
-                return None
-            good = num[present]
-            if (
-                np.isfinite(good).all()
-                and (np.abs(good) <= MAX_ABS_REWARD).all()
-                and (present.all() or kind != "f")
-            ):
-                out = num.astype(object) if not present.all() else num
-                if not present.all():
-                    out[~present] = None
-                return out
-        return None
-    if coerce is as_bool:
-        if kind == "b":
-            return col.to_numpy(dtype=bool)
-        if inferred == "boolean":
-            return col.to_numpy(dtype=object)
-        return None
     return None
 
 
-def coerce_column(
-    name, series: pd.Series, raw: RawTable, problems: list, bad: np.ndarray, nonfinite: dict[int, str]
-):
-    """Coerce one known column; every bad value becomes a `Problem` and marks its row bad.
-    ``nonfinite`` maps rows whose value was a ``NaN``/``Infinity`` literal to that literal."""
+def _is_text(typ) -> bool:
+    return pa.types.is_string(typ) or pa.types.is_large_string(typ)
+
+
+def _objects(values: np.ndarray, present: np.ndarray) -> np.ndarray:
+    """``values`` as an object array with None where nothing is present (a typed array when
+    every row is)."""
+    if present.all():
+        return values
+    out = values.astype(object)
+    out[~present] = None
+    return out
+
+
+def _text_numbers(col: pa.Array) -> np.ndarray | None:
+    """The float64 values of a text column (blanks around a number allowed), None when one
+    does not read as a number (the per-value path names it)."""
+    try:
+        return numbers(cast(call("utf8_trim_whitespace", col), pa.float64())).astype(np.float64)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError):
+        return None
+
+
+def _float_values(col: pa.Array, from_text: bool) -> np.ndarray | None:
+    """The float64 values of a column of numbers (or, read from text, of text), None for any
+    other type."""
+    if col.type in (pa.int64(), pa.float64()):
+        return numbers(col).astype(np.float64)
+    if from_text and col.type == pa.string():
+        return _text_numbers(col)
+    return None
+
+
+def _fast_column(name: str, col, from_text: bool):
+    """Vectorised coercion of a clean Arrow column; None when the slow, per-value path must
+    look (it alone writes the messages)."""
+    from .arrow_rows import ObjectColumn
+
+    if isinstance(col.type, ObjectColumn):
+        return None
+    col = _plain(col)
+    if col is None:
+        return None
+    coerce = FIELDS[name][0]
+    typ = col.type
+    present = ~np.asarray(call("is_null", col).to_numpy(zero_copy_only=False), dtype=bool)
+    if typ == pa.null():
+        return np.full(len(col), None, dtype=object)
+    if coerce in (_as_id, _as_text, _as_anchor) and typ == pa.string():
+        return col  # text as read: kept in Arrow (no per-step objects)
+    if coerce is _as_id and typ == pa.int64():
+        out = np.full(len(col), None, dtype=object)
+        out[present] = [str(v) for v in numbers(col)[present].tolist()]
+        return out
+    if coerce is _as_int:
+        lo, hi = (0, MAX_STEP_IDX) if name == "step_idx" else (-_INT_LIMIT, _INT_LIMIT)
+        if typ == pa.int64():
+            arr = numbers(col)
+            got = arr[present]
+            if len(got) == 0 or (got.min() >= lo and got.max() <= hi):
+                return _objects(arr.astype(np.int64), present)
+            return None
+        num = _float_values(col, from_text)
+        if num is None:
+            return None
+        good = num[present]
+        if (np.isfinite(good) & (good == np.round(good)) & (good >= lo) & (good <= hi)).all():
+            return _objects(np.where(present, num, 0).astype(np.int64), present)
+        return None
+    if coerce is _as_float:
+        num = _float_values(col, from_text)
+        if num is None:
+            return None
+        good = num[present]
+        if np.isfinite(good).all() and (np.abs(good) <= MAX_ABS_REWARD).all():
+            return _objects(num, present)
+        return None
+    if coerce is as_bool and typ == pa.bool_():
+        return _objects(numbers(col), present)
+    return None
+
+
+def coerce_column(name, col, raw: RawTable, problems: list, bad: np.ndarray, nonfinite: dict[int, str]):
+    """Coerce one known column (an Arrow column of the raw table); every bad value becomes a
+    `Problem` and marks its row bad. ``nonfinite`` maps rows whose value was a
+    ``NaN``/``Infinity`` literal to that literal. Returns a numpy array: typed where every row
+    holds a value, else objects with None where one is missing; a text column read as text is
+    returned as its Arrow array."""
     coerce, required = FIELDS[name]
-    fast = _fast_column(name, series, raw.from_text)
+    fast = _fast_column(name, col, raw.from_text)
     if fast is not None:
         if required:
-            missing = pd.isna(series).to_numpy()
+            if isinstance(fast, np.ndarray):
+                missing = np.asarray(call("is_null", col).to_numpy(zero_copy_only=False), dtype=bool)
+                if fast.dtype == object:
+                    missing = missing | np.array([v is None for v in fast.tolist()], dtype=bool)
+            else:
+                missing = np.asarray(call("is_null", fast).to_numpy(zero_copy_only=False), dtype=bool)
             for i in np.flatnonzero(missing):
                 if int(i) not in nonfinite:
                     problems.append(
@@ -238,7 +276,7 @@ def coerce_column(
             bad |= missing
         out = fast
     else:
-        values = series.to_numpy(dtype=object)
+        values = values_of(col)
         out = np.empty(len(values), dtype=object)
         for i, v in enumerate(values):
             if i in nonfinite:
@@ -272,7 +310,7 @@ def coerce_column(
                     )
                     bad[i] = True
     if nonfinite:
-        out = np.array(out, dtype=object)  # a copy: the fast path may return a read-only view
+        out = np.array(values_of(out), dtype=object)  # a copy: the fast path may return a view
         for i, tok in sorted(nonfinite.items()):
             what = "a finite number" if coerce is _as_float else _EXPECTED[coerce]
             problems.append(

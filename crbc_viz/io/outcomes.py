@@ -6,15 +6,16 @@ log's own flags decide against the rule."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
+import pyarrow as pa
 
+from .._arrow import call, numbers
 from ..outcome_rule import outcome_rule
-from .coerce import short
+from .coerce import short, values_of
 
 __all__ = ["trajectory_outcomes"]
 
 
-def trajectory_outcomes(table: pd.DataFrame, traj_offsets: np.ndarray, success_threshold: float, path: str):
+def trajectory_outcomes(table: dict, traj_offsets: np.ndarray, success_threshold: float, path: str):
     """(success [T], truncated [T], return [T], notes) of the trajectories of a sorted table
     (the rows of each trajectory contiguous, delimited by ``traj_offsets``).
 
@@ -29,7 +30,7 @@ def trajectory_outcomes(table: pd.DataFrame, traj_offsets: np.ndarray, success_t
     notes: list[str] = []
     got = outcome_rule(
         traj_offsets,
-        table["reward"].to_numpy(dtype=np.float64),
+        _logged(table, "reward", np.float64)[0],
         episode_return=_logged(table, "episode_return", np.float64),
         success=_logged(table, "success", bool),
         done=_logged(table, "done", bool),
@@ -51,18 +52,25 @@ def trajectory_outcomes(table: pd.DataFrame, traj_offsets: np.ndarray, success_t
     return got.success(), got.truncated, got.ret, notes
 
 
-def _logged(table: pd.DataFrame, name: str, dtype) -> tuple[np.ndarray, np.ndarray] | None:
+def _logged(cols: dict, name: str, dtype) -> tuple[np.ndarray, np.ndarray] | None:
     """Column ``name`` as ``(values, logged)`` for `outcome_rule` (its validated values: numbers
-    or flags, a missing one None or NaN), or None where the table has no such column."""
-    if name not in table:
+    or flags, a missing one None), or None where there is no such column."""
+    col = cols.get(name)
+    if col is None:
         return None
-    col = table[name].to_numpy(dtype=object)
-    logged = ~pd.isna(col)
-    values = np.zeros(len(col), dtype=dtype)
-    values[logged] = col[logged].astype(dtype)
+    if isinstance(col, np.ndarray) and col.dtype != object:
+        return col.astype(dtype, copy=False), np.ones(len(col), dtype=bool)
+    if not isinstance(col, np.ndarray) and (pa.types.is_floating(col.type) or pa.types.is_boolean(col.type)):
+        logged = ~np.asarray(call("is_null", col).to_numpy(zero_copy_only=False), dtype=bool)
+        return numbers(col).astype(dtype), logged
+    vals = values_of(col)
+    logged = np.array([v is not None for v in vals.tolist()], dtype=bool)
+    values = np.zeros(len(vals), dtype=dtype)
+    values[logged] = vals[logged].astype(dtype)
     return values, logged
 
 
-def _traj_label(table: pd.DataFrame, traj_offsets: np.ndarray, mask: np.ndarray) -> str:
-    r = traj_offsets[int(np.flatnonzero(mask)[0])]
-    return f"trajectory {short(table['traj_id'].iat[r])} of group {short(table['group_id'].iat[r])}"
+def _traj_label(cols: dict, traj_offsets: np.ndarray, mask: np.ndarray) -> str:
+    r = int(traj_offsets[int(np.flatnonzero(mask)[0])])
+    traj, group = (values_of(cols[c])[r] for c in ("traj_id", "group_id"))
+    return f"trajectory {short(traj)} of group {short(group)}"

@@ -241,7 +241,7 @@ def source_batches(src, tmp_dir: Path, *, run_id, import_options, lenient, succe
 
     def batch_of(imp):
         if run_id is not None:
-            imp.raw.records["run_id"] = run_id
+            imp.raw.set_column("run_id", run_id)
         try:
             with using(None):  # the store keeps exact keys; a rule re-keys them at read time
                 return build_batch(imp.raw, lenient=lenient, success_threshold=success_threshold), imp

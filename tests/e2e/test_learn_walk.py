@@ -16,6 +16,7 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from crbc_viz import build_graph, score
 from crbc_viz import teaching as T
@@ -212,12 +213,28 @@ def _lesson1(pg, server, projector, tag):
 
 
 def step_slider(pg, label: str, key: str, presses: str, want: str) -> None:
-    """Move the select slider labelled ``label`` by keyboard until the link says ``key=want``."""
+    """Move the select slider labelled ``label`` by keyboard until the link says ``key=want``.
+    Each key is pressed on the idle app and counted only once the thumb has moved (a rerun that
+    redraws the slider can take the focus, and with it a key press, on a busy machine)."""
     thumb = pg.locator("[data-testid='stSlider']").filter(has_text=label).first.locator("input[type='range']")
-    thumb.scroll_into_view_if_needed()
-    thumb.focus()
     for k in presses.split():
-        pg.keyboard.press(k)
+        for _ in range(3):
+            app_idle(pg, WAIT)
+            before = thumb.input_value()
+            thumb.scroll_into_view_if_needed()
+            thumb.focus()
+            pg.keyboard.press(k)
+            try:
+                pg.wait_for_function(
+                    "([el, v]) => el.value !== v",
+                    arg=[thumb.element_handle(), before],
+                    timeout=10_000,  # the thumb moves in the page, before the rerun
+                )
+                break
+            except PlaywrightTimeout:
+                continue  # the press was lost: the thumb is where it was, press again
+        else:
+            raise AssertionError(f"{label}: {k} did not move the slider")
     wait_until(pg, lambda: query(pg).get(key) == want, f"{label}: {want}", WAIT)
 
 

@@ -41,3 +41,38 @@ def test_the_scan_sees_every_form_of_import(tmp_path):
         encoding="utf-8",
     )
     assert [h.split(":")[1] for h in _pandas_imports(src)] == ["2", "3", "4", "6"]
+
+
+#: The schema path's readers, validation and assembly (`crbc_viz.io.assemble.build_batch`): they
+#: read and build Arrow; pandas is left to where a frame is shown (``batch.steps``) and to the
+#: store's frames (`crbc_viz.io.assemble.row_codes`, imported there, inside the function).
+SCHEMA_PATH = (
+    "schema.py",
+    "coerce.py",
+    "outcomes.py",
+    "anchor_keys.py",
+    "readers/_json.py",
+    "readers/jsonl.py",
+    "readers/json_document.py",
+    "readers/jsonl_arrow.py",
+    "readers/csv_table.py",
+)
+
+
+def test_no_reader_or_validation_module_imports_pandas():
+    io = ROOT / "crbc_viz" / "io"
+    found = [hit for name in SCHEMA_PATH for hit in _pandas_imports(io / name)]
+    assert found == []
+
+
+def test_assembly_imports_pandas_only_inside_row_codes():
+    """`build_batch` and its helpers use none; `row_codes` (the store's frames) imports it."""
+    src = (ROOT / "crbc_viz" / "io" / "assemble.py").read_text(encoding="utf-8")
+    tree = ast.parse(src)
+    owners = []
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.FunctionDef):
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Import) and any(a.name == "pandas" for a in node.names):
+                    owners.append(fn.name)
+    assert sorted(owners) == ["_column_codes", "row_codes"]

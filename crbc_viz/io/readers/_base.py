@@ -94,6 +94,37 @@ class RawTable:
         rows = self.__dict__["_records_rows"]
         return None if hasattr(rows, "iloc") else rows
 
+    @property
+    def table(self) -> pa.Table:
+        """The rows as an Arrow table (what validation reads): the reader's or importer's table,
+        or a frame someone read and changed through ``records`` made one (each column as
+        `crbc_viz.io.arrow_rows.arrow_table` holds a frame's column)."""
+        rows = self.__dict__["_records_rows"]
+        if not hasattr(rows, "iloc"):
+            return rows
+        from ..arrow_rows import arrow_table
+
+        cols = {}
+        for c in rows.columns:
+            col = rows[c]
+            numeric = isinstance(col.dtype, np.dtype) and col.dtype.kind in "iufb"
+            cols[str(c)] = col if numeric else col.to_numpy(dtype=object)
+        return arrow_table(cols, len(rows))
+
+    def set_column(self, name: str, value) -> None:
+        """Set column ``name`` to one value on every row (replacing it, or added last)."""
+        rows = self.__dict__["_records_rows"]
+        if hasattr(rows, "iloc"):
+            rows[name] = value
+            return
+        from ..arrow_rows import arrow_table
+
+        col = arrow_table({name: value}, rows.num_rows).column(0)
+        names = rows.column_names
+        self.records = (
+            rows.set_column(names.index(name), name, col) if name in names else rows.append_column(name, col)
+        )
+
 
 def max_line_bytes() -> int:
     """The longest JSONL line accepted, in bytes (``$CRBC_VIZ_MAX_LINE_MB`` or `MAX_LINE_MB`)."""

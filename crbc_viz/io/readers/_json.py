@@ -5,14 +5,17 @@ charged to the file's memory budget, and the row table made."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from ...errors import Problem
 from .. import _guards
 
 if TYPE_CHECKING:
-    import pandas as pd
+    import pyarrow as pa
 
 # A \uD800-\uDFFF escape in the raw text (paired escapes decode to one code point; lone ones
 # survive json.loads as unencodable surrogates).
@@ -118,22 +121,56 @@ def flatten(
         out_lines.append(line)
 
 
-#: Id fields that pandas would turn into float64 when some rows lack them (an integer
-#: ``state_hash`` above 2**53 would then lose digits): kept as the objects that were parsed.
+#: Id fields that a column of numbers would hold as float64 when some rows lack them (an
+#: integer ``state_hash`` above 2**53 would then lose digits): kept as the objects parsed.
 ID_FIELDS = ("group_id", "traj_id", "run_id", "anchor_key", "state_hash")
 
 
-def frame(rows: list[dict]) -> pd.DataFrame:
-    """The parsed rows as a table; id columns with missing values keep their exact values."""
-    import pandas as pd
+def table_of(rows: list[dict]) -> pa.Table:
+    """The parsed rows as an Arrow table (`crbc_viz.io.arrow_rows.arrow_table`: columns in order
+    of first appearance, a field a row lacks missing there); id columns of numbers with gaps
+    keep their exact values."""
+    import pyarrow as pa
+
+    from ..arrow_rows import arrow_table
 
     if not rows:
-        return pd.DataFrame()
-    df = pd.DataFrame.from_records(rows)
-    for c in ID_FIELDS:
-        if c in df.columns and df[c].dtype.kind == "f":
-            df[c] = pd.Series([r.get(c) for r in rows], index=df.index, dtype=object)
-    return df
+        return pa.table({})
+    from ..arrow_rows import plain_array
+
+    columns: dict = {}
+    for name in dict.fromkeys(k for r in rows for k in r):
+        values = [r.get(name, _ABSENT) for r in rows]
+        kinds = set(map(type, values))
+        if kinds <= {type(None), _Absent}:  # a field only ever null or absent: a column of NaN
+            columns[name] = np.full(len(rows), np.nan)
+            continue
+        logged = [None if v is _ABSENT else v for v in values]
+        if name in ID_FIELDS and kinds - {str, type(None), _Absent}:
+            if kinds & {float, NonFinite, type(None), _Absent}:
+                columns[name] = _objects(logged)  # exact ids, None where missing
+                continue
+        if _Absent in kinds and plain_array(logged) is None:
+            # Values Arrow holds as Python objects: as a frame made from the records holds
+            # them, a logged null None and an absent field NaN.
+            columns[name] = _objects(values)
+            continue
+        columns[name] = logged
+    return arrow_table(columns, len(rows))
+
+
+class _Absent:
+    """A field a row does not have (`table_of`)."""
+
+
+_ABSENT = _Absent()
+
+
+def _objects(values: list) -> np.ndarray:
+    """An object array of ``values``, an absent field NaN."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = [math.nan if v is _ABSENT else v for v in values]
+    return out
 
 
 def json_type(obj) -> str:

@@ -15,12 +15,12 @@ from ._json import (
     SURROGATE_ESCAPE,
     fix_surrogates,
     flatten,
-    frame,
     json_loads,
     json_type,
     note_nonfinite,
     parse_error,
     spend,
+    table_of,
 )
 
 
@@ -96,7 +96,7 @@ def read_json(path: str, limit: int | None = None) -> RawTable:
     if "NaN" in text or "Infinity" in text:
         note_nonfinite(rows, 0, nonfinite)
     return RawTable(
-        path, frame(rows), np.asarray(lines, dtype=np.int64), "item", False, problems, nonfinite, notes
+        path, table_of(rows), np.asarray(lines, dtype=np.int64), "item", False, problems, nonfinite, notes
     )
 
 

@@ -19,12 +19,12 @@ from ._json import (
     SURROGATE_ESCAPE,
     fix_surrogates,
     flatten,
-    frame,
     json_loads,
     json_type,
     note_nonfinite,
     parse_error,
     spend,
+    table_of,
 )
 
 _SKIP_CHUNK = 1 << 20
@@ -152,7 +152,7 @@ def read_jsonl(path: str, limit: int | None = None) -> RawTable:
         )
     return RawTable(
         path,
-        frame(rows),
+        table_of(rows),
         np.asarray(lines, dtype=np.int64),
         "line",
         False,

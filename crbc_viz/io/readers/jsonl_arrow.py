@@ -33,14 +33,24 @@ _STRING_LIST = "list<item: string>"
 def raw_from_arrow(path: str, table: pa.Table) -> RawTable:
     """The `RawTable` of a JSONL file's `read_jsonl_arrow` table (what `read_table` returns
     for that file)."""
-    import pandas as pd
+    from ..arrow_rows import arrow_table
 
     charge_frame(path, table, "line")
-    df = table.to_pandas()
-    for c in ID_FIELDS:  # as `frame`: integer ids with gaps keep their exact values
-        if c in df.columns and df[c].dtype.kind == "f" and str(table.schema.field(c).type) == "int64":
-            df[c] = pd.Series(table.column(c).to_pylist(), index=df.index, dtype=object)
-    return RawTable(path, df, np.arange(1, len(df) + 1, dtype=np.int64), "line", False)
+    columns = {}
+    for c, typ in zip(table.column_names, table.schema.types):
+        col = table.column(c)
+        if c in ID_FIELDS and str(typ) == "int64" and col.null_count:
+            # As `frame`: integer ids with gaps keep their exact values (Python objects, not
+            # the floats a frame's column of numbers with gaps would make of them).
+            col = np.array(col.to_pylist() + [None], dtype=object)[:-1]
+        columns[c] = col
+    return RawTable(
+        path,
+        arrow_table(columns, table.num_rows),
+        np.arange(1, table.num_rows + 1, dtype=np.int64),
+        "line",
+        False,
+    )
 
 
 def read_jsonl_arrow(path: str, limit: int, *, lists: bool = False) -> pa.Table | None:

@@ -45,12 +45,47 @@ def read_parquet_arrow(path: str) -> pa.Table:
 
 def raw_from_parquet(path: str, table: pa.Table) -> RawTable:
     """The `RawTable` of a Parquet file's `read_parquet_arrow` table."""
+    from ..arrow_rows import arrow_table
+
     charge_frame(path, table, "row")
-    try:
-        df = table.to_pandas()
-    except Exception as exc:  # noqa: BLE001 (an extension type pandas cannot hold, ...)
-        raise LoadError([Problem(path, None, None, f"cannot read Parquet: {str(exc)[:300]}")]) from None
-    return RawTable(path, df, np.arange(len(df), dtype=np.int64), "row", False)
+    columns = {}
+    for name, typ in zip(table.column_names, table.schema.types):
+        col = table.column(name)
+        if not _plain_type(typ):
+            # Timestamps, decimals, extension types ...: the values a frame holds for them (the
+            # schema reads and names those), made now, where a failure is this file's error.
+            try:
+                col = col.to_pandas().to_numpy(dtype=object)
+            except Exception as exc:  # noqa: BLE001 (an extension type pandas cannot hold, ...)
+                raise LoadError(
+                    [Problem(path, None, None, f"cannot read Parquet: {str(exc)[:300]}")]
+                ) from None
+        columns[name] = col
+    return RawTable(
+        path, arrow_table(columns, table.num_rows), np.arange(table.num_rows, dtype=np.int64), "row", False
+    )
+
+
+def _plain_type(typ) -> bool:
+    """Whether validation reads an Arrow type as it is: numbers, flags, text (dictionary-encoded
+    too), nulls, and lists or structs of those (kept as Arrow; a batch's frame holds them as
+    pyarrow converts them)."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(typ):
+        return pa.types.is_string(typ.value_type) or pa.types.is_large_string(typ.value_type)
+    if pa.types.is_list(typ) or pa.types.is_large_list(typ):
+        return _plain_type(typ.value_type)
+    if pa.types.is_struct(typ):
+        return all(_plain_type(f.type) for f in typ)
+    return (
+        pa.types.is_integer(typ)
+        or pa.types.is_floating(typ)
+        or pa.types.is_boolean(typ)
+        or pa.types.is_string(typ)
+        or pa.types.is_large_string(typ)
+        or pa.types.is_null(typ)
+    )
 
 
 def _check_parquet_utf8(table, path: str) -> None:
