@@ -151,3 +151,28 @@ def test_io_floor_counts_the_engines_input_and_output_once():
     # per step: hash and action read (8 + 8), value, Q, credit, advantage written (4 × 8);
     # per trajectory an offset and a success flag (8 + 1); G + 1 group offsets (8 each)
     assert io_floor_bytes(b) == 48 * S + 9 * T + 8 * (G + 1)
+
+
+def test_schema_path_bench_dry_run(tmp_path):
+    """``python -m bench.schema_path`` on 300 steps: its three logs are read (the table lists
+    each with its steps)."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.schema_path",
+            "--steps",
+            "300",
+            "--repeats",
+            "1",
+            "--workdir",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for fmt in ("jsonl", "csv", "parquet"):
+        assert re.search(rf"\| {fmt} \| 300 \| \d+\.\d{{3}} \|", proc.stdout), proc.stdout
