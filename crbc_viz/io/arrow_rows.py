@@ -23,15 +23,46 @@ import weakref
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["ObjectColumn", "arrow_table", "frame_of", "held", "object_values", "plain_array"]
+__all__ = [
+    "ObjectColumn",
+    "arrow_table",
+    "frame_of",
+    "held",
+    "hold",
+    "object_values",
+    "plain_array",
+    "with_column",
+]
 
 _INT64 = (-(2**63), 2**63 - 1)
 
 
 #: The values of each live `ObjectColumn`, by its token: Arrow keeps only a weak reference to a
 #: Python extension type and rebuilds a collected one from its serialized token, so the values
-#: live here, as long as the table `arrow_table` made them for (`weakref.finalize`).
+#: live here, as long as a table held for them lives (`hold`: `arrow_table`'s table, and each
+#: table `with_column` makes): ``_HOLDERS`` counts those tables per token.
 _VALUES: dict[bytes, object] = {}
+_HOLDERS: dict[bytes, int] = {}
+
+
+def hold(table: pa.Table) -> pa.Table:
+    """Keep the values of ``table``'s `ObjectColumn` columns as long as ``table`` lives (call it on
+    a table derived from another, by ``select``, ``take`` or ``set_column``, that may outlive
+    it, while that other table still lives)."""
+    for typ in table.schema.types:
+        if isinstance(typ, ObjectColumn):
+            _HOLDERS[typ.token] = _HOLDERS.get(typ.token, 0) + 1
+            weakref.finalize(table, _release, typ.token)
+    return table
+
+
+def _release(token: bytes) -> None:
+    left = _HOLDERS.get(token, 0) - 1
+    if left > 0:
+        _HOLDERS[token] = left
+        return
+    _HOLDERS.pop(token, None)
+    _VALUES.pop(token, None)
 
 
 class ObjectColumn(pa.ExtensionType):
@@ -182,19 +213,30 @@ def arrow_table(columns: dict, n: int | None = None) -> pa.Table:
     if n is None:
         n = next((len(v) for v in columns.values() if _sized(v)), 0)
     arrays = [_column(v, n) for v in columns.values()]
-    tokens = [a.type.token for a in arrays if isinstance(a.type, ObjectColumn)]
     try:
         for name, a in zip(columns, arrays):
             if len(a) != n:
                 raise ValueError(f"column {name!r} has {len(a)} rows, not {n}")
         table = pa.Table.from_arrays(arrays, names=[str(c) for c in columns])
     except BaseException:
-        for t in tokens:
-            _VALUES.pop(t, None)
+        for a in arrays:  # values made here, held by no table: dropped
+            if isinstance(a.type, ObjectColumn) and a.type.token not in _HOLDERS:
+                _VALUES.pop(a.type.token, None)
         raise
-    for t in tokens:  # the values go with the table
-        weakref.finalize(table, _VALUES.pop, t, None)
-    return table
+    return hold(table)  # the values go with the table
+
+
+def with_column(table: pa.Table, name: str, values) -> pa.Table:
+    """``table`` with column ``name`` set to ``values`` (as `arrow_table` takes a column: an
+    array, a list, one value for every row), replaced in place or added last; the new table
+    holds its `ObjectColumn` values (`hold`), so it may outlive ``table``."""
+    made = arrow_table({name: values}, table.num_rows)  # holds the new values until `out` does
+    col = made.column(0)
+    names = table.column_names
+    out = table.set_column(names.index(name), name, col) if name in names else table.append_column(name, col)
+    hold(out)
+    del made
+    return out
 
 
 def _sized(v) -> bool:

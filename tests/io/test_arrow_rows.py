@@ -155,3 +155,38 @@ def test_an_import_the_lane_cannot_prove_clean_goes_the_schema_path():
     )
     with pytest.raises(LoadError, match="step_idx"):
         batch_of_import(raw)
+
+
+def test_object_values_live_as_long_as_a_held_table_and_no_longer():
+    """A table derived from another (``select``, ``set_column``) keeps the `ObjectColumn`
+    values once held, after the first is gone; when both are gone the values are released."""
+    import gc
+
+    from crbc_viz.io import arrow_rows
+
+    before = len(arrow_rows._VALUES)
+    first = arrow_table({"msgs": [[{"role": "user"}], {"k": 1}], "n": [1, 2]})
+    derived = arrow_rows.hold(first.select(["msgs"]))
+    del first
+    gc.collect()
+    assert list(arrow_rows.object_values(derived.column("msgs"))) == [[{"role": "user"}], {"k": 1}]
+    del derived
+    gc.collect()
+    assert len(arrow_rows._VALUES) == before
+
+
+def test_raw_set_column_keeps_every_object_column():
+    """`RawTable.set_column` (the store sets ``run_id`` so) on an importer's table with a column
+    of Python values: the new table holds the old column's values and the new one's."""
+    import gc
+
+    from crbc_viz.io.arrow_rows import object_values
+
+    raw = RawTable("x.jsonl", arrow_table({"a": [1, 2], "o": [[1], {}]}), np.array([1, 2]), "line", False)
+    raw.set_column("m", [{"k": 1}, 2])
+    raw.set_column("a", 7)
+    gc.collect()
+    table = raw.table
+    assert list(object_values(table.column("o"))) == [[1], {}]
+    assert list(object_values(table.column("m"))) == [{"k": 1}, 2]
+    assert table.column("a").to_pylist() == [7, 7]

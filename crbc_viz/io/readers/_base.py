@@ -117,13 +117,9 @@ class RawTable:
         if hasattr(rows, "iloc"):
             rows[name] = value
             return
-        from ..arrow_rows import arrow_table
+        from ..arrow_rows import with_column
 
-        col = arrow_table({name: value}, rows.num_rows).column(0)
-        names = rows.column_names
-        self.records = (
-            rows.set_column(names.index(name), name, col) if name in names else rows.append_column(name, col)
-        )
+        self.records = with_column(rows, name, value)
 
 
 def max_line_bytes() -> int:
