@@ -69,8 +69,7 @@ def transition_codes(step_anchor_hash, traj_offsets, traj_success) -> tuple[np.n
     off = np.asarray(traj_offsets, dtype=np.int64).reshape(-1)
     ok = np.asarray(traj_success, dtype=bool).reshape(-1)
     S = len(h)
-    distinct, hash_code = np.unique(h, return_inverse=True)
-    hash_code = hash_code.reshape(-1).astype(np.int64)
+    distinct, hash_code = _hash_codes(h)
     code = np.empty(S, np.int64)
     code[:-1] = hash_code[1:]
     nonempty = off[1:] > off[:-1]
@@ -86,6 +85,17 @@ def transition_codes(step_anchor_hash, traj_offsets, traj_success) -> tuple[np.n
         dtype=object,
     )
     return code, names
+
+
+def _hash_codes(h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct hashes, code of each step's hash into them): one hash-table pass (Arrow's
+    dictionary encoding), no sort; the codes are renumbered in first-seen order by the caller."""
+    from .._arrow import array, call, numbers
+
+    if len(h) == 0:
+        return h, np.zeros(0, np.int64)
+    enc = call("dictionary_encode", array(h))
+    return numbers(enc.dictionary), numbers(enc.indices).astype(np.int64)
 
 
 def step_action_codes(

@@ -206,3 +206,31 @@ def test_a_roll_dump_without_actions_gets_the_adapters_credit():
     }
     got = response_level_advantages(SimpleNamespace(batch={}, non_tensor_batch=nt))
     np.testing.assert_allclose(got.numpy(), res.advantage, atol=1e-6, rtol=0)
+
+
+def test_transition_codes_equal_a_step_by_step_reading():
+    """`transition_codes` against the rule read step by step in plain Python: a step's action is
+    its next step's anchor, or SUCCESS / FAILURE after its trajectory's last step; ids numbered
+    in order of first occurrence (random batches, empty trajectories and repeated hashes too)."""
+    from crbc_viz.io.actions import FAILURE_ACTION, SUCCESS_ACTION, inferred_name, transition_codes
+
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        lens = rng.integers(0, 6, rng.integers(1, 12))
+        off = np.r_[0, np.cumsum(lens)]
+        pool = rng.integers(0, 2**64 - 1, rng.integers(1, 8), dtype=np.uint64)
+        h = rng.choice(pool, int(off[-1]))
+        ok = rng.random(len(lens)) < 0.5
+        want_names, want_codes = [], []
+        for t in range(len(lens)):
+            for s in range(off[t], off[t + 1]):
+                name = (
+                    inferred_name(h[s + 1])
+                    if s + 1 < off[t + 1]
+                    else (SUCCESS_ACTION if ok[t] else FAILURE_ACTION)
+                )
+                if name not in want_names:
+                    want_names.append(name)
+                want_codes.append(want_names.index(name))
+        codes, names = transition_codes(h, off, ok)
+        assert codes.tolist() == want_codes and list(names) == want_names
