@@ -1,4 +1,4 @@
-"""The importers' rows as one Arrow table, and the pandas frame made from it once.
+"""The readers' and importers' rows as one Arrow table, and the pandas frame made from it.
 
 An importer (`crbc_viz.io.importers`) builds its canonical rows as columns: numpy arrays, lists
 of Python values, scalars (one value for every row), or a column of the reader's table.
@@ -8,10 +8,12 @@ lists, JSON objects, a mix of numbers and text: what a trainer's log may hold in
 importer passes on) rides along as an `ObjectColumn`, an Arrow column of row positions whose
 type carries the values.
 
-`frame_of` turns the table into the frame the schema path validates (`crbc_viz.io.schema`): the
-same columns, values and dtypes that building a frame from the importer's columns gives, so
-nothing downstream sees a difference. `crbc_viz.io.readers.RawTable` calls it the first time its
-``records`` are read.
+Validation (`crbc_viz.io.schema`) reads the table as it is (`object_values` gives an
+`ObjectColumn`'s values). `frame_of` turns it into a frame: the same columns, values and dtypes
+that building a frame from the importer's columns gives, so nothing downstream sees a
+difference; `crbc_viz.io.readers.RawTable` calls it the first time its ``records`` are read (an
+importer reading a reader's rows), and the schema path for a batch whose rows hold Python
+values.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Coercion of the canonical fields (SCHEMA.md): each known column of a raw table becomes values
 of its kind (`crbc_viz.io.fields.FIELD_KINDS`: id, int, float, bool, text, anchor), every bad
-value a `Problem` naming its file, line and field. A clean column is coerced vectorised; any
-other is read value by value, which alone writes the messages.
+value a `Problem` naming its file, line and field. The columns are Arrow: a clean one (by its
+Arrow type: text, whole numbers, numbers, flags) is coerced vectorised, text kept as Arrow; any
+other is read value by value (its Python values, `values_of`), which alone writes the messages.
 
 Limits: ``step_idx`` in 0..`MAX_STEP_IDX`; integers within ``INT_LIMIT``; numbers finite and
 |x| at most `MAX_ABS_REWARD`; ``NaN``/``Infinity`` in any known field is an error naming the

@@ -1,6 +1,7 @@
 """Validation of raw tables against the canonical schema (SCHEMA.md): the known fields coerced
-(`crbc_viz.io.coerce`), JSON text cells bounded before they are parsed, the optional signals'
-text cells read. `crbc_viz.io.assemble.build_batch` takes the validated table on to a batch.
+(`crbc_viz.io.coerce`, on the reader's or importer's Arrow columns), JSON text cells bounded
+before they are parsed, the optional signals' text cells read. `crbc_viz.io.assemble.build_batch`
+takes the validated columns on to a batch.
 
 Every problem in a file is collected (file, line or row, field); with ``lenient=True`` the
 offending rows (and the trajectories they break) are skipped later instead and listed in

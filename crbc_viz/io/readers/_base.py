@@ -46,8 +46,10 @@ PIECE = 1 << 24
 
 
 class _Records:
-    """`RawTable.records`: a pandas frame, or an importer's Arrow table
-    (`crbc_viz.io.arrow_rows.arrow_table`) turned into the frame on the first read, once. A data
+    """`RawTable.records`: the rows as a pandas frame, for an importer that reads a reader's rows
+    as one. Readers and importers hand an Arrow table (`crbc_viz.io.arrow_rows.arrow_table`,
+    which validation reads as it is: `RawTable.table`); the frame is made from it on the first
+    read of ``records``, once. A data
     descriptor, so the dataclass's ``__init__`` stores through it and the field keeps no default."""
 
     def __set_name__(self, owner, name: str) -> None:
