@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["array", "texts", "numbers", "take", "call", "cast", "NUMERIC_TYPES"]
+__all__ = ["array", "texts", "numbers", "missing", "take", "call", "cast", "NUMERIC_TYPES"]
 
 _TYPES = {
     np.dtype(np.int64): pa.int64(),
@@ -87,6 +87,11 @@ def numbers(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if buf is None:
         return np.zeros(n, dtype=dtype)
     return np.frombuffer(buf, dtype=dtype)[off : off + n]
+
+
+def missing(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """``[n]`` bool: which values of an Arrow column are null."""
+    return numbers(call("is_null", col))
 
 
 def take(data, indices):

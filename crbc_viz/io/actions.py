@@ -148,12 +148,12 @@ def missing_actions(batch) -> np.ndarray:
         return np.ones(S, dtype=bool)
     arrow = batch.arrow_steps
     if arrow is not None:
-        from .._arrow import call, numbers
+        from .._arrow import missing
 
         col = arrow.column("action")
         if col.null_count == 0:
             return np.zeros(S, dtype=bool)
-        return numbers(call("is_null", col))
+        return missing(col)
     import pandas as pd
 
     return pd.isna(batch.steps["action"]).to_numpy(dtype=bool)

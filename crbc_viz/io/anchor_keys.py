@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from .._arrow import call, numbers, take, texts
+from .._arrow import call, missing, numbers, take, texts
 from ..errors import LoadError, Problem
 from .anchor_rules import rule_hash64
 from .anchors import anchor_hash64
@@ -47,7 +47,7 @@ def step_anchor_hashes(table: dict, warnings: list, path: str, where: str = "lin
     given = _given_keys(table)
     keyed_mask = np.zeros(n, dtype=bool)
     if given is not None:
-        keyed_mask = ~np.asarray(call("is_null", given).to_numpy(zero_copy_only=False), dtype=bool)
+        keyed_mask = ~missing(given)
         at = np.flatnonzero(keyed_mask)
         if at.size:
             enc = call("dictionary_encode", take(given, at))
@@ -75,16 +75,16 @@ def step_anchor_hashes(table: dict, warnings: list, path: str, where: str = "lin
         )
         hashes[none_at] = h
         keys[none_at] = [f"{x:016x}" for x in h.tolist()]
-    keyed, missing = int(keyed_mask.sum()), int(none_at.size)
-    if missing:
+    keyed, unkeyed = int(keyed_mask.sum()), int(none_at.size)
+    if unkeyed:
         warnings.append(
-            f"{path}: {missing} of {n} steps have no anchor_obs or anchor_key; "
+            f"{path}: {unkeyed} of {n} steps have no anchor_obs or anchor_key; "
             f"they are not merged with any other step"
         )
-    if 0 < keyed < n and obs_col is not None and n - keyed - missing > 0:
+    if 0 < keyed < n and obs_col is not None and n - keyed - unkeyed > 0:
         warnings.append(
             f"{path}: {keyed} of {n} steps carry a precomputed anchor_key/state_hash "
-            f"and {n - keyed - missing} are keyed from anchor_obs; a precomputed key "
+            f"and {n - keyed - unkeyed} are keyed from anchor_obs; a precomputed key "
             f"merges only with equal keys (docs/schema.md, \"Anchor identity\")"
         )
     return _with_keys(table, keys), hashes

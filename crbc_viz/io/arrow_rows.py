@@ -11,9 +11,10 @@ type carries the values.
 Validation (`crbc_viz.io.schema`) reads the table as it is (`object_values` gives an
 `ObjectColumn`'s values). `frame_of` turns it into a frame: the same columns, values and dtypes
 that building a frame from the importer's columns gives, so nothing downstream sees a
-difference; `crbc_viz.io.readers.RawTable` calls it the first time its ``records`` are read (an
-importer reading a reader's rows), and the schema path for a batch whose rows hold Python
-values.
+difference; `crbc_viz.io.readers.RawTable` calls it the first time its ``records`` are read,
+and the schema path for a batch whose rows hold Python values. An importer reads a reader's
+rows by column instead (`Columns`, `RawTable.columns`): each column's values as that frame
+would hold them (`column_values`), without making it.
 """
 
 from __future__ import annotations
@@ -25,9 +26,13 @@ import weakref
 import numpy as np
 import pyarrow as pa
 
+from .._arrow import missing
+
 __all__ = [
+    "Columns",
     "ObjectColumn",
     "arrow_table",
+    "column_values",
     "frame_of",
     "held",
     "hold",
@@ -314,3 +319,91 @@ def held(values, n: int | None = None) -> np.ndarray:
     if pa.types.is_string(got.type):
         return np.array([math.nan if v is None else v for v in got.to_pylist()], dtype=object)
     return got.to_numpy(zero_copy_only=False)  # numbers (a missing one NaN) or flags
+
+
+def _converts_plainly(typ: pa.DataType) -> bool:
+    """Whether Arrow's own ``to_numpy`` of a column of ``typ`` gives what its frame's column holds
+    (numbers, flags, nulls, bytes, lists and objects of them; text apart, see `column_values`)."""
+    if pa.types.is_list(typ) or pa.types.is_large_list(typ):
+        return _converts_plainly(typ.value_type)
+    if pa.types.is_struct(typ):
+        return all(_converts_plainly(typ.field(i).type) for i in range(typ.num_fields))
+    return (
+        pa.types.is_integer(typ)
+        or pa.types.is_floating(typ)
+        or pa.types.is_boolean(typ)
+        or pa.types.is_null(typ)
+        or pa.types.is_string(typ)
+        or pa.types.is_large_string(typ)
+        or pa.types.is_binary(typ)
+        or pa.types.is_large_binary(typ)
+    )
+
+
+def column_values(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """The values of one column of an Arrow table as the frame made of it (`frame_of`) holds them
+    (its column's ``to_numpy()``), without making the frame: whole numbers int64 (float64 with NaN
+    where some are missing), flags bool (an object array with None where some are missing), text
+    an object array with NaN where missing, lists and objects as Python values with None where
+    missing, an `ObjectColumn` as the importer's values are held (`held`). Other Arrow types
+    (times, decimals, dictionaries) through pandas, as the frame converts them."""
+    typ = col.type
+    if isinstance(typ, ObjectColumn):
+        chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+        pos = np.concatenate([np.asarray(c.storage) for c in chunks]) if chunks else np.zeros(0, int)
+        if isinstance(typ.values, _One):
+            return _object_series(pa.chunked_array(chunks, type=typ)).to_numpy()
+        return np.asarray(held(typ.values))[pos]
+    if not _converts_plainly(typ):
+        return frame_of(pa.table({"v": col}))["v"].to_numpy()
+    out = col.to_numpy(zero_copy_only=False)
+    if (pa.types.is_string(typ) or pa.types.is_large_string(typ)) and col.null_count:
+        out[missing(col)] = math.nan
+    return out
+
+
+class Columns:
+    """The columns of a reader's Arrow table by name, each as `column_values` gives it (what the
+    frame of the table holds, without making the frame), converted on first read, once:
+    ``cols["reward"][i]``, ``"step" in cols``, ``list(cols)`` (the names, in order),
+    ``cols.rows`` (how many rows), ``cols.row(i)`` (one row as a dict, by name),
+    ``cols.tuples()`` (the rows as tuples of Python values)."""
+
+    def __init__(self, table: pa.Table):
+        self.table = table
+        self.rows = table.num_rows
+        self._made: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._made:
+            if name not in self.table.column_names:
+                raise KeyError(name)
+            self._made[name] = column_values(self.table.column(name))
+        return self._made[name]
+
+    def __contains__(self, name) -> bool:
+        return name in self.table.column_names
+
+    def __iter__(self):
+        return iter(self.table.column_names)
+
+    def __len__(self) -> int:
+        return len(self.table.column_names)
+
+    def keys(self):
+        return list(self.table.column_names)
+
+    def items(self):
+        return [(c, self[c]) for c in self.table.column_names]
+
+    def values(self):
+        return [self[c] for c in self.table.column_names]
+
+    def row(self, i: int) -> dict:
+        """Row ``i``: each column's value there, by name."""
+        return {c: self[c][i] for c in self.table.column_names}
+
+    def tuples(self):
+        """The rows, each a tuple of its values in column order as Python values (numbers
+        ``int`` / ``float``, not numpy's: what a frame's ``itertuples`` gives)."""
+        return zip(*(self[c].tolist() for c in self.table.column_names))

@@ -18,7 +18,7 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 
-from .._arrow import call, cast, numbers
+from .._arrow import call, cast, missing, numbers
 from ..errors import Problem
 from .fields import FIELD_KINDS, MAX_ABS_REWARD, MAX_STEP_IDX, REQUIRED
 from .fields import INT_LIMIT as _INT_LIMIT
@@ -216,7 +216,7 @@ def _fast_column(name: str, col, from_text: bool):
         return None
     coerce = FIELDS[name][0]
     typ = col.type
-    present = ~np.asarray(call("is_null", col).to_numpy(zero_copy_only=False), dtype=bool)
+    present = ~missing(col)
     if typ == pa.null():
         return np.full(len(col), None, dtype=object)
     if coerce in (_as_id, _as_text, _as_anchor) and typ == pa.string():
@@ -264,17 +264,17 @@ def coerce_column(name, col, raw: RawTable, problems: list, bad: np.ndarray, non
     if fast is not None:
         if required:
             if isinstance(fast, np.ndarray):
-                missing = np.asarray(call("is_null", col).to_numpy(zero_copy_only=False), dtype=bool)
+                absent = missing(col)
                 if fast.dtype == object:
-                    missing = missing | np.array([v is None for v in fast.tolist()], dtype=bool)
+                    absent = absent | np.array([v is None for v in fast.tolist()], dtype=bool)
             else:
-                missing = np.asarray(call("is_null", fast).to_numpy(zero_copy_only=False), dtype=bool)
-            for i in np.flatnonzero(missing):
+                absent = missing(fast)
+            for i in np.flatnonzero(absent):
                 if int(i) not in nonfinite:
                     problems.append(
                         Problem(raw.path, int(raw.line[i]), name, "missing required field", raw.where)
                     )
-            bad |= missing
+            bad |= absent
         out = fast
     else:
         values = values_of(col)

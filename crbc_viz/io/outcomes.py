@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from .._arrow import call, numbers
+from .._arrow import missing, numbers
 from ..outcome_rule import outcome_rule
 from .coerce import short, values_of
 
@@ -61,7 +61,7 @@ def _logged(cols: dict, name: str, dtype) -> tuple[np.ndarray, np.ndarray] | Non
     if isinstance(col, np.ndarray) and col.dtype != object:
         return col.astype(dtype, copy=False), np.ones(len(col), dtype=bool)
     if not isinstance(col, np.ndarray) and (pa.types.is_floating(col.type) or pa.types.is_boolean(col.type)):
-        logged = ~np.asarray(call("is_null", col).to_numpy(zero_copy_only=False), dtype=bool)
+        logged = ~missing(col)
         return numbers(col).astype(dtype), logged
     vals = values_of(col)
     logged = np.array([v is not None for v in vals.tolist()], dtype=bool)

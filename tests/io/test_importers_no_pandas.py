@@ -76,3 +76,38 @@ def test_assembly_imports_pandas_only_inside_row_codes():
                 if isinstance(node, ast.Import) and any(a.name == "pandas" for a in node.names):
                     owners.append(fn.name)
     assert sorted(owners) == ["_column_codes", "row_codes"]
+
+
+def test_no_importer_reads_a_readers_rows_as_a_frame(monkeypatch):
+    """Every source the tests and samples ship, read by its importer (detected), with the frame of
+    a reader's rows (`RawTable.records`) refused: importers read them by column
+    (`RawTable.columns`), so none asks for it."""
+    from crbc_viz.errors import LoadError
+    from crbc_viz.io.importers import expand_sources, read_source
+    from crbc_viz.io.readers import _base
+
+    asked = []
+
+    def refuse(self, obj, objtype=None):
+        rows = obj.__dict__[self.slot]
+        if not hasattr(rows, "iloc"):
+            asked.append(obj.path)
+            raise AssertionError(f"a frame of {obj.path}'s rows was asked for")
+        return rows
+
+    monkeypatch.setattr(_base._Records, "__get__", refuse)
+    read = set()
+    for root in (ROOT / "tests" / "fixtures", ROOT / "sample_rollouts"):
+        for d in sorted(p for p in root.iterdir() if p.is_dir()):
+            try:
+                sources = expand_sources([str(d)])
+            except LoadError:
+                continue
+            for src in sources:
+                try:
+                    imp = read_source(src)
+                except LoadError:
+                    continue
+                read.add(imp.fmt)
+    assert asked == []
+    assert len(read) >= 15  # nearly every importer read something

@@ -15,7 +15,7 @@ import numpy as np
 
 from ...errors import MAX_LISTED, LoadError, Problem
 from .. import _guards
-from ..arrow_rows import arrow_table, held
+from ..arrow_rows import Columns, arrow_table, held
 from ..flags import is_number_text, not_a_number, read_flags, read_numbers
 from ..readers import RawTable, detect_format, max_json_bytes, max_line_bytes
 from ..readers._json import SURROGATE, SURROGATE_ESCAPE, fix_surrogates
@@ -231,14 +231,27 @@ def step_from_path(path: str) -> int | None:
 
 
 def columns(df) -> dict:
-    """The columns of a table (a reader's frame, or already a dict of columns) by name, in order."""
-    return dict(df) if isinstance(df, dict) else {c: df[c] for c in df.columns}
+    """The columns of a table (a reader's `Columns`, or already a dict of columns) by name, in
+    order."""
+    return dict(df) if isinstance(df, dict) else dict(df.items())
+
+
+def row_texts(cols: Columns) -> list[tuple]:
+    """Each row of ``cols`` as a tuple of its fields' texts (``str`` of the value; None where it
+    is missing: None or NaN), for telling rows alike in every field (a frame's
+    ``astype(str)`` rows, which keep a missing value missing)."""
+    texts = []
+    for c in cols:
+        vals = cols[c]
+        there = present(vals) if vals.dtype.kind in "Of" else np.ones(len(vals), dtype=bool)
+        texts.append([str(v) if ok else None for v, ok in zip(vals.tolist(), there.tolist())])
+    return list(zip(*texts)) if texts else [() for _ in range(cols.rows)]
 
 
 def rename(df, mapping: dict[str, str]) -> dict:
     """Rename trainer fields to canonical ones; a canonical name already present is kept and
-    the trainer's copy is kept under ``src_<name>``. ``df``: a reader's frame or a dict of
-    columns; the columns are returned by name (for `arrow_table`)."""
+    the trainer's copy is kept under ``src_<name>``. ``df``: a reader's `Columns` or a dict
+    of columns; the columns are returned by name (for `arrow_table`)."""
     cols = columns(df)
     out = {}
     for col in cols:
@@ -254,14 +267,12 @@ def rename(df, mapping: dict[str, str]) -> dict:
 
 
 def take(col, rows: np.ndarray):
-    """Rows ``rows`` (positions) of one column: a list, a numpy array, a reader's column (its
-    positions renumbered from 0) or one value for every row (returned as it is)."""
+    """Rows ``rows`` (positions) of one column: a list, a numpy array, or one value for every
+    row (returned as it is)."""
     if isinstance(col, list):
         return [col[i] for i in rows.tolist()]
     if isinstance(col, np.ndarray):
         return col[rows]
-    if hasattr(col, "iloc"):
-        return col.iloc[rows].reset_index(drop=True)
     return col
 
 
@@ -272,8 +283,7 @@ def objects(col, n: int | None = None) -> np.ndarray:
 
 def kind(col) -> str:
     """The numpy kind of a column's dtype (``i``, ``f``, ``b``, ``O`` ...), as its frame has it."""
-    dtype = getattr(col, "dtype", None)
-    return dtype.kind if dtype is not None and hasattr(col, "iloc") else held(col).dtype.kind
+    return held(col).dtype.kind
 
 
 def record_columns(rows: list[dict]) -> dict[str, list]:
@@ -304,11 +314,10 @@ def concat_parts(parts: list[dict]) -> dict[str, np.ndarray]:
 def present(values) -> np.ndarray:
     """``[n]`` bool: the values that are there (not None, not NaN: what a frame's ``notna``
     says of a column of Python values)."""
-    vals = values.to_numpy(dtype=object) if hasattr(values, "iloc") else values
     return np.fromiter(
-        (not (v is None or (isinstance(v, float | np.floating) and np.isnan(v))) for v in vals),
+        (not (v is None or (isinstance(v, float | np.floating) and np.isnan(v))) for v in values),
         dtype=bool,
-        count=len(vals),
+        count=len(values),
     )
 
 
@@ -324,9 +333,9 @@ def cumcount(keys: np.ndarray) -> np.ndarray:
 
 def require(raw: RawTable, fields: tuple[str, ...], fmt: str, hint: str) -> None:
     """Raise naming the file when a field every row of this format must have is absent."""
-    table = raw.arrow
-    names = list(raw.records.columns) if table is None else table.column_names
-    if (len(raw.records) if table is None else table.num_rows) == 0 or not names:
+    table = raw.table
+    names = table.column_names
+    if table.num_rows == 0 or not names:
         return
     missing = [f for f in fields if f not in names]
     if missing:
@@ -349,7 +358,7 @@ def _cell(v) -> str:
 
 def _rows(cols: dict) -> int:
     """How many rows the columns ``cols`` have (those that are not one value for every row)."""
-    return next((len(v) for v in cols.values() if isinstance(v, list | np.ndarray) or hasattr(v, "iloc")), 0)
+    return next((len(v) for v in cols.values() if isinstance(v, list | np.ndarray)), 0)
 
 
 def drop_exact_duplicates(
@@ -363,7 +372,7 @@ def drop_exact_duplicates(
 ) -> tuple[dict, np.ndarray, str | None]:
     """Rows that share ``keys`` (a trajectory and its step): exact copies (every field equal)
     are dropped, keeping the first, with a counted note; copies that differ are an error naming
-    both lines and the fields that differ. ``df``: a reader's frame or a dict of columns; each
+    both lines and the fields that differ. ``df``: a reader's `Columns` or a dict of columns; each
     value is compared as the frame made of the columns holds it (`crbc_viz.io.arrow_rows.held`).
 
     Returns:
@@ -426,7 +435,6 @@ def number_problems(
     a `Problem` naming file, line and field for each value that is not a number (``"False"``,
     ``[]``, ``True``, an integer beyond the float range). ``lines[i]``: the line of value ``i``
     (None: not known)."""
-    values = values.to_numpy(dtype=object) if hasattr(values, "iloc") else values
     nums, bad = read_numbers(values)
     problems = [
         Problem(path, None if lines is None else int(lines[i]), field, not_a_number(values[i]), where)
@@ -448,7 +456,7 @@ def numbers(values, path: str, lines, field: str, where: str = "line") -> np.nda
 
 
 def _text_numbers(col) -> int:
-    """How many values of ``col`` (a column of a frame or of `arrow_table`) are numbers written
+    """How many values of ``col`` (a reader's column or one of `arrow_table`) are numbers written
     as text when every present value is a number or such a text (0 otherwise: the column is not
     one of numbers)."""
     values = held(col)
@@ -468,7 +476,7 @@ def _text_numbers(col) -> int:
 
 
 def numbers_from_text(df, skip=()) -> tuple[dict, list[str]]:
-    """The columns of ``df`` (a reader's frame or a dict of columns), each (not in ``skip``)
+    """The columns of ``df`` (a reader's `Columns` or a dict of columns), each (not in ``skip``)
     whose values are all numbers or the text of a number, some of them text (``"0.5"``,
     ``"1.0"``), read as float numbers; and a note naming those columns, or none. A column of
     other text is left as it is."""
@@ -486,7 +494,7 @@ def numbers_from_text(df, skip=()) -> tuple[dict, list[str]]:
 
 def flag_column(col) -> tuple[np.ndarray | None, int, int | None]:
     """``(flags or None, how many present values are not flags, the first such row)`` of a
-    column (of a frame or of `arrow_table`) read by `crbc_viz.io.flags.read_flags` with text
+    column (a reader's or one of `arrow_table`) read by `crbc_viz.io.flags.read_flags` with text
     (``true`` / ``false`` / ``0`` / ``1``), missing values left out; flags is None unless every
     present value is one."""
     values = held(col)

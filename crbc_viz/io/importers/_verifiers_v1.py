@@ -211,14 +211,14 @@ def read_traces(path: str, name: str) -> Imported:
         LoadError: naming the line and field (``traces[k]``) of every problem.
     """
     raw = read_table(path)
-    df = raw.records
-    if df.empty:
+    df = raw.columns
+    if not df.rows:
         return Imported(raw, name)
     counts = {"untrainable": 0, "branched": 0, "empty": 0}
     problems: list[Problem] = []
     rows, lines = [], []
-    cols = list(df.columns)
-    for i, values in enumerate(df.itertuples(index=False, name=None)):
+    cols = list(df)
+    for i, values in enumerate(df.tuples()):
         ep = {c: v for c, v in zip(cols, values) if not (isinstance(v, float) and np.isnan(v))}
         got = _episode_rows(ep, (raw.path, int(raw.line[i]), raw.where), counts, problems)
         rows.extend(got)
@@ -232,7 +232,7 @@ def read_traces(path: str, name: str) -> Imported:
     out["src_line"] = line
     out["run_id"] = run_from_dir(path)
     notes = [
-        f"verifiers traces.jsonl: {len(df)} episodes, {len(set(out['traj_id']))} traces; turns = the "
+        f"verifiers traces.jsonl: {df.rows} episodes, {len(set(out['traj_id']))} traces; turns = the "
         "sampled (assistant) nodes of each trace's last branch, anchors = the user / tool message "
         "before each, reward (Trace.reward) on the last turn, cut = verifiers' is_truncated "
         "(turn / token limits, a last reply cut by length) or an error"

@@ -50,7 +50,7 @@ def sniff(fields: set[str]) -> bool:
 
 def _ints(raw: RawTable, name: str) -> np.ndarray:
     """An integer column, each bad value named by line."""
-    col = raw.records[name].to_numpy(dtype=object)
+    col = raw.columns[name].astype(object)
     out = np.zeros(len(col), dtype=np.int64)
     problems = []
     for i, v in enumerate(col):
@@ -84,8 +84,8 @@ def _step(path: str, tail: np.ndarray, raw: RawTable) -> tuple[int, list[str]]:
 
 
 def _frame(raw: RawTable, task: np.ndarray, sample: np.ndarray, reward: np.ndarray) -> dict:
-    df = raw.records
-    call = np.zeros(len(df), dtype=np.int64)
+    df = raw.columns
+    call = np.zeros(df.rows, dtype=np.int64)
     call[1:] = np.cumsum((sample[1:] <= sample[:-1]) | (task[1:] != task[:-1]))
     kind = Path(raw.path).parent.parent.name or "rollout"
     version = Path(raw.path).parent.name
@@ -94,7 +94,7 @@ def _frame(raw: RawTable, task: np.ndarray, sample: np.ndarray, reward: np.ndarr
     return {
         "group_id": group,
         "traj_id": [f"{g}/{s}" for g, s in zip(group, sample.tolist())],
-        "step_idx": np.zeros(len(df), dtype=np.int64),
+        "step_idx": np.zeros(df.rows, dtype=np.int64),
         "reward": reward,
         "episode_return": reward,
         "anchor_obs": anchors,
@@ -109,7 +109,7 @@ def _frame(raw: RawTable, task: np.ndarray, sample: np.ndarray, reward: np.ndarr
 def _texts(raw: RawTable) -> None:
     problems = []
     for name in ("prompt", "completion"):
-        for i, v in enumerate(raw.records[name].tolist()):
+        for i, v in enumerate(raw.columns[name].tolist()):
             if not isinstance(v, str):
                 why = f"expected text, got {type(v).__name__}"
                 problems.append(Problem(raw.path, int(raw.line[i]), name, why, raw.where))
@@ -119,15 +119,15 @@ def _texts(raw: RawTable) -> None:
 
 def read(path: str) -> Imported:
     raw = read_table(path)
-    if raw.records.empty:
+    if not raw.columns.rows:
         return Imported(raw, NAME)
     require(raw, SIGNATURE + ("reward",), "AReaL rollout dump", "WorkflowExecutor._dump_trajectory")
     task, sample, tail = (_ints(raw, k) for k in ("task_id", "sample_idx", "tail_version"))
-    reward = numbers(raw.records["reward"], raw.path, raw.line, "reward", raw.where)
+    reward = numbers(raw.columns["reward"], raw.path, raw.line, "reward", raw.where)
     missing = np.flatnonzero(np.isnan(reward))
     if len(missing):
         i = int(missing[0])
-        v = raw.records["reward"].iat[i]
+        v = raw.columns["reward"][i]
         why = "missing" if v is None else not_a_number(v)
         raise LoadError([Problem(raw.path, int(raw.line[i]), "reward", why, raw.where)], total=len(missing))
     _texts(raw)

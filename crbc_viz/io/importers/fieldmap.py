@@ -360,9 +360,10 @@ def _records(path: str):
     raw = read_table(path, "csv")
     if raw.problems:
         raise LoadError(raw.problems)
+    names = list(raw.columns)
     recs = [
-        {k: v for k, v in r.items() if not (isinstance(v, float) and v != v)}
-        for r in raw.records.to_dict("records")
+        {k: v for k, v in zip(names, values) if not (isinstance(v, float) and v != v)}
+        for values in raw.columns.tuples()
     ]
     return recs, [int(x) for x in raw.line], "line", True
 

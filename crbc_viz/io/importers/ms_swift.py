@@ -184,12 +184,12 @@ def _v3_rewards(rows: dict, table: RawTable) -> tuple[dict, list[str], list[str]
 def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
     raw = read_table(path)
     require(raw, _V3, "ms-swift completions.jsonl", "one object of lists per logging step")
-    df = raw.records
-    if df.empty:
+    df = raw.columns
+    if not df.rows:
         return Imported(raw, NAME)
     parts, lines = [], []
-    for i in range(len(df)):
-        row = df.iloc[i]
+    for i in range(df.rows):
+        row = df.row(i)
         vals = {k: v for k, v in row.items() if isinstance(v, (list, np.ndarray))}
         lens = {len(v) for v in vals.values()}
         if len(vals) != len(row) or len(lens) != 1:
@@ -201,7 +201,7 @@ def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
                         None,
                         "an ms-swift completions "
                         "line is one object of equal-length lists; this one has "
-                        f"{sorted(set(row.index) - set(vals))} not lists or lengths "
+                        f"{sorted(set(row) - set(vals))} not lists or lengths "
                         f"{sorted(lens)}",
                         raw.where,
                     )
@@ -264,7 +264,7 @@ def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
         fmt="ms-swift",
         group_key=key,
     )
-    notes[:0] = [f"{n} completions unrolled from {len(df)} logging step line(s)", *pre]
+    notes[:0] = [f"{n} completions unrolled from {df.rows} logging step line(s)", *pre]
     out, line, note = _conversation_turns(rows, out, table.line)
     if note:
         notes.append(note)

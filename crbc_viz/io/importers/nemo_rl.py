@@ -93,19 +93,19 @@ def _turns(msgs: list, mask, length) -> tuple[int, list[str], list[str]] | None:
 
 
 def _frame(raw: RawTable, rewards: np.ndarray) -> tuple[dict, np.ndarray, list[str]]:
-    df = raw.records
+    df = raw.columns
     rows: dict[str, list] = {k: [] for k in ("group_id", "traj_id", "step_idx", "reward", "episode_return")}
     rows.update(anchor_obs=[], observation=[], response=[])
     lines, problems, fallback = [], [], 0
-    for i in range(len(df)):
-        msgs = _row(df["content"].iat[i])
+    for i in range(df.rows):
+        msgs = _row(df["content"][i])
         line = int(raw.line[i])
         if not isinstance(msgs, list) or not msgs:
             problems.append(
                 Problem(raw.path, line, "content", "expected a list of message contents", raw.where)
             )
             continue
-        got = _turns(msgs, _row(df["token_loss_mask"].iat[i]), _row(df["input_lengths"].iat[i]))
+        got = _turns(msgs, _row(df["token_loss_mask"][i]), _row(df["input_lengths"][i]))
         if got is None:
             fallback += 1
             got = (len(msgs) - 1, [to_text(msgs[-2] if len(msgs) > 1 else msgs[0])], [to_text(msgs[-1])])
@@ -134,8 +134,8 @@ def _frame(raw: RawTable, rewards: np.ndarray) -> tuple[dict, np.ndarray, list[s
 
 def read(path: str) -> Imported:
     raw = read_table(path)
-    df = raw.records
-    if df.empty:
+    df = raw.columns
+    if not df.rows:
         return Imported(raw, NAME)
     require(raw, SIGNATURE, "NeMo-RL train_data_step", "Logger.log_batched_dict_as_jsonl")
     rewards = numbers(

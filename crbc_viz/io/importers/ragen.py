@@ -75,8 +75,8 @@ def _success(meta: dict):
 
 def _line(raw: RawTable, i: int, problems: list) -> tuple | None:
     """(messages, metadata) of line ``i``, or None with a problem."""
-    df, line = raw.records, int(raw.line[i])
-    msgs, meta = df["messages"].iat[i], df["metadata"].iat[i]
+    df, line = raw.columns, int(raw.line[i])
+    msgs, meta = df["messages"][i], df["metadata"][i]
     if isinstance(msgs, np.ndarray):
         msgs = msgs.tolist()
     if not isinstance(meta, dict):
@@ -96,12 +96,12 @@ def _line(raw: RawTable, i: int, problems: list) -> tuple | None:
 
 
 def _frame(raw: RawTable) -> tuple[dict, np.ndarray, list[str]]:
-    df = raw.records
+    df = raw.columns
     run = Path(raw.path).stem  # two evaluations' group / env ids never merge
     rows: dict[str, list] = {k: [] for k in ("group_id", "traj_id", "step_idx", "anchor_obs", "response")}
     rows.update(observation=[], reward=[], episode_return=[], success=[])
     lines, problems, parsed = [], [], []
-    for i in range(len(df)):
+    for i in range(df.rows):
         got = _line(raw, i, problems)
         if got is not None:
             parsed.append((i, *got))
@@ -151,8 +151,7 @@ def _frame(raw: RawTable) -> tuple[dict, np.ndarray, list[str]]:
 
 def read(path: str) -> Imported:
     raw = read_table(path)
-    df = raw.records
-    if df.empty:
+    if not raw.columns.rows:
         return Imported(raw, NAME)
     require(raw, SIGNATURE, "RAGEN val_rollouts", "agent_proxy._save_as_jsonl")
     out, line, notes = _frame(raw)

@@ -106,14 +106,14 @@ def sniff(fields: set[str]) -> bool:
 def _unroll(raw: RawTable) -> tuple[RawTable, str | None, dict]:
     """ROLL's column files (each JSON line an object of equal-length lists) as step rows, and
     the rows' columns (for `arrow_table`)."""
-    df = raw.records
-    if df.empty or not all(isinstance(v, (list, np.ndarray)) for v in df.iloc[0]):
+    df = raw.columns
+    if not df.rows or not all(isinstance(v, (list, np.ndarray)) for v in df.row(0).values()):
         return raw, None, columns(df)
     parts, lines = [], []
-    for i in range(len(df)):
-        row = df.iloc[i]
-        lens = {len(v) for v in row if isinstance(v, (list, np.ndarray))}
-        if len(lens) != 1 or not all(isinstance(v, (list, np.ndarray)) for v in row):
+    for i in range(df.rows):
+        row = df.row(i)
+        lens = {len(v) for v in row.values() if isinstance(v, (list, np.ndarray))}
+        if len(lens) != 1 or not all(isinstance(v, (list, np.ndarray)) for v in row.values()):
             raise LoadError(
                 [
                     Problem(
@@ -134,7 +134,7 @@ def _unroll(raw: RawTable) -> tuple[RawTable, str | None, dict]:
     line = np.concatenate(lines) if len(lines) == 1 else np.arange(n)
     return (
         RawTable(raw.path, arrow_table(out, n), line.astype(np.int64), "item", False, raw.problems),
-        f"ROLL column file: {n} rows unrolled from {len(df)} object(s) of lists",
+        f"ROLL column file: {n} rows unrolled from {df.rows} object(s) of lists",
         out,
     )
 

@@ -92,14 +92,14 @@ def _checked(raw: RawTable) -> tuple[list, list]:
     Raises:
         LoadError: naming the line and field of each bad score, stop_reason or prompt.
     """
-    df = raw.records
+    df = raw.columns
     problems, scores, done = [], [], []
-    for i in range(len(df)):
-        s, why = _number(df["score"].iat[i])
+    for i in range(df.rows):
+        s, why = _number(df["score"][i])
         if why:
             problems.append(Problem(raw.path, int(raw.line[i]), "score", why, raw.where))
         scores.append(s)
-        r = df["stop_reason"].iat[i]
+        r = df["stop_reason"][i]
         if r is None or (isinstance(r, float) and np.isnan(r)):
             done.append(None)
         elif isinstance(r, str):
@@ -110,7 +110,7 @@ def _checked(raw: RawTable) -> tuple[list, list]:
                     raw.path, int(raw.line[i]), "stop_reason", f"expected a string, got {r!r:.40}", raw.where
                 )
             )
-        prompt = df["input_prompt"].iat[i]
+        prompt = df["input_prompt"][i]
         if not isinstance(prompt, str):
             problems.append(
                 Problem(
@@ -196,7 +196,7 @@ def _frame(df, line: np.ndarray, scores: list, done: list) -> tuple[dict, list[s
         out["episode_return"] = scores
         out["done"] = done
         notes.append(
-            f"SkyRL eval dump: {len(df)} rollouts, one step each (turns are not in the file), groups = "
+            f"SkyRL eval dump: {len(start)} rollouts, one step each (turns are not in the file), groups = "
             "identical input_prompt, truncated = stop_reason length"
         )
     if fallback:
@@ -209,8 +209,8 @@ def _frame(df, line: np.ndarray, scores: list, done: list) -> tuple[dict, list[s
 
 def read(path: str) -> Imported:
     raw = read_table(path)
-    df = raw.records
-    if df.empty:
+    df = raw.columns
+    if not df.rows:
         return Imported(raw, NAME)
     require(raw, SIGNATURE, "SkyRL dumped_evals", "dump_per_dataset_eval_results")
     scores, done = _checked(raw)
@@ -220,9 +220,7 @@ def read(path: str) -> Imported:
         step = 0
         notes.append(f"train_step 0: the folder {Path(path).parent.name!r} is not global_step_<N>_evals")
     out, layout_notes = _frame(df, raw.line, scores, done)
-    out["env_name"] = (
-        held([to_text(v) for v in objects(df["env_class"])]) if "env_class" in df.columns else None
-    )
+    out["env_name"] = held([to_text(v) for v in objects(df["env_class"])]) if "env_class" in df else None
     out["train_step"] = step
     out["src_line"] = raw.line.astype(np.int64)
     if not present(out["done"]).any():

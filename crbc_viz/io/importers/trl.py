@@ -430,8 +430,8 @@ def completion_rows(
     fmt: str = "TRL",
     group_key=None,
 ):
-    """Canonical one-step rows of a completions table (TRL, ms-swift; a reader's frame or a dict of
-    columns): (the columns, for `arrow_table`; notes). A group is
+    """Canonical one-step rows of a completions table (TRL, ms-swift; a reader's `Columns` or a dict
+    of columns): (the columns, for `arrow_table`; notes). A group is
     a run of rows with one step and ``group_key`` (default: the prompt). Numbers written as text
     (a reward column of ``"0.0"`` / ``"1.0"``) are read as numbers first, noted."""
     df, text_notes = numbers_from_text(df, skip=TEXT_KEPT)
@@ -511,10 +511,10 @@ def _tool_turns(df, out: dict, line: np.ndarray):
 def read(path: str, *, reward_columns=None, success_column=None) -> Imported:
     raw = read_table(path)
     require(raw, SIGNATURE, "TRL completions", "GRPOTrainer completions_<step>.parquet")
-    df = raw.records
-    if df.empty:
+    df = raw.columns
+    if not df.rows:
         return Imported(raw, NAME)
-    step = df["step"].to_numpy() if "step" in df.columns else np.full(len(df), step_from_path(path) or 0)
+    step = df["step"] if "step" in df else np.full(df.rows, step_from_path(path) or 0)
     out, notes = completion_rows(raw, df, step, reward_columns=reward_columns, success_column=success_column)
     out, line, note = _tool_turns(df, out, raw.line)
     if note:

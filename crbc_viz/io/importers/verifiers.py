@@ -125,13 +125,13 @@ def _notes(
 def _cut_flags(df, bad) -> np.ndarray:
     """``is_truncated`` per rollout ``[n]`` (False where absent); ``bad(row, field, why)`` is told
     of each value that is not a flag."""
-    cut_flag = np.zeros(len(df), dtype=bool)
-    if "is_truncated" in df.columns:
+    cut_flag = np.zeros(df.rows, dtype=bool)
+    if "is_truncated" in df:
         col = df["is_truncated"]
         there = present(col)
-        flags, badf = read_flags(col.to_numpy(dtype=object)[there])
+        flags, badf = read_flags(col.astype(object)[there])
         for j in np.flatnonzero(there)[badf]:
-            bad(j, "is_truncated", not_a_flag(col.iat[j]))
+            bad(j, "is_truncated", not_a_flag(col[j]))
         cut_flag[there] = flags
     return cut_flag
 
@@ -140,38 +140,36 @@ def read(path: str) -> Imported:
     if sniff_traces(peek_fields(path)):
         return read_traces(path, NAME)
     raw = read_table(path)
-    df = raw.records
-    if df.empty:
+    df = raw.columns
+    if not df.rows:
         return Imported(raw, NAME)
-    gid = "example_id" if "example_id" in df.columns else "id"
+    gid = "example_id" if "example_id" in df else "id"
     require(raw, (gid, "completion", "reward"), "verifiers results.jsonl", "verifiers' save_utils")
-    n = len(df)
+    n = df.rows
     problems: list[Problem] = []
 
     def bad(i, field, why):
         problems.append(Problem(raw.path, int(raw.line[i]), field, why, raw.where))
 
     # flags and stop conditions, per rollout
-    has_trunc = "is_truncated" in df.columns
+    has_trunc = "is_truncated" in df
     cut_flag = _cut_flags(df, bad)
-    stops = (
-        df["stop_condition"].to_numpy(dtype=object) if "stop_condition" in df.columns else np.full(n, None)
-    )
-    errors = df["error"].to_numpy(dtype=object) if "error" in df.columns else np.full(n, None)
+    stops = df["stop_condition"].astype(object) if "stop_condition" in df else np.full(n, None)
+    errors = df["error"].astype(object) if "error" in df else np.full(n, None)
     convs, prompts, rewards = [], [], []
     for i in range(n):
-        comp = _messages(df["completion"].iat[i])
+        comp = _messages(df["completion"][i])
         if isinstance(comp, str):  # completion-mode environment: one reply
             comp = [{"role": "assistant", "content": comp}]
         if not isinstance(comp, list) or not all(isinstance(m, dict) for m in comp):
             bad(i, "completion", f"expected a list of messages, got {type(comp).__name__}")
             comp = []
-        prompt = _messages(df["prompt"].iat[i]) if "prompt" in df.columns else None
+        prompt = _messages(df["prompt"][i]) if "prompt" in df else None
         prompts.append(prompt if isinstance(prompt, (list, str)) else None)
         convs.append(comp)
-        (r,), badr = read_numbers([df["reward"].iat[i]])
+        (r,), badr = read_numbers([df["reward"][i]])
         if len(badr) or np.isnan(r):
-            bad(i, "reward", not_a_number(df["reward"].iat[i]) if len(badr) else "missing (null)")
+            bad(i, "reward", not_a_number(df["reward"][i]) if len(badr) else "missing (null)")
             r = 0.0
         rewards.append(float(r))
         s = stops[i]
@@ -182,7 +180,7 @@ def read(path: str) -> Imported:
 
     turns = [[k for k, m in enumerate(c) if m.get("role") == "assistant"] for c in convs]
     single_turn = all(len(t) <= 1 for t in turns)
-    has_stop = "stop_condition" in df.columns
+    has_stop = "stop_condition" in df
     rows, lines = [], []
     notes: list[str] = []
     n_empty = n_replies_cut = 0
@@ -198,7 +196,7 @@ def read(path: str) -> Imported:
         prompt = prompts[i]
         before = prompt[-1] if isinstance(prompt, list) and prompt and isinstance(prompt[-1], dict) else None
         first_obs = _content(before) if before is not None else to_text(prompt)
-        group = str(df[gid].iat[i])
+        group = str(df[gid][i])
         for k, at in enumerate(turns[i]):
             obs = _content(convs[i][at - 1]) if at > 0 else first_obs
             act = _content(convs[i][at])
@@ -214,7 +212,7 @@ def read(path: str) -> Imported:
                     "observation": obs,
                     "response": act,
                     "done": (ended if last else False),
-                    "env_name": to_text(df["task"].iat[i]) if "task" in df.columns else None,
+                    "env_name": to_text(df["task"][i]) if "task" in df else None,
                     "train_step": 0,
                     "src_line": int(raw.line[i]),
                 }

@@ -38,14 +38,15 @@ import numpy as np
 
 from ..readers import RawTable, read_table
 from ._common import (
+    Columns,
     Imported,
     arrow_table,
-    columns,
     drop_exact_duplicates,
     held,
     numbers,
     objects,
     require,
+    row_texts,
     run_from_dir,
     step_from_path,
     text_id,
@@ -67,18 +68,14 @@ def sniff(fields: set[str]) -> bool:
 def read(path: str, *, anchors: bool = True) -> Imported:
     raw = read_table(path)
     require(raw, SIGNATURE, "verl rollout_data_dir", "verl's _dump_generations JSONL")
-    df = raw.records
-    if df.empty:
+    df = raw.columns
+    if not df.rows:
         return Imported(raw, NAME)
     notes = []
     prompt = [to_text(v) for v in objects(df["input"])]
-    step = (
-        held(df["step"])
-        if "step" in df.columns
-        else np.full(len(df), step_from_path(path) or 0, dtype=np.int64)
-    )
+    step = df["step"] if "step" in df else np.full(df.rows, step_from_path(path) or 0, dtype=np.int64)
     group = [text_id(p) for p in prompt]
-    out = {c: v for c, v in columns(df).items() if c not in ("input", "output", "score", "step")}
+    out = {c: v for c, v in df.items() if c not in ("input", "output", "score", "step")}
     out.update(
         run_id=run_from_dir(path),
         train_step=step,
@@ -114,7 +111,7 @@ def read(path: str, *, anchors: bool = True) -> Imported:
         )
     uid, traj, index = keyed
     out, line, note = drop_exact_duplicates(
-        {**out, "src_uid": held(df["uid"])}, raw.line, ("src_uid",), raw.path, raw.where
+        {**out, "src_uid": df["uid"]}, raw.line, ("src_uid",), raw.path, raw.where
     )
     keep = np.isin(raw.line, line)
     uid, traj, index = uid[keep], traj[keep], index[keep]
@@ -137,17 +134,17 @@ def read(path: str, *, anchors: bool = True) -> Imported:
     )
 
 
-def repeated_lines(df) -> tuple[int, int]:
+def repeated_lines(df: Columns) -> tuple[int, int]:
     """(lines equal to an earlier line in every field, the most of them that can be verl-agent
-    ``adjust_batch`` copies).
+    ``adjust_batch`` copies). Lines are compared by each field's text (`row_texts`).
 
     ``adjust_batch(mode="copy")`` appends ``data.select_idxs(np.random.choice(bs, to_add,
     replace=False))``: each real row is copied at most once, so ``m`` lines alike hold at most
     ``m // 2`` copies (verl-agent e03bd50 to 796ed31, ``agent_system/multi_turn_rollout/utils.py``).
     """
-    if df.empty:
+    if not df.rows:
         return 0, 0
-    sizes = np.array(list(Counter(map(tuple, df.astype(str).to_numpy())).values()), dtype=np.int64)
+    sizes = np.array(list(Counter(row_texts(df)).values()), dtype=np.int64)
     return int((sizes - 1).sum()), int((sizes // 2).sum())
 
 
@@ -170,7 +167,7 @@ _KEY = re.compile(r"^(.+)_(\d+)_(\d+)$")
 
 def _session_keys(df):
     """(group, trajectory, index) arrays from verl v1's ``{uid}_{session}_{index}``, or None."""
-    if "uid" not in df.columns:
+    if "uid" not in df:
         return None
     m = [(_KEY.match(v) if isinstance(v, str) else None) for v in df["uid"]]
     if not all(m):

@@ -164,13 +164,13 @@ def _outcomes(df, raw: RawTable, line):
 
 def read(path: str) -> Imported:
     raw = read_table(path)
-    df = raw.records
-    if not df.empty and {"input", "output", "score"} <= set(df.columns) and "uid" not in df.columns:
+    df = raw.columns
+    if df.rows and {"input", "output", "score"} <= set(df) and "uid" not in df:
         imp = _verl.read(path, anchors=False)
         _, bound = _verl.repeated_lines(df)
         notes = (NO_ANCHOR_NOTE, *imp.notes)
         if bound:
-            notes += (padding_note(bound, len(df)),)
+            notes += (padding_note(bound, df.rows),)
         return Imported(imp.raw, NAME, imp.source_keys, notes, counts={"copies_suspected": bound})
     require(raw, SIGNATURE + ("rewards",), "verl-agent dump", "see docs/verl_agent_hook.md")
     notes = []

@@ -46,10 +46,10 @@ PIECE = 1 << 24
 
 
 class _Records:
-    """`RawTable.records`: the rows as a pandas frame, for an importer that reads a reader's rows
-    as one. Readers and importers hand an Arrow table (`crbc_viz.io.arrow_rows.arrow_table`,
-    which validation reads as it is: `RawTable.table`); the frame is made from it on the first
-    read of ``records``, once. A data
+    """`RawTable.records`: the rows as a pandas frame, for a caller that wants to look at them as
+    one (no importer does: they read `RawTable.columns`). Readers and importers hand an Arrow
+    table (`crbc_viz.io.arrow_rows.arrow_table`, which validation reads as it is:
+    `RawTable.table`); the frame is made from it on the first read of ``records``, once. A data
     descriptor, so the dataclass's ``__init__`` stores through it and the field keeps no default."""
 
     def __set_name__(self, owner, name: str) -> None:
@@ -112,6 +112,19 @@ class RawTable:
             numeric = isinstance(col.dtype, np.dtype) and col.dtype.kind in "iufb"
             cols[str(c)] = col if numeric else col.to_numpy(dtype=object)
         return arrow_table(cols, len(rows))
+
+    @property
+    def columns(self):
+        """The rows' columns by name (`crbc_viz.io.arrow_rows.Columns`), each a numpy array of the
+        values the frame of ``records`` holds in it, made from the Arrow table without a frame:
+        what an importer reads a reader's rows by (``raw.columns["score"][i]``)."""
+        cols = self.__dict__.get("_columns_made")
+        table = self.table
+        if cols is None or cols.table is not table:
+            from ..arrow_rows import Columns
+
+            cols = self.__dict__["_columns_made"] = Columns(table)
+        return cols
 
     def set_column(self, name: str, value) -> None:
         """Set column ``name`` to one value on every row (replacing it, or added last)."""
