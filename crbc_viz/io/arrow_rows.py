@@ -372,38 +372,40 @@ class Columns:
     def __init__(self, table: pa.Table):
         self.table = table
         self.rows = table.num_rows
+        self._names = table.column_names  # read once: each read of a schema rebuilds its types
+        self._index = {c: i for i, c in enumerate(self._names)}
         self._made: dict[str, np.ndarray] = {}
 
     def __getitem__(self, name: str) -> np.ndarray:
         if name not in self._made:
-            if name not in self.table.column_names:
+            if name not in self._index:
                 raise KeyError(name)
-            self._made[name] = column_values(self.table.column(name))
+            self._made[name] = column_values(self.table.column(self._index[name]))
         return self._made[name]
 
     def __contains__(self, name) -> bool:
-        return name in self.table.column_names
+        return name in self._index
 
     def __iter__(self):
-        return iter(self.table.column_names)
+        return iter(self._names)
 
     def __len__(self) -> int:
-        return len(self.table.column_names)
+        return len(self._names)
 
     def keys(self):
-        return list(self.table.column_names)
+        return list(self._names)
 
     def items(self):
-        return [(c, self[c]) for c in self.table.column_names]
+        return [(c, self[c]) for c in self._names]
 
     def values(self):
-        return [self[c] for c in self.table.column_names]
+        return [self[c] for c in self._names]
 
     def row(self, i: int) -> dict:
         """Row ``i``: each column's value there, by name."""
-        return {c: self[c][i] for c in self.table.column_names}
+        return {c: self[c][i] for c in self._names}
 
     def tuples(self):
         """The rows, each a tuple of its values in column order as Python values (numbers
         ``int`` / ``float``, not numpy's: what a frame's ``itertuples`` gives)."""
-        return zip(*(self[c].tolist() for c in self.table.column_names))
+        return zip(*(self[c].tolist() for c in self._names))
