@@ -176,3 +176,28 @@ def test_schema_path_bench_dry_run(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     for fmt in ("jsonl", "csv", "parquet"):
         assert re.search(rf"\| {fmt} \| 300 \| \d+\.\d{{3}} \|", proc.stdout), proc.stdout
+
+
+def test_importer_path_bench_dry_run(tmp_path):
+    """``python -m bench.importer_path`` on 300 rows: each of its three trainer files is read by
+    its own importer (the table names the importer detected)."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.importer_path",
+            "--rows",
+            "300",
+            "--repeats",
+            "1",
+            "--workdir",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for name in ("verl", "trl", "verifiers"):
+        assert re.search(rf"\| {name} \| {name} \| \d+ \| \d+\.\d{{3}} \|", proc.stdout), proc.stdout
