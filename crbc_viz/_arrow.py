@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["array", "texts", "numbers", "missing", "take", "call", "cast", "NUMERIC_TYPES"]
+__all__ = ["array", "texts", "numbers", "missing", "plain_type", "take", "call", "cast", "NUMERIC_TYPES"]
 
 _TYPES = {
     np.dtype(np.int64): pa.int64(),
@@ -92,6 +92,26 @@ def numbers(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
 def missing(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """``[n]`` bool: which values of an Arrow column are null."""
     return numbers(call("is_null", col))
+
+
+def plain_type(typ: pa.DataType, *, text_dictionary: bool = False) -> bool:
+    """Whether an Arrow type is numbers, flags, text, nulls, or lists or structs of those
+    (``text_dictionary``: dictionary-encoded text too): what converts to a frame's values as it
+    is."""
+    if text_dictionary and pa.types.is_dictionary(typ):
+        return pa.types.is_string(typ.value_type) or pa.types.is_large_string(typ.value_type)
+    if pa.types.is_list(typ) or pa.types.is_large_list(typ):
+        return plain_type(typ.value_type, text_dictionary=text_dictionary)
+    if pa.types.is_struct(typ):
+        return all(plain_type(f.type, text_dictionary=text_dictionary) for f in typ)
+    return (
+        pa.types.is_integer(typ)
+        or pa.types.is_floating(typ)
+        or pa.types.is_boolean(typ)
+        or pa.types.is_string(typ)
+        or pa.types.is_large_string(typ)
+        or pa.types.is_null(typ)
+    )
 
 
 def take(data, indices):

@@ -26,7 +26,7 @@ import weakref
 import numpy as np
 import pyarrow as pa
 
-from .._arrow import missing
+from .._arrow import missing, plain_type
 
 __all__ = [
     "Columns",
@@ -321,32 +321,13 @@ def held(values, n: int | None = None) -> np.ndarray:
     return got.to_numpy(zero_copy_only=False)  # numbers (a missing one NaN) or flags
 
 
-def _converts_plainly(typ: pa.DataType) -> bool:
-    """Whether Arrow's own ``to_numpy`` of a column of ``typ`` gives what its frame's column holds
-    (numbers, flags, nulls, bytes, lists and objects of them; text apart, see `column_values`)."""
-    if pa.types.is_list(typ) or pa.types.is_large_list(typ):
-        return _converts_plainly(typ.value_type)
-    if pa.types.is_struct(typ):
-        return all(_converts_plainly(typ.field(i).type) for i in range(typ.num_fields))
-    return (
-        pa.types.is_integer(typ)
-        or pa.types.is_floating(typ)
-        or pa.types.is_boolean(typ)
-        or pa.types.is_null(typ)
-        or pa.types.is_string(typ)
-        or pa.types.is_large_string(typ)
-        or pa.types.is_binary(typ)
-        or pa.types.is_large_binary(typ)
-    )
-
-
 def column_values(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """The values of one column of an Arrow table as the frame made of it (`frame_of`) holds them
     (its column's ``to_numpy()``), without making the frame: whole numbers int64 (float64 with NaN
     where some are missing), flags bool (an object array with None where some are missing), text
     an object array with NaN where missing, lists and objects as Python values with None where
     missing, an `ObjectColumn` as the importer's values are held (`held`). Other Arrow types
-    (times, decimals, dictionaries) through pandas, as the frame converts them."""
+    (times, decimals, dictionaries, bytes) through pandas, as the frame converts them."""
     typ = col.type
     if isinstance(typ, ObjectColumn):
         chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
@@ -354,7 +335,7 @@ def column_values(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
         if isinstance(typ.values, _One):
             return _object_series(pa.chunked_array(chunks, type=typ)).to_numpy()
         return np.asarray(held(typ.values))[pos]
-    if not _converts_plainly(typ):
+    if not plain_type(typ):  # times, decimals, dictionaries, bytes: as pandas converts them
         return frame_of(pa.table({"v": col}))["v"].to_numpy()
     out = col.to_numpy(zero_copy_only=False)
     if (pa.types.is_string(typ) or pa.types.is_large_string(typ)) and col.null_count:

@@ -12,17 +12,23 @@ from crbc_viz.io.importers.trl import _matches
 
 
 def _oracle(reward, adv, groups) -> bool:
-    for g in np.unique(groups):
-        m = groups == g
-        c = reward[m] - reward[m].mean()
-        a = adv[m]
-        tol = 1e-2 * max(1.0, float(np.abs(a).max()))
-        if np.abs(c).max() < 1e-9:
-            if np.abs(a).max() > tol:
+    """The rule in plain Python: rows gathered per group (groups in number order), each group's
+    advantage a non-negative multiple k of its centred reward, to 1% of its largest advantage
+    (at least 0.01); a group of equal rewards needs advantages within that of 0."""
+    rows: dict[int, list[tuple[float, float]]] = {}
+    for r, a, g in zip(reward.tolist(), adv.tolist(), groups.tolist()):
+        rows.setdefault(g, []).append((r, a))
+    for g in sorted(rows):
+        rs, advs = [r for r, _ in rows[g]], [a for _, a in rows[g]]
+        mean = sum(rs) / len(rs)
+        centred = [r - mean for r in rs]
+        tol = 0.01 * max([1.0, *(abs(a) for a in advs)])
+        if max(abs(c) for c in centred) < 1e-9:
+            if any(abs(a) > tol for a in advs):
                 return False
             continue
-        k = float(a @ c) / float(c @ c)
-        if k < 0 or np.abs(a - k * c).max() > tol:
+        k = sum(a * c for a, c in zip(advs, centred)) / sum(c * c for c in centred)
+        if k < 0 or any(abs(a - k * c) > tol for a, c in zip(advs, centred)):
             return False
     return True
 

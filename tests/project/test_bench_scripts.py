@@ -153,51 +153,26 @@ def test_io_floor_counts_the_engines_input_and_output_once():
     assert io_floor_bytes(b) == 48 * S + 9 * T + 8 * (G + 1)
 
 
+def _dry_run(module: str, *args: str) -> str:
+    """``python -m <module> <args>`` from the checkout; its standard output (it must exit 0)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
 def test_schema_path_bench_dry_run(tmp_path):
     """``python -m bench.schema_path`` on 300 steps: its three logs are read (the table lists
     each with its steps)."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench.schema_path",
-            "--steps",
-            "300",
-            "--repeats",
-            "1",
-            "--workdir",
-            str(tmp_path),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = _dry_run("bench.schema_path", "--steps", "300", "--repeats", "1", "--workdir", str(tmp_path))
     for fmt in ("jsonl", "csv", "parquet"):
-        assert re.search(rf"\| {fmt} \| 300 \| \d+\.\d{{3}} \|", proc.stdout), proc.stdout
+        assert re.search(rf"\| {fmt} \| 300 \| \d+\.\d{{3}} \|", out), out
 
 
 def test_importer_path_bench_dry_run(tmp_path):
     """``python -m bench.importer_path`` on 300 rows: each of its three trainer files is read by
     its own importer (the table names the importer detected)."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench.importer_path",
-            "--rows",
-            "300",
-            "--repeats",
-            "1",
-            "--workdir",
-            str(tmp_path),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = _dry_run("bench.importer_path", "--rows", "300", "--repeats", "1", "--workdir", str(tmp_path))
     for name in ("verl", "trl", "verifiers"):
-        assert re.search(rf"\| {name} \| {name} \| \d+ \| \d+\.\d{{3}} \|", proc.stdout), proc.stdout
+        assert re.search(rf"\| {name} \| {name} \| \d+ \| \d+\.\d{{3}} \|", out), out

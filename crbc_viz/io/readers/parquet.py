@@ -70,22 +70,9 @@ def _plain_type(typ) -> bool:
     """Whether validation reads an Arrow type as it is: numbers, flags, text (dictionary-encoded
     too), nulls, and lists or structs of those (kept as Arrow; a batch's frame holds them as
     pyarrow converts them)."""
-    import pyarrow as pa
+    from ..._arrow import plain_type
 
-    if pa.types.is_dictionary(typ):
-        return pa.types.is_string(typ.value_type) or pa.types.is_large_string(typ.value_type)
-    if pa.types.is_list(typ) or pa.types.is_large_list(typ):
-        return _plain_type(typ.value_type)
-    if pa.types.is_struct(typ):
-        return all(_plain_type(f.type) for f in typ)
-    return (
-        pa.types.is_integer(typ)
-        or pa.types.is_floating(typ)
-        or pa.types.is_boolean(typ)
-        or pa.types.is_string(typ)
-        or pa.types.is_large_string(typ)
-        or pa.types.is_null(typ)
-    )
+    return plain_type(typ, text_dictionary=True)
 
 
 def _check_parquet_utf8(table, path: str) -> None:
