@@ -252,6 +252,11 @@ def _sized(v) -> bool:
     )
 
 
+def _positions(col: pa.ChunkedArray) -> np.ndarray:
+    """The rows of an `ObjectColumn`'s values that its table's rows hold, in the table's order."""
+    return np.concatenate([np.asarray(c.storage) for c in col.chunks]) if col.num_chunks else np.zeros(0, int)
+
+
 def _object_series(col: pa.ChunkedArray):
     """The pandas column of an `ObjectColumn`: its values made a frame's column as pandas makes
     one from what the importer gave (all of them: a list, an array, one value for every row),
@@ -259,7 +264,7 @@ def _object_series(col: pa.ChunkedArray):
     import pandas as pd
 
     values = col.type.values
-    pos = np.concatenate([np.asarray(c.storage) for c in col.chunks]) if col.num_chunks else np.zeros(0, int)
+    pos = _positions(col)
     if isinstance(values, _One):
         return pd.DataFrame({"v": values.value}, index=pd.RangeIndex(len(pos)))["v"]
     whole = pd.DataFrame({"v": values.array if hasattr(values, "iloc") else values})["v"]
@@ -272,7 +277,7 @@ def object_values(col: pa.ChunkedArray) -> np.ndarray:
     """The values of an `ObjectColumn` as an object array, row by row in the table's order, as
     the frame made of it holds them (`held`)."""
     values = col.type.values
-    pos = np.concatenate([np.asarray(c.storage) for c in col.chunks]) if col.num_chunks else np.zeros(0, int)
+    pos = _positions(col)
     if isinstance(values, _One):
         out = np.empty(len(pos), dtype=object)
         out.fill(values.value)
@@ -330,11 +335,10 @@ def column_values(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
     (times, decimals, dictionaries, bytes) through pandas, as the frame converts them."""
     typ = col.type
     if isinstance(typ, ObjectColumn):
-        chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
-        pos = np.concatenate([np.asarray(c.storage) for c in chunks]) if chunks else np.zeros(0, int)
+        col = col if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col], type=typ)
         if isinstance(typ.values, _One):
-            return _object_series(pa.chunked_array(chunks, type=typ)).to_numpy()
-        return np.asarray(held(typ.values))[pos]
+            return _object_series(col).to_numpy()
+        return np.asarray(held(typ.values))[_positions(col)]
     if not plain_type(typ):  # times, decimals, dictionaries, bytes: as pandas converts them
         return frame_of(pa.table({"v": col}))["v"].to_numpy()
     out = col.to_numpy(zero_copy_only=False)
@@ -373,14 +377,8 @@ class Columns:
     def __len__(self) -> int:
         return len(self._names)
 
-    def keys(self):
-        return list(self._names)
-
     def items(self):
         return [(c, self[c]) for c in self._names]
-
-    def values(self):
-        return [self[c] for c in self._names]
 
     def row(self, i: int) -> dict:
         """Row ``i``: each column's value there, by name."""
