@@ -43,17 +43,21 @@ _NUMPY = {str(t): d for d, t in _TYPES.items()} | {
 NUMERIC_TYPES = frozenset(_NUMPY) | {"bool"}
 
 
-def array(values: np.ndarray) -> pa.Array:
-    """The Arrow array of a 1-d numpy int64 / int32 / uint64 / float64 / bool array (no nulls)."""
+def array(values: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
+    """The Arrow array of a 1-d numpy int64 / int32 / uint64 / float64 / bool array (no nulls,
+    or a null wherever ``valid``, a bool array of the same length, is False)."""
     values = np.ascontiguousarray(values).reshape(-1)
     n = len(values)
+    mask = (
+        None if valid is None else pa.py_buffer(np.packbits(np.asarray(valid, dtype=bool), bitorder="little"))
+    )
     if values.dtype == np.bool_:
         bits = np.packbits(values, bitorder="little")
-        return pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(bits)])
+        return pa.Array.from_buffers(pa.bool_(), n, [mask, pa.py_buffer(bits)])
     typ = _TYPES.get(values.dtype)
     if typ is None:
         raise TypeError(f"no Arrow conversion here for dtype {values.dtype}")
-    return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(values)])
+    return pa.Array.from_buffers(typ, n, [mask, pa.py_buffer(values)])
 
 
 def texts(values: Sequence[str]) -> pa.Array:

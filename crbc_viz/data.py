@@ -33,20 +33,26 @@ class ArrowRows:
     stay Arrow-backed ``str`` columns) and keeps the frame.
     """
 
-    __slots__ = ("table",)
+    __slots__ = ("table", "frame")
 
-    def __init__(self, table: pa.Table):
+    def __init__(self, table: pa.Table, frame=None):
         self.table = table
+        #: How the frame is made from the table (a function of it), where the rows' source
+        #: converts its own way (the log store: `crbc_viz.store.rows.frame`); None: `to_pandas`'s.
+        self.frame = frame
 
     def __len__(self) -> int:
         return self.table.num_rows
 
     def to_pandas(self) -> pd.DataFrame:
         """The frame the schema path builds: lists (``available_actions``) as Python lists in
-        object columns, as `json.loads` gives them, not the numpy arrays pyarrow would."""
+        object columns, as `json.loads` gives them, not the numpy arrays pyarrow would (or the
+        one ``frame`` makes)."""
         import pandas as pd
         import pyarrow as pa
 
+        if self.frame is not None:
+            return self.frame(self.table)
         df = self.table.to_pandas()
         for name, typ in zip(self.table.column_names, self.table.schema.types):
             if pa.types.is_list(typ):
@@ -129,14 +135,16 @@ class RolloutBatch:
     @property
     def arrow_steps(self) -> pa.Table | None:
         """The step rows as the Arrow table they were loaded as, while no pandas frame has been
-        asked for (None once ``steps`` was read, or when the batch was built from a frame)."""
+        asked for (None once ``steps`` was read, when the batch was built from a frame, or when
+        its rows convert their own way, ``ArrowRows.frame``: the log store's, read through the
+        frame)."""
         rows = self.__dict__["_steps_rows"]  # as stored by `_FrameField`: not converted here
-        return rows.table if isinstance(rows, ArrowRows) else None
+        return rows.table if isinstance(rows, ArrowRows) and rows.frame is None else None
 
     def has_step_column(self, name: str) -> bool:
         """Whether the step rows have column ``name`` (without building the pandas frame)."""
-        arrow = self.arrow_steps
-        return name in arrow.column_names if arrow is not None else name in self.steps.columns
+        rows = self.__dict__["_steps_rows"]
+        return name in (rows.table.column_names if isinstance(rows, ArrowRows) else rows.columns)
 
     def step_column(self, name: str, dtype=None) -> np.ndarray:
         """Step column ``name`` as a numpy array ``[S]`` (without building the pandas frame
@@ -495,6 +503,7 @@ class _Columns:
     column as numpy (no pandas import for an Arrow table)."""
 
     def __init__(self, steps, source: str):
+        self.frame = steps.frame if isinstance(steps, ArrowRows) else None
         steps = steps.table if isinstance(steps, ArrowRows) else steps
         self.arrow = type(steps).__module__.startswith("pyarrow")
         self.rows = steps if self.arrow else steps.reset_index(drop=True)
@@ -592,11 +601,11 @@ class _Columns:
         if self.arrow:
             from ._arrow import take
 
-            return take(self.rows.select(list(GROUP_KEY)), first)
+            return ArrowRows(take(self.rows.select(list(GROUP_KEY)), first), self.frame)
         return self.rows.iloc[first][list(GROUP_KEY)]
 
     def stored(self):
-        return ArrowRows(self.rows) if self.arrow else self.rows
+        return ArrowRows(self.rows, self.frame) if self.arrow else self.rows
 
 
 def _derive_layout(rows: _Columns) -> Layout:

@@ -1,6 +1,6 @@
 """Sorted step rows -> `RolloutBatch`: the one place batch offsets are assembled.
 
-Loaders (`build_batch`), the store's read side and group selection
+Loaders (`build_batch`), the store's read side (`crbc_viz.store.query`) and group selection
 (`RolloutBatch.select_groups`) all arrive at the same point: a table of step rows, the
 group and trajectory each row belongs to, and per-trajectory outcomes. The functions here turn
 that into the batch's offset arrays without a per-step (or per-trajectory) Python loop:
@@ -9,9 +9,8 @@ that into the batch's offset arrays without a per-step (or per-trajectory) Pytho
   (`crbc_viz.io.schema.validate`), its step order checked, its rows sorted, outcomes
   (`crbc_viz.io.outcomes`) and anchor keys (`crbc_viz.io.anchor_keys`) computed, assembled;
   every problem of the file listed in one `LoadError`, or skipped with ``lenient``;
-- `row_codes(*columns)`: integer codes of row tuples in first-occurrence order (the codes
-  ``pandas.MultiIndex.factorize`` gives, missing values one code of their own), from one hash
-  factorisation per column;
+- `group_traj_codes(columns)`: the group and trajectory codes of the rows in first-occurrence
+  order (Arrow's dictionary encoding, a missing value one code of its own);
 - `sort_rows(group_codes, traj_codes, step_idx)`: the order group → trajectory → step and the
   `Layout` (offsets) of the rows in that order;
 - `assemble(steps, layout, ...)`: the `RolloutBatch` of rows already in that order (built, as
@@ -51,7 +50,6 @@ if TYPE_CHECKING:  # `sort_rows` and `layout` run without pandas (the columnar l
 
 __all__ = [
     "build_batch",
-    "row_codes",
     "sort_rows",
     "Layout",
     "layout",
@@ -61,39 +59,8 @@ __all__ = [
     "place_steps",
     "dictionary",
     "assemble_arrow",
+    "group_traj_codes",
 ]
-
-
-def _column_codes(col) -> np.ndarray:
-    import pandas as pd
-
-    if isinstance(col, np.ndarray) and col.dtype.kind in "iu" and col.ndim == 1:
-        values = col
-    else:
-        values = col.to_numpy() if isinstance(col, (pd.Series, pd.Index)) else np.asarray(col)
-    codes, _ = pd.factorize(values, use_na_sentinel=False)
-    return codes.astype(np.int64, copy=False)
-
-
-def row_codes(*columns) -> np.ndarray:
-    """Codes ``[S]`` of the row tuples ``zip(*columns)``, numbered in order of first
-    occurrence (equal to ``pd.MultiIndex.from_arrays(columns).factorize()[0]``: ``None`` and
-    ``NaN`` are one missing value with a code of its own). Each column is factorised once; the
-    codes of a pair of columns combine as ``a * (max(b) + 1) + b`` and are factorised again,
-    so the order of first occurrence is kept."""
-    import pandas as pd
-
-    if not columns:
-        raise ValueError("row_codes needs at least one column")
-    codes = _column_codes(columns[0])
-    for col in columns[1:]:
-        b = _column_codes(col)
-        if len(b) != len(codes):
-            raise ValueError("row_codes: columns differ in length")
-        width = int(b.max()) + 1 if len(b) else 1
-        codes, _ = pd.factorize(codes * width + b)
-        codes = codes.astype(np.int64, copy=False)
-    return codes
 
 
 def layout(group_codes: np.ndarray, traj_codes: np.ndarray) -> Layout:
@@ -318,7 +285,7 @@ def build_batch(raw: RawTable, *, lenient: bool = False, success_threshold: floa
     table = _with_defaults(table, Path(path).name.split(".")[0])
 
     # Group and trajectory indices in first-occurrence order.
-    g_codes, t_codes = _group_traj_codes(table)
+    g_codes, t_codes = group_traj_codes(table)
 
     where = raw.where
     # Step order within each trajectory: sorted, must be exactly 0..n-1.
@@ -352,7 +319,7 @@ def build_batch(raw: RawTable, *, lenient: bool = False, success_threshold: floa
                 total=len(problems) + 1,
             )
         table = _take(table, np.flatnonzero(keep_rows))
-        g_codes, t_codes = _group_traj_codes(table)
+        g_codes, t_codes = group_traj_codes(table)
 
     # Final order: group (first occurrence), trajectory (first occurrence within the file), step.
     step_idx = _ints(table["step_idx"], 0)
@@ -455,8 +422,10 @@ def _with_defaults(cols: dict, run_default: str) -> dict:
     return _set(cols, "train_step", np.zeros(n, np.int64) if step is None else _ints(step, 0))
 
 
-def _group_traj_codes(cols: dict) -> tuple[np.ndarray, np.ndarray]:
-    """(group codes, trajectory codes) ``[S]`` in order of first occurrence."""
+def group_traj_codes(cols: Mapping) -> tuple[np.ndarray, np.ndarray]:
+    """(group codes, trajectory codes) ``[S]`` of the rows, in order of first occurrence:
+    ``cols`` holds the `GROUP_KEY` columns and ``traj_id`` (Arrow or numpy columns; a missing
+    value is a value of its own)."""
     codes = [_codes_of(cols[c]) for c in GROUP_KEY]
     g_codes = codes[0]
     for b in codes[1:]:

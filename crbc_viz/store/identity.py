@@ -30,7 +30,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from ..errors import Problem
 
@@ -150,6 +149,8 @@ def copy_of(batch, candidates: list[dict]) -> dict | None:
 def existing_traj_overlap(store, batch, digest: str, path: str, exclude=()) -> list[Problem]:
     """Trajectories of ``batch`` some other visible source already holds (``exclude``: the
     versions this one replaces)."""
+    import pandas as pd
+
     pairs = {(str(r), int(t)) for r, t in zip(batch.groups["run_id"], batch.groups["train_step"])}
     parts = [
         p

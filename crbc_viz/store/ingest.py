@@ -11,12 +11,12 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from ..data import RolloutBatch
-from ..errors import LoadError, Problem
+from ..errors import LoadError
 from ..io.importers import expand_sources
 from ..io.write import atomic_path
 from .identity import (
@@ -30,20 +30,20 @@ from .identity import (
     twins,
 )
 from .layout import (
-    _CANONICAL_TYPES,
-    _DROP_AT_INGEST,
-    _JSON_SUFFIX,
     CRASH_ENV,
     DEFAULT_PART_ROWS,
-    TEXT_COLUMNS,
     StoreError,
     _locked,
     _partition_dir,
     _write_json,
 )
 from .query import LogStore, incomplete_sources
+from .rows import tables_of
 from .s3 import is_remote, store_root
 from .stream import _NotGroupContiguous, source_batches
+
+if TYPE_CHECKING:
+    pass
 
 __all__ = ["ingest", "IngestReport", "IngestOptions", "IngestSession", "drop_incomplete", "file_digest"]
 
@@ -83,77 +83,6 @@ def _outcome_counts(batch: RolloutBatch) -> dict:
         "truncated_success": int((batch.traj_truncated & batch.traj_success).sum()),
         "done_logged": truncation_known(batch),
     }
-
-
-def _arrow_column(name: str, values: pd.Series, path: str = ""):
-    """(column name, pyarrow array) for a steps column; non-scalar values go to ``<name>__json``,
-    and so do an extra field's values that its type cannot hold (an integer beyond int64: kept
-    as text, exactly). A canonical column that cannot be held is a `LoadError` naming ``path``."""
-    import pyarrow as pa
-
-    kind = _CANONICAL_TYPES.get(name)
-    extra = kind is None
-    if kind is None:
-        if values.dtype != object and not isinstance(values.dtype, pd.StringDtype):
-            if isinstance(values.dtype, pd.CategoricalDtype):
-                values = values.astype(object)
-            else:
-                return name, pa.array(values.to_numpy(), from_pandas=True)
-        inferred = pd.api.types.infer_dtype(values, skipna=True)
-        kind = {
-            "string": "string",
-            "boolean": "bool",
-            "integer": "int64",
-            "floating": "float64",
-            "mixed-integer-float": "float64",
-            "empty": None,
-        }.get(inferred, "json")
-        if kind is None:
-            return name, None
-    if kind != "json":
-        typ = {"string": pa.string(), "int64": pa.int64(), "float64": pa.float64(), "bool": pa.bool_()}[kind]
-        try:
-            return name, pa.array(values.to_numpy(dtype=object), type=typ, from_pandas=True)
-        except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-            if not extra:
-                why = f"a value cannot be stored as {kind} ({str(exc)[:200]})"
-                raise LoadError([Problem(path, None, name, why)]) from None
-    arr = [
-        None
-        if (v is None or (isinstance(v, float) and v != v))
-        else json.dumps(v.tolist() if isinstance(v, np.ndarray) else v, ensure_ascii=False, default=str)
-        for v in values.to_numpy(dtype=object)
-    ]
-    return name + _JSON_SUFFIX, pa.array(arr, type=pa.string())
-
-
-def _tables(
-    batch: RolloutBatch, stem_of_row: np.ndarray, row_in_part: np.ndarray, source: str, path: str = ""
-):
-    """(hot table, text table or None) for the batch's steps in their final row order (``path``:
-    the log's, named by an error)."""
-    import pyarrow as pa
-
-    steps = batch.steps
-    hot, txt = {}, {}
-    hot["_part"] = pa.array(stem_of_row, type=pa.string())
-    hot["_row"] = pa.array(row_in_part, type=pa.int32())
-    for c in steps.columns:
-        if c in _DROP_AT_INGEST or c.startswith("_"):
-            continue
-        name, arr = _arrow_column(c, steps[c], path)
-        if arr is None:
-            continue
-        (txt if c in TEXT_COLUMNS else hot)[name] = arr
-    hot["_anchor_hash"] = pa.array(batch.step_anchor_hash, type=pa.uint64())
-    hot["_traj_return"] = pa.array(np.repeat(batch.traj_return, batch.traj_len), type=pa.float64())
-    hot["_truncated"] = pa.array(np.repeat(batch.traj_truncated, batch.traj_len), type=pa.bool_())
-    hot["_source"] = pa.array(np.full(len(steps), source[:16], dtype=object), type=pa.string())
-    text_table = None
-    if txt:
-        txt = {"_row": hot["_row"], **txt}
-        text_table = pa.table(txt)
-    return pa.table(hot), text_table
 
 
 def _write_parquet(table, path: Path, *, text: bool) -> None:
@@ -239,6 +168,8 @@ def _readable_parts(root: Path, man: dict | None) -> tuple[dict | None, list[str
 def _plan_parts(batch: RolloutBatch, part_rows: int):
     """Row order (grouped by partition, batch order inside) and the part of every row: cut at
     group boundaries once a part holds ``part_rows`` rows."""
+    import pandas as pd
+
     g_run = batch.groups["run_id"].astype(str).to_numpy()
     g_step = batch.groups["train_step"].to_numpy(np.int64)
     pcode, puniq = pd.MultiIndex.from_arrays([g_run, g_step]).factorize()
@@ -678,7 +609,7 @@ def _write_batch_parts(root, batch, man: dict, state: dict, crash_after, progres
             continue
         sub = batch.select_groups(gs) if len(gs) != batch.num_groups else batch
         n = sub.num_steps
-        hot, txt = _tables(
+        hot, txt = tables_of(
             sub, np.full(n, stem, dtype=object), np.arange(n, dtype=np.int32), digest, man["path"]
         )
         del sub

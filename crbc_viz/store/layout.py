@@ -39,9 +39,6 @@ import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
 from ..errors import StoreError  # noqa: F401  (re-exported)
 from ..io.write import atomic_path
 from .s3 import check_key, is_remote
@@ -220,19 +217,6 @@ def _check_manifest(root: Path, f: Path, m) -> None:
         _confined_part(root, f, p["path"], "steps")
         if p.get("text") is not None:
             _confined_part(root, f, p["text"], "text")
-
-
-def _decode_json(df: pd.DataFrame) -> pd.DataFrame:
-    for col in [c for c in df.columns if c.endswith(_JSON_SUFFIX)]:
-        base = col[: -len(_JSON_SUFFIX)]
-        vals = np.empty(len(df), dtype=object)  # filled one by one: equal-length lists stay lists
-        vals[:] = [json.loads(v) if isinstance(v, str) else None for v in df[col]]
-        if base in df.columns:
-            cur = df[base].astype(object).to_numpy()
-            vals = np.where(pd.isna(cur), vals, cur)
-        df = df.drop(columns=[col])
-        df[base] = vals
-    return df
 
 
 def _write_json(path: Path, obj) -> None:

@@ -57,3 +57,10 @@ def hidden_sources(manifests: dict[str, dict]) -> set[str]:
         elif older:
             hidden.add(digest)
     return hidden
+
+
+def incomplete_sources(store) -> list[dict]:
+    """Manifests of sources whose ingest did not finish (a crash, a kill -9, or one being
+    written now): their committed parts are readable but the source is partial. A new version
+    of a log that is still incomplete is listed too (its parts stay hidden until it is whole)."""
+    return [m for m in store.manifests.values() if not m.get("complete")]

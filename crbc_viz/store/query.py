@@ -9,15 +9,18 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+import pyarrow as pa
 
-from ..data import RolloutBatch
-from ..errors import MAX_LISTED, LoadError, Problem
+from .._arrow import array, call, cast, numbers, take, texts
+from ..data import ArrowRows, RolloutBatch, batch_from_columns
+from ..errors import MAX_LISTED, LoadError
 from ..io.anchor_rules import active as active_rule
 from ..io.anchor_rules import rekey
-from ..io.assemble import assemble, row_codes, sort_rows
+from ..io.arrow_rows import column_values, hold
+from ..io.assemble import group_traj_codes, sort_rows
 from ..io.write import atomic_path
 from .layout import (
     _INTERNAL_DROP,
@@ -28,14 +31,28 @@ from .layout import (
     Part,
     StoreError,
     _check_manifest,
-    _decode_json,
     _read_marker,
     _sum_outcome_counts,
     glob_literal,
 )
-from .manifests import _manifest_parts, _sum_import_counts, hidden_sources
+from .manifests import _manifest_parts, _sum_import_counts, hidden_sources, incomplete_sources
+from .rows import (
+    StoreFrame,
+    decode_json,
+    flags,
+    join_text,
+    objects,
+    page_frame,
+    part_codes,
+    read,
+    row_numbers,
+    split_steps,
+)
 from .s3 import LEASE_NAME, is_remote, store_root
 from .scan import _Connection, _s3_dataset
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["LogStore", "open_store", "parse_group_label", "incomplete_sources", "hidden_sources"]
 
@@ -337,9 +354,11 @@ class LogStore:
         run=None,
         train_step=None,
         tail: str = "",
-    ) -> pd.DataFrame:
-        """``SELECT <select> FROM <filtered steps> <tail>``; the group-level success filter keeps
-        whole groups. ``select`` and ``tail`` are constant SQL written in this module."""
+        arrow: bool = False,
+    ):
+        """``SELECT <select> FROM <filtered steps> <tail>`` as a frame (a table a page shows)
+        or, with ``arrow``, an Arrow table; the group-level success filter keeps whole groups.
+        ``select`` and ``tail`` are constant SQL written in this module."""
         where, params = self._where(group, env, run, train_step)
         frm, pre = self._scan(parts)
         src = f"(SELECT * FROM {frm} WHERE {where})"
@@ -353,11 +372,14 @@ class LogStore:
                 f"USING (run_id, train_step, group_id))"
             )
             params = params + params
-        return self.con.execute(f"SELECT {select} FROM {src} AS src {tail}", params).df()
+        sql = f"SELECT {select} FROM {src} AS src {tail}"
+        return read(self.con.arrow(sql, params)) if arrow else self.con.execute(sql, params).df()
 
     # -- listing -------------------------------------------------------------------------------
     def train_steps(self, run: str | None = None) -> pd.DataFrame:
         """``run_id``, ``train_step``, ``steps`` for every partition (from the manifest)."""
+        import pandas as pd
+
         rows = {}
         for p in self.select_parts(run):
             rows[(p.run_id, p.train_step)] = rows.get((p.run_id, p.train_step), 0) + p.rows
@@ -380,6 +402,8 @@ class LogStore:
         ``group`` (a reference, see `parse_group_label`) reads only the partitions each of its
         readings can lie in: ``run/train_step/group_id`` the one partition, a bare id every
         partition (probed on ``group_id`` alone before the counts are taken)."""
+        import pandas as pd
+
         cols = ["run_id", "train_step", "group_id", "env_name", "rollouts", "steps", "success_rate"]
         frames = []
         for cand in parse_group_label(group) if group else [None]:
@@ -509,94 +533,99 @@ class LogStore:
         anchor_obs = anchor_obs or not active_rule().exact  # a rule re-keys from the raw anchors
         drop = [c for c in ("anchor_obs", "anchor_obs" + _JSON_SUFFIX) if not anchor_obs and c in cols]
         sel = f"* EXCLUDE ({', '.join(drop)})" if drop else "*"
-        df = self._select(sel, parts, group=group, env=env, success=success, run=run, train_step=train_step)
-        if df.empty:
+        table = self._select(
+            sel, parts, group=group, env=env, success=success, run=run, train_step=train_step, arrow=True
+        )
+        if table.num_rows == 0:
             raise StoreError(f"{self.root}: no steps match the filters")
         if text:
-            df = self._join_text(df)
-        return self._assemble(df)
-
-    def _join_text(self, df: pd.DataFrame) -> pd.DataFrame:
-        txt = self.text_for(df)
-        if txt.empty:
-            return df
-        return df.merge(txt, on=["_part", "_row"], how="left")
+            table = join_text(table, self._text(table))
+        return self._assemble(decode_json(table))
 
     def text_for(self, steps: pd.DataFrame) -> pd.DataFrame:
         """``observation`` / ``response`` of the given steps (keyed by their ``_part``, ``_row``)."""
-        by_stem = {Path(p.path).stem: p for p in self.parts}
-        frames = []
-        for stem, rows in steps.groupby("_part", sort=False)["_row"]:
-            part = by_stem.get(stem)
-            if part is None or part.text is None:
-                continue
-            lo, hi = int(rows.min()), int(rows.max())
-            if self._remote:
-                frm, pre = self._view([part.text]), []
-            else:
-                frm, pre = "read_parquet(?, hive_partitioning=false)", [self._abs(part.text)]
-            t = self.con.execute(f"SELECT * FROM {frm} WHERE _row BETWEEN ? AND ?", [*pre, lo, hi]).df()
-            t = t[t["_row"].isin(rows.to_numpy())]
-            t.insert(0, "_part", stem)
-            frames.append(t)
-        if not frames:
-            return pd.DataFrame(columns=["_part", "_row"])
-        return _decode_json(pd.concat(frames, ignore_index=True))
+        import pandas as pd
 
-    def _assemble(self, df: pd.DataFrame) -> RolloutBatch:
-        df = _decode_json(df)
-        rank = df["_part"].map(self._rank).to_numpy(np.int64)
-        df = df.iloc[np.lexsort((df["_row"].to_numpy(np.int64), rank))].reset_index(drop=True)
-        for c in ("run_id", "group_id", "traj_id"):
-            df[c] = df[c].astype(object)
-        df["train_step"] = df["train_step"].astype(np.int64)
-        df["step_idx"] = df["step_idx"].astype(np.int64)
-        g = row_codes(df["run_id"], df["train_step"], df["group_id"])
-        order, lay = sort_rows(g, row_codes(g, df["traj_id"]), df["step_idx"].to_numpy())
-        df = df.iloc[order].reset_index(drop=True)
+        keys = pa.table(
+            {"_part": texts(steps["_part"].tolist()), "_row": array(steps["_row"].to_numpy(np.int64))}
+        )
+        text = self._text(keys)
+        return pd.DataFrame(columns=["_part", "_row"]) if text.num_columns == 2 else page_frame(text)
+
+    def _text(self, steps: pa.Table) -> pa.Table:
+        """``observation`` / ``response`` of the given steps (keyed by their ``_part``, ``_row``),
+        JSON-encoded values decoded; no rows where none of their parts has text."""
+        by_stem = {Path(p.path).stem: p for p in self.parts}
+        enc = call("dictionary_encode", steps.column("_part").combine_chunks())
+        part, row = numbers(enc.indices), row_numbers(steps)
+        tables = []
+        for code, stem in enumerate(enc.dictionary.to_pylist()):
+            found = by_stem.get(stem)
+            if found is None or found.text is None:
+                continue
+            rows = row[part == code]
+            if self._remote:
+                frm, pre = self._view([found.text]), []
+            else:
+                frm, pre = "read_parquet(?, hive_partitioning=false)", [self._abs(found.text)]
+            sql = f"SELECT * FROM {frm} WHERE _row BETWEEN ? AND ?"
+            t = read(self.con.arrow(sql, [*pre, int(rows.min()), int(rows.max())]))
+            t = t.filter(array(np.isin(row_numbers(t), rows)))
+            tables.append(t.add_column(0, "_part", take(texts([stem]), np.zeros(t.num_rows, np.int64))))
+        if not tables:
+            return pa.table({"_part": texts([]), "_row": array(np.zeros(0, np.int64))})
+        return decode_json(pa.concat_tables(tables, promote_options="permissive"))
+
+    def _assemble(self, decoded: pa.Table) -> RolloutBatch:
+        """The batch of the selected rows (JSON decoded), in store order: by part, by row in it,
+        then group, trajectory and ``step_idx`` (a trajectory whose steps are not 0..n-1, ingested
+        from two sources, is a `LoadError`)."""
+        # ``decoded`` holds the values of its decoded columns until ``rows`` below holds them.
+        table = take(decoded, np.lexsort((row_numbers(decoded), part_codes(decoded, self._rank))))
+        step_idx = numbers(cast(table.column("step_idx"), pa.int64()))
+        ids = {c: table.column(c) for c in ("run_id", "train_step", "group_id", "traj_id")}
+        g, t = group_traj_codes(ids)
+        order, lay = sort_rows(g, t, step_idx)
+        table, step_idx = take(table, order), step_idx[order]
         starts = lay.traj_offsets[:-1]
-        pos = np.arange(len(df)) - np.repeat(starts, lay.traj_len)
-        bad = np.unique(lay.step_traj[df["step_idx"].to_numpy() != pos])
+        bad = np.unique(lay.step_traj[step_idx != np.arange(len(step_idx)) - np.repeat(starts, lay.traj_len)])
         if bad.size:
-            probs = []
-            for t in bad[:MAX_LISTED]:
-                r = starts[t]
-                probs.append(
-                    Problem(
-                        str(self.root),
-                        None,
-                        "step_idx",
-                        f"trajectory '{df['traj_id'].iat[r]}' of group "
-                        f"'{df['run_id'].iat[r]}/{df['train_step'].iat[r]}/{df['group_id'].iat[r]}' "
-                        f"has duplicate or missing steps in the store (ingested from "
-                        f"two sources?)",
-                        "row",
-                    )
-                )
-            raise LoadError(probs, total=int(bad.size))
-        first = df.iloc[starts]
+            raise LoadError(
+                [split_steps(str(self.root), table, starts[t]) for t in bad[:MAX_LISTED]], total=int(bad.size)
+            )
         # A writeable copy: Arrow-backed arrays are read-only, which numba types differently
         # (a second compile of the CRBC kernel).
-        step_hash = np.array(df["_anchor_hash"].to_numpy(np.uint64), dtype=np.uint64, copy=True)
-        if not active_rule().exact and "anchor_obs" in df and "anchor_key" in df:
+        step_hash = np.array(numbers(table.column("_anchor_hash")), dtype=np.uint64, copy=True)
+        names = table.column_names
+        if not active_rule().exact and "anchor_obs" in names and "anchor_key" in names:
             # The store keeps exact keys; the rule in force re-keys from the raw anchors.
             step_hash, new_keys = rekey(
-                df["anchor_obs"].to_numpy(dtype=object), df["anchor_key"].to_numpy(dtype=object), step_hash
+                column_values(table.column("anchor_obs")),
+                column_values(table.column("anchor_key")),
+                step_hash,
             )
-            df["anchor_key"] = new_keys
-        return assemble(
-            df.drop(columns=list(_INTERNAL_DROP)),
-            lay,
+            table = table.set_column(names.index("anchor_key"), "anchor_key", objects(new_keys))
+        table = table.set_column(
+            names.index("train_step"), "train_step", cast(table.column("train_step"), pa.int64())
+        )
+        table = table.set_column(names.index("step_idx"), "step_idx", array(step_idx))
+        first = take(table.select(["success", "_truncated", "_traj_return"]), starts)
+        rows = hold(table.drop_columns(list(_INTERNAL_DROP)))  # its decoded values live with it
+        return batch_from_columns(
+            ArrowRows(rows, StoreFrame(rows, object_ids=True)),
+            layout=lay,
             step_anchor_hash=step_hash,
-            traj_success=first["success"].astype(object).fillna(False).to_numpy(bool),
-            traj_truncated=first["_truncated"].astype(object).fillna(False).to_numpy(bool),
-            traj_return=first["_traj_return"].to_numpy(np.float64),
+            traj_success=flags(first.column("success")),
+            traj_truncated=flags(first.column("_truncated")),
+            traj_return=numbers(cast(first.column("_traj_return"), pa.float64())).astype(np.float64),
             source=str(self.root),
         )
 
     # -- search --------------------------------------------------------------------------------
     def search_steps(self, text: str, limit: int = 50) -> pd.DataFrame:
         """Steps whose action or raw anchor contains ``text`` (case-insensitive)."""
+        import pandas as pd
+
         if not self.parts:
             return pd.DataFrame()
         cols = set(self._columns(self.parts))
@@ -620,24 +649,30 @@ class LogStore:
         ]
         cond = " OR ".join(f'contains(lower("{c}"), lower(?))' for c in fields)
         frm, pre = self._scan(self.parts)
-        df = self.con.execute(
-            f"SELECT {', '.join(shown)} FROM {frm} WHERE {cond} LIMIT ?",
-            [*pre, *([text] * len(fields)), int(limit)],
-        ).df()
-        return _decode_json(df)
+        table = read(
+            self.con.arrow(
+                f"SELECT {', '.join(shown)} FROM {frm} WHERE {cond} LIMIT ?",
+                [*pre, *([text] * len(fields)), int(limit)],
+            )
+        )
+        return page_frame(decode_json(table))
 
     def find_trajectory(self, traj_id: str, *, text: bool = True) -> pd.DataFrame:
         """Every step of the trajectories with this ``traj_id`` (any run / step / group), in
         order, with the text columns joined."""
+        import pandas as pd
+
         if not self.parts:
             return pd.DataFrame()
         frm, pre = self._scan(self.parts)
-        df = self.con.execute(f"SELECT * FROM {frm} WHERE traj_id = ?", [*pre, str(traj_id)]).df()
-        if df.empty:
-            return df
+        table = read(self.con.arrow(f"SELECT * FROM {frm} WHERE traj_id = ?", [*pre, str(traj_id)]))
+        if table.num_rows == 0:
+            return page_frame(table)
         if text:
-            df = self._join_text(df)
-        df = _decode_json(df).sort_values(["run_id", "train_step", "group_id", "step_idx"], ignore_index=True)
+            table = join_text(table, self._text(table))
+        df = page_frame(decode_json(table)).sort_values(
+            ["run_id", "train_step", "group_id", "step_idx"], ignore_index=True
+        )
         return df.drop(columns=[c for c in _INTERNAL_DROP if c in df.columns])
 
     def summary(self) -> dict:
@@ -660,10 +695,3 @@ class LogStore:
 
 def open_store(root: str | os.PathLike) -> LogStore:
     return LogStore(root)
-
-
-def incomplete_sources(store: LogStore) -> list[dict]:
-    """Manifests of sources whose ingest did not finish (a crash, a kill -9, or one being
-    written now): their committed parts are readable but the source is partial. A new version
-    of a log that is still incomplete is listed too (its parts stay hidden until it is whole)."""
-    return [m for m in store.manifests.values() if not m.get("complete")]

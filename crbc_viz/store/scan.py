@@ -28,11 +28,23 @@ class _Connection:
         try:
             return self._raw.execute(*a, **k)
         except duckdb.Error as exc:
-            msg = " ".join(str(exc).split("\nLINE ")[0].split())[:400]  # not the SQL text
-            raise StoreError(
-                f"{self._root}: cannot read the store's data ({type(exc).__name__}: "
-                f"{msg}); a part file may be corrupt: re-ingest its source"
-            ) from None
+            raise self._error(exc) from None
+
+    def arrow(self, sql: str, params: list):
+        """The rows of a query as an Arrow table (DuckDB's own, no copy through a cursor)."""
+        import duckdb
+
+        try:
+            return self._raw.sql(sql, params=params).to_arrow_table()
+        except duckdb.Error as exc:
+            raise self._error(exc) from None
+
+    def _error(self, exc) -> StoreError:
+        msg = " ".join(str(exc).split("\nLINE ")[0].split())[:400]  # not the SQL text
+        return StoreError(
+            f"{self._root}: cannot read the store's data ({type(exc).__name__}: "
+            f"{msg}); a part file may be corrupt: re-ingest its source"
+        )
 
     def __getattr__(self, name):
         return getattr(self._raw, name)

@@ -270,7 +270,7 @@ def _encode_rows(rows) -> tuple[dict, object]:
     import pandas as pd
     import pyarrow as pa
 
-    if isinstance(rows, ArrowRows) and _plain_arrow(rows.table):
+    if isinstance(rows, ArrowRows) and rows.frame is None and _plain_arrow(rows.table):
         return {"lane": "arrow"}, rows.table
     df = rows.to_pandas() if isinstance(rows, ArrowRows) else rows
     idx = df.index

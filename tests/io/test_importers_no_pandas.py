@@ -44,8 +44,7 @@ def test_the_scan_sees_every_form_of_import(tmp_path):
 
 
 #: The schema path's readers, validation and assembly (`crbc_viz.io.assemble.build_batch`): they
-#: read and build Arrow; pandas is left to where a frame is shown (``batch.steps``) and to the
-#: store's frames (`crbc_viz.io.assemble.row_codes`, imported there, inside the function).
+#: read and build Arrow; pandas is left to where a frame is shown (``batch.steps``).
 SCHEMA_PATH = (
     "schema.py",
     "coerce.py",
@@ -65,17 +64,50 @@ def test_no_reader_or_validation_module_imports_pandas():
     assert found == []
 
 
-def test_assembly_imports_pandas_only_inside_row_codes():
-    """`build_batch` and its helpers use none; `row_codes` (the store's frames) imports it."""
-    src = (ROOT / "crbc_viz" / "io" / "assemble.py").read_text(encoding="utf-8")
-    tree = ast.parse(src)
+def _pandas_owners(path) -> list[str]:
+    """The functions of the module at ``path`` that import pandas."""
     owners = []
-    for fn in ast.walk(tree):
+    for fn in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(fn, ast.FunctionDef):
             for node in ast.walk(fn):
                 if isinstance(node, ast.Import) and any(a.name == "pandas" for a in node.names):
                     owners.append(fn.name)
-    assert sorted(owners) == ["_column_codes", "row_codes"]
+    return sorted(owners)
+
+
+def _imported_on_load(path) -> list[str]:
+    """The imports of pandas that run when the module at ``path`` is imported (at its top level,
+    not under ``if TYPE_CHECKING``)."""
+    top = ast.parse(path.read_text(encoding="utf-8")).body
+    return [
+        ast.unparse(n)
+        for n in top
+        if isinstance(n, ast.Import | ast.ImportFrom)
+        and any(a.name == "pandas" for a in n.names) | (getattr(n, "module", None) or "").startswith("pandas")
+    ]
+
+
+def test_assembly_imports_no_pandas():
+    """`build_batch`, the store's assembly and their helpers build Arrow and numpy only."""
+    path = ROOT / "crbc_viz" / "io" / "assemble.py"
+    assert _imported_on_load(path) == [] and _pandas_owners(path) == []
+
+
+def test_the_stores_read_side_imports_pandas_only_where_it_makes_a_frame():
+    """`LogStore.load_batch` works on DuckDB's Arrow rows; pandas only in what returns a frame
+    a page shows (listings, search, a trajectory's rows, text) and in the conversion a batch's
+    rows make when ``batch.steps`` is first read (`StoreFrame`)."""
+    store = ROOT / "crbc_viz" / "store"
+    for name in ("query.py", "rows.py", "scan.py", "layout.py", "ingest.py", "identity.py"):
+        assert _imported_on_load(store / name) == [], name
+    assert _pandas_owners(store / "query.py") == [
+        "find_trajectory",
+        "groups",
+        "search_steps",
+        "text_for",
+        "train_steps",
+    ]
+    assert _pandas_owners(store / "rows.py") == ["_nullable", "arrow_column"]  # and the write side's rule
 
 
 def test_no_importer_reads_a_readers_rows_as_a_frame(monkeypatch):

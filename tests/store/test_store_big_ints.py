@@ -7,7 +7,6 @@ with the next one. JSONL (the schema path and its Arrow lane) and Parquet inputs
 from __future__ import annotations
 
 import decimal
-import importlib
 import json
 import os
 import signal
@@ -125,12 +124,11 @@ def test_a_canonical_field_beyond_int64_is_refused_by_name(tmp_path, fmt):
 def test_a_canonical_column_the_store_cannot_hold_names_the_log():
     """The store's own guard, behind the readers' checks: a canonical value its column type
     cannot hold is a `LoadError` naming the log and the field, not an OverflowError."""
-    ing = importlib.import_module(
-        "crbc_viz.store.ingest"
-    )  # the module (the package attribute is the function)
+    from crbc_viz.store.rows import arrow_column  # the write side's column rule
+
     with pytest.raises(LoadError, match=r"x\.jsonl: field 'train_step'"):
-        ing._arrow_column("train_step", pd.Series([1, BIG], dtype=object), "x.jsonl")
-    name, arr = ing._arrow_column("extra", pd.Series([1, BIG], dtype=object), "x.jsonl")
+        arrow_column("train_step", pd.Series([1, BIG], dtype=object), "x.jsonl")
+    name, arr = arrow_column("extra", pd.Series([1, BIG], dtype=object), "x.jsonl")
     assert name == "extra__json" and arr.to_pylist() == ["1", str(BIG)]
 
 
