@@ -25,21 +25,17 @@ GROUP_KEY = ("run_id", "train_step", "group_id")
 
 
 class ArrowRows:
-    """Rows held as an Arrow table until someone asks for the pandas frame.
-
-    The loaders' columnar lane (`crbc_viz.io.columnar`) gives a `RolloutBatch` its ``steps``
-    and ``groups`` this way, so scoring a file (which reads a few columns as arrays) never
-    imports pandas; the first read of ``batch.steps`` converts the table once (Arrow strings
-    stay Arrow-backed ``str`` columns) and keeps the frame.
-    """
+    """Rows held as an Arrow table until someone asks for the pandas frame: the columnar lane
+    (`crbc_viz.io.columnar`) and the log store give a `RolloutBatch` its ``steps`` and
+    ``groups`` this way, so scoring (which reads a few columns as arrays) never imports
+    pandas; the first read of ``batch.steps`` converts the table once and keeps the frame."""
 
     __slots__ = ("table", "frame")
 
     def __init__(self, table: pa.Table, frame=None):
-        self.table = table
-        #: How the frame is made from the table (a function of it), where the rows' source
-        #: converts its own way (the log store: `crbc_viz.store.rows.frame`); None: `to_pandas`'s.
-        self.frame = frame
+        #: ``frame``: how the frame is made from the table, where the rows' source converts its
+        #: own way (the log store's `crbc_viz.store.rows.StoreFrame`); None: `to_pandas`'s.
+        self.table, self.frame = table, frame
 
     def __len__(self) -> int:
         return self.table.num_rows
@@ -146,17 +142,25 @@ class RolloutBatch:
         rows = self.__dict__["_steps_rows"]
         return name in (rows.table.column_names if isinstance(rows, ArrowRows) else rows.columns)
 
+    def plain_column(self, name: str) -> pa.ChunkedArray | None:
+        """Step column ``name`` as the rows' Arrow column while they are Arrow and it holds numbers,
+        flags, text or nulls (the same values in any frame made of it); else None (read ``steps``)."""
+        rows = self.__dict__["_steps_rows"]
+        if not isinstance(rows, ArrowRows) or name not in rows.table.column_names:
+            return None
+        from ._arrow import plain_type
+
+        col = rows.table.column(name)
+        return col if plain_type(col.type, text_dictionary=True) and col.type.num_fields == 0 else None
+
     def step_column(self, name: str, dtype=None) -> np.ndarray:
         """Step column ``name`` as a numpy array ``[S]`` (without building the pandas frame
         when the rows are still Arrow). For numeric and boolean columns; text columns come back
         as object arrays."""
-        arrow = self.arrow_steps
-        if arrow is None:
-            return self.steps[name].to_numpy(dtype=dtype)
         from ._arrow import NUMERIC_TYPES, numbers
 
-        col = arrow.column(name)
-        if col.null_count or str(col.type) not in NUMERIC_TYPES:
+        col = self.plain_column(name)
+        if col is None or col.null_count or str(col.type) not in NUMERIC_TYPES:
             return self.steps[name].to_numpy(dtype=dtype)  # nulls or text: the frame's rules
         out = numbers(col)
         return out if dtype is None else out.astype(dtype, copy=False)
@@ -184,10 +188,7 @@ class RolloutBatch:
         first = self.steps.iloc[self.traj_offsets[:-1]]
         return pd.DataFrame(
             {
-                "run_id": first["run_id"].to_numpy(),
-                "train_step": first["train_step"].to_numpy(),
-                "group_id": first["group_id"].to_numpy(),
-                "traj_id": first["traj_id"].to_numpy(),
+                **{c: first[c].to_numpy() for c in ("run_id", "train_step", "group_id", "traj_id")},
                 "group_index": self.traj_group,
                 "num_steps": self.traj_len,
                 "success": self.traj_success,
@@ -489,8 +490,7 @@ def batch_from_columns(
 
 
 def _rows_of(rows):
-    """Rows as a `RolloutBatch` holds them: `ArrowRows` for an Arrow table, a frame with its
-    index reset."""
+    """Rows as a batch holds them: `ArrowRows` for an Arrow table, a frame with its index reset."""
     if isinstance(rows, ArrowRows):
         return rows
     if type(rows).__module__.startswith("pyarrow"):

@@ -167,13 +167,15 @@ def _logged_actions(batch: RolloutBatch) -> tuple[np.ndarray, np.ndarray]:
     S = batch.num_steps
     if not batch.has_step_column("action"):
         return np.full(S, -1, dtype=np.int64), np.zeros(0, dtype=object)
-    arrow = batch.arrow_steps
-    if arrow is not None:  # rows still in Arrow (the columnar lane, the adapters): nulls allowed
+    col = batch.plain_column("action")
+    if col is not None:  # rows still in Arrow (the columnar lane, the adapters, the store): nulls allowed
         import pyarrow as pa
 
         from ._arrow import call, numbers
 
-        col = arrow.column("action").combine_chunks()
+        if pa.types.is_null(col.type):  # no step logs one
+            return np.full(S, -1, dtype=np.int64), np.zeros(0, dtype=object)
+        col = col.combine_chunks()
         enc = col if pa.types.is_dictionary(col.type) else call("dictionary_encode", col)
         codes = numbers(enc.indices).astype(np.int64)
         if enc.indices.null_count:

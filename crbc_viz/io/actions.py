@@ -146,11 +146,10 @@ def missing_actions(batch) -> np.ndarray:
     S = batch.num_steps
     if not batch.has_step_column("action"):
         return np.ones(S, dtype=bool)
-    arrow = batch.arrow_steps
-    if arrow is not None:
+    col = batch.plain_column("action")
+    if col is not None:
         from .._arrow import missing
 
-        col = arrow.column("action")
         if col.null_count == 0:
             return np.zeros(S, dtype=bool)
         return missing(col)

@@ -507,13 +507,13 @@ def light_check(path: Path, fmt: str) -> None:
     from crbc_viz.errors import CrbcVizError
     from crbc_viz.io.assemble import build_batch
     from crbc_viz.io.importers import expand_sources, import_source
-    from crbc_viz.store.ingest import _tables
+    from crbc_viz.store.rows import tables_of  # what ingest writes a batch as
 
     try:
         for src in expand_sources([str(path)], fmt):
             batch = build_batch(import_source(src).raw)
             n = batch.num_steps
-            _tables(batch, np.full(n, "p0", dtype=object), np.arange(n, dtype=np.int32), "fuzz")
+            tables_of(batch, np.full(n, "p0", dtype=object), np.arange(n, dtype=np.int32), "fuzz")
             graph = crbc_viz.build_graph(batch)
             batch_summary(graph)
             crbc_viz.score(graph, "crbc", backend="numpy")

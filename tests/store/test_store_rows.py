@@ -227,3 +227,43 @@ def test_array_with_valid_puts_nulls_where_a_value_is_not_valid():
     assert got.to_pylist() == [1, None, 3, None]
     flags = array(np.array([True, False, True]), valid=np.array([False, True, True]))
     assert flags.to_pylist() == [None, False, True]
+
+
+@pytest.mark.parametrize("name", ["action_without_values", "nullable", "mixed_columns"])
+def test_a_store_batch_is_scored_from_arrow_as_its_frame_scores_it(stores, name):
+    """The actions are read from the Arrow column (no frame): the same action ids, inferred
+    actions and credit as when the frame has been read first (pandas' factorisation)."""
+    from crbc_viz.api import score
+    from crbc_viz.graph import build_graph
+    from crbc_viz.io.actions import missing_actions
+
+    arrow = LogStore(stores[name]).load_batch()
+    framed = LogStore(stores[name]).load_batch()
+    assert len(framed.steps) and framed.plain_column("action") is None  # read through the frame
+    assert arrow.plain_column("action") is not None
+    assert missing_actions(arrow).tolist() == missing_actions(framed).tolist()
+    from crbc_viz.graph import _logged_actions
+
+    assert [v.tolist() for v in _logged_actions(arrow)] == [v.tolist() for v in _logged_actions(framed)]
+    ga, gf = build_graph(arrow), build_graph(framed)
+    assert ga.step_action.tolist() == gf.step_action.tolist()
+    for est in ("crbc", "gigpo", "visit_local"):
+        assert score(ga, est).advantage.tolist() == score(gf, est).advantage.tolist()
+
+
+def test_a_store_batch_is_scored_without_pandas(stores):
+    script = (
+        "import sys\n"
+        "from crbc_viz.api import score\n"
+        "from crbc_viz.graph import build_graph\n"
+        "from crbc_viz.store import LogStore\n"
+        f"b = LogStore({str(stores['nullable'])!r}).load_batch(anchor_obs=False)\n"
+        "r = score(build_graph(b), 'crbc')\n"
+        "print(len(r.advantage), 'pandas' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    n, pandas_loaded = out.stdout.split()
+    assert int(n) > 0 and pandas_loaded == "False"
