@@ -87,9 +87,22 @@ function collapseWhenNarrow(tries) {
   });
 }
 
+// Once per page load: load Streamlit's own plotly chunk (the module its chart element imports
+// the first time a page draws a chart) while the first page is drawn, so that opening Compare
+// or Across training does not evaluate 4.7 MB of plotly then. The same URL is the same module:
+// Streamlit's import finds it loaded. ``rel`` is the chunk's path beside Streamlit's index script
+// (`plotly_chunk`); without it, or if the import fails, the chart loads it as before.
+function prefetchCharts(rel) {
+  if (!rel || window.__crbcCharts) { return; }
+  const index = document.querySelector("script[type='module'][src*='/static/js/index.']");
+  if (!index) { return; }
+  window.__crbcCharts = import(new URL(rel, index.src).href).then(() => "loaded", () => "failed");
+}
+
 export default function (component) {
   // A busy server can take many seconds to draw the sidebar: keep looking for 30 s.
   collapseWhenNarrow(300);
+  prefetchCharts(component.data && component.data.charts);
   const root = component.parentElement;
   const btn = root.querySelector(".crbc-copy-btn");
   const out = root.querySelector(".crbc-copy-link");
@@ -236,6 +249,32 @@ _STACK_JS = _STACK_JS.replace("__STEP_MS__", str(int(PLAY_STEP_S * 1000)))
 
 
 @st.cache_resource
+def plotly_chunk() -> str | None:
+    """The path of the module Streamlit's plotly chart element imports, relative to its index
+    script (``"./PlotlyChart.<hash>.js"``), read from the installed Streamlit's own bundle; None
+    where this Streamlit's bundle names no such file (the page then loads it as it always did)."""
+    from pathlib import Path
+
+    return chunk_in(Path(st.__file__).parent / "static", "PlotlyChart")
+
+
+def chunk_in(static, name: str) -> str | None:
+    """``"./<name>.<hash>.js"`` where Streamlit's built frontend under ``static`` (its
+    ``index.html``, the index script it loads, and ``static/js``) imports exactly one such
+    module and the file is there; else None."""
+    import re
+
+    js = static / "static" / "js"
+    try:
+        index = re.search(r'src="\./static/js/(index\.[\w-]+\.js)"', (static / "index.html").read_text())
+        bundle = (js / index.group(1)).read_text(errors="replace") if index else ""
+    except OSError:
+        return None
+    names = set(re.findall(r'"\./(' + re.escape(name) + r'\.[\w-]+\.js)"', bundle))
+    return f"./{min(names)}" if len(names) == 1 and (js / min(names)).is_file() else None
+
+
+@st.cache_resource
 def _components():
     copy = st.components.v2.component("crbc_copy_link", html=_COPY_HTML, css=_COPY_CSS, js=_COPY_JS)
     bridge = st.components.v2.component("crbc_events", html="<span></span>", js=_EVENTS_JS)
@@ -260,12 +299,13 @@ def page_menu(container, pages, current) -> None:
 
 def view_tools(page) -> None:
     """The sidebar's "Copy link" and what the link can and cannot restore. Its script also
-    starts the sidebar collapsed in a window narrower than `NARROW_PX` (once per page load)."""
+    starts the sidebar collapsed in a window narrower than `NARROW_PX` and loads the charts'
+    module (`plotly_chunk`), once per page load."""
     from .sidebar import is_upload
 
     copy, _, _ = _components()
     with st.sidebar:
-        copy(key="crbc_copy_link", height="content")
+        copy(key="crbc_copy_link", data={"charts": plotly_chunk()}, height="content")
         ref = view.value("file")
         if is_upload(ref):
             st.caption(
