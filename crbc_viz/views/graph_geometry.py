@@ -11,7 +11,7 @@ import numpy as np
 
 from ..graph import AnchorGraph
 from .graph_page import MIN_LABEL_PX, short_label
-from .graph_values import trajectory_path
+from .graph_values import trajectory_path, truncated_steps
 from .layout import (
     FAILURE_ID,
     SUCCESS_ID,
@@ -23,7 +23,14 @@ from .layout import (
     step_depths,
     summarise,
 )
-from .summary_space import NARROWEST_SCALE, base_positions, footprint, frame_positions
+from .summary_space import (
+    NARROWEST_SCALE,
+    base_positions,
+    chain_label,
+    edge_label_rects,
+    footprint,
+    frame_positions,
+)
 
 __all__ = ["FONT", "LOOP_STEP", "LABEL_PX_PER_CHAR", "Placement", "place", "stack_loops"]
 
@@ -110,7 +117,14 @@ def place(
     label_chars = int(min(12, max(4, gap // 9)))
     if summary.clusters or summary.opened:
         label_px = float(min_label_px) * 1.02 / NARROWEST_SCALE  # as graph_page's script grows them
-        pos = frame_positions(pos, summary, _footprints(graph, group, summary, label_chars, label_px))
+        edge_px = max(FONT["edge"], label_px)
+        labelled = _labelled_edges(graph, group, summary)
+        pos = frame_positions(
+            pos,
+            summary,
+            _footprints(graph, group, summary, label_chars, label_px),
+            edge_labels=lambda at: edge_label_rects(labelled, at, edge_px),
+        )
     return Placement(
         summary=summary,
         pos=pos,
@@ -120,6 +134,21 @@ def place(
         path_nodes=path_nodes,
         box=(float(box[0]), float(box[1])),
     )
+
+
+def _labelled_edges(graph: AnchorGraph, group: int, summary: Summary) -> list[tuple]:
+    """``(src, dst, label)`` of the edges a summary labels whatever the page's options: each
+    chain's "⋯ n steps" and each "time limit" edge to FAILURE (`crbc_viz.views.graph_view`
+    draws both). Clusters and opened anchors are kept off their labels."""
+    item = summary.item_of()
+    cut = np.flatnonzero(truncated_steps(graph) & (graph.batch.step_group == group))
+    ends = {item.get(int(n)) for n in graph.step_node[cut].tolist()}
+    timed = [
+        (a, FAILURE_ID, "time limit")
+        for a in sorted(ends - {None}, key=str)
+        if not str(a).startswith("chain:")
+    ]
+    return [(ch.src, ch.dst, chain_label(ch)) for ch in summary.chains] + timed
 
 
 def _footprints(graph: AnchorGraph, group: int, summary: Summary, label_chars: int, label_px: float):

@@ -57,6 +57,7 @@ from .layout import (
     group_edges,
     start_anchors,
 )
+from .summary_space import ROUNDNESS, chain_label
 from .why import why_page_block
 
 __all__ = ["DEFAULT_MAX_NODES", "FRESH_COLOR", "GraphDrawing", "graph_html", "graph_drawing", "summary_note"]
@@ -355,7 +356,7 @@ def _edge_text(sc: _Scene, r: dict, ts: list, show_action_labels: bool) -> tuple
             " → …" if len(ch.interior) > 6 else ""
         )
         return (
-            f"⋯ {ch.steps} steps",
+            chain_label(ch),
             f"<b>a chain of {len(ch.interior)} anchor(s)</b> ({esc(names)}), each with one way in and "
             f"one way out, drawn as one edge of {ch.steps} steps from {esc(sc.name(src))} to "
             f"{esc(sc.name(dst))}; {r['count']} transition(s) enter it · mean step credit = "
@@ -426,7 +427,7 @@ def _edges(sc: _Scene, pl: Placement, records: list[dict], cut: np.ndarray, show
 _OPTIONS = {
     "physics": {"enabled": False},
     "edges": {
-        "smooth": {"enabled": True, "type": "curvedCW", "roundness": 0.18},
+        "smooth": {"enabled": True, "type": "curvedCW", "roundness": ROUNDNESS},
         "arrows": {"to": {"enabled": True, "scaleFactor": 0.6}},
         "selfReference": {"size": 14, "angle": math.pi / 2},
     },

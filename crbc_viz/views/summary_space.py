@@ -39,6 +39,10 @@ __all__ = [
     "FreeSpace",
     "frame_positions",
     "base_positions",
+    "ROUNDNESS",
+    "chain_label",
+    "curve_label_at",
+    "edge_label_rects",
 ]
 
 #: Smallest distance between two footprints (canvas px).
@@ -54,6 +58,8 @@ CLUSTER_ROOM = 1.0
 #: — for the 10 px minimum, 16 px labels grow below 0.64. Their generous glyph width and line
 #: height cover the ~10 % growth of an 800 px window (scale 0.58) on a 1440 px layout.
 NARROWEST_SCALE = 0.64
+#: Edges are vis-network ``curvedCW`` curves of this roundness (`crbc_viz.views.graph_view`).
+ROUNDNESS = 0.18
 #: A label's line height per px of font, and its mean glyph width (Arial, generous).
 _LINE = 1.2
 _GLYPH = 0.62
@@ -140,6 +146,35 @@ class FreeSpace:
         return (float(self.x0 + (i + 0.5) * c), float(self.y0 + (j + 0.5) * c))
 
 
+def chain_label(chain) -> str:
+    """The label of a collapsed chain's edge (`crbc_viz.views.layout.Chain`)."""
+    return f"⋯ {chain.steps} steps"
+
+
+def curve_label_at(a: tuple, b: tuple, roundness: float = ROUNDNESS) -> tuple[float, float]:
+    """Where vis-network (9.1) puts the label of a ``curvedCW`` edge from ``a`` to ``b``: the
+    midpoint of its quadratic Bézier curve, whose control point it sets at
+    ``(0.5·roundness + 0.5)·|b − a|`` from ``a``, turned from the chord by that fraction of π."""
+    o, r = b[0] - a[0], a[1] - b[1]
+    k = 0.5 * roundness + 0.5
+    reach, turn = k * math.hypot(o, r), (math.atan2(r, o) + k * math.pi) % (2 * math.pi)
+    via = (a[0] + reach * math.sin(turn), a[1] + reach * math.cos(turn))
+    return (0.25 * (a[0] + b[0]) + 0.5 * via[0], 0.25 * (a[1] + b[1]) + 0.5 * via[1])
+
+
+def edge_label_rects(labels, pos: dict, font_px: float) -> list[tuple]:
+    """The rectangles (canvas px) that the ``(src, dst, text)`` edge labels cover, for the
+    edges whose two ends have a place in ``pos`` (a self-loop has no label here)."""
+    out = []
+    for src, dst, text in labels:
+        if src == dst or src not in pos or dst not in pos:
+            continue
+        x, y = curve_label_at(pos[src], pos[dst])
+        w, h = text_width(text, font_px), font_px * _LINE
+        out.append((x - w / 2, y - h / 2, x + w / 2, y + h / 2))
+    return out
+
+
 def _frame(pos: dict, fps: dict) -> tuple:
     rects = [_at(pos[it], fps[it]) for it in pos]
     return (
@@ -173,7 +208,12 @@ def _place(space: FreeSpace, fp: tuple, want: tuple, weight: tuple) -> tuple[tup
 
 
 def frame_positions(
-    base_pos: dict, summary: Summary, fp_of: Callable[[object], tuple], *, inset: float = 6.0
+    base_pos: dict,
+    summary: Summary,
+    fp_of: Callable[[object], tuple],
+    *,
+    inset: float = 6.0,
+    edge_labels: Callable[[dict], list[tuple]] | None = None,
 ) -> dict:
     """Positions ``{item: (x, y)}`` of every drawn item of ``summary``.
 
@@ -184,6 +224,8 @@ def frame_positions(
         fp_of: an item's footprint (`footprint`), for the items of the base drawing and the
             opened anchors; a cluster's is taken at its size in the base drawing.
         inset: opened anchors stay this far inside the frame of the base drawing.
+        edge_labels: given positions, the rectangles of the edge labels drawn between them
+            (`edge_label_rects`): no cluster or opened anchor is put on one.
     """
     base = summary.base or summary
     clusters = [c.id for c in base.clusters]
@@ -197,6 +239,8 @@ def frame_positions(
     space = FreeSpace((frame[0], frame[1] - tall, frame[2], frame[3] + tall))
     for it in fixed:
         space.take(_at(pos[it], fps[it]))
+    for rect in edge_labels({it: pos[it] for it in fixed}) if edge_labels else ():
+        space.take(rect)
     by_size = sorted(clusters, key=lambda cid: (fps[cid][0], cid))  # the widest footprint first
     for cid in by_size:
         pos[cid], space = _place(space, fps[cid], pos[cid], CLUSTER_WEIGHT)
@@ -207,7 +251,12 @@ def frame_positions(
     room = FreeSpace(inner)
     for it in pos:
         room.take(_at(pos[it], fps[it]))
+    taken: set = set()
     for lo, new in summary.opened:
+        # the labels of the edges between what is placed so far, earlier clicks' anchors included
+        for rect in set(edge_labels(pos) if edge_labels else ()) - taken:
+            room.take(rect)
+            taken.add(rect)
         near = pos.get(f"cluster:{int(lo)}")
         for n in new:
             fp = fp_of(n)

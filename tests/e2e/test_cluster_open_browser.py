@@ -65,8 +65,37 @@ SHAPES = """() => {
 }"""
 
 
+#: Every labelled edge on screen: its id, label and the label's box (DOM px), as vis-network
+#: placed it when it drew the edge.
+EDGE_LABELS = """() => {
+  const out = [];
+  for (const id of network.body.edgeIndices) {
+    const e = network.body.edges[id], L = e.labelModule && e.labelModule.size;
+    if (!e.options.label || !L || !(L.width > 0)) { continue; }
+    const a = network.canvasToDOM({x: L.left, y: L.top});
+    const b = network.canvasToDOM({x: L.left + L.width, y: L.top + L.height});
+    out.push({id: String(id), text: String(e.options.label), box: [a.x, a.y, b.x, b.y],
+              centre: [L.left + L.width / 2, L.top + L.height / 2],
+              ends: [[e.from.x, e.from.y], [e.to.x, e.to.y]]});
+  }
+  return out;
+}"""
+
+
 def _hit(a, b) -> bool:
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def _on_edge_labels(nodes: list[dict], labels: list[dict], which) -> list:
+    """(node, edge label) for every node among ``which`` whose dot or label box covers the
+    label of an edge in ``labels``."""
+    return [
+        (n["id"], e["text"])
+        for n in nodes
+        if which(n["id"])
+        for e in labels
+        if any(r and _hit(r, e["box"]) for r in (n["shape"], n["label"]))
+    ]
 
 
 def _cluster_clashes(nodes: list[dict]) -> list:
@@ -119,6 +148,7 @@ def test_opening_a_cluster_keeps_the_drawing_still_and_marks_the_new_anchors(bro
     from crbc_viz.synthetic import batch_to_rows, random_mdp_batch
     from crbc_viz.views.graph_view import FRESH_COLOR
     from crbc_viz.views.layout import OPEN_STEP
+    from crbc_viz.views.summary_space import curve_label_at
 
     batch = random_mdp_batch(num_groups=1, rollouts=48, max_steps=200, num_states=4000, seed=1)
     path = tmp_path / "big.jsonl"
@@ -136,6 +166,16 @@ def test_opening_a_cluster_keeps_the_drawing_still_and_marks_the_new_anchors(bro
             pg.get_by_text("Summary of 1,939 anchors").first.wait_for(timeout=WAIT_MS)
             frame = _graph_frame(pg)
             before = {n["id"]: n for n in frame.evaluate(SHAPES)}
+            labels_before = {e["id"]: e for e in frame.evaluate(EDGE_LABELS)}
+            chains = [e for e in labels_before.values() if e["text"].startswith("⋯")]
+            assert chains, labels_before
+            # where the layout expects vis-network to put a chain's label (clusters and opened
+            # anchors keep off it) is where vis-network puts it
+            for e in chains:
+                x, y = curve_label_at(*e["ends"])
+                assert abs(x - e["centre"][0]) < 1.5 and abs(y - e["centre"][1]) < 1.5, (e, x, y)
+            on_chains = _on_edge_labels(list(before.values()), chains, lambda k: k.startswith("cluster:"))
+            assert not on_chains, on_chains
             assert not _cluster_clashes(list(before.values())), _cluster_clashes(list(before.values()))[:5]
             clusters = [n for n in before.values() if n["id"].startswith("cluster:")]
             target = max(clusters, key=lambda c: int(c["text"].split()[0][1:].replace(",", "")))
@@ -171,6 +211,11 @@ def test_opening_a_cluster_keeps_the_drawing_still_and_marks_the_new_anchors(bro
             assert all(after[k]["fresh"] and after[k]["border"] == FRESH_COLOR for k in new), new
             assert not any(n["fresh"] for k, n in after.items() if k not in new)
             assert not _cluster_clashes(list(after.values())), _cluster_clashes(list(after.values()))[:5]
+            # nor does a new anchor's dot or label cover the label of an edge drawn before
+            # ("⋯ 6 steps" of a chain, "time limit")
+            labels_after = [e for e in frame.evaluate(EDGE_LABELS) if e["id"] in labels_before]
+            covered = _on_edge_labels(list(after.values()), labels_after, lambda k: k in new)
+            assert not covered, covered
             pg.screenshot(path=str(OUT / "cluster_after_open_1440.png"))
             # The next interaction (another control: action labels off) drops the rings;
             # what is drawn stays where it was.

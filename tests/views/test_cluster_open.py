@@ -22,6 +22,7 @@ from crbc_viz.synthetic import random_mdp_batch
 from crbc_viz.views.graph_geometry import place
 from crbc_viz.views.graph_view import FRESH_COLOR, graph_drawing
 from crbc_viz.views.layout import OPEN_STEP, summarise
+from crbc_viz.views.summary_space import curve_label_at
 
 
 def dataset(page: str, which: int) -> list[dict]:
@@ -171,3 +172,44 @@ def test_the_anchors_a_click_drew_are_ringed_only_when_asked(big):
             assert "just drawn" in n["title"]
     plain = dataset(graph_drawing(big, None, opened=(target.lo,)).html, 0)
     assert not any(n.get("crbcFresh") or n["color"]["border"] == FRESH_COLOR for n in plain)
+
+
+def test_curve_label_at_a_straight_edge_is_its_midpoint():
+    assert curve_label_at((0.0, 0.0), (100.0, 40.0), roundness=0.0) == pytest.approx((50.0, 20.0))
+    # curved clockwise: from left to right the label bows upwards (canvas y grows down)
+    x, y = curve_label_at((0.0, 0.0), (100.0, 0.0))
+    assert x == pytest.approx(50.0, abs=20) and y < -5
+
+
+def test_no_cluster_on_a_chain_label_and_no_opened_anchor_on_a_label_drawn_before(big, width_of):
+    """No cluster sits on a chain's "⋯ n steps" label; through five clicks on the two largest
+    clusters, no anchor a click draws sits on a "⋯ n steps" or "time limit" label drawn between
+    items placed before it (where vis-network draws a curved edge's label, `curve_label_at`:
+    checked against vis-network itself in tests/e2e/test_cluster_open_browser.py). A cluster
+    may cover another cluster's "time limit" label: the page hides a covered label and says so."""
+    d0 = graph_drawing(big, None)
+    cl = sorted(d0.summary.clusters, key=lambda c: -len(c.members))
+    clicks = (cl[0].lo, cl[1].lo, cl[0].lo, cl[1].lo, cl[0].lo)
+    seen_labels = 0
+    before = set()
+    for k in range(len(clicks) + 1):
+        d = graph_drawing(big, None, opened=clicks[:k])
+        nodes = {n["id"]: n for n in dataset(d.html, 0)}
+        boxes = _boxes(d.html, width_of)
+        labels = []
+        for e in dataset(d.html, 1):
+            text = str(e.get("label", ""))
+            if not (text.startswith("⋯") or (k and text.endswith("time limit"))) or e["from"] == e["to"]:
+                continue
+            a, b = nodes[e["from"]], nodes[e["to"]]
+            if k and not ({e["from"], e["to"]} <= before):
+                continue  # an edge of an anchor this click drew: its label comes with it
+            x, y = curve_label_at((a["x"], a["y"]), (b["x"], b["y"]))
+            w, h = width_of(text, e["font"]["size"]), e["font"]["size"]
+            labels.append((text, (x - w / 2, y - h / 2, x + w / 2, y + h / 2)))
+        seen_labels += len(labels)
+        movers = [n for n in boxes if n not in before] if k else [c.id for c in d.summary.clusters]
+        on = [(m, t) for m in movers for t, r in labels if any(bx and _hit(bx, r) for bx in boxes[m])]
+        assert not on, (k, on)
+        before = set(boxes)
+    assert seen_labels >= 6
