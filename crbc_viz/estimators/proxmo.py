@@ -125,22 +125,47 @@ def tfidf_vectors(docs: list[str], weights: np.ndarray, max_features: int):
     return sparse.csr_matrix(sparse.diags(1.0 / np.where(norm > 0, norm, 1.0)) @ X)
 
 
-#: Rows of a group's similarity matrix computed at once (memory: this many × its distinct texts).
+#: Rows of a group's similarity matrix computed at once, at most; and the similarity entries
+#: held at once (rows per block = this ÷ the group's distinct texts), which bounds the memory
+#: of a group of many distinct texts (~100 MB however large the group).
 BLOCK = 1024
+CELLS = 1 << 23
 
 
 def _group_baseline(vec, R: np.ndarray, doc: np.ndarray, tau: float) -> np.ndarray:
     """The soft baseline of one group's steps: its distinct texts ``doc`` (rows of ``vec``),
-    each weighing its step count; similarity rows in blocks of `BLOCK`."""
+    each weighing its step count.
+
+    Row i of the softmax is exp((s_ij − M_i)/τ) with M_i the row's largest similarity; every
+    pair of texts that share no term has s_ij = 0 and so the same weight c_i = exp(−M_i/τ).
+    Hence, exactly, Σ_j e_ij·x_j = Σ_{j shares a term} (e_ij − c_i)·x_j + c_i·Σ_j x_j: only the
+    pairs that share a term are visited (the sparse product), the rest is one sum per row. Rows
+    where most pairs share a term take the dense softmax, which is cheaper there."""
+    from scipy import sparse
+
     d, local = np.unique(doc, return_inverse=True)
     m = np.bincount(local, minlength=len(d)).astype(np.float64)
     r_sum = np.bincount(local, weights=R, minlength=len(d))
+    both = np.stack([r_sum, m], axis=1)
+    total = both.sum(axis=0)
     sub = vec[d]
+    subT = sparse.csc_matrix(sub.T)
     out = np.empty(len(d))
-    for lo in range(0, len(d), BLOCK):
-        logits = (sub[lo : lo + BLOCK] @ sub.T).toarray() / tau
-        e = np.exp(logits - logits.max(axis=1, keepdims=True))
-        out[lo : lo + BLOCK] = (e @ r_sum) / (e @ m)
+    rows_at_once = max(1, min(BLOCK, CELLS // max(len(d), 1)))
+    for lo in range(0, len(d), rows_at_once):
+        S = sparse.csr_matrix(sub[lo : lo + rows_at_once] @ subT)
+        if 4 * S.nnz > S.shape[0] * S.shape[1]:  # most pairs share a term: dense rows are cheaper
+            logits = S.toarray() / tau
+            acc = np.exp(logits - logits.max(axis=1, keepdims=True)) @ both
+        else:
+            top = np.maximum(S.max(axis=1).toarray().ravel(), 0.0)  # M_i: the zeros count too
+            row = np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))
+            c = np.exp(-top / tau)
+            shared = sparse.csr_matrix(
+                (np.exp((S.data - top[row]) / tau) - c[row], S.indices, S.indptr), shape=S.shape
+            )
+            acc = shared @ both + c[:, None] * total
+        out[lo : lo + rows_at_once] = acc[:, 0] / acc[:, 1]
     return out[local]
 
 

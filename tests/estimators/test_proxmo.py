@@ -121,6 +121,36 @@ def test_brute_force_soft_baseline_on_the_toy_group():
     np.testing.assert_allclose(r.credit, r.q_value - w @ r.q_value, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("shared", [True, False])
+def test_soft_baseline_in_blocks_equals_the_whole_softmax(monkeypatch, shared):
+    """A group's soft baseline, computed a few rows at a time (`CELLS` made small) on the
+    pairs that share a term, equals the softmax over the whole similarity matrix of its steps
+    (each distinct text repeated by its count), where most pairs share a term and where few
+    do (distinct ids with a sprinkle of common words: the sparse route)."""
+    from crbc_viz.estimators import proxmo as mod
+
+    rng = np.random.default_rng(3)
+    pool = ["kitchen", "apple", "box", "push", "left"] if shared else [f"id{i}" for i in range(400)]
+    docs = sorted(
+        {
+            " ".join(rng.choice(pool, size=int(rng.integers(0, 4))))
+            + (" go north" if rng.random() < 0.1 else "")
+            + f" x{i}"
+            for i in range(300)
+        }
+    )
+    count = rng.integers(1, 4, size=len(docs))
+    doc = np.repeat(np.arange(len(docs)), count)
+    R = rng.normal(size=doc.size)
+    vec = tfidf_vectors(docs, count.astype(float), 64)
+    dense = vec.toarray()[doc]
+    w = np.exp(dense @ dense.T / 0.1)
+    want = (w @ R) / w.sum(axis=1)
+    monkeypatch.setattr(mod, "CELLS", 7 * len(docs))  # blocks of 7 rows
+    got = mod._group_baseline(vec, R, doc, 0.1)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
 def test_permuting_trajectories_changes_nothing(tmp_path):
     rows = batch_rows(9)
     by_traj = {}
