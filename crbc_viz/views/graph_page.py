@@ -213,6 +213,59 @@ PAGE_SCRIPT = """
       }
       grow(nodes, "n:"); grow(edges, "e:");
     }
+    // No node under a navigation button (the canvas's bottom corners), where it could not be
+    // clicked. After a fit: where the canvas takes the drawing's shape, the drawing moves up
+    // into the room above it and the canvas grows at the bottom by what is still needed, at
+    // the same scale; a canvas of fixed height zooms out about its top (1 % steps, to 60 % at
+    // most) until every node is clear.
+    function clearOfButtons() {
+      var box = document.getElementById("mynetwork"), c = box.querySelector("canvas");
+      if (!c) { return; }
+      var cr = c.getBoundingClientRect(), pad = 4, bs = [];
+      document.querySelectorAll("#mynetwork .vis-navigation .vis-button").forEach(function (b) {
+        var q = b.getBoundingClientRect();
+        if (q.width > 0) {
+          bs.push([q.left - cr.left - pad, q.top - cr.top - pad, q.right - cr.left + pad, q.bottom - cr.top + pad]);
+        }
+      });
+      if (!bs.length) { return; }
+      var s = network.getScale(), top = network.DOMtoCanvas({x: cr.width / 2, y: 0});
+      var ns = network.body.nodeIndices.map(function (id) {
+        var n = network.body.nodes[id], o = n.options, dot = o.shape === "dot";
+        return [n.x - top.x, n.y - top.y, dot ? o.size : n.shape.width / 2, dot ? o.size : n.shape.height / 2];
+      });
+      function under(z) {  // how far below a button's top the lowest node under one reaches, at scale z
+        var most = 0;
+        ns.forEach(function (n) {
+          var x = n[0] * z + cr.width / 2, y = n[1] * z, rx = n[2] * z, ry = n[3] * z;
+          bs.forEach(function (b) {
+            if (x + rx > b[0] && x - rx < b[2] && y + ry > b[1] && y - ry < b[3]) { most = Math.max(most, y + ry - b[1]); }
+          });
+        });
+        return most;
+      }
+      var extra = Math.ceil(under(s));
+      if (!(extra > 0)) { return; }
+      if (fitRatio > 0) {
+        // the room above the drawing first (8 px kept), then a taller canvas
+        var high = Math.min.apply(null, ns.map(function (n) { return (n[1] - n[3]) * s; }));
+        var lift = Math.max(0, Math.min(extra, Math.floor(high - 8)));
+        var grow = extra - lift;
+        if (grow > 0) {
+          box.style.setProperty("height", (box.clientHeight + grow) + "px", "important");
+          network.body.emitter.emit("setSize");
+        }
+        network.moveTo({scale: s, position: {x: top.x, y: top.y + lift / s + (cr.height + grow) / 2 / s}, animation: false});
+        return;
+      }
+      for (var k = 1; k <= 40; k++) {
+        var z = s * (1 - 0.01 * k);
+        if (!(under(z) > 0)) {
+          network.moveTo({scale: z, position: {x: top.x, y: top.y + cr.height / 2 / z}, animation: false});
+          return;
+        }
+      }
+    }
     // The canvas takes the drawing's shape (data-crbc-fit: its height over its width, from
     // the layout's box), within bounds; the body grows with it, and the app's frame with that.
     var fitRatio = parseFloat(document.body.getAttribute("data-crbc-fit") || "0");
@@ -356,10 +409,11 @@ PAGE_SCRIPT = """
       // shrink the zoom, and the labels with it).
       for (var pass = 0; pass < 3; pass++) {
         shape();
-        var w = box.clientWidth, h = box.clientHeight;
         network.body.emitter.emit("setSize");
         // (vis-network never zooms a fit past 1 unless told: a canvas wider than its layout)
         network.fit({animation: false, maxZoomLevel: 4});
+        clearOfButtons();
+        var w = box.clientWidth, h = box.clientHeight;
         unplace();
         legible();
         var asked = network.renderer.redrawRequested === true;
@@ -370,6 +424,11 @@ PAGE_SCRIPT = """
       network.once("afterDrawing", ready);
       if (!asked) { network.redraw(); }
     }
+    // The Fit button, and vis-network's own (the bottom-right corner): the drawing's own view
+    // again (its labels were placed for it), nodes clear of the buttons.
+    window.crbcFit = draw;
+    var extend = document.querySelector("#mynetwork .vis-navigation .vis-zoomExtends");
+    if (extend) { extend.addEventListener("pointerup", function () { window.requestAnimationFrame(draw); }); }
     var canvasBox = document.getElementById("mynetwork");
     function seen() {
       var w = document.body.clientWidth, h = canvasBox.clientHeight;
@@ -464,7 +523,7 @@ def legend_html(
 
 
 _TOOLS = (
-    "<div id='crbc-tools'><button onclick=\"network.fit({maxZoomLevel: 4})\">Fit</button>"
+    "<div id='crbc-tools'><button onclick=\"(window.crbcFit || function () { network.fit(); })()\">Fit</button>"
     "<button onclick=\"crbcExport('png')\">PNG</button>"
     "<button onclick=\"crbcExport('svg')\">SVG</button></div>"
 )

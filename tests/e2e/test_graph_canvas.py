@@ -10,8 +10,8 @@ and 1,939 anchors (a random MDP written as JSONL; the bundled samples hold no gr
   every drawn label ≥ 10 px on screen (≥ 16 px in projector mode at 1280 px, edge labels
   included);
 - node shapes: no two overlap;
-- no drawn label lies under one of vis-network's navigation buttons (the canvas's bottom
-  corners);
+- no drawn node or label lies under one of vis-network's navigation buttons (the canvas's
+  bottom corners: a node there cannot be clicked);
 - the drawing fills its canvas: the box around every drawn node (with its label) spans
   ≥ 70 % of the canvas's width and ≥ 70 % of its height;
 - labels hidden where they would cover others (the page says how many) are at most half of
@@ -199,6 +199,14 @@ def check(m: dict, where: str, min_px: float) -> dict:
             for lab in labels
             if any(_overlap(lab["box"], b) for b in m["buttons"])
         ],
+        "nodes_under_buttons": [
+            n["id"]
+            for n in m["nodes"]
+            if any(
+                _overlap((n["x"] - n["rx"], n["y"] - n["ry"], n["x"] + n["rx"], n["y"] + n["ry"]), b)
+                for b in m["buttons"]
+            )
+        ],
         "span": span(m),
         "canvas": (round(m["w"]), round(m["h"])),
         "note": m["note"],
@@ -218,6 +226,8 @@ def problems(got: dict, where: str, most_shown: bool = True) -> list[str]:
         bad.append(f"{where}: node shapes overlap: {got['node_overlaps'][:6]}")
     if got["under_buttons"]:
         bad.append(f"{where}: labels under the navigation buttons: {got['under_buttons'][:6]}")
+    if got["nodes_under_buttons"]:
+        bad.append(f"{where}: nodes under the navigation buttons: {got['nodes_under_buttons'][:6]}")
     if got["small"]:
         bad.append(f"{where}: {len(got['small'])} labels too small: {got['small'][:6]}")
     hidden = int(got["note"].split()[0]) if got["note"].strip() else 0
@@ -255,6 +265,18 @@ def test_graph_page_canvas_at_every_width(browser, server, name):
                 bad.append(f"{name} at {width}px: the canvas drawn {got['redraws']} times at load")
             assert got["labels"] >= min(10, got["nodes"]), (width, got)
             assert got["buttons"] == 7, (width, got["buttons"])  # ← ↑ → ↓, zoom in and out, fit
+            if width == 1280:  # zoomed in, then either Fit button: the drawing's view again
+                scale = frame.evaluate("() => network.getScale()")
+                for fit in ("#crbc-tools button", "#mynetwork .vis-navigation .vis-zoomExtends"):
+                    frame.evaluate(
+                        "() => network.moveTo({scale: 1.7 * network.getScale(), position: {x: 0, y: 0}})"
+                    )
+                    frame.locator(fit).first.click()
+                    frame.wait_for_function(
+                        f"() => Math.abs(network.getScale() / {scale} - 1) < 0.01", timeout=WAIT_MS
+                    )
+                    again = check(frame.evaluate(MEASURE), f"{name} after {fit}", 10.0)
+                    assert not again["nodes_under_buttons"], (fit, again["nodes_under_buttons"])
             pg.locator("iframe").first.screenshot(path=str(OUT / f"graph_canvas_{name}_{width}.png"))
         finally:
             ctx.close()
