@@ -271,7 +271,10 @@ def chunk_in(static, name: str) -> str | None:
     except OSError:
         return None
     names = set(re.findall(r'"\./(' + re.escape(name) + r'\.[\w-]+\.js)"', bundle))
-    return f"./{min(names)}" if len(names) == 1 and (js / min(names)).is_file() else None
+    if len(names) != 1:
+        return None
+    (found,) = names
+    return f"./{found}" if (js / found).is_file() else None
 
 
 @st.cache_resource

@@ -234,17 +234,25 @@ PAGE_SCRIPT = """
         var n = network.body.nodes[id], o = n.options, dot = o.shape === "dot";
         return [n.x - top.x, n.y - top.y, dot ? o.size : n.shape.width / 2, dot ? o.size : n.shape.height / 2];
       });
-      function under(z) {  // how far below a button's top the lowest node under one reaches, at scale z
+      // How far below a button's top the lowest node under one reaches, at scale z, with every
+      // node d px higher than the view puts it.
+      function under(z, d) {
         var most = 0;
         ns.forEach(function (n) {
-          var x = n[0] * z + cr.width / 2, y = n[1] * z, rx = n[2] * z, ry = n[3] * z;
+          var x = n[0] * z + cr.width / 2, y = n[1] * z - d, rx = n[2] * z, ry = n[3] * z;
           bs.forEach(function (b) {
             if (x + rx > b[0] && x - rx < b[2] && y + ry > b[1] && y - ry < b[3]) { most = Math.max(most, y + ry - b[1]); }
           });
         });
         return most;
       }
-      var extra = Math.ceil(under(s));
+      // (again after each shift: a node lifted clear of ↓ may reach ↑ above it)
+      var extra = 0;
+      for (var t = 0; t < 6; t++) {
+        var more = Math.ceil(under(s, extra));
+        if (!(more > 0)) { break; }
+        extra += more;
+      }
       if (!(extra > 0)) { return; }
       if (fitRatio > 0) {
         // the room above the drawing first (8 px kept), then a taller canvas
@@ -260,7 +268,7 @@ PAGE_SCRIPT = """
       }
       for (var k = 1; k <= 40; k++) {
         var z = s * (1 - 0.01 * k);
-        if (!(under(z) > 0)) {
+        if (!(under(z, 0) > 0)) {
           network.moveTo({scale: z, position: {x: top.x, y: top.y + cr.height / 2 / z}, animation: false});
           return;
         }
