@@ -241,6 +241,21 @@ def param_widgets(name: str, *, container=None, key_prefix: str = "param") -> di
     return out
 
 
+def checked_params(name: str, *, container=None) -> dict:
+    """The current values of estimator ``name``'s parameters without drawing their widgets
+    (their panel is closed): a stored value a widget could not hold is replaced by the
+    default, as `param_widgets` would, with the same warning in ``container``."""
+    c = container if container is not None else st
+    values = current_params(name)
+    for info in registry.param_infos(registry.get(name).params_cls):
+        why = refusal(info, values[info.name])
+        if why is not None:
+            c.warning(md(_refused(name, info, values[info.name], why)))
+            values[info.name] = info.default
+    set_params(name, values)
+    return values
+
+
 def _refused(name: str, info, value, why: str) -> str:
     return (
         f"parameter '{info.name}' of '{name}': {why}; allowed: {allowed(info)}; "

@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 from crbc_viz import load_rollouts
 from crbc_viz.estimators import registry
 from crbc_viz.ui.files import default_sample
+from crbc_viz.ui.sidebar import PARAMS_OPEN
 
 REPO = Path(__file__).resolve().parents[2]
 TOY = "sample_rollouts/toy/toy_group.jsonl"
@@ -95,9 +96,14 @@ def test_deep_link_restores_selection():
 def test_deep_link_with_params_and_bad_values():
     at = app(file=TOY, estimator="crbc", p="beta=0.9;depth=3;nope=1")
     ok(at)
+    # The parameter panel starts closed (its widgets not drawn), the link's values in use.
+    assert not at.sidebar.number_input and "beta=0.9" in at.query_params["p"]
+    assert any("nope" in w.value for w in at.sidebar.warning)
+    at.session_state[PARAMS_OPEN] = True
+    at.run()
+    ok(at)
     assert at.sidebar.number_input(key="param.crbc.beta").value == pytest.approx(0.9)
     assert at.sidebar.select_slider(key="param.crbc.depth").value == 3
-    assert any("nope" in w.value for w in at.sidebar.warning)
     assert "beta=0.9" in at.query_params["p"]
 
 
@@ -117,7 +123,9 @@ def test_unknown_group_and_estimator_in_link():
 
 def test_parameter_widget_changes_url_and_result():
     at = app(file=TOY)
-    at.switch_page("crbc_viz/app/app_pages/graph.py").run()
+    at.switch_page("crbc_viz/app/app_pages/graph.py")
+    at.session_state[PARAMS_OPEN] = True
+    at.run()
     at.sidebar.number_input(key="param.crbc.beta").set_value(0.9).run()
     ok(at)
     assert "beta=0.9" in at.query_params["p"]
@@ -127,6 +135,16 @@ def test_parameter_widget_changes_url_and_result():
     at.sidebar.button(key="reset.crbc").click().run()
     ok(at)
     assert "p" not in at.query_params
+    # Closing the panel keeps what its widgets set (their state goes with them).
+    at.sidebar.number_input(key="param.crbc.beta").set_value(0.8).run()
+    at.session_state[PARAMS_OPEN] = False
+    at.run()
+    at.run()
+    ok(at)
+    assert not at.sidebar.number_input and "beta=0.8" in at.query_params["p"]
+    at.session_state[PARAMS_OPEN] = True
+    at.run()
+    assert at.sidebar.number_input(key="param.crbc.beta").value == pytest.approx(0.8)
 
 
 def test_trajectories_page_pick_rollout_and_step():

@@ -18,6 +18,7 @@ from streamlit.testing.v1 import AppTest
 
 from crbc_viz.estimators import registry
 from crbc_viz.ui.params import MAX_URL_PROBLEMS
+from crbc_viz.ui.sidebar import PARAMS_OPEN
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = "crbc_viz/app/app_pages/estimators.py"  # the lightest page that draws the shared sidebar
@@ -103,8 +104,10 @@ def _inside(info) -> tuple[float, float]:
 
 @pytest.fixture
 def app() -> AppTest:
+    """The app with the sidebar's parameter panel open (its widgets drawn)."""
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=TIMEOUT)
     at.switch_page(PAGE)
+    at.session_state[PARAMS_OPEN] = True
     return at
 
 
@@ -159,13 +162,25 @@ def test_gigpo_threshold_near_zero_is_held(app):
     assert at.query_params["p"] == "similarity_thresh=1e-300"
 
 
+@pytest.mark.parametrize("panel", ["open", "closed"])
 @pytest.mark.parametrize(("raw", "why"), [("100", "beyond"), ("2.5", "whole number")])
-def test_depth_the_control_does_not_offer_is_refused(app, raw, why):
+def test_depth_the_control_does_not_offer_is_refused(app, raw, why, panel):
+    """Refused alike whether the parameter panel is open (the widget) or closed (no widget)."""
+    app.session_state[PARAMS_OPEN] = panel == "open"
     at = run_link(app, "crbc", f"depth={raw}")
     (w,) = [w.value for w in at.sidebar.warning]
     assert "'depth'" in w and raw in w and why in w and "30" in w
-    assert at.sidebar.select_slider(key="param.crbc.depth").value == "∞"
+    if panel == "open":
+        assert at.sidebar.select_slider(key="param.crbc.depth").value == "∞"
+    else:
+        assert not at.sidebar.select_slider  # closed: no widget drawn
+        assert at.session_state["_params"]["crbc"]["depth"] == math.inf  # the default, kept
     assert "p" not in at.query_params  # the default again: nothing to link
+    # Opening the panel afterwards shows the default, with no second warning.
+    at.session_state[PARAMS_OPEN] = True
+    at.run()
+    assert not at.sidebar.warning
+    assert at.sidebar.select_slider(key="param.crbc.depth").value == "∞"
 
 
 def test_repeated_and_valueless_parameters_are_reported(app):

@@ -180,8 +180,14 @@ def estimator_pair(sel, graph, focus_step) -> None:
     )
     st.caption("Click a point to choose that step (ringed when chosen).")
     _disagreement_table(graph, df, a, b, q)
-    if per is not None:
-        with st.expander("Agreement in every group (click a row to open that group)"):
+    if per is None:
+        return
+    # Drawn only while open (a closed table would be sent and drawn again on every run).
+    box = st.expander(
+        "Agreement in every group (click a row to open that group)", key="cmp_groups_open", on_change="rerun"
+    )
+    if box.open:
+        with box:
             labels = [full.batch.group_label(g) for g in per["group_index"]]
             per.insert(0, "group", labels)
             shown = per.drop(columns=["group_index"])
@@ -383,8 +389,9 @@ def depth_family(sel, focus_anchor) -> None:
         }
     )
     table["moved"] = (table[f"A^({k})"] - table["A^∞"]).abs()
-    with st.expander(f"Pairs at K = {k} (sorted by |A^(K) − A^∞|)", expanded=False):
-        st.dataframe(table.sort_values("moved", ascending=False), hide_index=True, width="stretch")
+    box = st.expander(f"Pairs at K = {k} (sorted by |A^(K) − A^∞|)", key="cmp_pairs_open", on_change="rerun")
+    if box.open:
+        box.dataframe(table.sort_values("moved", ascending=False), hide_index=True, width="stretch")
 
 
 def render() -> None:

@@ -287,7 +287,11 @@ def _anchors_table(graph, res, estimator: str) -> None:
             )
         )
     title = value_meaning(estimator)[0]
-    with st.expander("Anchors as a table"):
+    # Drawn only while open: a closed table would be sent and drawn again on every run.
+    box = st.expander("Anchors as a table", key="graph_table_open", on_change="rerun")
+    if not box.open:
+        return
+    with box:
         v = node_values(graph, res)
         st.dataframe(
             cells(
