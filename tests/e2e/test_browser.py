@@ -164,6 +164,22 @@ def test_injected_markup_stays_inert(server, page):
     tip.wait_for(state="visible", timeout=WAIT_MS)
     assert "onerror" in tip.inner_text() or "</script>" in tip.inner_text()
     assert frame.locator("div.vis-tooltip img").count() == 0
+    # The tooltip is the page's HTML as elements (converted when first shown), the logged
+    # text inside it as text: the anchor's <pre> and the bold heading, no "<b>" shown.
+    assert frame.locator("div.vis-tooltip pre.crbc-anchor").count() == 1
+    assert frame.locator("div.vis-tooltip b").first.inner_text().startswith("anchor s")
+    assert "<b>" not in tip.inner_text() and "<pre" not in tip.inner_text()
+    # An edge's tooltip alike: the point halfway along its drawn curve.
+    page.mouse.move(box["x"] + 2, box["y"] + box["height"] - 2)
+    tip.wait_for(state="hidden", timeout=WAIT_MS)
+    xy = inner.evaluate(
+        "() => { const e = Object.values(network.body.edges).find(e => e.connected && e.from !== e.to"
+        " && typeof e.title === 'string'); return network.canvasToDOM(e.edgeType.getPoint(0.5)); }"
+    )
+    page.mouse.move(box["x"] + xy["x"], box["y"] + xy["y"])
+    tip.wait_for(state="visible", timeout=WAIT_MS)
+    assert frame.locator("div.vis-tooltip b").count() >= 1
+    assert "<b>" not in tip.inner_text()
     page.screenshot(path=str(OUT / "xss_graph.png"))
     _no_xss(page)
 
