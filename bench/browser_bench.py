@@ -1,6 +1,7 @@
 """What a person waits for: the app's interactions timed in Chromium, end to end.
 
     .venv/bin/python -m bench.browser_bench [--load N] [--runs 5] [--write]
+    .venv/bin/python -m bench.browser_bench --against REV [--runs 5] [--write]
 
 A real ``streamlit run app.py`` (wrapped by `bench.timed_streamlit`, which logs every script
 run's time on the server) driven by Debian's headless Chromium with the browser tests' flags,
@@ -23,6 +24,10 @@ same click (the script runs that started in that window: wall and script-thread 
 average is read at the start and end of each row. ``--write`` puts the table in
 bench/RESULTS.md (between ``<!-- browser-bench:begin -->`` and ``<!-- browser-bench:end -->``);
 several ``--load`` values in one call (``--load 0,2``) give one table each.
+``--against REV`` serves this tree and git revision REV (a temporary worktree) side by side
+and alternates their rounds of the four graph interactions (this, REV, REV, this, …), so that
+a machine whose speed drifts weighs on both alike; it reports each one's medians and the
+paired differences (block ``<!-- browser-ab:begin -->`` with ``--write``).
 Targets: each interaction ≤ 0.5 s median on a quiet 2-core machine, ≤ 1 s with two CPU-bound
 processes beside the server; Play steps once a second.
 """
@@ -55,6 +60,7 @@ from streamlit_server import (  # noqa: E402
 )
 
 BEGIN, END = "<!-- browser-bench:begin -->", "<!-- browser-bench:end -->"
+AB_BEGIN, AB_END = "<!-- browser-ab:begin -->", "<!-- browser-ab:end -->"
 SECTION = "## What a person waits for: the app in Chromium"
 TARGET_S = {0: 0.5, 2: 1.0}
 PLAY_S = 1.0
@@ -220,10 +226,14 @@ def _option_count(pg, key: str) -> int:
     return n
 
 
-def interactions(pg, url: str, runs: Runs, n: int) -> dict[str, list[tuple[float, float, float]]]:
+def interactions(
+    pg, url: str, runs: Runs, n: int, first: int = 0
+) -> dict[str, list[tuple[float, float, float]]]:
+    """``n`` rounds of the four interactions (rounds ``first`` … ``first + n - 1``: round i
+    switches to group 1 + i mod (groups − 1) and alternates the estimator it changes to)."""
     out: dict[str, list] = {k: [] for k in ("open Graph", "switch group", "change estimator", "open Compare")}
     groups = None
-    for i in range(n):
+    for i in range(first, first + n):
         pg.goto(url)
         app_idle(pg)
         out["open Graph"].append(timed(pg, runs, lambda: _link(pg, "Graph"), graph=True))
@@ -352,6 +362,69 @@ def measure(load: int, n: int) -> tuple[list[list], str]:
     return rows, la0
 
 
+def against(rev: str, n: int) -> str:
+    """This tree and ``rev`` (a git worktree of it) served side by side, one browser, their
+    rounds of `interactions` alternating (ABBA…), so that a machine whose speed drifts over
+    minutes weighs on both alike: a table of each one's medians and of the paired differences."""
+    from playwright.sync_api import sync_playwright
+
+    tmp = Path(tempfile.mkdtemp(prefix="crbc-browser-ab-"))
+    tree = tmp / "tree"
+    subprocess.run(["git", "worktree", "add", "--detach", "-q", str(tree), rev], cwd=REPO, check=True)
+    res: dict[str, dict[str, list[float]]] = {"this": {}, "rev": {}}
+    la0 = _loadavg()
+    try:
+        with (
+            streamlit_server(
+                env={"CRBC_BENCH_RUNLOG": str(tmp / "this.jsonl")},
+                log_path=tmp / "this.log",
+                module="bench.timed_streamlit",
+            ) as url_this,
+            streamlit_server(
+                env={"CRBC_BENCH_RUNLOG": str(tmp / "rev.jsonl")},
+                log_path=tmp / "rev.log",
+                module="bench.timed_streamlit",
+                cwd=tree,
+            ) as url_rev,
+            sync_playwright() as p,
+        ):
+            br = track_browser(p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS))
+            sides = {}
+            for side, url, log in (("this", url_this, "this"), ("rev", url_rev, "rev")):
+                pg = br.new_page(viewport={"width": 1500, "height": 1000})
+                pg.add_init_script(INSTR_JS)
+                pg.goto(url)  # the server's first render (imports, sample load): not timed
+                app_idle(pg)
+                sides[side] = (pg, url, Runs(tmp / f"{log}.jsonl"))
+            for i in range(n):
+                for side in ("this", "rev") if i % 2 == 0 else ("rev", "this"):
+                    pg, url, runs = sides[side]
+                    pg.bring_to_front()
+                    for name, xs in interactions(pg, url, runs, 1, first=i).items():
+                        res[side].setdefault(name, []).extend(x[0] for x in xs)
+            br.close()
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=REPO, check=False)
+    short = subprocess.run(
+        ["git", "rev-parse", "--short", rev], cwd=REPO, capture_output=True, text=True
+    ).stdout.strip()
+    lines = [
+        f"**This tree against {short}**, served side by side, rounds alternating ({n} rounds; "
+        f"load average 1/5/15 min at the start {la0}, at the end {_loadavg()})\n",
+        f"| interaction | this tree, median s | {short}, median s | paired difference (this − {short}), "
+        "median s | differences, range s |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for name, xs in res["this"].items():
+        ys = res["rev"][name]
+        d = [a - b for a, b in zip(xs, ys)]
+        lines.append(
+            f"| {name} | {statistics.median(xs):.2f} | {statistics.median(ys):.2f} | "
+            f"{statistics.median(d):+.3f} | {min(d):+.2f} … {max(d):+.2f} |"
+        )
+    return "\n".join(lines)
+
+
 def _fmt(xs) -> str:
     xs = [x for x in xs if x == x]  # no NaN
     return f"{statistics.median(xs):.2f}" if xs else "–"
@@ -403,6 +476,11 @@ def main(argv=None) -> str:
     ap.add_argument("--load", default="0,2", help="CPU-bound processes beside the server: N or N,M,… (0,2)")
     ap.add_argument("--runs", type=int, default=5, help="times each interaction is timed (5)")
     ap.add_argument("--write", action="store_true", help="write the tables into bench/RESULTS.md")
+    ap.add_argument(
+        "--against",
+        metavar="REV",
+        help="instead: this tree and git revision REV side by side, rounds alternating (quiet machine only)",
+    )
     args = ap.parse_args(argv)
     if not os.path.exists(CHROMIUM):
         raise SystemExit(f"{CHROMIUM} is absent (make browser-deps)")
@@ -410,6 +488,17 @@ def main(argv=None) -> str:
 
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     commit = _commit()  # the tree measured (read before, in case it changes while this runs)
+    if args.against:
+        table_ab = against(args.against, args.runs)
+        print(table_ab, flush=True)
+        text = (
+            f"Machine: {machine()}; {os.cpu_count()} CPUs seen. Commit {commit}, run {started}. "
+            f"Command: `python -m bench.browser_bench --against {args.against} --runs {args.runs}"
+            f"{' --write' if args.write else ''}`.\n\n{table_ab}"
+        )
+        if args.write:
+            write_block(text, AB_BEGIN, AB_END, section=SECTION)
+        return text
     parts = []
     for load in (int(x) for x in args.load.split(",")):
         rows, la0 = measure(load, args.runs)

@@ -74,10 +74,12 @@ def start_server(
     timeout: float = 60.0,
     log_path: str | os.PathLike | None = None,
     module: str = "streamlit",
+    cwd: str | os.PathLike | None = None,
 ):
     """Start the app; return (process, base URL) once ``/_stcore/health`` answers 200.
     ``module``: what ``python -m`` runs with ``run app.py …`` (a wrapper of Streamlit's CLI,
-    such as the benchmark's run timer, may take its place).
+    such as the benchmark's run timer, may take its place). ``cwd``: the checkout whose
+    ``app.py`` runs (default: this one); its ``crbc_viz`` is imported ahead of any installed one.
 
     Raises:
         RuntimeError: the server exited or did not become healthy within ``timeout`` seconds
@@ -104,8 +106,16 @@ def start_server(
             "--server.fileWatcherType",
             "none",
         ],
-        cwd=REPO,
-        env={**os.environ, **(env or {})},
+        cwd=cwd or REPO,
+        env={
+            **os.environ,
+            **(
+                {"PYTHONPATH": os.pathsep.join(filter(None, [str(cwd), os.environ.get("PYTHONPATH")]))}
+                if cwd
+                else {}
+            ),
+            **(env or {}),
+        },
         stdout=log,
         stderr=subprocess.STDOUT,
     )
@@ -138,8 +148,8 @@ def stop_server(proc: subprocess.Popen) -> None:
 
 
 @contextmanager
-def streamlit_server(env: dict | None = None, log_path=None, module: str = "streamlit"):
-    proc, url = start_server(env=env, log_path=log_path, module=module)
+def streamlit_server(env: dict | None = None, log_path=None, module: str = "streamlit", cwd=None):
+    proc, url = start_server(env=env, log_path=log_path, module=module, cwd=cwd)
     try:
         yield url
     finally:
