@@ -189,20 +189,7 @@ def render_sidebar() -> Selection:
     if view.is_pending("p") or est_pending:
         _apply_url_params(sel.estimator, view.value("p"), problems)
         st.session_state.get(view._PENDING, set()).discard("p")
-    # The widgets are drawn only while their panel is open: a closed panel's widgets would be
-    # sent and drawn again on every run of every page (hidden, ~0.05 s of the browser's time).
-    box = sb.expander(f"Parameters of {sel.estimator}", key=PARAMS_OPEN, on_change="rerun")
-    if box.open:
-        with box:
-            sel.params = uparams.param_widgets(sel.estimator)
-            st.button(
-                "Reset to defaults",
-                key=f"reset.{sel.estimator}",
-                on_click=_reset_params,
-                args=(sel.estimator,),
-            )
-    else:
-        sel.params = uparams.checked_params(sel.estimator, container=sb)
+    sel.params = _params_panel(sb, sel.estimator)
     view.set_value("p", uparams.params_to_url(sel.estimator, sel.params) or None)
     key = view.field("backend", "auto", options=BACKENDS)
     sel.backend = sb.selectbox(
@@ -219,6 +206,19 @@ def render_sidebar() -> Selection:
         sb.warning(md(msg))
     st.session_state[_SEL] = sel
     return sel
+
+
+def _params_panel(sb, name: str) -> dict:
+    """The parameter panel of estimator ``name``; its values. The widgets are drawn only while
+    the panel is open: a closed panel's widgets would be sent and drawn again on every run of
+    every page (hidden, ~0.05 s of the browser's time a click, `bench/RESULTS.md`)."""
+    box = sb.expander(f"Parameters of {name}", key=PARAMS_OPEN, on_change="rerun")
+    if not box.open:
+        return uparams.checked_params(name, container=sb)
+    with box:
+        params = uparams.param_widgets(name)
+        st.button("Reset to defaults", key=f"reset.{name}", on_click=_reset_params, args=(name,))
+    return params
 
 
 def _reset_params(name: str) -> None:

@@ -112,13 +112,14 @@ def node_tip(
     )
 
 
-def page_style(height_px: int) -> str:
+def page_style(height_px: int, *, fill: bool = False) -> str:
     """The page's layout: the legend and the tools in a row above the canvas (they wrap, never
-    overlap), the canvas filling the rest of ``height_px``."""
+    overlap), the canvas filling the rest of ``height_px`` (``fill``: of the frame's height)."""
+    height = "100vh" if fill else f"{int(height_px)}px"
     return f"""
 <style>
   html, body {{ margin: 0; font-family: sans-serif; }}
-  body {{ height: {int(height_px)}px; display: flex; flex-direction: column; overflow: hidden; }}
+  body {{ height: {height}; display: flex; flex-direction: column; overflow: hidden; }}
   body > .card {{ flex: 1 1 auto; min-height: 0; width: 100%; border: none !important;
                   display: flex; flex-direction: column; }}
   #mynetwork {{ float: none !important; flex: 1 1 auto; height: auto !important; min-height: 0;
@@ -234,10 +235,10 @@ PAGE_SCRIPT = """
       grow(nodes, "n:"); grow(edges, "e:");
     }
     // No node under a navigation button (the canvas's bottom corners), where it could not be
-    // clicked. After a fit: where the canvas takes the drawing's shape, the drawing moves up
-    // into the room above it and the canvas grows at the bottom by what is still needed, at
-    // the same scale; a canvas of fixed height zooms out about its top (1 % steps, to 60 % at
-    // most) until every node is clear.
+    // clicked. After a fit the drawing moves up into the room above it (8 px kept); where that
+    // is not enough, a canvas that takes the drawing's shape grows at the bottom by what is
+    // still needed, at the same scale, and a canvas of fixed height zooms out about its top
+    // instead (1 % steps, to 60 % at most) until every node is clear.
     function clearOfButtons() {
       var box = document.getElementById("mynetwork"), c = box.querySelector("canvas");
       if (!c) { return; }
@@ -274,10 +275,15 @@ PAGE_SCRIPT = """
         extra += more;
       }
       if (!(extra > 0)) { return; }
+      // the room above the drawing first (8 px kept)
+      var high = Math.min.apply(null, ns.map(function (n) { return (n[1] - n[3]) * s; }));
+      var lift = Math.max(0, Math.min(extra, Math.floor(high - 8)));
+      if (!(fitRatio > 0) && lift >= extra) {
+        network.moveTo({scale: s, position: {x: top.x, y: top.y + (lift + cr.height / 2) / s}, animation: false});
+        return;
+      }
       if (fitRatio > 0) {
-        // the room above the drawing first (8 px kept), then a taller canvas
-        var high = Math.min.apply(null, ns.map(function (n) { return (n[1] - n[3]) * s; }));
-        var lift = Math.max(0, Math.min(extra, Math.floor(high - 8)));
+        // then a taller canvas
         var grow = extra - lift;
         if (grow > 0) {
           box.style.setProperty("height", (box.clientHeight + grow) + "px", "important");
@@ -602,20 +608,23 @@ def finish_page(
     name: str,
     min_label_px: float,
     fit_ratio: float = 0.0,
+    fill_frame: bool = False,
 ) -> str:
     """pyvis's generated ``page`` made self-contained and laid out: its unused bootstrap CDN
     tags, empty heading and unused vis-network style rules (`trim_vis_css`) dropped (nothing
     reaches the network), the style, the legend and
     tools row above the canvas, the body's data attributes (``graph_key`` for the remembered
     zoom, ``name`` for exports, ``min_label_px``, ``fit_ratio``: > 0 for a canvas whose height
-    is its width × ``fit_ratio``, within bounds, the body growing with it) and `PAGE_SCRIPT`."""
+    is its width × ``fit_ratio``, within bounds, the body growing with it; ``fill_frame``: the
+    canvas fills the frame's height less the legend row) and `PAGE_SCRIPT`."""
     check_min_label_px(min_label_px)
     page = re.sub(r"<link[^>]*bootstrap[^>]*>\s*", "", page, flags=re.S)
     page = re.sub(r"<script[^>]*bootstrap[^>]*>\s*</script>\s*", "", page, flags=re.S)
     page = re.sub(r"<center>\s*<h1>\s*</h1>\s*</center>\s*", "", page, flags=re.S)
     page = trim_vis_css(page)
     # A canvas that takes its drawing's shape starts short: its frame can grow, not shrink.
-    page = page.replace("</head>", page_style(height_px if not fit_ratio > 0 else 340) + "</head>", 1)
+    style = page_style(height_px if not fit_ratio > 0 else 340, fill=fill_frame and not fit_ratio > 0)
+    page = page.replace("</head>", style + "</head>", 1)
     fname = re.sub(r"[^A-Za-z0-9_.=-]+", "_", name)
     page = page.replace(
         "<body>",

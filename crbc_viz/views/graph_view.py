@@ -80,6 +80,9 @@ class GraphDrawing:
     html: str
     summary: Summary
     note: str
+    #: The drawing's height over its width (its canvas's shape) where the layout was made to be
+    #: fitted (``fit_canvas`` or ``fill_frame``); 0 otherwise.
+    ratio: float = 0.0
 
 
 def summary_note(summary: Summary) -> str:
@@ -522,6 +525,8 @@ def _drawn(graph: AnchorGraph, result, pl: Placement, est: str, marks: dict, pag
         cut=cut,
     )
     params_text = o["params_text"]
+    fitted = o["fit_canvas"] or o["fill_frame"]
+    ratio = (pl.box[1] + _FIT_PAD[1]) / (pl.box[0] + _FIT_PAD[0]) if fitted else 0.0
     page = finish_page(
         net.generate_html(),
         height_px=o["height_px"],
@@ -529,7 +534,8 @@ def _drawn(graph: AnchorGraph, result, pl: Placement, est: str, marks: dict, pag
         graph_key=o["graph_key"],
         name=f"graph_{est}{('_' + params_text) if params_text else ''}",
         min_label_px=o["min_label_px"],
-        fit_ratio=(pl.box[1] + _FIT_PAD[1]) / (pl.box[0] + _FIT_PAD[0]) if o["fit_canvas"] else 0.0,
+        fit_ratio=ratio if o["fit_canvas"] and not o["fill_frame"] else 0.0,
+        fill_frame=o["fill_frame"],
     )
     # "Why this number": a click on an (anchor, action) edge opens its arithmetic in a panel.
     why = [
@@ -539,7 +545,7 @@ def _drawn(graph: AnchorGraph, result, pl: Placement, est: str, marks: dict, pag
     ]
     block = why_page_block(graph, result, why, cut, on_click=o["why_on_click"])
     page = page.replace("</body>", block + "</body>", 1)
-    return GraphDrawing(page, pl.summary, summary_note(pl.summary))
+    return GraphDrawing(page, pl.summary, summary_note(pl.summary), ratio)
 
 
 def graph_drawing(
@@ -563,6 +569,7 @@ def graph_drawing(
     why_on_click: bool = False,
     mark_opened: bool = False,
     fit_canvas: bool = False,
+    fill_frame: bool = False,
 ) -> GraphDrawing:
     """The anchor graph of group ``group`` as a standalone HTML page (vis-network inlined).
 
@@ -594,6 +601,8 @@ def graph_drawing(
         fit_canvas: the canvas takes the drawing's shape (a `FIT_WIDTH` box as tall as its
             columns need, `crbc_viz.views.layout.fit_box`; embed it in a frame that follows its
             content's height); else the canvas is ``height_px`` less the legend row.
+        fill_frame: laid out as for ``fit_canvas``; the canvas fills its frame less the legend
+            row (a frame sized from `GraphDrawing.ratio` by CSS: `crbc_viz.views.share`).
 
     A click posts ``{crbc: "pick", kind, id}`` to the parent window (the module's docstring).
 
@@ -618,7 +627,7 @@ def graph_drawing(
         selected_node=selected_node,
         by_step=by_step,
         min_label_px=min_label_px,
-        fit_width=FIT_WIDTH if fit_canvas else None,
+        fit_width=FIT_WIDTH if fit_canvas or fill_frame else None,
     )
     return _drawn(
         graph,
@@ -636,6 +645,7 @@ def graph_drawing(
             min_label_px=min_label_px,
             why_on_click=why_on_click,
             fit_canvas=fit_canvas,
+            fill_frame=fill_frame,
         ),
     )
 

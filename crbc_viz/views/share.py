@@ -34,8 +34,13 @@ from .trajectories import outcome_label, trajectory_table
 
 __all__ = ["Shared", "UnknownGroupError", "Provenance", "show", "share", "read_log", "resolve_group"]
 
-#: Each graph's canvas height (px) in the fragment and the page.
+#: Each graph's canvas height (px) in the fragment and the page where the browser cannot size
+#: its frame from its width (no CSS container units); elsewhere the frame takes the drawing's
+#: shape: its canvas as tall as its width × the drawing's height over width, within
+#: `FRAME_CANVAS_PX`, plus `FRAME_HEAD_PX` for the legend row above it.
 GRAPH_HEIGHT = 520
+FRAME_CANVAS_PX = (320, 1100)
+FRAME_HEAD_PX = 70
 #: Rows of the per-step credit table at most (a longer group says how many it leaves out).
 MAX_STEP_ROWS = 5000
 
@@ -314,7 +319,8 @@ _STYLE = """<style>
 .crbc-share h3 { font-size: 15px; margin: 16px 0 6px; }
 .crbc-share .crbc-graphs { display: grid; gap: 10px;
   grid-template-columns: repeat(auto-fit, minmax(460px, 1fr)); }
-.crbc-share .crbc-graph { border: 1px solid #ddd; border-radius: 4px; padding: 4px; min-width: 0; }
+.crbc-share .crbc-graph { border: 1px solid #ddd; border-radius: 4px; padding: 4px; min-width: 0;
+  container-type: inline-size; }
 .crbc-share .crbc-graph iframe { width: 100%; border: 0; display: block; }
 .crbc-share table.crbc-prov td { padding: 1px 8px 1px 0; vertical-align: top; }
 .crbc-share table.crbc-prov td:first-child { color: #666; white-space: nowrap; }
@@ -360,17 +366,25 @@ def fragment(view: Shared) -> str:
 
 def graphs_html(graph, results: dict, *, height_px: int = GRAPH_HEIGHT) -> str:
     """Each estimator's drawing of the graph (the Graph page's), side by side, each a
-    self-contained page in an ``<iframe srcdoc>`` (no request: its scripts are inlined)."""
+    self-contained page in an ``<iframe srcdoc>`` (no request: its scripts are inlined).
+
+    Each frame takes its drawing's shape with no script in this page (a notebook may strip
+    one): its CSS height is its width (``100cqw`` of its box, a size container) × the
+    drawing's height over width (`GraphDrawing.ratio`), within `FRAME_CANVAS_PX`, plus the
+    legend row; the drawing's canvas fills the frame below that row (``fill_frame``). A
+    browser without container units keeps the ``height`` attribute: ``height_px``."""
     from .graph_view import graph_drawing
 
+    lo, hi = FRAME_CANVAS_PX
     out = ["<div class='crbc-graphs'>"]
     for name, res in results.items():
-        d = graph_drawing(graph, res, group=0, height_px=height_px, estimator=name)
+        d = graph_drawing(graph, res, group=0, height_px=height_px, estimator=name, fill_frame=True)
         note = f"<div style='color:#555;font-size:12px'>{esc(d.note)}</div>" if d.note else ""
+        shape = f"height: calc(clamp({lo}px, 100cqw * {d.ratio:.4f}, {hi}px) + {FRAME_HEAD_PX}px)"
         out.append(
             f"<div class='crbc-graph' data-crbc-estimator='{esc(name)}'>{note}"
-            f"<iframe title='anchor graph, {esc(name)}' height='{height_px + 12}' "
-            f"srcdoc=\"{srcdoc(d.html)}\"></iframe></div>"
+            f"<iframe title='anchor graph, {esc(name)}' height='{height_px + 12}' style='{shape}' "
+            f"data-crbc-ratio='{d.ratio:.4f}' srcdoc=\"{srcdoc(d.html)}\"></iframe></div>"
         )
     out.append("</div>")
     return "".join(out)

@@ -268,12 +268,18 @@ def test_graph_page_canvas_at_every_width(browser, server, name):
             if width == 1280:  # zoomed in, then either Fit button: the drawing's view again
                 scale = frame.evaluate("() => network.getScale()")
                 for fit in ("#crbc-tools button", "#mynetwork .vis-navigation .vis-zoomExtends"):
+                    # (the page's draw marks the body ready when it has drawn: unmark it first,
+                    # so that the look below waits for the draw the click asks for, not for
+                    # vis-network's own fit a frame before it)
                     frame.evaluate(
-                        "() => network.moveTo({scale: 1.7 * network.getScale(), position: {x: 0, y: 0}})"
+                        "() => { network.moveTo({scale: 1.7 * network.getScale(), position: {x: 0, y: 0}});"
+                        " document.body.removeAttribute('data-crbc-ready'); }"
                     )
                     frame.locator(fit).first.click()
                     frame.wait_for_function(
-                        f"() => Math.abs(network.getScale() / {scale} - 1) < 0.01", timeout=WAIT_MS
+                        f"() => document.body.getAttribute('data-crbc-ready') === '1'"
+                        f" && Math.abs(network.getScale() / {scale} - 1) < 0.01",
+                        timeout=WAIT_MS,
                     )
                     again = check(frame.evaluate(MEASURE), f"{name} after {fit}", 10.0)
                     assert not again["nodes_under_buttons"], (fit, again["nodes_under_buttons"])

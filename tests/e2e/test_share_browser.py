@@ -185,3 +185,60 @@ def test_static_page_opens_offline_and_shows_the_scored_credit(browser, scored):
     cells, attempted = _open_offline(browser, page, OUT / "share_page.png")
     assert not attempted, attempted
     _check_credit(cells, scored)
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory) -> Path:
+    """The page ``crbc-viz html`` writes for the group under two estimators."""
+    page = tmp_path_factory.mktemp("share") / "share_page.html"
+    est = [a for e in ESTIMATORS for a in ("-e", e)]
+    proc = subprocess.run(
+        [sys.executable, "-m", "crbc_viz", "html", SOKOBAN, "--group", GROUP, *est, "-o", str(page)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return page
+
+
+@pytest.mark.parametrize("width", (800, 1280, 1440))
+def test_written_page_frames_take_their_drawings_shape(browser, written, width):
+    """Each graph frame of the written page is as tall as its drawing needs at the frame's
+    width (CSS only: the page has no script of its own), so the drawing fills its canvas: it
+    spans ≥ 70 % of the canvas's width and ≥ 65 % of its height (the Graph page's canvas,
+    which its script sizes, is held to 70 %: a frame sized without a script keeps room for a
+    legend row of two lines; at a fixed 520 px these frames spanned 49–59 %), its labels are
+    ≥ 10 px on screen and ≤ 5 % of them overlap, no node shapes overlap and nothing lies under
+    the navigation buttons (`test_graph_canvas.check`)."""
+    from test_graph_canvas import MEASURE, check, problems
+
+    ctx = browser.new_context(viewport={"width": width, "height": 900})
+    try:
+        pg = ctx.new_page()
+        pg.goto(written.as_uri())
+        frames = [f for f in pg.frames if f != pg.main_frame]
+        assert len(frames) == len(ESTIMATORS)
+        bad = []
+        for name, f in zip(ESTIMATORS, frames):
+            f.wait_for_function(
+                "document.body && document.body.getAttribute('data-crbc-ready') === '1'", timeout=60_000
+            )
+            ratio = float(f.frame_element().get_attribute("data-crbc-ratio"))
+            got = check(f.evaluate(MEASURE), f"{name} at {width} px", 10.0)
+            w, h = got["canvas"]
+            want = min(max(w * ratio, 320), 1100)
+            # the canvas is the frame less the legend row: its shape's height and at most the
+            # row's allowance more (the legend wraps to two lines on a narrow frame)
+            assert want - 2 <= h <= want + 70, (name, width, got["canvas"], ratio)
+            sw, sh = got["span"]
+            if sw < 0.7 or sh < 0.65:
+                bad.append(f"{name} at {width} px: the drawing spans {sw:.0%} × {sh:.0%} of {got['canvas']}")
+            got["span"] = (1.0, 1.0)  # checked just above
+            bad += problems(got, f"{name} at {width} px")
+        OUT.mkdir(exist_ok=True)
+        pg.screenshot(path=str(OUT / f"share_page_{width}.png"), full_page=True)
+    finally:
+        ctx.close()
+    assert not bad, bad

@@ -214,6 +214,8 @@ def test_compare_tables_lead_with_both_values_and_undefined_is_a_dash():
     assert cols[:4] == ["t", "crbc", "shortest_path", "gap"], cols
     gaps = top[0].value["gap"].tolist()
     assert gaps == sorted(gaps, reverse=True) and all(g > 0 for g in gaps)
+    at.session_state["cmp_groups_open"] = True  # the per-group table's panel (drawn when open)
+    at.run()
     per = [d for d in at.dataframe if "spearman" in d.value.columns]
     assert per
     shown = per[0].value[["spearman", "disagreement"]].to_numpy().ravel().tolist()

@@ -180,32 +180,38 @@ def estimator_pair(sel, graph, focus_step) -> None:
     )
     st.caption("Click a point to choose that step (ringed when chosen).")
     _disagreement_table(graph, df, a, b, q)
-    if per is None:
-        return
-    # Drawn only while open (a closed table would be sent and drawn again on every run).
+    if per is not None:
+        _groups_table(full.batch, per)
+
+
+def _groups_table(batch, per: pd.DataFrame) -> None:
+    """The agreement of A and B in every group of the file, a row each (a click opens that
+    group); drawn only while its panel is open (a closed table would be sent and drawn again
+    on every run)."""
     box = st.expander(
         "Agreement in every group (click a row to open that group)", key="cmp_groups_open", on_change="rerun"
     )
-    if box.open:
-        with box:
-            labels = [full.batch.group_label(g) for g in per["group_index"]]
-            per.insert(0, "group", labels)
-            shown = per.drop(columns=["group_index"])
-            for c in ("spearman", "disagreement"):
-                shown[c] = dash_undefined(shown[c])
-            tip = "— = undefined: one of the two is constant in this group, so there is no ranking"
-            st.dataframe(
-                cells(shown),
-                hide_index=True,
-                width="stretch",
-                key="cmp_groups",
-                selection_mode="single-row",
-                on_select=lambda: _on_group_row(labels),
-                column_config={
-                    "spearman": st.column_config.TextColumn("spearman", help=tip),
-                    "disagreement": st.column_config.TextColumn("disagreement", help=tip),
-                },
-            )
+    if not box.open:
+        return
+    with box:
+        labels = [batch.group_label(g) for g in per["group_index"]]
+        per.insert(0, "group", labels)
+        shown = per.drop(columns=["group_index"])
+        for c in ("spearman", "disagreement"):
+            shown[c] = dash_undefined(shown[c])
+        tip = "— = undefined: one of the two is constant in this group, so there is no ranking"
+        st.dataframe(
+            cells(shown),
+            hide_index=True,
+            width="stretch",
+            key="cmp_groups",
+            selection_mode="single-row",
+            on_select=lambda: _on_group_row(labels),
+            column_config={
+                "spearman": st.column_config.TextColumn("spearman", help=tip),
+                "disagreement": st.column_config.TextColumn("disagreement", help=tip),
+            },
+        )
 
 
 def _disagreement_table(graph, df: pd.DataFrame, a: str, b: str, q: str) -> None:
