@@ -24,6 +24,7 @@ __all__ = [
     "set_rollout",
     "set_step",
     "step_buttons",
+    "row_table",
     "URL_FIELDS",
 ]
 
@@ -224,3 +225,19 @@ def step_from_points(points: list, traces: list[list[int]]) -> int | None:
         if c is not None and i is not None and c < len(traces) and i < len(traces[c]):
             return int(traces[c][i])
     return None
+
+
+def row_table(frame, *, key: str, on_select, column_config=None):
+    """``frame`` as a full-width table without its index (text cells made spreadsheet-safe,
+    `crbc_viz.ui.text.cells`) whose rows are picked one at a time: a click calls ``on_select``."""
+    from .text import cells
+
+    return st.dataframe(
+        cells(frame),
+        hide_index=True,
+        width="stretch",
+        key=key,
+        selection_mode="single-row",
+        on_select=on_select,
+        column_config=column_config,
+    )

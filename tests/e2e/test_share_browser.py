@@ -170,27 +170,8 @@ def test_notebook_output_draws_offline_and_shows_the_scored_credit(browser, scor
     _check_credit(cells, scored)
 
 
-def test_static_page_opens_offline_and_shows_the_scored_credit(browser, scored):
-    OUT.mkdir(exist_ok=True)
-    page = OUT / "share_page.html"
-    est = [a for e in ESTIMATORS for a in ("-e", e)]
-    proc = subprocess.run(
-        [sys.executable, "-m", "crbc_viz", "html", SOKOBAN, "--group", GROUP, *est, "-o", str(page)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
-    cells, attempted = _open_offline(browser, page, OUT / "share_page.png")
-    assert not attempted, attempted
-    _check_credit(cells, scored)
-
-
-@pytest.fixture(scope="module")
-def written(tmp_path_factory) -> Path:
-    """The page ``crbc-viz html`` writes for the group under two estimators."""
-    page = tmp_path_factory.mktemp("share") / "share_page.html"
+def _write_page(page: Path) -> Path:
+    """``page``: what ``crbc-viz html`` writes for the group under the estimators."""
     est = [a for e in ESTIMATORS for a in ("-e", e)]
     proc = subprocess.run(
         [sys.executable, "-m", "crbc_viz", "html", SOKOBAN, "--group", GROUP, *est, "-o", str(page)],
@@ -201,6 +182,20 @@ def written(tmp_path_factory) -> Path:
     )
     assert proc.returncode == 0, proc.stderr
     return page
+
+
+def test_static_page_opens_offline_and_shows_the_scored_credit(browser, scored):
+    OUT.mkdir(exist_ok=True)
+    page = _write_page(OUT / "share_page.html")
+    cells, attempted = _open_offline(browser, page, OUT / "share_page.png")
+    assert not attempted, attempted
+    _check_credit(cells, scored)
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory) -> Path:
+    """The page ``crbc-viz html`` writes for the group under two estimators."""
+    return _write_page(tmp_path_factory.mktemp("share") / "share_page.html")
 
 
 @pytest.mark.parametrize("width", (800, 1280, 1440))

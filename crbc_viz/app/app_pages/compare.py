@@ -10,7 +10,14 @@ import streamlit as st
 from crbc_viz.ui import pipeline, view
 from crbc_viz.ui.links import events, export_config
 from crbc_viz.ui.params import DEPTH_OPTIONS, INF_LABEL, current_params, estimator_names, params_to_url
-from crbc_viz.ui.selection import chosen_rollout, rollout_ids, selection_row, set_rollout, step_from_points
+from crbc_viz.ui.selection import (
+    chosen_rollout,
+    rollout_ids,
+    row_table,
+    selection_row,
+    set_rollout,
+    step_from_points,
+)
 from crbc_viz.ui.sidebar import require_selection, set_group
 from crbc_viz.ui.text import cells, md
 from crbc_viz.views.compare import (
@@ -200,12 +207,9 @@ def _groups_table(batch, per: pd.DataFrame) -> None:
         for c in ("spearman", "disagreement"):
             shown[c] = dash_undefined(shown[c])
         tip = "— = undefined: one of the two is constant in this group, so there is no ranking"
-        st.dataframe(
-            cells(shown),
-            hide_index=True,
-            width="stretch",
+        row_table(
+            shown,
             key="cmp_groups",
-            selection_mode="single-row",
             on_select=lambda: _on_group_row(labels),
             column_config={
                 "spearman": st.column_config.TextColumn("spearman", help=tip),

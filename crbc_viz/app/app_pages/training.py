@@ -7,6 +7,7 @@ import streamlit as st
 
 from crbc_viz.ui import pipeline, sources, view
 from crbc_viz.ui.links import page_script
+from crbc_viz.ui.selection import row_table
 from crbc_viz.ui.text import cells, md, md_lines, short_names
 from crbc_viz.views.training import (
     GROUP_COLUMNS,
@@ -157,12 +158,9 @@ def _drill_down(store, groups, run: str, pick, run_key, step_key) -> None:
     gids = [str(x) for x in g["group_id"].tolist()]
     group_key = view.field("tgroup", gids[0], options=gids)
     shown = groups_table(g)
-    st.dataframe(
-        cells(shown),
-        hide_index=True,
-        width="stretch",
+    row_table(
+        shown,
         key="training_groups",
-        selection_mode="single-row",
         on_select=lambda: _pick_row("training_groups", gids, group_key),
         column_config={
             h: st.column_config.Column(h, help=tip)
