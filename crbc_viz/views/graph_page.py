@@ -141,6 +141,10 @@ def page_style(height_px: int, *, fill: bool = False) -> str:
 """
 
 
+#: The height (px) of a canvas that takes its drawing's shape, at least and at most (the page's
+#: script, and the shared view's frames: `crbc_viz.views.share.graphs_html`).
+FIT_CANVAS_PX = (320, 1100)
+
 PAGE_SCRIPT = """
 <script>
 // Tooltips are HTML built in Python with every piece of logged text escaped; vis-network 9
@@ -306,7 +310,7 @@ PAGE_SCRIPT = """
     function shape() {
       if (!(fitRatio > 0)) { return; }
       var box = document.getElementById("mynetwork");
-      var h = Math.round(Math.min(Math.max(box.clientWidth * fitRatio, 320), 1100));
+      var h = Math.round(Math.min(Math.max(box.clientWidth * fitRatio, __FIT_MIN__), __FIT_MAX__));
       box.style.setProperty("height", h + "px", "important");
       box.style.setProperty("flex", "0 0 auto", "important");
       document.body.style.height = "auto";
@@ -508,6 +512,9 @@ PAGE_SCRIPT = """
 })();
 </script>
 """
+PAGE_SCRIPT = PAGE_SCRIPT.replace("__FIT_MIN__", str(FIT_CANVAS_PX[0])).replace(
+    "__FIT_MAX__", str(FIT_CANVAS_PX[1])
+)
 
 
 def credit_meaning(result) -> str:

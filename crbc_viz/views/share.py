@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import CrbcVizError
-from .graph_page import esc
+from .graph_page import FIT_CANVAS_PX, esc
 from .trajectories import outcome_label, trajectory_table
 
 __all__ = ["Shared", "UnknownGroupError", "Provenance", "show", "share", "read_log", "resolve_group"]
@@ -37,9 +37,9 @@ __all__ = ["Shared", "UnknownGroupError", "Provenance", "show", "share", "read_l
 #: Each graph's canvas height (px) in the fragment and the page where the browser cannot size
 #: its frame from its width (no CSS container units); elsewhere the frame takes the drawing's
 #: shape: its canvas as tall as its width × the drawing's height over width, within
-#: `FRAME_CANVAS_PX`, plus `FRAME_HEAD_PX` for the legend row above it.
+#: the page's bounds (`crbc_viz.views.graph_page.FIT_CANVAS_PX`), plus `FRAME_HEAD_PX` for the
+#: legend row above it.
 GRAPH_HEIGHT = 520
-FRAME_CANVAS_PX = (320, 1100)
 FRAME_HEAD_PX = 70
 #: Rows of the per-step credit table at most (a longer group says how many it leaves out).
 MAX_STEP_ROWS = 5000
@@ -370,12 +370,12 @@ def graphs_html(graph, results: dict, *, height_px: int = GRAPH_HEIGHT) -> str:
 
     Each frame takes its drawing's shape with no script in this page (a notebook may strip
     one): its CSS height is its width (``100cqw`` of its box, a size container) × the
-    drawing's height over width (`GraphDrawing.ratio`), within `FRAME_CANVAS_PX`, plus the
+    drawing's height over width (`GraphDrawing.ratio`), within `FIT_CANVAS_PX`, plus the
     legend row; the drawing's canvas fills the frame below that row (``fill_frame``). A
     browser without container units keeps the ``height`` attribute: ``height_px``."""
     from .graph_view import graph_drawing
 
-    lo, hi = FRAME_CANVAS_PX
+    lo, hi = FIT_CANVAS_PX
     out = ["<div class='crbc-graphs'>"]
     for name, res in results.items():
         d = graph_drawing(graph, res, group=0, height_px=height_px, estimator=name, fill_frame=True)
