@@ -167,3 +167,67 @@ def test_masked_and_band_solves_give_the_same_bits(n, per_row):
     solve_masked(A.copy(), b.copy(), mask.copy(), V_mask)
     np.testing.assert_allclose(V_mask, want, rtol=0, atol=1e-12)
     assert np.array_equal(V_mask, V_band)
+
+
+def _brute_force_q(trajs, V, beta):
+    """Q per (anchor, action): β · mean over the pair's steps of V(next), V(SUCCESS) = 1,
+    V(FAILURE) = 0."""
+    total, count = defaultdict(float), defaultdict(int)
+    for anchors, actions, success in trajs:
+        for t, (s, a) in enumerate(zip(anchors, actions)):
+            nxt = V[anchors[t + 1]] if t + 1 < len(anchors) else float(success)
+            total[s, a] += nxt
+            count[s, a] += 1
+    return {k: beta * total[k] / count[k] for k in total}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_many_groups_sharing_anchor_hashes_are_merged_apart(threads):
+    """Groups are run many to a thread, each run reusing one scratch whose hash tables are not
+    cleared between groups: 48 groups of every design above, large and small interleaved, that
+    all use the same anchor hashes (0, 1, 2, ...) and action ids. Each group's V and Q must be
+    its own brute-force solve's: an anchor merged with an earlier group's would not be."""
+    import numba
+
+    rng = np.random.default_rng(7)
+    designs = list(GROUPS.values()) + [([1, 2], True), ([3], False)]  # and two tiny ones
+    groups = []
+    for i in range(48):
+        sizes, loops = (
+            designs[int(rng.integers(len(designs)))] if i else GROUPS["over 64 anchors (the band solve)"]
+        )
+        groups.append(_walks(rng, _design(rng, sizes, loops), int(rng.integers(1, 40)), 80))
+    hashes, actions, traj_off, group_off, success = [], [], [0], [0], []
+    for trajs in groups:
+        for anchors, acts, ok in trajs:
+            hashes += anchors
+            actions += acts
+            traj_off.append(len(hashes))
+            success.append(ok)
+        group_off.append(len(success))
+    arrays = (
+        np.array(hashes, np.uint64),
+        np.array(actions, np.int64),
+        np.array(traj_off),
+        np.array(group_off),
+        np.array(success),
+    )
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        out = crbc_step_credit(*arrays, beta=0.98)
+    finally:
+        numba.set_num_threads(before)
+    lo = 0
+    for g, trajs in enumerate(groups):
+        V, _ = _brute_force_values(trajs, 0.98)
+        Q = _brute_force_q(trajs, V, 0.98)
+        steps = [(s, a) for anchors, acts, _ in trajs for s, a in zip(anchors, acts)]
+        got_v, got_q = out["value"][lo : lo + len(steps)], out["q_value"][lo : lo + len(steps)]
+        lo += len(steps)
+        np.testing.assert_allclose(
+            got_v, [V[s] for s, _ in steps], rtol=0, atol=1e-12, err_msg=f"V, group {g}"
+        )
+        np.testing.assert_allclose(got_q, [Q[k] for k in steps], rtol=0, atol=1e-12, err_msg=f"Q, group {g}")
+    assert lo == len(hashes)
+    assert out["num_nodes"] == sum(len({s for anchors, _, _ in trajs for s in anchors}) for trajs in groups)

@@ -16,7 +16,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .crbc import _nb, _njit, _prange
+from .jit import njit as _njit
+from .jit import numba as _nb
+from .jit import prange as _prange
 
 __all__ = ["graph_gae_bonus_numba", "mean_backup_values_numba", "discounted_suffix_sum_numba"]
 
