@@ -94,25 +94,30 @@ GROUPS = {  # name: (component sizes, self-loops)
 }
 
 
-def _batch(seed):
-    rng = np.random.default_rng(seed)
-    groups = [_walks(rng, _design(rng, sizes, loops), 60, 80) for sizes, loops in GROUPS.values()]
+def _arrays(groups, anchor_id=lambda g, a: a):
+    """The engine's step arrays of ``groups`` (lists of `_walks` trajectories), anchor ``a`` of
+    group ``g`` hashed as ``anchor_id(g, a)``."""
     hashes, actions, traj_off, group_off, success = [], [], [0], [0], []
     for g, trajs in enumerate(groups):
         for anchors, acts, ok in trajs:
-            hashes += [1000 * (g + 1) + a for a in anchors]
+            hashes += [anchor_id(g, a) for a in anchors]
             actions += acts
             traj_off.append(len(hashes))
             success.append(ok)
         group_off.append(len(success))
-    arrays = (
+    return (
         np.array(hashes, np.uint64),
         np.array(actions, np.int64),
         np.array(traj_off),
         np.array(group_off),
         np.array(success),
     )
-    return groups, arrays
+
+
+def _batch(seed):
+    rng = np.random.default_rng(seed)
+    groups = [_walks(rng, _design(rng, sizes, loops), 60, 80) for sizes, loops in GROUPS.values()]
+    return groups, _arrays(groups, lambda g, a: 1000 * (g + 1) + a)
 
 
 @pytest.mark.parametrize("beta", [0.98, 1.0])
@@ -197,21 +202,7 @@ def test_many_groups_sharing_anchor_hashes_are_merged_apart(threads):
             designs[int(rng.integers(len(designs)))] if i else GROUPS["over 64 anchors (the band solve)"]
         )
         groups.append(_walks(rng, _design(rng, sizes, loops), int(rng.integers(1, 40)), 80))
-    hashes, actions, traj_off, group_off, success = [], [], [0], [0], []
-    for trajs in groups:
-        for anchors, acts, ok in trajs:
-            hashes += anchors
-            actions += acts
-            traj_off.append(len(hashes))
-            success.append(ok)
-        group_off.append(len(success))
-    arrays = (
-        np.array(hashes, np.uint64),
-        np.array(actions, np.int64),
-        np.array(traj_off),
-        np.array(group_off),
-        np.array(success),
-    )
+    arrays = _arrays(groups)  # every group numbers its anchors 0, 1, 2, ...
     before = numba.get_num_threads()
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     try:
@@ -229,5 +220,5 @@ def test_many_groups_sharing_anchor_hashes_are_merged_apart(threads):
             got_v, [V[s] for s, _ in steps], rtol=0, atol=1e-12, err_msg=f"V, group {g}"
         )
         np.testing.assert_allclose(got_q, [Q[k] for k in steps], rtol=0, atol=1e-12, err_msg=f"Q, group {g}")
-    assert lo == len(hashes)
+    assert lo == arrays[0].size
     assert out["num_nodes"] == sum(len({s for anchors, _, _ in trajs for s in anchors}) for trajs in groups)
