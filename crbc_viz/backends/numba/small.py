@@ -215,9 +215,8 @@ def small_group(g, steps, params, out, sc):
     solve_masked(sc.A, sc.rhs[:n], sc.mask[:n], sc.v[:n])
     out.residual[g] = small_q(steps, t_lo, t_hi, sc, n, npairs, params.beta)
     V, Q, node = sc.value[:n], sc.q[:npairs], sc.node[:n_steps]
-    grp = Group(
-        t_lo, t_hi, lo, node, sc.pair, node, sc.visits, sc.pcount[:npairs], sc.pnode, nact
-    )  # nxt unread
+    # (the Group's ``nxt`` is not read by `pair_credit` or `write_steps`: ``node`` stands in)
+    grp = Group(t_lo, t_hi, lo, node, sc.pair, node, sc.visits, sc.pcount[:npairs], sc.pnode, nact)
     pair_credit(params, grp, V, Q, sc.work, sc.credit)
     write_steps(steps, params, grp, V, Q, sc.credit, out)
     return True
