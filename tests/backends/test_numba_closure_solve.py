@@ -189,10 +189,13 @@ def _brute_force_q(trajs, V, beta):
 @pytest.mark.parametrize("threads", [1, 2])
 def test_many_groups_sharing_anchor_hashes_are_merged_apart(threads):
     """Groups are run many to a thread, each run reusing one scratch whose hash tables are not
-    cleared between groups: 48 groups of every design above, large and small interleaved, that
-    all use the same anchor hashes (0, 1, 2, ...) and action ids. Each group's V and Q must be
+    cleared between groups: 48 groups of every design above, large and small interleaved (one
+    of over `SCRATCH_MAX_STEPS` steps among them), that all use the same anchor hashes
+    (0, 1, 2, ...) and action ids. Each group's V and Q must be
     its own brute-force solve's: an anchor merged with an earlier group's would not be."""
     import numba
+
+    from crbc_viz.backends.numba.small import SCRATCH_MAX_STEPS
 
     rng = np.random.default_rng(7)
     designs = list(GROUPS.values()) + [([1, 2], True), ([3], False)]  # and two tiny ones
@@ -202,6 +205,9 @@ def test_many_groups_sharing_anchor_hashes_are_merged_apart(threads):
             designs[int(rng.integers(len(designs)))] if i else GROUPS["over 64 anchors (the band solve)"]
         )
         groups.append(_walks(rng, _design(rng, sizes, loops), int(rng.integers(1, 40)), 80))
+    # a group of few anchors but over `SCRATCH_MAX_STEPS` steps (it skips the scratch)
+    groups[20] = _walks(rng, _design(rng, [2, 3], True), 8000, 80)
+    assert sum(len(anchors) for anchors, _, _ in groups[20]) > SCRATCH_MAX_STEPS
     arrays = _arrays(groups)  # every group numbers its anchors 0, 1, 2, ...
     before = numba.get_num_threads()
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
@@ -222,3 +228,30 @@ def test_many_groups_sharing_anchor_hashes_are_merged_apart(threads):
         np.testing.assert_allclose(got_q, [Q[k] for k in steps], rtol=0, atol=1e-12, err_msg=f"Q, group {g}")
     assert lo == arrays[0].size
     assert out["num_nodes"] == sum(len({s for anchors, _, _ in trajs for s in anchors}) for trajs in groups)
+
+
+def test_a_group_longer_than_the_scratch_is_refused_untouched():
+    """`small_group` runs a group only in a scratch made for at least its steps (numba checks no
+    bounds, so a longer group would write past the scratch's arrays): one step short, it
+    refuses, writing nothing; made to fit, it writes the brute-force solve's V."""
+    from crbc_viz.backends.numba.crbc import KernelParams, Outputs, Steps
+    from crbc_viz.backends.numba.small import scratch, small_group
+    from crbc_viz.ops.checks import check_step_arrays
+    from crbc_viz.ops.segments import F64_EPS, SPREAD_ULPS
+
+    rng = np.random.default_rng(3)
+    trajs = _walks(rng, _design(rng, [3, 2], True), 30, 80)
+    arrays = _arrays([trajs])
+    S = arrays[0].size
+    steps = Steps(*check_step_arrays(*arrays, caller="test"))
+    params = KernelParams(0.98, True, 0, 0.0, 0.0, 1.0, 2, 1024, SPREAD_ULPS * F64_EPS)
+    out = Outputs(
+        *(np.full(S, np.nan) for _ in range(4)), np.zeros(1, np.int8), np.zeros(1), np.zeros((1, 2), np.int64)
+    )
+    assert not small_group(0, steps, params, out, scratch(S - 1))
+    assert np.isnan(np.stack(out[:4])).all() and not out.node_stats.any()
+    assert small_group(0, steps, params, out, scratch(S))
+    V, _ = _brute_force_values(trajs, 0.98)
+    np.testing.assert_allclose(
+        out.value, [V[s] for anchors, _, _ in trajs for s in anchors], rtol=0, atol=1e-12
+    )

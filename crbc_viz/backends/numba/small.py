@@ -198,10 +198,12 @@ def small_q(steps, t_lo, t_hi, sc, n, npairs, beta):
 def small_group(g, steps, params, out, sc):
     """Group ``g`` whole in the scratch (exact closure, anchors ≤ `MASK_MAX`): merge,
     `solve_masked`, Q, credit. Returns False, having written nothing, for a group of more
-    anchors (`group_kernel` then runs it)."""
+    anchors or more steps than the scratch holds (`group_kernel` then runs it)."""
     t_lo, t_hi = steps.group_traj_off[g], steps.group_traj_off[g + 1]
     lo = steps.traj_off[t_lo]
     n_steps = steps.traj_off[t_hi] - lo
+    if n_steps > sc.node.shape[0]:  # made for smaller groups (numba checks no bounds)
+        return False
     n, npairs = merge_small(steps, lo, n_steps, sc, g + 1)
     if n > MASK_MAX:
         return False
@@ -222,17 +224,26 @@ def small_group(g, steps, params, out, sc):
     return True
 
 
+#: Groups of more steps than this skip the scratch (`group_run`): its tables are sized by the
+#: run's largest group, and a group this long gains nothing from sharing them.
+SCRATCH_MAX_STEPS = 1 << 16
+
+
 @njit(cache=True, nogil=True)
 def group_run(g_lo, g_hi, steps, params, out):
     """Groups ``[g_lo, g_hi)`` in turn: the exact closure of a group of up to `MASK_MAX`
-    anchors in one `Scratch` made for the run's largest group, any other by `group_kernel`."""
+    anchors and `SCRATCH_MAX_STEPS` steps in one `Scratch` made for the largest such group of
+    the run (~160 bytes a step), any other by `group_kernel`."""
     traj_off, gto = steps.traj_off, steps.group_traj_off
     max_steps = 0
     for g in range(g_lo, g_hi):
-        max_steps = max(max_steps, traj_off[gto[g + 1]] - traj_off[gto[g]])
+        n_steps = traj_off[gto[g + 1]] - traj_off[gto[g]]
+        if n_steps <= SCRATCH_MAX_STEPS:
+            max_steps = max(max_steps, n_steps)
     sc = scratch(max_steps)
     for g in range(g_lo, g_hi):
-        if traj_off[gto[g + 1]] == traj_off[gto[g]]:
+        n_steps = traj_off[gto[g + 1]] - traj_off[gto[g]]
+        if n_steps == 0:
             continue
         if not (params.depth_inf and small_group(g, steps, params, out, sc)):
             group_kernel(g, steps, params, out)
