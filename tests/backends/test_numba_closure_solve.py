@@ -195,7 +195,7 @@ def test_many_groups_sharing_anchor_hashes_are_merged_apart(threads):
     its own brute-force solve's: an anchor merged with an earlier group's would not be."""
     import numba
 
-    from crbc_viz.backends.numba.small import SCRATCH_MAX_STEPS
+    from crbc_viz.backends.numba.scratch import SCRATCH_MAX_STEPS
 
     rng = np.random.default_rng(7)
     designs = list(GROUPS.values()) + [([1, 2], True), ([3], False)]  # and two tiny ones
@@ -231,11 +231,11 @@ def test_many_groups_sharing_anchor_hashes_are_merged_apart(threads):
 
 
 def test_a_group_longer_than_the_scratch_is_refused_untouched():
-    """`small_group` runs a group only in a scratch made for at least its steps (numba checks no
+    """`scratch_group` runs a group only in a scratch made for at least its steps (numba checks no
     bounds, so a longer group would write past the scratch's arrays): one step short, it
     refuses, writing nothing; made to fit, it writes the brute-force solve's V."""
     from crbc_viz.backends.numba.crbc import KernelParams, Outputs, Steps
-    from crbc_viz.backends.numba.small import scratch, small_group
+    from crbc_viz.backends.numba.scratch import scratch, scratch_group
     from crbc_viz.ops.checks import check_step_arrays
     from crbc_viz.ops.segments import F64_EPS, SPREAD_ULPS
 
@@ -248,9 +248,9 @@ def test_a_group_longer_than_the_scratch_is_refused_untouched():
     out = Outputs(
         *(np.full(S, np.nan) for _ in range(4)), np.zeros(1, np.int8), np.zeros(1), np.zeros((1, 2), np.int64)
     )
-    assert not small_group(0, steps, params, out, scratch(S - 1))
+    assert not scratch_group(0, steps, params, out, scratch(S - 1))
     assert np.isnan(np.stack(out[:4])).all() and not out.node_stats.any()
-    assert small_group(0, steps, params, out, scratch(S))
+    assert scratch_group(0, steps, params, out, scratch(S))
     V, _ = _brute_force_values(trajs, 0.98)
     np.testing.assert_allclose(
         out.value, [V[s] for anchors, _, _ in trajs for s in anchors], rtol=0, atol=1e-12

@@ -8,11 +8,12 @@ elimination without pivoting is stable), then Q, the gated σ-normalised credit 
 advantage are written per step. Groups larger than ``dense_max`` anchors are solved by
 SciPy's sparse LU after the kernel (the numpy reference's path: no dense n² matrix).
 
-The groups are cut into runs of consecutive groups, a few per thread (`all_groups`). A run's
-groups of up to `MASK_MAX` anchors at the exact depth (workload b's: ~35 anchors, ~300 steps)
-take `small_group`: one `Scratch` per run holds every table, so nothing is allocated or
-cleared per group, and one hash probe per step finds the (anchor, action) pair. Any other
-group takes `group_kernel` (its own arrays, the band solve or the finite-depth backups).
+The groups are cut into runs of consecutive groups, a few per thread (`all_groups`). At the
+exact depth a run's groups of up to `SCRATCH_MAX_STEPS` steps take `scratch_group`: one
+`Scratch` per run holds every table, so nothing is allocated or cleared per group, and one
+hash probe per step finds the (anchor, action) pair; a group of up to `MASK_MAX` anchors
+(workload b's: ~35 anchors, ~300 steps) is solved in the scratch too. Any other group takes
+`group_kernel` (its own arrays; the band solve, or the finite-depth backups).
 
 numba compiles this on first use (cached on disk). Without numba the module still imports and
 `crbc_step_credit` raises ImportError, but `crbc_viz.api.score` never gets that far:
@@ -32,7 +33,7 @@ from ...ops.segments import F64_EPS, SPREAD_ULPS
 from ..checks import check_engine_params
 from .group import MASK_MAX, KernelParams, Outputs, Steps, solve_band, solve_masked
 from .jit import njit, numba, prange
-from .small import group_run
+from .scratch import group_run
 
 __all__ = ["crbc_step_credit", "run_checked", "DENSE_MAX", "MASK_MAX", "Steps", "solve_band", "solve_masked"]
 

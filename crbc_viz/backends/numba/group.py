@@ -2,7 +2,7 @@
 (`merge_group`), the closure's dense matrix and its two solves (`solve_masked` on the rows'
 nonzero bits for up to `MASK_MAX` anchors, `solve_band` beyond), the finite-depth backups,
 and the credit and per-step outputs (`pair_credit`, `write_steps`), which the scratch path
-(`crbc_viz.backends.numba.small`) shares."""
+(`crbc_viz.backends.numba.scratch`) shares."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ class Outputs(NamedTuple):
 
 
 class Group(NamedTuple):
-    """One group merged, in group-local ids (built by `merge_group`; `small_group` makes one of
+    """One group merged, in group-local ids (built by `merge_group`; `scratch_group` makes one of
     its `Scratch`'s views for `pair_credit` and `write_steps`, which do not read ``nxt``)."""
 
     t_lo: int  # trajectories [t_lo, t_hi)
@@ -400,22 +400,23 @@ def write_credit(steps, params, grp, V, Q, out):
     write_steps(steps, params, grp, V, Q, credit, out)
 
 
-@njit(cache=True, nogil=True)
-def group_kernel(g, steps, params, out):
-    """Group ``g`` whole: merge, values (exact closure or ``depth`` backups), credit. A group
-    over ``params.dense_max`` anchors is only flagged in ``out.large``."""
-    t_lo, t_hi = steps.group_traj_off[g], steps.group_traj_off[g + 1]
-    if steps.traj_off[t_hi] == steps.traj_off[t_lo]:
-        return
-    grp = merge_group(steps, t_lo, t_hi)
-    nact = grp.nact
-    n = nact.shape[0]
+@njit(cache=True, nogil=True, inline="always")
+def anchor_stats(g, params, out, nact, n):
+    """Anchors merged and anchors gated (fewer than ``min_actions`` actions) of group ``g``."""
     gated = 0
     for i in range(n):
         if nact[i] < params.min_actions:
             gated += 1
     out.node_stats[g, 0] = n
     out.node_stats[g, 1] = gated
+
+
+@njit(cache=True, nogil=True, inline="always")
+def values_and_credit(g, steps, params, out, grp):
+    """A merged group's values (exact closure or ``depth`` backups) and credit. A group over
+    ``params.dense_max`` anchors is only flagged in ``out.large``."""
+    n = grp.nact.shape[0]
+    anchor_stats(g, params, out, grp.nact, n)
     if params.depth_inf:
         if n > params.dense_max:
             out.large[g] = 1
@@ -425,3 +426,12 @@ def group_kernel(g, steps, params, out):
     else:
         V, Q = backed_up_values(steps, grp, params.beta, params.depth)
     write_credit(steps, params, grp, V, Q, out)
+
+
+@njit(cache=True, nogil=True)
+def group_kernel(g, steps, params, out):
+    """Group ``g`` whole in its own arrays: `merge_group`, then `values_and_credit`."""
+    t_lo, t_hi = steps.group_traj_off[g], steps.group_traj_off[g + 1]
+    if steps.traj_off[t_hi] == steps.traj_off[t_lo]:
+        return
+    values_and_credit(g, steps, params, out, merge_group(steps, t_lo, t_hi))

@@ -1,7 +1,8 @@
-"""The compiled engine's path for groups of up to `MASK_MAX` anchors at the exact depth
-(`small_group`): every table lives in one `Scratch` per run of groups (`group_run`), so
-nothing is allocated per group nor any hash table cleared, and one hash probe per step finds
-the (anchor, action) pair."""
+"""The compiled engine's path for groups at the exact depth (`scratch_group`): every table
+lives in one `Scratch` per run of groups (`group_run`), so nothing is allocated per group nor
+any hash table cleared, and one hash probe per step finds the (anchor, action) pair. A group
+of up to `MASK_MAX` anchors is solved in the scratch too (`small_matrix`, `solve_masked`); a
+larger one takes the merged arrays on to `crbc_viz.backends.numba.group.values_and_credit`."""
 
 from __future__ import annotations
 
@@ -10,12 +11,21 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .group import MASK_MAX, Group, group_kernel, pair_credit, solve_masked, write_steps
+from .group import (
+    MASK_MAX,
+    Group,
+    anchor_stats,
+    group_kernel,
+    pair_credit,
+    solve_masked,
+    values_and_credit,
+    write_steps,
+)
 from .jit import lowest_bit, njit
 
 
 class Scratch(NamedTuple):
-    """One worker's tables for groups of up to `MASK_MAX` anchors, made once per run of groups
+    """One worker's tables for a run of groups, made once per run
     (`scratch`) and reused group after group: nothing is allocated per group, and the hash
     tables mark their live slots with the group's stamp instead of being cleared."""
 
@@ -32,8 +42,9 @@ class Scratch(NamedTuple):
     pcount: np.ndarray  # [steps] float64 N(s, a)
     q: np.ndarray  # [steps] float64 Q(s, a)
     credit: np.ndarray  # [steps] float64 credit of each pair
-    visits: np.ndarray  # [MASK_MAX] float64 N(s)
-    nact: np.ndarray  # [MASK_MAX] int64 distinct actions of each anchor
+    nxt: np.ndarray  # [steps] next anchor of each step, −1 SUCCESS, −2 FAILURE (over `MASK_MAX` anchors)
+    visits: np.ndarray  # [steps] float64 N(s)
+    nact: np.ndarray  # [steps] int64 distinct actions of each anchor
     mask: np.ndarray  # [MASK_MAX] uint64 nonzero columns of each row of A
     rhs: np.ndarray  # [MASK_MAX] float64
     v: np.ndarray  # [MASK_MAX] float64 V in the matrix's (reverse) order
@@ -65,8 +76,9 @@ def scratch(max_steps):
         np.empty(max_steps, np.float64),
         np.empty(max_steps, np.float64),
         np.empty(max_steps, np.float64),
-        np.empty(m, np.float64),
-        np.empty(m, np.int64),
+        np.empty(max_steps, np.int64),
+        np.empty(max_steps, np.float64),
+        np.empty(max_steps, np.int64),
         np.empty(m, np.uint64),
         np.empty(m, np.float64),
         np.empty(m, np.float64),
@@ -95,7 +107,7 @@ def small_anchor(nkey, nval, nstamp, h, n, stamp, shift):
 def merge_small(steps, lo, n_steps, sc, stamp):
     """`merge_group` into the scratch, one probe per step: (anchor hash, action) pairs are
     looked up first, the anchor only when the pair is new. Ids in first-occurrence order, as
-    `merge_group`'s. Returns ``(anchors, pairs)``; stops early with anchors > `MASK_MAX`."""
+    `merge_group`'s. Returns ``(anchors, pairs)``."""
     hashes, actions = steps.hashes, steps.actions
     pkey, pact, pval, pstamp = sc.pkey, sc.pact, sc.pval, sc.pstamp
     nkey, nval, nstamp = sc.nkey, sc.nval, sc.nstamp
@@ -117,8 +129,6 @@ def merge_small(steps, lo, n_steps, sc, stamp):
         else:
             s, m = small_anchor(nkey, nval, nstamp, h, n, stamp, shift)
             if m > n:  # a new anchor
-                if m > MASK_MAX:
-                    return m, npairs
                 visits[s] = 0.0
                 nact[s] = 0
                 n = m
@@ -195,30 +205,47 @@ def small_q(steps, t_lo, t_hi, sc, n, npairs, beta):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def small_group(g, steps, params, out, sc):
-    """Group ``g`` whole in the scratch (exact closure, anchors ≤ `MASK_MAX`): merge,
-    `solve_masked`, Q, credit. Returns False, having written nothing, for a group of more
-    anchors or more steps than the scratch holds (`group_kernel` then runs it)."""
+def successors(steps, t_lo, t_hi, sc, n_steps):
+    """``nxt`` of `merge_group` in the scratch: each step's next anchor, −1 after the last
+    step of a success, −2 of a failure."""
+    traj_off, success, node, nxt = steps.traj_off, steps.success, sc.node, sc.nxt
+    lo = traj_off[t_lo]
+    for t in range(t_lo, t_hi):
+        a, b = traj_off[t] - lo, traj_off[t + 1] - lo
+        for k in range(a, b - 1):
+            nxt[k] = node[k + 1]
+        nxt[b - 1] = -1 if success[t] else -2
+    return nxt[:n_steps]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def scratch_group(g, steps, params, out, sc):
+    """Group ``g`` at the exact depth, merged in the scratch (`merge_small`): a group of up to
+    `MASK_MAX` anchors is solved there too (`small_matrix`, `solve_masked`, `small_q`), a larger
+    one's merged arrays — `merge_group`'s, the same ids — go on to `values_and_credit`. Returns
+    False, having written nothing, for a group of more steps than the scratch holds
+    (`group_kernel` then runs it)."""
     t_lo, t_hi = steps.group_traj_off[g], steps.group_traj_off[g + 1]
     lo = steps.traj_off[t_lo]
     n_steps = steps.traj_off[t_hi] - lo
     if n_steps > sc.node.shape[0]:  # made for smaller groups (numba checks no bounds)
         return False
     n, npairs = merge_small(steps, lo, n_steps, sc, g + 1)
+    node, pcount, nact = sc.node[:n_steps], sc.pcount[:npairs], sc.nact[:n]
     if n > MASK_MAX:
-        return False
-    nact, gated = sc.nact, 0
-    for i in range(n):
-        if nact[i] < params.min_actions:
-            gated += 1
-    out.node_stats[g, 0] = n
-    out.node_stats[g, 1] = gated
+        nxt = successors(steps, t_lo, t_hi, sc, n_steps)
+        grp = Group(
+            t_lo, t_hi, lo, node, sc.pair[:n_steps], nxt, sc.visits[:n], pcount, sc.pnode[:npairs], nact
+        )
+        values_and_credit(g, steps, params, out, grp)
+        return True
+    anchor_stats(g, params, out, nact, n)
     small_matrix(steps, t_lo, t_hi, sc, n, params.beta)
     solve_masked(sc.A, sc.rhs[:n], sc.mask[:n], sc.v[:n])
     out.residual[g] = small_q(steps, t_lo, t_hi, sc, n, npairs, params.beta)
-    V, Q, node = sc.value[:n], sc.q[:npairs], sc.node[:n_steps]
+    V, Q = sc.value[:n], sc.q[:npairs]
     # (the Group's ``nxt`` is not read by `pair_credit` or `write_steps`: ``node`` stands in)
-    grp = Group(t_lo, t_hi, lo, node, sc.pair, node, sc.visits, sc.pcount[:npairs], sc.pnode, nact)
+    grp = Group(t_lo, t_hi, lo, node, sc.pair, node, sc.visits, pcount, sc.pnode, nact)
     pair_credit(params, grp, V, Q, sc.work, sc.credit)
     write_steps(steps, params, grp, V, Q, sc.credit, out)
     return True
@@ -231,9 +258,9 @@ SCRATCH_MAX_STEPS = 1 << 16
 
 @njit(cache=True, nogil=True)
 def group_run(g_lo, g_hi, steps, params, out):
-    """Groups ``[g_lo, g_hi)`` in turn: the exact closure of a group of up to `MASK_MAX`
-    anchors and `SCRATCH_MAX_STEPS` steps in one `Scratch` made for the largest such group of
-    the run (~160 bytes a step), any other by `group_kernel`."""
+    """Groups ``[g_lo, g_hi)`` in turn: a group of up to `SCRATCH_MAX_STEPS` steps at the exact
+    depth by `scratch_group`, in one `Scratch` made for the largest such group of the run
+    (~180 bytes a step), any other by `group_kernel`."""
     traj_off, gto = steps.traj_off, steps.group_traj_off
     max_steps = 0
     for g in range(g_lo, g_hi):
@@ -245,5 +272,5 @@ def group_run(g_lo, g_hi, steps, params, out):
         n_steps = traj_off[gto[g + 1]] - traj_off[gto[g]]
         if n_steps == 0:
             continue
-        if not (params.depth_inf and small_group(g, steps, params, out, sc)):
+        if not (params.depth_inf and scratch_group(g, steps, params, out, sc)):
             group_kernel(g, steps, params, out)
