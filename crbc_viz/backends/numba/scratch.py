@@ -25,9 +25,9 @@ from .jit import lowest_bit, njit
 
 
 class Scratch(NamedTuple):
-    """One worker's tables for a run of groups, made once per run
-    (`scratch`) and reused group after group: nothing is allocated per group, and the hash
-    tables mark their live slots with the group's stamp instead of being cleared."""
+    """One worker's tables for a run of groups, made once per run (`scratch`) and reused
+    group after group: nothing is allocated per group, and the hash tables mark their live
+    slots with the group's stamp instead of being cleared."""
 
     pkey: np.ndarray  # [cap] uint64 anchor hash of a (hash, action) slot
     pact: np.ndarray  # [cap] int64 its action
