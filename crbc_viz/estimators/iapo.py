@@ -104,7 +104,6 @@ def _read_rollout(graph: AnchorGraph, lo: int, hi: int, cols: dict):
     sup: set[tuple[int, int]] = set()
     fail: set[tuple[int, int]] = set()
     for k, s in enumerate(range(lo, hi)):
-        where = step_location(graph, s)
         n = cols["num_tokens"][s]
         if (
             is_missing(n)
@@ -114,12 +113,14 @@ def _read_rollout(graph: AnchorGraph, lo: int, hi: int, cols: dict):
             or n < 1
         ):
             raise EstimatorInputError(
-                f"iapo: field 'num_tokens' must be an integer >= 1, got {shown(n)} at {where}"
+                f"iapo: field 'num_tokens' must be an integer >= 1, got {shown(n)} at {step_location(graph, s)}"
             )
         L[k] = float(n)
         v = cols["is_error"][s]
         if not isinstance(v, (bool, np.bool_)) and not (isinstance(v, (int, np.integer)) and v in (0, 1)):
-            raise EstimatorInputError(f"iapo: field 'is_error' must be true/false, got {shown(v)} at {where}")
+            raise EstimatorInputError(
+                f"iapo: field 'is_error' must be true/false, got {shown(v)} at {step_location(graph, s)}"
+            )
         err[k] = bool(v)
         if cols["direct_inputs"] is not None:
             u = cols["direct_inputs"][s]
@@ -131,7 +132,7 @@ def _read_rollout(graph: AnchorGraph, lo: int, hi: int, cols: dict):
                     or u < 0
                 ):
                     raise EstimatorInputError(
-                        f"iapo: field 'direct_inputs' must be an integer >= 0, got {shown(u)} at {where}"
+                        f"iapo: field 'direct_inputs' must be an integer >= 0, got {shown(u)} at {step_location(graph, s)}"
                     )
                 direct[k] = float(u)
         edges = cols["influence_edges"][s]
@@ -141,13 +142,13 @@ def _read_rollout(graph: AnchorGraph, lo: int, hi: int, cols: dict):
             edges = edges.tolist()
         if not isinstance(edges, (list, tuple)):
             raise EstimatorInputError(
-                f"iapo: field 'influence_edges' must be a list, got {shown(edges)} at {where}"
+                f"iapo: field 'influence_edges' must be a list, got {shown(edges)} at {step_location(graph, s)}"
             )
         for ed in edges:
             if not isinstance(ed, dict) or "to" not in ed or "type" not in ed:
                 raise EstimatorInputError(
                     f"iapo: field 'influence_edges' items must be {{'to', 'type'}} "
-                    f"objects, got {shown(ed)} at {where}"
+                    f"objects, got {shown(ed)} at {step_location(graph, s)}"
                 )
             to, typ = ed["to"], str(ed["type"]).strip().lower()
             if (
@@ -157,7 +158,7 @@ def _read_rollout(graph: AnchorGraph, lo: int, hi: int, cols: dict):
             ):
                 raise EstimatorInputError(
                     f"iapo: field 'influence_edges' target {shown(to)} must be a later "
-                    f"step_idx of the same rollout ({k + 1}..{T - 1}) at {where}"
+                    f"step_idx of the same rollout ({k + 1}..{T - 1}) at {step_location(graph, s)}"
                 )
             if typ in _SUPPORT:
                 sup.add((k, int(to)))
@@ -166,7 +167,7 @@ def _read_rollout(graph: AnchorGraph, lo: int, hi: int, cols: dict):
             else:
                 raise EstimatorInputError(
                     f"iapo: field 'influence_edges' type {shown(ed['type'])} must be "
-                    f"'support' or 'failed' at {where}"
+                    f"'support' or 'failed' at {step_location(graph, s)}"
                 )
     for i, _ in fail:
         if not err[i]:

@@ -115,8 +115,8 @@ def rubric_rewards(
     active = b.steps["rubric_active"].to_numpy(dtype=object)
     rF = np.zeros(b.num_steps)
     rB = np.zeros(b.num_steps)
-    for lo, hi in zip(b.traj_offsets[:-1], b.traj_offsets[1:]):
-        g = int(b.step_group[lo])
+    for t, (lo, hi) in enumerate(zip(b.traj_offsets[:-1], b.traj_offsets[1:])):
+        g = int(b.traj_group[t])
         rub, w = rubrics[g], item_w[g]
         covered: set[str] = set()
         for s in range(lo, hi):

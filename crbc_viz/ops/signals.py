@@ -31,7 +31,7 @@ def step_location(graph: AnchorGraph, s: int) -> str:
     """ "group 'run/step/gid', traj 'tid', step k" of step row ``s``."""
     b = graph.batch
     return (
-        f"group '{b.group_label(int(b.step_group[s]))}', traj "
+        f"group '{b.group_label(int(b.traj_group[b.step_traj[s]]))}', traj "
         f"'{b.steps['traj_id'].iat[s]}', step {int(b.steps['step_idx'].iat[s])}"
     )
 

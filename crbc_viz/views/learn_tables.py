@@ -195,7 +195,8 @@ def combination_steps(graph: AnchorGraph, res, pick: str | None, w_step: float):
         t = names.index(pick)
         steps = np.arange(b.traj_offsets[t], b.traj_offsets[t + 1])
     acts = b.steps["action"].fillna("").astype(str).to_numpy()
-    labels = [f"{ids[s]} step {int(b.step_pos[s])} · {acts[s][:12]}" for s in steps]
+    pos = b.step_pos
+    labels = [f"{ids[s]} step {int(pos[s])} · {acts[s][:12]}" for s in steps]
     step_term = w_step * res.credit[steps]
     return labels, res.advantage[steps] - step_term, step_term
 

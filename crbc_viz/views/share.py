@@ -403,7 +403,8 @@ def step_table(graph, results: dict, *, max_rows: int = MAX_STEP_ROWS) -> str:
     b = graph.batch
     steps = b.steps
     ids = steps["traj_id"].astype(str).to_numpy()
-    idx = steps["step_idx"].to_numpy() if "step_idx" in steps else b.step_pos
+    pos = b.step_pos
+    idx = steps["step_idx"].to_numpy() if "step_idx" in steps else pos
     acts = steps["action"].fillna("").astype(str).to_numpy() if "action" in steps else None
     rewards = steps["reward"].to_numpy(dtype=np.float64)
     lo = int(graph.group_node_offsets[0])
@@ -425,7 +426,7 @@ def step_table(graph, results: dict, *, max_rows: int = MAX_STEP_ROWS) -> str:
         )
         rows.append(
             f"<tr data-crbc-traj='{esc(ids[s])}' data-crbc-step-idx='{int(idx[s])}'>"
-            f"<td>{esc(ids[s])}</td><td>{int(b.step_pos[s])}</td><td>{int(idx[s])}</td>"
+            f"<td>{esc(ids[s])}</td><td>{int(pos[s])}</td><td>{int(idx[s])}</td>"
             f"<td title='{esc(act)}'>{esc(short)}</td><td>s{int(graph.step_node[s]) - lo}</td>"
             f"<td class='num'>{rewards[s]:.4g}</td><td>{esc(outcome_label(graph, t))}</td>{cells}</tr>"
         )

@@ -223,12 +223,13 @@ def step_frame(
     """One row per step (of ``group``, or all): ids, position, action, outcome, and
     ``column`` (``credit``, ``advantage``, ``value`` or ``q_value``) of each estimator."""
     b = graph.batch
-    idx = np.arange(b.num_steps) if group is None else np.flatnonzero(b.step_group == group)
+    step_group = b.step_group
+    idx = np.arange(b.num_steps) if group is None else np.flatnonzero(step_group == group)
     steps = b.steps
     df = pd.DataFrame(
         {
             "step": idx,
-            "group": b.step_group[idx],
+            "group": step_group[idx],
             "traj_id": steps["traj_id"].astype(str).to_numpy()[idx],
             "t": b.step_pos[idx],
             "action": (
@@ -237,7 +238,7 @@ def step_frame(
                 else np.full(idx.size, "")
             ),
             "anchor": [
-                f"s{int(graph.step_node[i] - graph.group_node_offsets[b.step_group[i]])}" for i in idx
+                f"s{k}" for k in (graph.step_node - graph.group_node_offsets[step_group])[idx].tolist()
             ],
             "success": b.traj_success[b.step_traj[idx]],
         }

@@ -337,7 +337,7 @@ class Explainer:
             s_expr = "0 (the Q(s, ·) agree within the round-off of the solve: no spread to credit)"
         else:
             s_expr = f"{_n(adv_inf, True)} / max({_n(sig)}, σ_min = {float(p.sigma_min):g}) = {_n(adv_inf, True)} / {_n(denom)}"
-        a_traj, g_expr = self.group_adv(int(g.batch.step_group[s0]))
+        a_traj, g_expr = self.group_adv(int(g.batch.traj_group[g.batch.step_traj[s0]]))
         a_g = a_traj[g.batch.step_traj[steps]]
         final = float(p.w_group) * a_g + float(p.w_step) * a_s
         lines = [
@@ -575,7 +575,7 @@ class Explainer:
                 "A_G",
                 "A^E_i (per rollout, in the table)",
                 self.adv_expr(
-                    int(g.batch.step_group[s0]),
+                    int(g.batch.traj_group[g.batch.step_traj[s0]]),
                     norm="mean" if p.mode == "mean_norm" else "std",
                     stats=p.episode_stats,
                     outcome=p.outcome,
