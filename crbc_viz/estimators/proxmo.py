@@ -17,7 +17,7 @@ from ..ops.signals import action_invalid
 from ..result import CreditResult
 from .registry import EstimatorSpec, param, register
 
-__all__ = ["ProxMOParams", "proxmo", "tfidf_vectors", "psc_weight", "step_texts"]
+__all__ = ["ProxMOParams", "proxmo", "tfidf_vectors", "psc_weight", "step_texts", "similarity_pairs"]
 
 #: scikit-learn's default ``token_pattern`` (the authors' ``TfidfVectorizer(max_features=1024)``).
 TOKEN = re.compile(r"(?u)\b\w\w+\b")
@@ -93,6 +93,22 @@ def step_texts(graph: AnchorGraph) -> np.ndarray:
         ],
         dtype=object,
     )
+
+
+def similarity_pairs(graph: AnchorGraph) -> tuple[int, int, int]:
+    """What ProxMO's soft baseline compares: ``(pairs, group, texts)`` with ``pairs`` = Σ over
+    groups of (distinct step texts)², the similarity entries its softmax reads (every one where
+    the texts share common words), and the group with the most distinct ``texts``. The cost of
+    `proxmo` grows with ``pairs``: ~10⁸ take a few seconds on one core."""
+    b = graph.batch
+    if b.num_steps == 0:
+        return 0, 0, 0
+    order = np.argsort(b.step_group, kind="stable")
+    texts = step_texts(graph)[order]
+    bounds = np.searchsorted(b.step_group[order], np.arange(b.num_groups + 1))
+    distinct = np.array([len(set(texts[lo:hi].tolist())) for lo, hi in zip(bounds[:-1], bounds[1:])])
+    g = int(np.argmax(distinct))
+    return int(np.dot(distinct, distinct)), g, int(distinct[g])
 
 
 def tfidf_vectors(docs: list[str], weights: np.ndarray, max_features: int):

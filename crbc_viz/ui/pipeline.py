@@ -46,6 +46,8 @@ __all__ = [
     "params_key",
     "run_label",
     "DEPTH_MAX_PAIRS",
+    "PROXMO_MAX_PAIRS",
+    "work_refusal",
     "verification",
     "anchor_preview",
 ]
@@ -160,8 +162,37 @@ def group_graph(digest: str, _path: str, group: int):
     return build_graph(load_batch(digest, _path).select_groups([group]))
 
 
+#: ProxMO is computed in a page view up to this many text pairs (``$CRBC_VIZ_PROXMO_MAX_PAIRS``):
+#: its softmax compares every two distinct step texts of a group (`similarity_pairs`), so a
+#: group of 10,000 texts that share words takes ~3 s, one of 100,000 minutes.
+PROXMO_MAX_PAIRS = 100_000_000
+ENV_PROXMO_MAX_PAIRS = "CRBC_VIZ_PROXMO_MAX_PAIRS"
+
+
+def work_refusal(graph, estimator: str) -> str | None:
+    """Why ``estimator`` is not run on ``graph`` in a page view (None when it is): ProxMO past
+    `PROXMO_MAX_PAIRS` text pairs; the shared server would spend minutes on one request."""
+    if estimator != "proxmo":
+        return None
+    from ..estimators.proxmo import similarity_pairs
+    from ..io._guards import count_setting
+
+    limit = count_setting(ENV_PROXMO_MAX_PAIRS, PROXMO_MAX_PAIRS)
+    pairs, g, texts = similarity_pairs(graph)
+    if pairs <= limit:
+        return None
+    return (
+        f"ProxMO compares every two distinct step texts of a group: {pairs:,} pairs here (group "
+        f"'{graph.batch.group_label(g)}' has {texts:,} distinct texts); a page view computes up "
+        f"to {limit:,} (use `crbc-viz score --estimator proxmo`, or set ${ENV_PROXMO_MAX_PAIRS})"
+    )
+
+
 def _score(graph, estimator: str, params: tuple, backend: str):
     try:
+        refused = work_refusal(graph, estimator)
+        if refused is not None:
+            return refused
         return score(graph, estimator, backend=backend, **dict(params))
     except Exception as e:  # shown in place of the estimator's output, never as a traceback
         return run_label(e)
