@@ -2,8 +2,8 @@
 
 M(s,s′) = Σ_a μ(a|s) P(s′|s,a) = N(s→s′)/N(s) and b(s) = β N(s→z+)/N(s) are given as a
 list of weighted entries (source node, successor, weight); entries may repeat and add up.
-Groups never share a node, so the system is block diagonal. It is solved directly, never
-iteratively, in memory that grows with the number of entries, not with (largest group)²:
+Groups never share a node, so the system is block diagonal. It is solved in memory that grows
+with the number of entries, not with (largest group)²:
 
 - groups of at most `DENSE_MAX` anchors: padded to a power-of-two size class and solved
   with one batched dense LU per class (``numpy.linalg.solve``; padding rows are identity
@@ -15,7 +15,12 @@ iteratively, in memory that grows with the number of entries, not with (largest 
   (a 50k-anchor random group fills 6 M entries, 110k did not finish in 5 minutes), so they
   are solved by the fixed-point iteration V ← βMV + b over the sparse entries until the
   proven error bound ‖V − V*‖∞ ≤ β/(1 − β)·‖ΔV‖∞ is below `ITER_TOL` (for β = 1, the
-  contraction rate measured over the last iterations stands in for β).
+  contraction rate measured over the last iterations stands in for β);
+- and so are groups over `LU_ALWAYS_MAX` anchors whose iteration is known to be cheap: for
+  β < 1 it ends within `iterations_needed(β)` sweeps (‖ΔV‖∞ shrinks by β a sweep from at most
+  1), and a group is iterated where that many sweeps over its entries are at most
+  `ITER_WORK_MAX` updates (`iterated_groups`). LU's cost cannot be told in advance: a
+  12,000-anchor group of random transitions took 13 s to factorise against 0.1 s iterated.
 
 I − βM is a nonsingular M-matrix (every anchor reaches a boundary under the empirical
 chain), so all three are stable.
@@ -37,7 +42,11 @@ __all__ = [
     "DENSE_MAX",
     "CHUNK_BYTES",
     "SPARSE_LU_MAX",
+    "LU_ALWAYS_MAX",
+    "ITER_WORK_MAX",
     "ITER_TOL",
+    "iterations_needed",
+    "iterated_groups",
 ]
 
 #: Largest group (anchors) solved densely by the reference; larger groups go to sparse LU.
@@ -48,6 +57,30 @@ CHUNK_BYTES = 64 << 20
 SPARSE_LU_MAX = 20_000
 #: Proven bound on the error of an iterated group's values (∞-norm).
 ITER_TOL = 1e-13
+#: Groups of at most this many anchors are always factorised (fast whatever their graph: a
+#: 1,800-anchor group of random transitions factorises in 0.05 s).
+LU_ALWAYS_MAX = 2_000
+#: Entry updates (sweeps × the group's entries and anchors) an iterated group may need at most.
+ITER_WORK_MAX = 200_000_000
+
+
+def iterations_needed(beta: float) -> float:
+    """Sweeps of V ← βMV + b from V = b after which β/(1 − β)·‖ΔV‖∞ ≤ `ITER_TOL` is certain
+    (‖ΔV‖∞ ≤ β^k after k sweeps: ‖b‖∞ ≤ β, rows of M sum to ≤ 1); infinite for β = 1."""
+    if not beta < 1.0:
+        return float("inf")
+    if beta <= 0.0:
+        return 1.0
+    return float(np.ceil(np.log(ITER_TOL * (1.0 - beta) / beta) / np.log(beta))) + 1.0
+
+
+def iterated_groups(n_group: np.ndarray, e_group_count: np.ndarray, beta: float) -> np.ndarray:
+    """Which groups ``[G]`` the fixed-point iteration solves (the rest are factorised): those
+    over `SPARSE_LU_MAX` anchors, and those over `LU_ALWAYS_MAX` whose iteration needs at most
+    `ITER_WORK_MAX` updates. ``e_group_count``: each group's inner entries."""
+    n_group = np.asarray(n_group, dtype=np.float64)
+    work = iterations_needed(beta) * (np.asarray(e_group_count, dtype=np.float64) + n_group)
+    return (n_group > SPARSE_LU_MAX) | ((n_group > LU_ALWAYS_MAX) & (work <= ITER_WORK_MAX))
 
 
 def graph_entries(graph):
@@ -129,9 +162,8 @@ def solve_closure(
             V[ns] = sol[rows, cols]
     large = ~dense & (n_group > 0)
     if large.any():
-        V = sparse_solve(
-            large[node_group], i_src, i_dst, i_w, b, beta, V, iterate=(n_group > SPARSE_LU_MAX)[node_group]
-        )
+        iterate = iterated_groups(n_group, np.bincount(e_group, minlength=len(n_group)), beta)
+        V = sparse_solve(large[node_group], i_src, i_dst, i_w, b, beta, V, iterate=iterate[node_group])
     MV = np.bincount(i_src, weights=i_w * V[i_dst], minlength=N)
     return V, float(np.max(np.abs(V - beta * MV - b)))
 

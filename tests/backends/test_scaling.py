@@ -199,3 +199,34 @@ def test_iterated_large_groups_match_a_dense_solve(big, monkeypatch, beta):
     V, res = closure.solve_closure(*closure.graph_entries(graph), graph.group_node_offsets, beta)
     _close(V, _dense_oracle(graph, beta), f"iterated β={beta}")
     assert res < 1e-10
+
+
+def test_which_groups_are_iterated():
+    """Over LU_ALWAYS_MAX anchors a group is iterated where ~1,700 sweeps (β = 0.98: 0.98^k
+    reaches 2e-15 after 1,676) over its entries stay within ITER_WORK_MAX; β = 1 factorises."""
+    from crbc_viz.ops.closure import iterated_groups
+
+    n = np.array([2_000, 2_001, 2_001, 20_001, 5_000])
+    e = np.array([10_000, 10_000, 200_000, 10_000_000, 50_000])
+    assert iterated_groups(n, e, 0.98).tolist() == [False, True, False, True, True]
+    assert iterated_groups(n, e, 1.0).tolist() == [False, False, False, True, False]
+    assert iterated_groups(n, e, 0.9999).tolist() == [False, False, False, True, False]
+
+
+@pytest.mark.parametrize("beta", [0.97, 1.0])
+def test_mid_size_groups_iterate_only_where_cheap(big, monkeypatch, beta):
+    """With LU_ALWAYS_MAX lowered under the big batch's groups, β < 1 iterates them (no LU) and
+    β = 1 factorises them; both land within 1e-9 of the dense solve."""
+    import crbc_viz.ops.closure as closure
+
+    graph = crbc_viz.build_graph(big)
+    assert np.diff(graph.group_node_offsets).max() > 300
+    monkeypatch.setattr(closure, "LU_ALWAYS_MAX", 300)
+    used = []
+    for name in ("_lu", "_iterate"):
+        real = getattr(closure, name)
+        monkeypatch.setattr(closure, name, lambda *a, _r=real, _n=name: used.append(_n) or _r(*a))
+    V, res = closure.solve_closure(*closure.graph_entries(graph), graph.group_node_offsets, beta)
+    assert set(used) == ({"_iterate"} if beta < 1 else {"_lu"})
+    _close(V, _dense_oracle(graph, beta), f"β={beta}")
+    assert res < 1e-10

@@ -139,22 +139,24 @@ def solve_closure(
 def _sparse_solve_large(large: np.ndarray, node_group, i_src, i_dst, i_w, beta, b, V):
     """The groups too large to solve densely, on the CPU by the numpy reference's sparse
     path (`crbc_viz.ops.closure.sparse_solve`: sparse LU, or the bounded iteration
-    for very large groups); no dense n² matrix is built for them."""
+    where `iterated_groups` says); no dense n² matrix is built for them."""
     import torch
 
-    from ...ops.closure import SPARSE_LU_MAX, sparse_solve
+    from ...ops.closure import iterated_groups, sparse_solve
 
     ng = node_group.cpu().numpy()
+    src = i_src.cpu().numpy()
     n_group = np.bincount(ng, minlength=len(large))
+    iterate = iterated_groups(n_group, np.bincount(ng[src], minlength=len(large)), beta)
     out = sparse_solve(
         large[ng],
-        i_src.cpu().numpy(),
+        src,
         i_dst.cpu().numpy(),
         i_w.to("cpu", torch.float64).numpy(),
         b.to("cpu", torch.float64).numpy(),
         beta,
         V.to("cpu", torch.float64).numpy().copy(),
-        iterate=(n_group > SPARSE_LU_MAX)[ng],
+        iterate=iterate[ng],
     )
     return torch.as_tensor(out, device=V.device, dtype=V.dtype)
 
