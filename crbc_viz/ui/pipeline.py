@@ -184,7 +184,7 @@ def work_refusal(graph, estimator: str) -> str | None:
     return (
         f"ProxMO compares every two distinct step texts of a group: {pairs:,} pairs here (group "
         f"'{graph.batch.group_label(g)}' has {texts:,} distinct texts); a page view computes up "
-        f"to {limit:,} (use `crbc-viz score --estimator proxmo`, or set ${ENV_PROXMO_MAX_PAIRS})"
+        f"to {limit:,} (crbc-viz score --estimator proxmo computes it; or raise ${ENV_PROXMO_MAX_PAIRS})"
     )
 
 

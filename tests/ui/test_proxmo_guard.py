@@ -54,7 +54,7 @@ def test_refused_past_the_bound_with_the_numbers(graph, monkeypatch):
     why = pipeline._score(graph, "proxmo", (), "numpy")
     assert isinstance(why, str)
     assert "13 pairs" in why and "3 distinct texts" in why and "/b'" in why
-    assert "CRBC_VIZ_PROXMO_MAX_PAIRS" in why and "crbc-viz score --estimator proxmo" in why
+    assert "CRBC_VIZ_PROXMO_MAX_PAIRS" in why and "crbc-viz score --estimator proxmo computes it" in why
     assert isinstance(pipeline._score(graph, "crbc", (), "numpy"), CreditResult)  # others run
     monkeypatch.setenv(pipeline.ENV_PROXMO_MAX_PAIRS, "13")
     assert isinstance(pipeline._score(graph, "proxmo", (), "numpy"), CreditResult)
