@@ -215,13 +215,16 @@ def _lesson1(pg, server, projector, tag):
 def step_slider(pg, label: str, key: str, presses: str, want: str | tuple[str, ...]) -> None:
     """Move the slider labelled ``label`` by keyboard until the link says ``key=want`` (or one
     of ``want``).
-    Each key is pressed on the idle app and counted only once the thumb has moved (a rerun that
-    redraws the slider can take the focus, and with it a key press, on a busy machine)."""
+    Each key is pressed on the idle app and counted only once the thumb has moved and the link
+    has taken the new value: on a busy machine a rerun that redraws the slider can take the
+    focus, and with it a key press, or redraw it at the value it had before the press (the
+    thumb moved, the link never changed: the walk once waited 270 s for ``rr_lucky=4`` with
+    ``rr_lucky=2`` in the link); such a press is pressed again."""
     thumb = pg.locator("[data-testid='stSlider']").filter(has_text=label).first.locator("input[type='range']")
     for k in presses.split():
-        for _ in range(3):
+        for _ in range(4):
             app_idle(pg, WAIT)
-            before = thumb.input_value()
+            before, linked = thumb.input_value(), query(pg).get(key)
             thumb.scroll_into_view_if_needed()
             thumb.focus()
             pg.keyboard.press(k)
@@ -231,9 +234,10 @@ def step_slider(pg, label: str, key: str, presses: str, want: str | tuple[str, .
                     arg=[thumb.element_handle(), before],
                     timeout=10_000,  # the thumb moves in the page, before the rerun
                 )
+                wait_until(pg, lambda: query(pg).get(key) != linked, f"{label}: {k} in the link", 20_000)
                 break
-            except PlaywrightTimeout:
-                continue  # the press was lost: the thumb is where it was, press again
+            except (PlaywrightTimeout, AssertionError):
+                continue  # the press was lost or undone: press again
         else:
             raise AssertionError(f"{label}: {k} did not move the slider")
     wants = (want,) if isinstance(want, str) else want
