@@ -89,7 +89,9 @@ def _work(graph) -> dict:
     step_table(graph, results)
     combination_steps(graph, crbc, None, 1.0)
     graph_drawing(graph, crbc, max_nodes=40, estimator="crbc")
-    edge_explanation(graph, crbc, f"a->b#{int(np.argmax(graph.edge_count))}")
+    edge = f"a->b#{int(np.argmax(graph.edge_count))}"
+    for r in results.values():  # the why panel of every estimator (its own or the generic one)
+        edge_explanation(graph, r, edge)
     return results
 
 
