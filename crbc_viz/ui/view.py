@@ -7,7 +7,10 @@ How a run goes (``app.py``):
 1. `sync_in` reads the query string. It is applied to the view (fields absent from it fall
    back to their defaults) on the session's first run, and whenever it differs from what this
    session last wrote (Back / Forward, or a link opened in place). An empty query string that
-   is not a history step (a page switch that dropped it) keeps the current view.
+   is not a history step (a page switch that dropped it) keeps the current view, and so does
+   one this session wrote a few runs ago when the run is not a history step: the browser sent
+   it before the latest write reached it (a slider pressed again while the last press's run
+   ended), and applying it would undo the press.
 2. The sidebar and the page draw their widgets through `field` (the widget gets its value
    from the view, validated against its options) and `record` (the view takes the value
    back). Values that equal their default are left out of the URL.
@@ -45,6 +48,9 @@ __all__ = [
 
 _VIEW = "_view"  # {url name: encoded value}, non-default values only
 _WRITTEN = "_qs_written"  # the query dict this session last wrote (None before the first run)
+_EARLIER = "_qs_earlier"  # the query dicts it wrote before that, the latest last (`EARLIER_KEPT`)
+#: Earlier writes kept: a browser that has not yet shown the latest ones sends one of them.
+EARLIER_KEPT = 4
 _PENDING = "_view_pending"  # names whose widget must take the URL's value on its next draw
 _DEFAULTS = "_view_defaults"  # {url name: encoded default} as last seen by the widget
 
@@ -135,8 +141,11 @@ def sync_in() -> bool:
     written = st.session_state.get(_WRITTEN)
     if written is not None and cur == written:
         return False
-    if written is not None and not cur and not _history_step():
-        return False  # a page switch that dropped the query string: keep the view
+    if written is not None and not _history_step():
+        if not cur:
+            return False  # a page switch that dropped the query string: keep the view
+        if cur in st.session_state.get(_EARLIER, ()):
+            return False  # the browser had not yet shown this session's latest write
     st.session_state[_VIEW] = dict(cur)
     st.session_state[_PENDING] = set(FIELDS)
     return True
@@ -253,6 +262,10 @@ def sync_out() -> None:
     want = nav_query()
     if want != _current_query():
         st.query_params.from_dict(want)
+    before = st.session_state.get(_WRITTEN)
+    if before is not None and before != want:
+        earlier = [q for q in st.session_state.get(_EARLIER, []) if q != want] + [before]
+        st.session_state[_EARLIER] = earlier[-EARLIER_KEPT:]
     st.session_state[_WRITTEN] = want
     # A URL is applied on the run that read it; controls not drawn then (another page, a step
     # picker without a rollout) take the view's value when they are drawn later.
